@@ -1,0 +1,96 @@
+"""The application factory: one Starlette app serving every door of every host."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route, Router
+
+from prism.auth.authenticator import Authenticator
+from prism.canonical import endpoints as canonical
+from prism.config import Settings, get_settings
+from prism.db import Database
+from prism.dispatch.dispatcher import Dispatcher
+from prism.registry import Registry
+from prism.registry.registry import build_registry
+from prism.sandbox import endpoints as sandbox
+from prism.web.responses import json_response
+
+log = logging.getLogger("prism")
+
+
+def both(path: str, endpoint: object, methods: list[str]) -> list[BaseRoute]:
+    """The path with and without its trailing slash, answered directly (never a redirect)."""
+    bare = path.rstrip("/")
+    return [Route(bare, endpoint, methods=methods), Route(bare + "/", endpoint, methods=methods)]  # type: ignore[arg-type]
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        *both("/api/v1/dev/ping/", sandbox.ping, ["GET"]),
+        *both("/api/v1/dev/me/", sandbox.me, ["GET"]),
+        *both("/api/v1/dev/tools/", sandbox.tools, ["GET"]),
+        *both("/api/v1/dev/introspect/", sandbox.introspect, ["GET", "POST"]),
+        *both("/api/v1/dev/call/", sandbox.call, ["POST"]),
+        *both("/api/mcp/tools/{tool_name}/", canonical.call_tool, ["POST"]),
+        *both("/prism/{mega_tool}/{app}/{entity}/{operation}", canonical.call_coordinate, ["POST"]),
+    ]
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    return json_response({"error": "not_found", "message": f"no route {request.url.path}"}, 404)
+
+
+async def method_not_allowed(request: Request, exc: Exception) -> Response:
+    return json_response({"error": "method_not_allowed", "message": f"{request.method} not allowed here"}, 405)
+
+
+async def server_error(request: Request, exc: Exception) -> Response:
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return json_response({"error": "internal_error", "message": "internal server error"}, 500)
+
+
+async def _flush_touches_forever(authenticator: Authenticator, interval: float) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await authenticator.flush_touches()
+        except Exception:
+            log.exception("could not record key usage")
+
+
+def create_app(settings: Settings | None = None, *, registry: Registry | None = None) -> Starlette:
+    settings = settings or get_settings()
+    registry = registry or build_registry(s for s in settings.apps.split(",") if s.strip())
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        db = Database(settings.database_url)
+        app.state.db = db
+        app.state.authenticator = Authenticator(db, cache_seconds=settings.credential_cache_seconds)
+        app.state.dispatcher = Dispatcher(db, registry)
+        flusher = asyncio.create_task(
+            _flush_touches_forever(app.state.authenticator, settings.key_touch_interval_seconds))
+        try:
+            yield
+        finally:
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
+            await app.state.authenticator.flush_touches()
+            await db.dispose()
+
+    app = Starlette(routes=routes(), lifespan=lifespan, exception_handlers={
+        404: not_found, 405: method_not_allowed, 500: server_error})
+    assert isinstance(app.router, Router)
+    app.router.redirect_slashes = False
+    app.state.settings = settings
+    app.state.registry = registry
+    return app

@@ -1,0 +1,7 @@
+"""Built-in handler apps. Each app is a package whose `handlers` module declares its handlers."""
+
+BUILTIN_APP_MODULES = (
+    "prism.apps.core.handlers",
+    "prism.apps.spare_parts.handlers",
+    "prism.apps.finance.handlers",
+)

@@ -1,0 +1,172 @@
+"""finance: accounts payable — vendors, their invoices, and the AP aging report."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+from sqlalchemy import select
+
+from prism.apps.finance.aging import aging_summary
+from prism.apps.finance.models import Invoice, Vendor
+from prism.apps.params import ListParams, Params, ReadParams
+from prism.errors import Conflict
+from prism.registry import HandlerApp, HandlerCall
+from prism.tenancy.repository import OrgRepository, text_search, to_record
+
+app = HandlerApp("finance", description="Accounts payable: vendors, invoices, aging.")
+
+InvoiceStatus = Literal["received", "approved", "disputed", "paid", "void"]
+
+# The invoice state machine: which status may follow which.
+INVOICE_TRANSITIONS: dict[str, frozenset[str]] = {
+    "received": frozenset({"approved", "disputed", "void"}),
+    "disputed": frozenset({"received", "void"}),
+    "approved": frozenset({"paid", "disputed", "void"}),
+    "paid": frozenset(),
+    "void": frozenset(),
+}
+
+
+class VendorList(ListParams):
+    status: Literal["active", "inactive"] | None = None
+
+
+class VendorCreate(Params):
+    name: str = Field(..., min_length=1, max_length=255)
+    email: str = Field("", max_length=320)
+    payment_terms_days: int = Field(30, ge=0, le=365)
+
+
+class InvoiceList(ListParams):
+    status: InvoiceStatus | None = None
+    vendor_id: str | None = Field(None, max_length=64)
+    due_before: date | None = Field(None, description="Only invoices due before this date.")
+
+
+class InvoiceCreate(Params):
+    vendor_id: str = Field(..., min_length=1, max_length=64)
+    number: str = Field(..., min_length=1, max_length=64)
+    amount_cents: int = Field(..., gt=0, le=10**12)
+    currency: str = Field("USD", pattern=r"^[A-Z]{3}$")
+    issue_date: date
+    due_date: date
+    memo: str = Field("", max_length=1000)
+
+    @model_validator(mode="after")
+    def _due_after_issue(self) -> InvoiceCreate:
+        if self.due_date < self.issue_date:
+            raise ValueError("due_date must not be before issue_date")
+        return self
+
+
+class InvoiceUpdate(Params):
+    id: str = Field(..., min_length=1, max_length=64)
+    status: InvoiceStatus | None = Field(None, description="New status; must follow the state machine.")
+    due_date: date | None = None
+    memo: str | None = Field(None, max_length=1000)
+
+
+class AgingParams(Params):
+    as_of: date | None = Field(None, description="Date the aging is computed at (default: today, UTC).")
+    vendor_id: str | None = Field(None, max_length=64, description="Only this vendor's invoices.")
+
+
+@app.handler("entity_crud", "vendor", "list", params=VendorList, scope="read",
+             description="List vendors.", keywords=("suppliers", "payables"))
+async def list_vendors(call: HandlerCall, p: VendorList) -> dict[str, Any]:
+    repo = OrgRepository(call.session, Vendor, call.organization_id, label="vendor")
+    stmt = text_search(repo.base(), [Vendor.name, Vendor.email], p.search)
+    if p.status:
+        stmt = stmt.where(Vendor.status == p.status)
+    return await repo.page(stmt, page=p.page, page_size=p.page_size, ordering=p.ordering,
+                           orderable=("name", "created_at"), default_ordering="name")
+
+
+@app.handler("entity_crud", "vendor", "read", params=ReadParams, scope="read",
+             description="Read one vendor by id.", keywords=("supplier",))
+async def read_vendor(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
+    return to_record(await OrgRepository(call.session, Vendor, call.organization_id, label="vendor").get(p.id))
+
+
+@app.handler("entity_crud", "vendor", "create", params=VendorCreate, scope="write",
+             description="Add a vendor.", keywords=("supplier", "new vendor"))
+async def create_vendor(call: HandlerCall, p: VendorCreate) -> dict[str, Any]:
+    row = OrgRepository(call.session, Vendor, call.organization_id).add(**p.model_dump())
+    await call.session.flush()
+    return to_record(row)
+
+
+def _invoices(call: HandlerCall) -> OrgRepository[Invoice]:
+    return OrgRepository(call.session, Invoice, call.organization_id, label="invoice")
+
+
+@app.handler("entity_crud", "invoice", "list", params=InvoiceList, scope="read",
+             description="List vendor invoices with filters (status, vendor, due date) and ordering.",
+             keywords=("accounts payable", "bills", "unpaid", "overdue"))
+async def list_invoices(call: HandlerCall, p: InvoiceList) -> dict[str, Any]:
+    repo = _invoices(call)
+    stmt = text_search(repo.base(), [Invoice.number, Invoice.memo], p.search)
+    if p.status:
+        stmt = stmt.where(Invoice.status == p.status)
+    if p.vendor_id:
+        stmt = stmt.where(Invoice.vendor_id == p.vendor_id)
+    if p.due_before:
+        stmt = stmt.where(Invoice.due_date < p.due_before)
+    return await repo.page(stmt, page=p.page, page_size=p.page_size, ordering=p.ordering,
+                           orderable=("due_date", "issue_date", "amount_cents", "number", "created_at"),
+                           default_ordering="due_date")
+
+
+@app.handler("entity_crud", "invoice", "read", params=ReadParams, scope="read",
+             description="Read one vendor invoice by id.", keywords=("bill", "accounts payable"))
+async def read_invoice(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
+    return to_record(await _invoices(call).get(p.id))
+
+
+@app.handler("entity_crud", "invoice", "create", params=InvoiceCreate, scope="write",
+             description="Record a vendor invoice (status starts as received).",
+             keywords=("bill", "record invoice", "accounts payable"))
+async def create_invoice(call: HandlerCall, p: InvoiceCreate) -> dict[str, Any]:
+    await OrgRepository(call.session, Vendor, call.organization_id, label="vendor").get(p.vendor_id)
+    row = _invoices(call).add(**p.model_dump(), status="received")
+    await call.session.flush()
+    return to_record(row)
+
+
+@app.handler("entity_crud", "invoice", "update", params=InvoiceUpdate, scope="write",
+             description="Update an invoice: status (received → approved → paid; disputed; void), due date, memo.",
+             keywords=("approve invoice", "pay invoice", "dispute", "accounts payable"))
+async def update_invoice(call: HandlerCall, p: InvoiceUpdate) -> dict[str, Any]:
+    row = await _invoices(call).get(p.id)
+    if p.status is not None and p.status != row.status:
+        if p.status not in INVOICE_TRANSITIONS[row.status]:
+            allowed = sorted(INVOICE_TRANSITIONS[row.status]) or ["none"]
+            raise Conflict(f"invoice status cannot go from {row.status} to {p.status} "
+                           f"(allowed: {', '.join(allowed)})", code="invalid_transition")
+        row.status = p.status
+    if p.due_date is not None:
+        if p.due_date < row.issue_date:
+            raise Conflict("due_date must not be before issue_date", code="invalid_transition")
+        row.due_date = p.due_date
+    if p.memo is not None:
+        row.memo = p.memo
+    await call.session.flush()
+    return to_record(row)
+
+
+@app.handler("report_query", "invoice", "agingApSummary", params=AgingParams, scope="read",
+             permission="finance.view_invoice",
+             description="Accounts-payable aging: outstanding invoice amounts by days past due "
+                         "(current, 1-30, 31-60, 61-90, over 90), per currency and per vendor.",
+             keywords=("aging", "ap aging", "overdue", "outstanding", "payables report", "past due"))
+async def aging_ap_summary(call: HandlerCall, p: AgingParams) -> dict[str, Any]:
+    stmt = (select(Invoice.amount_cents, Invoice.currency, Invoice.due_date, Vendor.id, Vendor.name)
+            .join(Vendor, Vendor.id == Invoice.vendor_id)
+            .where(Invoice.organization_id == call.organization_id,
+                   Invoice.status.in_(("received", "approved", "disputed"))))
+    if p.vendor_id:
+        stmt = stmt.where(Invoice.vendor_id == p.vendor_id)
+    rows = (await call.session.execute(stmt)).all()
+    return aging_summary(rows, as_of=p.as_of)

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from datetime import date, datetime
+
+from sqlalchemy import Date, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from prism.kit.timeutil import utcnow
+from prism.models.base import Base, UTCDateTime, created_column, id_column
+
+
+class Vendor(Base):
+    __tablename__ = "finance_vendors"
+
+    id: Mapped[str] = id_column()
+    organization_id: Mapped[str] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE"), index=True
+    )
+    name: Mapped[str] = mapped_column(String(255))
+    email: Mapped[str] = mapped_column(String(320), default="")
+    payment_terms_days: Mapped[int] = mapped_column(Integer, default=30)
+    status: Mapped[str] = mapped_column(String(32), default="active")
+    created_at: Mapped[datetime] = created_column()
+
+
+class Invoice(Base):
+    __tablename__ = "finance_invoices"
+    __table_args__ = (UniqueConstraint("organization_id", "vendor_id", "number"),)
+
+    id: Mapped[str] = id_column()
+    organization_id: Mapped[str] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE"), index=True
+    )
+    vendor_id: Mapped[str] = mapped_column(ForeignKey("finance_vendors.id"), index=True)
+    number: Mapped[str] = mapped_column(String(64))
+    amount_cents: Mapped[int] = mapped_column(Integer)
+    currency: Mapped[str] = mapped_column(String(3), default="USD")
+    issue_date: Mapped[date] = mapped_column(Date)
+    due_date: Mapped[date] = mapped_column(Date)
+    status: Mapped[str] = mapped_column(String(32), default="received")
+    memo: Mapped[str] = mapped_column(String(1000), default="")
+    created_at: Mapped[datetime] = created_column()
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)

@@ -1,0 +1,101 @@
+"""spare_parts: the inventory of maintenance spare parts."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from prism.apps.params import DeleteParams, ListParams, Params, ReadParams
+from prism.apps.spare_parts.models import SparePart
+from prism.registry import HandlerApp, HandlerCall
+from prism.tenancy.repository import OrgRepository, text_search, to_record
+
+app = HandlerApp("spare_parts", description="Spare-parts inventory: stock levels, locations, costs.")
+
+Status = Literal["active", "discontinued"]
+ORDERABLE = ("name", "sku", "quantity", "unit_cost_cents", "created_at", "updated_at")
+
+
+class SparePartList(ListParams):
+    status: Status | None = Field(None, description="Only parts with this status.")
+    location: str | None = Field(None, max_length=255, description="Only parts stored here.")
+    below_reorder_level: bool | None = Field(None, description="Only parts at or below reorder level.")
+
+
+class SparePartCreate(Params):
+    sku: str = Field(..., min_length=1, max_length=64)
+    name: str = Field(..., min_length=1, max_length=255)
+    description: str = Field("", max_length=5000)
+    quantity: int = Field(0, ge=0, le=10_000_000)
+    reorder_level: int = Field(0, ge=0, le=10_000_000)
+    unit_cost_cents: int = Field(0, ge=0, le=10**12)
+    location: str = Field("", max_length=255)
+    status: Status = "active"
+
+
+class SparePartUpdate(Params):
+    id: str = Field(..., min_length=1, max_length=64)
+    name: str | None = Field(None, min_length=1, max_length=255)
+    description: str | None = Field(None, max_length=5000)
+    quantity: int | None = Field(None, ge=0, le=10_000_000)
+    reorder_level: int | None = Field(None, ge=0, le=10_000_000)
+    unit_cost_cents: int | None = Field(None, ge=0, le=10**12)
+    location: str | None = Field(None, max_length=255)
+    status: Status | None = None
+
+
+def _repo(call: HandlerCall) -> OrgRepository[SparePart]:
+    return OrgRepository(call.session, SparePart, call.organization_id, label="spare_part")
+
+
+@app.handler("entity_crud", "spare_part", "list", params=SparePartList, scope="read",
+             description="List spare parts with filters (status, location, low stock), search and ordering.",
+             keywords=("inventory", "stock", "parts", "low stock", "reorder"))
+async def list_spare_parts(call: HandlerCall, p: SparePartList) -> dict[str, Any]:
+    repo = _repo(call)
+    stmt = text_search(repo.base(), [SparePart.name, SparePart.sku, SparePart.description], p.search)
+    if p.status:
+        stmt = stmt.where(SparePart.status == p.status)
+    if p.location:
+        stmt = stmt.where(SparePart.location == p.location)
+    if p.below_reorder_level is not None:
+        low = SparePart.quantity <= SparePart.reorder_level
+        stmt = stmt.where(low if p.below_reorder_level else ~low)
+    return await repo.page(stmt, page=p.page, page_size=p.page_size, ordering=p.ordering,
+                           orderable=ORDERABLE, default_ordering="name")
+
+
+@app.handler("entity_crud", "spare_part", "read", params=ReadParams, scope="read",
+             description="Read one spare part by id.", keywords=("inventory", "part", "stock level"))
+async def read_spare_part(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
+    return to_record(await _repo(call).get(p.id))
+
+
+@app.handler("entity_crud", "spare_part", "create", params=SparePartCreate, scope="write",
+             description="Add a spare part to the inventory (sku unique per organization).",
+             keywords=("inventory", "add part", "new part"))
+async def create_spare_part(call: HandlerCall, p: SparePartCreate) -> dict[str, Any]:
+    row = _repo(call).add(**p.model_dump())
+    await call.session.flush()
+    return to_record(row)
+
+
+@app.handler("entity_crud", "spare_part", "update", params=SparePartUpdate, scope="write",
+             description="Change fields of a spare part (stock level, location, cost, status).",
+             keywords=("inventory", "adjust stock", "restock"))
+async def update_spare_part(call: HandlerCall, p: SparePartUpdate) -> dict[str, Any]:
+    row = await _repo(call).get(p.id)
+    for name, value in p.model_dump(exclude={"id"}, exclude_none=True).items():
+        setattr(row, name, value)
+    await call.session.flush()
+    return to_record(row)
+
+
+@app.handler("entity_crud", "spare_part", "delete", params=DeleteParams, scope="write", destructive=True,
+             description="Delete a spare part permanently.", keywords=("inventory", "remove part"))
+async def delete_spare_part(call: HandlerCall, p: DeleteParams) -> dict[str, Any]:
+    row = await _repo(call).get(p.id)
+    await call.session.delete(row)
+    await call.session.flush()
+    return {"id": p.id, "deleted": True}

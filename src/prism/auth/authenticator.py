@@ -1,0 +1,152 @@
+"""Bearer API key → AuthContext, with a short in-process cache.
+
+The cache keeps a verified key for `credential_cache_seconds`; the hash is still compared on every
+request and expiry is checked against the clock, so a cached entry never outlives its key. Revocation
+through this process evicts at once; revocation from another process is seen within the TTL.
+`last_used_at` is collected in memory and written in batches by `flush_touches`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+
+from prism.auth.context import AuthContext
+from prism.auth.permissions import PermissionSet
+from prism.db import Database
+from prism.errors import PrismError, Unauthenticated
+from prism.keys.service import keys_match, lookup_of, touch_keys
+from prism.kit.timeutil import utcnow
+from prism.models import ApiKey, Membership, Organization, Role, Tenant, User
+from prism.tenancy.hosts import HostInfo
+
+
+class TenantNotFoundError(PrismError):
+    code, status = "tenant_not_found", 404
+
+
+@dataclass(slots=True)
+class _Cached:
+    key_hash: str
+    context: AuthContext
+    expires_at: datetime | None
+    fetched: float
+
+
+_KEY_QUERY = (
+    select(ApiKey.id, ApiKey.key_hash, ApiKey.scopes, ApiKey.name, ApiKey.lookup, ApiKey.created_at,
+           ApiKey.expires_at, ApiKey.last_used_at, ApiKey.revoked_at, ApiKey.organization_id,
+           User.id.label("user_id"), User.email, User.is_active, Role.name.label("role"),
+           Role.permissions, Organization.name.label("org_name"), Tenant.id.label("tenant_id"),
+           Tenant.subdomain, Tenant.name.label("tenant_name"))
+    .join(User, User.id == ApiKey.user_id)
+    .join(Organization, Organization.id == ApiKey.organization_id)
+    .join(Tenant, Tenant.id == ApiKey.tenant_id)
+    .outerjoin(Membership, (Membership.user_id == ApiKey.user_id)
+               & (Membership.organization_id == ApiKey.organization_id))
+    .outerjoin(Role, Role.id == Membership.role_id)
+)
+
+
+def _invalid(reason: str) -> Unauthenticated:
+    return Unauthenticated(reason, code="invalid_token")
+
+
+class Authenticator:
+    def __init__(self, db: Database, *, cache_seconds: float) -> None:
+        self.db = db
+        self.cache_seconds = cache_seconds
+        self._cache: dict[str, _Cached] = {}
+        self._tenants: dict[str, tuple[bool, float]] = {}
+        self._touches: dict[str, datetime] = {}  # pending write
+        self._seen: dict[str, datetime] = {}  # latest use, for display
+        self._permission_sets: dict[tuple[str, ...], PermissionSet] = {}
+
+    async def authenticate(self, authorization: str | None, host: HostInfo) -> AuthContext:
+        if host.kind == "tenant":
+            await self.require_tenant_host(host)
+        if not authorization:
+            raise Unauthenticated("Authorization: Bearer <key> is required", code="authentication_required")
+        scheme, _, token = authorization.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise Unauthenticated("use the Bearer scheme: Authorization: Bearer <key>",
+                                  code="authentication_required")
+        context = await self._from_key(token)
+        if host.kind == "tenant" and host.subdomain != context.tenant_subdomain:
+            raise _invalid("this credential belongs to another tenant")
+        now = utcnow()
+        self._touches[context.credential_id] = self._seen[context.credential_id] = now
+        return context
+
+    async def require_tenant_host(self, host: HostInfo) -> None:
+        assert host.subdomain is not None
+        hit = self._tenants.get(host.subdomain)
+        now = time.monotonic()
+        if hit is None or now - hit[1] > self.cache_seconds:
+            async with self.db.read() as session:
+                found = (await session.execute(
+                    select(Tenant.id).where(Tenant.subdomain == host.subdomain))).first() is not None
+            hit = (found, now)
+            self._tenants[host.subdomain] = hit
+        if not hit[0]:
+            raise TenantNotFoundError(f"no tenant at {host.hostname}")
+
+    async def _from_key(self, token: str) -> AuthContext:
+        lookup = lookup_of(token)
+        if lookup is None:
+            raise _invalid("malformed API key")
+        cached = self._cache.get(lookup)
+        if cached is None or time.monotonic() - cached.fetched > self.cache_seconds:
+            cached = await self._load(lookup)
+        if not keys_match(cached.key_hash, token):
+            raise _invalid("invalid API key")
+        if cached.expires_at is not None and cached.expires_at <= utcnow():
+            raise _invalid("API key expired")
+        return cached.context
+
+    async def _load(self, lookup: str) -> _Cached:
+        async with self.db.read() as session:
+            row = (await session.execute(_KEY_QUERY.where(ApiKey.lookup == lookup))).first()
+        if row is None:
+            self._cache.pop(lookup, None)
+            raise _invalid("invalid API key")
+        if row.revoked_at is not None:
+            raise _invalid("API key revoked")
+        if not row.is_active:
+            raise _invalid("user is inactive")
+        if row.role is None:
+            raise _invalid("the key's user is no longer a member of its organization")
+        patterns = tuple(row.permissions)
+        permissions = self._permission_sets.setdefault(patterns, PermissionSet(patterns))
+        context = AuthContext(
+            tenant_id=row.tenant_id, tenant_subdomain=row.subdomain, tenant_name=row.tenant_name,
+            organization_id=row.organization_id, organization_name=row.org_name, user_id=row.user_id,
+            user_email=row.email, role=row.role, permissions=permissions,
+            scopes=frozenset(row.scopes.split()), credential_kind="api_key", credential_id=row.id,
+            key_prefix=row.lookup, key_name=row.name, key_created_at=row.created_at,
+            key_last_used_at=row.last_used_at,
+        )
+        cached = _Cached(row.key_hash, context, row.expires_at, time.monotonic())
+        self._cache[lookup] = cached
+        return cached
+
+    def last_used(self, context: AuthContext) -> datetime | None:
+        return self._seen.get(context.credential_id, context.key_last_used_at)
+
+    def evict(self, lookup: str) -> None:
+        self._cache.pop(lookup, None)
+
+    def clear(self) -> None:
+        self._cache.clear()
+        self._tenants.clear()
+
+    async def flush_touches(self) -> None:
+        if not self._touches:
+            return
+        pending, self._touches = self._touches, {}
+        async with self.db.write() as session:
+            await touch_keys(session, pending)

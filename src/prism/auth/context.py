@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from prism.auth.permissions import PermissionSet
+
+
+@dataclass(frozen=True, slots=True)
+class AuthContext:
+    """Who is calling, resolved once per request by the door; the dispatcher trusts only this."""
+
+    tenant_id: str
+    tenant_subdomain: str
+    tenant_name: str | None
+    organization_id: str
+    organization_name: str
+    user_id: str
+    user_email: str
+    role: str
+    permissions: PermissionSet
+    scopes: frozenset[str]
+    credential_kind: str
+    credential_id: str
+    key_prefix: str
+    key_name: str
+    key_created_at: datetime
+    key_last_used_at: datetime | None

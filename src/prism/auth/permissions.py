@@ -1,0 +1,34 @@
+"""Role permissions are patterns over `<app>.<verb>_<model>` with `*` wildcards."""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+BUILTIN_ROLES: dict[str, tuple[str, ...]] = {
+    "owner": ("*",),
+    "admin": ("*",),
+    "member": ("*.view_*", "*.add_*", "*.change_*"),
+    "viewer": ("*.view_*",),
+}
+
+
+class PermissionSet:
+    """Immutable, hashable, with a memo: the same role answers the same question once per process."""
+
+    __slots__ = ("_memo", "patterns")
+
+    def __init__(self, patterns: tuple[str, ...]) -> None:
+        self.patterns = patterns
+        self._memo: dict[str, bool] = {}
+
+    def allows(self, permission: str | None) -> bool:
+        if permission is None:
+            return True
+        hit = self._memo.get(permission)
+        if hit is None:
+            hit = any(fnmatchcase(permission, p) for p in self.patterns)
+            self._memo[permission] = hit
+        return hit
+
+    def __repr__(self) -> str:
+        return f"PermissionSet({self.patterns!r})"

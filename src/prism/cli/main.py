@@ -1,0 +1,229 @@
+"""The `prism` command line. Every command takes --json for machine-readable output."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import typer
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.cli.output import emit, fail
+from prism.cli.serve import serve
+from prism.config import get_settings
+from prism.db import Database
+from prism.errors import PrismError
+from prism.governance.ledger import verify_chain
+from prism.identity.service import add_to_organization, create_user, require_user
+from prism.keys.service import create_key, revoke_key
+from prism.kit.timeutil import iso
+from prism.migrate import upgrade
+from prism.tenancy.service import (
+    create_organization,
+    create_tenant,
+    find_organization,
+    list_organizations,
+    require_tenant,
+)
+
+T = TypeVar("T")
+JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
+
+cli = typer.Typer(help="Prism: governed tool dispatch for AI agents.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+tenant_cli = typer.Typer(help="Tenants (one subdomain each).", no_args_is_help=True)
+org_cli = typer.Typer(help="Organizations within a tenant.", no_args_is_help=True)
+user_cli = typer.Typer(help="Users and memberships.", no_args_is_help=True)
+key_cli = typer.Typer(help="API keys.", no_args_is_help=True)
+audit_cli = typer.Typer(help="The hash-chained audit ledger.", no_args_is_help=True)
+for sub, name in ((tenant_cli, "tenant"), (org_cli, "org"), (user_cli, "user"), (key_cli, "key"),
+                  (audit_cli, "audit")):
+    cli.add_typer(sub, name=name)
+cli.command("serve")(serve)
+
+
+def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    """Run `work` in one committed transaction; domain errors become a clean exit 1."""
+
+    async def run() -> T:
+        db = Database(get_settings().database_url)
+        try:
+            async with db.write() as session:
+                return await work(session)
+        finally:
+            await db.dispose()
+
+    try:
+        return asyncio.run(run())
+    except PrismError as exc:
+        fail(as_json, exc)
+        raise AssertionError("unreachable") from exc
+
+
+@cli.command()
+def migrate(as_json: bool = JSON_OPT) -> None:
+    """Apply database migrations."""
+    upgrade(get_settings().database_url)
+    emit(as_json, {"migrated": True}, "migrations applied")
+
+
+@tenant_cli.command("create")
+def tenant_create(subdomain: str, name: str = typer.Option(..., "--name"),
+                  admin_email: str = typer.Option(..., "--admin-email"),
+                  admin_password: str = typer.Option(..., "--admin-password"),
+                  org_name: str | None = typer.Option(None, "--org-name", help="Default: the tenant name."),
+                  as_json: bool = JSON_OPT) -> None:
+    """Create a tenant with a first organization and its owner."""
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        tenant = await create_tenant(session, subdomain, name=name)
+        org = await create_organization(session, tenant, name=org_name or name)
+        user = await require_or_create_user(session, admin_email, admin_password)
+        await add_to_organization(session, user, org, role="owner")
+        return {"tenant": {"id": tenant.id, "subdomain": tenant.subdomain, "name": tenant.name},
+                "organization": {"id": org.id, "slug": org.slug, "name": org.name},
+                "admin": {"id": user.id, "email": user.email, "role": "owner"}}
+
+    out = in_transaction(as_json, work)
+    emit(as_json, out, f"tenant {out['tenant']['subdomain']} created; organization {out['organization']['slug']}; "
+                       f"owner {out['admin']['email']}")
+
+
+async def require_or_create_user(session: AsyncSession, email: str, password: str) -> Any:
+    try:
+        return await require_user(session, email)
+    except PrismError:
+        return await create_user(session, email, password)
+
+
+@org_cli.command("create")
+def org_create(name: str, tenant: str = typer.Option(..., "--tenant"),
+               slug: str | None = typer.Option(None, "--slug"), as_json: bool = JSON_OPT) -> None:
+    """Create an organization in a tenant."""
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        org = await create_organization(session, await require_tenant(session, tenant), name=name, slug=slug)
+        return {"id": org.id, "slug": org.slug, "name": org.name, "tenant": tenant}
+
+    out = in_transaction(as_json, work)
+    emit(as_json, out, f"organization {out['slug']} ({out['id']}) created in {tenant}")
+
+
+@org_cli.command("list")
+def org_list(tenant: str = typer.Option(..., "--tenant"), as_json: bool = JSON_OPT) -> None:
+    """List a tenant's organizations."""
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        orgs = await list_organizations(session, await require_tenant(session, tenant))
+        return {"organizations": [{"id": o.id, "slug": o.slug, "name": o.name} for o in orgs]}
+
+    out = in_transaction(as_json, work)
+    emit(as_json, out, "\n".join(f"{o['slug']}\t{o['id']}\t{o['name']}" for o in out["organizations"]))
+
+
+@user_cli.command("create")
+def user_create(email: str, password: str = typer.Option(..., "--password"), as_json: bool = JSON_OPT) -> None:
+    """Create a user (users are global; add them to organizations with add-to-org)."""
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        user = await create_user(session, email, password)
+        return {"id": user.id, "email": user.email}
+
+    out = in_transaction(as_json, work)
+    emit(as_json, out, f"user {out['email']} ({out['id']}) created")
+
+
+@user_cli.command("add-to-org")
+def user_add_to_org(email: str, tenant: str = typer.Option(..., "--tenant"),
+                    org: str = typer.Option(..., "--org", help="Organization id or slug."),
+                    role: str = typer.Option("member", "--role", help="owner, admin, member or viewer."),
+                    as_json: bool = JSON_OPT) -> None:
+    """Give a user a role in an organization (changes the role if already a member)."""
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        t = await require_tenant(session, tenant)
+        organization = await find_organization(session, t, org)
+        user = await require_user(session, email)
+        await add_to_organization(session, user, organization, role=role)
+        return {"user": user.email, "organization": organization.slug, "role": role, "tenant": t.subdomain}
+
+    out = in_transaction(as_json, work)
+    emit(as_json, out, f"{out['user']} is {out['role']} of {out['organization']}")
+
+
+@key_cli.command("create")
+def key_create(tenant: str = typer.Option(..., "--tenant"), email: str = typer.Option(..., "--email"),
+               org: str | None = typer.Option(None, "--org", help="Default: the user's first organization."),
+               scopes: str | None = typer.Option(None, "--scopes", help='Default "mcp:read mcp:write mcp:execute".'),
+               name: str | None = typer.Option(None, "--name"),
+               expires_days: int | None = typer.Option(None, "--expires-days"),
+               prefix: str = typer.Option("mcp", "--prefix", help="ck or mcp."),
+               as_json: bool = JSON_OPT) -> None:
+    """Mint an API key bound to one user and one organization. The plaintext is shown once."""
+    from prism.identity.service import memberships_in_tenant
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        t = await require_tenant(session, tenant)
+        user = await require_user(session, email)
+        if org:
+            organization = await find_organization(session, t, org)
+        else:
+            orgs = await memberships_in_tenant(session, user, t.id)
+            if not orgs:
+                raise PrismError(f"{email} belongs to no organization of {tenant}", code="not_a_member",
+                                 status=403)
+            organization = orgs[0]
+        minted = await create_key(session, tenant=t, user=user, organization=organization, name=name,
+                                  scopes=scopes, expires_days=expires_days, prefix=prefix)
+        k = minted.key
+        return {"api_key": minted.plaintext, "key_id": k.id, "key_prefix": k.lookup, "name": k.name,
+                "scopes": k.scopes.split(), "organization": organization.id,
+                "organization_name": organization.name, "expires_at": iso(k.expires_at)}
+
+    out = in_transaction(as_json, work)
+    emit(as_json, out, f"{out['api_key']}\n(key {out['key_prefix']} for {email} in {out['organization_name']}; "
+                       "shown once)")
+
+
+@key_cli.command("revoke")
+def key_revoke(key: str = typer.Argument(..., help="Key id or displayed prefix."),
+               tenant: str = typer.Option(..., "--tenant"), as_json: bool = JSON_OPT) -> None:
+    """Revoke an API key."""
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        k = await revoke_key(session, tenant=await require_tenant(session, tenant), key_ref=key)
+        return {"key_id": k.id, "key_prefix": k.lookup, "revoked_at": iso(k.revoked_at)}
+
+    out = in_transaction(as_json, work)
+    emit(as_json, out, f"key {out['key_prefix']} revoked")
+
+
+@audit_cli.command("verify")
+def audit_verify(tenant: str = typer.Option(..., "--tenant"),
+                 org: str | None = typer.Option(None, "--org", help="Default: every organization of the tenant."),
+                 as_json: bool = JSON_OPT) -> None:
+    """Recompute the hash chains; exit 1 and name the first broken entry if any."""
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        t = await require_tenant(session, tenant)
+        orgs = [await find_organization(session, t, org)] if org else await list_organizations(session, t)
+        reports = []
+        for o in orgs:
+            r = await verify_chain(session, o.id)
+            reports.append({"organization": o.slug, "organization_id": o.id, "entries": r.entries,
+                            "valid": r.valid, "first_broken_seq": r.first_broken_seq,
+                            "first_broken_id": r.first_broken_id, "reason": r.reason})
+        return {"tenant": t.subdomain, "valid": all(r["valid"] for r in reports), "chains": reports}
+
+    out = in_transaction(as_json, work)
+    lines = [f"{r['organization']}: {r['entries']} entries, " + (
+        "valid" if r["valid"] else f"BROKEN at entry {r['first_broken_seq']}: {r['reason']}")
+        for r in out["chains"]]
+    emit(as_json, out, "\n".join(lines))
+    if not out["valid"]:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,60 @@
+"""`prism serve`: migrate, seed the demo workspace on an empty database, run Uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import typer
+import uvicorn
+
+from prism.cli.output import emit
+from prism.config import get_settings
+from prism.db import Database
+from prism.migrate import upgrade
+from prism.seed import DemoWorkspace, is_empty, seed_demo
+
+
+async def _seed_if_empty(url: str) -> DemoWorkspace | None:
+    db = Database(url)
+    try:
+        async with db.write() as session:
+            return await seed_demo(session) if await is_empty(session) else None
+    finally:
+        await db.dispose()
+
+
+def _banner(demo: DemoWorkspace | None, host: str, port: int) -> tuple[dict[str, Any], str]:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # noqa: S104
+    base = f"http://{shown}:{port}"
+    if demo is None:
+        return {"url": base, "seeded": False}, (
+            f"Prism listening on {base}\nMint a key: prism key create --tenant demo --email admin@demo.example.com")
+    curl = (f"curl -s -X POST {base}/api/mcp/tools/prism_entity_crud/ -H 'Authorization: Bearer {demo.api_key}' "
+            "-H 'Content-Type: application/json' "
+            "-d '{\"app\":\"spare_parts\",\"entity\":\"spare_part\",\"operation\":\"list\",\"arguments\":{}}'")
+    data = {"url": base, "seeded": True, "tenant": demo.tenant.subdomain, "api_key": demo.api_key,
+            "admin_email": demo.admin_email, "admin_password": demo.admin_password, "curl": curl}
+    text = "\n".join([
+        f"Prism listening on {base}",
+        f"Seeded tenant '{demo.tenant.subdomain}' (host {demo.tenant.subdomain}.{get_settings().base_domain}).",
+        f"Admin: {demo.admin_email}" + (f" / password {demo.admin_password}" if demo.admin_password else ""),
+        f"API key (shown once): {demo.api_key}",
+        "Try it:",
+        f"  {curl}",
+    ])
+    return data, text
+
+
+def serve(host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8000, "--port"),
+          workers: int = typer.Option(1, "--workers", min=1),
+          as_json: bool = typer.Option(False, "--json", help="Print the start-up banner as JSON.")) -> None:
+    """Run Prism (applies migrations first; seeds a demo tenant on an empty database)."""
+    settings = get_settings()
+    upgrade(settings.database_url)
+    demo = asyncio.run(_seed_if_empty(settings.database_url)) if settings.seed_demo else None
+    data, text = _banner(demo, host, port)
+    emit(as_json, data, text)
+    uvicorn.run("prism.app:create_app", factory=True, host=host, port=port, workers=workers,
+                log_level=settings.log_level, loop="uvloop", http="httptools",
+                access_log=False, server_header=False)

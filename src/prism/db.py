@@ -1,0 +1,102 @@
+"""Engines and sessions.
+
+SQLite gets two engines on the same file: writers open transactions with ``BEGIN IMMEDIATE`` so a
+read-then-write transaction never fails to upgrade its lock under concurrency (WAL would answer
+SQLITE_BUSY_SNAPSHOT at once); readers use plain deferred transactions and never block writers.
+PostgreSQL uses one engine for both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
+from sqlalchemy.pool import NullPool
+
+
+def normalize_url(url: str) -> str:
+    """Accept plain `postgresql://` and `sqlite:///` URLs and pick the async drivers."""
+    parsed = make_url(url)
+    driver = {"postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg",
+              "sqlite": "sqlite+aiosqlite"}.get(parsed.drivername)
+    return parsed.set(drivername=driver).render_as_string(hide_password=False) if driver else url
+
+
+def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
+    engine = _create_async_engine(url, connect_args={"timeout": 60})
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control from the driver so that BEGIN is ours to emit.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=60000")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+class Database:
+    """The process's engines. `write()` for transactions that may write, `read()` for pure reads."""
+
+    def __init__(self, url: str) -> None:
+        self.url = normalize_url(url)
+        self.dialect = make_url(self.url).get_backend_name()
+        if self.is_sqlite:
+            self.engine = _sqlite_engine(self.url, immediate=True)
+            self.read_engine = _sqlite_engine(self.url, immediate=False)
+        else:
+            self.engine = _create_async_engine(self.url, pool_size=20, max_overflow=20)
+            self.read_engine = self.engine
+        # SQLite has one writer at a time; queueing writers here is fair and cheap, whereas letting
+        # them meet in SQLite's busy handler costs sleeps of up to 100 ms each.
+        self._write_lock = asyncio.Lock() if self.is_sqlite else None
+        self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        self.read_sessions = async_sessionmaker(self.read_engine, expire_on_commit=False)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.dialect == "sqlite"
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncSession]:
+        """One transaction: committed on success, rolled back on any exception."""
+        if self._write_lock is None:
+            async with self.sessions() as session, session.begin():
+                yield session
+            return
+        async with self._write_lock, self.sessions() as session, session.begin():
+            yield session
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        async with self.read_sessions() as session, session.begin():
+            yield session
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[AsyncConnection]:
+        async with self.engine.connect() as conn:
+            yield conn
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()
+        if self.read_engine is not self.engine:
+            await self.read_engine.dispose()
+
+
+def one_shot_engine(url: str) -> AsyncEngine:
+    """An engine without a pool, for migrations and CLI commands."""
+    return _create_async_engine(normalize_url(url), poolclass=NullPool)

@@ -1,0 +1,114 @@
+"""The hash-chained audit ledger: one chain per organization.
+
+    hash = sha256(prev_hash ‖ canonical JSON of the entry)
+
+Appends lock the organization's `audit_heads` row (FOR UPDATE on PostgreSQL; SQLite's writer lock
+does the same), so concurrent processes extend the chain one after the other and never fork it.
+The append runs in the caller's transaction: the entry commits or rolls back with the handler's writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.errors import NotFound
+from prism.kit.canonical import canonical_json, sha256_hex
+from prism.kit.timeutil import iso
+from prism.models.audit import AuditEntry, AuditHead
+
+GENESIS_HASH = "0" * 64
+
+audit_entries = AuditEntry.__table__
+audit_heads = AuditHead.__table__
+
+
+@dataclass(slots=True)
+class EntryDraft:
+    """Everything an entry says; `seq`, `prev_hash` and `hash` are added by the append."""
+
+    organization_id: str
+    tenant_id: str
+    created_at: datetime
+    actor_user_id: str | None
+    credential_id: str | None
+    door: str
+    tool_name: str
+    coordinate: str
+    arguments_digest: str
+    outcome: str
+    error_code: str | None
+    detail: dict[str, Any]
+
+
+def entry_body(row: Any, seq: int) -> dict[str, Any]:
+    """The hashed fields, from a draft or a stored row: the same function for writing and verifying."""
+    return {
+        "organization_id": row.organization_id, "seq": seq, "tenant_id": row.tenant_id,
+        "created_at": iso(row.created_at), "actor_user_id": row.actor_user_id,
+        "credential_id": row.credential_id, "door": row.door, "tool_name": row.tool_name,
+        "coordinate": row.coordinate, "arguments_digest": row.arguments_digest, "outcome": row.outcome,
+        "error_code": row.error_code, "detail": row.detail,
+    }
+
+
+def chain_hash(prev_hash: str, body: dict[str, Any]) -> str:
+    return sha256_hex(prev_hash.encode() + canonical_json(body))
+
+
+async def append(session: AsyncSession, draft: EntryDraft) -> dict[str, Any]:
+    """Append one entry to its organization's chain; returns the stored row as a dict."""
+    head = (await session.execute(
+        select(audit_heads.c.seq, audit_heads.c.hash)
+        .where(audit_heads.c.organization_id == draft.organization_id).with_for_update()
+    )).first()
+    if head is None:
+        raise NotFound("organization has no audit chain", code="organization_not_found")
+    seq = head.seq + 1
+    body = entry_body(draft, seq)
+    digest = chain_hash(head.hash, body)
+    row = {**body, "created_at": draft.created_at, "prev_hash": head.hash, "hash": digest}
+    await session.execute(insert(audit_entries).values(row))
+    await session.execute(update(audit_heads).where(
+        audit_heads.c.organization_id == draft.organization_id).values(seq=seq, hash=digest))
+    return row
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    organization_id: str
+    entries: int
+    valid: bool
+    first_broken_seq: int | None = None
+    first_broken_id: int | None = None
+    reason: str | None = None
+
+
+async def verify_chain(session: AsyncSession, organization_id: str) -> ChainReport:
+    """Recompute the chain from genesis; name the first entry that does not fit."""
+    head = (await session.execute(select(audit_heads.c.seq, audit_heads.c.hash).where(
+        audit_heads.c.organization_id == organization_id))).first()
+    rows = await session.stream(select(audit_entries).where(
+        audit_entries.c.organization_id == organization_id).order_by(audit_entries.c.seq))
+    prev_hash, expected_seq, count = GENESIS_HASH, 1, 0
+
+    def broken(seq: int, entry_id: int | None, reason: str) -> ChainReport:
+        return ChainReport(organization_id, count, False, seq, entry_id, reason)
+
+    async for row in rows:
+        if row.seq != expected_seq:
+            return broken(expected_seq, row.id, f"entry {expected_seq} is missing (found {row.seq} next)")
+        if row.prev_hash != prev_hash:
+            return broken(row.seq, row.id, "prev_hash does not match the previous entry's hash")
+        if chain_hash(prev_hash, entry_body(row, row.seq)) != row.hash:
+            return broken(row.seq, row.id, "contents do not match the entry's hash")
+        prev_hash, expected_seq, count = row.hash, expected_seq + 1, count + 1
+    if head is not None and (head.seq != count or head.hash != prev_hash):
+        if head.seq > count:
+            return broken(count + 1, None, f"entries {count + 1}..{head.seq} are missing from the end")
+        return broken(head.seq, None, "chain head does not match the last entry")
+    return ChainReport(organization_id, count, True)

@@ -1,0 +1,71 @@
+"""Users (global, unique email) and their memberships in organizations."""
+
+from __future__ import annotations
+
+import re
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.errors import BadRequest, Conflict, NotFound
+from prism.identity.passwords import hash_password
+from prism.models import Membership, Organization, Role, User
+
+EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$|^[^@\s]+@localhost$")
+MIN_PASSWORD_LENGTH = 8
+
+
+def normalize_email(email: str) -> str:
+    email = email.strip().lower()
+    if not EMAIL_PATTERN.match(email) or len(email) > 320:
+        raise BadRequest(f"invalid email {email!r}", code="invalid_email")
+    return email
+
+
+async def create_user(session: AsyncSession, email: str, password: str) -> User:
+    email = normalize_email(email)
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise BadRequest(f"password must have at least {MIN_PASSWORD_LENGTH} characters",
+                         code="weak_password")
+    if await get_user(session, email) is not None:
+        raise Conflict(f"user {email!r} already exists", code="user_exists")
+    user = User(email=email, password_hash=hash_password(password))
+    session.add(user)
+    await session.flush()
+    return user
+
+
+async def get_user(session: AsyncSession, email: str) -> User | None:
+    return (await session.execute(select(User).where(User.email == email.strip().lower()))).scalar_one_or_none()
+
+
+async def require_user(session: AsyncSession, email: str) -> User:
+    user = await get_user(session, email)
+    if user is None:
+        raise NotFound(f"user {email!r} not found", code="user_not_found")
+    return user
+
+
+async def add_to_organization(session: AsyncSession, user: User, org: Organization, *,
+                              role: str) -> Membership:
+    role_row = (await session.execute(select(Role).where(
+        Role.tenant_id == org.tenant_id, Role.name == role))).scalar_one_or_none()
+    if role_row is None:
+        raise NotFound(f"role {role!r} not found", code="role_not_found")
+    membership = (await session.execute(select(Membership).where(
+        Membership.user_id == user.id, Membership.organization_id == org.id))).scalar_one_or_none()
+    if membership is None:
+        membership = Membership(user_id=user.id, organization_id=org.id, role_id=role_row.id)
+        session.add(membership)
+    else:
+        membership.role_id = role_row.id
+    await session.flush()
+    return membership
+
+
+async def memberships_in_tenant(session: AsyncSession, user: User, tenant_id: str) -> list[Organization]:
+    rows = await session.execute(
+        select(Organization).join(Membership, Membership.organization_id == Organization.id)
+        .where(Membership.user_id == user.id, Organization.tenant_id == tenant_id)
+        .order_by(Membership.created_at))
+    return list(rows.scalars())

@@ -1,0 +1,101 @@
+"""API keys: minted once in plaintext, stored as SHA-256, found by their leading characters."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.errors import BadRequest, NotFound, PermissionDenied
+from prism.kit.ids import random_token
+from prism.kit.timeutil import utcnow
+from prism.models import ApiKey, Membership, Organization, Tenant, User
+from prism.registry.mega_tools import PLATFORM_SCOPES
+
+KEY_PREFIXES = ("ck", "mcp")
+SECRET_LENGTH = 40
+LOOKUP_LENGTH = 12  # characters after the prefix that locate the row; shown as the key's prefix
+DEFAULT_SCOPES = " ".join(PLATFORM_SCOPES)
+DEFAULT_KEY_NAME = "Prism agent key"
+
+
+def hash_key(plaintext: str) -> str:
+    # Keys carry ~238 bits of randomness: a fast hash is enough, a slow one would tax every request.
+    return hashlib.sha256(plaintext.encode()).hexdigest()
+
+
+def lookup_of(plaintext: str) -> str | None:
+    prefix, sep, secret = plaintext.partition("_")
+    if not sep or prefix not in KEY_PREFIXES or len(secret) != SECRET_LENGTH or not secret.isalnum():
+        return None
+    return f"{prefix}_{secret[:LOOKUP_LENGTH]}"
+
+
+def keys_match(stored_hash: str, plaintext: str) -> bool:
+    return hmac.compare_digest(stored_hash, hash_key(plaintext))
+
+
+def normalize_scopes(scopes: str | None) -> str:
+    if scopes is None or not scopes.strip():
+        return DEFAULT_SCOPES
+    requested = scopes.replace(",", " ").split()
+    unknown = [s for s in requested if s not in PLATFORM_SCOPES]
+    if unknown:
+        raise BadRequest(f"unknown scopes {unknown}; allowed: {' '.join(PLATFORM_SCOPES)}",
+                         code="invalid_scope")
+    return " ".join(s for s in PLATFORM_SCOPES if s in requested)
+
+
+@dataclass(frozen=True)
+class MintedKey:
+    key: ApiKey
+    plaintext: str
+
+
+async def create_key(session: AsyncSession, *, tenant: Tenant, user: User, organization: Organization,
+                     name: str | None = None, scopes: str | None = None, expires_days: int | None = None,
+                     prefix: str = "ck") -> MintedKey:
+    if prefix not in KEY_PREFIXES:
+        raise BadRequest(f"key prefix must be one of {KEY_PREFIXES}", code="invalid_prefix")
+    if expires_days is not None and not 1 <= expires_days <= 3650:
+        raise BadRequest("expires_days must be between 1 and 3650", code="invalid_expiry")
+    if organization.tenant_id != tenant.id:
+        raise NotFound("organization not found in this tenant", code="organization_not_found")
+    membership = (await session.execute(select(Membership.id).where(
+        Membership.user_id == user.id, Membership.organization_id == organization.id))).first()
+    if membership is None:
+        raise PermissionDenied(f"{user.email} is not a member of {organization.slug}", code="not_a_member")
+    name = (name or DEFAULT_KEY_NAME).strip()[:255] or DEFAULT_KEY_NAME
+    plaintext = f"{prefix}_{random_token(SECRET_LENGTH)}"
+    now = utcnow()
+    key = ApiKey(
+        tenant_id=tenant.id, organization_id=organization.id, user_id=user.id, name=name, prefix=prefix,
+        lookup=lookup_of(plaintext), key_hash=hash_key(plaintext), scopes=normalize_scopes(scopes),
+        created_at=now, expires_at=now + timedelta(days=expires_days) if expires_days else None,
+    )
+    session.add(key)
+    await session.flush()
+    return MintedKey(key, plaintext)
+
+
+async def revoke_key(session: AsyncSession, *, tenant: Tenant, key_ref: str) -> ApiKey:
+    """By key id or by its displayed prefix (lookup), within the tenant only."""
+    key = (await session.execute(select(ApiKey).where(
+        ApiKey.tenant_id == tenant.id, (ApiKey.id == key_ref) | (ApiKey.lookup == key_ref)))
+    ).scalar_one_or_none()
+    if key is None:
+        raise NotFound(f"key {key_ref!r} not found in tenant {tenant.subdomain!r}", code="key_not_found")
+    if key.revoked_at is None:
+        key.revoked_at = utcnow()
+        await session.flush()
+    return key
+
+
+async def touch_keys(session: AsyncSession, used: dict[str, datetime]) -> None:
+    """Write batched last_used_at values (one statement per key, never once per request)."""
+    for key_id, when in used.items():
+        await session.execute(update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=when))

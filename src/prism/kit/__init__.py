@@ -1,0 +1,1 @@
+"""Helpers that know no domain."""

@@ -1,0 +1,9 @@
+"""Platform tables. App tables live beside their apps; `prism.tables` imports them all."""
+
+from prism.models.audit import AuditEntry, AuditHead
+from prism.models.base import Base
+from prism.models.identity import Membership, Role, User
+from prism.models.keys import ApiKey
+from prism.models.tenancy import Organization, Tenant
+
+__all__ = ["ApiKey", "AuditEntry", "AuditHead", "Base", "Membership", "Organization", "Role", "Tenant", "User"]

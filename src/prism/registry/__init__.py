@@ -1,0 +1,7 @@
+"""The handler tree: mega-tool → app → entity → operation."""
+
+from prism.registry.declare import HandlerApp
+from prism.registry.model import Coordinate, Handler, HandlerCall
+from prism.registry.registry import Registry
+
+__all__ = ["Coordinate", "Handler", "HandlerApp", "HandlerCall", "Registry"]

@@ -1,0 +1,61 @@
+"""The tool catalog: the wire tools a caller may call (`prism_<mega_tool>` doors and legacy tools)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prism.auth.context import AuthContext
+from prism.registry.mega_tools import LEGACY_TOOLS, MEGA_TOOLS, tool_name
+from prism.registry.model import Handler
+from prism.registry.registry import Registry
+from prism.registry.visibility import visible_handlers
+
+MEGA_TOOL_CATEGORY = "mega_tool"
+LEGACY_CATEGORY = "utility"
+
+
+def envelope_schema(mega_tool: str, handlers: list[Handler]) -> dict[str, Any]:
+    apps = sorted({h.coordinate.app for h in handlers})
+    entities = sorted({h.coordinate.entity for h in handlers})
+    operations = sorted({h.coordinate.operation for h in handlers})
+    return {
+        "type": "object",
+        "properties": {
+            "app": {"type": "string", "enum": apps, "description": "App namespace."},
+            "entity": {"type": "string", "enum": entities, "description": "Entity within the app."},
+            "operation": {"type": "string", "enum": operations, "description": "Operation on the entity."},
+            "arguments": {"type": "object", "description":
+                          f"The handler's parameters; see introspect dimension=schema for {mega_tool}."},
+        },
+        "required": ["app", "entity", "operation"],
+        "additionalProperties": False,
+    }
+
+
+def _describe(mega_tool: str, handlers: list[Handler]) -> str:
+    apps = sorted({h.coordinate.app for h in handlers})
+    return f"{MEGA_TOOLS[mega_tool]} {len(handlers)} operations across apps: {', '.join(apps)}."
+
+
+def tool_catalog(registry: Registry, auth: AuthContext, *, category: str | None = None,
+                 search: str | None = None) -> dict[str, Any]:
+    by_mega: dict[str, list[Handler]] = {}
+    for handler in visible_handlers(registry, auth):
+        by_mega.setdefault(handler.coordinate.mega_tool, []).append(handler)
+    tools: list[dict[str, Any]] = []
+    for mega_tool, handlers in by_mega.items():
+        tools.append({"name": tool_name(mega_tool), "description": _describe(mega_tool, handlers),
+                      "category": MEGA_TOOL_CATEGORY, "parameters": envelope_schema(mega_tool, handlers),
+                      "handler_count": len(handlers)})
+    for name, description in LEGACY_TOOLS.items():
+        schema = registry.get_path("report_query/core/registry/introspect") if name == "prism_introspect" \
+            else registry.get_path("report_query/core/caller/whoami")
+        tools.append({"name": name, "description": description, "category": LEGACY_CATEGORY,
+                      "parameters": schema.schema if schema else {"type": "object", "properties": {}}})
+    if category:
+        tools = [t for t in tools if t["category"] == category]
+    if search:
+        needle = search.lower()
+        tools = [t for t in tools if needle in t["name"].lower()]
+    tools.sort(key=lambda t: t["name"])
+    return {"tools": tools, "count": len(tools)}

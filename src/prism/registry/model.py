@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from prism.auth.context import AuthContext
+    from prism.registry.registry import Registry
+
+ScopeClass = Literal["read", "write", "execute"]
+
+
+@dataclass(frozen=True, slots=True)
+class Coordinate:
+    mega_tool: str
+    app: str
+    entity: str
+    operation: str
+
+    @property
+    def path(self) -> str:
+        return f"{self.mega_tool}/{self.app}/{self.entity}/{self.operation}"
+
+    @classmethod
+    def parse(cls, path: str) -> Coordinate | None:
+        parts = path.strip("/").split("/")
+        return cls(*parts) if len(parts) == 4 and all(parts) else None
+
+
+@dataclass(slots=True)
+class HandlerCall:
+    """What a handler receives besides its parameters: the caller and its transaction."""
+
+    auth: AuthContext
+    session: AsyncSession
+    registry: Registry
+    handler: Handler
+
+    @property
+    def organization_id(self) -> str:
+        return self.auth.organization_id
+
+
+HandlerFunc = Callable[[HandlerCall, Any], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class Handler:
+    coordinate: Coordinate
+    params: type[BaseModel]
+    func: HandlerFunc
+    description: str
+    category: str | None
+    scope: ScopeClass
+    permission: str | None
+    cost: int
+    read_only: bool
+    destructive: bool
+    keywords: tuple[str, ...] = ()
+    # Filled once by Registry.freeze(): the JSON Schema of `params`.
+    schema: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def path(self) -> str:
+        return self.coordinate.path

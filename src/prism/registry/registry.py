@@ -1,0 +1,90 @@
+"""The registry: every handler by coordinate, indexed for the doors and for introspection."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Iterator
+from importlib.metadata import entry_points
+from typing import Any
+
+from prism.registry.declare import HandlerApp
+from prism.registry.model import Coordinate, Handler
+
+ENTRY_POINT_GROUP = "prism.apps"
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._by_path: dict[str, Handler] = {}
+        # mega_tool -> app -> entity -> operation -> Handler, in declaration order.
+        self.tree: dict[str, dict[str, dict[str, dict[str, Handler]]]] = {}
+        self.apps: dict[str, HandlerApp] = {}
+        self.frozen = False
+        # (scopes, role patterns) -> handlers that grant may call; filled by registry.visibility.
+        self.visibility_memo: dict[tuple[frozenset[str], tuple[str, ...]], tuple[Handler, ...]] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_path)
+
+    def __iter__(self) -> Iterator[Handler]:
+        return iter(self._by_path.values())
+
+    def add_app(self, app: HandlerApp) -> None:
+        if self.frozen:
+            raise RuntimeError("registry is frozen")
+        self.apps.setdefault(app.name, app)
+        for handler in app.handlers:
+            self.add(handler)
+
+    def add(self, handler: Handler) -> None:
+        if self.frozen:
+            raise RuntimeError("registry is frozen")
+        c = handler.coordinate
+        if c.path in self._by_path:
+            raise ValueError(f"handler {c.path} declared twice")
+        self._by_path[c.path] = handler
+        self.tree.setdefault(c.mega_tool, {}).setdefault(c.app, {}).setdefault(c.entity, {})[
+            c.operation] = handler
+
+    def freeze(self) -> Registry:
+        """Generate every parameter schema once, at start-up; the doors then only read."""
+        for handler in self._by_path.values():
+            handler.schema = _clean_schema(handler.params.model_json_schema())
+        self.frozen = True
+        return self
+
+    def get(self, coordinate: Coordinate) -> Handler | None:
+        return self._by_path.get(coordinate.path)
+
+    def get_path(self, path: str) -> Handler | None:
+        return self._by_path.get(path)
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    schema.pop("title", None)
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    return schema
+
+
+def load_app(spec: str) -> HandlerApp:
+    """`package.module` (its `app` attribute) or `package.module:attribute`."""
+    module_name, _, attribute = spec.partition(":")
+    module = importlib.import_module(module_name)
+    app = getattr(module, attribute or "app")
+    if not isinstance(app, HandlerApp):
+        raise TypeError(f"{spec} is not a HandlerApp")
+    return app
+
+
+def build_registry(extra_specs: Iterable[str] = (), *, include_entry_points: bool = True) -> Registry:
+    from prism.apps import BUILTIN_APP_MODULES
+
+    registry = Registry()
+    specs = list(BUILTIN_APP_MODULES)
+    if include_entry_points:
+        specs += [ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    specs += [s.strip() for s in extra_specs if s.strip()]
+    for spec in dict.fromkeys(specs):
+        registry.add_app(load_app(spec))
+    return registry.freeze()

@@ -1,0 +1,23 @@
+"""Which handlers a caller may call: scope + RBAC, memoised per (scopes, role patterns)."""
+
+from __future__ import annotations
+
+from prism.auth.context import AuthContext
+from prism.registry.mega_tools import SCOPE_OF_CLASS
+from prism.registry.model import Handler
+from prism.registry.registry import Registry
+
+
+def may_call(auth: AuthContext, handler: Handler) -> bool:
+    return SCOPE_OF_CLASS[handler.scope] in auth.scopes and auth.permissions.allows(handler.permission)
+
+
+def visible_handlers(registry: Registry, auth: AuthContext) -> tuple[Handler, ...]:
+    """Handlers this caller may call, in registry order; computed once per distinct grant."""
+    memo = registry.visibility_memo
+    grant = (auth.scopes, auth.permissions.patterns)
+    hit = memo.get(grant)
+    if hit is None:
+        hit = tuple(h for h in registry if may_call(auth, h))
+        memo[grant] = hit
+    return hit

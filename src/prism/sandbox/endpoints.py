@@ -1,0 +1,82 @@
+"""Developer sandbox: /api/v1/dev/ping|me|tools|introspect|call.
+
+`call` answers the bare result on success and `{error, tool_name, message}` with a non-2xx status on
+failure; the other endpoints answer `{error, message}` on failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from prism import API_VERSION, __version__
+from prism.dispatch.dispatcher import Call
+from prism.dispatch.envelope import call_from_envelope
+from prism.errors import BadRequest, PrismError
+from prism.registry.catalog import tool_catalog
+from prism.web.requests import authenticate, read_json_object
+from prism.web.responses import challenge_headers, json_response
+
+
+def _error(exc: PrismError, **extra: Any) -> Response:
+    body: dict[str, Any] = {"error": exc.code, "message": exc.message, **extra}
+    if exc.details:
+        body["details"] = exc.details
+    return json_response(body, exc.status, challenge_headers(exc.status))
+
+
+async def ping(request: Request) -> Response:
+    return json_response({"service": "prism", "version": API_VERSION, "status": "ok", "build": __version__})
+
+
+async def me(request: Request) -> Response:
+    try:
+        auth = await authenticate(request)
+        _, data = await request.app.state.dispatcher.dispatch(
+            auth, Call(tool_name="prism_whoami", door="sandbox", arguments={}))
+    except PrismError as exc:
+        return _error(exc)
+    return json_response(data)
+
+
+async def tools(request: Request) -> Response:
+    try:
+        auth = await authenticate(request)
+    except PrismError as exc:
+        return _error(exc)
+    q = request.query_params
+    return json_response(tool_catalog(request.app.state.registry, auth, category=q.get("category") or None,
+                                      search=q.get("search") or None))
+
+
+async def introspect(request: Request) -> Response:
+    try:
+        auth = await authenticate(request)
+        if request.method == "POST":
+            arguments: dict[str, Any] = await read_json_object(request, required=False)
+        else:
+            arguments = dict(request.query_params)
+        _, data = await request.app.state.dispatcher.dispatch(
+            auth, Call(tool_name="prism_introspect", door="sandbox", arguments=arguments))
+    except PrismError as exc:
+        return _error(exc)
+    return json_response(data)
+
+
+async def call(request: Request) -> Response:
+    tool_name: str | None = None
+    try:
+        auth = await authenticate(request)
+        body = await read_json_object(request)
+        name = body.get("name")
+        if not isinstance(name, str) or not name:
+            raise BadRequest("name: required, the tool to call (for example prism_entity_crud)",
+                             code="missing_name", details={"field": "name"})
+        tool_name = name
+        _, data = await request.app.state.dispatcher.dispatch(
+            auth, call_from_envelope(name, body.get("arguments", {}), door="sandbox"))
+    except PrismError as exc:
+        return _error(exc, tool_name=tool_name)
+    return json_response(data)
