@@ -84,6 +84,7 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
             flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await flusher
+            await app.state.dispatcher.close()
             await app.state.authenticator.flush_touches()
             await db.dispose()
 

@@ -19,6 +19,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, a
 from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 from sqlalchemy.pool import NullPool
 
+from prism.sqlite_inline import inline_creator
+
+# How long a statement waits for another process's SQLite write lock before failing.
+SQLITE_BUSY_TIMEOUT_SECONDS = 10.0
+
 
 def normalize_url(url: str) -> str:
     """Accept plain `postgresql://` and `sqlite:///` URLs and pick the async drivers."""
@@ -29,17 +34,19 @@ def normalize_url(url: str) -> str:
 
 
 def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
-    engine = _create_async_engine(url, connect_args={"timeout": 60})
+    database = make_url(url).database
+    if not database or database == ":memory:":
+        raise ValueError("Prism needs a SQLite file, not an in-memory database")
+    engine = _create_async_engine(
+        url, async_creator=inline_creator(database, busy_timeout_seconds=SQLITE_BUSY_TIMEOUT_SECONDS))
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Take transaction control from the driver so that BEGIN is ours to emit.
-        dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA busy_timeout=60000")
+        cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
         cursor.close()
 
     @event.listens_for(engine.sync_engine, "begin")

@@ -8,23 +8,22 @@ Allowed and refused calls are both written to the ledger before the door answers
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.context import AuthContext
 from prism.db import Database
-from prism.errors import Conflict, InvalidArguments, PermissionDenied, PrismError, ToolNotFound
-from prism.governance import ledger
+from prism.errors import InvalidArguments, PermissionDenied, PrismError, ToolNotFound
+from prism.governance.ledger import EntryDraft
+from prism.governance.ledger_writer import LedgerWriter
 from prism.kit.canonical import digest
 from prism.kit.timeutil import utcnow
 from prism.registry import Coordinate, Handler, HandlerCall, Registry
 from prism.registry.mega_tools import SCOPE_OF_CLASS, mega_tool_of
-
-log = logging.getLogger("prism.dispatch")
 
 # Legacy tools take flat parameters and are bound to one handler each.
 LEGACY_BINDINGS = {
@@ -45,9 +44,10 @@ class Call:
     entity: Any = None
 
     def coordinate_label(self) -> str:
-        parts = (self.operation, self.app, self.entity)
-        if mega_tool_of(self.tool_name) and all(isinstance(p, str) for p in parts):
-            return f"{self.tool_name[6:]}/{self.app}/{self.entity}/{self.operation}"
+        mega_tool = mega_tool_of(self.tool_name)
+        parts = (self.app, self.entity, self.operation)
+        if mega_tool and all(isinstance(p, str) for p in parts):
+            return "/".join((mega_tool, *parts))
         return self.tool_name
 
 
@@ -55,6 +55,10 @@ class Dispatcher:
     def __init__(self, db: Database, registry: Registry) -> None:
         self.db = db
         self.registry = registry
+        self.ledger = LedgerWriter(db)
+
+    async def close(self) -> None:
+        await self.ledger.close()
 
     def resolve(self, call: Call) -> Handler:
         bound = LEGACY_BINDINGS.get(call.tool_name)
@@ -64,15 +68,14 @@ class Dispatcher:
             mega_tool = mega_tool_of(call.tool_name)
             if mega_tool is None:
                 raise ToolNotFound(f"unknown tool {call.tool_name!r}")
-            for field in ("operation", "app", "entity"):
-                value = getattr(call, field)
+            for name in ("operation", "app", "entity"):
+                value = getattr(call, name)
                 if not isinstance(value, str) or not value:
-                    raise InvalidArguments(f"{field}: required, a string naming the {field}",
-                                           details={"field": field})
+                    raise InvalidArguments(f"{name}: required, a string naming the {name}", details={"field": name})
             handler = self.registry.get(Coordinate(mega_tool, call.app, call.entity, call.operation))
         if handler is None:
-            raise ToolNotFound(f"no handler {call.coordinate_label()}; "
-                               "see /api/v1/dev/introspect/ for what exists", code="operation_not_found")
+            raise ToolNotFound(f"no handler {call.coordinate_label()}; see /api/v1/dev/introspect/ for what exists",
+                               code="operation_not_found")
         return handler
 
     @staticmethod
@@ -103,47 +106,29 @@ class Dispatcher:
             handler = self.resolve(call)
             params = self.validate(handler, call.arguments)
             self.authorize(auth, handler)
-            return handler, await self._run(auth, call, handler, params)
         except PrismError as exc:
-            await self._record_refusal(auth, call, handler, exc)
+            await self.ledger.record(auth.organization_id, partial(_draft, auth, call, handler), refusal=exc)
             raise
-        except Exception:
-            log.exception("handler failed", extra={"tool": call.tool_name})
-            await self._record_refusal(auth, call, handler, PrismError("internal error"))
-            raise
+        work = partial(self._work, auth, handler, params)
+        draft_for = partial(_draft, auth, call, handler)
+        return handler, await self.ledger.run(auth.organization_id, work, draft_for, writes=not handler.read_only)
 
-    async def _run(self, auth: AuthContext, call: Call, handler: Handler, params: BaseModel) -> Any:
-        if handler.read_only:
-            async with self.db.read() as session:
-                data = await handler.func(HandlerCall(auth, session, self.registry, handler), params)
-            async with self.db.write() as session:
-                await ledger.append(session, self._draft(auth, call, handler, "allowed", None, 200))
-            return data
-        try:
-            async with self.db.write() as session:
-                data = await handler.func(HandlerCall(auth, session, self.registry, handler), params)
-                await ledger.append(session, self._draft(auth, call, handler, "allowed", None, 200))
-        except IntegrityError as exc:
-            raise Conflict("the change conflicts with an existing record") from exc
-        return data
+    async def _work(self, auth: AuthContext, handler: Handler, params: BaseModel, session: AsyncSession) -> Any:
+        result = await handler.func(HandlerCall(auth, session, self.registry, handler), params)
+        await session.flush()
+        return result
 
-    async def _record_refusal(self, auth: AuthContext, call: Call, handler: Handler | None,
-                              exc: PrismError) -> None:
-        async with self.db.write() as session:
-            await ledger.append(session, self._draft(auth, call, handler, "refused", exc.code, exc.status))
 
-    @staticmethod
-    def _draft(auth: AuthContext, call: Call, handler: Handler | None, outcome: str,
-               error_code: str | None, status: int) -> ledger.EntryDraft:
-        try:
-            arguments_digest = digest(call.arguments)
-        except TypeError:
-            arguments_digest = digest(repr(call.arguments))
-        return ledger.EntryDraft(
-            organization_id=auth.organization_id, tenant_id=auth.tenant_id, created_at=utcnow(),
-            actor_user_id=auth.user_id, credential_id=auth.credential_id, door=call.door,
-            tool_name=call.tool_name[:64],
-            coordinate=(handler.path if handler else call.coordinate_label())[:255],
-            arguments_digest=arguments_digest, outcome=outcome, error_code=error_code,
-            detail={"status": status, "cost": handler.cost if handler else 0},
-        )
+def _draft(auth: AuthContext, call: Call, handler: Handler | None, outcome: str, error_code: str | None,
+           status: int) -> EntryDraft:
+    try:
+        arguments_digest = digest(call.arguments)
+    except TypeError:
+        arguments_digest = digest(repr(call.arguments))
+    return EntryDraft(
+        organization_id=auth.organization_id, tenant_id=auth.tenant_id, created_at=utcnow(),
+        actor_user_id=auth.user_id, credential_id=auth.credential_id, door=call.door,
+        tool_name=call.tool_name[:64], coordinate=(handler.path if handler else call.coordinate_label())[:255],
+        arguments_digest=arguments_digest, outcome=outcome, error_code=error_code,
+        detail={"status": status, "cost": handler.cost if handler else 0},
+    )

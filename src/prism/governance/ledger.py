@@ -2,9 +2,8 @@
 
     hash = sha256(prev_hash ‖ canonical JSON of the entry)
 
-Appends lock the organization's `audit_heads` row (FOR UPDATE on PostgreSQL; SQLite's writer lock
-does the same), so concurrent processes extend the chain one after the other and never fork it.
-The append runs in the caller's transaction: the entry commits or rolls back with the handler's writes.
+Entries are appended by `ledger_writer.LedgerWriter`, which locks the organization's `audit_heads`
+row, so concurrent processes extend the chain one after the other and never fork it.
 """
 
 from __future__ import annotations
@@ -13,18 +12,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Table, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from prism.errors import NotFound
 from prism.kit.canonical import canonical_json, sha256_hex
 from prism.kit.timeutil import iso
 from prism.models.audit import AuditEntry, AuditHead
 
 GENESIS_HASH = "0" * 64
 
-audit_entries = AuditEntry.__table__
-audit_heads = AuditHead.__table__
+audit_entries: Table = AuditEntry.__table__  # type: ignore[assignment]
+audit_heads: Table = AuditHead.__table__  # type: ignore[assignment]
 
 
 @dataclass(slots=True)
@@ -58,24 +56,6 @@ def entry_body(row: Any, seq: int) -> dict[str, Any]:
 
 def chain_hash(prev_hash: str, body: dict[str, Any]) -> str:
     return sha256_hex(prev_hash.encode() + canonical_json(body))
-
-
-async def append(session: AsyncSession, draft: EntryDraft) -> dict[str, Any]:
-    """Append one entry to its organization's chain; returns the stored row as a dict."""
-    head = (await session.execute(
-        select(audit_heads.c.seq, audit_heads.c.hash)
-        .where(audit_heads.c.organization_id == draft.organization_id).with_for_update()
-    )).first()
-    if head is None:
-        raise NotFound("organization has no audit chain", code="organization_not_found")
-    seq = head.seq + 1
-    body = entry_body(draft, seq)
-    digest = chain_hash(head.hash, body)
-    row = {**body, "created_at": draft.created_at, "prev_hash": head.hash, "hash": digest}
-    await session.execute(insert(audit_entries).values(row))
-    await session.execute(update(audit_heads).where(
-        audit_heads.c.organization_id == draft.organization_id).values(seq=seq, hash=digest))
-    return row
 
 
 @dataclass(frozen=True)

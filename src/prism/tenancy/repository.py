@@ -10,30 +10,40 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Select, func, or_, select
+from sqlalchemy import Select, bindparam, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
 from prism.errors import InvalidArguments, NotFound
+from prism.kit.prepared import Prepared
 from prism.kit.timeutil import iso
 from prism.models.base import Base
 
 M = TypeVar("M", bound=Base)
 
 
-def to_record(row: Base, *, exclude: frozenset[str] = frozenset({"organization_id"})) -> dict[str, Any]:
-    """A row as JSON-ready data: dates as ISO strings, the organization column left out."""
-    out: dict[str, Any] = {}
-    for column in row.__table__.columns:
-        if column.key in exclude:
-            continue
-        value = getattr(row, column.key)
-        if isinstance(value, datetime):
-            value = iso(value)
-        elif isinstance(value, date):
-            value = value.isoformat()
-        out[column.key] = value
-    return out
+HIDDEN_COLUMNS = frozenset({"organization_id"})
+
+
+def _json_ready(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    return value
+
+
+def to_record(row: Base) -> dict[str, Any]:
+    """An ORM row as JSON-ready data: dates as ISO strings, the organization column left out."""
+    return {c.key: _json_ready(getattr(row, c.key)) for c in row.__table__.columns if c.key not in HIDDEN_COLUMNS}
+
+
+def mapping_to_record(values: dict[str, Any]) -> dict[str, Any]:
+    """The same, from a column-name mapping (the prepared read path)."""
+    return {k: _json_ready(v) for k, v in values.items() if k not in HIDDEN_COLUMNS}
+
+
+_BY_ID: dict[type[Base], Prepared] = {}
 
 
 class OrgRepository(Generic[M]):
@@ -45,22 +55,35 @@ class OrgRepository(Generic[M]):
         self.label = label or model.__tablename__
         self._org_column: InstrumentedAttribute[str] = model.organization_id  # type: ignore[attr-defined]
 
-    def base(self) -> Select[tuple[M]]:
+    def base(self) -> Select[M]:
         return select(self.model).where(self._org_column == self.organization_id)
 
     async def get(self, record_id: str) -> M:
+        """The ORM object (to change or delete it); another organization's id is not found."""
         row = (await self.session.execute(
             self.base().where(self.model.id == record_id))).scalar_one_or_none()  # type: ignore[attr-defined]
         if row is None:
             raise NotFound(f"{self.label} {record_id!r} not found", code="not_found")
         return row
 
+    async def get_record(self, record_id: str) -> dict[str, Any]:
+        """The record as JSON-ready data, read on the prepared path (reads by id are the hot path)."""
+        prepared = _BY_ID.get(self.model)
+        if prepared is None:
+            table = self.model.__table__
+            prepared = _BY_ID[self.model] = Prepared(select(table).where(
+                table.c.organization_id == bindparam("org_id"), table.c.id == bindparam("record_id")))
+        values = await prepared.fetch_one(self.session, org_id=self.organization_id, record_id=record_id)
+        if values is None:
+            raise NotFound(f"{self.label} {record_id!r} not found", code="not_found")
+        return mapping_to_record(values)
+
     def add(self, **values: Any) -> M:
         row = self.model(organization_id=self.organization_id, **values)
         self.session.add(row)
         return row
 
-    async def page(self, stmt: Select[tuple[M]], *, page: int, page_size: int, ordering: str | None,
+    async def page(self, stmt: Select[M], *, page: int, page_size: int, ordering: str | None,
                    orderable: tuple[str, ...], default_ordering: str) -> dict[str, Any]:
         total = (await self.session.execute(
             select(func.count()).select_from(stmt.order_by(None).subquery()))).scalar_one()
@@ -82,7 +105,7 @@ def _parse_ordering(ordering: str, orderable: tuple[str, ...]) -> tuple[bool, st
     return descending, name
 
 
-def text_search(stmt: Select[tuple[M]], columns: list[Any], term: str | None) -> Select[tuple[M]]:
+def text_search(stmt: Select[M], columns: list[Any], term: str | None) -> Select[M]:
     """Case-insensitive substring match over the given columns (LIKE escaping applied)."""
     if not term:
         return stmt

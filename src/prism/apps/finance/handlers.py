@@ -87,7 +87,7 @@ async def list_vendors(call: HandlerCall, p: VendorList) -> dict[str, Any]:
 @app.handler("entity_crud", "vendor", "read", params=ReadParams, scope="read",
              description="Read one vendor by id.", keywords=("supplier",))
 async def read_vendor(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
-    return to_record(await OrgRepository(call.session, Vendor, call.organization_id, label="vendor").get(p.id))
+    return await OrgRepository(call.session, Vendor, call.organization_id, label="vendor").get_record(p.id)
 
 
 @app.handler("entity_crud", "vendor", "create", params=VendorCreate, scope="write",
@@ -122,7 +122,7 @@ async def list_invoices(call: HandlerCall, p: InvoiceList) -> dict[str, Any]:
 @app.handler("entity_crud", "invoice", "read", params=ReadParams, scope="read",
              description="Read one vendor invoice by id.", keywords=("bill", "accounts payable"))
 async def read_invoice(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
-    return to_record(await _invoices(call).get(p.id))
+    return await _invoices(call).get_record(p.id)
 
 
 @app.handler("entity_crud", "invoice", "create", params=InvoiceCreate, scope="write",

@@ -69,7 +69,7 @@ async def list_spare_parts(call: HandlerCall, p: SparePartList) -> dict[str, Any
 @app.handler("entity_crud", "spare_part", "read", params=ReadParams, scope="read",
              description="Read one spare part by id.", keywords=("inventory", "part", "stock level"))
 async def read_spare_part(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
-    return to_record(await _repo(call).get(p.id))
+    return await _repo(call).get_record(p.id)
 
 
 @app.handler("entity_crud", "spare_part", "create", params=SparePartCreate, scope="write",

@@ -1,0 +1,1 @@
+"""Example Prism app: parcel shipping quotes."""
