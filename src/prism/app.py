@@ -18,7 +18,7 @@ from prism.canonical import endpoints as canonical
 from prism.config import Settings, get_settings
 from prism.db import Database
 from prism.dispatch.dispatcher import Dispatcher
-from prism.registry import Registry
+from prism.registry import Registry, search
 from prism.registry.registry import build_registry
 from prism.sandbox import endpoints as sandbox
 from prism.web.responses import json_response
@@ -49,7 +49,8 @@ async def not_found(request: Request, exc: Exception) -> Response:
 
 
 async def method_not_allowed(request: Request, exc: Exception) -> Response:
-    return json_response({"error": "method_not_allowed", "message": f"{request.method} not allowed here"}, 405)
+    return json_response({"error": "method_not_allowed", "message": f"{request.method} not allowed here"}, 405,
+                         getattr(exc, "headers", None))  # keeps the Allow header
 
 
 async def server_error(request: Request, exc: Exception) -> Response:
@@ -69,6 +70,8 @@ async def _flush_touches_forever(authenticator: Authenticator, interval: float) 
 def create_app(settings: Settings | None = None, *, registry: Registry | None = None) -> Starlette:
     settings = settings or get_settings()
     registry = registry or build_registry(s for s in settings.apps.split(",") if s.strip())
+    # Build the capability-search index now rather than on the first search request.
+    search.warm([registry])
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

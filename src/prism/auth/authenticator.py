@@ -14,7 +14,7 @@ from datetime import datetime
 
 from sqlalchemy import select
 
-from prism.auth.context import AuthContext
+from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import PermissionSet
 from prism.db import Database
 from prism.errors import PrismError, Unauthenticated
@@ -61,8 +61,7 @@ class Authenticator:
         self.cache_seconds = cache_seconds
         self._cache: dict[str, _Cached] = {}
         self._tenants: dict[str, tuple[bool, float]] = {}
-        self._touches: dict[str, datetime] = {}  # pending write
-        self._seen: dict[str, datetime] = {}  # latest use, for display
+        self._touches: dict[str, datetime] = {}  # uses not yet written to the database
         self._permission_sets: dict[tuple[str, ...], PermissionSet] = {}
 
     async def authenticate(self, authorization: str | None, host: HostInfo) -> AuthContext:
@@ -78,8 +77,7 @@ class Authenticator:
         context = await self._from_key(token)
         if host.kind == "tenant" and host.subdomain != context.tenant_subdomain:
             raise _invalid("this credential belongs to another tenant")
-        now = utcnow()
-        self._touches[context.credential_id] = self._seen[context.credential_id] = now
+        context.usage.last_used_at = self._touches[context.credential_id] = utcnow()
         return context
 
     async def require_tenant_host(self, host: HostInfo) -> None:
@@ -128,14 +126,11 @@ class Authenticator:
             user_email=row.email, role=row.role, permissions=permissions,
             scopes=frozenset(row.scopes.split()), credential_kind="api_key", credential_id=row.id,
             key_prefix=row.lookup, key_name=row.name, key_created_at=row.created_at,
-            key_last_used_at=row.last_used_at,
+            usage=KeyUsage(row.last_used_at),
         )
         cached = _Cached(row.key_hash, context, row.expires_at, time.monotonic())
         self._cache[lookup] = cached
         return cached
-
-    def last_used(self, context: AuthContext) -> datetime | None:
-        return self._seen.get(context.credential_id, context.key_last_used_at)
 
     def evict(self, lookup: str) -> None:
         self._cache.pop(lookup, None)

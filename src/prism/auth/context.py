@@ -6,6 +6,13 @@ from datetime import datetime
 from prism.auth.permissions import PermissionSet
 
 
+@dataclass(slots=True)
+class KeyUsage:
+    """When the key was last used, as this process knows it; shared by every request of one cached key."""
+
+    last_used_at: datetime | None
+
+
 @dataclass(frozen=True, slots=True)
 class AuthContext:
     """Who is calling, resolved once per request by the door; the dispatcher trusts only this."""
@@ -25,4 +32,4 @@ class AuthContext:
     key_prefix: str
     key_name: str
     key_created_at: datetime
-    key_last_used_at: datetime | None
+    usage: KeyUsage

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import typer
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.cli.output import emit, fail
@@ -58,6 +59,10 @@ def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]]) 
         return asyncio.run(run())
     except PrismError as exc:
         fail(as_json, exc)
+        raise AssertionError("unreachable") from exc
+    except DBAPIError as exc:
+        fail(as_json, PrismError(f"database error: {exc.orig}. Is the database migrated? Run `prism migrate`.",
+                                 code="database_error"))
         raise AssertionError("unreachable") from exc
 
 

@@ -23,13 +23,7 @@ from prism.governance.ledger_writer import LedgerWriter
 from prism.kit.canonical import digest
 from prism.kit.timeutil import utcnow
 from prism.registry import Coordinate, Handler, HandlerCall, Registry
-from prism.registry.mega_tools import SCOPE_OF_CLASS, mega_tool_of
-
-# Legacy tools take flat parameters and are bound to one handler each.
-LEGACY_BINDINGS = {
-    "prism_whoami": Coordinate("report_query", "core", "caller", "whoami"),
-    "prism_introspect": Coordinate("report_query", "core", "registry", "introspect"),
-}
+from prism.registry.mega_tools import LEGACY_BINDINGS, SCOPE_OF_CLASS, mega_tool_of
 
 
 @dataclass(slots=True)
@@ -61,9 +55,10 @@ class Dispatcher:
         await self.ledger.close()
 
     def resolve(self, call: Call) -> Handler:
-        bound = LEGACY_BINDINGS.get(call.tool_name)
+        # Legacy tools take flat parameters; a coordinate (the /prism/... path) never names one.
+        bound = LEGACY_BINDINGS.get(call.tool_name) if call.operation is None else None
         if bound is not None:
-            handler = self.registry.get(bound)
+            handler = self.registry.get_path(bound)
         else:
             mega_tool = mega_tool_of(call.tool_name)
             if mega_tool is None:
@@ -84,6 +79,9 @@ class Dispatcher:
             arguments = {}
         if not isinstance(arguments, dict):
             raise InvalidArguments("arguments: must be a JSON object", details={"field": "arguments"})
+        if _holds_nul(arguments):  # PostgreSQL text cannot store NUL; refuse it on every engine alike
+            raise InvalidArguments("arguments: text must not contain NUL (\\u0000) characters",
+                                   details={"field": "arguments"})
         try:
             return handler.params.model_validate(arguments)
         except ValidationError as exc:
@@ -124,11 +122,32 @@ def _draft(auth: AuthContext, call: Call, handler: Handler | None, outcome: str,
     try:
         arguments_digest = digest(call.arguments)
     except TypeError:
-        arguments_digest = digest(repr(call.arguments))
+        try:
+            arguments_digest = digest(repr(call.arguments))
+        except RecursionError:  # nested deeper than repr() can go; the entry must still be written
+            arguments_digest = digest("<arguments nested too deeply>")
+    # Client-chosen names land in text columns, which cannot hold NUL on PostgreSQL.
+    coordinate = (handler.path if handler else call.coordinate_label()).replace("\x00", "\ufffd")
     return EntryDraft(
         organization_id=auth.organization_id, tenant_id=auth.tenant_id, created_at=utcnow(),
         actor_user_id=auth.user_id, credential_id=auth.credential_id, door=call.door,
-        tool_name=call.tool_name[:64], coordinate=(handler.path if handler else call.coordinate_label())[:255],
+        tool_name=call.tool_name.replace("\x00", "\ufffd")[:64], coordinate=coordinate[:255],
         arguments_digest=arguments_digest, outcome=outcome, error_code=error_code,
         detail={"status": status, "cost": handler.cost if handler else 0},
     )
+
+
+def _holds_nul(value: Any) -> bool:
+    """Whether a NUL character hides in any key or string of a JSON value (iteratively: no depth limit)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False

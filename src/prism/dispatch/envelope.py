@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from prism.dispatch.dispatcher import LEGACY_BINDINGS, Call
+from prism.dispatch.dispatcher import Call
 from prism.errors import InvalidArguments
+from prism.registry.mega_tools import LEGACY_BINDINGS
 
 ENVELOPE_KEYS = frozenset({"operation", "app", "entity", "arguments", "mission_id"})
 

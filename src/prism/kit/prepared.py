@@ -106,6 +106,10 @@ async def _driver(session: AsyncSession) -> Any:
     if cached is not None and transaction is not None and cached[0] is transaction:
         return cached[1]
     connection = await session.connection()
+    if connection.dialect.name == "postgresql":
+        # SQLAlchemy's asyncpg adapter sends BEGIN lazily, with its first statement; without this, statements
+        # sent straight to the driver run in autocommit (FOR UPDATE would lock nothing, appends not atomic).
+        await connection.exec_driver_sql("SELECT 1")
     driver = (await connection.get_raw_connection()).driver_connection
     session.info[_DRIVER_KEY] = (session.sync_session.get_transaction(), driver)
     return driver

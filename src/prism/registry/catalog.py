@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from prism.auth.context import AuthContext
-from prism.registry.mega_tools import LEGACY_TOOLS, MEGA_TOOLS, tool_name
+from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, MEGA_TOOLS, tool_name
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
 from prism.registry.visibility import visible_handlers
 
+_CATALOGS: WeakKeyDictionary[Registry, dict[tuple[frozenset[str], tuple[str, ...]], list[dict[str, Any]]]] = (
+    WeakKeyDictionary())
 MEGA_TOOL_CATEGORY = "mega_tool"
 LEGACY_CATEGORY = "utility"
 
@@ -39,23 +42,36 @@ def _describe(mega_tool: str, handlers: list[Handler]) -> str:
 
 def tool_catalog(registry: Registry, auth: AuthContext, *, category: str | None = None,
                  search: str | None = None) -> dict[str, Any]:
+    tools = _all_tools(registry, auth)
+    if category:
+        tools = [t for t in tools if t["category"] == category]
+    if search:
+        needle = search.lower()
+        tools = [t for t in tools if needle in t["name"].lower()]
+    return {"tools": tools, "count": len(tools)}
+
+
+def _all_tools(registry: Registry, auth: AuthContext) -> list[dict[str, Any]]:
+    """Every tool this grant may call, built once per grant (it depends on nothing else)."""
+    grant = (auth.scopes, auth.permissions.patterns)
+    hit = _CATALOGS.setdefault(registry, {}).get(grant)
+    if hit is not None:
+        return hit
+    visible = visible_handlers(registry, auth)
     by_mega: dict[str, list[Handler]] = {}
-    for handler in visible_handlers(registry, auth):
+    for handler in visible:
         by_mega.setdefault(handler.coordinate.mega_tool, []).append(handler)
     tools: list[dict[str, Any]] = []
     for mega_tool, handlers in by_mega.items():
         tools.append({"name": tool_name(mega_tool), "description": _describe(mega_tool, handlers),
                       "category": MEGA_TOOL_CATEGORY, "parameters": envelope_schema(mega_tool, handlers),
                       "handler_count": len(handlers)})
+    visible_paths = {h.path for h in visible}
     for name, description in LEGACY_TOOLS.items():
-        schema = registry.get_path("report_query/core/registry/introspect") if name == "prism_introspect" \
-            else registry.get_path("report_query/core/caller/whoami")
-        tools.append({"name": name, "description": description, "category": LEGACY_CATEGORY,
-                      "parameters": schema.schema if schema else {"type": "object", "properties": {}}})
-    if category:
-        tools = [t for t in tools if t["category"] == category]
-    if search:
-        needle = search.lower()
-        tools = [t for t in tools if needle in t["name"].lower()]
+        bound = registry.get_path(LEGACY_BINDINGS[name])
+        if bound is not None and bound.path in visible_paths:
+            tools.append({"name": name, "description": description, "category": LEGACY_CATEGORY,
+                          "parameters": bound.schema})
     tools.sort(key=lambda t: t["name"])
-    return {"tools": tools, "count": len(tools)}
+    _CATALOGS[registry][grant] = tools
+    return tools

@@ -1,33 +1,358 @@
-"""Introspection of the handler tree, limited to what the caller may call."""
+"""Introspection of the handler tree, limited to what the caller may call.
+
+Every dimension starts from `visible_handlers` (memoised per grant) and its grouped `TreeView`
+(memoised per visible tuple), so a handler the caller may not call is never counted, listed,
+searched or described — the answers of two keys differ only by what each may do.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from difflib import get_close_matches
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from prism.apps.params import Params
 from prism.auth.context import AuthContext
-from prism.errors import InvalidArguments
+from prism.errors import InvalidArguments, NotFound, ToolNotFound
+from prism.registry.guide import guide
+from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, MEGA_TOOLS, SCOPE_OF_CLASS, tool_name
+from prism.registry.model import Handler
+from prism.registry.paths import Tree, TreeView, capability_path, tree_view
 from prism.registry.registry import Registry
+from prism.registry.search import index_for, split_words
+from prism.registry.visibility import visible_handlers
 
 Dimension = Literal["mega_tools", "apps", "entities", "operations", "schema", "stats", "handlers",
                     "capability_search", "capability_path", "guide"]
 
+# An unnarrowed `operations` answer over thousands of handlers would be megabytes; `handlers` pages.
+OPERATIONS_CAP = 1000
+
 
 class IntrospectParams(Params):
-    dimension: Dimension = "mega_tools"
-    mega_tool: str | None = Field(None, max_length=64)
-    app: str | None = Field(None, max_length=64)
-    entity: str | None = Field(None, max_length=64)
-    operation: str | None = Field(None, max_length=64)
-    query: str | None = Field(None, max_length=500)
-    rerank: bool = False
-    from_node: str | None = Field(None, max_length=255)
-    to_node: str | None = Field(None, max_length=255)
-    topic: str | None = Field(None, max_length=64)
-    limit: int = Field(10, ge=1, le=100)
+    dimension: Dimension = Field("mega_tools", description="What to describe; default mega_tools.")
+    mega_tool: str | None = Field(None, max_length=64, description="Narrow to one mega-tool, e.g. entity_crud.")
+    app: str | None = Field(None, max_length=64, description="Narrow to one app namespace.")
+    entity: str | None = Field(None, max_length=64, description="Narrow to one entity.")
+    operation: str | None = Field(None, max_length=255, description="The operation (schema); a full path works.")
+    query: str | None = Field(None, max_length=500, description="Plain-language task (capability_search).")
+    rerank: bool = Field(False, description="capability_search: add a finer lexical ranking pass.")
+    from_node: str | None = Field(None, max_length=255, description="capability_path: where to start.")
+    to_node: str | None = Field(None, max_length=255, description="capability_path: where to arrive.")
+    topic: str | None = Field(None, max_length=64, description="guide: the topic; none for the overview.")
+    limit: int = Field(10, ge=1, le=100, description="Results (capability_search) or page size (handlers).")
+    page: int = Field(1, ge=1, le=1_000_000, description="1-based page (handlers).")
+
+    @field_validator("mega_tool", "app", "entity", "operation", "query", "from_node", "to_node", "topic",
+                     mode="before")
+    @classmethod
+    def _blank_is_absent(cls, value: object) -> object:
+        # `?app=&dimension=apps` from a form or a shell variable left empty means "no filter".
+        return None if isinstance(value, str) and not value.strip() else value
 
 
 def introspect(registry: Registry, auth: AuthContext, params: IntrospectParams) -> dict[str, Any]:
-    raise InvalidArguments(f"dimension {params.dimension} is not available yet")
+    view = tree_view(registry, visible_handlers(registry, auth))
+    dimension = params.dimension
+    if dimension == "capability_search":
+        return _capability_search(registry, view, params)
+    if dimension == "capability_path":
+        return capability_path(view, _required(params, "from_node"), _required(params, "to_node"))
+    if dimension == "guide":
+        return guide(params.topic, view, auth, recipe)
+    return _TREE_DIMENSIONS[dimension](registry, view, params)
+
+
+def _required(p: IntrospectParams, name: str) -> str:
+    value = getattr(p, name)
+    if not isinstance(value, str):
+        raise InvalidArguments(f"{name}: required with dimension={p.dimension}", details={"field": name})
+    return value
+
+
+# ---- narrowing -------------------------------------------------------------------------------
+
+def _check_filters(view: TreeView, p: IntrospectParams) -> None:
+    """Unknown names fail loudly; a name the caller cannot see is answered exactly like an unknown one."""
+    if p.mega_tool is not None and p.mega_tool not in MEGA_TOOLS:
+        raise NotFound(f"mega_tool: no mega-tool {p.mega_tool!r}; one of {', '.join(MEGA_TOOLS)}",
+                       code="mega_tool_not_found", details={"field": "mega_tool"})
+    if p.app is not None and p.app not in view.app_megas:
+        raise NotFound(f"app: no app {p.app!r} among the handlers this credential may call",
+                       code="app_not_found", details={"field": "app"})
+    if p.entity is not None and p.entity not in view.entity_apps:
+        raise NotFound(f"entity: no entity {p.entity!r} among the handlers this credential may call",
+                       code="entity_not_found", details={"field": "entity"})
+
+
+def _accept(p: IntrospectParams) -> Callable[[Handler], bool] | None:
+    if p.mega_tool is None and p.app is None and p.entity is None:
+        return None
+    m, a, e = p.mega_tool, p.app, p.entity
+    return lambda h: ((m is None or h.coordinate.mega_tool == m) and (a is None or h.coordinate.app == a)
+                      and (e is None or h.coordinate.entity == e))
+
+
+def _narrowed(view: TreeView, p: IntrospectParams) -> list[Handler] | tuple[Handler, ...]:
+    _check_filters(view, p)
+    if p.mega_tool and p.app and p.entity:
+        return view.tree.get(p.mega_tool, {}).get(p.app, {}).get(p.entity, [])
+    accept = _accept(p)
+    return view.handlers if accept is None else [h for h in view.handlers if accept(h)]
+
+
+def _filters(p: IntrospectParams) -> dict[str, str]:
+    return {k: v for k, v in (("mega_tool", p.mega_tool), ("app", p.app), ("entity", p.entity)) if v is not None}
+
+
+# ---- shapes ----------------------------------------------------------------------------------
+
+def describe(h: Handler) -> dict[str, Any]:
+    c = h.coordinate
+    return {"coordinate": c.path, "mega_tool": c.mega_tool, "app": c.app, "entity": c.entity,
+            "operation": c.operation, "tool": tool_name(c.mega_tool), "description": h.description,
+            "scope": h.scope, "required_scope": SCOPE_OF_CLASS[h.scope], "permission": h.permission,
+            "cost": h.cost, "read_only": h.read_only, "destructive": h.destructive}
+
+
+def recipe(h: Handler) -> dict[str, Any]:
+    """A call that works as given once placeholders (listed in `fill`) are replaced."""
+    c = h.coordinate
+    arguments, fill = example_arguments(h.schema)
+    tool = tool_name(c.mega_tool)
+    envelope = {"app": c.app, "entity": c.entity, "operation": c.operation, "arguments": arguments}
+    return {"tool": tool,
+            "http": {"method": "POST", "path": f"/api/mcp/tools/{tool}/", "body": envelope},
+            "prism_path": f"/prism/{c.path}",
+            "sandbox": {"method": "POST", "path": "/api/v1/dev/call/", "body": {"name": tool, "arguments": envelope}},
+            "fill": fill}
+
+
+def example_arguments(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Values for the required parameters only: the smallest call that validates."""
+    defs = schema.get("$defs", {})
+    props = schema.get("properties", {})
+    fill: list[str] = []
+    out = {name: _example(name, props.get(name, {}), defs, fill, 0) for name in schema.get("required", [])}
+    return out, fill
+
+
+_FORMAT_EXAMPLES = {"date": "2025-01-31", "date-time": "2025-01-31T09:00:00Z", "email": "someone@example.com",
+                    "uuid": "00000000-0000-4000-8000-000000000000", "uri": "https://example.com/"}
+
+
+def _example(name: str, prop: dict[str, Any], defs: dict[str, Any], fill: list[str], depth: int) -> Any:
+    ref = prop.get("$ref")
+    if isinstance(ref, str):
+        prop = defs.get(ref.rsplit("/", 1)[-1], {})
+    for key in ("examples", "default", "const", "enum"):
+        if key in prop:
+            value = prop[key]
+            return value[0] if key in ("examples", "enum") and isinstance(value, list) and value else value
+    for key in ("anyOf", "oneOf", "allOf"):
+        variants = [v for v in prop.get(key, []) if v.get("type") != "null"]
+        if variants:
+            return _example(name, variants[0], defs, fill, depth)
+    kind = prop.get("type")
+    if kind in ("integer", "number"):
+        if "minimum" in prop:
+            value = prop["minimum"]
+        elif "exclusiveMinimum" in prop:
+            value = prop["exclusiveMinimum"] + 1
+        else:
+            value = 1
+        return min(value, prop.get("maximum", value))
+    if kind == "boolean":
+        return True
+    if kind == "array":
+        item = prop.get("items", {})
+        return [_example(name, item, defs, fill, depth + 1)] if prop.get("minItems", 0) and depth < 4 else []
+    if kind == "object":
+        if depth >= 4:
+            return {}
+        inner = {k: _example(k, v, defs, fill, depth + 1) for k, v in prop.get("properties", {}).items()
+                 if k in prop.get("required", [])}
+        return inner
+    fmt = prop.get("format")
+    if fmt in _FORMAT_EXAMPLES:
+        return _FORMAT_EXAMPLES[fmt]
+    fill.append(name)
+    return f"<{name}>"
+
+
+# ---- tree dimensions ------------------------------------------------------------------------
+
+Dim = Callable[[Registry, TreeView, IntrospectParams], dict[str, Any]]
+
+
+def _mega_tools(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[str, Any]:
+    _check_filters(view, p)
+    tree: Tree
+    if p.app is None and p.entity is None:
+        tree = view.tree if p.mega_tool is None else {p.mega_tool: view.tree.get(p.mega_tool, {})}
+    else:  # which mega-tools reach this app or entity
+        tree = {}
+        for h in _narrowed(view, p):
+            c = h.coordinate
+            tree.setdefault(c.mega_tool, {}).setdefault(c.app, {}).setdefault(c.entity, []).append(h)
+    items = [{"name": m, "tool": tool_name(m), "description": MEGA_TOOLS.get(m, ""), "apps": len(apps),
+              "entities": sum(len(e) for e in apps.values()),
+              "handlers": sum(len(hs) for e in apps.values() for hs in e.values())}
+             for m, apps in tree.items() if apps]
+    utilities = [{"name": name, "description": text} for name, text in LEGACY_TOOLS.items()
+                 if LEGACY_BINDINGS[name] in view.by_path]
+    return {"dimension": "mega_tools", "filters": _filters(p), "total_mega_tools": len(MEGA_TOOLS),
+            "count": len(items), "mega_tools": items, "utility_tools": utilities}
+
+
+def _group(handlers: Iterable[Handler], key: Callable[[Handler], tuple[str, ...]]) -> dict[tuple[str, ...],
+                                                                                        list[Handler]]:
+    groups: dict[tuple[str, ...], list[Handler]] = {}
+    for h in handlers:
+        groups.setdefault(key(h), []).append(h)
+    return groups
+
+
+def _unique(values: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+def _apps(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[str, Any]:
+    groups = _group(_narrowed(view, p), lambda h: (h.coordinate.app,))
+    items = []
+    for (app,), hs in groups.items():
+        declared = registry.apps.get(app)
+        items.append({"name": app, "description": declared.description if declared else "",
+                      "mega_tools": _unique(h.coordinate.mega_tool for h in hs),
+                      "entities": len({h.coordinate.entity for h in hs}), "handlers": len(hs)})
+    return {"dimension": "apps", "filters": _filters(p), "count": len(items), "apps": items}
+
+
+def _entities(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[str, Any]:
+    groups = _group(_narrowed(view, p), lambda h: (h.coordinate.app, h.coordinate.entity))
+    items = [{"app": app, "name": entity, "coordinate": f"{app}/{entity}",
+              "mega_tools": _unique(h.coordinate.mega_tool for h in hs),
+              "operations": _unique(h.coordinate.operation for h in hs), "handlers": len(hs)}
+             for (app, entity), hs in groups.items()]
+    return {"dimension": "entities", "filters": _filters(p), "count": len(items), "entities": items}
+
+
+def _operations(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[str, Any]:
+    handlers = _narrowed(view, p)
+    body: dict[str, Any] = {"dimension": "operations", "filters": _filters(p), "count": len(handlers),
+                            "operations": [describe(h) for h in handlers[:OPERATIONS_CAP]],
+                            "truncated": len(handlers) > OPERATIONS_CAP}
+    if body["truncated"]:
+        body["hint"] = f"showing the first {OPERATIONS_CAP}; narrow with mega_tool, app or entity, " \
+                       "or page through dimension=handlers"
+    return body
+
+
+def _handlers(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[str, Any]:
+    handlers = _narrowed(view, p)
+    start = (p.page - 1) * p.limit
+    items = [{"coordinate": h.path, "tool": tool_name(h.coordinate.mega_tool), "description": h.description,
+              "scope": h.scope} for h in handlers[start:start + p.limit]]
+    return {"dimension": "handlers", "filters": _filters(p), "items": items, "page": p.page, "page_size": p.limit,
+            "total": len(handlers)}
+
+
+def _stats(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[str, Any]:
+    if not _filters(p):  # the common case, and at 10,000 handlers the only costly one: once per view
+        cached = view.memo.get("stats")
+        if cached is None:
+            cached = view.memo["stats"] = _count(registry, view.handlers, p)
+        return {**cached, "filters": {}, "by_scope": dict(cached["by_scope"]),
+                "by_mega_tool": dict(cached["by_mega_tool"])}
+    return _count(registry, _narrowed(view, p), p)
+
+
+def _count(registry: Registry, handlers: Iterable[Handler], p: IntrospectParams) -> dict[str, Any]:
+    by_scope = dict.fromkeys(SCOPE_OF_CLASS, 0)
+    by_mega: dict[str, int] = {}
+    apps: set[str] = set()
+    entities: set[tuple[str, str]] = set()
+    total = destructive = 0
+    for h in handlers:
+        c = h.coordinate
+        total += 1
+        by_scope[h.scope] = by_scope.get(h.scope, 0) + 1
+        by_mega[c.mega_tool] = by_mega.get(c.mega_tool, 0) + 1
+        apps.add(c.app)
+        entities.add((c.app, c.entity))
+        destructive += h.destructive
+    return {"dimension": "stats", "filters": _filters(p), "total_mega_tools": len(MEGA_TOOLS),
+            "mega_tools": len(by_mega), "apps": len(apps), "entities": len(entities), "handlers": total,
+            "handlers_total": len(registry), "by_scope": by_scope, "by_mega_tool": by_mega,
+            "destructive": destructive}
+
+
+def _schema(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[str, Any]:
+    h = find_operation(view, p)
+    c = h.coordinate
+    return {"dimension": "schema", "coordinate": c.path,
+            "parts": {"mega_tool": c.mega_tool, "app": c.app, "entity": c.entity, "operation": c.operation},
+            "tool": tool_name(c.mega_tool), "description": h.description, "parameters": h.schema,
+            "hints": {"read_only": h.read_only, "destructive": h.destructive, "cost": h.cost,
+                      "category": h.category, "keywords": list(h.keywords)},
+            "scope": h.scope, "required_scope": SCOPE_OF_CLASS[h.scope], "required_permission": h.permission,
+            "recipe": recipe(h)}
+
+
+def find_operation(view: TreeView, p: IntrospectParams) -> Handler:
+    operation = _required(p, "operation").strip()
+    if "/" in operation:
+        exact = view.by_path.get(operation.strip("/"))
+        if exact is None:
+            raise ToolNotFound(f"operation: no handler {operation!r} among those this credential may call",
+                               code="operation_not_found", details={"field": "operation"})
+        return exact
+    pool = _narrowed(view, p)
+    matches = [h for h in pool if h.coordinate.operation == operation]
+    if not matches:
+        folded = operation.lower()
+        matches = [h for h in pool if h.coordinate.operation.lower() == folded]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        candidates = [h.path for h in matches[:50]]
+        raise InvalidArguments(f"operation: {operation!r} matches {len(matches)} handlers; add mega_tool, app "
+                               f"and entity to pick one (e.g. {candidates[0]})", code="ambiguous_operation",
+                               details={"field": "operation", "candidates": candidates, "count": len(matches)})
+    known = _unique(h.coordinate.operation for h in pool)
+    close = get_close_matches(operation, known, n=5, cutoff=0.6)
+    if not close:
+        # Words in common catch what spelling distance misses: `aging` → agingApSummary.
+        wanted = set(split_words(operation))
+        close = [o for o in known if wanted & set(split_words(o))][:5]
+    raise ToolNotFound(f"operation: no operation {operation!r} among the handlers this credential may call"
+                       + (f"; did you mean {', '.join(close)}?" if close else ""),
+                       code="operation_not_found", details={"field": "operation", "suggestions": close})
+
+
+_TREE_DIMENSIONS: dict[str, Dim] = {
+    "mega_tools": _mega_tools, "apps": _apps, "entities": _entities, "operations": _operations,
+    "schema": _schema, "stats": _stats, "handlers": _handlers,
+}
+
+
+# ---- capability search ----------------------------------------------------------------------
+
+def _capability_search(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[str, Any]:
+    query = _required(p, "query").strip()
+    _check_filters(view, p)
+    hits = index_for(registry).search(query, view.handlers, limit=p.limit, rerank=p.rerank, accept=_accept(p))
+    results = []
+    for rank, hit in enumerate(hits, start=1):
+        h = hit.handler
+        c = h.coordinate
+        results.append({"rank": rank, "coordinate": c.path,
+                        "parts": {"mega_tool": c.mega_tool, "app": c.app, "entity": c.entity,
+                                  "operation": c.operation},
+                        "score": round(hit.score, 4), "description": h.description,
+                        "required_permission": h.permission, "required_scope": SCOPE_OF_CLASS[h.scope],
+                        "read_only": h.read_only, "destructive": h.destructive, "recipe": recipe(h)})
+    return {"dimension": "capability_search", "query": query, "filters": _filters(p), "rerank": p.rerank,
+            "ranker": "bm25+lexical-rerank" if p.rerank else "bm25", "count": len(results), "results": results}

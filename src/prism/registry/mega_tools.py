@@ -24,6 +24,11 @@ LEGACY_TOOLS: dict[str, str] = {
     "prism_whoami": "Who is calling: the key, its user, organization, tenant and scopes.",
     "prism_introspect": "Explore the handler tree: mega-tools, apps, entities, operations, schemas, search.",
 }
+# Legacy tools take flat parameters; each is bound to one handler (by path), which does the work.
+LEGACY_BINDINGS: dict[str, str] = {
+    "prism_whoami": "report_query/core/caller/whoami",
+    "prism_introspect": "report_query/core/registry/introspect",
+}
 
 TOOL_PREFIX = "prism_"
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,40}$")

@@ -31,7 +31,7 @@ async def whoami(call: HandlerCall, _: WhoamiParams) -> dict[str, Any]:
     return {
         "authenticated": True,
         "key": {"prefix": a.key_prefix, "name": a.key_name, "created_at": iso(a.key_created_at),
-                "last_used_at": iso(a.key_last_used_at), "scopes": sorted(a.scopes)},
+                "last_used_at": iso(a.usage.last_used_at), "scopes": sorted(a.scopes)},
         "user": {"id": a.user_id, "email": a.user_email},
         "organization": {"id": a.organization_id, "name": a.organization_name, "role": a.role},
         "tenant": {"id": a.tenant_id, "name": a.tenant_name, "subdomain": a.tenant_subdomain},

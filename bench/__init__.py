@@ -1,0 +1,1 @@
+"""Prism benchmarks: load and scale measurements with their results tables (see bench/README.md)."""

@@ -1,0 +1,212 @@
+"""Process plumbing shared by the benchmarks: ports, servers in subprocesses, /proc readings."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import resource
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results"
+LOOPBACK = "127.0.0.1"
+PING_PATH = "/api/v1/dev/ping/"
+# The `prism` entry point installed beside the interpreter running the benchmark (the repo's venv).
+PRISM = str(Path(sys.executable).with_name("prism"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((LOOPBACK, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def pinned(command: Sequence[str], cpus: str | None) -> list[str]:
+    """Prefix with taskset so the process and every thread it starts stay on `cpus`."""
+    return ["taskset", "-c", cpus, *command] if cpus else list(command)
+
+
+def bench_env(**overrides: str) -> dict[str, str]:
+    """The caller's environment plus the repo on PYTHONPATH (so `bench.*` modules import in servers)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    # The start-up banner is read through a pipe; without this it would sit in the buffer.
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(overrides)
+    return env
+
+
+def proc_memory_kib(pid: int) -> dict[str, int]:
+    """VmRSS (resident now) and VmHWM (peak resident) of a live process, in KiB."""
+    wanted = {"VmRSS", "VmHWM"}
+    out: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in wanted:
+            out[name] = int(value.split()[0])
+    return out
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, all threads included."""
+    # The command name (field 2) may contain spaces; the fields after its closing parenthesis do not.
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def backend_cpu_seconds(database: str) -> float:
+    """CPU time of the live PostgreSQL backends serving `database` (their titles name it)."""
+    total = 0.0
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            title = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            stat = (proc / "stat").read_text() if title.startswith("postgres: ") else ""
+        except OSError:  # exited meanwhile
+            continue
+        if f" {database} " in title and stat:
+            fields = stat.rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def system_busy_seconds() -> float:
+    """CPU time spent by every process on the machine (all cores), from /proc/stat."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    """CPU time of this process's finished children (wrk runs), user + system."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def machine() -> dict[str, Any]:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "unknown")
+    mem_kib = int(Path("/proc/meminfo").read_text().split()[1])
+    return {"nproc": os.cpu_count(), "cpu_model": model, "memory_gib": round(mem_kib / 1024**2, 1),
+            "kernel": platform.release(), "python": platform.python_version()}
+
+
+@dataclass
+class Server:
+    name: str
+    process: subprocess.Popen[bytes]
+    port: int
+    spawned_at: float  # time.perf_counter() just before the spawn
+    log: IO[bytes]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait_ready(self, path: str = PING_PATH, timeout: float = 120.0) -> float:
+        """Poll `path` until it answers 200; the seconds since the spawn."""
+        deadline = time.monotonic() + timeout
+        with httpx.Client(base_url=self.base_url, timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"{self.name} exited with {self.process.returncode}; see {self.log.name}")
+                try:
+                    if client.get(path).status_code == 200:
+                        return time.perf_counter() - self.spawned_at
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.005)
+        raise TimeoutError(f"{self.name} did not answer {path} within {timeout} s")
+
+    def stop(self) -> None:
+        """Graceful stop (SIGTERM lets Uvicorn run the lifespan shutdown), then a kill if it hangs."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        self.log.close()
+
+
+def spawn(name: str, command: Sequence[str], *, env: Mapping[str, str], cwd: Path, port: int,
+          log_path: Path) -> Server:
+    log = log_path.open("wb")
+    spawned_at = time.perf_counter()
+    process = subprocess.Popen(list(command), env=dict(env), cwd=cwd, stdout=subprocess.PIPE, stderr=log)
+    return Server(name, process, port, spawned_at, log)
+
+
+def start_prism(*, database_url: str, cwd: Path, log_path: Path, cpus: str | None = None,
+                extra_env: Mapping[str, str] | None = None) -> tuple[Server, dict[str, Any]]:
+    """`prism serve --json` on a free port: (server, its start-up banner). One Uvicorn worker."""
+    port = free_port()
+    env = bench_env(PRISM_DATABASE_URL=database_url, PRISM_LOG_LEVEL="warning", **(extra_env or {}))
+    command = pinned([PRISM, "serve", "--host", LOOPBACK, "--port", str(port), "--workers", "1", "--json"], cpus)
+    server = spawn("prism", command, env=env, cwd=cwd, port=port, log_path=log_path)
+    try:
+        return server, read_banner(server)
+    except BaseException:
+        server.stop()
+        raise
+
+
+def read_banner(server: Server) -> dict[str, Any]:
+    """The banner is one JSON document, indented over several lines: read until it parses."""
+    assert server.process.stdout is not None
+    text = ""
+    while True:
+        line = server.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"prism exited before printing its banner; see {server.log.name}")
+        text += line.decode()
+        try:
+            banner: dict[str, Any] = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        return banner
+
+
+def prism_cli(args: Sequence[str], *, database_url: str, cwd: Path) -> dict[str, Any]:
+    """Run a `prism ... --json` command against the same database; its parsed JSON output."""
+    done = subprocess.run([PRISM, *args, "--json"], env=bench_env(PRISM_DATABASE_URL=database_url), cwd=cwd,
+                          capture_output=True, check=False)
+    try:
+        out: dict[str, Any] = json.loads(done.stdout)
+    except json.JSONDecodeError as exc:
+        raise RuntimeError(f"prism {' '.join(args)} failed ({done.returncode}): {done.stderr.decode()}") from exc
+    out["exit_code"] = done.returncode
+    return out
+
+
+def percentile(sorted_values: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile of an already sorted sequence."""
+    if not sorted_values:
+        raise ValueError("no values")
+    rank = max(1, min(len(sorted_values), math.ceil(pct / 100 * len(sorted_values))))
+    return sorted_values[rank - 1]
+
+
+def write_result(stem: str, data: Mapping[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{stem}.json"
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return path

@@ -1,0 +1,313 @@
+"""Capability search: a BM25 inverted index over the handler tree, built once per registry.
+
+The vocabulary of a handler tree is small, technical and mostly spelled out in coordinates,
+descriptions and declared keywords, so a lexical ranker with light stemming and a synonym table
+finds the right handler without loading any model, in well under a millisecond per query.
+
+Each handler is one document whose fields carry different weights (an operation or entity name says
+more than a word deep in a description) — a simplified BM25F: weighted term frequencies, one length
+normalisation. Every posting stores its finished BM25 contribution, so a query only adds numbers.
+
+`rerank` is a second, finer lexical pass over the top candidates: it scores each (query, handler)
+pair jointly — term coverage, matching word pairs, proximity of the matched words and exact
+coordinate mentions. It plays the part a cross-encoder plays in neural search, but it is lexical:
+no machine-learning model is loaded.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import pairwise
+from weakref import WeakKeyDictionary
+
+from prism.registry.model import Handler
+from prism.registry.registry import Registry
+
+K1 = 1.2
+B = 0.75
+SYNONYM_WEIGHT = 0.4
+RERANK_POOL = 50
+
+# Field weights: the coordinate names a handler, its description only talks about it.
+OPERATION_W, ENTITY_W, APP_W, MEGA_W, KEYWORD_W, DESCRIPTION_W, APP_DESCRIPTION_W = 3.0, 2.5, 1.5, 1.0, 2.0, 1.0, 0.5
+
+_CAMEL_LOWER_UPPER = re.compile(r"([a-z0-9])([A-Z])")
+_CAMEL_ACRONYM = re.compile(r"([A-Z]+)([A-Z][a-z])")
+_WORD = re.compile(r"[a-z0-9]+")
+
+STOPWORDS = frozenset(
+    "a an the of for to in on by with and or at from per as is are be been do does can could should would "
+    "i me my we our you your it its this that these those please want need some any all there which what "
+    "how whom when where into about".split())
+
+# Groups of interchangeable words; a query word also looks for the rest of its group, at lower weight.
+SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
+    ("invoice", "bill"),
+    ("vendor", "supplier"),
+    ("payable", "ap"),
+    ("overdue", "late", "outstanding", "unpaid", "aging", "ageing"),
+    ("stock", "inventory", "quantity"),
+    ("low", "below", "reorder", "shortage"),
+    ("part", "component"),
+    ("delete", "remove", "destroy", "erase"),
+    ("create", "add", "new", "register"),
+    ("update", "change", "edit", "modify", "adjust", "set"),
+    ("list", "browse", "enumerate", "show"),
+    ("read", "get", "fetch", "view", "detail", "lookup"),
+    ("search", "find", "query", "lookup"),
+    ("count", "total", "number", "many"),
+    ("report", "summary", "aggregate", "overview"),
+    ("approve", "accept", "authorize"),
+    ("customer", "client"),
+    ("employee", "staff", "worker"),
+    ("notify", "notification", "alert", "message"),
+    ("ticket", "incident", "issue"),
+    ("document", "file", "attachment"),
+    ("whoami", "identity", "who"),
+    ("webhook", "event", "subscription"),
+    ("introspect", "discover", "explore", "capability"),
+)
+
+
+def split_words(text: str) -> list[str]:
+    """`agingApSummary` → aging ap summary; `spare_parts` → spare parts; lower case."""
+    lowered = text.lower()
+    if lowered != text:  # only mixed case can hide word boundaries
+        lowered = _CAMEL_ACRONYM.sub(r"\1 \2", _CAMEL_LOWER_UPPER.sub(r"\1 \2", text)).lower()
+    return _WORD.findall(lowered)
+
+
+_UNDOUBLE_EXEMPT = frozenset("lsz")
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """A light suffix stripper in the spirit of Porter's step 1: plurals, -ing, -ed, final -e.
+
+    It only has to map a word and its inflections to one form, the same on both sides of the index.
+    """
+    w = word
+    if len(w) <= 3 or not w.isalpha():
+        return w
+    if w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith(("sses", "xes", "ches", "shes", "zes")):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suffix, min_len in (("ing", 6), ("ed", 5)):
+        if w.endswith(suffix) and len(w) >= min_len:
+            w = w[:-len(suffix)]
+            if len(w) > 2 and w[-1] == w[-2] and w[-1] not in _UNDOUBLE_EXEMPT and w[-1] not in "aeiou":
+                w = w[:-1]
+            break
+    if w.endswith("e") and len(w) >= 5:
+        w = w[:-1]
+    return w
+
+
+@lru_cache(maxsize=65536)
+def terms(text: str) -> tuple[str, ...]:
+    """Cached: coordinate parts, app descriptions and keywords repeat across thousands of handlers."""
+    return tuple(stem(w) for w in split_words(text) if w not in STOPWORDS)
+
+
+def _synonym_table() -> dict[str, frozenset[str]]:
+    table: dict[str, set[str]] = {}
+    for group in SYNONYM_GROUPS:
+        stems = {stem(w) for w in group}
+        for s in stems:
+            table.setdefault(s, set()).update(stems - {s})
+    return {k: frozenset(v) for k, v in table.items()}
+
+
+SYNONYMS = _synonym_table()
+
+
+def query_terms(query: str) -> tuple[list[str], dict[str, float]]:
+    """The query's own terms, in order, and every term to look up with its weight (synonyms lower)."""
+    own = list(dict.fromkeys(terms(query)))
+    weights = dict.fromkeys(own, 1.0)
+    for t in own:
+        for s in SYNONYMS.get(t, ()):
+            weights[s] = max(weights.get(s, 0.0), SYNONYM_WEIGHT)
+    return own, weights
+
+
+# Separates keyword phrases so that the rerank pass never pairs the last word of one with the next.
+_BREAK = "|"
+
+
+def _fields(handler: Handler, app_description: str) -> list[tuple[float, tuple[str, ...]]]:
+    c = handler.coordinate
+    return [(OPERATION_W, terms(c.operation)), (ENTITY_W, terms(c.entity)), (APP_W, terms(c.app)),
+            (MEGA_W, terms(c.mega_tool)), (KEYWORD_W, tuple(t for k in handler.keywords for t in (*terms(k), _BREAK))),
+            (DESCRIPTION_W, terms(handler.description)), (APP_DESCRIPTION_W, terms(app_description))]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    handler: Handler
+    score: float
+
+
+class SearchIndex:
+    """Postings `term → {doc: finished BM25 contribution}` over every handler of one registry."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.handlers: tuple[Handler, ...] = tuple(registry)
+        self.size = len(self.handlers)
+        self._app_descriptions = {name: app.description for name, app in registry.apps.items()}
+        frequencies: list[dict[str, float]] = []
+        # Each document's fields, kept in order for the rerank pass (pairs and proximity need order).
+        self._fields: list[tuple[tuple[str, ...], ...]] = []
+        for handler in self.handlers:
+            tf: dict[str, float] = {}
+            fields = _fields(handler, self._app_descriptions.get(handler.coordinate.app, ""))
+            for weight, field_terms in fields:
+                for t in field_terms:
+                    if t != _BREAK:
+                        tf[t] = tf.get(t, 0.0) + weight
+            frequencies.append(tf)
+            self._fields.append(tuple(f for _, f in fields))
+        lengths = [sum(tf.values()) for tf in frequencies]
+        average = (sum(lengths) / len(lengths)) if lengths else 1.0
+        doc_freq: dict[str, int] = {}
+        for tf in frequencies:
+            for t in tf:
+                doc_freq[t] = doc_freq.get(t, 0) + 1
+        n = self.size
+        idf = {t: math.log(1.0 + (n - df + 0.5) / (df + 0.5)) for t, df in doc_freq.items()}
+        self.postings: dict[str, dict[int, float]] = {}
+        for doc, (tf, length) in enumerate(zip(frequencies, lengths, strict=True)):
+            norm = K1 * (1.0 - B + B * length / average)
+            for t, f in tf.items():
+                self.postings.setdefault(t, {})[doc] = idf[t] * f * (K1 + 1.0) / (f + norm)
+        # One visibility mask per distinct visible tuple (they are memoised per grant upstream);
+        # the tuple is kept alive next to its mask so its id cannot be reused while cached.
+        self._masks: dict[int, tuple[tuple[Handler, ...], bytearray]] = {}
+        self._doc_of = {h.path: i for i, h in enumerate(self.handlers)}
+
+    def mask(self, visible: tuple[Handler, ...]) -> bytearray:
+        hit = self._masks.get(id(visible))
+        if hit is not None and hit[0] is visible:
+            return hit[1]
+        mask = bytearray(self.size)
+        for h in visible:
+            doc = self._doc_of.get(h.path)
+            if doc is not None:
+                mask[doc] = 1
+        if len(self._masks) >= 256:
+            self._masks.clear()
+        self._masks[id(visible)] = (visible, mask)
+        return mask
+
+    def search(self, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool = False,
+               accept: Callable[[Handler], bool] | None = None) -> list[Hit]:
+        own, weights = query_terms(query)
+        pool = max(limit, RERANK_POOL) if rerank else limit
+        scores: dict[int, float] = {}
+        # Rare terms first: the accumulator grows from the most selective postings. Once there are plenty
+        # of candidates, a term found in most documents only adds to those already there (the "continue"
+        # strategy of Moffat & Zobel): its idf is low, so a document matching nothing rarer would rank
+        # below them in practice, and skipping it bounds the work on queries full of common words.
+        for t, w in sorted(weights.items(), key=lambda item: len(self.postings.get(item[0], ()))):
+            postings = self.postings.get(t)
+            if not postings:
+                continue
+            if not scores:
+                scores = {d: w * s for d, s in postings.items()}
+            elif 2 * len(postings) > self.size and len(scores) >= 4 * pool:
+                get = postings.get
+                for d, current in scores.items():
+                    extra = get(d)
+                    if extra is not None:
+                        scores[d] = current + w * extra
+            else:
+                get = scores.get
+                for d, s in postings.items():
+                    scores[d] = get(d, 0.0) + w * s
+        if not scores:
+            return []
+        mask = self.mask(visible)
+        handlers = self.handlers
+        # Ties keep registry order: lower document number first.
+        candidates = ((s, -d) for d, s in scores.items()
+                      if mask[d] and (accept is None or accept(handlers[d])))
+        top = heapq.nlargest(pool, candidates)
+        if rerank:
+            return self._rerank(query, own, top)[:limit]
+        return [Hit(handlers[-neg], s) for s, neg in top]
+
+    def _rerank(self, query: str, own: Sequence[str], top: list[tuple[float, int]]) -> list[Hit]:
+        if not top or not own:
+            return [Hit(self.handlers[-neg], s) for s, neg in top]
+        best = top[0][0] or 1.0
+        raw_query = " ".join(split_words(query))
+        pairs = set(pairwise(own))
+        rescored: list[tuple[float, int]] = []
+        for s, neg in top:
+            doc = -neg
+            rescored.append((s / best + _pair_score(self.handlers[doc], self._fields[doc], own, pairs, raw_query),
+                             neg))
+        rescored.sort(reverse=True)
+        return [Hit(self.handlers[-neg], s) for s, neg in rescored]
+
+
+def _pair_score(handler: Handler, fields: Sequence[Sequence[str]], own: Sequence[str], pairs: set[tuple[str, str]],
+                raw_query: str) -> float:
+    """Joint features of one (query, handler) pair, each in [0, 1] before its weight; synonyms were
+    already weighed by the first pass, so here only the query's own words count (coverage excepted)."""
+    c = handler.coordinate
+    present = {t for f in fields for t in f}
+    # Coverage: a query word counts when it, or one of its synonyms, is in the handler's text.
+    covered = [t for t in own if t in present or any(s in present for s in SYNONYMS.get(t, ()))]
+    coverage = len(covered) / len(own)
+    doc_pairs = {p for f in fields for p in pairwise(f)}
+    pair_score = (len(pairs & doc_pairs) / len(pairs)) if pairs else 0.0
+    name_terms = set(fields[0]) | set(fields[1])
+    name_score = len([t for t in own if t in name_terms]) / len(own)
+    proximity = max((_proximity(f, set(covered)) for f in fields[4:6]), default=0.0)
+    # An exact mention: the whole coordinate, "entity operation", or a several-word operation name.
+    spelled = [split_words(c.path), split_words(f"{c.entity} {c.operation}"), split_words(c.operation)]
+    padded = f" {raw_query} "
+    exact = 1.0 if any(len(w) > 1 and f" {' '.join(w)} " in padded for w in spelled) else 0.0
+    return 0.8 * coverage + 0.5 * pair_score + 0.4 * name_score + 0.3 * proximity + 1.5 * exact
+
+
+def _proximity(sequence: Sequence[str], wanted: set[str]) -> float:
+    """1 when the wanted words sit side by side in the sequence, falling as the window widens."""
+    matched = wanted & set(sequence)
+    if len(matched) < 2:
+        return 0.0
+    last: dict[str, int] = {}
+    best = len(sequence) + 1
+    for i, t in enumerate(sequence):
+        if t in matched:
+            last[t] = i
+            if len(last) == len(matched):
+                best = min(best, i - min(last.values()) + 1)
+    return len(matched) / best if best <= len(sequence) else 0.0
+
+
+_INDEXES: WeakKeyDictionary[Registry, SearchIndex] = WeakKeyDictionary()
+
+
+def index_for(registry: Registry) -> SearchIndex:
+    """Built lazily on first use and kept as long as the registry lives; rebuilt if handlers were added."""
+    index = _INDEXES.get(registry)
+    if index is None or index.size != len(registry):
+        index = SearchIndex(registry)
+        _INDEXES[registry] = index
+    return index
+
+
+def warm(registries: Iterable[Registry]) -> None:
+    """Build indexes ahead of the first query (start-up or benchmarks)."""
+    for registry in registries:
+        index_for(registry)

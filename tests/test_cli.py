@@ -1,0 +1,304 @@
+"""The `prism` command line, run as a real process against a real database (SQLite file or PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from prism.app import create_app
+from prism.config import Settings
+from prism.db import Database
+from prism.identity.service import create_user
+from tests.factories import Factory, Workspace, unique
+from tests.processes import TRACEBACK, CliResult, cli_json, query, run_cli, scratch_database
+
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture(scope="module")
+def cli_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One migrated database for the whole module; every test makes its own tenants."""
+    with scratch_database(tmp_path_factory.mktemp("cli"), "cli") as url:
+        cli_json("migrate", database_url=url)
+        yield url
+
+
+@pytest.fixture
+def fresh_db(tmp_path: Path) -> Iterator[str]:
+    with scratch_database(tmp_path, "fresh") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+async def cli_factory(cli_db: str) -> AsyncIterator[Factory]:
+    """Data the command under test needs is built in-process through the services: each CLI start costs
+    most of a second, so only the command being tested runs as a process."""
+    db = Database(cli_db)
+    try:
+        yield Factory(db)
+    finally:
+        await db.dispose()
+
+
+async def lone_user(factory: Factory) -> str:
+    """A user who belongs to no organization."""
+    email = f"{unique('loner')}@example.com"
+    async with factory.db.write() as s:
+        await create_user(s, email, PASSWORD)
+    return email
+
+
+def assert_clean_failure(result: CliResult, code: str) -> None:
+    """Exit 1, a JSON {error, message} on stdout, and no traceback anywhere."""
+    assert result.returncode == 1, str(result)
+    assert TRACEBACK not in result.stdout + result.stderr, str(result)
+    body = result.json
+    assert set(body) == {"error", "message"}, body
+    assert body["error"] == code, body
+    assert isinstance(body["message"], str) and body["message"], body
+
+
+def test_migrate_builds_the_schema_on_an_empty_database_and_can_run_again(fresh_db: str) -> None:
+    assert cli_json("migrate", database_url=fresh_db) == {"migrated": True}
+    versions = query(fresh_db, "SELECT version_num FROM alembic_version")
+    assert len(versions) == 1 and versions[0]["version_num"]
+    for table in ("tenants", "organizations", "users", "memberships", "roles", "api_keys", "audit_entries",
+                  "audit_heads"):
+        assert query(fresh_db, f"SELECT COUNT(*) AS n FROM {table}") == [{"n": 0}]  # noqa: S608
+    assert cli_json("migrate", database_url=fresh_db) == {"migrated": True}
+    assert query(fresh_db, "SELECT version_num FROM alembic_version") == versions
+
+
+def test_tenant_create_makes_the_tenant_its_first_organization_and_owner(cli_db: str) -> None:
+    sub, email = unique("acme"), f"{unique('owner')}@example.com"
+    out = cli_json("tenant", "create", sub, "--name", "Acme Corp", "--admin-email", email,
+                   "--admin-password", PASSWORD, database_url=cli_db)
+    assert out["tenant"]["subdomain"] == sub and out["tenant"]["name"] == "Acme Corp"
+    assert out["organization"]["name"] == "Acme Corp" and out["organization"]["slug"] == "acme-corp"
+    assert out["admin"]["email"] == email and out["admin"]["role"] == "owner"
+    rows = query(cli_db, "SELECT r.name AS role, o.id AS org FROM memberships m "
+                 "JOIN roles r ON r.id = m.role_id JOIN organizations o ON o.id = m.organization_id "
+                 "WHERE m.user_id = :uid", uid=out["admin"]["id"])
+    assert rows == [{"role": "owner", "org": out["organization"]["id"]}]
+    listed = cli_json("org", "list", "--tenant", sub, database_url=cli_db)
+    assert listed == {"organizations": [out["organization"]]}
+
+
+async def test_org_create_and_list(cli_db: str, cli_factory: Factory) -> None:
+    ws = await cli_factory.workspace(roles=("owner",))
+    sub = ws.tenant.subdomain
+    field = cli_json("org", "create", "Field Service", "--tenant", sub, database_url=cli_db)
+    assert field["slug"] == "field-service" and field["name"] == "Field Service" and field["tenant"] == sub
+    custom = cli_json("org", "create", "Back Office", "--tenant", sub, "--slug", "bo", database_url=cli_db)
+    assert custom["slug"] == "bo" and custom["name"] == "Back Office"
+    listed = cli_json("org", "list", "--tenant", sub, database_url=cli_db)["organizations"]
+    assert sorted(listed, key=lambda o: o["slug"]) == [
+        {"id": custom["id"], "slug": "bo", "name": "Back Office"},
+        {"id": field["id"], "slug": "field-service", "name": "Field Service"},
+        {"id": ws.org.id, "slug": ws.org.slug, "name": ws.org.name}]
+    # Another tenant's list does not show them.
+    other = await cli_factory.workspace(roles=("owner",))
+    assert cli_json("org", "list", "--tenant", other.tenant.subdomain, database_url=cli_db) == {
+        "organizations": [{"id": other.org.id, "slug": other.org.slug, "name": other.org.name}]}
+
+
+async def test_user_create_and_add_to_org_as_viewer_then_change_role(cli_db: str, cli_factory: Factory) -> None:
+    ws = await cli_factory.workspace(roles=("owner",))
+    sub = ws.tenant.subdomain
+    email = f"{unique('Viewer')}@Example.com"
+    user = cli_json("user", "create", email, "--password", PASSWORD, database_url=cli_db)
+    assert user["email"] == email.lower() and user["id"]
+    stored = query(cli_db, "SELECT email, password_hash FROM users WHERE id = :id", id=user["id"])
+    assert stored[0]["email"] == email.lower() and PASSWORD not in stored[0]["password_hash"]
+    out = cli_json("user", "add-to-org", email, "--tenant", sub, "--org", ws.org.slug, "--role", "viewer",
+                   database_url=cli_db)
+    assert out == {"user": email.lower(), "organization": ws.org.slug, "role": "viewer", "tenant": sub}
+
+    def roles() -> list[dict[str, Any]]:
+        return query(cli_db, "SELECT r.name AS role FROM memberships m JOIN roles r ON r.id = m.role_id "
+                     "WHERE m.user_id = :uid AND m.organization_id = :org", uid=user["id"], org=ws.org.id)
+
+    assert roles() == [{"role": "viewer"}]
+    # By organization id as well as slug; a second add changes the role instead of duplicating.
+    cli_json("user", "add-to-org", email, "--tenant", sub, "--org", ws.org.id, "--role", "admin", database_url=cli_db)
+    assert roles() == [{"role": "admin"}]
+
+
+@pytest.mark.parametrize("prefix", ["ck", "mcp"])
+async def test_key_create_prints_the_key_once_and_stores_only_its_hash(cli_db: str, cli_factory: Factory,
+                                                                       prefix: str) -> None:
+    ws = await cli_factory.workspace(roles=("owner", "viewer"))
+    before = datetime.now(UTC)
+    out = cli_json("key", "create", "--tenant", ws.tenant.subdomain, "--email", ws.emails["viewer"],
+                   "--org", ws.org.slug, "--scopes", "mcp:read", "--name", "Reporting agent", "--expires-days", "7",
+                   "--prefix", prefix, database_url=cli_db)
+    after = datetime.now(UTC)
+    plaintext = out["api_key"]
+    assert plaintext.startswith(f"{prefix}_") and len(plaintext) > len(prefix) + 30
+    assert out["key_prefix"].startswith(f"{prefix}_") and plaintext.startswith(out["key_prefix"])
+    assert len(out["key_prefix"]) < len(plaintext)
+    assert out["scopes"] == ["mcp:read"]
+    assert out["name"] == "Reporting agent"
+    assert out["organization"] == ws.org.id and out["organization_name"] == ws.org.name
+    expires = datetime.fromisoformat(out["expires_at"].replace("Z", "+00:00"))
+    assert before + timedelta(days=7) - timedelta(seconds=5) <= expires <= after + timedelta(days=7)
+
+    rows = query(cli_db, "SELECT * FROM api_keys WHERE id = :id", id=out["key_id"])
+    assert len(rows) == 1
+    secret = plaintext.partition("_")[2]
+    for column, value in rows[0].items():
+        assert plaintext not in str(value), f"plaintext key stored in api_keys.{column}"
+        assert secret not in str(value), f"key secret stored in api_keys.{column}"
+    assert rows[0]["scopes"] == "mcp:read"
+
+
+async def test_key_create_defaults_to_the_users_first_organization_and_all_scopes(cli_db: str,
+                                                                                  cli_factory: Factory) -> None:
+    ws = await cli_factory.workspace(roles=("owner",))
+    out = cli_json("key", "create", "--tenant", ws.tenant.subdomain, "--email", ws.emails["owner"],
+                   database_url=cli_db)
+    assert out["organization"] == ws.org.id
+    assert sorted(out["scopes"]) == ["mcp:execute", "mcp:read", "mcp:write"]
+    assert out["expires_at"] is None
+    assert out["api_key"].startswith("mcp_") and out["api_key"].startswith(out["key_prefix"])
+
+
+@pytest.fixture
+async def app_on(cli_db: str) -> AsyncIterator[httpx.AsyncClient]:
+    """The real app on the CLI's database, to check that keys work (and stop working)."""
+    application = create_app(Settings(database_url=cli_db, credential_cache_seconds=0, seed_demo=False,
+                                      key_touch_interval_seconds=3600))
+    async with application.router.lifespan_context(application):
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+            yield client
+
+
+async def test_key_created_by_the_cli_authenticates_with_its_scopes(cli_db: str, cli_factory: Factory,
+                                                                    app_on: httpx.AsyncClient) -> None:
+    ws = await cli_factory.workspace(roles=("owner",))
+    out = cli_json("key", "create", "--tenant", ws.tenant.subdomain, "--email", ws.emails["owner"], "--scopes",
+                   "mcp:read", "--prefix", "ck", database_url=cli_db)
+    headers = {"Authorization": f"Bearer {out['api_key']}"}
+    me = await app_on.get("/api/v1/dev/me/", headers=headers)
+    assert me.status_code == 200, me.text
+    assert me.json()["key"]["prefix"] == out["key_prefix"] and me.json()["key"]["scopes"] == ["mcp:read"]
+    assert me.json()["tenant"]["subdomain"] == ws.tenant.subdomain
+    envelope = {"app": "spare_parts", "entity": "spare_part", "arguments": {}}
+    r = await app_on.post("/api/mcp/tools/prism_entity_crud/", headers=headers, json={**envelope, "operation": "list"})
+    assert r.status_code == 200 and r.json()["success"] is True, r.text
+    r = await app_on.post("/api/mcp/tools/prism_entity_crud/", headers=headers, json={
+        **envelope, "operation": "create", "arguments": {"sku": "S-1", "name": "Seal"}})
+    assert r.status_code == 403 and r.json()["error"] == "permission_denied", r.text
+
+
+async def test_key_revoke_by_id_or_prefix_stops_the_key(cli_db: str, cli_factory: Factory,
+                                                        app_on: httpx.AsyncClient) -> None:
+    ws = await cli_factory.workspace(roles=("owner",))
+    sub = ws.tenant.subdomain
+    keys = {label: await cli_factory.add_key(ws, label) for label in ("by_id", "by_prefix", "kept")}
+    rows = {label: query(cli_db, "SELECT id, lookup FROM api_keys WHERE user_id = "
+                         "(SELECT id FROM users WHERE email = :e)", e=ws.emails[label])[0] for label in keys}
+    for plaintext in keys.values():
+        r = await app_on.get("/api/v1/dev/me/", headers={"Authorization": f"Bearer {plaintext}"})
+        assert r.status_code == 200, r.text
+
+    by_id = cli_json("key", "revoke", rows["by_id"]["id"], "--tenant", sub, database_url=cli_db)
+    assert by_id["key_id"] == rows["by_id"]["id"] and by_id["revoked_at"]
+    by_prefix = cli_json("key", "revoke", rows["by_prefix"]["lookup"], "--tenant", sub, database_url=cli_db)
+    assert by_prefix["key_id"] == rows["by_prefix"]["id"] and by_prefix["key_prefix"] == rows["by_prefix"]["lookup"]
+    assert keys["by_prefix"].startswith(by_prefix["key_prefix"])
+    for label in ("by_id", "by_prefix"):
+        r = await app_on.get("/api/v1/dev/me/", headers={"Authorization": f"Bearer {keys[label]}"})
+        assert r.status_code == 401, r.text
+        assert query(cli_db, "SELECT revoked_at FROM api_keys WHERE id = :id", id=rows[label]["id"])[0]["revoked_at"]
+
+    # Another tenant cannot revoke (or even see) this tenant's keys.
+    other = await cli_factory.workspace(roles=("owner",))
+    result = run_cli("key", "revoke", rows["kept"]["id"], "--tenant", other.tenant.subdomain, "--json",
+                     database_url=cli_db)
+    assert_clean_failure(result, "key_not_found")
+    r = await app_on.get("/api/v1/dev/me/", headers={"Authorization": f"Bearer {keys['kept']}"})
+    assert r.status_code == 200, r.text
+
+
+@pytest.fixture(scope="module")
+async def world(cli_factory: Factory) -> dict[str, str]:
+    """Two tenants; the first has a second organization its owner is not in, plus a user in no organization."""
+    ws: Workspace = await cli_factory.workspace(roles=("owner",))
+    second = await cli_factory.second_org(ws, name="Second")
+    other = await cli_factory.workspace(roles=("owner",))
+    return {"sub": ws.tenant.subdomain, "org": ws.org.slug, "org_id": ws.org.id, "second": second.slug,
+            "admin": ws.emails["owner"], "loner": await lone_user(cli_factory), "other_sub": other.tenant.subdomain}
+
+
+BAD_INPUTS: dict[str, tuple[str, list[str]]] = {
+    "duplicate tenant": ("tenant_exists", ["tenant", "create", "{sub}", "--name", "N", "--admin-email",
+                                           "{new_email}", "--admin-password", PASSWORD]),
+    "invalid subdomain": ("invalid_subdomain", ["tenant", "create", "Bad_Sub!", "--name", "N", "--admin-email",
+                                                "{new_email}", "--admin-password", PASSWORD]),
+    "short admin password": ("weak_password", ["tenant", "create", "{new_sub}", "--name", "N", "--admin-email",
+                                               "{new_email}", "--admin-password", "short"]),
+    "short user password": ("weak_password", ["user", "create", "{new_email}", "--password", "1234567"]),
+    "unknown tenant (org list)": ("tenant_not_found", ["org", "list", "--tenant", "{new_sub}"]),
+    "organization of another tenant": ("organization_not_found", ["user", "add-to-org", "{admin}", "--tenant",
+                                                                  "{other_sub}", "--org", "{org_id}"]),
+    "unknown user (key create)": ("user_not_found", ["key", "create", "--tenant", "{sub}", "--email", "{new_email}"]),
+    "unknown role": ("role_not_found", ["user", "add-to-org", "{loner}", "--tenant", "{sub}", "--org", "{org}",
+                                        "--role", "emperor"]),
+    "bad scopes": ("invalid_scope", ["key", "create", "--tenant", "{sub}", "--email", "{admin}", "--scopes",
+                                     "mcp:read mcp:everything"]),
+    "bad prefix": ("invalid_prefix", ["key", "create", "--tenant", "{sub}", "--email", "{admin}", "--prefix", "sk"]),
+    "expiry of zero days": ("invalid_expiry", ["key", "create", "--tenant", "{sub}", "--email", "{admin}",
+                                               "--expires-days", "0"]),
+    "non-member, no --org": ("not_a_member", ["key", "create", "--tenant", "{sub}", "--email", "{loner}"]),
+    "non-member of the named org": ("not_a_member", ["key", "create", "--tenant", "{sub}", "--email", "{admin}",
+                                                     "--org", "{second}"]),
+    "unknown key": ("key_not_found", ["key", "revoke", "mcp_doesnotexist", "--tenant", "{sub}"]),
+}
+
+
+@pytest.fixture(scope="module")
+def refusals(cli_db: str, world: dict[str, str]) -> dict[str, tuple[list[str], dict[str, str], CliResult]]:
+    """Every bad input of BAD_INPUTS, run at once (they are independent; each process start is slow)."""
+
+    def run(case: str) -> tuple[list[str], dict[str, str], CliResult]:
+        values = {**world, "new_sub": unique("nobody"), "new_email": f"{unique('nobody')}@example.com"}
+        args = [a.format(**values) for a in BAD_INPUTS[case][1]]
+        return args, values, run_cli(*args, "--json", database_url=cli_db)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(zip(BAD_INPUTS, pool.map(run, BAD_INPUTS), strict=True))
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_exits_1_with_a_json_error_and_no_traceback(
+        cli_db: str, refusals: dict[str, tuple[list[str], dict[str, str], CliResult]], case: str) -> None:
+    args, values, result = refusals[case]
+    assert_clean_failure(result, BAD_INPUTS[case][0])
+    if args[:2] == ["tenant", "create"]:
+        # Nothing of a refused tenant is left behind: the command is one transaction.
+        rows = query(cli_db, "SELECT COUNT(*) AS n FROM tenants WHERE subdomain = :s", s=args[2].lower())
+        assert rows == [{"n": 1 if case == "duplicate tenant" else 0}]
+        assert query(cli_db, "SELECT id FROM users WHERE email = :e", e=values["new_email"]) == []
+
+
+def test_bad_input_without_json_prints_one_error_line_on_stderr(cli_db: str) -> None:
+    result = run_cli("org", "list", "--tenant", unique("nobody"), database_url=cli_db)
+    assert result.returncode == 1, str(result)
+    assert result.stdout == ""
+    assert TRACEBACK not in result.stderr
+    assert result.stderr.startswith("error: ") and "tenant_not_found" in result.stderr, str(result)
+
+
+def test_a_command_on_a_database_that_was_never_migrated_fails_cleanly(fresh_db: str) -> None:
+    result = run_cli("org", "list", "--tenant", "acme", "--json", database_url=fresh_db)
+    assert result.returncode == 1, str(result)
+    assert TRACEBACK not in result.stdout + result.stderr, str(result)
+    assert set(result.json) == {"error", "message"} and "migrate" in result.json["message"], str(result)
