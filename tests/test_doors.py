@@ -339,14 +339,15 @@ async def test_invoice_list_read_and_status_transitions(
     # A refusal raised half-way through an update rolls back what the handler had already changed.
     r = await crud(client, ws, "invoice", "update", {"id": soon["id"], "status": "approved", "memo": "x",
                                                      "due_date": "2020-01-01"}, app="finance")
-    assert r.status_code == 409, r.text
+    assert r.status_code == 400 and r.json()["details"] == {"field": "due_date"}, r.text
     assert (await ok(client, ws, "invoice", "read", {"id": soon["id"]}, app="finance"))["status"] == "received"
     assert (await ok(client, ws, "invoice", "read", {"id": late["id"]}, app="finance"))["status"] == "paid"
     listed = await ok(client, ws, "invoice", "list", {"status": "paid"}, app="finance")
     assert [i["id"] for i in listed["items"]] == [late["id"]]
     refused = [e for e in await ledger(db, ws.org.id) if e.outcome == "refused"]
     assert [(e.coordinate, e.error_code, e.detail["status"]) for e in refused] == [
-        ("entity_crud/finance/invoice/update", "invalid_transition", 409)] * 3
+        ("entity_crud/finance/invoice/update", "invalid_transition", 409)] * 2 + [
+        ("entity_crud/finance/invoice/update", "invalid_arguments", 400)]
 
 
 async def test_vendor_list_search_and_ordering(client: httpx.AsyncClient, factory: Factory) -> None:

@@ -28,14 +28,24 @@ async def authenticate(request: Request) -> AuthContext:
     return auth
 
 
+async def _read_capped(request: Request) -> bytes:
+    """The body, refusing it as soon as it grows past the cap (a body without Content-Length may stream)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise PayloadTooLarge(f"request body exceeds {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def read_json(request: Request, *, required: bool = True) -> Any:
     """The body as JSON; an empty body is None when not required."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise PayloadTooLarge(f"request body exceeds {MAX_BODY_BYTES} bytes")
-    body = await request.body()
-    if len(body) > MAX_BODY_BYTES:
-        raise PayloadTooLarge(f"request body exceeds {MAX_BODY_BYTES} bytes")
+    body = await _read_capped(request)
     if not body.strip():
         if required:
             raise BadRequest("request body is required (JSON object)", code="missing_body")

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from prism.apps.finance.aging import aging_summary
 from prism.apps.finance.models import Invoice, Vendor
 from prism.apps.params import ListParams, Params, ReadParams
-from prism.errors import Conflict
+from prism.errors import Conflict, InvalidArguments
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import OrgRepository, text_search, to_record
 
@@ -148,7 +148,8 @@ async def update_invoice(call: HandlerCall, p: InvoiceUpdate) -> dict[str, Any]:
         row.status = p.status
     if p.due_date is not None:
         if p.due_date < row.issue_date:
-            raise Conflict("due_date must not be before issue_date", code="invalid_transition")
+            raise InvalidArguments("due_date: must not be before the invoice's issue_date",
+                                   details={"field": "due_date"})
         row.due_date = p.due_date
     if p.memo is not None:
         row.memo = p.memo
