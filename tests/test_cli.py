@@ -16,7 +16,7 @@ from prism.config import Settings
 from prism.db import Database
 from prism.identity.service import create_user
 from tests.factories import Factory, Workspace, unique
-from tests.processes import TRACEBACK, CliResult, cli_json, query, run_cli, scratch_database
+from tests.processes import TRACEBACK, CliResult, cli_json, free_port, query, run_cli, scratch_database
 
 PASSWORD = "correct horse battery staple"
 
@@ -302,3 +302,12 @@ def test_a_command_on_a_database_that_was_never_migrated_fails_cleanly(fresh_db:
     assert result.returncode == 1, str(result)
     assert TRACEBACK not in result.stdout + result.stderr, str(result)
     assert set(result.json) == {"error", "message"} and "migrate" in result.json["message"], str(result)
+
+
+def test_a_command_on_an_unreachable_database_server_fails_cleanly() -> None:
+    closed = free_port()  # nothing listens there
+    result = run_cli("org", "list", "--tenant", "acme", "--json",
+                     database_url=f"postgresql://postgres@127.0.0.1:{closed}/prism")
+    assert result.returncode == 1, str(result)
+    assert TRACEBACK not in result.stdout + result.stderr, str(result)
+    assert set(result.json) == {"error", "message"}, str(result)

@@ -11,7 +11,6 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.cli.output import emit, fail
-from prism.cli.serve import serve
 from prism.config import get_settings
 from prism.db import Database
 from prism.errors import PrismError
@@ -19,7 +18,6 @@ from prism.governance.ledger import verify_chain
 from prism.identity.service import add_to_organization, create_user, require_user
 from prism.keys.service import create_key, revoke_key
 from prism.kit.timeutil import iso
-from prism.migrate import upgrade
 from prism.tenancy.service import (
     create_organization,
     create_tenant,
@@ -41,16 +39,28 @@ audit_cli = typer.Typer(help="The hash-chained audit ledger.", no_args_is_help=T
 for sub, name in ((tenant_cli, "tenant"), (org_cli, "org"), (user_cli, "user"), (key_cli, "key"),
                   (audit_cli, "audit")):
     cli.add_typer(sub, name=name)
-cli.command("serve")(serve)
 
 
-def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-    """Run `work` in one committed transaction; domain errors become a clean exit 1."""
+@cli.command("serve")
+def serve_command(host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8000, "--port"),
+                  workers: int = typer.Option(1, "--workers", min=1),
+                  as_json: bool = typer.Option(False, "--json", help="Print the start-up banner as JSON.")) -> None:
+    """Run Prism (applies migrations first; seeds a demo tenant on an empty database)."""
+    from prism.cli.serve import serve  # the server stack loads only for this command
+
+    serve(host=host, port=port, workers=workers, as_json=as_json)
+
+
+def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]], *, read_only: bool = False) -> T:
+    """Run `work` in one committed transaction; domain and database errors become a clean exit 1.
+
+    `read_only` work takes no write lock, so it never holds up a running server's writers.
+    """
 
     async def run() -> T:
         db = Database(get_settings().database_url)
         try:
-            async with db.write() as session:
+            async with db.read() if read_only else db.write() as session:
                 return await work(session)
         finally:
             await db.dispose()
@@ -64,11 +74,16 @@ def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]]) 
         fail(as_json, PrismError(f"database error: {exc.orig}. Is the database migrated? Run `prism migrate`.",
                                  code="database_error"))
         raise AssertionError("unreachable") from exc
+    except OSError as exc:  # the server is not there: drivers raise these unwrapped
+        fail(as_json, PrismError(f"cannot reach the database: {exc}", code="database_unreachable"))
+        raise AssertionError("unreachable") from exc
 
 
 @cli.command()
 def migrate(as_json: bool = JSON_OPT) -> None:
     """Apply database migrations."""
+    from prism.migrate import upgrade
+
     upgrade(get_settings().database_url)
     emit(as_json, {"migrated": True}, "migrations applied")
 
@@ -84,22 +99,24 @@ def tenant_create(subdomain: str, name: str = typer.Option(..., "--name"),
     async def work(session: AsyncSession) -> dict[str, Any]:
         tenant = await create_tenant(session, subdomain, name=name)
         org = await create_organization(session, tenant, name=org_name or name)
-        user = await require_or_create_user(session, admin_email, admin_password)
+        user, created = await require_or_create_user(session, admin_email, admin_password)
         await add_to_organization(session, user, org, role="owner")
         return {"tenant": {"id": tenant.id, "subdomain": tenant.subdomain, "name": tenant.name},
                 "organization": {"id": org.id, "slug": org.slug, "name": org.name},
-                "admin": {"id": user.id, "email": user.email, "role": "owner"}}
+                "admin": {"id": user.id, "email": user.email, "role": "owner", "existing_user": not created}}
 
     out = in_transaction(as_json, work)
+    note = " (existing user: their password is unchanged)" if out["admin"]["existing_user"] else ""
     emit(as_json, out, f"tenant {out['tenant']['subdomain']} created; organization {out['organization']['slug']}; "
-                       f"owner {out['admin']['email']}")
+                       f"owner {out['admin']['email']}{note}")
 
 
-async def require_or_create_user(session: AsyncSession, email: str, password: str) -> Any:
+async def require_or_create_user(session: AsyncSession, email: str, password: str) -> tuple[Any, bool]:
+    """(user, created). Users are global: an existing user keeps their password."""
     try:
-        return await require_user(session, email)
+        return await require_user(session, email), False
     except PrismError:
-        return await create_user(session, email, password)
+        return await create_user(session, email, password), True
 
 
 @org_cli.command("create")
@@ -221,7 +238,7 @@ def audit_verify(tenant: str = typer.Option(..., "--tenant"),
                             "first_broken_id": r.first_broken_id, "reason": r.reason})
         return {"tenant": t.subdomain, "valid": all(r["valid"] for r in reports), "chains": reports}
 
-    out = in_transaction(as_json, work)
+    out = in_transaction(as_json, work, read_only=True)
     lines = [f"{r['organization']}: {r['entries']} entries, " + (
         "valid" if r["valid"] else f"BROKEN at entry {r['first_broken_seq']}: {r['reason']}")
         for r in out["chains"]]

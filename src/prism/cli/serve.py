@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import typer
 import uvicorn
 
 from prism.cli.output import emit
@@ -46,10 +45,8 @@ def _banner(demo: DemoWorkspace | None, host: str, port: int) -> tuple[dict[str,
     return data, text
 
 
-def serve(host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8000, "--port"),
-          workers: int = typer.Option(1, "--workers", min=1),
-          as_json: bool = typer.Option(False, "--json", help="Print the start-up banner as JSON.")) -> None:
-    """Run Prism (applies migrations first; seeds a demo tenant on an empty database)."""
+def serve(*, host: str, port: int, workers: int, as_json: bool) -> None:
+    """Migrate, seed the demo workspace on an empty database, print the banner, run Uvicorn."""
     settings = get_settings()
     upgrade(settings.database_url)
     demo = asyncio.run(_seed_if_empty(settings.database_url)) if settings.seed_demo else None

@@ -120,12 +120,12 @@ class LedgerWriter:
             # savepoint there; SQLite rolls back only the failed statement.
             isolate_reads = not self.db.is_sqlite
             for unit in batch:
-                result, error = await _run_unit(session, unit, savepoint=unit.writes or isolate_reads)
                 head = heads.get(unit.organization_id)
-                if head is None:
+                if head is None:  # the organization is gone: nothing may run unaudited
                     outcomes.append((None, PrismError("organization has no audit chain",
                                                       code="organization_not_found", status=404)))
                     continue
+                result, error = await _run_unit(session, unit, savepoint=unit.writes or isolate_reads)
                 draft = (unit.draft_for("allowed", None, 200) if error is None else
                          unit.draft_for("refused", getattr(error, "code", "internal_error"),
                                         getattr(error, "status", 500)))
