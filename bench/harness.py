@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -94,12 +95,25 @@ def children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def code_version() -> dict[str, Any]:
+    """Which Prism was measured: the commit, and a digest of uncommitted changes under src/ if any."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False).stdout
+
+    commit = git("rev-parse", "--short", "HEAD").strip()
+    changes = git("diff", "HEAD", "--", "src") + git("ls-files", "--others", "--exclude-standard", "src")
+    for path in git("ls-files", "--others", "--exclude-standard", "src").split():
+        changes += (REPO / path).read_text(errors="replace")
+    digest = hashlib.sha256(changes.encode()).hexdigest()[:12] if changes else None
+    return {"commit": commit, "uncommitted_src_digest": digest}
+
+
 def machine() -> dict[str, Any]:
     model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                   if line.startswith("model name")), "unknown")
     mem_kib = int(Path("/proc/meminfo").read_text().split()[1])
     return {"nproc": os.cpu_count(), "cpu_model": model, "memory_gib": round(mem_kib / 1024**2, 1),
-            "kernel": platform.release(), "python": platform.python_version()}
+            "kernel": platform.release(), "python": platform.python_version(), "prism": code_version()}
 
 
 @dataclass

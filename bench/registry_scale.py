@@ -155,7 +155,7 @@ def print_summary(r: dict[str, Any], path: Path) -> None:
     print(f"\n{cold['visible_handlers']} handlers visible to the demo key ({r['settings']['params']} param models)")
     print(f"start-up to first ping: cold {cold['startup_s']} s, restart {restart['startup_s']} s "
           f"(import {b['import_prism_s']} s, declare {b['declare_handlers_s']} s, "
-          f"build registry {b['build_registry_s']} s)")
+          f"build registry {b['build_registry_s']} s, search index {b['search_index_s']} s)")
     print(f"VmRSS: after start-up {cold['rss_after_startup']['VmRSS']} MB, after requests "
           f"{cold['rss_after_requests']['VmRSS']} MB (peak {cold['rss_after_requests']['VmHWM']} MB)")
     print("| endpoint | p50 ms | p90 ms | p99 ms | max ms | statuses | mean bytes |")

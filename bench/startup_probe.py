@@ -41,6 +41,12 @@ def main() -> None:
     registry = build_registry(synthetic_app.specs().split(","))
     marks["build_registry_s"] = time.perf_counter() - t  # load_app + Registry.freeze (a schema per handler)
     marks["rss_after_registry_mb"] = rss_mb()
+    from prism.registry.search import index_for
+
+    t = time.perf_counter()
+    index_for(registry)
+    marks["search_index_s"] = time.perf_counter() - t  # capability-search index, built by create_app
+    marks["rss_after_index_mb"] = rss_mb()
     marks["handlers"] = len(registry)
     marks["param_models"] = len({h.params for app in apps.values() for h in app.handlers})
     print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in marks.items()}))

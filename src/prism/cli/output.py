@@ -14,6 +14,8 @@ def emit(as_json: bool, data: dict[str, Any], text: str) -> None:
         sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         typer.echo(text)
+    # `prism serve` prints the one-time demo key and then runs for hours: it must not sit in a pipe buffer.
+    sys.stdout.flush()
 
 
 def fail(as_json: bool, exc: PrismError) -> None:

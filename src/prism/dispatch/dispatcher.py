@@ -113,7 +113,8 @@ class Dispatcher:
 
     async def _work(self, auth: AuthContext, handler: Handler, params: BaseModel, session: AsyncSession) -> Any:
         result = await handler.func(HandlerCall(auth, session, self.registry, handler), params)
-        await session.flush()
+        if not handler.read_only:  # surface constraint violations inside the handler's savepoint
+            await session.flush()
         return result
 
 

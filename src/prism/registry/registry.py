@@ -48,8 +48,13 @@ class Registry:
 
     def freeze(self) -> Registry:
         """Generate every parameter schema once, at start-up; the doors then only read."""
+        # Many handlers share a parameter model (list, read, delete ...): generate each schema once.
+        schemas: dict[type[Any], dict[str, Any]] = {}
         for handler in self._by_path.values():
-            handler.schema = _clean_schema(handler.params.model_json_schema())
+            schema = schemas.get(handler.params)
+            if schema is None:
+                schema = schemas[handler.params] = _clean_schema(handler.params.model_json_schema())
+            handler.schema = schema
         self.frozen = True
         return self
 

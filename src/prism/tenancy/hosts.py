@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 HostKind = Literal["tenant", "portal", "platform"]
@@ -25,6 +26,7 @@ def _is_ip(host: str) -> bool:
     return True
 
 
+@lru_cache(maxsize=4096)
 def classify_host(host_header: str, base_domain: str) -> HostInfo:
     """`<sub>.<base>` is tenant `sub`; `portal.<base>` the portal; anything else the platform host."""
     host = host_header.strip().lower()
