@@ -17,15 +17,11 @@ from sqlalchemy import select
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import PermissionSet
 from prism.db import Database
-from prism.errors import PrismError, Unauthenticated
+from prism.errors import TenantNotFound, Unauthenticated
 from prism.keys.service import keys_match, lookup_of, touch_keys
 from prism.kit.timeutil import utcnow
 from prism.models import ApiKey, Membership, Organization, Role, Tenant, User
 from prism.tenancy.hosts import HostInfo
-
-
-class TenantNotFoundError(PrismError):
-    code, status = "tenant_not_found", 404
 
 
 @dataclass(slots=True)
@@ -91,7 +87,7 @@ class Authenticator:
             hit = (found, now)
             self._tenants[host.subdomain] = hit
         if not hit[0]:
-            raise TenantNotFoundError(f"no tenant at {host.hostname}")
+            raise TenantNotFound(f"no tenant at {host.hostname}")
 
     async def _from_key(self, token: str) -> AuthContext:
         lookup = lookup_of(token)
