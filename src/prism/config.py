@@ -25,7 +25,7 @@ class Settings(BaseSettings):
     # Extra handler modules to load ("mypkg.handlers,other.mod"), on top of the `prism.apps` entry points.
     apps: str = ""
     # How long a verified API key is trusted from the in-process cache before it is looked up again.
-    # Revocation through this process is immediate; through another process it takes at most this long.
+    # A revocation (today made by the CLI, another process) takes effect within this window.
     credential_cache_seconds: float = 5.0
     # last_used_at is written at most this often per key, never once per request.
     key_touch_interval_seconds: float = 60.0

@@ -1,8 +1,8 @@
 """Bearer API key → AuthContext, with a short in-process cache.
 
 The cache keeps a verified key for `credential_cache_seconds`; the hash is still compared on every
-request and expiry is checked against the clock, so a cached entry never outlives its key. Revocation
-through this process evicts at once; revocation from another process is seen within the TTL.
+request and expiry is checked against the clock, so a cached entry never outlives its key. A revocation
+(made by the CLI, another process) is seen within the TTL.
 `last_used_at` is collected in memory and written in batches by `flush_touches`.
 """
 
@@ -127,13 +127,6 @@ class Authenticator:
         cached = _Cached(row.key_hash, context, row.expires_at, time.monotonic())
         self._cache[lookup] = cached
         return cached
-
-    def evict(self, lookup: str) -> None:
-        self._cache.pop(lookup, None)
-
-    def clear(self) -> None:
-        self._cache.clear()
-        self._tenants.clear()
 
     async def flush_touches(self) -> None:
         if not self._touches:

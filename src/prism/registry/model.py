@@ -26,11 +26,6 @@ class Coordinate:
     def path(self) -> str:
         return f"{self.mega_tool}/{self.app}/{self.entity}/{self.operation}"
 
-    @classmethod
-    def parse(cls, path: str) -> Coordinate | None:
-        parts = path.strip("/").split("/")
-        return cls(*parts) if len(parts) == 4 and all(parts) else None
-
 
 @dataclass(slots=True)
 class HandlerCall:
