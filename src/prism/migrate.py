@@ -19,7 +19,8 @@ def alembic_config(database_url: str) -> Config:
 
 
 def upgrade(database_url: str) -> None:
-    command.upgrade(alembic_config(database_url), "head")
+    # "heads": every branch of the revision graph (features add their tables on branches of their own).
+    command.upgrade(alembic_config(database_url), "heads")
 
 
 async def upgrade_async(database_url: str) -> None:

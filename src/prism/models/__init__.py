@@ -4,6 +4,9 @@ from prism.models.audit import AuditEntry, AuditHead
 from prism.models.base import Base
 from prism.models.identity import Membership, Role, User
 from prism.models.keys import ApiKey
+from prism.models.outbox import OutboxEvent
 from prism.models.tenancy import Organization, Tenant
 
-__all__ = ["ApiKey", "AuditEntry", "AuditHead", "Base", "Membership", "Organization", "Role", "Tenant", "User"]
+__all__ = [
+    "ApiKey", "AuditEntry", "AuditHead", "Base", "Membership", "Organization", "OutboxEvent", "Role", "Tenant", "User",
+]
