@@ -8,7 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field
 class Params(BaseModel):
     """Unknown arguments are refused: an agent's typo should fail loudly, not be ignored."""
 
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: a model's validator is built on its first call, not at import. With thousands of
+    # handlers most are never called by a given process, and start-up pays only for their schemas
+    # (prism.registry.fast_schema writes those without building the validator).
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class NoParams(Params):

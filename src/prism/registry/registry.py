@@ -8,6 +8,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from prism.registry.declare import HandlerApp
+from prism.registry.fast_schema import fast_model_schema
 from prism.registry.model import Coordinate, Handler
 
 ENTRY_POINT_GROUP = "prism.apps"
@@ -53,7 +54,8 @@ class Registry:
         for handler in self._by_path.values():
             schema = schemas.get(handler.params)
             if schema is None:
-                schema = schemas[handler.params] = _clean_schema(handler.params.model_json_schema())
+                generated = fast_model_schema(handler.params) or handler.params.model_json_schema()
+                schema = schemas[handler.params] = _clean_schema(generated)
             handler.schema = schema
         self.frozen = True
         return self
