@@ -7,9 +7,12 @@ task: requests queue their units, and the writer runs whatever has queued up in 
 each write handler inside its own SAVEPOINT, so a refused call rolls back only its own changes and
 still gets its "refused" entry — then commits once and answers every waiting request.
 
-Heads of all organizations in a batch are locked up front in a fixed order (FOR UPDATE on
-PostgreSQL; BEGIN IMMEDIATE on SQLite), so writers in other processes queue behind us instead of
-forking a chain, and two processes can never deadlock on each other's heads.
+Heads of all organizations in a batch are locked in a fixed order (FOR UPDATE on PostgreSQL; BEGIN
+IMMEDIATE on SQLite) before any write runs, so writers in other processes (and other lanes of this
+one) queue behind us instead of forking a chain, and can never deadlock on each other's heads. Reads
+run before the heads are locked: they change nothing, and the heads stay locked only for the writes
+and the appends. On PostgreSQL several lanes (transactions) run at once, so one lane's round trips
+overlap another's; SQLite has one writer at a time and one lane.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import bindparam, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.db import Database
@@ -33,9 +36,14 @@ from prism.kit.prepared import Prepared
 log = logging.getLogger("prism.ledger")
 
 MAX_BATCH = 256
+LANES = 4
 Work = Callable[[AsyncSession], Awaitable[Any]]
 # Builds the entry once the outcome is known: (outcome, error code, HTTP status) -> draft.
 DraftFor = Callable[[str, "str | None", int], EntryDraft]
+
+
+class _ReadAborted(Exception):
+    """A read failed inside the database and took the batch's transaction with it: run the batch again."""
 
 
 class LedgerUnavailable(PrismError):
@@ -58,7 +66,10 @@ class LedgerWriter:
         self.db = db
         self._queue: list[_Unit] = []
         self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        # PostgreSQL: several transactions in flight, so one lane's round trips overlap another's
+        # (heads are locked only for the appends). SQLite has one writer at a time: one lane.
+        self._lanes = 1 if db.is_sqlite else LANES
+        self._tasks: list[asyncio.Task[None]] = []
 
     async def record(self, organization_id: str, draft_for: DraftFor, *, refusal: PrismError | None = None) -> None:
         """Append an entry for a call that has already run (or was refused before running)."""
@@ -72,23 +83,27 @@ class LedgerWriter:
         return await self._submit(_Unit(organization_id, draft_for, work, None, writes))
 
     async def _submit(self, unit: _Unit) -> Any:
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._loop(), name="prism-ledger-writer")
+        if len(self._tasks) < self._lanes or any(t.done() for t in self._tasks):
+            self._tasks = [t for t in self._tasks if not t.done()]
+            self._tasks += [asyncio.create_task(self._loop(), name="prism-ledger-writer")
+                            for _ in range(self._lanes - len(self._tasks))]
         self._queue.append(unit)
         self._wakeup.set()
         return await unit.future
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
 
     async def _loop(self) -> None:
         while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
+            while not self._queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
             # One turn of the loop before draining lets requests that are already readable queue their
             # units too: bigger batches, fewer transactions, for the price of one loop iteration.
             await asyncio.sleep(0)
@@ -96,7 +111,10 @@ class LedgerWriter:
                 batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
                 outcomes: list[tuple[Any, BaseException | None]] = []
                 try:
-                    outcomes = await self._commit(batch)
+                    try:
+                        outcomes = await self._commit(batch, isolate_reads=False)
+                    except _ReadAborted:
+                        outcomes = await self._commit(batch, isolate_reads=True)
                 except Exception as exc:
                     log.exception("ledger batch of %d failed", len(batch))
                     failure = LedgerUnavailable("the audit ledger could not be written; nothing was changed")
@@ -110,22 +128,32 @@ class LedgerWriter:
                     else:
                         unit.future.set_exception(error)
 
-    async def _commit(self, batch: list[_Unit]) -> list[tuple[Any, BaseException | None]]:
-        outcomes: list[tuple[Any, BaseException | None]] = []
-        rows: list[dict[str, Any]] = []
+    async def _commit(self, batch: list[_Unit], *, isolate_reads: bool) -> list[tuple[Any, BaseException | None]]:
+        outcomes: dict[int, tuple[Any, BaseException | None]] = {}
         async with self.db.write() as session:
+            # Reads first, before any head is locked: they change nothing, so the heads (which every
+            # writer of the organization waits for) are held only for the writes and the appends.
+            # On PostgreSQL a failed statement aborts the whole transaction: reads run without a
+            # savepoint (two round trips fewer each), and if one fails in the database, the batch is
+            # rolled back and run again with every unit isolated. SQLite rolls back only the statement.
+            replay_on_failure = not self.db.is_sqlite and not isolate_reads
+            for i, unit in enumerate(batch):
+                if unit.work is not None and not unit.writes:
+                    outcome = outcomes[i] = await _run_unit(session, unit, savepoint=isolate_reads)
+                    if replay_on_failure and isinstance(outcome[1], DBAPIError):
+                        raise _ReadAborted from outcome[1]
             heads = await _lock_heads(session, sorted({u.organization_id for u in batch}))
             locked = dict(heads)
-            # On PostgreSQL any failed statement aborts the whole transaction, so even a read gets a
-            # savepoint there; SQLite rolls back only the failed statement.
-            isolate_reads = not self.db.is_sqlite
-            for unit in batch:
+            rows: list[dict[str, Any]] = []
+            for i, unit in enumerate(batch):
                 head = heads.get(unit.organization_id)
                 if head is None:  # the organization is gone: nothing may run unaudited
-                    outcomes.append((None, PrismError("organization has no audit chain",
-                                                      code="organization_not_found", status=404)))
+                    outcomes[i] = (None, PrismError("organization has no audit chain",
+                                                    code="organization_not_found", status=404))
                     continue
-                result, error = await _run_unit(session, unit, savepoint=unit.writes or isolate_reads)
+                if i not in outcomes:
+                    outcomes[i] = await _run_unit(session, unit, savepoint=unit.writes)
+                error = outcomes[i][1]
                 draft = (unit.draft_for("allowed", None, 200) if error is None else
                          unit.draft_for("refused", getattr(error, "code", "internal_error"),
                                         getattr(error, "status", 500)))
@@ -134,12 +162,11 @@ class LedgerWriter:
                 digest = chain_hash(head[1], body)
                 rows.append({**body, "created_at": draft.created_at, "prev_hash": head[1], "hash": digest})
                 heads[unit.organization_id] = (seq, digest)
-                outcomes.append((result, error))
             await _INSERT_ENTRIES.execute_many(session, rows)
             await _MOVE_HEAD.execute_many(session, [
                 {"org_id": org_id, "seq": seq, "hash": digest}
                 for org_id, (seq, digest) in heads.items() if locked[org_id] != (seq, digest)])
-        return outcomes
+        return [outcomes[i] for i in range(len(batch))]
 
 
 # The batch's statements run on the prepared path: they are executed once per batch, on every dispatch.

@@ -1,0 +1,57 @@
+"""The ledger's group commit: a read that fails inside the database costs no other call its answer."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from sqlalchemy import select, text
+
+from prism.apps.params import NoParams
+from prism.auth.authenticator import Authenticator
+from prism.db import Database
+from prism.dispatch.dispatcher import Call, Dispatcher
+from prism.governance.ledger import verify_chain
+from prism.models import AuditEntry
+from prism.registry import HandlerApp, HandlerCall
+from prism.registry.registry import build_registry
+from prism.tenancy.hosts import classify_host
+from tests.factories import Factory
+
+faulty = HandlerApp("faulty", description="Handlers that fail inside the database.")
+
+
+@faulty.handler("report_query", "probe", "explode", params=NoParams, scope="read", permission=None,
+                description="Reads a table that does not exist.")
+async def explode(call: HandlerCall, params: NoParams) -> Any:
+    return (await call.session.execute(text("SELECT * FROM no_such_table"))).all()
+
+
+async def test_a_read_failing_in_the_database_leaves_the_rest_of_its_batch_answered_and_chained(
+        db: Database, factory: Factory) -> None:
+    registry = build_registry()
+    registry.frozen = False
+    registry.add_app(faulty)
+    registry.freeze()
+    dispatcher = Dispatcher(db, registry)
+    ws = await factory.workspace(roles=("owner",))
+    auth = await Authenticator(db, cache_seconds=0).authenticate(
+        f"Bearer {ws.keys['owner']}", classify_host(ws.host, "localhost"))
+    whoami = Call("prism_whoami", "rest", {})
+    boom = Call("prism_report_query", "rest", {}, operation="explode", app="faulty", entity="probe")
+    try:
+        # Submitted together, so they share batches: on PostgreSQL the failed read aborts its transaction.
+        calls = [boom if i % 10 == 3 else whoami for i in range(40)]
+        results = await asyncio.gather(*(dispatcher.dispatch(auth, c) for c in calls), return_exceptions=True)
+    finally:
+        await dispatcher.close()
+    answered = [r for c, r in zip(calls, results, strict=True) if c is whoami]
+    failed = [r for c, r in zip(calls, results, strict=True) if c is boom]
+    assert all(isinstance(r, tuple) and r[1]["user"]["email"] == ws.emails["owner"] for r in answered), answered
+    assert len(failed) == 4 and all(isinstance(r, Exception) for r in failed)
+    async with db.read() as session:
+        entries = (await session.execute(select(AuditEntry).where(AuditEntry.organization_id == ws.org.id)
+                                         .order_by(AuditEntry.seq))).scalars().all()
+        report = await verify_chain(session, ws.org.id)
+    assert len(entries) == 40 and report.valid, report
+    assert [e.outcome for e in entries if e.coordinate == "report_query/faulty/probe/explode"] == ["refused"] * 4
