@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, Router
+from starlette.types import Receive, Scope, Send
 
 from prism.auth.authenticator import Authenticator
 from prism.canonical import endpoints as canonical
@@ -44,6 +45,36 @@ def routes() -> list[BaseRoute]:
         *both("/api/v1/dev/tools/", sandbox.tools, ["GET"]),
         *both("/api/v1/dev/introspect/", sandbox.introspect, ["GET", "POST"]),
     ]
+
+
+_TOOLS_PREFIX = "/api/mcp/tools/"
+
+
+class PrismApp(Starlette):
+    """Starlette, with the canonical dispatch door answered before the routing machinery.
+
+    `POST /api/mcp/tools/<tool_name>/` carries most of the traffic. It goes to the same endpoint the
+    route table names, but without the router's per-route matching and the two exception-handling
+    middleware layers around it — per request, that machinery costs about as much as Prism's own
+    authentication. Everything else, and anything unusual (a root path), takes the normal route.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            path: str = scope["path"]
+            if path.startswith(_TOOLS_PREFIX):
+                tool_name = path[len(_TOOLS_PREFIX):].removesuffix("/")
+                if tool_name and "/" not in tool_name:
+                    scope["app"] = self
+                    scope["path_params"] = {"tool_name": tool_name}
+                    request = Request(scope, receive)
+                    try:
+                        response = await canonical.call_tool(request)
+                    except Exception as exc:  # what ServerErrorMiddleware does for routed requests
+                        response = await server_error(request, exc)
+                    await response(scope, receive, send)
+                    return
+        await super().__call__(scope, receive, send)
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
@@ -97,7 +128,7 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
             await app.state.authenticator.flush_touches()
             await db.dispose()
 
-    app = Starlette(routes=routes(), lifespan=lifespan, exception_handlers={
+    app = PrismApp(routes=routes(), lifespan=lifespan, exception_handlers={
         404: not_found, 405: method_not_allowed, 500: server_error})
     assert isinstance(app.router, Router)
     app.router.redirect_slashes = False

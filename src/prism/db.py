@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import orjson
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -23,6 +24,11 @@ from prism.sqlite_inline import inline_creator
 
 # How long a statement waits for another process's SQLite write lock before failing.
 SQLITE_BUSY_TIMEOUT_SECONDS = 10.0
+
+
+def _json_text(value: Any) -> str:
+    """JSON columns (every ledger entry has one) through orjson: several times faster than json.dumps."""
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 def normalize_url(url: str) -> str:
@@ -38,7 +44,8 @@ def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
     if not database or database == ":memory:":
         raise ValueError("Prism needs a SQLite file, not an in-memory database")
     engine = _create_async_engine(
-        url, async_creator=inline_creator(database, busy_timeout_seconds=SQLITE_BUSY_TIMEOUT_SECONDS))
+        url, async_creator=inline_creator(database, busy_timeout_seconds=SQLITE_BUSY_TIMEOUT_SECONDS),
+        json_serializer=_json_text, json_deserializer=orjson.loads)
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -66,7 +73,8 @@ class Database:
             self.engine = _sqlite_engine(self.url, immediate=True)
             self.read_engine = _sqlite_engine(self.url, immediate=False)
         else:
-            self.engine = _create_async_engine(self.url, pool_size=20, max_overflow=20)
+            self.engine = _create_async_engine(self.url, pool_size=20, max_overflow=20,
+                                               json_serializer=_json_text, json_deserializer=orjson.loads)
             self.read_engine = self.engine
         # SQLite has one writer at a time; queueing writers here is fair and cheap, whereas letting
         # them meet in SQLite's busy handler costs sleeps of up to 100 ms each.
@@ -101,4 +109,5 @@ class Database:
 
 def one_shot_engine(url: str) -> AsyncEngine:
     """An engine without a pool, for migrations and CLI commands."""
-    return _create_async_engine(normalize_url(url), poolclass=NullPool)
+    return _create_async_engine(normalize_url(url), poolclass=NullPool, json_serializer=_json_text,
+                                json_deserializer=orjson.loads)
