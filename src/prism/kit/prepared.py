@@ -97,10 +97,20 @@ async def _driver(session: AsyncSession) -> Any:
     if cached is not None and transaction is not None and cached[0] is transaction:
         return cached[1]
     connection = await session.connection()
+    raw = await connection.get_raw_connection()
     if connection.dialect.name == "postgresql":
         # SQLAlchemy's asyncpg adapter sends BEGIN lazily, with its first statement; without this, statements
         # sent straight to the driver run in autocommit (FOR UPDATE would lock nothing, appends not atomic).
-        await connection.exec_driver_sql("SELECT 1")
-    driver = (await connection.get_raw_connection()).driver_connection
+        await _begin_postgresql(connection, raw.dbapi_connection)
+    driver = raw.driver_connection
     session.info[_DRIVER_KEY] = (session.sync_session.get_transaction(), driver)
     return driver
+
+
+async def _begin_postgresql(connection: Any, adapter: Any) -> None:
+    """Start the adapter's transaction now: BEGIN alone, rather than BEGIN plus a throwaway SELECT."""
+    start = getattr(adapter, "_start_transaction", None)
+    if start is None or not hasattr(adapter, "_transaction"):  # another SQLAlchemy release: the portable way
+        await connection.exec_driver_sql("SELECT 1")
+    elif adapter._transaction is None:
+        await start()
