@@ -45,33 +45,7 @@ STOPWORDS = frozenset(
     "i me my we our you your it its this that these those please want need some any all there which what "
     "how whom when where into about".split())
 
-# Groups of interchangeable words; a query word also looks for the rest of its group, at lower weight.
-SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
-    ("invoice", "bill"),
-    ("vendor", "supplier"),
-    ("payable", "ap"),
-    ("overdue", "late", "outstanding", "unpaid", "aging", "ageing"),
-    ("stock", "inventory", "quantity"),
-    ("low", "below", "reorder", "shortage"),
-    ("part", "component"),
-    ("delete", "remove", "destroy", "erase"),
-    ("create", "add", "new", "register"),
-    ("update", "change", "edit", "modify", "adjust", "set"),
-    ("list", "browse", "enumerate", "show"),
-    ("read", "get", "fetch", "view", "detail", "lookup"),
-    ("search", "find", "query", "lookup"),
-    ("count", "total", "number", "many"),
-    ("report", "summary", "aggregate", "overview"),
-    ("approve", "accept", "authorize"),
-    ("customer", "client"),
-    ("employee", "staff", "worker"),
-    ("notify", "notification", "alert", "message"),
-    ("ticket", "incident", "issue"),
-    ("document", "file", "attachment"),
-    ("whoami", "identity", "who"),
-    ("webhook", "event", "subscription"),
-    ("introspect", "discover", "explore", "capability"),
-)
+from prism.registry.thesaurus import SYNONYM_GROUPS  # noqa: E402
 
 
 def split_words(text: str) -> list[str]:
@@ -271,7 +245,10 @@ def _pair_score(handler: Handler, fields: Sequence[Sequence[str]], own: Sequence
     doc_pairs = {p for f in fields for p in pairwise(f)}
     pair_score = (len(pairs & doc_pairs) / len(pairs)) if pairs else 0.0
     name_terms = set(fields[0]) | set(fields[1])
-    name_score = len([t for t in own if t in name_terms]) / len(own)
+    # A query word naming the operation or entity counts fully; one whose synonym does, half: a request
+    # phrased in the caller's own words ("scrap the compressor") still points at `asset/retire`.
+    name_score = sum(1.0 if t in name_terms else 0.5 if any(s in name_terms for s in SYNONYMS.get(t, ())) else 0.0
+                     for t in own) / len(own)
     proximity = max((_proximity(f, set(covered)) for f in fields[4:6]), default=0.0)
     # An exact mention: the whole coordinate, "entity operation", or a several-word operation name.
     spelled = [split_words(c.path), split_words(f"{c.entity} {c.operation}"), split_words(c.operation)]

@@ -1,0 +1,122 @@
+"""How well capability_search finds the right handler: Recall@5, MRR and NDCG@10, with and without rerank.
+
+    python bench/search_eval.py [--tasks bench/search_tasks.json]
+
+Each task is a plain-language request and the coordinate(s) that answer it. Tasks marked
+`"unseen_words": true` are phrased only in words that appear in no handler's coordinate (no mega-tool,
+app, entity or operation name, after the same word splitting and stemming the index uses); the script
+checks that claim and refuses to report if a task breaks it. The search runs over the whole registry
+(built-in apps and installed `prism.apps` packages) as an owner sees it (every handler visible),
+through the same SearchIndex the endpoint uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make `bench.*` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import write_result
+from prism.registry import Registry
+from prism.registry.registry import build_registry
+from prism.registry.search import index_for, terms
+
+TASKS = Path(__file__).with_name("search_tasks.json")
+DEPTH = 50  # MRR counts a hit anywhere in the first 50
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tasks", type=Path, default=TASKS)
+    return p.parse_args()
+
+
+def name_vocabulary(registry: Registry) -> set[str]:
+    words: set[str] = set()
+    for handler in registry:
+        c = handler.coordinate
+        for part in (c.mega_tool, c.app, c.entity, c.operation):
+            words.update(terms(part))
+    return words
+
+
+def check_unseen(tasks: list[dict[str, Any]], vocabulary: set[str]) -> list[str]:
+    problems = []
+    for task in tasks:
+        if task.get("unseen_words"):
+            shared = sorted(set(terms(task["query"])) & vocabulary)
+            if shared:
+                problems.append(f"{task['query']!r} uses handler-name words {shared}")
+    return problems
+
+
+def ranks(registry: Registry, tasks: list[dict[str, Any]], *, rerank: bool) -> list[list[int]]:
+    """For each task, the 1-based ranks at which its expected coordinates were found."""
+    index = index_for(registry)
+    visible = tuple(registry)
+    found = []
+    for task in tasks:
+        hits = index.search(task["query"], visible, limit=DEPTH, rerank=rerank)
+        paths = [h.handler.path for h in hits]
+        found.append([paths.index(e) + 1 for e in task["expected"] if e in paths])
+    return found
+
+
+def metrics(tasks: list[dict[str, Any]], found: list[list[int]]) -> dict[str, float]:
+    recall5, rr, ndcg = [], [], []
+    for task, positions in zip(tasks, found, strict=True):
+        recall5.append(1.0 if any(r <= 5 for r in positions) else 0.0)
+        rr.append(1.0 / min(positions) if positions else 0.0)
+        dcg = sum(1.0 / math.log2(r + 1) for r in positions if r <= 10)
+        ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(task["expected"]), 10)))
+        ndcg.append(dcg / ideal)
+    return {"tasks": len(tasks), "recall_at_5": round(statistics.fmean(recall5), 3),
+            "mrr": round(statistics.fmean(rr), 3), "ndcg_at_10": round(statistics.fmean(ndcg), 3)}
+
+
+def main() -> None:
+    args = parse_args()
+    tasks: list[dict[str, Any]] = json.loads(args.tasks.read_text())["tasks"]
+    registry = build_registry()
+    missing = sorted({e for t in tasks for e in t["expected"] if registry.get_path(e) is None})
+    if missing:
+        sys.exit(f"tasks name coordinates that do not exist: {missing}")
+    problems = check_unseen(tasks, name_vocabulary(registry))
+    if problems:
+        sys.exit("tasks marked unseen_words use handler-name words:\n  " + "\n  ".join(problems))
+    subsets = {"all": tasks, "named": [t for t in tasks if not t.get("unseen_words")],
+               "unseen words": [t for t in tasks if t.get("unseen_words")],
+               "held-out (never tuned on)": [t for t in tasks if t.get("split") == "held-out"],
+               "held-out, unseen words": [t for t in tasks if t.get("split") == "held-out" and t.get("unseen_words")]}
+    rows: dict[str, dict[str, Any]] = {}
+    misses: dict[str, list[dict[str, Any]]] = {}
+    for rerank in (False, True):
+        label = "rerank" if rerank else "first pass"
+        found_all = ranks(registry, tasks, rerank=rerank)
+        by_query = {t["query"]: f for t, f in zip(tasks, found_all, strict=True)}
+        for subset, chosen in subsets.items():
+            rows[f"{subset} / {label}"] = metrics(chosen, [by_query[t["query"]] for t in chosen])
+        misses[label] = [{"query": t["query"], "expected": t["expected"], "ranks": f}
+                         for t, f in zip(tasks, found_all, strict=True) if not any(r <= 5 for r in f)]
+    print(f"{len(registry)} handlers, {len(tasks)} tasks ({len(subsets['unseen words'])} in unseen words)\n")
+    print("| tasks / pass | n | Recall@5 | MRR | NDCG@10 |\n|---|---:|---:|---:|---:|")
+    for name, m in rows.items():
+        print(f"| {name} | {m['tasks']} | {m['recall_at_5']:.3f} | {m['mrr']:.3f} | {m['ndcg_at_10']:.3f} |")
+    for label, missed in misses.items():
+        for miss in missed:
+            print(f"  not in top 5 ({label}): {miss['query']!r} → {miss['expected']} at {miss['ranks'] or 'none'}")
+    stem = f"search-eval-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    path = write_result(stem, {"handlers": len(registry), "metrics": rows, "misses": misses})
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()
