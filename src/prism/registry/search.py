@@ -35,6 +35,7 @@ RERANK_POOL = 50
 
 # Field weights: the coordinate names a handler, its description only talks about it.
 OPERATION_W, ENTITY_W, APP_W, MEGA_W, KEYWORD_W, DESCRIPTION_W, APP_DESCRIPTION_W = 3.0, 2.5, 1.5, 1.0, 2.0, 1.0, 0.5
+PARAMETER_W = 0.2  # parameters say what a handler takes, not what it does: the weakest evidence
 
 _CAMEL_LOWER_UPPER = re.compile(r"([a-z0-9])([A-Z])")
 _CAMEL_ACRONYM = re.compile(r"([A-Z]+)([A-Z][a-z])")
@@ -121,7 +122,16 @@ def _fields(handler: Handler, app_description: str) -> list[tuple[float, tuple[s
     c = handler.coordinate
     return [(OPERATION_W, terms(c.operation)), (ENTITY_W, terms(c.entity)), (APP_W, terms(c.app)),
             (MEGA_W, terms(c.mega_tool)), (KEYWORD_W, tuple(t for k in handler.keywords for t in (*terms(k), _BREAK))),
-            (DESCRIPTION_W, terms(handler.description)), (APP_DESCRIPTION_W, terms(app_description))]
+            (DESCRIPTION_W, terms(handler.description)), (APP_DESCRIPTION_W, terms(app_description)),
+            (PARAMETER_W, _parameter_terms(handler))]
+
+
+def _parameter_terms(handler: Handler) -> tuple[str, ...]:
+    """Parameter names and their descriptions: `due_before`, `priority`, "the approver's comment"."""
+    words: list[str] = []
+    for name, spec in handler.schema.get("properties", {}).items():
+        words += [*terms(name), *terms(spec.get("description", "") if isinstance(spec, dict) else ""), _BREAK]
+    return tuple(words)
 
 
 @dataclass(frozen=True, slots=True)
