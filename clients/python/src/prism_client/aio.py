@@ -1,0 +1,138 @@
+"""The asynchronous client: the same methods as PrismClient, awaited."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import httpx
+
+from prism_client import operations as ops
+from prism_client._core import Call, RetryPolicy, check, default_headers, retry_after_seconds, should_retry, unwrap
+from prism_client.errors import PrismConnectionError, PrismTimeoutError
+from prism_client.types import (
+    Delivery,
+    DeliveryList,
+    Descriptor,
+    Identity,
+    Ping,
+    ToolCatalog,
+    Webhook,
+    WebhookList,
+)
+
+
+class AsyncPrismClient:
+    """Prism over HTTP with a Bearer key (or OAuth access token).
+
+        async with AsyncPrismClient("https://acme.prism.example", api_key="ck_...") as prism:
+            page = await prism.dispatch("entity_crud", "finance", "invoice", "list", {"status": "approved"})
+
+    429, 502, 503 and 504 are retried (`max_retries`, Retry-After honoured); `timeout` bounds each attempt.
+    """
+
+    def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float = 30.0, max_retries: int = 3,
+                 backoff_base: float = 0.5, backoff_max: float = 30.0, max_retry_after: float = 120.0,
+                 headers: dict[str, str] | None = None, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.retry = RetryPolicy(max_retries, backoff_base, backoff_max, max_retry_after)
+        self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout, transport=transport,
+                                  headers=default_headers(api_key, headers), follow_redirects=False)
+
+    async def __aenter__(self) -> AsyncPrismClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def request(self, call: Call) -> httpx.Response:
+        """Send with the retry policy; the last answer (an error status included) is returned."""
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.send(call.build(self._http))
+            except httpx.TimeoutException as exc:
+                raise PrismTimeoutError(f"{call.method} {call.path}: no answer in time ({exc})") from exc
+            except httpx.TransportError as exc:
+                raise PrismConnectionError(f"{call.method} {call.path}: {exc}") from exc
+            if not should_retry(response, attempt, self.retry):
+                return response
+            await response.aclose()
+            await asyncio.sleep(self.retry.delay(attempt, retry_after_seconds(response)))
+            attempt += 1
+
+    async def _json(self, call: Call) -> Any:
+        return check(await self.request(call), call)
+
+    # --- sandbox -------------------------------------------------------------------------------------
+
+    async def ping(self) -> Ping:
+        return cast(Ping, await self._json(ops.ping()))
+
+    async def me(self) -> Identity:
+        return cast(Identity, await self._json(ops.me()))
+
+    async def tools(self, *, category: str | None = None, search: str | None = None) -> ToolCatalog:
+        return cast(ToolCatalog, await self._json(ops.tools(category, search)))
+
+    async def introspect(self, **params: Any) -> dict[str, Any]:
+        return cast(dict[str, Any], await self._json(ops.introspect(params)))
+
+    async def call(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        """POST /api/v1/dev/call/: the bare tool result."""
+        return await self._json(ops.sandbox_call(name, arguments))
+
+    # --- canonical dispatch --------------------------------------------------------------------------
+
+    async def dispatch(self, mega_tool: str, app: str, entity: str, operation: str,
+                 arguments: dict[str, Any] | None = None, *, mission_id: str | None = None) -> Any:
+        """POST /prism/{mega_tool}/{app}/{entity}/{operation}: the `data` of the envelope."""
+        call = ops.dispatch(mega_tool, app, entity, operation, arguments, mission_id)
+        response = await self.request(call)
+        return unwrap(check(response, call), response.status_code)
+
+    async def call_tool(self, tool_name: str, *, app: str, entity: str, operation: str,
+                  arguments: dict[str, Any] | None = None) -> Any:
+        """POST /api/mcp/tools/<tool_name>/ with the envelope: the `data` of the answer."""
+        call = ops.call_tool(tool_name, {"app": app, "entity": entity, "operation": operation,
+                                         "arguments": arguments or {}})
+        response = await self.request(call)
+        return unwrap(check(response, call), response.status_code)
+
+    async def descriptor(self, *, etag: str | None = None) -> Descriptor:
+        """The host's OpenAPI descriptor; with `etag`, `document` is None while it is unchanged."""
+        call = ops.descriptor(etag)
+        response = await self.request(call)
+        body = check(response, call)
+        return {"etag": response.headers.get("etag"), "document": None if response.status_code == 304 else body}
+
+    # --- webhooks ------------------------------------------------------------------------------------
+
+    async def create_webhook(self, name: str, url: str, **fields: Any) -> Webhook:
+        return cast(Webhook, await self._json(ops.create_webhook(name, url, fields)))
+
+    async def list_webhooks(self, *, page: int | None = None, page_size: int | None = None,
+                      is_active: bool | None = None, name: str | None = None) -> WebhookList:
+        return cast(WebhookList, await self._json(ops.list_webhooks(page, page_size, is_active, name)))
+
+    async def get_webhook(self, webhook_id: str) -> Webhook:
+        return cast(Webhook, await self._json(ops.get_webhook(webhook_id)))
+
+    async def update_webhook(self, webhook_id: str, **fields: Any) -> Webhook:
+        return cast(Webhook, await self._json(ops.update_webhook(webhook_id, fields)))
+
+    async def delete_webhook(self, webhook_id: str) -> None:
+        await self._json(ops.delete_webhook(webhook_id))
+
+    async def list_deliveries(self, webhook_id: str, *, page: int | None = None, page_size: int | None = None,
+                        status: str | None = None, event_type: str | None = None) -> DeliveryList:
+        call = ops.list_deliveries(webhook_id, page, page_size, status, event_type)
+        return cast(DeliveryList, await self._json(call))
+
+    async def get_delivery(self, webhook_id: str, delivery_id: str) -> Delivery:
+        return cast(Delivery, await self._json(ops.get_delivery(webhook_id, delivery_id)))
+
+    async def send_test_event(self, webhook_id: str) -> Delivery:
+        return cast(Delivery, await self._json(ops.test_webhook(webhook_id)))

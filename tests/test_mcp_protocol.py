@@ -1,0 +1,247 @@
+"""The MCP door's streamable HTTP protocol at /api/mcp/sse, message by message, on the real app and database."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from prism.app import create_app
+from prism.config import Settings
+from tests.factories import Factory, Workspace
+
+PATH = "/api/mcp/sse"
+JSON_AND_SSE = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+LIST_PARTS = {"app": "spare_parts", "entity": "spare_part", "operation": "list", "arguments": {"page_size": 5}}
+
+
+def rpc(method: str, params: dict[str, Any] | None = None, request_id: int | None = 1) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    if request_id is not None:
+        message["id"] = request_id
+    return message
+
+
+def headers_for(ws: Workspace, label: str = "owner", **extra: str) -> dict[str, str]:
+    return {**ws.headers(label), **JSON_AND_SSE, **extra}
+
+
+async def initialize(client: httpx.AsyncClient, headers: dict[str, str]) -> str:
+    answer = await client.post(PATH, headers=headers, json=rpc("initialize", {
+        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
+    assert answer.status_code == 200, answer.text
+    session: str = answer.headers["mcp-session-id"]
+    return session
+
+
+async def call(client: httpx.AsyncClient, headers: dict[str, str], session: str, message: Any) -> httpx.Response:
+    return await client.post(PATH, headers={**headers, "Mcp-Session-Id": session}, json=message)
+
+
+def tool_text(answer: httpx.Response) -> tuple[bool, dict[str, Any]]:
+    result = answer.json()["result"]
+    return result["isError"], json.loads(result["content"][0]["text"])
+
+
+async def test_initialize_answers_2025_03_26_with_tools_capability_and_a_session(
+        client: httpx.AsyncClient, factory: Factory, settings: Settings) -> None:
+    ws = await factory.workspace()
+    answer = await client.post(PATH, headers=headers_for(ws), json=rpc("initialize", {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
+    assert answer.status_code == 200
+    result = answer.json()["result"]
+    assert result["protocolVersion"] == "2025-03-26"
+    assert result["capabilities"]["tools"] == {"listChanged": False}
+    assert result["serverInfo"]["name"] == "prism"
+    assert answer.headers["mcp-session-id"]
+    assert answer.headers["x-ratelimit-limit"] == str(settings.rate_limit_mcp)
+
+
+async def test_initialized_notification_is_accepted_with_202_and_no_body(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace()
+    headers = headers_for(ws)
+    session = await initialize(client, headers)
+    answer = await call(client, headers, session, rpc("notifications/initialized", request_id=None))
+    assert answer.status_code == 202 and answer.content == b""
+    ping = await call(client, headers, session, rpc("ping", request_id=7))
+    assert ping.json() == {"jsonrpc": "2.0", "id": 7, "result": {}}
+
+
+@pytest.mark.parametrize("path", [PATH, PATH + "/"])
+async def test_both_spellings_of_the_path_answer_directly_without_redirect(
+        client: httpx.AsyncClient, factory: Factory, path: str) -> None:
+    ws = await factory.workspace()
+    answer = await client.post(path, headers=headers_for(ws), json=rpc("initialize", {}))
+    assert answer.status_code == 200 and "mcp-session-id" in answer.headers
+
+
+async def test_requests_without_a_session_after_the_handshake_are_400(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace()
+    answer = await client.post(PATH, headers=headers_for(ws), json=rpc("tools/list"))
+    assert answer.status_code == 400
+    assert answer.json()["error"]["data"]["error"] == "session_required"
+
+
+async def test_a_forged_or_tampered_session_is_404(client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace()
+    headers = headers_for(ws)
+    session = await initialize(client, headers)
+    tampered = session[:-1] + ("0" if session[-1] != "0" else "1")
+    for bad in (tampered, "nonsense", session.replace("2025-03-26", "2024-11-05")):
+        answer = await call(client, headers, bad, rpc("tools/list"))
+        assert answer.status_code == 404, bad
+        assert answer.json()["error"]["data"]["error"] == "session_not_found"
+
+
+async def test_a_session_opened_by_one_key_is_refused_to_another_key_of_the_same_tenant(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace()
+    session = await initialize(client, headers_for(ws, "owner"))
+    answer = await call(client, headers_for(ws, "member"), session, rpc("tools/list"))
+    assert answer.status_code == 404
+
+
+async def test_a_session_of_tenant_a_is_refused_to_tenant_b(client: httpx.AsyncClient, factory: Factory) -> None:
+    a, b = await factory.workspace(), await factory.workspace()
+    session = await initialize(client, headers_for(a))
+    answer = await call(client, headers_for(b), session, rpc("tools/list"))
+    assert answer.status_code == 404
+
+
+async def test_a_key_of_tenant_a_on_tenant_b_host_is_401(client: httpx.AsyncClient, factory: Factory) -> None:
+    a, b = await factory.workspace(), await factory.workspace()
+    answer = await client.post(PATH, headers={**headers_for(a), "Host": b.host}, json=rpc("initialize", {}))
+    assert answer.status_code == 401
+    assert answer.json()["error"]["data"]["error"] == "invalid_token"
+
+
+async def test_missing_credential_is_401_naming_the_protected_resource_metadata(client: httpx.AsyncClient) -> None:
+    answer = await client.post(PATH, headers=JSON_AND_SSE, json=rpc("initialize", {}))
+    assert answer.status_code == 401
+    assert answer.headers["www-authenticate"] == (
+        'Bearer resource_metadata="http://localhost/.well-known/oauth-protected-resource/api/mcp/sse"')
+    assert answer.json()["error"]["data"]["error"] == "authentication_required"
+
+
+async def test_server_discover_probe_gets_an_immediate_400_naming_supported_versions(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace()
+    answer = await client.post(PATH, headers=headers_for(ws, **{"MCP-Protocol-Version": "2026-07-28"}),
+                               json=rpc("server/discover", {}))
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["code"] == -32022
+    assert error["data"] == {"supported": ["2025-03-26", "2024-11-05"], "requested": "2026-07-28"}
+
+
+async def test_delete_and_get_with_a_session_are_405(client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace()
+    headers = headers_for(ws)
+    session = await initialize(client, headers)
+    deleted = await client.delete(PATH, headers={**headers, "Mcp-Session-Id": session})
+    assert deleted.status_code == 405 and "POST" in deleted.headers["allow"]
+    stream = await client.get(PATH, headers={**headers, "Mcp-Session-Id": session, "Accept": "text/event-stream"})
+    assert stream.status_code == 405
+
+
+async def test_content_type_and_accept_are_negotiated(client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace()
+    headers = headers_for(ws)
+    wrong_type = await client.post(PATH, headers={**headers, "Content-Type": "text/plain"},
+                                   content=json.dumps(rpc("initialize", {})))
+    assert wrong_type.status_code == 415
+    wrong_accept = await client.post(PATH, headers={**headers, "Accept": "text/html"}, json=rpc("initialize", {}))
+    assert wrong_accept.status_code == 406
+    session = await initialize(client, headers)
+    as_stream = await call(client, {**headers, "Accept": "text/event-stream"}, session, rpc("ping", request_id=3))
+    assert as_stream.status_code == 200
+    assert as_stream.headers["content-type"].startswith("text/event-stream")
+    assert as_stream.text == 'event: message\ndata: {"jsonrpc":"2.0","id":3,"result":{}}\n\n'
+
+
+async def test_bad_json_and_bad_messages_are_json_rpc_errors_never_500(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace()
+    headers = headers_for(ws)
+    session = await initialize(client, headers)
+    parse = await client.post(PATH, headers={**headers, "Mcp-Session-Id": session}, content=b"{nope")
+    assert parse.status_code == 400 and parse.json()["error"]["code"] == -32700
+    bodies: list[Any] = [[], {"id": 1, "method": "ping"}, "text", {"jsonrpc": "2.0", "id": [1], "method": "ping"}]
+    for body in bodies:
+        answer = await call(client, headers, session, body)
+        assert answer.status_code == 400 and answer.json()["error"]["code"] == -32600, body
+    unknown = await call(client, headers, session, rpc("resources/list"))
+    assert unknown.status_code == 200 and unknown.json()["error"]["code"] == -32601
+    bad_params = await call(client, headers, session, {"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+                                                       "params": [1]})
+    assert bad_params.json()["error"]["code"] == -32602
+
+
+async def test_a_batch_gets_one_answer_per_request_and_none_for_notifications(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace()
+    headers = headers_for(ws)
+    session = await initialize(client, headers)
+    answer = await call(client, headers, session, [
+        rpc("ping", request_id=1), rpc("notifications/initialized", request_id=None),
+        rpc("tools/call", {"name": "prism_entity_crud", "arguments": LIST_PARTS}, request_id=2), {"bad": True}])
+    assert answer.status_code == 200
+    answers = answer.json()
+    assert [a["id"] for a in answers] == [1, 2, None]
+    assert answers[1]["result"]["isError"] is False and answers[2]["error"]["code"] == -32600
+    only_notes = await call(client, headers, session, [rpc("notifications/initialized", request_id=None)])
+    assert only_notes.status_code == 202
+    batched_init = await call(client, headers, session, [rpc("initialize", {}), rpc("ping", request_id=2)])
+    assert batched_init.status_code == 400
+
+
+async def test_cors_preflight_needs_no_credential_and_exposes_the_session_header(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    preflight = await client.options(PATH, headers={
+        "Origin": "https://inspector.example", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type, mcp-session-id"})
+    assert preflight.status_code == 204
+    assert "Mcp-Session-Id" in preflight.headers["access-control-allow-headers"]
+    assert "POST" in preflight.headers["access-control-allow-methods"]
+    ws = await factory.workspace()
+    answer = await client.post(PATH, headers={**headers_for(ws), "Origin": "https://inspector.example"},
+                               json=rpc("initialize", {}))
+    exposed = answer.headers["access-control-expose-headers"]
+    assert "Mcp-Session-Id" in exposed and "WWW-Authenticate" in exposed
+    refused = await client.post(PATH, headers={**JSON_AND_SSE, "Origin": "https://inspector.example"},
+                                json=rpc("initialize", {}))
+    assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == "*"
+
+
+async def test_an_oversized_body_is_413(client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace()
+    answer = await client.post(PATH, headers=headers_for(ws), content=b" " * (1024 * 1024 + 1))
+    assert answer.status_code == 413
+
+
+async def test_the_tenant_ceiling_gives_429_with_retry_after_and_x_ratelimit_on_every_answer(
+        settings: Settings, factory: Factory) -> None:
+    limited = create_app(settings.model_copy(update={"rate_limit_mcp": 3}))
+    async with limited.router.lifespan_context(limited):
+        transport = httpx.ASGITransport(app=limited)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
+            ws, other = await factory.workspace(), await factory.workspace()
+            remaining = []
+            for _ in range(3):
+                answer = await c.post(PATH, headers=headers_for(ws), json=rpc("initialize", {}))
+                assert answer.status_code == 200
+                remaining.append(answer.headers["x-ratelimit-remaining"])
+            assert remaining == ["2", "1", "0"]
+            refused = await c.post(PATH, headers=headers_for(ws, "member"), json=rpc("initialize", {}))
+            assert refused.status_code == 429
+            assert int(refused.headers["retry-after"]) >= 1
+            assert refused.headers["ratelimit-limit"] == "3" and refused.headers["x-ratelimit-remaining"] == "0"
+            assert refused.json()["error"]["data"]["error"] == "rate_limited"
+            # The ceiling is per tenant: another tenant is unaffected.
+            assert (await c.post(PATH, headers=headers_for(other), json=rpc("initialize", {}))).status_code == 200
