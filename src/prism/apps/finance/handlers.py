@@ -6,12 +6,13 @@ from datetime import date
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from prism.apps.finance.aging import aging_summary
-from prism.apps.finance.models import Invoice, Vendor
+from prism.apps.finance.models import Invoice, Payment, Vendor
 from prism.apps.params import ListParams, Params, ReadParams
 from prism.errors import Conflict, InvalidArguments
+from prism.events.outbox import emit_for
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import OrgRepository, text_search, to_record
 
@@ -126,12 +127,16 @@ async def read_invoice(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
 
 
 @app.handler("entity_crud", "invoice", "create", params=InvoiceCreate, scope="write",
-             description="Record a vendor invoice (status starts as received).",
+             description="Record a vendor invoice (status starts as received); emits invoice.received.",
              keywords=("bill", "record invoice", "accounts payable"))
 async def create_invoice(call: HandlerCall, p: InvoiceCreate) -> dict[str, Any]:
-    await OrgRepository(call.session, Vendor, call.organization_id, label="vendor").get(p.vendor_id)
+    vendor = await OrgRepository(call.session, Vendor, call.organization_id, label="vendor").get(p.vendor_id)
     row = _invoices(call).add(**p.model_dump(), status="received")
     await call.session.flush()
+    await emit_for(call, "invoice.received", {
+        "invoice_id": row.id, "number": row.number, "vendor_id": vendor.id, "vendor_name": vendor.name,
+        "amount_cents": row.amount_cents, "currency": row.currency, "issue_date": row.issue_date.isoformat(),
+        "due_date": row.due_date.isoformat(), "status": row.status})
     return to_record(row)
 
 
@@ -163,8 +168,14 @@ async def update_invoice(call: HandlerCall, p: InvoiceUpdate) -> dict[str, Any]:
                          "(current, 1-30, 31-60, 61-90, over 90), per currency and per vendor.",
              keywords=("aging", "ap aging", "overdue", "outstanding", "payables report", "past due"))
 async def aging_ap_summary(call: HandlerCall, p: AgingParams) -> dict[str, Any]:
-    stmt = (select(Invoice.amount_cents, Invoice.currency, Invoice.due_date, Vendor.id, Vendor.name)
+    # Outstanding = amount less recorded (partial) payments; a fully paid invoice is no longer open.
+    paid = (select(Payment.invoice_id, func.sum(Payment.amount_cents).label("cents"))
+            .where(Payment.organization_id == call.organization_id, Payment.status == "recorded")
+            .group_by(Payment.invoice_id).subquery())
+    stmt = (select(Invoice.amount_cents - func.coalesce(paid.c.cents, 0), Invoice.currency, Invoice.due_date,
+                   Vendor.id, Vendor.name)
             .join(Vendor, Vendor.id == Invoice.vendor_id)
+            .outerjoin(paid, paid.c.invoice_id == Invoice.id)
             .where(Invoice.organization_id == call.organization_id,
                    Invoice.status.in_(("received", "approved", "disputed"))))
     if p.vendor_id:

@@ -27,3 +27,21 @@ class SparePart(Base):
     status: Mapped[str] = mapped_column(String(32), default="active")
     created_at: Mapped[datetime] = created_column()
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+
+
+class StockMovement(Base):
+    """One change of a part's stock: received (+), issued (-) or a count adjustment (±)."""
+
+    __tablename__ = "spare_parts_stock_movements"
+
+    id: Mapped[str] = id_column()
+    organization_id: Mapped[str] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE"), index=True
+    )
+    spare_part_id: Mapped[str] = mapped_column(ForeignKey("spare_parts.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    quantity_change: Mapped[int] = mapped_column(Integer)
+    quantity_after: Mapped[int] = mapped_column(Integer)
+    reference: Mapped[str] = mapped_column(String(255), default="")
+    actor_email: Mapped[str] = mapped_column(String(320), default="")
+    created_at: Mapped[datetime] = created_column()

@@ -1,0 +1,283 @@
+"""documents: collections, documents and their chunks; upload/import, processing, knowledge search.
+
+Document states: uploaded → processed | failed (processing again is allowed), any → archived → restored
+to uploaded (its chunks are dropped on archive, so archived text is never found by knowledge queries).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import Counter
+from typing import Any
+
+from sqlalchemy import delete, select, update
+
+from prism.apps.crud import Entity, crud
+from prism.apps.documents.models import Collection, Document, DocumentChunk
+from prism.apps.documents.params import (
+    ChunkContext,
+    ChunkList,
+    CollectionCreate,
+    CollectionList,
+    CollectionUpdate,
+    DocumentAction,
+    DocumentImport,
+    DocumentList,
+    DocumentProcess,
+    DocumentUpdate,
+    DocumentUpload,
+    KnowledgeSearch,
+    SimilarParams,
+)
+from prism.apps.documents.search import MAX_CHUNKS, STOPWORDS, bm25
+from prism.apps.documents.text import ExtractionError, chunk_text, extract_text, words
+from prism.errors import Conflict, InvalidArguments
+from prism.events.outbox import emit_for
+from prism.kit.timeutil import iso, utcnow
+from prism.registry import HandlerApp, HandlerCall
+from prism.tenancy.repository import OrgRepository, to_record
+
+app = HandlerApp("documents", description="Documents and knowledge: upload, extract, chunk, search.")
+
+
+def _repo(call: HandlerCall, model: type[Any], label: str) -> OrgRepository[Any]:
+    return OrgRepository(call.session, model, call.organization_id, label=label)
+
+
+async def _document(call: HandlerCall, document_id: str) -> Document:
+    row: Document = await _repo(call, Document, "document").get(document_id)
+    return row
+
+
+async def _prepare_document(call: HandlerCall, values: dict[str, Any], row: Document | None) -> dict[str, Any]:
+    if values.get("collection_id"):
+        await _repo(call, Collection, "collection").get(values["collection_id"])
+        await call.session.execute(update(DocumentChunk).where(
+            DocumentChunk.organization_id == call.organization_id,
+            DocumentChunk.document_id == (row.id if row else None)).values(collection_id=values["collection_id"]))
+    return values
+
+
+async def _before_collection_delete(call: HandlerCall, collection: Collection) -> None:
+    held = (await call.session.execute(_repo(call, Document, "document").base().where(
+        Document.collection_id == collection.id).limit(1))).first()
+    if held:
+        raise Conflict(f"collection {collection.name} still holds documents; move or delete them first")
+
+
+crud(app, Entity(Collection, "collection", "document collections", CollectionList, search=("name", "description"),
+                 orderable=("name", "created_at"), default_ordering="name", create=CollectionCreate,
+                 update=CollectionUpdate, group_by=("name",), before_delete=_before_collection_delete,
+                 keywords=("folder", "knowledge base", "library")))
+crud(app, Entity(Document, "document", "documents", DocumentList, search=("title", "source_uri"),
+                 orderable=("title", "created_at", "size_bytes", "updated_at"), default_ordering="-created_at",
+                 update=DocumentUpdate, group_by=("status", "content_type", "source", "collection_id"),
+                 sums=("size_bytes", "word_count", "chunk_count"), prepare=_prepare_document,
+                 keywords=("file", "manual", "policy document", "knowledge")))
+crud(app, Entity(DocumentChunk, "chunk", "document chunks", ChunkList, search=("text",),
+                 orderable=("seq", "created_at", "token_count"), default_ordering="seq", deletable=False,
+                 group_by=("document_id", "collection_id"), sums=("token_count",),
+                 keywords=("passage", "excerpt", "text chunk")))
+
+
+async def _process(call: HandlerCall, document: Document, *, chunk_words: int, overlap_words: int) -> None:
+    """Extract, chunk and store; a content that does not parse marks the document failed."""
+    if overlap_words >= chunk_words:
+        raise InvalidArguments("overlap_words: must be smaller than chunk_words", details={"field": "overlap_words"})
+    await call.session.execute(delete(DocumentChunk).where(
+        DocumentChunk.organization_id == call.organization_id, DocumentChunk.document_id == document.id))
+    try:
+        text = extract_text(document.content, document.content_type)
+    except ExtractionError as exc:
+        document.status, document.error, document.chunk_count, document.word_count = "failed", str(exc)[:1000], 0, 0
+    else:
+        chunks = chunk_text(text, size=chunk_words, overlap=overlap_words)
+        for seq, chunk in enumerate(chunks):
+            _repo(call, DocumentChunk, "chunk").add(document_id=document.id, collection_id=document.collection_id,
+                                                    seq=seq, text=chunk, token_count=len(words(chunk)))
+        document.status, document.error = "processed", ""
+        document.chunk_count, document.word_count = len(chunks), len(words(text))
+    document.processed_at = utcnow()
+    await call.session.flush()
+    await emit_for(call, "document.processed", {
+        "document_id": document.id, "title": document.title, "status": document.status,
+        "collection_id": document.collection_id, "chunk_count": document.chunk_count,
+        "word_count": document.word_count, "error": document.error or None,
+        "processed_at": iso(document.processed_at)})
+
+
+async def _store(call: HandlerCall, p: DocumentUpload, *, source: str, source_uri: str) -> dict[str, Any]:
+    if p.collection_id:
+        await _repo(call, Collection, "collection").get(p.collection_id)
+    raw = p.content.encode()
+    document: Document = _repo(call, Document, "document").add(
+        title=p.title, content=p.content, content_type=p.content_type, collection_id=p.collection_id,
+        source=source, source_uri=source_uri, size_bytes=len(raw), sha256=hashlib.sha256(raw).hexdigest())
+    await call.session.flush()
+    await emit_for(call, "document.uploaded", {
+        "document_id": document.id, "title": document.title, "content_type": document.content_type,
+        "source": source, "source_uri": source_uri or None, "size_bytes": document.size_bytes,
+        "sha256": document.sha256, "collection_id": document.collection_id, "status": document.status})
+    if p.process:
+        await _process(call, document, chunk_words=p.chunk_words, overlap_words=p.overlap_words)
+    return _public(document)
+
+
+def _public(document: Document) -> dict[str, Any]:
+    record = to_record(document)
+    record.pop("content")  # the text can be megabytes; read returns it, writes answer without it
+    return record
+
+
+@app.handler("document_op", "document", "upload", params=DocumentUpload, scope="execute",
+             permission="documents.add_document",
+             description="Upload a document's text (plain, Markdown, HTML, CSV or JSON); by default its text is "
+                         "extracted and chunked at once. Emits document.uploaded (and document.processed).",
+             keywords=("add document", "ingest", "store file", "knowledge base"))
+async def upload_document(call: HandlerCall, p: DocumentUpload) -> dict[str, Any]:
+    return await _store(call, p, source="upload", source_uri="")
+
+
+@app.handler("document_op", "document", "import", params=DocumentImport, scope="execute",
+             permission="documents.add_document",
+             description="Import a document fetched from another system, recording where it came from. "
+                         "Emits document.uploaded (and document.processed).",
+             keywords=("ingest", "sync document", "import file"))
+async def import_document(call: HandlerCall, p: DocumentImport) -> dict[str, Any]:
+    return await _store(call, p, source="import", source_uri=p.source_uri)
+
+
+@app.handler("document_op", "document", "process", params=DocumentProcess, scope="execute",
+             permission="documents.change_document",
+             description="Extract a document's text and cut it into overlapping chunks for knowledge search "
+                         "(again, with other sizes, if already processed). Emits document.processed.",
+             keywords=("extract text", "chunk", "index document", "reprocess"))
+async def process_document(call: HandlerCall, p: DocumentProcess) -> dict[str, Any]:
+    document = await _document(call, p.id)
+    if document.status == "archived":
+        raise Conflict("document is archived; restore it first", code="invalid_transition")
+    await _process(call, document, chunk_words=p.chunk_words, overlap_words=p.overlap_words)
+    return _public(document)
+
+
+@app.handler("document_op", "document", "archive", params=DocumentAction, scope="execute",
+             permission="documents.change_document",
+             description="Archive a document: it stays stored but its chunks are removed from knowledge search.",
+             keywords=("retire document", "hide from search"))
+async def archive_document(call: HandlerCall, p: DocumentAction) -> dict[str, Any]:
+    document = await _document(call, p.id)
+    if document.status == "archived":
+        raise Conflict("document is already archived", code="invalid_transition")
+    await call.session.execute(delete(DocumentChunk).where(
+        DocumentChunk.organization_id == call.organization_id, DocumentChunk.document_id == document.id))
+    document.status, document.chunk_count = "archived", 0
+    await call.session.flush()
+    return _public(document)
+
+
+@app.handler("document_op", "document", "restore", params=DocumentAction, scope="execute",
+             permission="documents.change_document",
+             description="Restore an archived document (state uploaded; process it to search it again).",
+             keywords=("unarchive",))
+async def restore_document(call: HandlerCall, p: DocumentAction) -> dict[str, Any]:
+    document = await _document(call, p.id)
+    if document.status != "archived":
+        raise Conflict(f"document is {document.status}, not archived", code="invalid_transition")
+    document.status = "uploaded"
+    await call.session.flush()
+    return _public(document)
+
+
+async def _ranked(call: HandlerCall, p: KnowledgeSearch, top_k: int) -> list[tuple[DocumentChunk, float, Any]]:
+    stmt = _repo(call, DocumentChunk, "chunk").base()
+    if p.collection_id:
+        stmt = stmt.where(DocumentChunk.collection_id == p.collection_id)
+    if p.document_ids is not None:
+        stmt = stmt.where(DocumentChunk.document_id.in_(p.document_ids))
+    chunks = (await call.session.execute(stmt.order_by(DocumentChunk.document_id, DocumentChunk.seq)
+                                         .limit(MAX_CHUNKS))).scalars().all()
+    return [(chunks[s.index], s.score, s.matched) for s in bm25(p.query, [c.text for c in chunks], top_k=top_k)]
+
+
+async def _titles(call: HandlerCall, ids: set[str]) -> dict[str, str]:
+    rows = (await call.session.execute(select(Document.id, Document.title).where(
+        Document.organization_id == call.organization_id, Document.id.in_(ids)))).all()
+    return {i: t for i, t in rows}
+
+
+@app.handler("knowledge_query", "chunk", "search", params=KnowledgeSearch, scope="read",
+             permission="documents.view_chunk",
+             description="Search the knowledge base: the document passages that best match a question, ranked "
+                         "by BM25, with their document and score.", keywords=("ask", "find passage", "rag", "lookup"))
+async def search_chunks(call: HandlerCall, p: KnowledgeSearch) -> dict[str, Any]:
+    ranked = await _ranked(call, p, p.top_k)
+    titles = await _titles(call, {c.document_id for c, _, _ in ranked})
+    return {"query": p.query, "results": [
+        {"chunk_id": c.id, "document_id": c.document_id, "document_title": titles.get(c.document_id, ""),
+         "seq": c.seq, "score": round(score, 6), "matched_terms": list(matched), "text": c.text}
+        for c, score, matched in ranked]}
+
+
+@app.handler("knowledge_query", "document", "search", params=KnowledgeSearch, scope="read",
+             permission="documents.view_document",
+             description="Find the documents most relevant to a question: documents ranked by their best "
+                         "matching passage.", keywords=("which document", "find manual", "relevant files"))
+async def search_documents(call: HandlerCall, p: KnowledgeSearch) -> dict[str, Any]:
+    ranked = await _ranked(call, p, 1000)
+    best: dict[str, dict[str, Any]] = {}
+    for c, score, _ in ranked:
+        hit = best.setdefault(c.document_id, {"document_id": c.document_id, "score": score, "best_chunk_id": c.id,
+                                              "snippet": c.text[:300], "matching_chunks": 0})
+        hit["matching_chunks"] += 1
+    results = list(best.values())[: p.top_k]  # ranked is best-first, so each document's first hit is its best
+    titles = await _titles(call, {r["document_id"] for r in results})
+    for r in results:
+        r["title"], r["score"] = titles.get(r["document_id"], ""), round(r["score"], 6)
+    return {"query": p.query, "results": results}
+
+
+@app.handler("knowledge_query", "chunk", "context", params=ChunkContext, scope="read",
+             permission="documents.view_chunk",
+             description="A passage with its neighbouring chunks, to read a search hit in context.",
+             keywords=("surrounding text", "expand passage"))
+async def chunk_context(call: HandlerCall, p: ChunkContext) -> dict[str, Any]:
+    chunk: DocumentChunk = await _repo(call, DocumentChunk, "chunk").get(p.id)
+    rows = (await call.session.execute(_repo(call, DocumentChunk, "chunk").base().where(
+        DocumentChunk.document_id == chunk.document_id, DocumentChunk.seq.between(chunk.seq - p.window,
+                                                                                  chunk.seq + p.window))
+        .order_by(DocumentChunk.seq))).scalars().all()
+    return {"document_id": chunk.document_id, "chunk_id": chunk.id,
+            "chunks": [{"chunk_id": r.id, "seq": r.seq, "text": r.text} for r in rows]}
+
+
+@app.handler("knowledge_query", "document", "similar", params=SimilarParams, scope="read",
+             permission="documents.view_document",
+             description="Documents on the same subject as a given one: its most characteristic terms are searched "
+                         "(BM25) in the other documents' passages.", keywords=("related documents", "more like this"))
+async def similar_documents(call: HandlerCall, p: SimilarParams) -> dict[str, Any]:
+    document = await _document(call, p.id)
+    chunks = (await call.session.execute(_repo(call, DocumentChunk, "chunk").base().where(
+        DocumentChunk.document_id != document.id).order_by(DocumentChunk.document_id, DocumentChunk.seq)
+        .limit(MAX_CHUNKS))).scalars().all()
+    own = Counter(w for w in words(extract_text(document.content, document.content_type))
+                  if len(w) > 2 and w not in STOPWORDS and not w.isdigit())
+    vocabulary: dict[str, set[str]] = {}
+    for c in chunks:
+        for w in set(words(c.text)):
+            vocabulary.setdefault(w, set()).add(c.document_id)
+    others = len({c.document_id for c in chunks})
+    # Characteristic terms: frequent here (tf) and not spread over every other document (idf), so words all
+    # documents share do not drive the match while the subject's own words do.
+    def weight(w: str) -> float:
+        return own[w] * math.log(1 + (others + 1) / (len(vocabulary.get(w, ())) + 1))
+
+    terms = sorted(own, key=lambda w: (-weight(w), w))[:12]
+    best: dict[str, float] = {}
+    for hit in bm25(" ".join(terms), [c.text for c in chunks], top_k=1000):
+        doc_id = chunks[hit.index].document_id
+        best[doc_id] = max(best.get(doc_id, 0.0), hit.score)
+    ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[: p.top_k]
+    titles = await _titles(call, {doc_id for doc_id, _ in ranked})
+    return {"document_id": document.id, "terms": terms, "results": [
+        {"document_id": doc_id, "title": titles.get(doc_id, ""), "score": round(score, 6)} for doc_id, score in ranked]}

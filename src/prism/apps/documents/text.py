@@ -1,0 +1,130 @@
+"""Text extraction and chunking of uploaded documents.
+
+Extraction turns the stored content into plain text according to its content type: HTML loses its
+markup, scripts and styles; Markdown loses its syntax (headings, emphasis, links keep their text);
+CSV rows become lines of cells; JSON becomes the text of its string values with their keys. Chunking
+cuts the text into windows of about `size` words that overlap by `overlap` words and prefer to end at
+a paragraph or sentence boundary, so a passage is found whole by at least one chunk.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from html.parser import HTMLParser
+from typing import Any
+
+CONTENT_TYPES = ("text/plain", "text/markdown", "text/html", "text/csv", "application/json")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class ExtractionError(ValueError):
+    """The content does not parse as its declared type."""
+
+
+class _HtmlText(HTMLParser):
+    _SKIP = frozenset({"script", "style", "head", "noscript", "template"})
+    _BLOCK = frozenset({"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article",
+                        "table", "ul", "ol", "pre", "blockquote", "title"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skipping = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self._SKIP:
+            self._skipping += 1
+        elif tag in self._BLOCK:
+            self.parts.append("\n\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._SKIP and self._skipping:
+            self._skipping -= 1
+        elif tag in self._BLOCK:
+            self.parts.append("\n\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self._skipping:
+            self.parts.append(data)
+
+
+def _markdown(text: str) -> str:
+    text = re.sub(r"```[^\n]*\n", "", text)                       # code fences (keep the code)
+    text = re.sub(r"!\[([^\]]*)\]\([^)]*\)", r"\1", text)         # images → alt text
+    text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)          # links → their text
+    text = re.sub(r"^\s{0,3}#{1,6}\s*", "", text, flags=re.M)     # headings
+    text = re.sub(r"^\s{0,3}>\s?", "", text, flags=re.M)          # quotes
+    text = re.sub(r"^\s*[-*+]\s+", "", text, flags=re.M)          # bullets
+    text = re.sub(r"(\*\*|__|\*|_|`)(\S(?:.*?\S)?)\1", r"\2", text)  # emphasis, inline code
+    return text
+
+
+def _json_text(value: Any, key: str = "") -> list[str]:
+    if isinstance(value, dict):
+        return [line for k, v in value.items() for line in _json_text(v, str(k))]
+    if isinstance(value, list):
+        return [line for v in value for line in _json_text(v, key)]
+    if value is None or isinstance(value, bool):
+        return []
+    return [f"{key}: {value}" if key else str(value)]
+
+
+def extract_text(content: str, content_type: str) -> str:
+    if content_type == "text/html":
+        parser = _HtmlText()
+        parser.feed(content)
+        parser.close()
+        text = "".join(parser.parts)
+    elif content_type == "text/markdown":
+        text = _markdown(content)
+    elif content_type == "text/csv":
+        try:
+            text = "\n".join(" | ".join(c.strip() for c in row) for row in csv.reader(io.StringIO(content)) if row)
+        except csv.Error as exc:
+            raise ExtractionError(f"CSV does not parse: {exc}") from exc
+    elif content_type == "application/json":
+        try:
+            text = "\n".join(_json_text(json.loads(content)))
+        except ValueError as exc:
+            raise ExtractionError(f"JSON does not parse: {exc}") from exc
+    else:
+        text = content
+    text = re.sub(r"[ \t\r\f\v]+", " ", text)
+    return re.sub(r"\s*\n\s*\n\s*", "\n\n", text).strip()
+
+
+def words(text: str) -> list[str]:
+    """Lower-case word tokens (the unit of chunk sizes and of search)."""
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def chunk_text(text: str, *, size: int, overlap: int) -> list[str]:
+    """Windows of about `size` words, `overlap` words shared with the previous window."""
+    spans = [m.span() for m in _WORD.finditer(text)]
+    if not spans:
+        return []
+    chunks: list[str] = []
+    start = 0
+    while start < len(spans):
+        end = min(start + size, len(spans))
+        if end < len(spans):
+            end = _boundary(text, spans, start, end)
+        chunks.append(text[spans[start][0]:spans[end - 1][1]].strip())
+        if end >= len(spans):
+            break
+        start = max(end - overlap, start + 1)
+    return chunks
+
+
+def _boundary(text: str, spans: list[tuple[int, int]], start: int, end: int) -> int:
+    """Pull the window's end back (at most a third of it) to a paragraph, else a sentence, boundary."""
+    floor = start + max(1, (end - start) * 2 // 3)
+    gaps = {i: text[spans[i - 1][1]:spans[i][0]] for i in range(floor + 1, end + 1)}
+    for ends_here in (lambda g: "\n\n" in g, lambda g: g[:1] in (".", "!", "?") and g[1:2].isspace()):
+        for i in range(end, floor, -1):
+            if ends_here(gaps[i]):
+                return i
+    return end

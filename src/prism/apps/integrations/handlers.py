@@ -1,0 +1,198 @@
+"""integrations: configured outbound HTTPS endpoints and `integration_call`, which calls one.
+
+Every URL is checked when it is saved and again when the connection is made (prism.kit.outbound): no
+loopback, private, link-local or metadata addresses, no redirects, no environment proxies, unless
+PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS is set. Endpoint headers hold no credentials: names that carry
+secrets (Authorization, Cookie, anything with token/secret/key/password) are refused, because Prism
+would have to keep them in plaintext to send them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import orjson
+
+from prism.apps.crud import Entity, crud
+from prism.apps.integrations.models import CallLog, Endpoint
+from prism.apps.integrations.params import (
+    Call,
+    CallLogList,
+    EndpointAction,
+    EndpointCreate,
+    EndpointList,
+    EndpointUpdate,
+    HealthParams,
+)
+from prism.apps.states import move
+from prism.config import get_settings
+from prism.errors import Conflict, InvalidArguments
+from prism.kit.outbound import check_url, outbound_client
+from prism.kit.timeutil import utcnow
+from prism.registry import HandlerApp, HandlerCall
+from prism.tenancy.repository import OrgRepository, to_record
+
+app = HandlerApp("integrations", description="Calls to external systems through configured HTTPS endpoints.")
+
+SECRET_HEADER = re.compile(r"authorization|cookie|token|secret|key|password|credential", re.I)
+HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+MAX_RESPONSE = 1_000_000
+EXCERPT = 1000
+ENDPOINT_TRANSITIONS = {"enabled": frozenset({"disabled"}), "disabled": frozenset({"enabled"})}
+
+
+def _repo(call: HandlerCall, model: type[Any], label: str) -> OrgRepository[Any]:
+    return OrgRepository(call.session, model, call.organization_id, label=label)
+
+
+async def _prepare_endpoint(call: HandlerCall, values: dict[str, Any], row: Any) -> dict[str, Any]:
+    if values.get("base_url") is not None:
+        values["base_url"] = await check_url(values["base_url"].rstrip("/"), field="base_url",
+                                             allow_private_networks=get_settings().webhook_allow_private_networks)
+    for name, value in (values.get("headers") or {}).items():
+        if not HEADER_NAME.match(name) or any(c in value for c in "\r\n"):
+            raise InvalidArguments(f"headers: {name!r} is not a valid header", details={"field": "headers"})
+        if SECRET_HEADER.search(name):
+            raise InvalidArguments(f"headers: {name!r} would carry a credential; Prism stores no secrets for "
+                                   "integrations", details={"field": "headers"})
+    return values
+
+
+crud(app, Entity(Endpoint, "endpoint", "integration endpoints", EndpointList, search=("name", "description",
+                                                                                        "base_url"),
+                 orderable=("name", "created_at", "last_called_at"), default_ordering="name", create=EndpointCreate,
+                 update=EndpointUpdate, group_by=("status", "default_method"), prepare=_prepare_endpoint,
+                 keywords=("connector", "external system", "api endpoint")))
+crud(app, Entity(CallLog, "call_log", "integration call logs", CallLogList, search=("url", "error"),
+                 orderable=("created_at", "duration_ms", "status_code"), default_ordering="-created_at",
+                 deletable=False, group_by=("endpoint_id", "ok", "status_code", "method"), sums=("duration_ms",),
+                 keywords=("outbound call history", "integration errors")))
+
+
+def _decode(content: bytes, content_type: str) -> Any:
+    if "json" in content_type:
+        try:
+            return orjson.loads(content)
+        except orjson.JSONDecodeError:
+            pass
+    return content.decode("utf-8", errors="replace")
+
+
+async def _send(call: HandlerCall, endpoint: Endpoint, method: str, path: str, query: dict[str, str],
+                body: Any) -> dict[str, Any]:
+    if endpoint.status != "enabled":
+        raise Conflict(f"endpoint {endpoint.name} is disabled", code="invalid_transition")
+    url = endpoint.base_url + path + (("?" + urlencode(query)) if query else "")
+    content = orjson.dumps(body) if body is not None and method != "GET" else b""
+    headers = {**endpoint.headers, "User-Agent": "Prism-Integration/1.0"}
+    if content:
+        headers["Content-Type"] = "application/json"
+    settings = get_settings()
+    started = time.monotonic()
+    status_code: int | None = None
+    error, raw, content_type = "", b"", ""
+    try:
+        async with outbound_client(allow_private_networks=settings.webhook_allow_private_networks,
+                                   ca_bundle=settings.webhook_ca_bundle,
+                                   timeout=float(endpoint.timeout_seconds)) as client:
+            async with client.stream(method, url, headers=headers, content=content) as response:
+                status_code, content_type = response.status_code, response.headers.get("content-type", "")
+                async for piece in response.aiter_bytes():
+                    raw += piece
+                    if len(raw) > MAX_RESPONSE:
+                        error = f"response larger than {MAX_RESPONSE} bytes; truncated"
+                        raw = raw[:MAX_RESPONSE]
+                        break
+    except httpx.TimeoutException:
+        error = f"no response within {endpoint.timeout_seconds} s"
+    except httpx.HTTPError as exc:
+        error = f"connection failed: {exc}"[:1000]
+    duration_ms = int((time.monotonic() - started) * 1000)
+    ok = status_code is not None and 200 <= status_code < 300 and not error
+    if status_code is not None and not ok and not error:
+        error = f"HTTP {status_code}"
+    text = raw.decode("utf-8", errors="replace")
+    log = _repo(call, CallLog, "call_log").add(
+        endpoint_id=endpoint.id, method=method, url=url, request_bytes=len(content), status_code=status_code,
+        ok=ok, duration_ms=duration_ms, error=error, response_excerpt=text[:EXCERPT],
+        actor_email=call.auth.user_email)
+    endpoint.last_called_at, endpoint.last_status_code = utcnow(), status_code
+    await call.session.flush()
+    return {"call_log_id": log.id, "ok": ok, "status_code": status_code, "duration_ms": duration_ms,
+            "error": error or None, "content_type": content_type or None,
+            "body": _decode(raw, content_type) if raw else None}
+
+
+@app.handler("integration_call", "endpoint", "call", params=Call, scope="execute",
+             permission="integrations.change_endpoint", cost=5,
+             description="Call a configured external HTTPS endpoint (method, path, query, JSON body) and return "
+                         "its status and response; every call is logged.",
+             keywords=("http request", "webhook out", "call external api", "invoke integration"))
+async def call_endpoint(call: HandlerCall, p: Call) -> dict[str, Any]:
+    endpoint: Endpoint = await _repo(call, Endpoint, "endpoint").get(p.id)
+    return await _send(call, endpoint, p.method or endpoint.default_method, p.path, p.query, p.body)
+
+
+@app.handler("integration_call", "endpoint", "ping", params=EndpointAction, scope="execute",
+             permission="integrations.change_endpoint",
+             description="Check that an endpoint answers: a GET of its base URL, logged like any call.",
+             keywords=("health check", "test connection"))
+async def ping_endpoint(call: HandlerCall, p: EndpointAction) -> dict[str, Any]:
+    endpoint: Endpoint = await _repo(call, Endpoint, "endpoint").get(p.id)
+    return await _send(call, endpoint, "GET", "", {}, None)
+
+
+@app.handler("workflow_action", "endpoint", "disable", params=EndpointAction, scope="execute",
+             description="Disable an endpoint: calls to it are refused until it is enabled.",
+             keywords=("turn off integration",))
+async def disable_endpoint(call: HandlerCall, p: EndpointAction) -> dict[str, Any]:
+    endpoint: Endpoint = await _repo(call, Endpoint, "endpoint").get(p.id)
+    move(endpoint, "disabled", ENDPOINT_TRANSITIONS, "endpoint")
+    await call.session.flush()
+    return to_record(endpoint)
+
+
+@app.handler("workflow_action", "endpoint", "enable", params=EndpointAction, scope="execute",
+             description="Enable a disabled endpoint.", keywords=("turn on integration",))
+async def enable_endpoint(call: HandlerCall, p: EndpointAction) -> dict[str, Any]:
+    endpoint: Endpoint = await _repo(call, Endpoint, "endpoint").get(p.id)
+    move(endpoint, "enabled", ENDPOINT_TRANSITIONS, "endpoint")
+    await call.session.flush()
+    return to_record(endpoint)
+
+
+@app.handler("report_query", "endpoint", "health", params=HealthParams, scope="read",
+             permission="integrations.view_endpoint",
+             description="Health of each endpoint from its call log: calls, success rate, median and 95th "
+                         "percentile latency, last error.", keywords=("integration uptime", "latency", "failing api"))
+async def endpoint_health(call: HandlerCall, p: HealthParams) -> dict[str, Any]:
+    endpoints = (await call.session.execute(_repo(call, Endpoint, "endpoint").base().order_by(Endpoint.name)))
+    stmt = _repo(call, CallLog, "call_log").base()
+    if p.since:
+        stmt = stmt.where(CallLog.created_at > p.since)
+    logs: dict[str, list[CallLog]] = {}
+    for log in (await call.session.execute(stmt.order_by(CallLog.created_at, CallLog.id))).scalars():
+        logs.setdefault(log.endpoint_id, []).append(log)
+    report = []
+    for endpoint in endpoints.scalars():
+        calls = logs.get(endpoint.id, [])
+        durations = sorted(c.duration_ms for c in calls)
+        failures = [c for c in calls if not c.ok]
+        report.append({
+            "endpoint_id": endpoint.id, "name": endpoint.name, "status": endpoint.status, "calls": len(calls),
+            "success_rate": round((len(calls) - len(failures)) / len(calls), 4) if calls else None,
+            "p50_ms": _percentile(durations, 0.5), "p95_ms": _percentile(durations, 0.95),
+            "last_error": failures[-1].error if failures else None})
+    return {"endpoints": report}
+
+
+def _percentile(values: list[int], q: float) -> int | None:
+    """Nearest-rank percentile of sorted values."""
+    if not values:
+        return None
+    return values[max(0, math.ceil(q * len(values)) - 1)]

@@ -1,0 +1,100 @@
+"""integrations: endpoints are SSRF-checked when saved and when called; calls reach a real HTTPS server and
+are logged; credentials are never stored; another organization's endpoints are not found."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from prism.config import get_settings
+from tests.domain_support import Caller
+from tests.factories import Factory
+from tests.webhooks_receiver import Answer, Receiver, RunningReceiver, TlsFiles, make_tls
+
+
+@pytest.fixture
+def private_networks_allowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TlsFiles]:
+    """What an operator does for an on-premise system with a private CA."""
+    tls = make_tls(tmp_path)
+    monkeypatch.setenv("PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS", "true")
+    monkeypatch.setenv("PRISM_WEBHOOK_CA_BUNDLE", str(tls.ca))
+    get_settings.cache_clear()
+    yield tls
+    monkeypatch.undo()
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+async def receiver(private_networks_allowed: TlsFiles) -> AsyncIterator[Receiver]:
+    running = RunningReceiver(private_networks_allowed)
+    yield await running.start()
+    await running.stop()
+
+
+async def test_loopback_private_and_plain_http_urls_are_refused_when_saved(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    get_settings.cache_clear()
+    c = Caller(client, (await factory.workspace(roles=("owner",))))
+    for url in ("https://127.0.0.1:8443/api", "https://10.1.2.3/api", "https://169.254.169.254/latest/meta-data",
+                "http://erp.example.com/api", "https://user:pw@erp.example.com/"):
+        await c.refused(400, "url_not_allowed", "entity_crud", "integrations", "endpoint", "create",
+                        {"name": "ERP", "base_url": url})
+    message = await c.refused(400, "invalid_arguments", "entity_crud", "integrations", "endpoint", "create",
+                              {"name": "ERP", "base_url": "https://93.184.215.14/api",
+                               "headers": {"Authorization": "Bearer secret"}})
+    assert "credential" in message and "secret" not in message.replace("secrets", "")
+
+
+async def test_a_call_reaches_the_endpoint_and_is_logged(
+        client: httpx.AsyncClient, factory: Factory, receiver: Receiver) -> None:
+    c = Caller(client, (await factory.workspace(roles=("owner",))))
+    endpoint = await c.create("integrations", "endpoint", {
+        "name": "Carrier", "base_url": receiver.url("/api"), "headers": {"X-Tenant": "acme"}})
+    receiver.script("/api/shipments", [Answer(status=201, body='{"tracking": "TRK-1"}',
+                                              headers={"content-type": "application/json"})])
+    result = await c.ok("integration_call", "integrations", "endpoint", "call", {
+        "id": endpoint["id"], "path": "/shipments", "query": {"dry": "no"}, "body": {"parcels": 2}})
+    assert (result["ok"], result["status_code"], result["body"]) == (True, 201, {"tracking": "TRK-1"})
+    [arrived] = receiver.at("/api/shipments")
+    assert json.loads(arrived.body) == {"parcels": 2} and arrived.headers["x-tenant"] == "acme"
+    receiver.script("/api", [Answer(status=503, body="maintenance")])
+    ping = await c.ok("integration_call", "integrations", "endpoint", "ping", {"id": endpoint["id"]})
+    assert (ping["ok"], ping["status_code"], ping["error"]) == (False, 503, "HTTP 503")
+    logs = await c.ok("entity_crud", "integrations", "call_log", "list", {"endpoint_id": endpoint["id"]})
+    assert [(x["method"], x["status_code"], x["ok"]) for x in logs["items"]] == [("GET", 503, False),
+                                                                                ("POST", 201, True)]
+    assert logs["items"][0]["response_excerpt"] == "maintenance"
+    health = await c.ok("report_query", "integrations", "endpoint", "health", {})
+    assert health["endpoints"] == [{"endpoint_id": endpoint["id"], "name": "Carrier", "status": "enabled", "calls": 2,
+                                    "success_rate": 0.5, "p50_ms": min(x["duration_ms"] for x in logs["items"]),
+                                    "p95_ms": max(x["duration_ms"] for x in logs["items"]), "last_error": "HTTP 503"}]
+    await c.ok("workflow_action", "integrations", "endpoint", "disable", {"id": endpoint["id"]})
+    await c.refused(409, "invalid_transition", "integration_call", "integrations", "endpoint", "ping",
+                    {"id": endpoint["id"]})
+
+
+async def test_a_saved_endpoint_is_refused_at_connect_time_once_private_networks_are_off(
+        client: httpx.AsyncClient, factory: Factory, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    c = Caller(client, (await factory.workspace(roles=("owner",))))
+    endpoint = await c.create("integrations", "endpoint", {"name": "Local", "base_url": receiver.url("/x")})
+    monkeypatch.setenv("PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS", "false")
+    get_settings.cache_clear()
+    result = await c.ok("integration_call", "integrations", "endpoint", "ping", {"id": endpoint["id"]})
+    assert result["ok"] is False and result["status_code"] is None and "refused" in result["error"]
+    assert receiver.at("/x") == []
+
+
+async def test_another_organizations_endpoints_cannot_be_called_or_read(
+        client: httpx.AsyncClient, factory: Factory, receiver: Receiver) -> None:
+    mine = Caller(client, (await factory.workspace(roles=("owner",))))
+    theirs = Caller(client, (await factory.workspace(roles=("owner",))))
+    endpoint = await theirs.create("integrations", "endpoint", {"name": "Bank", "base_url": receiver.url("/bank")})
+    await mine.refused(404, "not_found", "integration_call", "integrations", "endpoint", "call",
+                       {"id": endpoint["id"], "body": {"pay": 1}})
+    await mine.refused(404, "not_found", "entity_crud", "integrations", "endpoint", "read", {"id": endpoint["id"]})
+    assert receiver.at("/bank") == []
+    assert (await mine.ok("entity_crud", "integrations", "call_log", "count", {}))["count"] == 0
