@@ -1,0 +1,70 @@
+"""The deployment's master secret and the purpose-bound keys derived from it.
+
+The master secret never reaches the database: it comes from PRISM_SECRET_KEY or, when that is unset, from a
+file created once with mode 0600 (PRISM_SECRET_KEY_FILE). Each use (cookie signing, key encryption) gets
+its own key through HKDF, so one derived key never serves two purposes.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import hmac
+import os
+import secrets
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import orjson
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from prism.config import Settings
+
+
+def _read_or_create(path: Path) -> bytes:
+    with contextlib.suppress(FileExistsError):
+        # O_EXCL: two processes starting together never write two different secrets.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_urlsafe(48))
+    value = path.read_text().strip()
+    if len(value) < 32:
+        raise RuntimeError(f"{path} holds no usable secret (at least 32 characters)")
+    return value.encode()
+
+
+@lru_cache(maxsize=8)
+def _master(secret_key: str | None, secret_key_file: str) -> bytes:
+    if secret_key:
+        if len(secret_key) < 32:
+            raise RuntimeError("PRISM_SECRET_KEY must have at least 32 characters")
+        return secret_key.encode()
+    return _read_or_create(Path(secret_key_file))
+
+
+def derived_key(settings: Settings, purpose: str, length: int = 32) -> bytes:
+    """A key for one purpose (for example "browser-session"), stable for a given master secret."""
+    master = _master(settings.secret_key, settings.secret_key_file)
+    return HKDF(algorithm=hashes.SHA256(), length=length, salt=b"prism", info=purpose.encode()).derive(master)
+
+
+def seal(settings: Settings, purpose: str, data: dict[str, Any]) -> str:
+    """`data` as a signed (not encrypted) string: the client can read it but not change it."""
+    payload = base64.urlsafe_b64encode(orjson.dumps(data)).rstrip(b"=").decode()
+    mac = hmac.new(derived_key(settings, purpose), payload.encode(), hashlib.sha256).hexdigest()
+    return f"{payload}.{mac}"
+
+
+def unseal(settings: Settings, purpose: str, sealed: str) -> dict[str, Any] | None:
+    payload, _, mac = sealed.partition(".")
+    expected = hmac.new(derived_key(settings, purpose), payload.encode(), hashlib.sha256).hexdigest()
+    if not payload or not hmac.compare_digest(mac, expected):
+        return None
+    try:
+        data = orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,1 @@
+"""Signed webhooks: management API, matching, delivery workers, admin page (docs/webhooks.md)."""

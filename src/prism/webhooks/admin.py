@@ -1,0 +1,137 @@
+"""The webhook admin page /admin/integrations/webhooks/: webhooks, recent deliveries, test and resend.
+
+Server-rendered on the browser foundation (`prism.web.browser`): sign-in required, every form carries the
+session's CSRF token, pages cannot be framed and are never cached. A person sees the organizations they
+belong to on this host whose role grants `governance.view_webhook`; the buttons need
+`governance.change_webhook`. Actions call the same service functions as the API, so "Send test event" runs
+the real pipeline (outbox, worker, signature) with `is_test` true.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from prism.auth.context import AuthContext, KeyUsage
+from prism.auth.permissions import PermissionSet
+from prism.errors import NotFound, PrismError
+from prism.kit.timeutil import utcnow
+from prism.models import Membership, Organization, Role, Tenant, User
+from prism.web.browser import login_url, read_form, redirect, render, signed_in_user
+from prism.web.requests import host_of
+from prism.webhooks import service
+from prism.webhooks.models import Webhook, WebhookDelivery
+from prism.webhooks.repository import Deliveries, Webhooks
+
+PAGE = "/admin/integrations/webhooks/"
+RECENT_DELIVERIES = 10
+NOTICES = {"test": "Test event queued: it appears below once sent (reload the page).",
+           "resend": "Delivery queued again."}
+
+
+@dataclass(frozen=True)
+class HookView:
+    webhook: dict[str, Any]
+    deliveries: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class OrganizationView:
+    auth: AuthContext
+    can_change: bool
+    hooks: list[HookView]
+
+
+async def _contexts(session: AsyncSession, user: User, request: Request) -> list[AuthContext]:
+    """One context per organization of this host the person may see webhooks of (as a browser session)."""
+    stmt = (select(Organization, Tenant, Role).join(Membership, Membership.organization_id == Organization.id)
+            .join(Tenant, Tenant.id == Organization.tenant_id).join(Role, Role.id == Membership.role_id)
+            .where(Membership.user_id == user.id).order_by(Organization.name, Organization.id))
+    host = host_of(request)
+    if host.kind == "tenant":
+        stmt = stmt.where(Tenant.subdomain == host.subdomain)
+    contexts = []
+    for organization, tenant, role in (await session.execute(stmt)).all():
+        permissions = PermissionSet(tuple(role.permissions))
+        if not permissions.allows("governance.view_webhook"):
+            continue
+        contexts.append(AuthContext(
+            tenant_id=tenant.id, tenant_subdomain=tenant.subdomain, tenant_name=tenant.name,
+            organization_id=organization.id, organization_name=organization.name, user_id=user.id,
+            user_email=user.email, role=role.name, permissions=permissions,
+            scopes=frozenset({"mcp:read", "mcp:write"}), credential_kind="browser", credential_id="browser",
+            key_prefix="", key_name="browser session", key_created_at=utcnow(), usage=KeyUsage(None)))
+    return contexts
+
+
+async def _organization_view(session: AsyncSession, auth: AuthContext) -> OrganizationView:
+    hooks = []
+    rows = (await session.execute(Webhooks(session, auth.organization_id).base()
+                                  .order_by(Webhook.created_at.desc(), Webhook.id))).scalars()
+    for row in rows:
+        recent = (await session.execute(
+            Deliveries(session, auth.organization_id).filtered(row.id, status=None, event_type=None)
+            .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc())
+            .limit(RECENT_DELIVERIES))).scalars()
+        hooks.append(HookView(service.webhook_read(row), [service.delivery_read(d) for d in recent]))
+    return OrganizationView(auth, auth.permissions.allows("governance.change_webhook"), hooks)
+
+
+async def _page(request: Request, user: User, *, notice: str | None = None, error: str | None = None,
+                status: int = 200) -> Response:
+    async with request.app.state.db.read() as session:
+        views = [await _organization_view(session, auth) for auth in await _contexts(session, user, request)]
+    return render(request, "webhooks_admin.html", {"user": user, "organizations": views, "notice": notice,
+                                                   "error": error}, status=status)
+
+
+async def page(request: Request) -> Response:
+    user = await signed_in_user(request)
+    if user is None:
+        return redirect(request, login_url(request))
+    # Only known notices: a crafted link cannot put words of its own on the page.
+    return await _page(request, user, notice=NOTICES.get(request.query_params.get("done", "")))
+
+
+async def _act(request: Request, action: str) -> Response:
+    user = await signed_in_user(request)
+    if user is None:
+        return redirect(request, login_url(request))
+    webhook_id = request.path_params["webhook_id"]
+    try:
+        form = await read_form(request)
+        async with request.app.state.db.write() as session:
+            auth = next((a for a in await _contexts(session, user, request)
+                         if a.organization_id == form.get("organization")), None)
+            if auth is None:
+                raise NotFound("webhook not found")
+            if action == "test":
+                await service.send_test_event(session, auth, webhook_id)
+            else:
+                await service.resend_delivery(session, auth, webhook_id, request.path_params["delivery_id"])
+    except PrismError as exc:
+        return await _page(request, user, error=exc.message, status=exc.status)
+    return redirect(request, f"{PAGE}?done={action}")
+
+
+async def send_test(request: Request) -> Response:
+    return await _act(request, "test")
+
+
+async def resend(request: Request) -> Response:
+    return await _act(request, "resend")
+
+
+def routes() -> list[BaseRoute]:
+    bare = PAGE.rstrip("/")
+    return [
+        Route(bare, page, methods=["GET"]), Route(PAGE, page, methods=["GET"]),
+        Route(PAGE + "{webhook_id}/test/", send_test, methods=["POST"]),
+        Route(PAGE + "{webhook_id}/deliveries/{delivery_id}/resend/", resend, methods=["POST"]),
+    ]

@@ -1,0 +1,94 @@
+"""One delivery attempt: POST the recorded bytes, signed, and describe what came back.
+
+Nothing here touches the database; the worker decides what the outcome means for the delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from http import HTTPStatus
+
+import httpx
+
+from prism.webhooks.signing import SIGNATURE_HEADER, USER_AGENT, signature_header
+
+STORED_BODY_CHARS = 1000  # SPEC.md "Limits": stored response body
+_READ_AT_MOST = 64 * 1024  # a receiver answering gigabytes must not fill Prism's memory
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    ok: bool
+    status_code: int | None  # None: no HTTP answer (connection refused, timed out, TLS failure)
+    body: str
+    error: str | None
+    retry_after: float | None  # seconds the receiver asked us to wait (429/503 only)
+
+
+def delivery_headers(*, secret: str, body: bytes, event_type: str, delivery_id: str,
+                     custom: dict[str, str], timestamp: int | None = None) -> dict[str, str]:
+    # Custom headers first: Prism's own headers are set last, so nothing can replace them (the API also
+    # refuses such names at save time).
+    headers = dict(custom)
+    headers.update({
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "X-Governance-Event": event_type,
+        "X-Governance-Delivery": delivery_id,
+        SIGNATURE_HEADER: signature_header(secret, body, int(time.time()) if timestamp is None else timestamp),
+    })
+    return headers
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    if response.status_code not in (429, 503):
+        return None
+    value = response.headers.get("retry-after", "").strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown status"
+
+
+async def _read_start(response: httpx.Response) -> str:
+    data = b""
+    async for chunk in response.aiter_raw():
+        data += chunk
+        if len(data) >= _READ_AT_MOST:
+            break
+    return data.decode("utf-8", errors="replace")[:STORED_BODY_CHARS]
+
+
+async def attempt(client: httpx.AsyncClient, *, url: str, body: bytes, headers: dict[str, str],
+                  timeout_seconds: float) -> Attempt:
+    """2xx within `timeout_seconds` (connect, send and answer together) is success; redirects are failures."""
+    try:
+        async with asyncio.timeout(timeout_seconds):
+            async with client.stream("POST", url, content=body, headers=headers,
+                                     timeout=httpx.Timeout(timeout_seconds)) as response:
+                text = await _read_start(response)
+    except TimeoutError:
+        return Attempt(False, None, "", f"timed out after {timeout_seconds:g} s", None)
+    except httpx.TimeoutException as exc:
+        return Attempt(False, None, "", f"timed out after {timeout_seconds:g} s ({type(exc).__name__})", None)
+    except httpx.HTTPError as exc:
+        return Attempt(False, None, "", f"connection failed: {exc}"[:1000], None)
+    status = response.status_code
+    if 200 <= status < 300:
+        return Attempt(True, status, text, None, None)
+    error = f"HTTP {status}: {_reason(status)}"
+    if 300 <= status < 400:
+        error += " (redirects are not followed)"
+    return Attempt(False, status, text, error, _retry_after(response))

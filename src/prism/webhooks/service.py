@@ -1,0 +1,220 @@
+"""Webhook management decisions: create, change, list, delete, test events and resends.
+
+Plain async functions, session and caller first; they never commit (the endpoint's transaction does).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import delete
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.auth.context import AuthContext
+from prism.config import Settings
+from prism.errors import InvalidArguments, PermissionDenied
+from prism.events.catalog import GOVERNANCE_EVENT_TYPES
+from prism.events.outbox import emit
+from prism.kit.outbound import OutboundUrlRefused, check_url
+from prism.kit.timeutil import iso, utcnow
+from prism.webhooks.matching import forget_active_webhooks, new_delivery_id
+from prism.webhooks.models import Webhook, WebhookDelivery
+from prism.webhooks.repository import Deliveries, Webhooks, paged
+from prism.webhooks.schemas import (
+    MAX_RETRIES,
+    DeliveryQuery,
+    WebhookCreate,
+    WebhookQuery,
+    WebhookUpdate,
+)
+from prism.webhooks.signal import wake_workers_after_commit
+from prism.webhooks.signing import new_secret, seal, unseal
+
+DEFAULT_RETRY_DELAY_SECONDS = 60
+DEFAULT_TIMEOUT_SECONDS = 30
+MASK = "********"
+SCOPE_FOR = {"view": "mcp:read", "add": "mcp:write", "change": "mcp:write", "delete": "mcp:write"}
+
+
+def require(auth: AuthContext, verb: str) -> None:
+    """Scope (read or write) and the RBAC permission `governance.<verb>_webhook`."""
+    permission = f"governance.{verb}_webhook"
+    if SCOPE_FOR[verb] not in auth.scopes:
+        raise PermissionDenied(f"this credential lacks the {SCOPE_FOR[verb]} scope")
+    if not auth.permissions.allows(permission):
+        raise PermissionDenied(f"your role lacks the permission {permission}")
+
+
+def webhook_read(row: Webhook) -> dict[str, Any]:
+    """WebhookRead: never the secret; custom header values are shown masked (they often hold credentials)."""
+    return {
+        "id": row.id, "name": row.name, "description": row.description, "url": row.url,
+        "events": list(row.events), "filters": dict(row.filters),
+        "custom_headers": dict.fromkeys(row.header_names, MASK),
+        "max_retries": row.max_retries, "retry_delay_seconds": row.retry_delay_seconds,
+        "timeout_seconds": row.timeout_seconds, "is_active": row.is_active,
+        "deactivated_reason": row.deactivated_reason,
+        "created_at": iso(row.created_at), "updated_at": iso(row.updated_at),
+    }
+
+
+def delivery_read(row: WebhookDelivery) -> dict[str, Any]:
+    return {
+        "id": row.id, "webhook_id": row.webhook_id, "event_type": row.event_type, "event_id": row.event_id,
+        "status": row.status, "response_status_code": row.response_status_code,
+        "response_body": row.response_body, "error_message": row.error_message,
+        "attempt_count": row.attempt_count, "created_at": iso(row.created_at),
+        "delivered_at": iso(row.delivered_at),
+        "next_retry_at": iso(row.due_at) if row.status == "retrying" else None,
+        "is_test": row.is_test,
+    }
+
+
+async def _checked_url(settings: Settings, url: str) -> str:
+    try:
+        return await check_url(url, allow_private_networks=settings.webhook_allow_private_networks)
+    except OutboundUrlRefused as exc:
+        raise InvalidArguments(exc.message, details={"errors": [{"field": "url", "message": exc.message}]}) from None
+
+
+async def create_webhook(session: AsyncSession, auth: AuthContext, settings: Settings,
+                         body: WebhookCreate) -> dict[str, Any]:
+    require(auth, "add")
+    url = await _checked_url(settings, body.url)
+    webhook_id = "whk_" + uuid.uuid4().hex
+    secret = new_secret()
+    headers = body.custom_headers or {}
+    now = utcnow()
+    row = Webhooks(session, auth.organization_id).add(
+        id=webhook_id, tenant_id=auth.tenant_id, name=body.name, description=body.description or "", url=url,
+        events=body.events or [], filters=body.filters or {}, header_names=list(headers),
+        sealed=seal(settings, webhook_id, secret, headers),
+        max_retries=MAX_RETRIES if body.max_retries is None else body.max_retries,
+        retry_delay_seconds=body.retry_delay_seconds or DEFAULT_RETRY_DELAY_SECONDS,
+        timeout_seconds=body.timeout_seconds or DEFAULT_TIMEOUT_SECONDS, is_active=True,
+        consecutive_failures=0, created_at=now, updated_at=now)
+    await session.flush()
+    forget_active_webhooks(session)
+    return {**webhook_read(row), "secret": secret}
+
+
+async def list_webhooks(session: AsyncSession, auth: AuthContext, query: WebhookQuery) -> dict[str, Any]:
+    require(auth, "view")
+    stmt = Webhooks(session, auth.organization_id).filtered(is_active=query.is_active, name=query.name)
+    total, rows = await paged(session, stmt, [Webhook.created_at.desc(), Webhook.id.desc()],
+                              page=query.page, page_size=query.page_size)
+    return {"count": total, "page": query.page, "page_size": query.page_size,
+            "results": [webhook_read(r) for r in rows]}
+
+
+async def get_webhook(session: AsyncSession, auth: AuthContext, webhook_id: str) -> dict[str, Any]:
+    require(auth, "view")
+    return webhook_read(await Webhooks(session, auth.organization_id).get(webhook_id))
+
+
+async def update_webhook(session: AsyncSession, auth: AuthContext, settings: Settings, webhook_id: str,
+                         body: WebhookUpdate) -> dict[str, Any]:
+    require(auth, "change")
+    row = await Webhooks(session, auth.organization_id).get(webhook_id)
+    given = body.model_fields_set
+    for field in ("name", "url"):
+        if field in given and getattr(body, field) is None:
+            raise InvalidArguments(f"{field}: may not be null", details={"errors": [
+                {"field": field, "message": "may not be null"}]})
+    if body.name is not None:
+        row.name = body.name
+    if "description" in given:
+        row.description = body.description or ""
+    if body.url is not None:
+        row.url = await _checked_url(settings, body.url)
+    if "events" in given:
+        row.events = body.events or []
+    if "filters" in given:
+        row.filters = body.filters or {}
+    for field in ("max_retries", "retry_delay_seconds", "timeout_seconds"):
+        if field in given:  # null puts the default back
+            default = {"max_retries": MAX_RETRIES, "retry_delay_seconds": DEFAULT_RETRY_DELAY_SECONDS,
+                       "timeout_seconds": DEFAULT_TIMEOUT_SECONDS}[field]
+            value = getattr(body, field)
+            setattr(row, field, default if value is None else value)
+    if "secret" in given or "custom_headers" in given:
+        secret, headers = unseal(settings, row.id, row.sealed)
+        secret = body.secret or secret
+        if "custom_headers" in given:
+            headers = body.custom_headers or {}
+        row.sealed = seal(settings, row.id, secret, headers)
+        row.header_names = list(headers)
+    if body.is_active is not None:
+        row.is_active = body.is_active
+        if body.is_active:  # switched back on by a person: the automatic deactivation is forgiven
+            row.deactivated_reason = None
+            row.consecutive_failures = 0
+    row.updated_at = utcnow()
+    await session.flush()
+    forget_active_webhooks(session)
+    return webhook_read(row)
+
+
+async def delete_webhook(session: AsyncSession, auth: AuthContext, webhook_id: str) -> None:
+    require(auth, "delete")
+    row = await Webhooks(session, auth.organization_id).get(webhook_id)
+    # The database cascade removes the deliveries (and any delivery a worker holds finds its row gone).
+    await session.execute(delete(Webhook).where(Webhook.id == row.id,
+                                                Webhook.organization_id == auth.organization_id))
+    forget_active_webhooks(session)
+
+
+async def list_deliveries(session: AsyncSession, auth: AuthContext, webhook_id: str,
+                          query: DeliveryQuery) -> dict[str, Any]:
+    require(auth, "view")
+    await Webhooks(session, auth.organization_id).get(webhook_id)
+    stmt = Deliveries(session, auth.organization_id).filtered(webhook_id, status=query.status,
+                                                              event_type=query.event_type)
+    total, rows = await paged(session, stmt, [WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc()],
+                              page=query.page, page_size=query.page_size)
+    return {"count": total, "page": query.page, "page_size": query.page_size,
+            "results": [delivery_read(r) for r in rows]}
+
+
+async def get_delivery(session: AsyncSession, auth: AuthContext, webhook_id: str,
+                       delivery_id: str) -> dict[str, Any]:
+    require(auth, "view")
+    return delivery_read(await Deliveries(session, auth.organization_id).of_webhook(webhook_id, delivery_id))
+
+
+def _pending(organization_id: str, webhook_id: str, event_id: str, event_type: str, *,
+             is_test: bool) -> WebhookDelivery:
+    now = utcnow()
+    return WebhookDelivery(id=new_delivery_id(), organization_id=organization_id, webhook_id=webhook_id,
+                           event_id=event_id, event_type=event_type, status="pending", attempt_count=0,
+                           response_body="", is_test=is_test, due_at=now, created_at=now)
+
+
+async def send_test_event(session: AsyncSession, auth: AuthContext, webhook_id: str) -> dict[str, Any]:
+    """A real event through the real pipeline (outbox, worker, signature), addressed to this webhook only."""
+    require(auth, "change")
+    row = await Webhooks(session, auth.organization_id).get(webhook_id)
+    event_type = row.events[0] if row.events else GOVERNANCE_EVENT_TYPES[1]
+    event = await emit(session, organization_id=auth.organization_id, tenant_id=auth.tenant_id,
+                       event_type=event_type, fan_out_to_webhooks=False,
+                       data={"test": True, "webhook_id": row.id,
+                             "message": "A test event sent from Prism to check this receiver."})
+    delivery = _pending(auth.organization_id, row.id, event.id, event_type, is_test=True)
+    session.add(delivery)
+    await session.flush()
+    wake_workers_after_commit(session)
+    return delivery_read(delivery)
+
+
+async def resend_delivery(session: AsyncSession, auth: AuthContext, webhook_id: str,
+                          delivery_id: str) -> dict[str, Any]:
+    """A new delivery of the same event (same bytes, a fresh signature); the original record stays."""
+    require(auth, "change")
+    original = await Deliveries(session, auth.organization_id).of_webhook(webhook_id, delivery_id)
+    delivery = _pending(auth.organization_id, webhook_id, original.event_id, original.event_type,
+                        is_test=original.is_test)
+    session.add(delivery)
+    await session.flush()
+    wake_workers_after_commit(session)
+    return delivery_read(delivery)

@@ -1,0 +1,56 @@
+"""Running delivery workers: inside `prism serve` (by default) and as `prism worker` processes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from prism.config import Settings
+from prism.db import Database
+from prism.webhooks.worker import DeliveryWorker
+
+log = logging.getLogger("prism.webhooks")
+
+
+class RunningWorker:
+    """A worker task and the means to stop it (its unfinished deliveries are retried after their lease)."""
+
+    def __init__(self, worker: DeliveryWorker) -> None:
+        self.worker = worker
+        self.task = asyncio.create_task(self._run(), name="prism-webhook-worker")
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.worker.run()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a database outage must not end delivery for the life of the process
+                log.exception("webhook worker stopped; restarting")
+                await asyncio.sleep(1.0)
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        await self.worker.close()
+
+
+def start_in_process(db: Database, settings: Settings) -> RunningWorker | None:
+    """The worker `prism serve` runs beside the API, unless PRISM_WEBHOOK_WORKER_IN_PROCESS=false."""
+    if not settings.webhook_worker_in_process:
+        return None
+    return RunningWorker(DeliveryWorker(db, settings))
+
+
+async def run_workers(settings: Settings, count: int) -> None:
+    """`prism worker`: `count` workers in this process until interrupted."""
+    db = Database(settings.database_url)
+    running = [RunningWorker(DeliveryWorker(db, settings)) for _ in range(count)]
+    try:
+        await asyncio.gather(*(r.task for r in running))
+    finally:
+        for r in running:
+            await r.stop()
+        await db.dispose()

@@ -1,0 +1,305 @@
+"""Delivery workers: claim due deliveries, send them, record what happened.
+
+Claims are leases. A worker marks the deliveries it takes with its id and `claimed_until` (now + lease,
+longer than the largest timeout); on PostgreSQL the claim selects with FOR UPDATE SKIP LOCKED, so workers
+on many hosts never take the same row; on SQLite the claim runs in a write transaction, one claimer at a
+time. A worker killed mid-delivery simply stops renewing nothing: once its lease has passed, its deliveries
+are due again and another worker sends them (the receiver may then see that delivery twice; the
+X-Governance-Delivery id lets it notice). Results are written only while the claim is still ours.
+
+Schedule (DESIGN.md): attempt 1 at once, then base·2^(n-1) seconds after attempt n; FAILED after attempt
+max_retries + 1. A 429/503 Retry-After may push the next attempt later (never earlier), up to a ceiling.
+410 Gone fails the delivery and deactivates the webhook; so do N consecutive FAILED deliveries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+from sqlalchemy import Integer, String, Table, Text, bindparam, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.config import Settings
+from prism.db import Database
+from prism.kit.outbound import outbound_client
+from prism.kit.timeutil import utcnow
+from prism.models import OutboxEvent
+from prism.models.base import UTCDateTime
+from prism.webhooks import signal
+from prism.webhooks.models import Webhook, WebhookDelivery
+from prism.webhooks.sender import Attempt, attempt, delivery_headers
+from prism.webhooks.signing import SealBroken, unseal
+
+log = logging.getLogger("prism.webhooks")
+_DELIVERIES: Table = WebhookDelivery.__table__  # type: ignore[assignment]
+_RECORD_SUCCESS = (
+    update(_DELIVERIES)
+    .where(_DELIVERIES.c.id == bindparam("b_id", type_=String()),
+           _DELIVERIES.c.claimed_by == bindparam("b_me", type_=String()))
+    .values(status="success", attempt_count=bindparam("b_attempts", type_=Integer()),
+            response_status_code=bindparam("b_code", type_=Integer()), response_body=bindparam("b_body", type_=Text()),
+            error_message=None, claimed_by=None, claimed_until=None, due_at=None,
+            delivered_at=bindparam("b_at", type_=UTCDateTime())))
+
+Clock = Callable[[], datetime]
+
+
+def _due(now: datetime) -> tuple[Any, ...]:
+    """Due now and not leased to a live worker (an expired lease counts as free)."""
+    return (WebhookDelivery.due_at <= now,
+            WebhookDelivery.claimed_until.is_(None) | (WebhookDelivery.claimed_until < now))
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    delivery_id: str
+    webhook_id: str
+    event_type: str
+    attempt_count: int
+    is_test: bool
+    payload: bytes
+    url: str
+    sealed: str
+    is_active: bool
+    max_retries: int
+    retry_delay_seconds: int
+    timeout_seconds: int
+
+
+def retry_delay(base: int, attempts_made: int) -> int:
+    """Seconds between attempt n (= attempts_made) and attempt n+1."""
+    return int(base * 2 ** (attempts_made - 1))
+
+
+def new_worker_id() -> str:
+    return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class DeliveryWorker:
+    def __init__(self, db: Database, settings: Settings, *, client: httpx.AsyncClient | None = None,
+                 clock: Clock = utcnow, concurrency: int | None = None) -> None:
+        self.db = db
+        self.settings = settings
+        self.clock = clock
+        self.worker_id = new_worker_id()
+        self.concurrency = concurrency or settings.webhook_worker_concurrency
+        self._own_client = client is None
+        self.client = client or outbound_client(
+            allow_private_networks=settings.webhook_allow_private_networks, ca_bundle=settings.webhook_ca_bundle,
+            limits=httpx.Limits(max_connections=self.concurrency * 2, max_keepalive_connections=self.concurrency))
+        self._wake = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._results: list[tuple[Job, dict[str, Any], bool, asyncio.Future[None]]] = []
+        self._results_ready = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+
+    async def close(self) -> None:
+        tasks = [*self._tasks, *([self._writer] if self._writer is not None else [])]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._own_client:
+            await self.client.aclose()
+
+    async def run(self) -> None:
+        """Deliver until cancelled; wakes at once for deliveries of this process, else polls."""
+        signal.register(self._wake)
+        try:
+            while True:
+                self._wake.clear()
+                free = self.concurrency - len(self._tasks)
+                # Claim in batches (a quarter of the slots at least) rather than one row per finished task.
+                worth_it = free >= max(1, self.concurrency // 4) or not self._tasks
+                jobs = await self._claim_logged(free) if worth_it else []
+                for job in jobs:
+                    task = asyncio.create_task(self._deliver(job), name=f"prism-webhook-{job.delivery_id}")
+                    self._tasks.add(task)
+                    task.add_done_callback(self._finished)
+                if jobs and len(jobs) == free:
+                    continue  # there may be more due right now
+                if not worth_it:
+                    await self._wake.wait()  # a task finishing sets it
+                    continue
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.settings.webhook_poll_seconds)
+        finally:
+            signal.unregister(self._wake)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._wake.set()  # a slot is free
+
+    async def run_once(self) -> int:
+        """Claim and deliver what is due now, waiting for every attempt; returns how many were attempted."""
+        jobs = await self.claim(self.concurrency)
+        await asyncio.gather(*(self._deliver(job) for job in jobs))
+        return len(jobs)
+
+    async def _claim_logged(self, limit: int) -> list[Job]:
+        try:
+            return await self.claim(limit)
+        except Exception:
+            log.exception("could not claim webhook deliveries")
+            await asyncio.sleep(self.settings.webhook_poll_seconds)
+            return []
+
+    async def claim(self, limit: int) -> list[Job]:
+        now = self.clock()
+        if self.db.is_sqlite:
+            # An idle poll must not take SQLite's one write lock (the ledger waits on it): look first.
+            async with self.db.read() as session:
+                if (await session.execute(select(WebhookDelivery.id).where(*_due(now)).limit(1))).first() is None:
+                    return []
+        async with self.db.write() as session:
+            ids = list((await session.execute(
+                select(WebhookDelivery.id).where(*_due(now))
+                .order_by(WebhookDelivery.due_at).limit(limit)
+                .with_for_update(skip_locked=True))).scalars())
+            if not ids:
+                return []
+            await session.execute(
+                update(WebhookDelivery).where(WebhookDelivery.id.in_(ids))
+                .values(claimed_by=self.worker_id,
+                        claimed_until=now + timedelta(seconds=self.settings.webhook_lease_seconds)))
+            rows = await session.execute(
+                select(WebhookDelivery.id, WebhookDelivery.webhook_id, WebhookDelivery.event_type,
+                       WebhookDelivery.attempt_count, WebhookDelivery.is_test, OutboxEvent.payload, Webhook.url,
+                       Webhook.sealed, Webhook.is_active, Webhook.max_retries, Webhook.retry_delay_seconds,
+                       Webhook.timeout_seconds)
+                .join(Webhook, Webhook.id == WebhookDelivery.webhook_id)
+                .join(OutboxEvent, OutboxEvent.id == WebhookDelivery.event_id)
+                .where(WebhookDelivery.id.in_(ids)))
+            return [Job(delivery_id=r.id, webhook_id=r.webhook_id, event_type=r.event_type,
+                        attempt_count=r.attempt_count, is_test=r.is_test, payload=r.payload.encode(), url=r.url,
+                        sealed=r.sealed, is_active=r.is_active, max_retries=r.max_retries,
+                        retry_delay_seconds=r.retry_delay_seconds, timeout_seconds=r.timeout_seconds)
+                    for r in rows]
+
+    async def _deliver(self, job: Job) -> None:
+        try:
+            if not job.is_active and not job.is_test:
+                outcome = Attempt(False, None, "", "webhook is inactive: not sent", None)
+                await self._record(job, outcome, count_attempt=False)
+                return
+            try:
+                secret, custom = unseal(self.settings, job.webhook_id, job.sealed)
+            except SealBroken as exc:
+                await self._record(job, Attempt(False, None, "", str(exc), None), count_attempt=False)
+                return
+            headers = delivery_headers(secret=secret, body=job.payload, event_type=job.event_type,
+                                       delivery_id=job.delivery_id, custom=custom)
+            outcome = await attempt(self.client, url=job.url, body=job.payload, headers=headers,
+                                    timeout_seconds=job.timeout_seconds)
+            await self._record(job, outcome)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The lease runs out and another attempt follows: nothing is lost.
+            log.exception("delivery %s could not be completed", job.delivery_id)
+
+    async def _record(self, job: Job, outcome: Attempt, *, count_attempt: bool = True) -> None:
+        """Queue the outcome for the next results transaction and wait until it is written.
+
+        Outcomes finishing together are written in ONE transaction: a commit per delivery would make the
+        database, not the receivers, the limit of a worker's throughput."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._results.append((job, self._outcome_values(job, outcome, count_attempt), outcome.status_code == 410,
+                              future))
+        self._results_ready.set()
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_results_forever(), name="prism-webhook-results")
+        await future
+
+    def _outcome_values(self, job: Job, outcome: Attempt, count_attempt: bool) -> dict[str, Any]:
+        now = self.clock()
+        attempts = job.attempt_count + (1 if count_attempt else 0)
+        values: dict[str, Any] = {
+            "attempt_count": attempts, "response_status_code": outcome.status_code,
+            "response_body": outcome.body, "error_message": outcome.error,
+            "claimed_by": None, "claimed_until": None,
+        }
+        if outcome.ok:
+            values.update(status="success", delivered_at=now, due_at=None)
+        elif count_attempt and outcome.status_code != 410 and attempts <= job.max_retries:
+            delay = retry_delay(job.retry_delay_seconds, attempts)
+            if outcome.retry_after is not None:
+                ceiling = self.settings.webhook_retry_after_max_seconds
+                delay = max(delay, min(int(outcome.retry_after + 0.999), ceiling))
+            values.update(status="retrying", due_at=now + timedelta(seconds=delay))
+        else:
+            values.update(status="failed", due_at=None)
+        return values
+
+    async def _write_results_forever(self) -> None:
+        while True:
+            while not self._results:
+                self._results_ready.clear()
+                await self._results_ready.wait()
+            await asyncio.sleep(0)  # outcomes finishing in this loop turn join the batch
+            batch, self._results = self._results, []
+            try:
+                async with self.db.write() as session:
+                    await self._write_batch(session, batch)
+            except Exception as exc:
+                log.exception("could not record %d webhook delivery outcomes", len(batch))
+                for *_, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for *_, future in batch:
+                if not future.done():
+                    future.set_result(None)
+
+    async def _write_batch(self, session: AsyncSession,
+                           batch: list[tuple[Job, dict[str, Any], bool, asyncio.Future[None]]]) -> None:
+        """Successes (nearly everything) in one executemany; retries and failures one by one, with their
+        accounting. Every write applies only while the claim is still ours (a lease taken over is not)."""
+        successes = [(job, values) for job, values, _, _ in batch if values["status"] == "success"]
+        if successes:
+            await session.execute(_RECORD_SUCCESS, [
+                {"b_id": job.delivery_id, "b_me": self.worker_id, "b_attempts": values["attempt_count"],
+                 "b_code": values["response_status_code"], "b_body": values["response_body"],
+                 "b_at": values["delivered_at"]} for job, values in successes])
+            recovered = sorted({job.webhook_id for job, _ in successes if not job.is_test})
+            if recovered:
+                await session.execute(update(Webhook).where(Webhook.id.in_(recovered),
+                                                            Webhook.consecutive_failures != 0)
+                                      .values(consecutive_failures=0))
+        for job, values, gone, _ in batch:
+            if values["status"] == "success":
+                continue
+            written = await session.execute(
+                update(WebhookDelivery).where(WebhookDelivery.id == job.delivery_id,
+                                              WebhookDelivery.claimed_by == self.worker_id).values(**values))
+            if getattr(written, "rowcount", 0) == 1 and not job.is_test:
+                await self._account(session, job, values["status"], gone=gone)
+
+    async def _account(self, session: AsyncSession, job: Job, status: str, *, gone: bool) -> None:
+        """Consecutive FAILED deliveries per webhook; 410 or too many failures switch the webhook off."""
+        where = Webhook.id == job.webhook_id
+        if status != "failed" or not job.is_active:
+            return
+        if gone:
+            await session.execute(update(Webhook).where(where).values(
+                is_active=False, deactivated_reason="the receiver answered 410 Gone", updated_at=self.clock()))
+            return
+        await session.execute(update(Webhook).where(where)
+                              .values(consecutive_failures=Webhook.consecutive_failures + 1))
+        limit = self.settings.webhook_deactivate_after_failures
+        if limit > 0:
+            await session.execute(update(Webhook).where(where, Webhook.consecutive_failures >= limit,
+                                                        Webhook.is_active.is_(True)).values(
+                is_active=False, updated_at=self.clock(),
+                deactivated_reason=f"{limit} consecutive deliveries failed"))

@@ -1,0 +1,193 @@
+"""Workers: connect-time SSRF guard, redirects, leases, several workers, a killed worker, the in-process one."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import httpx
+from sqlalchemy import func, insert, select
+
+from prism.app import create_app
+from prism.config import Settings
+from prism.db import Database
+from prism.events.outbox import emit
+from prism.kit.timeutil import utcnow
+from prism.webhooks.matching import new_delivery_id
+from prism.webhooks.models import WebhookDelivery
+from prism.webhooks.worker import DeliveryWorker
+from tests.factories import Factory, Workspace
+from tests.processes import clean_env, prism_command
+from tests.webhooks_fixtures import (  # noqa: F401
+    BASE,
+    FakeClock,
+    create_hook,
+    deliveries_of,
+    hook_app_fixture,
+    hook_client_fixture,
+    hook_db_fixture,
+    hook_settings_fixture,
+    make_worker_fixture,
+    receiver_fixture,
+    tls_fixture,
+    unique_path,
+)
+from tests.webhooks_receiver import Answer, Receiver, TlsFiles
+
+DATA = {"decision_type": "agent_action", "ai_system": {"id": "s", "name": "n"}}
+
+
+async def burst(db: Database, ws: Workspace, count: int) -> list[str]:
+    ids = []
+    async with db.write() as s:
+        for _ in range(count):
+            ids.append((await emit(s, organization_id=ws.org.id, tenant_id=ws.tenant.id,
+                                   event_type="governance.decision.allow", data=DATA)).id)
+    return ids
+
+
+async def test_dns_rebinding_to_loopback_is_refused_at_connect_time(
+        hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
+        make_worker: Callable[..., DeliveryWorker], hook_settings: Settings) -> None:
+    """Saved while the name was acceptable; at delivery time it resolves to 127.0.0.1 and is refused."""
+    ws = await factory.workspace(roles=("owner",))
+    path = unique_path()
+    hook = await create_hook(hook_client, ws, receiver.url(path, host="localhost"))
+    await burst(hook_db, ws, 1)
+    guarded = hook_settings.model_copy(update={"webhook_allow_private_networks": False})
+    await make_worker(guarded).run_once()
+    [delivery] = await deliveries_of(hook_client, ws, hook["id"])
+    assert receiver.at(path) == []
+    assert delivery["status"] == "retrying" and delivery["response_status_code"] is None
+    assert "connection refused by Prism" in delivery["error_message"] and "loopback" in delivery["error_message"]
+
+
+async def test_a_redirect_is_not_followed(hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory,
+                                          receiver: Receiver, make_worker: Callable[..., DeliveryWorker]) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    path, target = unique_path(), unique_path()
+    receiver.script(path, [Answer(307, headers={"Location": receiver.url(target)})])
+    hook = await create_hook(hook_client, ws, receiver.url(path))
+    await burst(hook_db, ws, 1)
+    await make_worker().run_once()
+    [delivery] = await deliveries_of(hook_client, ws, hook["id"])
+    assert receiver.at(target) == [] and len(receiver.at(path)) == 1
+    assert delivery["status"] == "retrying" and delivery["response_status_code"] == 307
+    assert "redirects are not followed" in delivery["error_message"]
+
+
+async def test_a_crashed_workers_claims_are_delivered_after_the_lease(
+        hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
+        make_worker: Callable[..., DeliveryWorker]) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    path = unique_path()
+    hook = await create_hook(hook_client, ws, receiver.url(path))
+    await burst(hook_db, ws, 3)
+    clock = FakeClock()
+    crashed = make_worker(clock=clock)
+    claimed = await crashed.claim(100)  # claimed, then the worker "dies" before sending anything
+    assert {j.webhook_id for j in claimed} >= {hook["id"]}
+    survivor = make_worker(clock=clock)
+    await survivor.run_once()
+    assert receiver.at(path) == []  # still leased to the dead worker
+    clock.advance(31)  # the lease (30 s in these tests) has passed
+    await survivor.run_once()
+    assert len(receiver.at(path)) == 3
+    assert {d["status"] for d in await deliveries_of(hook_client, ws, hook["id"])} == {"success"}
+
+
+async def test_three_workers_deliver_500_due_deliveries_exactly_once(
+        hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
+        make_worker: Callable[..., DeliveryWorker]) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    path = unique_path()
+    hook = await create_hook(hook_client, ws, receiver.url(path))
+    [event_id] = await burst(hook_db, ws, 1)
+    now = utcnow()
+    async with hook_db.write() as s:  # 499 more due deliveries of the same event, written at once
+        await s.execute(insert(WebhookDelivery), [
+            {"id": new_delivery_id(), "organization_id": ws.org.id, "webhook_id": hook["id"], "event_id": event_id,
+             "event_type": "governance.decision.allow", "status": "pending", "attempt_count": 0,
+             "response_body": "", "is_test": False, "due_at": now, "created_at": now} for _ in range(499)])
+    workers = [make_worker(concurrency=20) for _ in range(3)]
+    tasks = [asyncio.create_task(w.run()) for w in workers]
+    try:
+        await receiver.wait_for(path, 500, within=120)
+        await asyncio.sleep(0.5)  # anything sent twice would have arrived by now
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    sent = Counter(r.headers["x-governance-delivery"] for r in receiver.at(path))
+    assert len(sent) == 500 and set(sent.values()) == {1}
+    async with hook_db.read() as s:
+        statuses = dict((await s.execute(select(WebhookDelivery.status, func.count()).where(
+            WebhookDelivery.webhook_id == hook["id"]).group_by(WebhookDelivery.status))).all())
+    assert statuses == {"success": 500}
+
+
+async def test_the_in_process_worker_sends_a_fresh_event_within_a_second(
+        hook_settings: Settings, factory: Factory, receiver: Receiver) -> None:
+    """Polling is set to a minute: only the commit wake-up can make this fast."""
+    settings = hook_settings.model_copy(update={"webhook_worker_in_process": True, "webhook_poll_seconds": 60.0})
+    application = create_app(settings)
+    ws = await factory.workspace(roles=("owner",))
+    path = unique_path()
+    async with application.router.lifespan_context(application), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=application), base_url="http://localhost") as client:
+        assert application.state.webhook_worker is not None
+        await asyncio.sleep(0.2)  # the worker's first poll is behind it
+        await create_hook(client, ws, receiver.url(path))
+        started = time.monotonic()
+        await burst(application.state.db, ws, 1)
+        await receiver.wait_for(path, 1, within=5)
+        assert time.monotonic() - started < 1.0
+
+
+async def test_killing_a_worker_process_mid_burst_loses_no_event(
+        hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
+        hook_settings: Settings, tls: TlsFiles) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    path = unique_path()
+    receiver.script(path, [Answer(200, delay=0.005)] * 1000)
+    await create_hook(hook_client, ws, receiver.url(path))
+    env = clean_env(
+        PRISM_DATABASE_URL=hook_settings.database_url, PRISM_SECRET_KEY_FILE=hook_settings.secret_key_file,
+        PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS="true", PRISM_WEBHOOK_CA_BUNDLE=str(tls.ca),
+        PRISM_WEBHOOK_LEASE_SECONDS="2", PRISM_WEBHOOK_POLL_SECONDS="0.1", PRISM_LOG_LEVEL="warning",
+        **({"PRISM_SECRET_KEY": hook_settings.secret_key} if hook_settings.secret_key else {}))
+
+    async def start() -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(*prism_command(), "worker", env=env,
+                                                    stdout=asyncio.subprocess.DEVNULL,
+                                                    stderr=asyncio.subprocess.DEVNULL)
+
+    event_ids = await burst(hook_db, ws, 1000)
+    first = await start()
+    try:
+        await receiver.wait_for(path, 200, within=60)
+        os.kill(first.pid, signal.SIGKILL)
+        await first.wait()
+        at_kill = len(receiver.at(path))
+        assert at_kill < 1000, "the burst finished before the kill; nothing was tested"
+        second = await start()
+        try:
+            await receiver.wait_for(path, 1000, within=120)
+            await asyncio.sleep(2.5)  # a lease passing late would show up as extra sends
+        finally:
+            second.kill()
+            await second.wait()
+    finally:
+        if first.returncode is None:
+            first.kill()
+            await first.wait()
+    delivered = Counter(r.headers["x-governance-delivery"] for r in receiver.at(path))
+    events = {r.body.decode().split('"event_id":"', 1)[1].split('"', 1)[0] for r in receiver.at(path)}
+    assert events == set(event_ids)  # every event delivered, none lost
+    duplicates = sum(n - 1 for n in delivered.values())
+    # Only deliveries in flight at the kill can arrive twice: at most one claim batch of the dead worker.
+    assert duplicates <= hook_settings.webhook_worker_concurrency
