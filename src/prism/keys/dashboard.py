@@ -1,0 +1,167 @@
+"""The key dashboard (/keys/): a signed-in user's own keys per organization; mint and revoke.
+
+Built on the browser foundation (`prism.web.browser`): signed session cookie, CSRF on every form,
+pages that cannot be framed and are never cached. A user sees and touches only keys they own, in
+organizations they belong to on this host (every tenant on the platform host, one on a tenant host);
+keys are read through each organization's repository, so another organization's key is not found.
+The plaintext of a new key appears once, in the answer to the form that minted it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.requests import Request
+from starlette.responses import Response
+
+from prism.errors import BadRequest, NotFound, PrismError
+from prism.keys.registration import organizations_on_host
+from prism.keys.service import MintedKey, create_key
+from prism.kit.timeutil import iso, utcnow
+from prism.models import ApiKey, Organization, Tenant, User
+from prism.registry.mega_tools import PLATFORM_SCOPES
+from prism.tenancy.repository import OrgRepository
+from prism.web.browser import login_url, read_form, redirect, render, signed_in_user
+from prism.web.requests import host_of
+
+DASHBOARD_PATH = "/keys/"
+MAX_EXPIRY_DAYS = 3650
+
+
+@dataclass(frozen=True)
+class KeyView:
+    id: str
+    prefix: str
+    name: str
+    scopes: str
+    created_at: str | None
+    last_used_at: str | None
+    expires_at: str | None
+    status: str
+
+
+@dataclass(frozen=True)
+class OrganizationKeys:
+    organization: Organization
+    tenant: str
+    keys: list[KeyView]
+
+
+def _view(key: ApiKey) -> KeyView:
+    now = utcnow()
+    if key.revoked_at is not None:
+        status = "revoked"
+    elif key.expires_at is not None and key.expires_at <= now:
+        status = "expired"
+    else:
+        status = "active"
+    return KeyView(key.id, key.lookup, key.name, key.scopes, iso(key.created_at), iso(key.last_used_at),
+                   iso(key.expires_at), status)
+
+
+def _own_keys(session: AsyncSession, organization: Organization, user: User) -> Any:
+    return OrgRepository(session, ApiKey, organization.id, label="key").base().where(ApiKey.user_id == user.id)
+
+
+async def _groups(session: AsyncSession, user: User, request: Request) -> list[OrganizationKeys]:
+    organizations = await organizations_on_host(session, user, host_of(request))
+    tenant_ids = {o.tenant_id for o in organizations}
+    tenants = {t.id: t for t in (await session.execute(select(Tenant).where(Tenant.id.in_(tenant_ids)))).scalars()}
+    groups = []
+    for organization in organizations:
+        stmt = _own_keys(session, organization, user).order_by(ApiKey.created_at.desc(), ApiKey.id)
+        keys = [_view(k) for k in (await session.execute(stmt)).scalars()]
+        tenant = tenants[organization.tenant_id]
+        groups.append(OrganizationKeys(organization, tenant.name or tenant.subdomain, keys))
+    return groups
+
+
+async def _page(request: Request, user: User, *, status: int = 200, minted: MintedKey | None = None,
+                error: str | None = None) -> Response:
+    async with request.app.state.db.read() as session:
+        groups = await _groups(session, user, request)
+    context = {"user": user, "groups": groups, "scopes": PLATFORM_SCOPES, "error": error,
+               "new_key": minted.plaintext if minted else None,
+               "new_key_prefix": minted.key.lookup if minted else None}
+    return render(request, "keys.html", context, status=status)
+
+
+def _refusal(request: Request, exc: PrismError) -> Response:
+    return render(request, "message.html", {"heading": "Request refused", "error": exc.code,
+                                            "message": exc.message}, status=exc.status)
+
+
+async def show(request: Request) -> Response:
+    user = await signed_in_user(request)
+    if user is None:
+        return redirect(request, login_url(request))
+    try:
+        return await _page(request, user)
+    except PrismError as exc:
+        return _refusal(request, exc)
+
+
+def _expiry_days(raw: str) -> int | None:
+    if not raw.strip():
+        return None
+    if not raw.strip().isdigit() or not 1 <= int(raw) <= MAX_EXPIRY_DAYS:
+        raise BadRequest(f"expiry: a whole number of days from 1 to {MAX_EXPIRY_DAYS}, or empty for none",
+                         code="invalid_expiry")
+    return int(raw)
+
+
+async def mint(request: Request) -> Response:
+    user = await signed_in_user(request)
+    if user is None:
+        return redirect(request, login_url(request))
+    try:
+        form = await read_form(request)
+        scopes = [s for s in PLATFORM_SCOPES if form.get(s)]
+        if not scopes:
+            raise BadRequest("choose at least one scope", code="invalid_scope")
+        expires_days = _expiry_days(form.get("expires_days", ""))
+        async with request.app.state.db.write() as session:
+            current = await session.get(User, user.id)
+            assert current is not None
+            organizations = await organizations_on_host(session, current, host_of(request))
+            organization = next((o for o in organizations if o.id == form.get("organization")), None)
+            if organization is None:
+                raise NotFound("organization not found among your organizations", code="organization_not_found")
+            tenant = await session.get(Tenant, organization.tenant_id)
+            assert tenant is not None
+            minted = await create_key(session, tenant=tenant, user=current, organization=organization,
+                                      name=form.get("name") or None, scopes=" ".join(scopes),
+                                      expires_days=expires_days, prefix="ck")
+    except BadRequest as exc:
+        return await _page(request, user, status=exc.status, error=exc.message)
+    except PrismError as exc:
+        return _refusal(request, exc)
+    return await _page(request, user, status=201, minted=minted)
+
+
+async def revoke(request: Request) -> Response:
+    user = await signed_in_user(request)
+    if user is None:
+        return redirect(request, login_url(request))
+    key_id = request.path_params["key_id"]
+    try:
+        await read_form(request)
+        async with request.app.state.db.write() as session:
+            current = await session.get(User, user.id)
+            assert current is not None
+            key = None
+            for organization in await organizations_on_host(session, current, host_of(request)):
+                stmt = _own_keys(session, organization, current).where(ApiKey.id == key_id)
+                key = (await session.execute(stmt)).scalar_one_or_none()
+                if key is not None:
+                    break
+            if key is None:
+                raise NotFound(f"key {key_id!r} not found among your keys", code="key_not_found")
+            if key.revoked_at is None:
+                key.revoked_at = utcnow()
+    except PrismError as exc:
+        return _refusal(request, exc)
+    return redirect(request, DASHBOARD_PATH)

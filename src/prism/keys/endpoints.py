@@ -1,0 +1,66 @@
+"""HTTP: API-key registration (JSON) and the key dashboard (browser pages)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from prism.errors import PrismError, Unauthenticated
+from prism.keys import dashboard
+from prism.keys.registration import check_credentials, parse_request, register_key
+from prism.kit.timeutil import iso
+from prism.models import User
+from prism.ratelimit import client_address
+from prism.web.requests import host_of, read_json_object
+from prism.web.responses import error_headers, json_response
+
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+
+def _error(exc: PrismError) -> Response:
+    body: dict[str, Any] = {"error": exc.code, "message": exc.message}
+    if exc.details:
+        body["details"] = exc.details
+    return json_response(body, exc.status, {**NO_STORE, **(error_headers(exc) or {})})
+
+
+async def register(request: Request) -> Response:
+    db = request.app.state.db
+    try:
+        parsed = parse_request(await read_json_object(request))
+        host = host_of(request)
+        async with db.read() as session:
+            user = await check_credentials(session, parsed.email, parsed.password)
+        async with db.write() as session:
+            current = await session.get(User, user.id)
+            assert current is not None
+            registered = await register_key(session, current, parsed, host=host)
+            key, organization = registered.minted.key, registered.organization
+            body = {
+                "api_key": registered.minted.plaintext, "key_id": key.id, "key_prefix": key.lookup,
+                "name": key.name, "scopes": key.scopes.split(), "organization": organization.id,
+                "organization_name": organization.name, "expires_at": iso(key.expires_at),
+            }
+    except Unauthenticated as exc:
+        await request.app.state.rate_limiter.auth_failed(client_address(request))
+        return _error(exc)
+    except PrismError as exc:
+        return _error(exc)
+    return json_response(body, 201, NO_STORE)
+
+
+def _both(path: str, endpoint: Any, methods: list[str]) -> list[BaseRoute]:
+    bare = path.rstrip("/")
+    return [Route(bare, endpoint, methods=methods), Route(bare + "/", endpoint, methods=methods)]
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        *_both("/api/mcp/api-keys/register/", register, ["POST"]),
+        *_both(dashboard.DASHBOARD_PATH, dashboard.show, ["GET"]),
+        *_both(dashboard.DASHBOARD_PATH, dashboard.mint, ["POST"]),
+        *_both(dashboard.DASHBOARD_PATH + "{key_id}/revoke/", dashboard.revoke, ["POST"]),
+    ]

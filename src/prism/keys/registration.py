@@ -1,0 +1,121 @@
+"""POST /api/mcp/api-keys/register/: a user trades email + password for an `mcp_` key.
+
+Which organization the key is bound to (SPEC.md is silent, see docs/keys.md):
+- `organization` in the body (id or slug) picks one of the user's organizations on this host;
+- otherwise the user's earliest membership on this host.
+On a tenant host only that tenant's organizations count; on the platform (and portal) host every
+organization of the user, in any tenant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.errors import BadRequest, NotFound, PermissionDenied, Unauthenticated
+from prism.identity.passwords import hash_password, verify_password
+from prism.identity.service import get_user
+from prism.keys.service import DEFAULT_KEY_NAME, MintedKey, create_key
+from prism.models import Membership, Organization, Tenant, User
+from prism.tenancy.hosts import HostInfo
+from prism.tenancy.service import require_tenant
+
+REGISTRATION_PREFIX = "mcp"
+MAX_FIELD_LENGTH = 1024
+
+
+@dataclass(frozen=True)
+class RegistrationRequest:
+    email: str
+    password: str
+    name: str
+    organization: str | None
+
+
+@dataclass(frozen=True)
+class Registered:
+    minted: MintedKey
+    organization: Organization
+
+
+class BadCredentials(Unauthenticated):
+    code = "invalid_credentials"
+
+
+@lru_cache(maxsize=1)
+def _dummy_hash() -> str:
+    # An unknown email is checked against a real hash, so both answers take as long as a wrong password.
+    return hash_password("no user has this password")
+
+
+def _text(body: dict[str, Any], field: str, *, required: bool) -> str | None:
+    value = body.get(field)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or (required and not value):
+        raise BadRequest(f"{field}: required, a string", code="invalid_body", details={"field": field})
+    if len(value) > MAX_FIELD_LENGTH:
+        raise BadRequest(f"{field}: at most {MAX_FIELD_LENGTH} characters", code="invalid_body",
+                         details={"field": field})
+    return value
+
+
+def parse_request(body: dict[str, Any]) -> RegistrationRequest:
+    email = _text(body, "email", required=True)
+    password = _text(body, "password", required=True)
+    name = (_text(body, "name", required=False) or "").strip()[:255] or DEFAULT_KEY_NAME
+    organization = _text(body, "organization", required=False)
+    assert email is not None and password is not None
+    return RegistrationRequest(email.strip(), password, name, organization.strip() if organization else None)
+
+
+async def check_credentials(session: AsyncSession, email: str, password: str) -> User:
+    user = await get_user(session, email)
+    # argon2 takes tens of milliseconds of CPU: off the event loop, so other requests keep flowing.
+    ok = await asyncio.to_thread(verify_password, user.password_hash if user else _dummy_hash(), password)
+    if user is None or not ok:
+        raise BadCredentials("invalid email or password")
+    if not user.is_active:
+        raise BadCredentials("this user is inactive", code="user_inactive")
+    return user
+
+
+async def organizations_on_host(session: AsyncSession, user: User, host: HostInfo) -> list[Organization]:
+    stmt = (select(Organization).join(Membership, Membership.organization_id == Organization.id)
+            .where(Membership.user_id == user.id).order_by(Membership.created_at, Organization.id))
+    if host.kind == "tenant":
+        assert host.subdomain is not None
+        tenant = await require_tenant(session, host.subdomain)
+        stmt = stmt.where(Organization.tenant_id == tenant.id)
+    return list((await session.execute(stmt)).scalars())
+
+
+async def register_key(session: AsyncSession, user: User, request: RegistrationRequest, *,
+                       host: HostInfo) -> Registered:
+    """Mint the key for a user whose credentials `check_credentials` accepted (in its own, read-only session:
+    the slow password hash must not hold SQLite's write lock)."""
+    organizations = await organizations_on_host(session, user, host)
+    if not organizations:
+        raise PermissionDenied(f"{user.email} belongs to no organization on {host.hostname or 'this host'}",
+                               code="no_organization")
+    if request.organization is None:
+        organization = organizations[0]
+    else:
+        matches = [o for o in organizations if request.organization in (o.id, o.slug)]
+        if not matches:
+            raise NotFound(f"organization {request.organization!r} not found among your organizations",
+                           code="organization_not_found", details={"field": "organization"})
+        if len(matches) > 1:  # a slug repeated across tenants on the platform host
+            raise BadRequest(f"organization {request.organization!r} is ambiguous here; send its id",
+                             code="ambiguous_organization", details={"field": "organization"})
+        organization = matches[0]
+    tenant = await session.get(Tenant, organization.tenant_id)
+    assert tenant is not None
+    minted = await create_key(session, tenant=tenant, user=user, organization=organization, name=request.name,
+                              prefix=REGISTRATION_PREFIX)
+    return Registered(minted, organization)

@@ -1,0 +1,25 @@
+"""The answer of one rate-limit check, shared by every storage."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """`reset_after`: seconds until the window restarts; `retry_after`: whole seconds to wait (0 if allowed)."""
+
+    allowed: bool
+    limit: int
+    remaining: int
+    reset_after: float
+    retry_after: int
+
+
+def verdict_of(count: int, limit: int, reset_after: float) -> Verdict:
+    """The verdict for the `count`-th request of a window of `limit` (count includes this request)."""
+    reset_after = max(reset_after, 0.0)
+    if count <= limit:
+        return Verdict(True, limit, limit - count, reset_after, 0)
+    return Verdict(False, limit, 0, reset_after, max(1, math.ceil(reset_after)))

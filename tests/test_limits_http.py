@@ -1,0 +1,180 @@
+"""The limits on the REST doors: tiers per address and per user, 429 shapes with Retry-After, exemptions,
+the lockout on every door, and client addresses behind trusted proxies."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import httpx
+import pytest
+
+from prism.config import Settings
+from prism.ratelimit.memory import MemoryBackend
+from tests.factories import PASSWORD, Factory
+from tests.limits_support import FakeClock, client_for, limited_app
+
+TOOL = "/api/mcp/tools/prism_entity_crud/"
+LIST_PARTS = {"app": "spare_parts", "entity": "spare_part", "operation": "list", "arguments": {}}
+
+
+async def test_anonymous_requests_get_30_per_minute_per_address_then_429_with_retry_after(
+        settings: Settings, app: object) -> None:
+    async with limited_app(settings, app) as limited, client_for(limited) as client, \
+            client_for(limited, "203.0.113.11") as neighbour:
+        statuses = [(await client.get("/api/v1/dev/ping/")).status_code for _ in range(30)]
+        assert statuses == [200] * 30
+        refused = await client.get("/api/v1/dev/ping/")
+        assert refused.status_code == 429
+        assert refused.json()["error"] == "rate_limited" and "30 requests per minute" in refused.json()["message"]
+        assert 1 <= int(refused.headers["Retry-After"]) <= 60
+        assert refused.headers["RateLimit-Limit"] == "30" and refused.headers["RateLimit-Remaining"] == "0"
+        # A request without a credential to an authenticated endpoint is anonymous too.
+        assert (await client.get("/api/v1/dev/me/")).status_code == 429
+        assert (await neighbour.get("/api/v1/dev/ping/")).status_code == 200
+
+
+async def test_authenticated_users_are_counted_per_user_with_the_canonical_envelope_on_429(
+        settings: Settings, app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("member", "viewer"))
+    async with limited_app(settings, app, rate_limit_authenticated=4) as limited, client_for(limited) as client:
+        for _ in range(4):
+            ok = await client.post(TOOL, json=LIST_PARTS, headers=ws.headers("member"))
+            assert ok.status_code == 200, ok.text
+        refused = await client.post(TOOL, json=LIST_PARTS, headers=ws.headers("member"))
+        assert refused.status_code == 429
+        body = refused.json()
+        assert body["success"] is False and body["error"] == "rate_limited"
+        assert body["tool_name"] == "prism_entity_crud"
+        assert 1 <= int(refused.headers["Retry-After"]) <= 60 and refused.headers["RateLimit-Limit"] == "4"
+        # The sandbox doors share the user's counter; another user of the same address has their own.
+        sandbox = await client.post("/api/v1/dev/call/", headers=ws.headers("member"),
+                                    json={"name": "prism_entity_crud", "arguments": LIST_PARTS})
+        assert sandbox.status_code == 429 and sandbox.json()["error"] == "rate_limited"
+        assert "Retry-After" in sandbox.headers
+        assert (await client.get("/api/v1/dev/me/", headers=ws.headers("viewer"))).status_code == 200
+
+
+async def test_owners_and_admins_get_the_admin_ceiling(settings: Settings, app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner", "member"))
+    await factory.add_key(ws, "admin", role="admin")
+    async with limited_app(settings, app, rate_limit_authenticated=2, rate_limit_admin=5) as limited, \
+            client_for(limited) as client:
+        for label, allowed in (("owner", 5), ("admin", 5), ("member", 2)):
+            statuses = [(await client.get("/api/v1/dev/me/", headers=ws.headers(label))).status_code
+                        for _ in range(allowed + 1)]
+            assert statuses == [200] * allowed + [429], label
+
+
+async def test_well_known_and_authorize_are_exempt(settings: Settings, app: object) -> None:
+    async with limited_app(settings, app, rate_limit_anonymous=2) as limited, client_for(limited) as client:
+        for _ in range(5):
+            assert (await client.get("/.well-known/oauth-authorization-server")).status_code != 429
+            assert (await client.get("/api/mcp/oauth/authorize/?client_id=x")).status_code != 429
+        assert [(await client.get("/api/v1/dev/ping/")).status_code for _ in range(3)] == [200, 200, 429]
+
+
+async def test_authentication_endpoints_share_their_own_per_address_ceiling(settings: Settings, app: object) -> None:
+    async with limited_app(settings, app, rate_limit_auth_endpoints=3, rate_limit_anonymous=100) as limited, \
+            client_for(limited) as client:
+        assert (await client.get("/login/")).status_code == 200
+        assert (await client.post("/api/mcp/oauth/token/", data={"grant_type": "nonsense"})).status_code != 429
+        assert (await client.post("/api/mcp/api-keys/register/", json={})).status_code == 400
+        refused = await client.post("/api/mcp/oauth/token/", data={"grant_type": "nonsense"})
+        assert refused.status_code == 429 and "Retry-After" in refused.headers
+        assert refused.json()["error"] == "rate_limited" and "error_description" in refused.json()
+        assert (await client.get("/api/v1/dev/ping/")).status_code == 200
+
+
+async def test_ten_failed_authentications_lock_the_address_for_300_seconds_on_every_door(
+        settings: Settings, app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("member",))
+    clock = FakeClock()
+    async with limited_app(settings, app) as limited, client_for(limited) as client, \
+            client_for(limited, "203.0.113.99") as other:
+        limited.state.rate_limiter.backend.clock = clock
+        bad = {"Authorization": "Bearer ck_" + "x" * 40, "Host": ws.host}
+        doors: list[Callable[[], Awaitable[httpx.Response]]] = [
+                 lambda: client.post(TOOL, json=LIST_PARTS, headers=bad),
+                 lambda: client.get("/api/v1/dev/me/", headers=bad),
+                 lambda: client.post("/prism/entity_crud/spare_parts/spare_part/list", json={}, headers=bad),
+                 lambda: client.post("/api/v1/dev/call/", json={"name": "prism_whoami"}, headers=bad),
+                 lambda: client.post("/api/mcp/sse", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                     headers={**bad, "Accept": "application/json, text/event-stream"})]
+        for i in range(10):
+            assert (await doors[i % len(doors)]()).status_code == 401
+        # The 11th request is refused whatever it carries, a valid key included, on every path but discovery.
+        anything: list[Callable[[], Awaitable[httpx.Response]]] = [
+            lambda: client.post(TOOL, json=LIST_PARTS, headers=ws.headers("member")),
+            lambda: client.get("/api/v1/dev/ping/"), lambda: client.get("/login/")]
+        for request in anything:
+            blocked = await request()
+            assert blocked.status_code == 429, blocked.text
+            assert "too_many_failed_attempts" in blocked.text and blocked.headers["Retry-After"] == "300"
+        login = await client.get("/login/")  # a person reads this refusal: a page that cannot be framed
+        assert login.headers["content-type"].startswith("text/html") and login.headers["X-Frame-Options"] == "DENY"
+        assert (await client.post(TOOL, json=LIST_PARTS, headers=ws.headers("member"))).json()["success"] is False
+        assert (await client.get("/.well-known/oauth-authorization-server")).status_code != 429
+        assert (await other.get("/api/v1/dev/me/", headers=ws.headers("member"))).status_code == 200
+        clock.advance(120)
+        assert (await client.get("/api/v1/dev/ping/")).headers["Retry-After"] == "180"
+        clock.advance(180)
+        assert (await client.post(TOOL, json=LIST_PARTS, headers=ws.headers("member"))).status_code == 200
+
+
+async def test_nine_failures_do_not_lock(settings: Settings, app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("member",))
+    async with limited_app(settings, app) as limited, client_for(limited) as client:
+        bad = {"Authorization": "Bearer mcp_" + "y" * 40, "Host": ws.host}
+        for _ in range(9):
+            assert (await client.get("/api/v1/dev/me/", headers=bad)).status_code == 401
+        assert (await client.get("/api/v1/dev/me/", headers=ws.headers("member"))).status_code == 200
+
+
+async def test_failed_logins_and_key_registrations_count_towards_the_lockout(
+        settings: Settings, app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("member",))
+    async with limited_app(settings, app, rate_limit_key_registration=100) as limited, \
+            client_for(limited) as client:
+        for _ in range(5):
+            wrong = {"email": ws.emails["member"], "password": "wrong password"}
+            assert (await client.post("/api/mcp/api-keys/register/", json=wrong)).status_code == 401
+        page = await client.get("/login/")
+        csrf = page.text.split('name="csrf_token" value="')[1].split('"')[0]
+        for _ in range(5):
+            form = {"csrf_token": csrf, "email": ws.emails["member"], "password": "nope", "next": "/"}
+            assert (await client.post("/login/", data=form)).status_code == 401
+        right = {"email": ws.emails["member"], "password": PASSWORD}
+        blocked = await client.post("/api/mcp/api-keys/register/", json=right)
+        assert blocked.status_code == 429 and blocked.headers["Retry-After"] == "300"
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+async def test_forwarded_for_counts_only_behind_a_trusted_proxy(settings: Settings, app: object,
+                                                                trusted: bool) -> None:
+    proxy = "10.9.8.7"
+    async with limited_app(settings, app, rate_limit_anonymous=2,
+                           trusted_proxies=proxy if trusted else "") as limited, \
+            client_for(limited, proxy) as client:
+        alice = [(await client.get("/api/v1/dev/ping/", headers={"X-Forwarded-For": "198.51.100.1"})).status_code
+                 for _ in range(2)]
+        bob = (await client.get("/api/v1/dev/ping/", headers={"X-Forwarded-For": "198.51.100.2"})).status_code
+        assert alice == [200, 200]
+        # Behind a trusted proxy each client has its own counter; otherwise all share the proxy's.
+        assert bob == (200 if trusted else 429)
+
+
+async def test_the_memory_backend_clock_is_injectable(settings: Settings, app: object) -> None:
+    async with limited_app(settings, app) as limited:
+        assert isinstance(limited.state.rate_limiter.backend, MemoryBackend)
+
+
+async def test_concurrent_requests_never_pass_the_ceiling(settings: Settings, app: object,
+                                                          factory: Factory) -> None:
+    ws = await factory.workspace(roles=("member",))
+    async with limited_app(settings, app, rate_limit_authenticated=25) as limited, client_for(limited) as client:
+        responses = await asyncio.gather(*(client.post(TOOL, json=LIST_PARTS, headers=ws.headers("member"))
+                                           for _ in range(60)))
+        anonymous = await asyncio.gather(*(client.get("/api/v1/dev/ping/") for _ in range(60)))
+    assert [r.status_code for r in responses].count(200) == 25
+    assert [r.status_code for r in anonymous].count(200) == 30

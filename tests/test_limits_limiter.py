@@ -1,0 +1,234 @@
+"""The limiter itself: fixed windows, verdicts, headers and the lockout, on memory and on a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import redis
+
+from prism.config import Settings
+from prism.ratelimit import TIERS, RateLimiter
+from prism.ratelimit.addresses import AddressResolver, parse_proxies
+from prism.ratelimit.headers import ratelimit_429_headers, x_ratelimit_headers
+from prism.ratelimit.limiter import Lockout, build_limiter, ceilings_from
+from prism.ratelimit.memory import MemoryBackend
+from prism.ratelimit.redis_backend import RedisBackend
+from tests.limits_support import FakeClock
+
+REDIS_URL = "redis://127.0.0.1:6379/15"
+
+
+def redis_available() -> bool:
+    try:
+        return bool(redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping())
+    except redis.RedisError:
+        return False
+
+
+needs_redis = pytest.mark.skipif(not redis_available(), reason="no Redis on 127.0.0.1:6379")
+CEILINGS = {"anonymous": 3, "authenticated": 5, "admin": 8, "auth_endpoints": 4, "mcp": 6, "key_registration": 2}
+
+
+def key() -> str:
+    return uuid.uuid4().hex
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def memory_limiter(clock: FakeClock) -> RateLimiter:
+    return RateLimiter(CEILINGS, MemoryBackend(clock), lockout=Lockout(10, 60, 300))
+
+
+@pytest.fixture
+async def redis_limiter() -> AsyncIterator[RateLimiter]:
+    limiter = RateLimiter(CEILINGS, RedisBackend(REDIS_URL), lockout=Lockout(10, 60, 1.0))
+    yield limiter
+    await limiter.close()
+
+
+def test_default_ceilings_are_the_spec_table() -> None:
+    settings = Settings(database_url="sqlite:///unused.db")
+    assert ceilings_from(settings) == {"anonymous": 30, "authenticated": 300, "admin": 1000, "auth_endpoints": 200,
+                                       "mcp": 600, "key_registration": 5}
+    assert (settings.lockout_failures, settings.lockout_window_seconds, settings.lockout_seconds) == (10, 60, 300)
+
+
+def test_ceilings_are_configurable_per_tier_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRISM_RATE_LIMIT_AUTHENTICATED", "50000")
+    limiter = build_limiter(Settings(database_url="sqlite:///unused.db"))
+    assert limiter.ceilings["authenticated"] == 50000 and limiter.ceilings["anonymous"] == 30
+
+
+def test_unknown_tier_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown rate-limit tiers"):
+        RateLimiter({"anonymus": 1}, MemoryBackend())
+
+
+async def test_memory_window_allows_exactly_the_ceiling_then_refuses_until_it_resets(
+        memory_limiter: RateLimiter, clock: FakeClock) -> None:
+    user = key()
+    verdicts = [await memory_limiter.hit("authenticated", user) for _ in range(5)]
+    assert [v.allowed for v in verdicts] == [True] * 5
+    assert [v.remaining for v in verdicts] == [4, 3, 2, 1, 0]
+    clock.advance(20.5)
+    refused = await memory_limiter.hit("authenticated", user)
+    assert not refused.allowed and refused.remaining == 0 and refused.limit == 5
+    assert refused.reset_after == pytest.approx(39.5) and refused.retry_after == 40
+    clock.advance(39.5)
+    assert (await memory_limiter.hit("authenticated", user)).allowed
+
+
+async def test_tiers_and_keys_count_separately(memory_limiter: RateLimiter) -> None:
+    a, b = key(), key()
+    for _ in range(3):
+        assert (await memory_limiter.hit("anonymous", a)).allowed
+    assert not (await memory_limiter.hit("anonymous", a)).allowed
+    assert (await memory_limiter.hit("anonymous", b)).allowed
+    assert (await memory_limiter.hit("authenticated", a)).allowed
+
+
+async def test_memory_lockout_after_exactly_ten_failures_and_release_after_the_block(
+        memory_limiter: RateLimiter, clock: FakeClock) -> None:
+    address = "203.0.113.7"
+    for _ in range(9):
+        assert await memory_limiter.auth_failed(address) is False
+    assert await memory_limiter.locked_out(address) is None
+    assert await memory_limiter.auth_failed(address) is True
+    assert await memory_limiter.locked_out(address) == pytest.approx(300)
+    assert await memory_limiter.locked_out("203.0.113.8") is None
+    clock.advance(299)
+    assert await memory_limiter.locked_out(address) == pytest.approx(1)
+    clock.advance(1)
+    assert await memory_limiter.locked_out(address) is None
+    # Released with a clean slate: one more failure does not lock again.
+    assert await memory_limiter.auth_failed(address) is False
+
+
+async def test_failures_spread_over_more_than_the_window_do_not_lock(
+        memory_limiter: RateLimiter, clock: FakeClock) -> None:
+    address = "198.51.100.1"
+    for _ in range(9):
+        await memory_limiter.auth_failed(address)
+    clock.advance(60)
+    assert await memory_limiter.auth_failed(address) is False
+    assert await memory_limiter.locked_out(address) is None
+
+
+async def test_memory_sweeps_expired_windows(clock: FakeClock) -> None:
+    backend = MemoryBackend(clock)
+    for i in range(5000):
+        await backend.hit(f"k{i}", 10, 60)
+        if i == 2000:
+            clock.advance(61)
+    assert len(backend._windows) < 5000
+
+
+def test_headers_of_an_allowed_and_a_refused_verdict() -> None:
+    from prism.ratelimit.verdict import verdict_of
+
+    allowed = verdict_of(3, 10, 12.2)
+    assert x_ratelimit_headers(allowed) == {"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "7",
+                                            "X-RateLimit-Reset": "13"}
+    refused = verdict_of(11, 10, 12.2)
+    assert ratelimit_429_headers(refused) == {"RateLimit-Limit": "10", "RateLimit-Remaining": "0",
+                                              "RateLimit-Reset": "13", "Retry-After": "13"}
+
+
+async def test_memory_check_costs_a_few_microseconds() -> None:
+    limiter = RateLimiter({**CEILINGS, "authenticated": 10**9}, MemoryBackend())
+    users = [key() for _ in range(100)]
+    rounds, batches = 5000, []
+    # The best of several batches: the machine is shared, and other work only ever adds time.
+    for _ in range(8):
+        start = time.perf_counter()
+        for i in range(rounds):
+            await limiter.hit("authenticated", users[i % 100])
+        batches.append((time.perf_counter() - start) / rounds * 1e6)
+    assert min(batches) < 10, f"{min(batches):.2f} µs per check"
+
+
+def test_forwarded_for_is_believed_only_from_trusted_proxies() -> None:
+    resolver = AddressResolver(parse_proxies("10.0.0.1, 192.168.0.0/16"))
+    assert resolver.resolve("203.0.113.5", "1.2.3.4") == "203.0.113.5"
+    assert resolver.resolve("10.0.0.1", "1.2.3.4") == "1.2.3.4"
+    # Hops appended by our own proxies are skipped; a spoofed leftmost entry is not believed.
+    assert resolver.resolve("10.0.0.1", "6.6.6.6, 1.2.3.4, 192.168.3.3") == "1.2.3.4"
+    assert resolver.resolve("10.0.0.1", "not-an-ip") == "10.0.0.1"
+    assert resolver.resolve(None, None) == "unknown"
+    assert AddressResolver(()).resolve("10.0.0.1", "1.2.3.4") == "10.0.0.1"
+    with pytest.raises(ValueError, match="PRISM_TRUSTED_PROXIES"):
+        parse_proxies("10.0.0.1, proxy.example.com")
+
+
+@needs_redis
+async def test_redis_window_allows_exactly_the_ceiling(redis_limiter: RateLimiter) -> None:
+    user = key()
+    verdicts = [await redis_limiter.hit("authenticated", user) for _ in range(6)]
+    assert [v.allowed for v in verdicts] == [True] * 5 + [False]
+    assert [v.remaining for v in verdicts] == [4, 3, 2, 1, 0, 0]
+    assert 0 < verdicts[-1].reset_after <= 60 and 1 <= verdicts[-1].retry_after <= 60
+
+
+@needs_redis
+async def test_redis_holds_the_ceiling_under_concurrent_load_from_two_clients() -> None:
+    # Two backends = two connection pools, as two Prism processes would have.
+    first = RateLimiter({**CEILINGS, "mcp": 50}, RedisBackend(REDIS_URL))
+    second = RateLimiter({**CEILINGS, "mcp": 50}, RedisBackend(REDIS_URL))
+    tenant = key()
+    try:
+        verdicts = await asyncio.gather(*(limiter.hit("mcp", tenant) for limiter in [first, second] * 60))
+    finally:
+        await first.close()
+        await second.close()
+    assert sum(v.allowed for v in verdicts) == 50
+
+
+async def test_memory_holds_the_ceiling_under_concurrent_load(memory_limiter: RateLimiter) -> None:
+    tenant = key()
+    verdicts = await asyncio.gather(*(memory_limiter.hit("mcp", tenant) for _ in range(100)))
+    assert sum(v.allowed for v in verdicts) == CEILINGS["mcp"]
+
+
+@needs_redis
+async def test_redis_lockout_after_ten_failures_is_shared_and_released(redis_limiter: RateLimiter) -> None:
+    other = RateLimiter(CEILINGS, RedisBackend(REDIS_URL), lockout=Lockout(10, 60, 1.0))
+    address = f"2001:db8::{uuid.uuid4().int % 65536:x}"
+    try:
+        for i in range(9):
+            assert await (redis_limiter if i % 2 else other).auth_failed(address) is False
+        assert await other.locked_out(address) is None
+        assert await redis_limiter.auth_failed(address) is True
+        left = await other.locked_out(address)
+        assert left is not None and 0 < left <= 1.0
+        await asyncio.sleep(left + 0.05)
+        assert await redis_limiter.locked_out(address) is None
+    finally:
+        await other.close()
+
+
+def test_every_tier_of_the_contract_exists() -> None:
+    assert set(TIERS) == {"anonymous", "authenticated", "admin", "auth_endpoints", "mcp", "key_registration"}
+
+
+async def test_an_unreachable_redis_fails_open_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    from tests.processes import free_port
+
+    limiter = RateLimiter(CEILINGS, RedisBackend(f"redis://127.0.0.1:{free_port()}/0"))
+    try:
+        with caplog.at_level("ERROR", logger="prism.ratelimit"):
+            verdicts = [await limiter.hit("anonymous", key()) for _ in range(10)]
+            assert all(v.allowed for v in verdicts)
+            assert await limiter.auth_failed("192.0.2.1") is False
+            assert await limiter.locked_out("192.0.2.1") is None
+    finally:
+        await limiter.close()
+    complaints = [r for r in caplog.records if "Redis is unreachable" in r.getMessage()]
+    assert len(complaints) == 1
