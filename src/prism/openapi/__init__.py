@@ -1,0 +1,1 @@
+"""OpenAPI descriptors: the tenant tool surface (3.0.3) and the developer API (3.1.0)."""
