@@ -1,0 +1,1 @@
+"""The OAuth 2.1 authorization server: client registration, authorize, token, revoke, discovery, JWKS."""

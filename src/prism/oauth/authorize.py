@@ -1,0 +1,184 @@
+"""GET/POST /api/mcp/oauth/authorize/: validate the request, sign in, consent (pick an organization), redirect.
+
+Until the client and its redirect URI are known to belong together, errors are shown on a page (never
+redirected: that would make Prism an open redirector). After that, errors go back to the client with
+`error`, `state` and `iss` (RFC 9207). The validated request travels from the consent page to its POST
+sealed with a key derived from the master secret and bound to the signed-in user.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from prism.errors import PrismError
+from prism.kit.secret import seal, unseal
+from prism.oauth import repository as repo
+from prism.oauth.errors import AuthorizeError, OAuthError
+from prism.oauth.issuer import MCP_PATH, issuer_for
+from prism.oauth.schemas import DEFAULT_SCOPE, OOB_REDIRECT, normalize_scope, redirect_matches
+from prism.oauth.service import create_code
+from prism.web.browser import login_url as browser_login_url
+from prism.web.browser import read_form, redirect, render, signed_in_user
+from prism.web.requests import host_of
+
+CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")
+SEAL_PURPOSE = "oauth-authorize-request"
+CONSENT_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class AuthorizeRequest:
+    client_id: str
+    client_name: str
+    redirect_uri: str
+    redirect_uri_sent: bool
+    code_challenge: str
+    scope: str
+    state: str | None
+    issuer: str
+    audience: str
+
+
+def _audience(resource: str | None, issuer: str) -> str:
+    """RFC 8707: absent, this origin, or the MCP endpoint (with or without a trailing slash)."""
+    if resource is None:
+        return issuer
+    value = resource.rstrip("/")
+    if value == issuer:
+        return issuer
+    if value == issuer + MCP_PATH:
+        return issuer + MCP_PATH
+    raise AuthorizeError("invalid_target", f"resource {resource!r} is not served here; use {issuer} or "
+                         f"{issuer}{MCP_PATH}")
+
+
+async def validate(request: Request, params: dict[str, str]) -> AuthorizeRequest:
+    issuer = issuer_for(request)
+    client_id = params.get("client_id")
+    if not client_id:
+        raise AuthorizeError("invalid_request", "client_id is required", redirectable=False)
+    async with request.app.state.db.read() as session:
+        client = await repo.client_by_id(session, client_id)
+    if client is None:
+        raise AuthorizeError("invalid_client", "unknown client_id: register the client first", redirectable=False)
+    sent = params.get("redirect_uri")
+    if sent is None:
+        if len(client.redirect_uris) != 1:
+            raise AuthorizeError("invalid_request", "redirect_uri is required: this client registered several",
+                                 redirectable=False)
+        redirect_uri = client.redirect_uris[0]
+    elif any(redirect_matches(r, sent) for r in client.redirect_uris):
+        redirect_uri = sent
+    else:
+        raise AuthorizeError("invalid_request", "redirect_uri does not match any URI registered by this client",
+                             redirectable=False)
+    state = params.get("state")
+    partial = AuthorizeRequest(client.client_id, client.client_name, redirect_uri, sent is not None, "", "", state,
+                               issuer, issuer)
+    request.state.authorize_partial = partial  # from here on, errors go back to the client
+    if params.get("response_type") != "code":
+        raise AuthorizeError("unsupported_response_type", "response_type must be code")
+    challenge = params.get("code_challenge")
+    method = params.get("code_challenge_method")
+    if not challenge:
+        raise AuthorizeError("invalid_request", "PKCE is required: send code_challenge with "
+                             "code_challenge_method=S256")
+    if method != "S256":
+        raise AuthorizeError("invalid_request", "code_challenge_method must be S256 (plain is not allowed)")
+    if not CHALLENGE.match(challenge):
+        raise AuthorizeError("invalid_request", "code_challenge must be the base64url SHA-256 of the verifier "
+                             "(43 characters)")
+    try:
+        scope = normalize_scope(params.get("scope")) or client.scope or DEFAULT_SCOPE
+    except OAuthError as exc:
+        raise AuthorizeError("invalid_scope", exc.message) from None
+    audience = _audience(params.get("resource"), issuer)
+    return AuthorizeRequest(client.client_id, client.client_name, redirect_uri, sent is not None, challenge, scope,
+                            state, issuer, audience)
+
+
+def _back_to_client(request: Request, target: AuthorizeRequest, values: dict[str, str]) -> Response:
+    query = {**values, **({"state": target.state} if target.state is not None else {}), "iss": target.issuer}
+    if target.redirect_uri == OOB_REDIRECT:
+        if "code" in values:
+            return render(request, "message.html", {
+                "heading": "Authorization code", "message": f"{target.client_name} was authorized.",
+                "code": values["code"], "code_seconds": request.app.state.settings.oauth_code_seconds})
+        return render(request, "message.html", {"heading": "Authorization failed", "error": values.get("error"),
+                                                "message": values.get("error_description", "")}, status=400)
+    separator = "&" if urlsplit(target.redirect_uri).query else "?"
+    return redirect(request, target.redirect_uri + separator + urlencode(query), status=302)
+
+
+def _error_response(request: Request, exc: AuthorizeError) -> Response:
+    partial: AuthorizeRequest | None = getattr(request.state, "authorize_partial", None)
+    if exc.redirectable and partial is not None:
+        return _back_to_client(request, partial, {"error": exc.code, "error_description": exc.message})
+    return render(request, "message.html", {"heading": "This authorization request cannot be completed",
+                                            "error": exc.code, "message": exc.message}, status=400)
+
+
+async def _organizations(request: Request, user_id: str) -> list[dict[str, str]]:
+    host = host_of(request)
+    async with request.app.state.db.read() as session:
+        rows = await repo.organizations_of(session, user_id, host.subdomain if host.kind == "tenant" else None)
+    on_platform = host.kind != "tenant"
+    return [{"id": org.id, "name": org.name, "tenant": (tenant.name or tenant.subdomain) if on_platform else ""}
+            for org, tenant in rows]
+
+
+async def authorize_page(request: Request) -> Response:
+    try:
+        target = await validate(request, dict(request.query_params))
+    except AuthorizeError as exc:
+        return _error_response(request, exc)
+    user = await signed_in_user(request)
+    if user is None:
+        return redirect(request, browser_login_url(request))
+    sealed = seal(request.app.state.settings, SEAL_PURPOSE,
+                  {"r": asdict(target), "u": user.id, "exp": int(time.time()) + CONSENT_SECONDS})
+    here = request.url.path + "?" + request.url.query
+    return render(request, "consent.html", {
+        "client_name": target.client_name, "email": user.email, "redirect_display": target.redirect_uri,
+        "scopes": target.scope.split(), "organizations": await _organizations(request, user.id),
+        "request_token": sealed, "here": here, "tenant_name": host_of(request).subdomain})
+
+
+async def authorize_decision(request: Request) -> Response:
+    try:
+        form = await read_form(request)
+    except PrismError as exc:
+        return render(request, "message.html", {"heading": "Authorization refused", "error": exc.code,
+                                                "message": exc.message}, status=exc.status)
+    user = await signed_in_user(request)
+    data: dict[str, Any] | None = unseal(request.app.state.settings, SEAL_PURPOSE, form.get("request", ""))
+    if user is None or data is None or data.get("u") != user.id or int(data.get("exp", 0)) < time.time():
+        return render(request, "message.html", {
+            "heading": "This authorization request expired", "error": "invalid_request",
+            "message": "Start again from the application that sent you here."}, status=400)
+    target = AuthorizeRequest(**data["r"])
+    if target.issuer != issuer_for(request):
+        return render(request, "message.html", {"heading": "Wrong host", "error": "invalid_request",
+                                                "message": "This request was started on another host."}, status=400)
+    if form.get("decision") != "allow":
+        return _back_to_client(request, target, {"error": "access_denied",
+                                                 "error_description": "the user denied the request"})
+    allowed = {org["id"] for org in await _organizations(request, user.id)}
+    chosen = form.get("organization") or None
+    if (chosen is None and allowed) or (chosen is not None and chosen not in allowed):
+        return render(request, "message.html", {"heading": "Unknown organization", "error": "invalid_request",
+                                                "message": "Pick one of your organizations."}, status=400)
+    async with request.app.state.db.write() as session:
+        code = await create_code(
+            session, request.app.state.settings, client_id=target.client_id, user_id=user.id,
+            organization_id=chosen, redirect_uri=target.redirect_uri, redirect_uri_sent=target.redirect_uri_sent,
+            code_challenge=target.code_challenge, scope=target.scope, issuer=target.issuer,
+            audience=target.audience)
+    return _back_to_client(request, target, {"code": code})

@@ -1,0 +1,160 @@
+"""Register, token, revoke and userinfo endpoints. Errors answer in the RFC 6749 shape.
+
+Register, token and revoke (and the discovery documents) allow cross-origin calls from browser-based
+clients: they take no cookies, so `Access-Control-Allow-Origin: *` exposes nothing. Preflights need no auth.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+from urllib.parse import unquote
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from prism.errors import PrismError
+from prism.kit.timeutil import utcnow
+from prism.oauth.errors import GrantReplayed, InvalidGrant, OAuthError
+from prism.oauth.issuer import issuer_for
+from prism.oauth.repository import revoke_grant
+from prism.oauth.schemas import parse_registration
+from prism.oauth.service import (
+    TokenContext,
+    authenticate_client,
+    exchange_code,
+    refresh_tokens,
+    register_client,
+    registration_body,
+    revoke_token,
+)
+from prism.web.browser import read_form
+from prism.web.requests import host_of, read_json_object
+from prism.web.responses import json_response
+
+CORS_HEADERS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+    "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version",
+    "Access-Control-Max-Age": "86400",
+}
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+
+def oauth_error(exc: PrismError) -> Response:
+    headers = {**CORS_HEADERS, **NO_STORE}
+    if exc.status == 401:
+        headers["WWW-Authenticate"] = 'Basic realm="prism"' if exc.code == "invalid_client" else \
+            f'Bearer error="{exc.code}"'
+    return json_response({"error": exc.code, "error_description": exc.message}, exc.status, headers)
+
+
+async def preflight(request: Request) -> Response:
+    return Response(status_code=204, headers=CORS_HEADERS)
+
+
+async def register(request: Request) -> Response:
+    try:
+        body = await read_json_object(request)
+        registration = parse_registration(body)
+        async with request.app.state.db.write() as session:
+            client, secret, created = await register_client(session, registration)
+            answer = registration_body(client, secret)
+    except OAuthError as exc:
+        return oauth_error(exc)
+    except PrismError as exc:  # unreadable JSON and the like
+        return oauth_error(OAuthError(exc.message, code="invalid_client_metadata", status=exc.status))
+    return json_response(answer, 201 if created else 200, {**CORS_HEADERS, **NO_STORE})
+
+
+def _basic_credentials(request: Request) -> tuple[str | None, str | None]:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "basic" or not value:
+        return None, None
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise OAuthError("malformed Basic credentials", code="invalid_client", status=401) from None
+    client_id, _, secret = decoded.partition(":")
+    return unquote(client_id), unquote(secret)
+
+
+async def token(request: Request) -> Response:
+    state = request.app.state
+    try:
+        form = await read_form(request, check_csrf=False)
+        basic_id, basic_secret = _basic_credentials(request)
+        client_id = form.get("client_id") or basic_id
+        if basic_id is not None and form.get("client_id") not in (None, basic_id):
+            raise OAuthError("client_id differs from the Basic credentials")
+        grant_type = form.get("grant_type")
+        if grant_type not in ("authorization_code", "refresh_token"):
+            raise OAuthError(f"grant_type {grant_type!r} is not supported: use authorization_code or refresh_token",
+                             code="unsupported_grant_type")
+        ctx = TokenContext(state.authenticator.tokens.ring, state.settings, issuer_for(request))
+        # Load (or create) the signing key before the transaction: creating one takes its own write.
+        await ctx.ring.signer()
+        async with state.db.write() as session:
+            client = await authenticate_client(session, client_id, form.get("client_secret") or basic_secret)
+            if grant_type == "authorization_code":
+                answer = await exchange_code(session, ctx, client, code=form.get("code"),
+                                             verifier=form.get("code_verifier"), redirect_uri=form.get("redirect_uri"))
+            else:
+                answer = await refresh_tokens(session, ctx, client, refresh_token=form.get("refresh_token"),
+                                              scope=form.get("scope"))
+    except GrantReplayed as exc:
+        if exc.grant_id is not None:
+            await _revoke(request, exc.grant_id)
+        return oauth_error(InvalidGrant(exc.message))
+    except OAuthError as exc:
+        return oauth_error(exc)
+    except PrismError as exc:
+        return oauth_error(OAuthError(exc.message, status=exc.status))
+    return json_response(answer, 200, {**CORS_HEADERS, **NO_STORE})
+
+
+async def _revoke(request: Request, grant_id: str) -> None:
+    async with request.app.state.db.write() as session:
+        await revoke_grant(session, grant_id, utcnow())
+    request.app.state.authenticator.tokens.forget(grant_id)
+
+
+async def revoke(request: Request) -> Response:
+    """RFC 7009: 200 whatever the token was (unknown, expired, already revoked), so nothing leaks."""
+    state = request.app.state
+    try:
+        form = await read_form(request, check_csrf=False)
+        basic_id, _ = _basic_credentials(request)
+    except PrismError as exc:
+        return oauth_error(OAuthError(exc.message, status=exc.status))
+    value = form.get("token")
+    if not value:
+        return oauth_error(OAuthError("token is required"))
+    await state.authenticator.tokens.ring.signer()  # loads the keys outside the transaction (see token)
+    async with state.db.write() as session:
+        grant_id = await revoke_token(session, state.authenticator.tokens.ring, state.settings, value,
+                                      client_id=form.get("client_id") or basic_id, hostname=host_of(request).hostname)
+    if grant_id is not None:
+        state.authenticator.tokens.forget(grant_id)
+    return Response(status_code=200, headers={**CORS_HEADERS, **NO_STORE})
+
+
+async def userinfo(request: Request) -> Response:
+    tokens = request.app.state.authenticator.tokens
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    challenge = {"WWW-Authenticate": 'Bearer error="invalid_token"', **CORS_HEADERS}
+    if scheme.lower() != "bearer" or not value.strip():
+        return json_response({"error": "invalid_token", "error_description": "Bearer access token required"}, 401,
+                             {"WWW-Authenticate": 'Bearer realm="prism"', **CORS_HEADERS})
+    try:
+        claims, row = await tokens.claims(value.strip(), host_of(request))
+    except PrismError as exc:
+        return json_response({"error": "invalid_token", "error_description": exc.message}, 401, challenge)
+    body: dict[str, Any] = {"sub": claims.subject, "email": row.email, "client_id": claims.client_id,
+                            "scope": claims.scope, "org": claims.organization_id}
+    if row.organization_id is not None:
+        body.update(organization_name=row.org_name, tenant=row.subdomain)
+    return json_response(body, 200, {**CORS_HEADERS, **NO_STORE})

@@ -1,0 +1,41 @@
+"""OAuth errors: the RFC 6749 `error` code is the PrismError code; rendered as {error, error_description}."""
+
+from __future__ import annotations
+
+from prism.errors import PrismError
+
+
+class OAuthError(PrismError):
+    """A token, registration or revocation endpoint error (RFC 6749 section 5.2, RFC 7591 section 3.2.2)."""
+
+    code, status = "invalid_request", 400
+
+
+class InvalidClient(OAuthError):
+    code, status = "invalid_client", 401
+
+
+class InvalidGrant(OAuthError):
+    code, status = "invalid_grant", 400
+
+
+class GrantReplayed(InvalidGrant):
+    """A used code or refresh token came back: its grant must be revoked (in its own transaction)."""
+
+    def __init__(self, message: str, *, grant_id: str | None) -> None:
+        super().__init__(message)
+        self.grant_id = grant_id
+
+
+class AuthorizeError(PrismError):
+    """An authorize request error; `redirectable` once the client and redirect URI are trusted."""
+
+    code, status = "invalid_request", 400
+
+    def __init__(self, code: str, message: str, *, redirectable: bool = True) -> None:
+        super().__init__(message, code=code)
+        self.redirectable = redirectable
+
+
+class SessionIncomplete(PrismError):
+    code, status = "session_incomplete", 403

@@ -1,0 +1,80 @@
+"""SQL of the authorization server. Credentials are found by the hash of the secret the caller presents."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.models import Membership, Organization, Role, Tenant, User
+from prism.oauth.models import OAuthClient, OAuthCode, OAuthGrant, OAuthRefreshToken
+
+
+async def client_by_id(session: AsyncSession, client_id: str) -> OAuthClient | None:
+    return (await session.execute(select(OAuthClient).where(OAuthClient.client_id == client_id))).scalar_one_or_none()
+
+
+async def client_by_fingerprint(session: AsyncSession, fingerprint: str) -> OAuthClient | None:
+    return (await session.execute(select(OAuthClient).where(OAuthClient.fingerprint == fingerprint)
+                                  .order_by(OAuthClient.created_at).limit(1))).scalar_one_or_none()
+
+
+async def code_by_hash(session: AsyncSession, code_hash: str) -> OAuthCode | None:
+    return (await session.execute(select(OAuthCode).where(OAuthCode.code_hash == code_hash))).scalar_one_or_none()
+
+
+async def claim_code(session: AsyncSession, code_id: str, now: datetime) -> bool:
+    """Mark a code used; False when another exchange got there first (so it is a replay)."""
+    result = await session.execute(update(OAuthCode).where(OAuthCode.id == code_id, OAuthCode.used_at.is_(None))
+                                   .values(used_at=now))
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def refresh_by_hash(session: AsyncSession, token_hash: str) -> tuple[OAuthRefreshToken, OAuthGrant] | None:
+    row = (await session.execute(
+        select(OAuthRefreshToken, OAuthGrant).join(OAuthGrant, OAuthGrant.id == OAuthRefreshToken.grant_id)
+        .where(OAuthRefreshToken.token_hash == token_hash))).first()
+    return (row[0], row[1]) if row is not None else None
+
+
+async def claim_refresh(session: AsyncSession, token_id: str, now: datetime) -> bool:
+    result = await session.execute(update(OAuthRefreshToken).where(
+        OAuthRefreshToken.id == token_id, OAuthRefreshToken.used_at.is_(None)).values(used_at=now))
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def revoke_grant(session: AsyncSession, grant_id: str, now: datetime) -> None:
+    await session.execute(update(OAuthGrant).where(OAuthGrant.id == grant_id, OAuthGrant.revoked_at.is_(None))
+                          .values(revoked_at=now))
+
+
+async def grant_by_id(session: AsyncSession, grant_id: str) -> OAuthGrant | None:
+    return await session.get(OAuthGrant, grant_id)
+
+
+async def organizations_of(session: AsyncSession, user_id: str, tenant_subdomain: str | None
+                           ) -> list[tuple[Organization, Tenant]]:
+    """The user's organizations: within one tenant on a tenant host, all of them on the platform host."""
+    stmt = (select(Organization, Tenant).join(Membership, Membership.organization_id == Organization.id)
+            .join(Tenant, Tenant.id == Organization.tenant_id).where(Membership.user_id == user_id)
+            .order_by(Tenant.subdomain, Organization.name))
+    if tenant_subdomain is not None:
+        stmt = stmt.where(Tenant.subdomain == tenant_subdomain)
+    return [(org, tenant) for org, tenant in (await session.execute(stmt)).all()]
+
+
+GRANT_CONTEXT_QUERY = (
+    select(OAuthGrant.id, OAuthGrant.revoked_at, OAuthGrant.created_at, OAuthGrant.client_id,
+           OAuthGrant.organization_id, User.id.label("user_id"), User.email, User.is_active,
+           OAuthClient.client_name, Role.name.label("role"), Role.permissions,
+           Organization.name.label("org_name"), Tenant.id.label("tenant_id"), Tenant.subdomain,
+           Tenant.name.label("tenant_name"))
+    .join(User, User.id == OAuthGrant.user_id)
+    .outerjoin(OAuthClient, OAuthClient.client_id == OAuthGrant.client_id)
+    .outerjoin(Organization, Organization.id == OAuthGrant.organization_id)
+    .outerjoin(Tenant, Tenant.id == Organization.tenant_id)
+    .outerjoin(Membership, (Membership.user_id == OAuthGrant.user_id)
+               & (Membership.organization_id == OAuthGrant.organization_id))
+    .outerjoin(Role, Role.id == Membership.role_id)
+)

@@ -1,0 +1,168 @@
+"""Wire shapes of the authorization server: client registration (RFC 7591) and redirect URI rules."""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from prism.oauth.errors import OAuthError
+from prism.registry.mega_tools import PLATFORM_SCOPES
+
+OOB_REDIRECT = "urn:ietf:wg:oauth:2.0:oob"
+GRANT_TYPES = ("authorization_code", "refresh_token")
+AUTH_METHODS = ("none", "client_secret_post")
+FORBIDDEN_SCHEMES = frozenset({"javascript", "data", "file", "vbscript", "about", "blob", "filesystem", "ftp",
+                               "ws", "wss", "mailto", "tel"})
+SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
+CLIENT_ID = re.compile(r"^[A-Za-z0-9._:~-]{3,128}$")
+APP_SCOPE = re.compile(r"^[a-z][a-z0-9_]*\.(view|add|change|delete)(_[a-z][a-z0-9_]*)?$")
+ADVERTISED_APP_SCOPES = ("spare_parts.view", "spare_parts.add", "spare_parts.change", "spare_parts.delete")
+DEFAULT_SCOPE = " ".join(PLATFORM_SCOPES)
+MAX_REDIRECT_URIS = 20
+MAX_URI_LENGTH = 2000
+# Registered fields echoed back verbatim (strings only); anything else sent is tolerated and ignored.
+ECHOED_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri", "software_id", "software_version",
+                 "contacts")
+
+
+def invalid_metadata(message: str) -> OAuthError:
+    return OAuthError(message, code="invalid_client_metadata")
+
+
+def invalid_redirect(message: str) -> OAuthError:
+    return OAuthError(message, code="invalid_redirect_uri")
+
+
+def is_loopback_host(host: str | None) -> bool:
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_redirect_uri(uri: Any) -> str:
+    """https anywhere, http to loopback only (RFC 8252 7.3), private-use schemes (cursor://, vscode://), oob."""
+    if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_LENGTH:
+        raise invalid_redirect("each redirect_uri must be a non-empty string of at most 2000 characters")
+    if uri == OOB_REDIRECT:
+        return uri
+    if any(c.isspace() for c in uri):
+        raise invalid_redirect(f"redirect_uri {uri!r} contains whitespace")
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower()
+    if not scheme or not SCHEME.match(scheme):
+        raise invalid_redirect(f"redirect_uri {uri!r} is not an absolute URI")
+    if scheme in FORBIDDEN_SCHEMES:
+        raise invalid_redirect(f"redirect_uri scheme {scheme}: is not allowed")
+    if parts.fragment or "#" in uri:
+        raise invalid_redirect(f"redirect_uri {uri!r} must not contain a fragment")
+    if scheme in ("http", "https"):
+        if not parts.hostname:
+            raise invalid_redirect(f"redirect_uri {uri!r} has no host")
+        if parts.username or parts.password:
+            raise invalid_redirect(f"redirect_uri {uri!r} must not carry credentials")
+        if scheme == "http" and not is_loopback_host(parts.hostname):
+            raise invalid_redirect(f"redirect_uri {uri!r}: plain http is allowed only to a loopback address; use https")
+    return uri
+
+
+def redirect_matches(registered: str, sent: str) -> bool:
+    """Exact match, except that a loopback http redirect may use any port (RFC 8252 7.3)."""
+    if registered == sent:
+        return True
+    reg, got = urlsplit(registered), urlsplit(sent)
+    if reg.scheme != "http" or got.scheme != "http" or not is_loopback_host(reg.hostname):
+        return False
+    try:
+        _ = got.port  # a malformed port is no match
+    except ValueError:
+        return False
+    return (reg.hostname, reg.path or "/", reg.query) == (got.hostname, got.path or "/", got.query) \
+        and not got.username and not got.fragment
+
+
+def normalize_scope(scope: Any, *, field: str = "scope") -> str | None:
+    if scope is None or scope == "":
+        return None
+    if not isinstance(scope, str):
+        raise invalid_metadata(f"{field} must be a space-separated string")
+    wanted = scope.split()
+    unknown = [s for s in wanted if s not in PLATFORM_SCOPES and not APP_SCOPE.match(s)]
+    if unknown:
+        raise OAuthError(f"unknown scopes {unknown}", code="invalid_scope")
+    return " ".join(dict.fromkeys(wanted))
+
+
+@dataclass(frozen=True)
+class ClientRegistration:
+    client_id: str | None
+    client_name: str
+    redirect_uris: list[str]
+    grant_types: list[str]
+    response_types: list[str]
+    token_endpoint_auth_method: str
+    scope: str | None
+    extra: dict[str, Any]
+
+    @property
+    def fingerprint(self) -> str:
+        key = [self.client_name, sorted(self.redirect_uris), sorted(self.grant_types),
+               self.token_endpoint_auth_method, self.scope]
+        return hashlib.sha256(orjson.dumps(key)).hexdigest()
+
+
+def _string_list(body: dict[str, Any], field: str, default: list[str]) -> list[str]:
+    value = body.get(field)
+    if value is None:
+        return list(default)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise invalid_metadata(f"{field} must be an array of strings")
+    return list(dict.fromkeys(value))
+
+
+def parse_registration(body: dict[str, Any]) -> ClientRegistration:
+    uris = body.get("redirect_uris")
+    if not isinstance(uris, list) or not uris:
+        raise invalid_redirect("redirect_uris is required: a non-empty array of URIs")
+    if len(uris) > MAX_REDIRECT_URIS:
+        raise invalid_redirect(f"at most {MAX_REDIRECT_URIS} redirect_uris")
+    redirect_uris = list(dict.fromkeys(check_redirect_uri(u) for u in uris))
+    grant_types = _string_list(body, "grant_types", ["authorization_code"])
+    unsupported = [g for g in grant_types if g not in GRANT_TYPES]
+    if unsupported or "authorization_code" not in grant_types:
+        raise invalid_metadata(f"grant_types must include authorization_code and may add refresh_token; "
+                               f"unsupported: {unsupported}")
+    response_types = _string_list(body, "response_types", ["code"])
+    if response_types != ["code"]:
+        raise invalid_metadata("response_types must be [\"code\"]")
+    method = body.get("token_endpoint_auth_method", "none")
+    if method == "client_secret_basic":
+        # RFC 7591 lets the server substitute a supported method; the token endpoint accepts Basic as well.
+        method = "client_secret_post"
+    if method not in AUTH_METHODS:
+        raise invalid_metadata(f"token_endpoint_auth_method must be one of {', '.join(AUTH_METHODS)}")
+    name = body.get("client_name")
+    if name is not None and (not isinstance(name, str) or len(name) > 255):
+        raise invalid_metadata("client_name must be a string of at most 255 characters")
+    client_id = body.get("client_id")
+    if client_id is not None and (not isinstance(client_id, str) or not CLIENT_ID.match(client_id)):
+        raise invalid_metadata("client_id must be 3-128 characters of letters, digits and . _ : ~ -")
+    try:
+        scope = normalize_scope(body.get("scope"))
+    except OAuthError as exc:
+        raise invalid_metadata(exc.message) from None
+    extra = {k: body[k] for k in ECHOED_FIELDS
+             if isinstance(body.get(k), str) or (k == "contacts" and isinstance(body.get(k), list))}
+    return ClientRegistration(client_id=client_id, client_name=(name or "").strip() or "OAuth client",
+                              redirect_uris=redirect_uris, grant_types=grant_types, response_types=response_types,
+                              token_endpoint_auth_method=method, scope=scope, extra=extra)

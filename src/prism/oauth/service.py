@@ -1,0 +1,205 @@
+"""Decisions of the authorization server: registering clients, issuing codes and tokens, revoking grants."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.config import Settings
+from prism.errors import Unauthenticated
+from prism.kit.timeutil import utcnow
+from prism.oauth import repository as repo
+from prism.oauth.errors import GrantReplayed, InvalidClient, InvalidGrant, OAuthError
+from prism.oauth.keys import KeyRing
+from prism.oauth.models import OAuthClient, OAuthCode, OAuthGrant, OAuthRefreshToken
+from prism.oauth.schemas import ClientRegistration, invalid_metadata, normalize_scope
+from prism.oauth.tokens import hash_secret, issue_access_token, new_secret, verify_access_token
+
+VERIFIER = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
+CLIENT_SECRET_PREFIX = "pcs_"  # noqa: S105 (a prefix, not a secret)
+REFRESH_PREFIX = "prt_"
+CODE_PREFIX = "pac_"
+SECRET_METHOD = "client_secret_post"  # noqa: S105 (an auth method name)
+
+
+def registration_body(client: OAuthClient, secret: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "client_id": client.client_id, "client_name": client.client_name, "redirect_uris": client.redirect_uris,
+        "grant_types": client.grant_types, "response_types": client.response_types,
+        "token_endpoint_auth_method": client.token_endpoint_auth_method,
+        "client_id_issued_at": int(client.created_at.timestamp()), **client.extra,
+    }
+    if client.scope:
+        body["scope"] = client.scope
+    if secret is not None:
+        body["client_secret"] = secret
+        body["client_secret_expires_at"] = 0
+    return body
+
+
+def _same_registration(client: OAuthClient, reg: ClientRegistration) -> bool:
+    return client.fingerprint == reg.fingerprint
+
+
+async def register_client(session: AsyncSession, reg: ClientRegistration) -> tuple[OAuthClient, str | None, bool]:
+    """(client, plaintext secret or None, created). The same registration sent again finds the same client."""
+    existing = (await repo.client_by_id(session, reg.client_id) if reg.client_id
+                else await repo.client_by_fingerprint(session, reg.fingerprint))
+    if existing is not None:
+        if not _same_registration(existing, reg):
+            # A known client_id with other redirect URIs would let anyone hijack that client's codes.
+            raise invalid_metadata(f"client_id {reg.client_id!r} is already registered with other metadata")
+        return existing, None, False
+    secret = new_secret(CLIENT_SECRET_PREFIX) if reg.token_endpoint_auth_method == SECRET_METHOD else None
+    client = OAuthClient(
+        client_id=reg.client_id or f"prism-{new_secret('')[:22]}", client_name=reg.client_name,
+        redirect_uris=reg.redirect_uris, grant_types=reg.grant_types, response_types=reg.response_types,
+        token_endpoint_auth_method=reg.token_endpoint_auth_method, scope=reg.scope, extra=reg.extra,
+        secret_hash=hash_secret(secret) if secret else None, fingerprint=reg.fingerprint, created_at=utcnow())
+    try:
+        async with session.begin_nested():
+            session.add(client)
+    except IntegrityError:  # registered concurrently under the same client_id
+        raise invalid_metadata(f"client_id {reg.client_id!r} is already registered") from None
+    return client, secret, True
+
+
+async def authenticate_client(session: AsyncSession, client_id: str | None, secret: str | None) -> OAuthClient:
+    if not client_id:
+        raise InvalidClient("client_id is required")
+    client = await repo.client_by_id(session, client_id)
+    if client is None:
+        raise InvalidClient("unknown client")
+    if client.token_endpoint_auth_method == SECRET_METHOD:
+        if not secret or client.secret_hash is None or not hmac.compare_digest(client.secret_hash,
+                                                                                hash_secret(secret)):
+            raise InvalidClient("client authentication failed")
+    return client
+
+
+async def create_code(session: AsyncSession, settings: Settings, *, client_id: str, user_id: str,
+                      organization_id: str | None, redirect_uri: str, redirect_uri_sent: bool, code_challenge: str,
+                      scope: str, issuer: str, audience: str) -> str:
+    code = new_secret(CODE_PREFIX)
+    session.add(OAuthCode(
+        code_hash=hash_secret(code), client_id=client_id, user_id=user_id, organization_id=organization_id,
+        redirect_uri=redirect_uri, redirect_uri_sent=redirect_uri_sent, code_challenge=code_challenge, scope=scope,
+        issuer=issuer, audience=audience, expires_at=utcnow() + timedelta(seconds=settings.oauth_code_seconds)))
+    await session.flush()
+    return code
+
+
+def s256(verifier: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+
+
+@dataclass(frozen=True)
+class TokenContext:
+    ring: KeyRing
+    settings: Settings
+    issuer: str  # of the host the token endpoint was called on
+
+
+async def _issue(session: AsyncSession, ctx: TokenContext, grant: OAuthGrant, scope: str) -> dict[str, Any]:
+    refresh = new_secret(REFRESH_PREFIX)
+    session.add(OAuthRefreshToken(
+        token_hash=hash_secret(refresh), grant_id=grant.id,
+        expires_at=utcnow() + timedelta(seconds=ctx.settings.oauth_refresh_token_seconds)))
+    access = await issue_access_token(
+        ctx.ring, issuer=grant.issuer, subject=grant.user_id, audience=grant.audience, client_id=grant.client_id,
+        scope=scope, organization_id=grant.organization_id, grant_id=grant.id,
+        lifetime=ctx.settings.oauth_access_token_seconds)
+    return {"access_token": access, "token_type": "Bearer", "expires_in": ctx.settings.oauth_access_token_seconds,
+            "refresh_token": refresh, "scope": scope}
+
+
+async def exchange_code(session: AsyncSession, ctx: TokenContext, client: OAuthClient, *, code: str | None,
+                        verifier: str | None, redirect_uri: str | None) -> dict[str, Any]:
+    if not code:
+        raise OAuthError("code is required")
+    row = await repo.code_by_hash(session, hash_secret(code))
+    if row is None or row.client_id != client.client_id:
+        raise InvalidGrant("unknown authorization code")
+    now = utcnow()
+    if row.used_at is not None or not await repo.claim_code(session, row.id, now):
+        # RFC 6749 4.1.2: a replayed code revokes everything it issued.
+        raise GrantReplayed("authorization code already used; the tokens it issued are revoked",
+                            grant_id=row.grant_id)
+    if row.expires_at <= now:
+        raise InvalidGrant("authorization code expired")
+    if row.issuer != ctx.issuer:
+        raise InvalidGrant("authorization code was issued on another host")
+    if redirect_uri is not None and redirect_uri != row.redirect_uri:
+        raise InvalidGrant("redirect_uri does not match the authorization request")
+    if redirect_uri is None and row.redirect_uri_sent:
+        raise InvalidGrant("redirect_uri is required: it was sent in the authorization request")
+    if not verifier or not VERIFIER.match(verifier):
+        raise InvalidGrant("code_verifier is required: 43-128 characters of A-Z a-z 0-9 - . _ ~")
+    if not hmac.compare_digest(s256(verifier), row.code_challenge):
+        raise InvalidGrant("code_verifier does not match the code_challenge")
+    grant = OAuthGrant(client_id=client.client_id, user_id=row.user_id, organization_id=row.organization_id,
+                       scope=row.scope, issuer=row.issuer, audience=row.audience, created_at=now)
+    session.add(grant)
+    await session.flush()
+    row.grant_id = grant.id
+    return await _issue(session, ctx, grant, row.scope)
+
+
+async def refresh_tokens(session: AsyncSession, ctx: TokenContext, client: OAuthClient, *,
+                         refresh_token: str | None, scope: str | None) -> dict[str, Any]:
+    if not refresh_token:
+        raise OAuthError("refresh_token is required")
+    if "refresh_token" not in client.grant_types:
+        raise OAuthError("this client is not registered for the refresh_token grant", code="unauthorized_client")
+    found = await repo.refresh_by_hash(session, hash_secret(refresh_token))
+    if found is None or found[1].client_id != client.client_id:
+        raise InvalidGrant("unknown refresh token")
+    token, grant = found
+    now = utcnow()
+    if token.used_at is not None or not await repo.claim_refresh(session, token.id, now):
+        # A rotated refresh token came back: someone holds a copy. Revoke the whole family.
+        raise GrantReplayed("refresh token already used; every token of this authorization is revoked",
+                            grant_id=grant.id)
+    if grant.revoked_at is not None:
+        raise InvalidGrant("the authorization was revoked")
+    if token.expires_at <= now:
+        raise InvalidGrant("refresh token expired")
+    if grant.issuer != ctx.issuer:
+        raise InvalidGrant("refresh token was issued on another host")
+    granted = grant.scope.split()
+    wanted = normalize_scope(scope)
+    if wanted is not None and any(s not in granted for s in wanted.split()):
+        raise OAuthError("a refresh cannot widen the granted scope", code="invalid_scope")
+    return await _issue(session, ctx, grant, wanted or grant.scope)
+
+
+async def revoke_token(session: AsyncSession, ring: KeyRing, settings: Settings, token: str, *,
+                       client_id: str | None, hostname: str) -> str | None:
+    """Revoke the grant behind a refresh or access token (RFC 7009); the grant id, or None if nothing matched.
+
+    Revoking either kind revokes the whole grant: its refresh tokens and every access token it issued.
+    """
+    now = utcnow()
+    if token.startswith(REFRESH_PREFIX):
+        found = await repo.refresh_by_hash(session, hash_secret(token))
+        if found is None or (client_id is not None and found[1].client_id != client_id):
+            return None
+        await repo.revoke_grant(session, found[1].id, now)
+        return found[1].id
+    try:
+        claims = await verify_access_token(ring, token, hostname=hostname, scheme=settings.public_scheme,
+                                           verify_exp=False)
+    except Unauthenticated:
+        return None
+    if client_id is not None and claims.client_id != client_id:
+        return None
+    await repo.revoke_grant(session, claims.grant_id, now)
+    return claims.grant_id

@@ -1,0 +1,191 @@
+"""Server-rendered browser pages: templates, the signed session cookie, CSRF, security headers.
+
+Every Prism page a person sees (login, OAuth consent, key dashboard, webhook admin) is built from these:
+
+- ``render(request, "page.html", {...}, status=200)`` renders ``src/prism/templates/page.html`` (autoescaped;
+  templates extend ``base.html``) and returns an HTMLResponse carrying the security headers (not frameable,
+  ``no-store``, strict CSP) and, when needed, a fresh session cookie. Every template gets ``csrf_token``,
+  ``user_id`` and ``request``.
+- ``redirect(request, url)`` is a 303 with the same headers and cookie handling.
+- ``browser_session(request)`` is the visitor's session: ``user_id`` (None when signed out) and ``csrf_token``.
+  The cookie is host-only (each tenant host has its own), HttpOnly, SameSite=Lax, Secure under https, and
+  signed with a key derived from the master secret (``prism.kit.secret``); a forged or expired cookie reads
+  as a new anonymous session.
+- ``await signed_in_user(request)`` is the active ``User`` or None; pages that need one answer
+  ``redirect(request, login_url(request))`` otherwise.
+- ``await read_form(request)`` reads a urlencoded form (size-capped) and checks its ``csrf_token`` field
+  against the session (``CsrfRejected``, 403, otherwise). Every state-changing form posts ``csrf_token``:
+  ``<input type="hidden" name="csrf_token" value="{{ csrf_token }}">``.
+- ``sign_in(request, user_id)`` / ``sign_out(request)`` rotate the session (a new CSRF token too, so a token
+  seen before login is worthless after it); the next ``render``/``redirect`` sets the cookie.
+- ``safe_next(value)`` keeps only same-site relative paths, for ``?next=`` parameters.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+import orjson
+from jinja2 import Environment, PackageLoader, select_autoescape
+from sqlalchemy import select
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from prism.config import Settings
+from prism.errors import PrismError
+from prism.kit.secret import derived_key
+from prism.models import User
+from prism.web.requests import MAX_BODY_BYTES, PayloadTooLarge
+
+SESSION_COOKIE = "prism_session"
+CSP = ("default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; script-src 'self'; "
+       "connect-src 'self'; base-uri 'none'; frame-ancestors 'none'")
+SECURITY_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": CSP,
+    "Cache-Control": "no-store",
+    "Pragma": "no-cache",
+    "X-Content-Type-Options": "nosniff",
+    # Pages carry OAuth parameters in their URLs; never hand them to another site.
+    "Referrer-Policy": "no-referrer",
+}
+
+
+class CsrfRejected(PrismError):
+    code, status = "csrf_failed", 403
+
+
+@dataclass(frozen=True, slots=True)
+class BrowserSession:
+    user_id: str | None
+    csrf_token: str
+    issued_at: int
+    fresh: bool  # not read from the request: the response must set the cookie
+
+
+@lru_cache(maxsize=1)
+def templates() -> Environment:
+    return Environment(loader=PackageLoader("prism", "templates"), autoescape=select_autoescape(default=True),
+                       auto_reload=False)
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _signature(settings: Settings, payload: str) -> str:
+    return _b64(hmac.new(derived_key(settings, "browser-session"), payload.encode(), hashlib.sha256).digest())
+
+
+def _encode(settings: Settings, session: BrowserSession) -> str:
+    payload = _b64(orjson.dumps({"u": session.user_id, "c": session.csrf_token, "t": session.issued_at}))
+    return f"{payload}.{_signature(settings, payload)}"
+
+
+def _decode(settings: Settings, cookie: str) -> BrowserSession | None:
+    payload, _, signature = cookie.partition(".")
+    if not payload or not hmac.compare_digest(signature, _signature(settings, payload)):
+        return None
+    try:
+        data = orjson.loads(_unb64(payload))
+        user_id, csrf, issued = data["u"], data["c"], int(data["t"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if time.time() - issued > settings.browser_session_seconds or not isinstance(csrf, str):
+        return None
+    return BrowserSession(user_id if isinstance(user_id, str) else None, csrf, issued, fresh=False)
+
+
+def _new_session(user_id: str | None) -> BrowserSession:
+    return BrowserSession(user_id, secrets.token_urlsafe(32), int(time.time()), fresh=True)
+
+
+def browser_session(request: Request) -> BrowserSession:
+    """The visitor's session (read once per request); a new anonymous one when there is none."""
+    current: BrowserSession | None = getattr(request.state, "browser_session", None)
+    if current is None:
+        cookie = request.cookies.get(SESSION_COOKIE)
+        current = (_decode(request.app.state.settings, cookie) if cookie else None) or _new_session(None)
+        request.state.browser_session = current
+    return current
+
+
+def _finish(request: Request, response: Response) -> Response:
+    response.headers.update(SECURITY_HEADERS)
+    session = browser_session(request)
+    if session.fresh:
+        settings: Settings = request.app.state.settings
+        response.set_cookie(SESSION_COOKIE, _encode(settings, session), max_age=settings.browser_session_seconds,
+                            path="/", httponly=True, samesite="lax", secure=settings.public_scheme == "https")
+    return response
+
+
+def render(request: Request, template: str, context: dict[str, Any] | None = None, *,
+           status: int = 200) -> Response:
+    session = browser_session(request)
+    values = {"request": request, "csrf_token": session.csrf_token, "user_id": session.user_id,
+              **(context or {})}
+    html = templates().get_template(template).render(values)
+    return _finish(request, HTMLResponse(html, status_code=status))
+
+
+def redirect(request: Request, url: str, *, status: int = 303) -> Response:
+    return _finish(request, RedirectResponse(url, status_code=status))
+
+
+def sign_in(request: Request, user_id: str) -> None:
+    """Mark the session signed in; the next `render`/`redirect` sets the rotated cookie."""
+    request.state.browser_session = _new_session(user_id)
+
+
+def sign_out(request: Request) -> None:
+    request.state.browser_session = _new_session(None)
+
+
+async def signed_in_user(request: Request) -> User | None:
+    user_id = browser_session(request).user_id
+    if user_id is None:
+        return None
+    async with request.app.state.db.read() as session:
+        user = (await session.execute(select(User).where(User.id == user_id))).scalar_one_or_none()
+    return user if user is not None and user.is_active else None
+
+
+async def read_form(request: Request, *, check_csrf: bool = True) -> dict[str, str]:
+    """A urlencoded form as a dict (last value wins), its CSRF token checked against the session."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise PayloadTooLarge(f"request body exceeds {MAX_BODY_BYTES} bytes")
+    form = dict(parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True))
+    if check_csrf:
+        sent = form.get("csrf_token", "")
+        if not sent or not hmac.compare_digest(sent, browser_session(request).csrf_token):
+            raise CsrfRejected("the form expired or did not come from this site; reload the page and try again")
+    return form
+
+
+def safe_next(value: str | None, default: str = "/") -> str:
+    """Only a relative path on this host: `/x?y`, never `//evil`, `/\\evil` or a scheme."""
+    if not value or not value.startswith("/") or value.startswith(("//", "/\\")) or any(c in value for c in "\r\n"):
+        return default
+    return value
+
+
+def login_url(request: Request) -> str:
+    """The login page, coming back to the current URL afterwards."""
+    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return "/login/?" + urlencode({"next": here})

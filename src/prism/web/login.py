@@ -1,0 +1,85 @@
+"""The browser login page, on every host: GET/POST /login/?next=..., POST /logout/.
+
+A successful sign-in rotates the session cookie and returns to `next` (a relative path only). Failed
+attempts count towards the address lockout of the rate limiter, when one is configured.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from prism.errors import PrismError
+from prism.identity.passwords import hash_password, verify_password
+from prism.identity.service import get_user
+from prism.ratelimit.guard import client_address
+from prism.web.browser import browser_session, read_form, redirect, render, safe_next, sign_in, sign_out
+
+BAD_CREDENTIALS = "Wrong email or password."
+
+
+@lru_cache(maxsize=1)
+def _dummy_hash() -> str:
+    # Verifying against a real hash when the email is unknown keeps both answers equally slow.
+    return hash_password("no user has this password")
+
+
+def _client_address(request: Request) -> str:
+    return client_address(request)
+
+
+async def _locked_out(request: Request) -> float | None:
+    limiter: Any = getattr(request.app.state, "rate_limiter", None)
+    if limiter is None:
+        return None
+    left: float | None = await limiter.locked_out(_client_address(request))
+    return left
+
+
+async def _count_failure(request: Request) -> None:
+    limiter: Any = getattr(request.app.state, "rate_limiter", None)
+    if limiter is not None:
+        await limiter.auth_failed(_client_address(request))
+
+
+async def login_page(request: Request) -> Response:
+    next_path = safe_next(request.query_params.get("next"))
+    if browser_session(request).user_id is not None and request.query_params.get("switch") is None:
+        return redirect(request, next_path)
+    return render(request, "login.html", {"next": next_path})
+
+
+async def login_submit(request: Request) -> Response:
+    try:
+        form = await read_form(request)
+    except PrismError as exc:
+        return render(request, "login.html", {"next": "/", "error": exc.message}, status=exc.status)
+    next_path = safe_next(form.get("next"))
+    email = form.get("email", "").strip()
+    context = {"next": next_path, "email": email}
+    left = await _locked_out(request)
+    if left is not None:
+        return render(request, "login.html", {**context, "error": "Too many failed sign-ins from your address. "
+                                              f"Try again in {int(left) + 1} seconds."}, status=429)
+    async with request.app.state.db.read() as session:
+        user = await get_user(session, email) if email else None
+    password_ok = verify_password(user.password_hash if user else _dummy_hash(), form.get("password", ""))
+    if user is None or not password_ok or not user.is_active:
+        await _count_failure(request)
+        return render(request, "login.html", {**context, "error": BAD_CREDENTIALS}, status=401)
+    sign_in(request, user.id)
+    return redirect(request, next_path)
+
+
+async def logout(request: Request) -> Response:
+    try:
+        form = await read_form(request)
+    except PrismError as exc:
+        return render(request, "message.html", {"heading": "Sign-out refused", "message": exc.message},
+                      status=exc.status)
+    sign_out(request)
+    return redirect(request, "/login/?" + urlencode({"next": safe_next(form.get("next"))}))

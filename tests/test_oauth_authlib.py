@@ -1,0 +1,100 @@
+"""Authlib's OAuth 2 client against a running `prism serve`: register → authorize → token → call → refresh →
+revoke → refused. The browser part (login and consent) is scripted over plain HTTP."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from authlib.integrations.httpx_client import AsyncOAuth2Client  # type: ignore[import-untyped]
+
+from tests.oauth_support import field
+from tests.processes import Server, ServerPool, clean_env, run_cli, scratch_database
+
+EMAIL = "owner@authlib.example.com"
+PASSWORD = "authlib owner password"
+REDIRECT = "http://127.0.0.1:8976/callback"
+
+
+@dataclass
+class Running:
+    server: Server
+    base: str
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    log_dir: Path = tmp_path_factory.mktemp("oauth-authlib")
+    secret = secrets.token_urlsafe(40)
+    with scratch_database(log_dir, "oauth") as url:
+        assert run_cli("migrate", database_url=url, cwd=log_dir, PRISM_SECRET_KEY=secret).returncode == 0
+        made = run_cli("tenant", "create", "acme", "--name", "Acme", "--admin-email", EMAIL, "--admin-password",
+                       PASSWORD, database_url=url, cwd=log_dir, PRISM_SECRET_KEY=secret)
+        assert made.returncode == 0, str(made)
+        pool = ServerPool(log_dir)
+        try:
+            server = pool.start(env=clean_env(PRISM_DATABASE_URL=url, PRISM_SEED_DEMO="false", PRISM_SECRET_KEY=secret))
+            yield Running(server, server.base_url)
+        finally:
+            pool.stop_all()
+
+
+async def _browser_consent(authorization_url: str) -> str:
+    """Sign in and allow, as a person would; returns the URL the browser is sent back to."""
+    async with httpx.AsyncClient(timeout=30) as browser:
+        page = await browser.get(authorization_url)
+        assert page.status_code == 303, page.text
+        login = await browser.get(str(page.next_request.url) if page.next_request else "")
+        signed = await browser.post(str(login.url).split("?")[0], data={
+            "csrf_token": field(login.text, "csrf_token"), "next": field(login.text, "next"),
+            "email": EMAIL, "password": PASSWORD})
+        assert signed.status_code == 303, signed.text
+        consent = await browser.get(str(signed.next_request.url) if signed.next_request else "")
+        assert consent.status_code == 200, consent.text
+        answer = await browser.post(str(consent.url).split("?")[0], data={
+            "csrf_token": field(consent.text, "csrf_token"), "request": field(consent.text, "request"),
+            "organization": consent.text.split('<option value="')[1].split('"')[0], "decision": "allow"})
+        assert answer.status_code == 302, answer.text
+        return answer.headers["location"]
+
+
+async def test_authlib_client_runs_the_whole_flow_against_a_running_server(running: Running) -> None:
+    async with httpx.AsyncClient(timeout=30) as plain:
+        meta = (await plain.get(f"{running.base}/.well-known/oauth-authorization-server")).json()
+        registered = (await plain.post(meta["registration_endpoint"], json={
+            "client_name": "Authlib test client", "redirect_uris": [REDIRECT],
+            "grant_types": ["authorization_code", "refresh_token"], "token_endpoint_auth_method": "none"})).json()
+
+    async with AsyncOAuth2Client(client_id=registered["client_id"], redirect_uri=REDIRECT, scope="mcp:read mcp:write",
+                                 code_challenge_method="S256", token_endpoint_auth_method="none",
+                                 timeout=30) as client:
+        verifier = secrets.token_urlsafe(48)
+        url, state = client.create_authorization_url(meta["authorization_endpoint"], code_verifier=verifier)
+        back = await _browser_consent(url)
+        returned = {k: v[0] for k, v in parse_qs(urlsplit(back).query).items()}
+        assert back.startswith(REDIRECT) and returned["state"] == state and returned["iss"] == meta["issuer"]
+
+        token = await client.fetch_token(meta["token_endpoint"], authorization_response=back, code_verifier=verifier)
+        assert token["token_type"] == "Bearer" and token["refresh_token"]
+
+        call = await client.post(f"{running.base}/api/mcp/tools/prism_entity_crud/", json={
+            "operation": "list", "app": "spare_parts", "entity": "spare_part", "arguments": {}})
+        assert call.status_code == 200 and call.json()["success"] is True, call.text
+
+        refreshed = await client.refresh_token(meta["token_endpoint"])
+        assert refreshed["access_token"] != token["access_token"]
+        me = await client.get(f"{running.base}/api/v1/dev/me/")
+        assert me.status_code == 200 and me.json()["user"]["email"] == EMAIL
+
+        revoked = await client.revoke_token(meta["revocation_endpoint"], token=refreshed["refresh_token"],
+                                            token_type_hint="refresh_token")
+        assert revoked.status_code == 200
+
+        refused = await client.get(f"{running.base}/api/v1/dev/me/")
+        assert refused.status_code == 401 and refused.json()["error"] == "invalid_token"
+        assert "resource_metadata=" in refused.headers["www-authenticate"]

@@ -1,0 +1,109 @@
+"""The login and consent pages in headless Chromium (Debian's /usr/bin/chromium) against a running server."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import httpx
+import pytest
+from playwright.async_api import Route, async_playwright
+
+from tests.oauth_support import pkce
+from tests.processes import Server, ServerPool, clean_env, free_port, run_cli, scratch_database
+
+CHROMIUM = Path("/usr/bin/chromium")
+EMAIL = "owner@browser.example.com"
+PASSWORD = "browser owner password"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    log_dir: Path = tmp_path_factory.mktemp("oauth-browser")
+    secret = secrets.token_urlsafe(40)
+    with scratch_database(log_dir, "browser") as url:
+        assert run_cli("migrate", database_url=url, cwd=log_dir, PRISM_SECRET_KEY=secret).returncode == 0
+        made = run_cli("tenant", "create", "shop", "--name", "Shop", "--admin-email", EMAIL, "--admin-password",
+                       PASSWORD, database_url=url, cwd=log_dir, PRISM_SECRET_KEY=secret)
+        assert made.returncode == 0, str(made)
+        pool = ServerPool(log_dir)
+        try:
+            yield pool.start(env=clean_env(PRISM_DATABASE_URL=url, PRISM_SEED_DEMO="false", PRISM_SECRET_KEY=secret))
+        finally:
+            pool.stop_all()
+
+
+async def test_a_person_signs_in_picks_the_organization_and_the_client_gets_a_working_code(server: Server) -> None:
+    callback = f"http://127.0.0.1:{free_port()}/callback"
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+        client = (await http.post("/api/mcp/oauth/register/", json={
+            "client_name": "Browser test app", "redirect_uris": [callback]})).json()
+    verifier, challenge = pkce()
+    authorize = f"{server.base_url}/api/mcp/oauth/authorize/?" + urlencode({
+        "response_type": "code", "client_id": client["client_id"], "redirect_uri": callback, "state": "xyz",
+        "code_challenge": challenge, "code_challenge_method": "S256", "scope": "mcp:read"})
+    landed: list[str] = []
+
+    async def catch_callback(route: Route) -> None:
+        landed.append(route.request.url)
+        await route.fulfill(status=200, body="done")
+
+    async with async_playwright() as p:
+        chromium = await p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        try:
+            page = await chromium.new_page()
+            await page.route(f"{callback}**", catch_callback)
+            login = await page.goto(authorize)
+            assert login is not None and "/login/" in page.url
+            assert login.headers["x-frame-options"] == "DENY"
+            assert "frame-ancestors 'none'" in login.headers["content-security-policy"]
+
+            await page.fill("#email", EMAIL)
+            await page.fill("#password", "not the password")
+            await page.click("#sign-in")
+            assert "Wrong email or password" in await page.inner_text("#login-error")
+
+            await page.fill("#password", PASSWORD)
+            await page.click("#sign-in")
+            await page.wait_for_selector("#allow")
+            assert "Browser test app" in await page.inner_text("h1")
+            assert "Shop" in await page.inner_text("#organization")
+            await page.click("#allow")
+            await page.wait_for_timeout(200)
+            for _ in range(50):
+                if landed:
+                    break
+                await page.wait_for_timeout(100)
+        finally:
+            await chromium.close()
+
+    assert landed, "the browser was never sent back to the client"
+    returned = {k: v[0] for k, v in parse_qs(urlsplit(landed[0]).query).items()}
+    assert returned["state"] == "xyz" and returned["iss"] == server.base_url
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+        token = await http.post("/api/mcp/oauth/token/", data={
+            "grant_type": "authorization_code", "code": returned["code"], "code_verifier": verifier,
+            "client_id": client["client_id"], "redirect_uri": callback})
+        assert token.status_code == 200, token.text
+        me = await http.get("/api/v1/dev/me/", headers={"Authorization": f"Bearer {token.json()['access_token']}"})
+    assert me.status_code == 200 and me.json()["user"]["email"] == EMAIL
+
+
+async def test_the_consent_page_cannot_be_framed_by_another_site(server: Server) -> None:
+    async with async_playwright() as p:
+        chromium = await p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        try:
+            page = await chromium.new_page()
+            await page.set_content(f'<iframe id="f" src="{server.base_url}/login/"></iframe>')
+            await page.wait_for_timeout(1000)
+            frame = next((f for f in page.frames if f.url.startswith(server.base_url)), None)
+            content = await frame.content() if frame is not None else ""
+        finally:
+            await chromium.close()
+    assert "Sign in to Prism" not in content

@@ -1,0 +1,98 @@
+"""Discovery documents on every host: every field of SPEC.md, the issuer built from the request host."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.factories import Factory
+
+AS_FIELDS = {"issuer", "authorization_endpoint", "token_endpoint", "revocation_endpoint", "registration_endpoint",
+             "jwks_uri", "response_types_supported", "grant_types_supported", "code_challenge_methods_supported",
+             "token_endpoint_auth_methods_supported", "scopes_supported", "response_modes_supported",
+             "authorization_response_iss_parameter_supported", "mcp_version", "service_documentation",
+             "mcp_sse_endpoint"}
+OIDC_FIELDS = {"issuer", "authorization_endpoint", "token_endpoint", "userinfo_endpoint", "jwks_uri",
+               "response_types_supported", "grant_types_supported", "subject_types_supported"}
+PR_FIELDS = {"resource", "authorization_servers", "scopes_supported", "bearer_methods_supported",
+             "resource_signing_alg_values_supported", "resource_documentation", "authentication_methods_supported",
+             "mcp_version", "platform_support", "mcp_sse_endpoint"}
+
+
+async def test_authorization_server_metadata_has_every_field_and_fixed_value(client: httpx.AsyncClient,
+                                                                            factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    doc = (await client.get("/.well-known/oauth-authorization-server", headers={"Host": ws.host})).json()
+    assert AS_FIELDS <= set(doc)
+    issuer = f"http://{ws.host}"
+    assert doc["issuer"] == issuer
+    assert all(doc[k].startswith(issuer + "/") for k in ("authorization_endpoint", "token_endpoint",
+                                                          "revocation_endpoint", "registration_endpoint", "jwks_uri"))
+    assert doc["response_types_supported"] == ["code"]
+    assert doc["grant_types_supported"] == ["authorization_code", "refresh_token"]
+    assert doc["code_challenge_methods_supported"] == ["S256"]
+    assert doc["token_endpoint_auth_methods_supported"] == ["none", "client_secret_post"]
+    assert doc["response_modes_supported"] == ["query"]
+    assert doc["authorization_response_iss_parameter_supported"] is True
+    assert doc["mcp_version"] == "2025-03-26"
+    assert doc["mcp_sse_endpoint"] == issuer + "/api/mcp/sse"
+    assert {"mcp:read", "mcp:write", "mcp:execute", "spare_parts.view"} <= set(doc["scopes_supported"])
+
+
+async def test_openid_configuration_has_every_field(client: httpx.AsyncClient) -> None:
+    doc = (await client.get("/.well-known/openid-configuration", headers={"Host": "localhost:8000"})).json()
+    assert OIDC_FIELDS <= set(doc)
+    assert doc["issuer"] == "http://localhost:8000"
+    assert doc["userinfo_endpoint"] == "http://localhost:8000/api/mcp/oauth/userinfo/"
+    assert doc["subject_types_supported"] == ["public"]
+
+
+@pytest.mark.parametrize(("path", "resource"), [
+    ("/.well-known/oauth-protected-resource", "http://localhost"),
+    ("/.well-known/oauth-protected-resource/api/mcp/sse", "http://localhost/api/mcp/sse"),
+])
+async def test_protected_resource_metadata_has_every_field(client: httpx.AsyncClient, path: str,
+                                                           resource: str) -> None:
+    answer = await client.get(path)
+    assert answer.status_code == 200
+    doc = answer.json()
+    assert PR_FIELDS <= set(doc)
+    assert doc["resource"] == resource and doc["authorization_servers"] == ["http://localhost"]
+    assert doc["scopes_supported"] == ["mcp:read", "mcp:write", "mcp:execute"]
+    assert doc["bearer_methods_supported"] == ["header"]
+    assert doc["resource_signing_alg_values_supported"] == ["RS256", "HS256"]
+    assert doc["authentication_methods_supported"] == ["oauth2"]
+    assert len(doc["platform_support"]) == 3
+
+
+async def test_the_issuer_ignores_forwarded_headers(client: httpx.AsyncClient) -> None:
+    doc = (await client.get("/.well-known/oauth-authorization-server", headers={
+        "Host": "localhost", "X-Forwarded-Host": "evil.example", "X-Forwarded-Proto": "https"})).json()
+    assert doc["issuer"] == "http://localhost"
+    assert "evil" not in str(doc)
+
+
+async def test_the_issuer_is_byte_identical_across_documents(client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    headers = {"Host": f"{ws.host}:8443"}
+    a = (await client.get("/.well-known/oauth-authorization-server", headers=headers)).json()
+    o = (await client.get("/.well-known/openid-configuration", headers=headers)).json()
+    p = (await client.get("/.well-known/oauth-protected-resource", headers=headers)).json()
+    assert a["issuer"] == o["issuer"] == p["authorization_servers"][0] == f"http://{ws.host}:8443"
+
+
+async def test_jwks_lists_rsa_signing_keys(client: httpx.AsyncClient) -> None:
+    keys = (await client.get("/.well-known/jwks.json")).json()["keys"]
+    assert keys
+    for key in keys:
+        assert {"kty", "kid", "use", "n", "e"} <= set(key)
+        assert all(isinstance(key[k], str) for k in ("kty", "kid", "use", "n", "e"))
+        assert key["kty"] == "RSA" and "d" not in key and "p" not in key
+
+
+async def test_discovery_answers_cors_preflights_without_auth(client: httpx.AsyncClient) -> None:
+    answer = await client.options("/.well-known/oauth-authorization-server",
+                                  headers={"Origin": "https://x.example", "Access-Control-Request-Method": "GET"})
+    assert answer.status_code == 204 and answer.headers["access-control-allow-origin"] == "*"
+    got = await client.get("/.well-known/oauth-authorization-server")
+    assert got.headers["access-control-allow-origin"] == "*"

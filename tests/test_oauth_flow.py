@@ -1,0 +1,322 @@
+"""Authorize, token and revoke: the authorization-code flow with PKCE and its security cases."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.factories import Factory
+from tests.oauth_support import (
+    CLAUDE_REDIRECT,
+    CLIENT_BODIES,
+    OAUTH,
+    authorize_params,
+    bearer,
+    browser,
+    consent,
+    field,
+    get_code,
+    pkce,
+    query_of,
+    register,
+    sign_in,
+    tokens_for,
+)
+
+TOKEN = f"{OAUTH}/token/"
+ME = "/api/v1/dev/me/"
+
+
+async def test_full_flow_gives_a_token_that_calls_tools_as_the_chosen_organization(app: object,
+                                                                                   factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        tokens = await tokens_for(c, ws)
+        assert tokens["token_type"] == "Bearer" and tokens["expires_in"] == 3600 and tokens["refresh_token"]
+        me = await c.get(ME, headers=bearer(tokens["access_token"]))
+    assert me.status_code == 200, me.text
+    assert me.json()["organization"]["id"] == ws.org.id
+    assert me.json()["user"]["email"] == ws.emails["owner"]
+    assert me.json()["key"]["prefix"] == tokens["client"]["client_id"]
+
+
+async def test_the_redirect_carries_code_state_and_the_issuer(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c)
+        _, challenge = pkce()
+        answer = await consent(c, authorize_params(client["client_id"], challenge), email=ws.emails["owner"])
+    assert answer.status_code == 302
+    location = answer.headers["location"]
+    assert location.startswith(CLAUDE_REDIRECT + "?")
+    values = query_of(location)
+    assert values["state"] == "state-123" and values["iss"] == f"http://{ws.host}" and values["code"]
+
+
+@pytest.mark.parametrize(("changes", "error"), [
+    ({"code_challenge_method": "plain"}, "invalid_request"),
+    ({"code_challenge_method": None}, "invalid_request"),
+    ({"code_challenge": None}, "invalid_request"),
+    ({"code_challenge": "too-short"}, "invalid_request"),
+    ({"response_type": "token"}, "unsupported_response_type"),
+    ({"scope": "root:all"}, "invalid_scope"),
+    ({"resource": "https://evil.example/"}, "invalid_target"),
+])
+async def test_bad_authorize_requests_are_redirected_back_with_the_error(app: object, factory: Factory,
+                                                                         changes: dict[str, str | None],
+                                                                         error: str) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c)
+        params = authorize_params(client["client_id"], pkce()[1])
+        for key, value in changes.items():
+            if value is None:
+                params.pop(key)
+            else:
+                params[key] = value
+        answer = await c.get(f"{OAUTH}/authorize/", params=params)
+    assert answer.status_code == 302, answer.text
+    values = query_of(answer.headers["location"])
+    assert answer.headers["location"].startswith(CLAUDE_REDIRECT)
+    assert values["error"] == error and values["state"] == "state-123" and values["iss"] == f"http://{ws.host}"
+
+
+@pytest.mark.parametrize("resource", ["{origin}", "{origin}/", "{origin}/api/mcp/sse", "{origin}/api/mcp/sse/"])
+async def test_the_resource_may_be_the_origin_or_the_mcp_endpoint(app: object, factory: Factory,
+                                                                  resource: str) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        tokens = await tokens_for(c, ws, resource=resource.format(origin=f"http://{ws.host}"))
+        me = await c.get(ME, headers=bearer(tokens["access_token"]))
+    assert me.status_code == 200, me.text
+
+
+@pytest.mark.parametrize("redirect_uri", ["https://claude.ai/api/mcp/auth_callback/evil", "https://attacker.example/",
+                                          "https://claude.ai/api/mcp/auth_callback?x=1"])
+async def test_a_redirect_uri_that_does_not_match_is_shown_on_a_page_never_redirected(
+        app: object, factory: Factory, redirect_uri: str) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c)
+        answer = await c.get(f"{OAUTH}/authorize/",
+                             params=authorize_params(client["client_id"], pkce()[1], redirect_uri=redirect_uri))
+    assert answer.status_code == 400
+    assert "location" not in answer.headers
+    assert "redirect_uri does not match" in answer.text
+    assert answer.headers["x-frame-options"] == "DENY"
+
+
+async def test_an_unknown_client_is_shown_on_a_page(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        answer = await c.get(f"{OAUTH}/authorize/", params=authorize_params("no-such-client", pkce()[1]))
+    assert answer.status_code == 400 and "location" not in answer.headers
+    assert "invalid_client" in answer.text
+
+
+async def test_a_loopback_redirect_may_use_any_port_but_not_another_path(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c, {"client_name": "cli", "redirect_uris": ["http://127.0.0.1/callback"]})
+        verifier, challenge = pkce()
+        code = await get_code(c, client["client_id"], challenge, email=ws.emails["owner"],
+                              redirect_uri="http://127.0.0.1:49152/callback")
+        token = await c.post(TOKEN, data={"grant_type": "authorization_code", "code": code, "code_verifier": verifier,
+                                          "client_id": client["client_id"],
+                                          "redirect_uri": "http://127.0.0.1:49152/callback"})
+        other_path = await c.get(f"{OAUTH}/authorize/", params=authorize_params(
+            client["client_id"], challenge, redirect_uri="http://127.0.0.1:49152/other"))
+    assert token.status_code == 200, token.text
+    assert other_path.status_code == 400 and "location" not in other_path.headers
+
+
+async def test_oob_redirect_shows_the_code_on_a_page(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c, {"client_name": "manual", "redirect_uris": ["urn:ietf:wg:oauth:2.0:oob"]})
+        verifier, challenge = pkce()
+        page = await consent(c, authorize_params(client["client_id"], challenge,
+                                                 redirect_uri="urn:ietf:wg:oauth:2.0:oob"), email=ws.emails["owner"])
+        assert page.status_code == 200 and page.headers["x-frame-options"] == "DENY"
+        code = page.text.split('id="authorization-code">')[1].split("<")[0]
+        token = await c.post(TOKEN, data={"grant_type": "authorization_code", "code": code,
+                                          "code_verifier": verifier, "client_id": client["client_id"],
+                                          "redirect_uri": "urn:ietf:wg:oauth:2.0:oob"})
+    assert token.status_code == 200, token.text
+
+
+async def test_denying_consent_redirects_access_denied(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c)
+        answer = await consent(c, authorize_params(client["client_id"], pkce()[1]), email=ws.emails["owner"],
+                               decision="deny")
+    assert query_of(answer.headers["location"])["error"] == "access_denied"
+
+
+async def test_consent_without_the_csrf_token_is_refused(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c)
+        await sign_in(c, ws.emails["owner"])
+        page = await c.get(f"{OAUTH}/authorize/", params=authorize_params(client["client_id"], pkce()[1]))
+        forged = await c.post(f"{OAUTH}/authorize/", data={"request": field(page.text, "request"),
+                                                           "decision": "allow", "organization": ws.org.id})
+    assert forged.status_code == 403 and "location" not in forged.headers
+
+
+async def test_an_organization_of_another_tenant_cannot_be_chosen(app: object, factory: Factory) -> None:
+    ws, other = await factory.workspace(roles=("owner",)), await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c)
+        answer = await consent(c, authorize_params(client["client_id"], pkce()[1]), email=ws.emails["owner"],
+                               organization=other.org.id)
+    assert answer.status_code == 400 and "location" not in answer.headers
+
+
+async def test_a_wrong_code_verifier_is_invalid_grant(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c)
+        _, challenge = pkce()
+        code = await get_code(c, client["client_id"], challenge, email=ws.emails["owner"])
+        answer = await c.post(TOKEN, data={"grant_type": "authorization_code", "code": code,
+                                           "code_verifier": pkce()[0], "client_id": client["client_id"],
+                                           "redirect_uri": CLAUDE_REDIRECT})
+        missing = await c.post(TOKEN, data={"grant_type": "authorization_code", "code": code,
+                                            "client_id": client["client_id"], "redirect_uri": CLAUDE_REDIRECT})
+    assert answer.status_code == 400 and answer.json()["error"] == "invalid_grant"
+    assert missing.status_code == 400 and missing.json()["error"] == "invalid_grant"
+    assert answer.headers["cache-control"] == "no-store"
+
+
+async def test_replaying_a_code_is_refused_and_revokes_the_tokens_it_issued(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c)
+        verifier, challenge = pkce()
+        code = await get_code(c, client["client_id"], challenge, email=ws.emails["owner"])
+        form = {"grant_type": "authorization_code", "code": code, "code_verifier": verifier,
+                "client_id": client["client_id"], "redirect_uri": CLAUDE_REDIRECT}
+        first = await c.post(TOKEN, data=form)
+        assert (await c.get(ME, headers=bearer(first.json()["access_token"]))).status_code == 200
+        replay = await c.post(TOKEN, data=form)
+        after = await c.get(ME, headers=bearer(first.json()["access_token"]))
+        refresh = await c.post(TOKEN, data={"grant_type": "refresh_token", "client_id": client["client_id"],
+                                            "refresh_token": first.json()["refresh_token"]})
+    assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+    assert after.status_code == 401 and after.json()["error"] == "invalid_token"
+    assert refresh.status_code == 400 and refresh.json()["error"] == "invalid_grant"
+
+
+async def test_refresh_rotates_and_reusing_an_old_refresh_token_revokes_the_family(app: object,
+                                                                                   factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        tokens = await tokens_for(c, ws)
+        client_id = tokens["client"]["client_id"]
+        rotated = await c.post(TOKEN, data={"grant_type": "refresh_token", "client_id": client_id,
+                                            "refresh_token": tokens["refresh_token"]})
+        assert rotated.status_code == 200, rotated.text
+        assert rotated.json()["refresh_token"] != tokens["refresh_token"]
+        assert (await c.get(ME, headers=bearer(rotated.json()["access_token"]))).status_code == 200
+        reuse = await c.post(TOKEN, data={"grant_type": "refresh_token", "client_id": client_id,
+                                          "refresh_token": tokens["refresh_token"]})
+        newest = await c.post(TOKEN, data={"grant_type": "refresh_token", "client_id": client_id,
+                                           "refresh_token": rotated.json()["refresh_token"]})
+        access = await c.get(ME, headers=bearer(rotated.json()["access_token"]))
+    assert reuse.status_code == 400 and reuse.json()["error"] == "invalid_grant"
+    assert newest.status_code == 400 and newest.json()["error"] == "invalid_grant"
+    assert access.status_code == 401
+
+
+async def test_another_clients_refresh_token_is_invalid_grant_and_revokes_nothing(app: object,
+                                                                                  factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        tokens = await tokens_for(c, ws)
+        other = await register(c, {"client_name": "other", "redirect_uris": ["https://other.example/cb"],
+                                   "grant_types": ["authorization_code", "refresh_token"]})
+        stolen = await c.post(TOKEN, data={"grant_type": "refresh_token", "client_id": other["client_id"],
+                                           "refresh_token": tokens["refresh_token"]})
+        still = await c.get(ME, headers=bearer(tokens["access_token"]))
+    assert stolen.status_code == 400 and stolen.json()["error"] == "invalid_grant"
+    assert still.status_code == 200
+
+
+@pytest.mark.parametrize("grant_type", ["password", "client_credentials", "implicit", ""])
+async def test_unsupported_grant_types_are_refused(client: httpx.AsyncClient, grant_type: str) -> None:
+    answer = await client.post(TOKEN, data={"grant_type": grant_type, "username": "a", "password": "b"})
+    assert answer.status_code == 400
+    assert answer.json()["error"] == "unsupported_grant_type"
+    assert answer.headers["cache-control"] == "no-store"
+
+
+async def test_a_confidential_client_must_send_its_secret(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c, {"client_name": "web", "redirect_uris": ["https://web.example/cb"],
+                                    "token_endpoint_auth_method": "client_secret_post"})
+        verifier, challenge = pkce()
+        code = await get_code(c, client["client_id"], challenge, email=ws.emails["owner"],
+                              redirect_uri="https://web.example/cb")
+        form = {"grant_type": "authorization_code", "code": code, "code_verifier": verifier,
+                "client_id": client["client_id"], "redirect_uri": "https://web.example/cb"}
+        wrong = await c.post(TOKEN, data={**form, "client_secret": "pcs_wrong"})
+        right = await c.post(TOKEN, data={**form, "client_secret": client["client_secret"]})
+    assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client"
+    assert right.status_code == 200, right.text
+
+
+async def test_revoking_a_refresh_token_revokes_its_access_tokens(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        tokens = await tokens_for(c, ws)
+        revoked = await c.post(f"{OAUTH}/revoke/", data={"token": tokens["refresh_token"],
+                                                         "client_id": tokens["client"]["client_id"]})
+        me = await c.get(ME, headers=bearer(tokens["access_token"]))
+    assert revoked.status_code == 200
+    assert me.status_code == 401 and me.json()["error"] == "invalid_token"
+
+
+async def test_revoking_an_access_token_revokes_it(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        tokens = await tokens_for(c, ws)
+        revoked = await c.post(f"{OAUTH}/revoke/", data={"token": tokens["access_token"]})
+        me = await c.get(ME, headers=bearer(tokens["access_token"]))
+    assert revoked.status_code == 200 and me.status_code == 401
+
+
+@pytest.mark.parametrize("token", ["prt_unknown", "not-a-token", "a.b.c"])
+async def test_revoking_an_unknown_token_still_answers_200(client: httpx.AsyncClient, token: str) -> None:
+    answer = await client.post(f"{OAUTH}/revoke/", data={"token": token})
+    assert answer.status_code == 200
+
+
+async def test_userinfo_describes_the_token_owner(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        tokens = await tokens_for(c, ws)
+        info = await c.get(f"{OAUTH}/userinfo/", headers=bearer(tokens["access_token"]))
+        anonymous = await c.get(f"{OAUTH}/userinfo/")
+    assert info.status_code == 200
+    assert info.json()["email"] == ws.emails["owner"] and info.json()["org"] == ws.org.id
+    assert anonymous.status_code == 401
+
+
+@pytest.mark.parametrize("name", sorted(CLIENT_BODIES))
+async def test_each_real_client_registration_completes_a_flow_and_refreshes(app: object, factory: Factory,
+                                                                           name: str) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c, {**CLIENT_BODIES[name], "client_name": f"{name} {ws.tenant.subdomain}"})
+        tokens = await tokens_for(c, ws, client=client)
+        refresh = {"grant_type": "refresh_token", "client_id": client["client_id"],
+                   "refresh_token": tokens["refresh_token"]}
+        if "client_secret" in client:
+            refresh["client_secret"] = client["client_secret"]
+        refreshed = await c.post(TOKEN, data=refresh)
+        me = await c.get(ME, headers=bearer(refreshed.json()["access_token"]))
+    assert refreshed.status_code == 200, refreshed.text
+    assert me.status_code == 200 and me.json()["organization"]["id"] == ws.org.id

@@ -1,0 +1,137 @@
+"""Dynamic Client Registration (RFC 7591) at POST /api/mcp/oauth/register/."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from prism.db import Database
+from prism.oauth.models import OAuthClient
+from tests.factories import unique
+from tests.oauth_support import CLIENT_BODIES, OAUTH
+
+REGISTER = f"{OAUTH}/register/"
+
+
+def body(**changes: Any) -> dict[str, Any]:
+    return {"client_name": unique("client"), "redirect_uris": ["https://app.example.com/callback"], **changes}
+
+
+@pytest.mark.parametrize("name", sorted(CLIENT_BODIES))
+async def test_the_bodies_real_clients_send_register_with_201(client: httpx.AsyncClient, name: str) -> None:
+    sent = {**CLIENT_BODIES[name], "client_name": unique(name)}
+    answer = await client.post(REGISTER, json=sent)
+    assert answer.status_code == 201, answer.text
+    data = answer.json()
+    assert data["client_id"] and data["client_name"] == sent["client_name"]
+    assert data["redirect_uris"] == sent["redirect_uris"]
+    assert data["grant_types"] == sent["grant_types"]
+    assert ("client_secret" in data) == (sent["token_endpoint_auth_method"] == "client_secret_post")
+    assert answer.headers["cache-control"] == "no-store"
+
+
+async def test_registering_the_same_client_again_answers_200_with_the_same_client_id(
+        client: httpx.AsyncClient) -> None:
+    sent = body()
+    first = await client.post(REGISTER, json=sent)
+    again = await client.post(REGISTER, json=sent)
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json()["client_id"] == first.json()["client_id"]
+
+
+async def test_a_requested_client_id_is_honoured_and_idempotent(client: httpx.AsyncClient) -> None:
+    wanted = unique("known-client")
+    first = await client.post(REGISTER, json=body(client_id=wanted, client_name="Known"))
+    again = await client.post(REGISTER, json=body(client_id=wanted, client_name="Known"))
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert first.json()["client_id"] == again.json()["client_id"] == wanted
+
+
+async def test_a_known_client_id_with_other_redirect_uris_is_refused(client: httpx.AsyncClient) -> None:
+    wanted = unique("known-client")
+    assert (await client.post(REGISTER, json=body(client_id=wanted, client_name="Known"))).status_code == 201
+    hijack = await client.post(REGISTER, json=body(client_id=wanted, client_name="Known",
+                                                   redirect_uris=["https://attacker.example/cb"]))
+    assert hijack.status_code == 400
+    assert hijack.json()["error"] == "invalid_client_metadata"
+
+
+@pytest.mark.parametrize("uri", [
+    "javascript:alert(1)", "data:text/html,hi", "file:///etc/passwd", "http://app.example.com/callback",
+    "http://10.0.0.5/callback", "https://app.example.com/cb#fragment", "not a uri", "/relative/path",
+])
+async def test_dangerous_or_insecure_redirect_uris_are_refused(client: httpx.AsyncClient, uri: str) -> None:
+    answer = await client.post(REGISTER, json=body(redirect_uris=[uri]))
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"] == "invalid_redirect_uri"
+    assert answer.json()["error_description"]
+
+
+@pytest.mark.parametrize("uri", [
+    "http://127.0.0.1:8976/callback", "http://localhost:3000/cb", "http://[::1]:9000/cb", "cursor://x/cb",
+    "vscode://vscode.github-authentication/did-authenticate", "com.example.app:/oauth2redirect",
+    "urn:ietf:wg:oauth:2.0:oob",
+])
+async def test_loopback_private_use_and_oob_redirect_uris_are_accepted(client: httpx.AsyncClient, uri: str) -> None:
+    answer = await client.post(REGISTER, json=body(redirect_uris=[uri]))
+    assert answer.status_code == 201, answer.text
+
+
+@pytest.mark.parametrize("changes", [
+    {"grant_types": ["password"]}, {"grant_types": ["client_credentials"]}, {"response_types": ["token"]},
+    {"token_endpoint_auth_method": "private_key_jwt"}, {"grant_types": "authorization_code"},
+    {"client_name": 42}, {"client_id": "a b"}, {"scope": "admin:everything"},
+])
+async def test_bad_metadata_is_refused_with_invalid_client_metadata(client: httpx.AsyncClient,
+                                                                   changes: dict[str, Any]) -> None:
+    answer = await client.post(REGISTER, json=body(**changes))
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"] == "invalid_client_metadata"
+
+
+@pytest.mark.parametrize("payload", [b"", b"{not json", b"[1, 2]"])
+async def test_unreadable_bodies_are_400_not_500(client: httpx.AsyncClient, payload: bytes) -> None:
+    answer = await client.post(REGISTER, content=payload, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 400
+    assert answer.json()["error"] == "invalid_client_metadata"
+
+
+async def test_missing_redirect_uris_is_invalid_redirect_uri(client: httpx.AsyncClient) -> None:
+    answer = await client.post(REGISTER, json={"client_name": "x"})
+    assert answer.status_code == 400
+    assert answer.json()["error"] == "invalid_redirect_uri"
+
+
+async def test_unknown_fields_are_tolerated_and_known_extras_echoed(client: httpx.AsyncClient) -> None:
+    answer = await client.post(REGISTER, json=body(logo_uri="https://app.example.com/logo.png",
+                                                   jwks={"keys": []}, frobnicate=True, software_id="abc"))
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["logo_uri"] == "https://app.example.com/logo.png"
+    assert answer.json()["software_id"] == "abc"
+    assert "frobnicate" not in answer.json()
+
+
+async def test_client_secret_is_returned_once_and_stored_only_as_a_hash(client: httpx.AsyncClient,
+                                                                       db: Database) -> None:
+    sent = body(token_endpoint_auth_method="client_secret_post")
+    first = await client.post(REGISTER, json=sent)
+    secret = first.json()["client_secret"]
+    again = await client.post(REGISTER, json=sent)
+    assert again.status_code == 200 and "client_secret" not in again.json()
+    async with db.read() as session:
+        row = (await session.execute(select(OAuthClient).where(
+            OAuthClient.client_id == first.json()["client_id"]))).scalar_one()
+    assert row.secret_hash == hashlib.sha256(secret.encode()).hexdigest()
+    assert secret not in str([getattr(row, c.key) for c in OAuthClient.__table__.columns])
+
+
+async def test_registration_allows_browser_clients_with_a_cors_preflight(client: httpx.AsyncClient) -> None:
+    answer = await client.options(REGISTER, headers={"Origin": "https://inspector.example",
+                                                     "Access-Control-Request-Method": "POST"})
+    assert answer.status_code == 204
+    assert answer.headers["access-control-allow-origin"] == "*"
+    assert "POST" in answer.headers["access-control-allow-methods"]

@@ -1,0 +1,210 @@
+"""Access tokens on the REST doors: what is accepted and what is refused (the resource-server matrix)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from sqlalchemy import select
+
+from prism.config import Settings
+from prism.db import Database
+from prism.oauth.models import OAuthSigningKey
+from tests.factories import Factory, Workspace
+from tests.oauth_support import bearer, browser, register, tokens_for
+from tests.processes import run_cli
+
+ME = "/api/v1/dev/me/"
+CANONICAL = "/api/mcp/tools/prism_entity_crud/"
+
+
+def _segments(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    header, payload, _ = token.split(".")
+    return _json(header), _json(payload)
+
+
+def _json(part: str) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+    return value
+
+
+async def _signed(app: Any, claims: dict[str, Any], **header: Any) -> str:
+    kid, key = await app.state.authenticator.tokens.ring.signer()
+    return jwt.encode(claims, key, algorithm="RS256", headers={"kid": kid, "typ": "at+jwt", **header})
+
+
+async def _token(app: object, ws: Workspace) -> str:
+    async with browser(app, ws.host) as c:
+        tokens = await tokens_for(c, ws)
+    token: str = tokens["access_token"]
+    return token
+
+
+async def test_the_access_token_is_an_rs256_at_jwt_with_the_documented_claims(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    header, claims = _segments(await _token(app, ws))
+    assert header["alg"] == "RS256" and header["typ"] == "at+jwt" and header["kid"]
+    assert claims["iss"] == f"http://{ws.host}" and claims["aud"] == f"http://{ws.host}"
+    assert claims["org"] == ws.org.id and claims["scope"] == "mcp:read mcp:write mcp:execute"
+    assert claims["exp"] - claims["iat"] == 3600
+    assert {"sub", "client_id", "jti"} <= set(claims)
+
+
+async def test_the_access_token_verifies_against_the_published_jwks(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    token = await _token(app, ws)
+    async with browser(app, ws.host) as c:
+        keys = (await c.get("/.well-known/jwks.json")).json()["keys"]
+    header, _ = _segments(token)
+    jwk = next(k for k in keys if k["kid"] == header["kid"])
+    assert {"kty", "kid", "use", "n", "e"} <= set(jwk) and jwk["kty"] == "RSA" and jwk["use"] == "sig"
+    claims = jwt.decode(token, jwt.PyJWK(jwk).key, algorithms=["RS256"], audience=f"http://{ws.host}")
+    assert claims["org"] == ws.org.id
+
+
+async def test_an_unsigned_alg_none_token_is_refused(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    _, claims = _segments(await _token(app, ws))
+    forged = jwt.encode(claims, None, algorithm="none", headers={"typ": "at+jwt"})  # type: ignore[arg-type]
+    async with browser(app, ws.host) as c:
+        answer = await c.get(ME, headers=bearer(forged))
+    assert answer.status_code == 401 and answer.json()["error"] == "invalid_token"
+
+
+async def test_an_hs256_token_keyed_with_the_public_key_is_refused(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    token = await _token(app, ws)
+    header, claims = _segments(token)
+    public = await app.state.authenticator.tokens.ring.public_key(header["kid"])  # type: ignore[attr-defined]
+    pem = public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    body = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    head = base64.urlsafe_b64encode(json.dumps({"alg": "HS256", "typ": "at+jwt", "kid": header["kid"]}).encode())
+    signing_input = head.rstrip(b"=").decode() + "." + body
+    signature = base64.urlsafe_b64encode(hmac.new(pem, signing_input.encode(), hashlib.sha256).digest())
+    forged = signing_input + "." + signature.rstrip(b"=").decode()
+    async with browser(app, ws.host) as c:
+        answer = await c.get(ME, headers=bearer(forged))
+    assert answer.status_code == 401 and answer.json()["error"] == "invalid_token"
+
+
+async def test_a_tampered_token_is_refused(app: object, factory: Factory) -> None:
+    ws, other = await factory.workspace(roles=("owner",)), await factory.workspace(roles=("owner",))
+    token = await _token(app, ws)
+    header, _, signature = token.split(".")
+    _, claims = _segments(token)
+    claims["org"] = other.org.id
+    changed = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    async with browser(app, ws.host) as c:
+        answer = await c.get(ME, headers=bearer(f"{header}.{changed}.{signature}"))
+    assert answer.status_code == 401
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"exp": int(time.time()) - 120, "iat": int(time.time()) - 4000}, "expired"),
+    ({"aud": "https://api.elsewhere.example"}, "audience"),
+    ({"iss": "http://elsewhere.localhost"}, "another host"),
+])
+async def test_expired_foreign_audience_and_foreign_issuer_tokens_are_refused(
+        app: object, factory: Factory, change: dict[str, Any], message: str) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    _, claims = _segments(await _token(app, ws))
+    forged = await _signed(app, {**claims, **change})
+    async with browser(app, ws.host) as c:
+        answer = await c.get(ME, headers=bearer(forged))
+    assert answer.status_code == 401, answer.text
+    assert message in answer.json()["message"]
+
+
+async def test_a_token_of_one_tenant_on_another_tenants_host_is_401(app: object, factory: Factory) -> None:
+    a, b = await factory.workspace(roles=("owner",)), await factory.workspace(roles=("owner",))
+    token = await _token(app, a)
+    async with browser(app, b.host) as c:
+        me = await c.get(ME, headers=bearer(token))
+        call = await c.post(CANONICAL, headers=bearer(token), json={
+            "operation": "list", "app": "spare_parts", "entity": "spare_part", "arguments": {}})
+    assert me.status_code == 401 and me.json()["error"] == "invalid_token"
+    assert call.status_code == 401
+
+
+async def test_a_token_without_an_organization_is_403_session_incomplete(app: object, factory: Factory) -> None:
+    a, b = await factory.workspace(roles=("owner",)), await factory.workspace(roles=("owner",))
+    # a's user has no organization in tenant b: the consent page offers none, the grant carries none.
+    async with browser(app, b.host) as c:
+        tokens = await tokens_for(c, a)
+        me = await c.get(ME, headers=bearer(tokens["access_token"]))
+        info = await c.get("/api/mcp/oauth/userinfo/", headers=bearer(tokens["access_token"]))
+    assert me.status_code == 403 and me.json()["error"] == "session_incomplete"
+    assert info.status_code == 200 and info.json()["org"] is None
+
+
+async def test_a_token_works_on_the_canonical_door_within_its_scopes(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        read_only = await tokens_for(c, ws, scope="mcp:read")
+        listed = await c.post(CANONICAL, headers=bearer(read_only["access_token"]), json={
+            "operation": "list", "app": "spare_parts", "entity": "spare_part", "arguments": {}})
+        created = await c.post(CANONICAL, headers=bearer(read_only["access_token"]), json={
+            "operation": "create", "app": "spare_parts", "entity": "spare_part",
+            "arguments": {"sku": "SKU-1", "name": "Bolt"}})
+    assert listed.status_code == 200 and listed.json()["success"] is True
+    assert created.status_code == 403 and created.json()["error"] == "permission_denied"
+
+
+async def test_a_platform_host_grant_names_the_organization_across_tenants(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, "localhost") as c:
+        tokens = await tokens_for(c, ws)
+        me = await c.get(ME, headers=bearer(tokens["access_token"]))
+    assert me.status_code == 200, me.text
+    assert me.json()["tenant"]["subdomain"] == ws.tenant.subdomain
+
+
+async def test_a_401_names_the_protected_resource_metadata(client: httpx.AsyncClient) -> None:
+    answer = await client.get(ME, headers={"Authorization": "Bearer not.a.token", "Host": "localhost:8000"})
+    assert answer.status_code == 401
+    assert 'resource_metadata="http://localhost:8000/.well-known/oauth-protected-resource"' in \
+        answer.headers["www-authenticate"]
+
+
+async def test_signing_keys_are_encrypted_at_rest(app: object, db: Database) -> None:
+    await app.state.authenticator.tokens.ring.signer()  # type: ignore[attr-defined]
+    async with db.read() as session:
+        rows = list((await session.execute(select(OAuthSigningKey))).scalars())
+    assert rows
+    for row in rows:
+        assert "PRIVATE KEY" not in row.private_key_encrypted
+        assert b"PRIVATE KEY" not in base64.b64decode(row.private_key_encrypted)
+
+
+async def test_rotating_keys_keeps_old_tokens_valid_and_signs_new_ones_with_the_new_key(
+        app: Any, factory: Factory, settings: Settings, database_url: str) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    old = await _token(app, ws)
+    rotated = run_cli("keys", "rotate", "--json", database_url=database_url,
+                      PRISM_SECRET_KEY_FILE=settings.secret_key_file, PRISM_SECRET_KEY=settings.secret_key or "")
+    assert rotated.returncode == 0, str(rotated)
+    app.state.authenticator.tokens.ring.forget()  # what the one-minute reload does in a running server
+    new = await _token(app, ws)
+    assert _segments(new)[0]["kid"] == rotated.json["kid"] != _segments(old)[0]["kid"]
+    async with browser(app, ws.host) as c:
+        kids = {k["kid"] for k in (await c.get("/.well-known/jwks.json")).json()["keys"]}
+        old_answer = await c.get(ME, headers=bearer(old))
+        new_answer = await c.get(ME, headers=bearer(new))
+    assert {_segments(old)[0]["kid"], rotated.json["kid"]} <= kids
+    assert old_answer.status_code == 200 and new_answer.status_code == 200
+
+
+async def test_registration_and_tokens_are_per_client(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        first = await register(c, {"client_name": "one", "redirect_uris": ["https://one.example/cb"]})
+        tokens = await tokens_for(c, ws, client=first)
+    assert _segments(tokens["access_token"])[1]["client_id"] == first["client_id"]
