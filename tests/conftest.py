@@ -19,7 +19,11 @@ from prism.app import create_app
 from prism.config import Settings
 from prism.db import Database, normalize_url, one_shot_engine
 from prism.migrate import upgrade
+from prism.ratelimit import TIERS
 from tests.factories import Factory
+from tests.processes import TEST_SECRET_KEY_FILE
+
+UNTHROTTLED = {**{f"rate_limit_{tier}": 10**9 for tier in TIERS}, "lockout_failures": 10**9}
 
 
 def _database_url(tmp_root: Path) -> str:
@@ -46,8 +50,12 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="session")
 def settings(database_url: str) -> Settings:
+    # The shared app serves every test from one address (127.0.0.1): its ceilings and lockout are raised so
+    # tests do not throttle each other. Tests of the limits themselves build apps with the real values.
+    # Webhook deliveries are sent by the workers the webhook tests start themselves.
     return Settings(database_url=database_url, credential_cache_seconds=0, seed_demo=False,
-                    key_touch_interval_seconds=3600)
+                    key_touch_interval_seconds=3600, secret_key_file=str(TEST_SECRET_KEY_FILE),
+                    webhook_worker_in_process=False, **UNTHROTTLED)
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -43,9 +44,15 @@ def prism_command() -> list[str]:
     return [sys.executable, "-c", "import sys; from prism.cli.main import main; sys.argv[0] = 'prism'; main()"]
 
 
+# One master secret for every process a test run starts (processes must agree on it: sessions, cookies),
+# kept out of the working directory.
+TEST_SECRET_KEY_FILE = Path(tempfile.mkdtemp(prefix="prism-test-secret-")) / "prism-secret.key"
+
+
 def clean_env(**settings: str) -> dict[str, str]:
     """The current environment without any PRISM_* variable, plus `settings` (already prefixed)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRISM_")}
+    env["PRISM_SECRET_KEY_FILE"] = str(TEST_SECRET_KEY_FILE)
     env.update(settings)
     return env
 

@@ -80,7 +80,7 @@ async def test_default_dimension_lists_usable_mega_tools_out_of_thirteen(client:
     assert r.status_code == 200 and body["dimension"] == "mega_tools"
     assert body["total_mega_tools"] == 13 == len(MEGA_TOOLS)
     by_name = {m["name"]: m for m in body["mega_tools"]}
-    assert set(by_name) == {"entity_crud", "report_query"}
+    assert {"entity_crud", "report_query"} <= set(by_name) <= set(MEGA_TOOLS)
     assert by_name["entity_crud"]["tool"] == "prism_entity_crud"
     assert all(m["handlers"] > 0 for m in body["mega_tools"])
     assert {t["name"] for t in body["utility_tools"]} == {"prism_whoami", "prism_introspect"}
@@ -91,14 +91,16 @@ async def test_tree_dimensions_narrow_level_by_level(client: httpx.AsyncClient, 
     assert everything["filters"] == {} and everything["count"] >= 3
     apps = await ok(client, ws, dimension="apps", mega_tool="report_query")
     assert {"finance", "core"} <= {a["name"] for a in apps["apps"]}
-    assert "spare_parts" not in {a["name"] for a in apps["apps"]}
+    calls = await ok(client, ws, dimension="apps", mega_tool="integration_call")
+    assert {a["name"] for a in calls["apps"]} == {"integrations"}
     entities = await ok(client, ws, dimension="entities", app="finance")
     invoice = next(e for e in entities["entities"] if e["name"] == "invoice")
-    assert invoice["mega_tools"] == ["entity_crud", "report_query"]
+    assert {"entity_crud", "report_query"} <= set(invoice["mega_tools"])
     assert "agingApSummary" in invoice["operations"]
     ops = await ok(client, ws, dimension="operations", mega_tool="entity_crud", app="spare_parts", entity="spare_part")
     by_op = {o["operation"]: o for o in ops["operations"]}
-    assert set(by_op) == {"list", "read", "create", "update", "delete"}
+    assert {"list", "read", "create", "update", "delete"} <= set(by_op)
+    assert all(o["mega_tool"] == "entity_crud" for o in ops["operations"])
     assert by_op["delete"]["destructive"] is True and by_op["delete"]["read_only"] is False
     assert by_op["list"] | {"description": ""} == {
         "coordinate": "entity_crud/spare_parts/spare_part/list", "mega_tool": "entity_crud", "app": "spare_parts",
@@ -155,12 +157,14 @@ async def test_read_only_keys_see_no_write_handlers_anywhere(client: httpx.Async
     r = await get(client, ws, label, dimension="schema", app="spare_parts", operation="delete")
     assert r.status_code == 404 and r.json()["error"] == "operation_not_found"
     entities = await ok(client, ws, label, dimension="entities", app="spare_parts")
-    assert entities["entities"][0]["operations"] == ["list", "read"]
+    assert {"list", "read"} <= set(entities["entities"][0]["operations"])
+    assert not set(entities["entities"][0]["operations"]) & WRITE_OPERATIONS
 
 
 async def test_member_role_may_change_but_not_delete(client: httpx.AsyncClient, ws: Workspace) -> None:
     member = await ok(client, ws, "member", dimension="operations", entity="spare_part")
-    assert {o["operation"] for o in member["operations"]} == {"list", "read", "create", "update"}  # no delete
+    operations = {o["operation"] for o in member["operations"]}
+    assert {"list", "read", "create", "update"} <= operations and "delete" not in operations
 
 
 @pytest.mark.parametrize("rerank", [False, True])
@@ -195,7 +199,8 @@ async def test_capability_search_recipe_is_a_ready_call(client: httpx.AsyncClien
 
 async def test_capability_search_honours_narrowing_and_limit(client: httpx.AsyncClient, ws: Workspace) -> None:
     body = await ok(client, ws, dimension="capability_search", query="invoice", mega_tool="report_query", limit=2)
-    assert [res["parts"]["mega_tool"] for res in body["results"]] == ["report_query"]
+    assert body["results"] and len(body["results"]) <= 2
+    assert {res["parts"]["mega_tool"] for res in body["results"]} == {"report_query"}
     body = await ok(client, ws, dimension="capability_search", query="list records", limit=2)
     assert len(body["results"]) == 2
     body = await ok(client, ws, dimension="capability_search", query="the of and")

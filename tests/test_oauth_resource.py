@@ -167,11 +167,15 @@ async def test_a_platform_host_grant_names_the_organization_across_tenants(app: 
     assert me.json()["tenant"]["subdomain"] == ws.tenant.subdomain
 
 
-async def test_a_401_names_the_protected_resource_metadata(client: httpx.AsyncClient) -> None:
-    answer = await client.get(ME, headers={"Authorization": "Bearer not.a.token", "Host": "localhost:8000"})
-    assert answer.status_code == 401
-    assert 'resource_metadata="http://localhost:8000/.well-known/oauth-protected-resource"' in \
-        answer.headers["www-authenticate"]
+async def test_a_401_names_the_protected_resource_metadata_on_every_door(client: httpx.AsyncClient) -> None:
+    headers = {"Authorization": "Bearer not.a.token", "Host": "localhost:8000"}
+    answers = [await client.get(ME, headers=headers),
+               await client.post(CANONICAL, headers=headers, json={}),  # the fast path, outside the router
+               await client.post("/prism/entity_crud/spare_parts/spare_part/list", headers=headers, json={})]
+    for answer in answers:
+        assert answer.status_code == 401
+        assert 'resource_metadata="http://localhost:8000/.well-known/oauth-protected-resource"' in \
+            answer.headers["www-authenticate"], answer.request.url
 
 
 async def test_signing_keys_are_encrypted_at_rest(app: object, db: Database) -> None:
@@ -208,3 +212,38 @@ async def test_registration_and_tokens_are_per_client(app: object, factory: Fact
         first = await register(c, {"client_name": "one", "redirect_uris": ["https://one.example/cb"]})
         tokens = await tokens_for(c, ws, client=first)
     assert _segments(tokens["access_token"])[1]["client_id"] == first["client_id"]
+
+
+async def test_x_organization_context_moves_a_token_between_its_users_organizations_and_no_further(
+        app: object, db: Database, factory: Factory) -> None:
+    from prism.identity.service import add_to_organization
+    from prism.models import User
+
+    ws = await factory.workspace(roles=("owner",))
+    second = await factory.second_org(ws, "Second org")
+    foreign = await factory.second_org(ws, "Not theirs")
+    async with db.write() as s:
+        user = (await s.execute(select(User).where(User.email == ws.emails["owner"]))).scalar_one()
+        await add_to_organization(s, user, second, role="viewer")
+    whoami = "/api/mcp/tools/prism_whoami/"
+    async with browser(app, ws.host) as c:
+        token = (await tokens_for(c, ws))["access_token"]
+        granted = await c.post(whoami, headers=bearer(token), json={})
+        moved = await c.post(whoami, headers={**bearer(token), "X-Organization-Context": second.id}, json={})
+        as_public_id = await c.post(whoami, json={}, headers={
+            **bearer(token), "X-Organization-Context": "org_" + second.id.replace("-", "")})
+        # The viewer role of the second organization applies there: no writes.
+        write = await c.post(CANONICAL, headers={**bearer(token), "X-Organization-Context": second.id}, json={
+            "operation": "create", "app": "spare_parts", "entity": "spare_part",
+            "arguments": {"sku": "SKU-ORG", "name": "Bolt"}})
+        not_member = await c.post(whoami, headers={**bearer(token), "X-Organization-Context": foreign.id}, json={})
+        garbage = await c.post(whoami, headers={**bearer(token), "X-Organization-Context": "accounting"}, json={})
+        # An API key is bound to its organization: the header changes nothing.
+        key = await c.post(whoami, headers={**ws.headers(), "X-Organization-Context": second.id}, json={})
+    assert granted.json()["data"]["organization"]["id"] == ws.org.id
+    assert moved.json()["data"]["organization"] == {"id": second.id, "name": "Second org", "role": "viewer"}
+    assert as_public_id.json()["data"]["organization"]["id"] == second.id
+    assert write.status_code == 403 and write.json()["error"] == "permission_denied"
+    assert not_member.status_code == 403 and not_member.json()["error"] == "organization_forbidden"
+    assert garbage.status_code == 400 and garbage.json()["error"] == "invalid_organization_context"
+    assert key.json()["data"]["organization"]["id"] == ws.org.id

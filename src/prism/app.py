@@ -20,10 +20,18 @@ from prism.canonical import endpoints as canonical
 from prism.config import Settings, get_settings
 from prism.db import Database
 from prism.dispatch.dispatcher import Dispatcher
+from prism.keys.endpoints import routes as key_routes
+from prism.mcp_server import endpoints as mcp_door
+from prism.oauth.challenge import ResourceMetadataChallenge
+from prism.oauth.routes import routes as oauth_routes
+from prism.openapi.endpoints import routes as openapi_routes
+from prism.ratelimit import install_rate_limits
 from prism.registry import Registry, search
 from prism.registry.registry import build_registry
 from prism.sandbox import endpoints as sandbox
 from prism.web.responses import json_response
+from prism.webhooks import tasks as webhook_tasks
+from prism.webhooks.endpoints import routes as webhook_routes
 
 log = logging.getLogger("prism")
 
@@ -38,25 +46,44 @@ def routes() -> list[BaseRoute]:
     # The canonical dispatch door first: routes are matched in order, and it carries most of the traffic.
     return [
         *both("/api/mcp/tools/{tool_name}/", canonical.call_tool, ["POST"]),
+        *mcp_door.routes(),  # the MCP door: every agent call of MCP clients
         *both("/prism/{mega_tool}/{app}/{entity}/{operation}", canonical.call_coordinate, ["POST"]),
         *both("/api/v1/dev/call/", sandbox.call, ["POST"]),
         *both("/api/v1/dev/ping/", sandbox.ping, ["GET"]),
         *both("/api/v1/dev/me/", sandbox.me, ["GET"]),
         *both("/api/v1/dev/tools/", sandbox.tools, ["GET"]),
         *both("/api/v1/dev/introspect/", sandbox.introspect, ["GET", "POST"]),
+        *oauth_routes(),
+        *openapi_routes(),
+        *key_routes(),
+        *webhook_routes(),
     ]
 
 
 _TOOLS_PREFIX = "/api/mcp/tools/"
 
 
+async def _canonical_door(scope: Scope, receive: Receive, send: Send) -> None:
+    request = Request(scope, receive)
+    try:
+        response = await canonical.call_tool(request)
+    except Exception as exc:  # what ServerErrorMiddleware does for routed requests
+        response = await server_error(request, exc)
+    await response(scope, receive, send)
+
+
+# The one middleware the fast path keeps: its 401s must point OAuth clients at the resource metadata too.
+_FAST_CANONICAL_DOOR = ResourceMetadataChallenge(_canonical_door)
+
+
 class PrismApp(Starlette):
     """Starlette, with the canonical dispatch door answered before the routing machinery.
 
     `POST /api/mcp/tools/<tool_name>/` carries most of the traffic. It goes to the same endpoint the
-    route table names, but without the router's per-route matching and the two exception-handling
-    middleware layers around it — per request, that machinery costs about as much as Prism's own
-    authentication. Everything else, and anything unusual (a root path), takes the normal route.
+    route table names, but without the router's per-route matching and the exception-handling and
+    rate-limit middleware layers around it (the door's own authentication applies the lockout and the
+    per-user limit) — per request, that machinery costs about as much as Prism's own authentication.
+    Everything else, and anything unusual (a root path), takes the normal route.
     """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -67,12 +94,7 @@ class PrismApp(Starlette):
                 if tool_name and "/" not in tool_name:
                     scope["app"] = self
                     scope["path_params"] = {"tool_name": tool_name}
-                    request = Request(scope, receive)
-                    try:
-                        response = await canonical.call_tool(request)
-                    except Exception as exc:  # what ServerErrorMiddleware does for routed requests
-                        response = await server_error(request, exc)
-                    await response(scope, receive, send)
+                    await _FAST_CANONICAL_DOOR(scope, receive, send)
                     return
         await super().__call__(scope, receive, send)
 
@@ -110,8 +132,10 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         db = Database(settings.database_url)
         app.state.db = db
-        app.state.authenticator = Authenticator(db, cache_seconds=settings.credential_cache_seconds)
+        app.state.authenticator = Authenticator(db, cache_seconds=settings.credential_cache_seconds,
+                                                settings=settings)
         app.state.dispatcher = Dispatcher(db, registry)
+        app.state.webhook_worker = webhook_tasks.start_in_process(db, settings)  # delivers events; may be off
         flusher = asyncio.create_task(
             _flush_touches_forever(app.state.authenticator, settings.key_touch_interval_seconds))
         # Everything allocated so far (registry, schemas, search index) lives as long as the process: move it
@@ -124,6 +148,8 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
             flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await flusher
+            if app.state.webhook_worker is not None:
+                await app.state.webhook_worker.stop()
             await app.state.dispatcher.close()
             await app.state.authenticator.flush_touches()
             await db.dispose()
@@ -134,4 +160,6 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
     app.router.redirect_slashes = False
     app.state.settings = settings
     app.state.registry = registry
+    install_rate_limits(app, settings)
+    app.add_middleware(ResourceMetadataChallenge)
     return app

@@ -30,7 +30,57 @@ class Settings(BaseSettings):
     # last_used_at is written at most this often per key, never once per request.
     key_touch_interval_seconds: float = 60.0
     seed_demo: bool = True
+    # MCP door (docs/mcp.md): a session id is a token signed with a key derived from the master secret,
+    # so any process of the deployment verifies it; it expires after this many seconds.
+    mcp_session_ttl_seconds: int = 86400
+    mcp_tools_page_size: int = 50
+    # How often an idle legacy SSE stream sends a keep-alive comment.
+    mcp_sse_keepalive_seconds: float = 15.0
+    # Webhooks (docs/webhooks.md). Private, loopback, link-local and metadata addresses are refused as
+    # receivers unless this is true (tests, on-premise receivers); PRISM_WEBHOOK_CA_BUNDLE names extra CA
+    # certificates (PEM) trusted for receivers on top of the system store.
+    webhook_allow_private_networks: bool = False
+    webhook_ca_bundle: str | None = None
+    # `prism serve` runs one delivery worker in-process unless this is false (then run `prism worker`).
+    webhook_worker_in_process: bool = True
+    # Deliveries one worker sends at once, and how long a claim lasts before another worker may take it
+    # over (longer than the largest timeout_seconds, so a live worker never loses its claim).
+    webhook_worker_concurrency: int = 16
+    webhook_lease_seconds: float = 90.0
+    # An idle worker looks for due deliveries this often (deliveries from this process wake it at once).
+    webhook_poll_seconds: float = 0.5
+    # A receiver's Retry-After (429/503) is honoured up to this many seconds.
+    webhook_retry_after_max_seconds: int = 3600
+    # This many consecutive FAILED deliveries deactivate a webhook (0 = never).
+    webhook_deactivate_after_failures: int = 10
     log_level: str = "info"
+    # Master secret (PRISM_SECRET_KEY): signs browser session cookies and encrypts the OAuth signing keys
+    # at rest. Unset, Prism keeps a generated one in PRISM_SECRET_KEY_FILE (mode 0600, default
+    # ./prism-secret.key). Every process of one deployment must see the same secret.
+    secret_key: str | None = None
+    secret_key_file: str = Field(default_factory=lambda: str(Path.cwd() / "prism-secret.key"))
+    # OAuth lifetimes (seconds): authorization code, access token, refresh token (30 days).
+    oauth_code_seconds: int = 120
+    oauth_access_token_seconds: int = 3600
+    oauth_refresh_token_seconds: int = 30 * 24 * 3600
+    # Browser login sessions (login and consent pages, dashboards) last this long.
+    browser_session_seconds: int = 12 * 3600
+
+    # Rate limits, requests per minute (SPEC.md "Limits"): anonymous and authentication endpoints per client
+    # address, authenticated and admin (a role granting `admin.access`) per user, MCP per tenant. A benchmark
+    # raises them; the limiter keeps running. Counters are per process unless PRISM_REDIS_URL is set.
+    rate_limit_anonymous: int = 30
+    rate_limit_authenticated: int = 300
+    rate_limit_admin: int = 1000
+    rate_limit_auth_endpoints: int = 200
+    rate_limit_mcp: int = 600
+    rate_limit_key_registration: int = 5
+    # Failed authentications: this many within the window block the client address for lockout_seconds.
+    lockout_failures: int = 10
+    lockout_window_seconds: float = 60.0
+    lockout_seconds: float = 300.0
+    # Peers whose X-Forwarded-For is believed (comma-separated IPs or networks); anyone else's is ignored.
+    trusted_proxies: str = ""
 
 
 @lru_cache(maxsize=1)

@@ -54,3 +54,26 @@ class TenantNotFound(PrismError):
 
 class Conflict(PrismError):
     code, status = "conflict", 409
+
+
+class RateLimited(PrismError):
+    """A rate limit or the failed-authentication lockout; `headers` (Retry-After ...) go on the answer."""
+
+    code, status = "rate_limited", 429
+    headers: dict[str, str] | None = None
+
+
+class Blocked(PrismError):
+    """A persona policy refuses the call."""
+
+    code, status = "blocked", 403
+
+
+class OversightRequired(PrismError):
+    """The call waits for a human: an oversight request was opened; its id is in `details`."""
+
+    code, status = "oversight_required", 202
+
+
+class BudgetExceeded(PrismError):
+    code, status = "budget_exceeded", 403

@@ -19,8 +19,7 @@ def alembic_config(database_url: str) -> Config:
 
 
 def upgrade(database_url: str) -> None:
-    # "heads": every branch of the revision graph (features add their tables on branches of their own).
-    command.upgrade(alembic_config(database_url), "heads")
+    command.upgrade(alembic_config(database_url), "head")
 
 
 async def upgrade_async(database_url: str) -> None:

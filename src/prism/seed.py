@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from prism.apps.demo import seed_domain
 from prism.apps.finance.models import Invoice, Vendor
 from prism.apps.spare_parts.models import SparePart
 from prism.identity.service import add_to_organization, create_user, get_user
@@ -72,6 +73,7 @@ async def seed_demo(session: AsyncSession) -> DemoWorkspace:
         session.add(Invoice(organization_id=org.id, vendor_id=vendors[vendor_index].id, number=number,
                             amount_cents=amount, issue_date=issued, due_date=issued + timedelta(days=terms),
                             status=status))
+    await seed_domain(session, org, user)
     minted = await create_key(session, tenant=tenant, user=user, organization=org, name="Demo key")
     await session.flush()
     return DemoWorkspace(tenant, DEMO_ADMIN_EMAIL, password, minted.plaintext)

@@ -1,8 +1,18 @@
 """Every table, imported once so that `Base.metadata` is complete (migrations, tests)."""
 
+import prism.apps.agents.models
+import prism.apps.claims.models
+import prism.apps.documents.models
 import prism.apps.finance.models
+import prism.apps.integrations.models
+import prism.apps.itsm.models
+import prism.apps.maintenance.models
+import prism.apps.notifications.models
 import prism.apps.spare_parts.models
-import prism.models  # noqa: F401
+import prism.governance.models
+import prism.models
+import prism.oauth.models
+import prism.webhooks.models  # noqa: F401
 from prism.models.base import Base
 
 metadata = Base.metadata

@@ -1,4 +1,7 @@
-"""Bearer API key → AuthContext, with a short in-process cache.
+"""Bearer API key or OAuth access token → AuthContext, with a short in-process cache.
+
+API keys (`ck_`, `mcp_`) take the fast path below; anything else is treated as an OAuth access token and
+verified by `prism.oauth.resource.AccessTokens` (RS256 JWT, issuer of the host, audience, expiry, grant).
 
 The cache keeps a verified key for `credential_cache_seconds`; the hash is still compared on every
 request and expiry is checked against the clock, so a cached entry never outlives its key. A revocation
@@ -16,11 +19,13 @@ from sqlalchemy import select
 
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import PermissionSet
+from prism.config import Settings, get_settings
 from prism.db import Database
 from prism.errors import TenantNotFound, Unauthenticated
-from prism.keys.service import keys_match, lookup_of, touch_keys
+from prism.keys.service import KEY_PREFIXES, keys_match, lookup_of, touch_keys
 from prism.kit.timeutil import utcnow
 from prism.models import ApiKey, Membership, Organization, Role, Tenant, User
+from prism.oauth.resource import AccessTokens
 from prism.tenancy.hosts import HostInfo
 
 
@@ -35,6 +40,7 @@ class _Cached:
 _KEY_QUERY = (
     select(ApiKey.id, ApiKey.key_hash, ApiKey.scopes, ApiKey.name, ApiKey.lookup, ApiKey.created_at,
            ApiKey.expires_at, ApiKey.last_used_at, ApiKey.revoked_at, ApiKey.organization_id,
+           ApiKey.persona_id, ApiKey.ai_system_id,
            User.id.label("user_id"), User.email, User.is_active, Role.name.label("role"),
            Role.permissions, Organization.name.label("org_name"), Tenant.id.label("tenant_id"),
            Tenant.subdomain, Tenant.name.label("tenant_name"))
@@ -47,20 +53,27 @@ _KEY_QUERY = (
 )
 
 
+KEY_TOKEN_PREFIXES = tuple(f"{p}_" for p in KEY_PREFIXES)
+
+
 def _invalid(reason: str) -> Unauthenticated:
     return Unauthenticated(reason, code="invalid_token")
 
 
 class Authenticator:
-    def __init__(self, db: Database, *, cache_seconds: float) -> None:
+    def __init__(self, db: Database, *, cache_seconds: float, settings: Settings | None = None) -> None:
         self.db = db
+        self.tokens = AccessTokens(db, settings or get_settings())
         self.cache_seconds = cache_seconds
         self._cache: dict[str, _Cached] = {}
         self._tenants: dict[str, tuple[bool, float]] = {}
         self._touches: dict[str, datetime] = {}  # uses not yet written to the database
         self._permission_sets: dict[tuple[str, ...], PermissionSet] = {}
 
-    async def authenticate(self, authorization: str | None, host: HostInfo) -> AuthContext:
+    async def authenticate(self, authorization: str | None, host: HostInfo,
+                           organization_context: str | None = None) -> AuthContext:
+        """`organization_context` (the X-Organization-Context header) picks the organization of an OAuth
+        token's user; API keys are bound to one organization and ignore it."""
         if host.kind == "tenant":
             await self.require_tenant_host(host)
         if not authorization:
@@ -70,6 +83,8 @@ class Authenticator:
         if scheme.lower() != "bearer" or not token:
             raise Unauthenticated("use the Bearer scheme: Authorization: Bearer <key>",
                                   code="authentication_required")
+        if not token.startswith(KEY_TOKEN_PREFIXES):
+            return await self.tokens.authenticate(token, host, organization_context)
         context = await self._from_key(token)
         if host.kind == "tenant" and host.subdomain != context.tenant_subdomain:
             raise _invalid("this credential belongs to another tenant")
@@ -122,7 +137,7 @@ class Authenticator:
             user_email=row.email, role=row.role, permissions=permissions,
             scopes=frozenset(row.scopes.split()), credential_kind="api_key", credential_id=row.id,
             key_prefix=row.lookup, key_name=row.name, key_created_at=row.created_at,
-            usage=KeyUsage(row.last_used_at),
+            usage=KeyUsage(row.last_used_at), persona_id=row.persona_id, ai_system_id=row.ai_system_id,
         )
         cached = _Cached(row.key_hash, context, row.expires_at, time.monotonic())
         self._cache[lookup] = cached

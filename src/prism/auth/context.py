@@ -33,3 +33,8 @@ class AuthContext:
     key_name: str
     key_created_at: datetime
     usage: KeyUsage
+    # Governance: the persona whose policy applies and the AI system the credential acts for (if any).
+    persona_id: str | None = None
+    ai_system_id: str | None = None
+    # The OAuth client the caller acts through (credential_kind "oauth"); None for API keys.
+    client_id: str | None = None

@@ -11,24 +11,24 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from prism.dispatch.dispatcher import Call
-from prism.dispatch.envelope import call_from_envelope
+from prism.dispatch.envelope import call_from_envelope, with_governance_headers
 from prism.errors import PrismError
 from prism.registry.mega_tools import tool_name as wire_name
 from prism.web.requests import authenticate, read_json, read_json_object
-from prism.web.responses import challenge_headers, json_response
+from prism.web.responses import error_headers, json_response
 
 
 def envelope_error(exc: PrismError, tool_name: str) -> Response:
     body: dict[str, Any] = {"success": False, "error": exc.code, "message": exc.message, "tool_name": tool_name}
     if exc.details:
         body["details"] = exc.details
-    return json_response(body, exc.status, challenge_headers(exc.status))
+    return json_response(body, exc.status, error_headers(exc))
 
 
 async def _run(request: Request, tool_name: str, build: Any) -> Response:
     try:
         auth = await authenticate(request)
-        call: Call = await build()
+        call: Call = with_governance_headers(await build(), request.headers)
         _, data = await request.app.state.dispatcher.dispatch(auth, call)
     except PrismError as exc:
         return envelope_error(exc, tool_name)

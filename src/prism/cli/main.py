@@ -10,6 +10,7 @@ import typer
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from prism.cli.governance import governance_cli, persona_cli
 from prism.cli.output import emit, fail
 from prism.config import get_settings
 from prism.db import Database
@@ -18,6 +19,7 @@ from prism.governance.ledger import verify_chain
 from prism.identity.service import add_to_organization, create_user, require_user
 from prism.keys.service import create_key, revoke_key
 from prism.kit.timeutil import iso
+from prism.oauth.cli import keys_cli
 from prism.tenancy.service import (
     create_organization,
     create_tenant,
@@ -25,6 +27,7 @@ from prism.tenancy.service import (
     list_organizations,
     require_tenant,
 )
+from prism.webhooks.cli import worker as webhook_worker
 
 T = TypeVar("T")
 JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
@@ -39,6 +42,9 @@ audit_cli = typer.Typer(help="The hash-chained audit ledger.", no_args_is_help=T
 for sub, name in ((tenant_cli, "tenant"), (org_cli, "org"), (user_cli, "user"), (key_cli, "key"),
                   (audit_cli, "audit")):
     cli.add_typer(sub, name=name)
+cli.command("worker")(webhook_worker)
+cli.add_typer(keys_cli, name="keys")
+cli.add_typer(persona_cli, name="persona"); cli.add_typer(governance_cli, name="governance")  # noqa: E702
 
 
 @cli.command("serve")

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism.auth.context import AuthContext
 from prism.db import Database
 from prism.errors import InvalidArguments, PermissionDenied, PrismError, ToolNotFound
+from prism.governance.gate import Gate
 from prism.governance.ledger import EntryDraft
 from prism.governance.ledger_writer import LedgerWriter
 from prism.kit.canonical import digest
@@ -36,6 +37,9 @@ class Call:
     operation: Any = None
     app: Any = None
     entity: Any = None
+    # Governance inputs a door passes through (header or envelope field); see docs/governance.md.
+    mission_id: str | None = None
+    oversight_request_id: str | None = None
 
     def coordinate_label(self) -> str:
         mega_tool = mega_tool_of(self.tool_name)
@@ -99,17 +103,35 @@ class Dispatcher:
             raise PermissionDenied(f"role {auth.role!r} lacks permission {handler.permission}")
 
     async def dispatch(self, auth: AuthContext, call: Call) -> tuple[Handler, Any]:
+        # Personas, missions and AI systems cost only the calls that have them (the hot path checks three
+        # attributes): a Gate checks the policy and budget in the ledger transaction and records decisions.
+        gate = (None if auth.persona_id is None and auth.ai_system_id is None and call.mission_id is None
+                else Gate(auth, call))
         handler: Handler | None = None
         try:
             handler = self.resolve(call)
             params = self.validate(handler, call.arguments)
             self.authorize(auth, handler)
         except PrismError as exc:
-            await self.ledger.record(auth.organization_id, partial(_draft, auth, call, handler), refusal=exc)
+            finish = None
+            if gate is not None and auth.ai_system_id is not None:
+                gate.handler, finish = handler, gate.finish
+            await self.ledger.record(auth.organization_id, partial(_draft, auth, call, handler), refusal=exc,
+                                     finish=finish)
             raise
+        if gate is not None:
+            gate.handler = handler
+            return handler, await self.ledger.run(
+                auth.organization_id, partial(self._governed_work, gate, params),
+                partial(_governed_draft, gate), writes=True, finish=gate.finish)
         work = partial(self._work, auth, handler, params)
         draft_for = partial(_draft, auth, call, handler)
         return handler, await self.ledger.run(auth.organization_id, work, draft_for, writes=not handler.read_only)
+
+    async def _governed_work(self, gate: Gate, params: BaseModel, session: AsyncSession) -> Any:
+        assert gate.handler is not None
+        await gate.check(session)
+        return await self._work(gate.auth, gate.handler, params, session)
 
     async def _work(self, auth: AuthContext, handler: Handler, params: BaseModel, session: AsyncSession) -> Any:
         result = await handler.func(HandlerCall(auth, session, self.registry, handler), params)
@@ -136,6 +158,12 @@ def _draft(auth: AuthContext, call: Call, handler: Handler | None, outcome: str,
         arguments_digest=arguments_digest, outcome=outcome, error_code=error_code,
         detail={"status": status, "cost": handler.cost if handler else 0},
     )
+
+
+def _governed_draft(gate: Gate, outcome: str, error_code: str | None, status: int) -> EntryDraft:
+    draft = _draft(gate.auth, gate.call, gate.handler, outcome, error_code, status)
+    draft.detail.update(gate.detail)
+    return draft
 
 
 def _holds_nul(value: Any) -> bool:

@@ -6,13 +6,16 @@ legacy tools (`prism_whoami`, `prism_introspect`) take flat parameters, or `{arg
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from prism.dispatch.dispatcher import Call
 from prism.errors import InvalidArguments
 from prism.registry.mega_tools import LEGACY_BINDINGS
 
-ENVELOPE_KEYS = frozenset({"operation", "app", "entity", "arguments", "mission_id"})
+ENVELOPE_KEYS = frozenset({"operation", "app", "entity", "arguments", "mission_id", "oversight_request_id"})
+MISSION_HEADER = "x-prism-mission"
+OVERSIGHT_HEADER = "x-prism-oversight-request"
 
 
 def call_from_envelope(tool_name: str, payload: Any, *, door: str) -> Call:
@@ -30,4 +33,31 @@ def call_from_envelope(tool_name: str, payload: Any, *, door: str) -> Call:
         raise InvalidArguments(f"{unknown[0]}: not an envelope field; send handler parameters inside "
                                "`arguments`", details={"field": unknown[0]})
     return Call(tool_name=tool_name, door=door, arguments=payload.get("arguments", {}),
-                operation=payload.get("operation"), app=payload.get("app"), entity=payload.get("entity"))
+                operation=payload.get("operation"), app=payload.get("app"), entity=payload.get("entity"),
+                mission_id=_id_field(payload, "mission_id"),
+                oversight_request_id=_id_field(payload, "oversight_request_id"))
+
+
+def _id_field(payload: dict[str, Any], name: str) -> str | None:
+    value = payload.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= 64:
+        raise InvalidArguments(f"{name}: must be an id (a non-empty string of at most 64 characters)",
+                               details={"field": name})
+    return value
+
+
+def with_governance_headers(call: Call, headers: Mapping[str, str]) -> Call:
+    """Take the mission and the oversight request from the headers too; they must agree with the envelope."""
+    for header, name in ((MISSION_HEADER, "mission_id"), (OVERSIGHT_HEADER, "oversight_request_id")):
+        value = headers.get(header)
+        if value is None:
+            continue
+        value = _id_field({name: value.strip()}, name)
+        current = getattr(call, name)
+        if current is not None and current != value:
+            raise InvalidArguments(f"{name}: the {header} header and the envelope name different ids",
+                                   details={"field": name})
+        setattr(call, name, value)
+    return call

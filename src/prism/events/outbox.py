@@ -20,6 +20,7 @@ from prism.events.catalog import API_VERSION, EVENT_TYPES
 from prism.kit.canonical import canonical_json
 from prism.kit.timeutil import utcnow
 from prism.models import OutboxEvent
+from prism.webhooks.matching import fan_out
 
 if TYPE_CHECKING:
     from prism.registry.model import HandlerCall
@@ -56,8 +57,11 @@ def envelope(event_id: str, event_type: str, moment: datetime, organization_id: 
 
 
 async def emit(session: AsyncSession, *, organization_id: str, tenant_id: str, event_type: str,
-               data: dict[str, Any], event_id: str | None = None) -> OutboxEvent:
-    """Record one event in the caller's transaction and return it (flushed, so it has its row)."""
+               data: dict[str, Any], event_id: str | None = None, fan_out_to_webhooks: bool = True) -> OutboxEvent:
+    """Record one event in the caller's transaction and return it (flushed, so it has its row).
+
+    `fan_out_to_webhooks=False` records the event only (a webhook test event names its one receiver itself).
+    """
     if event_type not in _PREFIX:
         raise UnknownEventType(event_type)
     event_id = event_id or new_event_id(event_type)
@@ -67,6 +71,10 @@ async def emit(session: AsyncSession, *, organization_id: str, tenant_id: str, e
                         event_type=event_type, payload=payload, created_at=moment)
     session.add(event)
     await session.flush()
+    # Deliveries are written with the event, in the same transaction: a committed event always has them.
+    if fan_out_to_webhooks:
+        await fan_out(session, organization_id=organization_id, event_id=event_id, event_type=event_type,
+                      data=data, moment=moment)
     return event
 
 

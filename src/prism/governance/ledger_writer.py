@@ -32,6 +32,7 @@ from prism.db import Database
 from prism.errors import Conflict, PrismError
 from prism.governance.ledger import EntryDraft, audit_entries, audit_heads, chain_hash, entry_body
 from prism.kit.prepared import Prepared
+from prism.webhooks.audit_events import announce_entries
 
 log = logging.getLogger("prism.ledger")
 
@@ -40,6 +41,10 @@ LANES = 4
 Work = Callable[[AsyncSession], Awaitable[Any]]
 # Builds the entry once the outcome is known: (outcome, error code, HTTP status) -> draft.
 DraftFor = Callable[[str, "str | None", int], EntryDraft]
+# Runs after the unit (outside its savepoint, in the batch's transaction) with the unit's error, if any:
+# what must be written whatever the outcome (a governance decision, an oversight request) commits with
+# the entry. If it fails, the whole batch fails and nothing is changed.
+Finish = Callable[[AsyncSession, "BaseException | None"], Awaitable[None]]
 
 
 class _ReadAborted(Exception):
@@ -58,6 +63,7 @@ class _Unit:
     # A refusal decided before the unit was queued (e.g. permission denied): recorded as is.
     refusal: PrismError | None
     writes: bool = False
+    finish: Finish | None = None
     future: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -71,16 +77,18 @@ class LedgerWriter:
         self._lanes = 1 if db.is_sqlite else LANES
         self._tasks: list[asyncio.Task[None]] = []
 
-    async def record(self, organization_id: str, draft_for: DraftFor, *, refusal: PrismError | None = None) -> None:
+    async def record(self, organization_id: str, draft_for: DraftFor, *, refusal: PrismError | None = None,
+                     finish: Finish | None = None) -> None:
         """Append an entry for a call that has already run (or was refused before running)."""
-        await self._submit(_Unit(organization_id, draft_for, None, refusal))
+        await self._submit(_Unit(organization_id, draft_for, None, refusal, finish=finish))
 
-    async def run(self, organization_id: str, work: Work, draft_for: DraftFor, *, writes: bool = True) -> Any:
+    async def run(self, organization_id: str, work: Work, draft_for: DraftFor, *, writes: bool = True,
+                  finish: Finish | None = None) -> Any:
         """Run `work` in the ledger transaction and append its entry; re-raises its refusal after recording it.
 
         Work that `writes` runs inside a SAVEPOINT so that its refusal undoes only its own changes.
         """
-        return await self._submit(_Unit(organization_id, draft_for, work, None, writes))
+        return await self._submit(_Unit(organization_id, draft_for, work, None, writes, finish))
 
     async def _submit(self, unit: _Unit) -> Any:
         if len(self._tasks) < self._lanes or any(t.done() for t in self._tasks):
@@ -154,6 +162,8 @@ class LedgerWriter:
                 if i not in outcomes:
                     outcomes[i] = await _run_unit(session, unit, savepoint=unit.writes)
                 error = outcomes[i][1]
+                if unit.finish is not None:
+                    await unit.finish(session, error)
                 draft = (unit.draft_for("allowed", None, 200) if error is None else
                          unit.draft_for("refused", getattr(error, "code", "internal_error"),
                                         getattr(error, "status", 500)))
@@ -166,6 +176,7 @@ class LedgerWriter:
             await _MOVE_HEAD.execute_many(session, [
                 {"org_id": org_id, "seq": seq, "hash": digest}
                 for org_id, (seq, digest) in heads.items() if locked[org_id] != (seq, digest)])
+            await announce_entries(session, rows)  # audit.entry_created, for subscribers only
         return [outcomes[i] for i in range(len(batch))]
 
 

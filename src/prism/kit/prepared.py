@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import Float
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import ClauseElement
@@ -57,7 +58,7 @@ class Prepared:
             sql=compiled.string, param_names=names,
             bind_processors=tuple(compiled.binds[n].type._cached_bind_processor(dialect) for n in names),
             keys=tuple(c.key for c in columns),
-            result_processors=tuple(c.type._cached_result_processor(dialect, None) for c in columns),
+            result_processors=tuple(_result_processor(c.type, dialect) for c in columns),
         )
         return hit
 
@@ -80,6 +81,19 @@ class Prepared:
             driver._conn.executemany(compiled.sql, args)
         else:
             await driver.executemany(compiled.sql, args)
+
+
+def _result_processor(type_: Any, dialect: Dialect) -> Callable[[Any], Any] | None:
+    try:
+        processor: Callable[[Any], Any] | None = type_._cached_result_processor(dialect, None)
+    except TypeError:
+        # PostgreSQL's numeric processors pick a conversion by the column's type OID, which a result
+        # usually supplies: give them the OID the declared type is stored as (float8 or numeric).
+        processor = type_._cached_result_processor(dialect, _FLOAT8_OID if isinstance(type_, Float) else _NUMERIC_OID)
+    return processor
+
+
+_FLOAT8_OID, _NUMERIC_OID = 701, 1700
 
 
 def _dialect(session: AsyncSession) -> Dialect:

@@ -63,7 +63,8 @@ class McpDoor:
             return
         state = scope["app"].state
         try:
-            auth = await state.authenticator.authenticate(headers.get("authorization"), _host(scope, headers))
+            auth = await state.authenticator.authenticate(headers.get("authorization"), _host(scope, headers),
+                                                          headers.get("x-organization-context"))
         except PrismError as exc:
             await _refuse(send, scope, headers, exc, extra)
             return

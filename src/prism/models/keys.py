@@ -26,3 +26,6 @@ class ApiKey(Base):
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # Governance (prism.governance): the persona whose policy applies, the AI system it acts for.
+    persona_id: Mapped[str | None] = mapped_column(String(36))
+    ai_system_id: Mapped[str | None] = mapped_column(String(36))

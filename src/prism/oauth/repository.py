@@ -78,3 +78,15 @@ GRANT_CONTEXT_QUERY = (
                & (Membership.organization_id == OAuthGrant.organization_id))
     .outerjoin(Role, Role.id == Membership.role_id)
 )
+
+
+# The caller's membership in another organization, for `X-Organization-Context` (tokens only).
+MEMBERSHIP_CONTEXT_QUERY = (
+    select(Role.name.label("role"), Role.permissions, Organization.id.label("organization_id"),
+           Organization.name.label("org_name"), Tenant.id.label("tenant_id"), Tenant.subdomain,
+           Tenant.name.label("tenant_name"))
+    .select_from(Membership)
+    .join(Role, Role.id == Membership.role_id)
+    .join(Organization, Organization.id == Membership.organization_id)
+    .join(Tenant, Tenant.id == Organization.tenant_id)
+)

@@ -9,6 +9,7 @@ at once, one made in another process within that window.
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,11 +18,12 @@ from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import PermissionSet
 from prism.config import Settings
 from prism.db import Database
-from prism.errors import Unauthenticated
+from prism.errors import BadRequest, PermissionDenied, Unauthenticated
+from prism.models import Membership
 from prism.oauth.errors import SessionIncomplete
 from prism.oauth.keys import KeyRing
 from prism.oauth.models import OAuthGrant
-from prism.oauth.repository import GRANT_CONTEXT_QUERY
+from prism.oauth.repository import GRANT_CONTEXT_QUERY, MEMBERSHIP_CONTEXT_QUERY
 from prism.oauth.tokens import AccessClaims, verify_access_token
 from prism.registry.mega_tools import PLATFORM_SCOPES
 from prism.tenancy.hosts import HostInfo
@@ -44,6 +46,7 @@ class AccessTokens:
         self.ring = KeyRing(db, settings)
         self._grants: dict[str, _Grant] = {}
         self._permission_sets: dict[tuple[str, ...], PermissionSet] = {}
+        self._memberships: dict[tuple[str, str], _Grant] = {}
 
     def forget(self, grant_id: str) -> None:
         """Drop a cached grant (after revoking it here) so the next request sees the revocation."""
@@ -71,23 +74,52 @@ class AccessTokens:
             raise _invalid("access token does not match its grant")
         return claims, row
 
-    async def authenticate(self, token: str, host: HostInfo) -> AuthContext:
+    async def authenticate(self, token: str, host: HostInfo, organization_context: str | None = None) -> AuthContext:
+        """The token's caller, in the grant's organization or — for a user in several — the one named by
+        `X-Organization-Context` (an organization id, plain or as `org_<hex>`)."""
         claims, row = await self.claims(token, host)
-        if row.organization_id is None or claims.organization_id is None:
+        org = row
+        if organization_context:
+            org = await self._membership(row.user_id, organization_context)
+        elif row.organization_id is None or claims.organization_id is None:
             raise SessionIncomplete("this token carries no organization: authorize again and pick an organization "
-                                    "on the consent page")
-        if row.role is None:
+                                    "on the consent page, or name one in X-Organization-Context")
+        elif row.role is None:
             raise _invalid("the token's user is no longer a member of its organization")
-        if host.kind == "tenant" and host.subdomain != row.subdomain:
+        if host.kind == "tenant" and host.subdomain != org.subdomain:
             raise _invalid("this credential belongs to another tenant")
-        patterns = tuple(row.permissions)
+        patterns = tuple(org.permissions)
         permissions = self._permission_sets.setdefault(patterns, PermissionSet(patterns))
         created: datetime = row.created_at
         return AuthContext(
-            tenant_id=row.tenant_id, tenant_subdomain=row.subdomain, tenant_name=row.tenant_name,
-            organization_id=row.organization_id, organization_name=row.org_name, user_id=row.user_id,
-            user_email=row.email, role=row.role, permissions=permissions,
+            tenant_id=org.tenant_id, tenant_subdomain=org.subdomain, tenant_name=org.tenant_name,
+            organization_id=org.organization_id, organization_name=org.org_name, user_id=row.user_id,
+            user_email=row.email, role=org.role, permissions=permissions,
             scopes=frozenset(s for s in claims.scope.split() if s in PLATFORM_SCOPES), credential_kind="oauth",
             credential_id=row.id, key_prefix=claims.client_id, key_name=row.client_name or claims.client_id,
             key_created_at=created, usage=KeyUsage(None), client_id=claims.client_id,
         )
+
+    async def _membership(self, user_id: str, organization_context: str) -> Any:
+        organization_id = _organization_id(organization_context)
+        key = (user_id, organization_id)
+        hit = self._memberships.get(key)
+        if hit is None or time.monotonic() - hit.fetched > self.settings.credential_cache_seconds:
+            async with self.db.read() as session:
+                row = (await session.execute(MEMBERSHIP_CONTEXT_QUERY.where(
+                    Membership.user_id == user_id, Membership.organization_id == organization_id))).first()
+            hit = _Grant(row, time.monotonic())
+            self._memberships[key] = hit
+        if hit.row is None:
+            raise PermissionDenied("X-Organization-Context names an organization this user is not a member of",
+                                   code="organization_forbidden")
+        return hit.row
+
+
+def _organization_id(value: str) -> str:
+    text = value.strip()
+    try:
+        return str(uuid.UUID(text[4:] if text.startswith("org_") else text))
+    except ValueError:
+        raise BadRequest("X-Organization-Context must be an organization id (a UUID, or org_<hex>)",
+                         code="invalid_organization_context") from None

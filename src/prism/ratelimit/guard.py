@@ -54,7 +54,8 @@ async def authenticate_limited(request: Request, host: HostInfo) -> AuthContext:
             raise locked_out_error(address, left)
     authorization = request.headers.get("authorization")
     try:
-        auth: AuthContext = await app_state.authenticator.authenticate(authorization, host)
+        auth: AuthContext = await app_state.authenticator.authenticate(
+            authorization, host, request.headers.get("x-organization-context"))
     except Unauthenticated:
         if authorization:
             scope.setdefault("state", {})[FAILURE_COUNTED_STATE] = True

@@ -13,18 +13,18 @@ from starlette.responses import Response
 
 from prism import API_VERSION, __version__
 from prism.dispatch.dispatcher import Call
-from prism.dispatch.envelope import call_from_envelope
+from prism.dispatch.envelope import call_from_envelope, with_governance_headers
 from prism.errors import BadRequest, PrismError
 from prism.registry.catalog import tool_catalog
 from prism.web.requests import authenticate, read_json_object
-from prism.web.responses import challenge_headers, json_response
+from prism.web.responses import error_headers, json_response
 
 
 def _error(exc: PrismError, **extra: Any) -> Response:
     body: dict[str, Any] = {"error": exc.code, "message": exc.message, **extra}
     if exc.details:
         body["details"] = exc.details
-    return json_response(body, exc.status, challenge_headers(exc.status))
+    return json_response(body, exc.status, error_headers(exc))
 
 
 async def ping(request: Request) -> Response:
@@ -76,7 +76,8 @@ async def call(request: Request) -> Response:
                              code="missing_name", details={"field": "name"})
         tool_name = name
         _, data = await request.app.state.dispatcher.dispatch(
-            auth, call_from_envelope(name, body.get("arguments", {}), door="sandbox"))
+            auth, with_governance_headers(call_from_envelope(name, body.get("arguments", {}), door="sandbox"),
+                                          request.headers))
     except PrismError as exc:
         return _error(exc, tool_name=tool_name)
     return json_response(data)

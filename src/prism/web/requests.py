@@ -9,6 +9,7 @@ from starlette.requests import Request
 
 from prism.auth.context import AuthContext
 from prism.errors import BadRequest, PrismError
+from prism.ratelimit.guard import authenticate_limited
 from prism.tenancy.hosts import HostInfo, classify_host
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -23,9 +24,8 @@ def host_of(request: Request) -> HostInfo:
 
 
 async def authenticate(request: Request) -> AuthContext:
-    auth: AuthContext = await request.app.state.authenticator.authenticate(
-        request.headers.get("authorization"), host_of(request))
-    return auth
+    # Through the rate-limit guard: lockout, failed-credential counting, the caller's per-user tier.
+    return await authenticate_limited(request, host_of(request))
 
 
 async def _read_capped(request: Request) -> bytes:

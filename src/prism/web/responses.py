@@ -20,3 +20,9 @@ def json_response(content: Any, status: int = 200, headers: dict[str, str] | Non
 def challenge_headers(status: int) -> dict[str, str] | None:
     """401 answers tell the client how to authenticate."""
     return {"WWW-Authenticate": 'Bearer realm="prism"'} if status == 401 else None
+
+
+def error_headers(exc: Exception) -> dict[str, str] | None:
+    """The headers a refusal carries: the 401 challenge, Retry-After (and RateLimit-*) on a 429."""
+    extra: dict[str, str] | None = getattr(exc, "headers", None)
+    return extra or challenge_headers(getattr(exc, "status", 500))

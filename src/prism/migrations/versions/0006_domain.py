@@ -2,7 +2,7 @@
 finance payments and purchase orders, spare-part stock movements
 
 Revision ID: 0006_domain
-Revises: 0002
+Revises: 0005_governance
 """
 
 from collections.abc import Sequence
@@ -13,7 +13,7 @@ from alembic import op
 import prism.models.base
 
 revision: str = "0006_domain"
-down_revision: str | None = "0002"
+down_revision: str | None = "0005_governance"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,7 +1,7 @@
 """webhooks and webhook deliveries
 
 Revision ID: 0007_webhooks
-Revises: 0002
+Revises: 0006_domain
 """
 
 from collections.abc import Sequence
@@ -12,7 +12,7 @@ from alembic import op
 import prism.models.base
 
 revision: str = "0007_webhooks"
-down_revision: str | None = "0002"
+down_revision: str | None = "0006_domain"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,1 @@
+"""governance: personas, AI systems, human oversight, decisions and violations."""

@@ -1,0 +1,221 @@
+"""governance: personas and AI systems (config_manage), human oversight and the post-hoc audit
+(governance_review), decisions and violations (audit_query).
+
+Managing personas and AI systems, deciding oversight requests and running the audit need dedicated
+permissions (`governance.manage_*`, `governance.approve_oversight_request`, `governance.run_audit`) that
+the seeded `member` and `viewer` roles do not hold: they are the security team's levers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from prism.apps.params import ListParams, Params, ReadParams
+from prism.governance import oversight, personas
+from prism.governance.models import AiSystem, GovernanceDecision, GovernanceViolation, OversightRequest
+from prism.governance.post_hoc_audit import run_audit
+from prism.registry import HandlerApp, HandlerCall
+from prism.tenancy.repository import OrgRepository, text_search, to_record
+
+app = HandlerApp("governance", description="Personas, AI systems, human oversight, decisions and violations.")
+
+MANAGE_PERSONA = "governance.manage_persona"
+MANAGE_AI_SYSTEM = "governance.manage_ai_system"
+APPROVE = "governance.approve_oversight_request"
+RiskLevel = Literal["minimal", "limited", "high", "unacceptable"]
+
+
+# --- personas --------------------------------------------------------------------------------------
+
+class PersonaCreateParams(personas.PersonaCreate, Params):
+    pass
+
+
+class PersonaUpdateParams(personas.PersonaChanges, Params):
+    id: str = Field(..., min_length=1, max_length=64)
+    name: str | None = Field(None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$")
+
+
+class AttachParams(Params):
+    key: str = Field(..., min_length=1, max_length=64, description="Key id or displayed prefix.")
+    persona_id: str | None = Field(None, max_length=64, description="Persona to attach; null detaches.")
+
+
+@app.handler("config_manage", "persona", "list", params=ListParams, scope="read",
+             description="List personas (policy objects attached to keys).", keywords=("policies", "agent roles"))
+async def list_personas(call: HandlerCall, p: ListParams) -> dict[str, Any]:
+    repo = personas.repository(call.session, call.organization_id)
+    page = await repo.page(text_search(repo.base(), [repo.model.name], p.search), page=p.page,
+                           page_size=p.page_size, ordering=p.ordering, orderable=("name", "created_at"),
+                           default_ordering="name")
+    for item in page["items"]:
+        item["default"] = item.pop("default_effect")
+    return page
+
+
+@app.handler("config_manage", "persona", "read", params=ReadParams, scope="read", description="Read one persona.")
+async def read_persona(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
+    return personas.persona_record(await personas.repository(call.session, call.organization_id).get(p.id))
+
+
+@app.handler("config_manage", "persona", "create", params=PersonaCreateParams, scope="write",
+             permission=MANAGE_PERSONA, keywords=("policy", "allow", "deny", "oversight pattern"),
+             description="Create a persona: allow/deny/oversight coordinate patterns, default, per-call cost cap.")
+async def create_persona(call: HandlerCall, p: PersonaCreateParams) -> dict[str, Any]:
+    return await personas.create_persona(call.session, organization_id=call.organization_id,
+                                         tenant_id=call.auth.tenant_id, fields=p)
+
+
+@app.handler("config_manage", "persona", "update", params=PersonaUpdateParams, scope="write",
+             permission=MANAGE_PERSONA, description="Change a persona; takes effect on the next call.")
+async def update_persona(call: HandlerCall, p: PersonaUpdateParams) -> dict[str, Any]:
+    return await personas.update_persona(call.session, organization_id=call.organization_id, persona_id=p.id,
+                                         changes=p, name=p.name)
+
+
+@app.handler("config_manage", "persona", "delete", params=ReadParams, scope="write", permission=MANAGE_PERSONA,
+             destructive=True, description="Delete a persona that no key uses.")
+async def delete_persona(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
+    return await personas.delete_persona(call.session, organization_id=call.organization_id, persona_id=p.id)
+
+
+@app.handler("config_manage", "persona", "attach", params=AttachParams, scope="write", permission=MANAGE_PERSONA,
+             description="Attach a persona to an API key of this organization (persona_id null detaches it).")
+async def attach_persona(call: HandlerCall, p: AttachParams) -> dict[str, Any]:
+    return await personas.attach(call.session, organization_id=call.organization_id, key_ref=p.key,
+                                 column="persona_id", value=p.persona_id)
+
+
+# --- AI systems ------------------------------------------------------------------------------------
+
+class AiSystemCreate(Params):
+    name: str = Field(..., min_length=1, max_length=100)
+    description: str = Field("", max_length=2000)
+    risk_level: RiskLevel = Field(..., description="EU AI Act tiers: minimal, limited, high, unacceptable.")
+
+
+class AiSystemAttach(Params):
+    key: str = Field(..., min_length=1, max_length=64, description="Key id or displayed prefix.")
+    ai_system_id: str | None = Field(None, max_length=64, description="AI system; null unties the key.")
+
+
+def _systems(call: HandlerCall) -> OrgRepository[AiSystem]:
+    return OrgRepository(call.session, AiSystem, call.organization_id, label="AI system")
+
+
+@app.handler("config_manage", "ai_system", "list", params=ListParams, scope="read",
+             description="List AI systems (governance records with a risk level).")
+async def list_ai_systems(call: HandlerCall, p: ListParams) -> dict[str, Any]:
+    repo = _systems(call)
+    return await repo.page(text_search(repo.base(), [AiSystem.name], p.search), page=p.page,
+                           page_size=p.page_size, ordering=p.ordering, orderable=("name", "created_at"),
+                           default_ordering="name")
+
+
+@app.handler("config_manage", "ai_system", "create", params=AiSystemCreate, scope="write",
+             permission=MANAGE_AI_SYSTEM, description="Register an AI system with its risk level.")
+async def create_ai_system(call: HandlerCall, p: AiSystemCreate) -> dict[str, Any]:
+    row = _systems(call).add(tenant_id=call.auth.tenant_id, **p.model_dump())
+    await call.session.flush()
+    return to_record(row)
+
+
+@app.handler("config_manage", "ai_system", "attach", params=AiSystemAttach, scope="write",
+             permission=MANAGE_AI_SYSTEM,
+             description="Tie an API key to an AI system: its every call then records a governance decision.")
+async def attach_ai_system(call: HandlerCall, p: AiSystemAttach) -> dict[str, Any]:
+    return await personas.attach(call.session, organization_id=call.organization_id, key_ref=p.key,
+                                 column="ai_system_id", value=p.ai_system_id)
+
+
+# --- human oversight -------------------------------------------------------------------------------
+
+class OversightList(ListParams):
+    status: Literal["pending", "approved", "rejected", "consumed"] | None = None
+
+
+class Decide(Params):
+    id: str = Field(..., min_length=1, max_length=64, description="Oversight request id (ovr_...).")
+    note: str = Field("", max_length=2000, description="Why; kept with the request.")
+
+
+@app.handler("governance_review", "oversight_request", "list", params=OversightList, scope="read",
+             description="List oversight requests (escalated calls waiting for, or given, a human decision).",
+             keywords=("approvals", "pending review", "human in the loop"))
+async def list_requests(call: HandlerCall, p: OversightList) -> dict[str, Any]:
+    repo = OrgRepository(call.session, OversightRequest, call.organization_id, label="oversight request")
+    stmt = text_search(repo.base(), [OversightRequest.coordinate, OversightRequest.reason], p.search)
+    if p.status:
+        stmt = stmt.where(OversightRequest.status == p.status)
+    page = await repo.page(stmt, page=p.page, page_size=p.page_size, ordering=p.ordering,
+                           orderable=("created_at", "sla_deadline", "priority"), default_ordering="-created_at")
+    return page
+
+
+@app.handler("governance_review", "oversight_request", "read", params=ReadParams, scope="read",
+             description="Read one oversight request.")
+async def read_request(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
+    return oversight.oversight_record(await oversight.repository(call.session, call.organization_id).get(p.id))
+
+
+@app.handler("governance_review", "oversight_request", "approve", params=Decide, scope="write", permission=APPROVE,
+             description="Approve an escalated call: the same call, with this request id, may then run once.")
+async def approve_request(call: HandlerCall, p: Decide) -> dict[str, Any]:
+    return await oversight.decide(call.session, call.auth, request_id=p.id, approve=True, note=p.note)
+
+
+@app.handler("governance_review", "oversight_request", "reject", params=Decide, scope="write", permission=APPROVE,
+             description="Reject an escalated call: it can never run with this request.")
+async def reject_request(call: HandlerCall, p: Decide) -> dict[str, Any]:
+    return await oversight.decide(call.session, call.auth, request_id=p.id, approve=False, note=p.note)
+
+
+class AuditParams(Params):
+    hours: float = Field(24, gt=0, le=24 * 90, description="How far back to re-check the ledger.")
+
+
+@app.handler("governance_review", "audit", "run", params=AuditParams, scope="write",
+             permission="governance.run_audit", keywords=("post-hoc audit", "compliance check", "drift"),
+             description="Re-check recent ledger entries against the current personas; report new violations.")
+async def run_post_hoc_audit(call: HandlerCall, p: AuditParams) -> dict[str, Any]:
+    return await run_audit(call.session, organization_id=call.organization_id, tenant_id=call.auth.tenant_id,
+                           hours=p.hours)
+
+
+# --- decisions and violations ----------------------------------------------------------------------
+
+class DecisionList(ListParams):
+    decision: Literal["ALLOW", "BLOCK"] | None = None
+    ai_system_id: str | None = Field(None, max_length=64)
+    trace_id: str | None = Field(None, max_length=32)
+
+
+@app.handler("audit_query", "decision", "list", params=DecisionList, scope="read",
+             description="List governance decisions (ALLOW/BLOCK) recorded for AI systems' calls.")
+async def list_decisions(call: HandlerCall, p: DecisionList) -> dict[str, Any]:
+    repo = OrgRepository(call.session, GovernanceDecision, call.organization_id, label="decision")
+    stmt = text_search(repo.base(), [GovernanceDecision.coordinate, GovernanceDecision.primary_reason], p.search)
+    for column, value in ((GovernanceDecision.decision, p.decision), (GovernanceDecision.ai_system_id,
+                          p.ai_system_id), (GovernanceDecision.trace_id, p.trace_id)):
+        if value:
+            stmt = stmt.where(column == value)
+    return await repo.page(stmt, page=p.page, page_size=p.page_size, ordering=p.ordering,
+                           orderable=("created_at", "latency_ms"), default_ordering="-created_at")
+
+
+@app.handler("audit_query", "decision", "read", params=ReadParams, scope="read",
+             description="Read one governance decision.")
+async def read_decision(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
+    return await OrgRepository(call.session, GovernanceDecision, call.organization_id,
+                               label="decision").get_record(p.id)
+
+
+@app.handler("audit_query", "violation", "list", params=ListParams, scope="read",
+             description="List policy violations found by the post-hoc audit.")
+async def list_violations(call: HandlerCall, p: ListParams) -> dict[str, Any]:
+    repo = OrgRepository(call.session, GovernanceViolation, call.organization_id, label="violation")
+    stmt = text_search(repo.base(), [GovernanceViolation.coordinate, GovernanceViolation.policy_name], p.search)
+    return await repo.page(stmt, page=p.page, page_size=p.page_size, ordering=p.ordering,
+                           orderable=("detected_at", "severity"), default_ordering="-detected_at")

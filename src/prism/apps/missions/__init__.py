@@ -1,0 +1,1 @@
+"""missions: plan, start and close missions with budgets (mission_control)."""

@@ -1,0 +1,77 @@
+"""missions: plan a mission with a budget ceiling, start it, and close it (mission_control).
+
+Calls made under an active mission (header `X-Prism-Mission` or envelope `mission_id`) spend their
+handler's declared cost against the ceiling; see prism.governance.missions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from prism.apps.params import ListParams, Params, ReadParams
+from prism.governance import missions
+from prism.governance.models import Mission
+from prism.registry import HandlerApp, HandlerCall
+from prism.tenancy.repository import OrgRepository, text_search
+
+app = HandlerApp("missions", description="Missions: planned work with a budget ceiling for the calls made under it.")
+
+MissionStatus = Literal["planning", "active", "completed", "failed", "cancelled"]
+
+
+class MissionCreate(Params):
+    name: str = Field(..., min_length=1, max_length=255)
+    description: str = Field("", max_length=4000)
+    budget_ceiling: int = Field(..., ge=0, le=10**12, description="Total declared cost calls may spend.")
+
+
+class MissionList(ListParams):
+    status: MissionStatus | None = None
+
+
+@app.handler("mission_control", "mission", "create", params=MissionCreate, scope="execute",
+             description="Plan a mission with a budget ceiling (status planning).",
+             keywords=("new mission", "budget", "plan work"))
+async def create_mission(call: HandlerCall, p: MissionCreate) -> dict[str, Any]:
+    row = missions.repository(call.session, call.organization_id).add(
+        tenant_id=call.auth.tenant_id, name=p.name, description=p.description, budget_ceiling=p.budget_ceiling,
+        spent=0, status="planning", created_by=call.auth.user_id)
+    await call.session.flush()
+    return missions.mission_record(row)
+
+
+@app.handler("mission_control", "mission", "list", params=MissionList, scope="read",
+             description="List missions with their budget, spend and status.")
+async def list_missions(call: HandlerCall, p: MissionList) -> dict[str, Any]:
+    repo = OrgRepository(call.session, Mission, call.organization_id, label="mission")
+    stmt = text_search(repo.base(), [Mission.name, Mission.description], p.search)
+    if p.status:
+        stmt = stmt.where(Mission.status == p.status)
+    page = await repo.page(stmt, page=p.page, page_size=p.page_size, ordering=p.ordering,
+                           orderable=("created_at", "name", "spent"), default_ordering="-created_at")
+    for item in page["items"]:
+        item["remaining"] = item["budget_ceiling"] - item["spent"]
+    return page
+
+
+@app.handler("mission_control", "mission", "read", params=ReadParams, scope="read",
+             description="Read one mission: budget ceiling, spent, remaining, status.")
+async def read_mission(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
+    return missions.mission_record(await missions.require_mission(call.session, call.organization_id, p.id))
+
+
+def _transition(status: str, description: str) -> None:
+    @app.handler("mission_control", "mission", {"active": "start", "completed": "complete", "failed": "fail",
+                                                "cancelled": "cancel"}[status],
+                 params=ReadParams, scope="execute", permission="missions.change_mission", description=description)
+    async def move(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
+        return await missions.transition(call.session, organization_id=call.organization_id,
+                                         tenant_id=call.auth.tenant_id, mission_id=p.id, status=status)
+
+
+_transition("active", "Start a planned mission (planning → active; emits mission.started).")
+_transition("completed", "Complete an active mission (emits mission.completed).")
+_transition("failed", "Mark an active mission failed.")
+_transition("cancelled", "Cancel a planned or active mission.")

@@ -1,0 +1,107 @@
+"""The governance step of the dispatcher: persona policy, human oversight, mission budget, decisions.
+
+Only calls that need it pay for it: a credential with no persona and no AI system, calling outside a
+mission, never builds a Gate (the dispatcher checks three attributes and takes its usual path).
+
+`check` runs inside the handler's SAVEPOINT, before the handler: whatever it changes (a mission's spend,
+an oversight request used) is undone with the handler's own writes if the call is refused. `finish` runs
+after it, outside the savepoint but in the same ledger transaction: what must persist even though the
+call was refused (the oversight request, the budget-exceeded mark, the decision, their events) commits
+with the call's audit entry.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.auth.context import AuthContext
+from prism.errors import Blocked, BudgetExceeded, OversightRequired, PrismError
+from prism.governance import missions, oversight
+from prism.governance.decisions import Outcome, record_decision
+from prism.governance.models import Persona
+from prism.governance.policy import CompiledPolicy, compiled
+from prism.kit.canonical import digest
+
+if TYPE_CHECKING:
+    from prism.dispatch.dispatcher import Call
+    from prism.registry import Handler
+
+
+class Gate:
+    __slots__ = ("auth", "call", "detail", "handler", "opened_request", "policies_evaluated", "started",
+                 "trace_id")
+
+    def __init__(self, auth: AuthContext, call: Call) -> None:
+        self.auth = auth
+        self.call = call
+        self.started = time.perf_counter()
+        self.trace_id = uuid.uuid4().hex
+        self.handler: Handler | None = None
+        self.opened_request: tuple[str, CompiledPolicy, str] | None = None  # (id, policy, reason)
+        self.policies_evaluated = 1  # scope + RBAC, always
+        self.detail: dict[str, Any] = {}  # added to the call's audit entry
+
+    async def check(self, session: AsyncSession) -> None:
+        handler, auth, call = self.handler, self.auth, self.call
+        assert handler is not None
+        # A batch the ledger replays runs this again on a fresh transaction: start from a clean slate.
+        self.policies_evaluated, self.opened_request, self.detail = 1, None, {}
+        if auth.persona_id is not None:
+            self.policies_evaluated += 1
+            policy = await _policy(session, auth)
+            verdict = policy.evaluate(handler.path, handler.cost)
+            self.detail["persona"] = {"id": policy.persona_id, "version": policy.version, "rule": verdict.rule}
+            if verdict.effect == "deny":
+                raise Blocked(verdict.reason, details={"persona_id": policy.persona_id, "rule": verdict.rule})
+            if verdict.effect == "oversight":
+                if call.oversight_request_id is None:
+                    request_id = oversight.new_request_id()
+                    self.opened_request = (request_id, policy, verdict.reason)
+                    raise OversightRequired(
+                        f"{verdict.reason}: oversight request {request_id} is pending; once approved, repeat "
+                        "this exact call with header X-Prism-Oversight-Request (or envelope field "
+                        "oversight_request_id) set to its id",
+                        details={"oversight_request_id": request_id, "status": "pending"})
+                await oversight.consume(session, auth, request_id=call.oversight_request_id,
+                                        coordinate=handler.path, arguments_digest=self.arguments_digest())
+                self.detail["oversight_request_id"] = call.oversight_request_id
+        if call.mission_id is not None:
+            self.policies_evaluated += 1
+            self.detail["mission_id"] = call.mission_id
+            await missions.charge(session, auth.organization_id, call.mission_id, handler.cost)
+
+    async def finish(self, session: AsyncSession, error: BaseException | None) -> None:
+        auth = self.auth
+        coordinate = self.handler.path if self.handler else self.call.coordinate_label()[:255]
+        if isinstance(error, OversightRequired) and self.opened_request is not None:
+            request_id, policy, reason = self.opened_request
+            await oversight.open_request(
+                session, auth, request_id=request_id, persona_id=policy.persona_id, coordinate=coordinate,
+                arguments_digest=self.arguments_digest(), priority=policy.oversight_priority, reason=reason,
+                sla_seconds=policy.oversight_sla_seconds)
+        elif isinstance(error, BudgetExceeded) and self.call.mission_id is not None:
+            await missions.note_exceeded(session, organization_id=auth.organization_id, tenant_id=auth.tenant_id,
+                                         mission_id=self.call.mission_id, cost=self.handler.cost if self.handler
+                                         else 0, coordinate=coordinate)
+        if auth.ai_system_id is not None:
+            code = None if error is None else getattr(error, "code", "internal_error")
+            message = error.message if isinstance(error, PrismError) else None
+            latency_ms = int((time.perf_counter() - self.started) * 1000)
+            await record_decision(session, auth, Outcome(coordinate, code, message, self.policies_evaluated,
+                                                         latency_ms, self.trace_id))
+
+    def arguments_digest(self) -> str:
+        return digest(self.call.arguments if self.call.arguments is not None else {})
+
+
+async def _policy(session: AsyncSession, auth: AuthContext) -> CompiledPolicy:
+    persona = (await session.execute(Persona.__table__.select().where(
+        Persona.id == auth.persona_id, Persona.organization_id == auth.organization_id))).first()
+    if persona is None:  # fail closed: a key whose persona vanished may do nothing
+        raise Blocked("this credential's persona no longer exists; nothing is allowed until a persona is attached",
+                      details={"persona_id": auth.persona_id})
+    return compiled(persona)

@@ -1,0 +1,125 @@
+"""Human oversight: a call a persona escalates waits for a person to approve it, then runs exactly once.
+
+A request is bound to the credential that asked, the coordinate and the SHA-256 digest of the exact
+arguments. It can be decided until its SLA deadline; an approval can be used for as long again after the
+decision. Using it is one conditional UPDATE (`status = 'approved'` → `consumed`) in the call's own
+savepoint: two concurrent uses cannot both win, and a call that fails after consuming it gives it back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Table, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.auth.context import AuthContext
+from prism.errors import Conflict, NotFound, PermissionDenied, PrismError
+from prism.events.outbox import emit, timestamp
+from prism.governance.models import OversightRequest
+from prism.kit.timeutil import utcnow
+from prism.tenancy.repository import OrgRepository, to_record
+
+oversight_requests: Table = OversightRequest.__table__  # type: ignore[assignment]
+PRIORITIES = ("low", "normal", "high", "critical")
+
+
+def new_request_id() -> str:
+    return "ovr_" + uuid.uuid4().hex
+
+
+def repository(session: AsyncSession, organization_id: str) -> OrgRepository[OversightRequest]:
+    return OrgRepository(session, OversightRequest, organization_id, label="oversight request")
+
+
+def use_by(request: OversightRequest) -> datetime:
+    """An approval stays usable for as long after the decision as the approver had to decide."""
+    decided = request.decided_at or request.created_at
+    return decided + (request.sla_deadline - request.created_at)
+
+
+def oversight_record(request: OversightRequest, now: datetime | None = None) -> dict[str, Any]:
+    record = to_record(request)
+    now = now or utcnow()
+    record["expired"] = (request.status == "pending" and now > request.sla_deadline) or (
+        request.status == "approved" and now > use_by(request))
+    return record
+
+
+async def open_request(session: AsyncSession, auth: AuthContext, *, request_id: str, persona_id: str,
+                       coordinate: str, arguments_digest: str, priority: str, reason: str,
+                       sla_seconds: int) -> None:
+    """Record a pending request and emit `governance.oversight.requested` (the event id is the request id)."""
+    now = utcnow()
+    deadline = now + timedelta(seconds=sla_seconds)
+    session.add(OversightRequest(
+        id=request_id, organization_id=auth.organization_id, tenant_id=auth.tenant_id, persona_id=persona_id,
+        credential_id=auth.credential_id, requested_by=auth.user_id, coordinate=coordinate,
+        arguments_digest=arguments_digest, status="pending", priority=priority, reason=reason,
+        sla_deadline=deadline, decision_note="", created_at=now))
+    await session.flush()
+    await emit(session, organization_id=auth.organization_id, tenant_id=auth.tenant_id,
+               event_type="governance.oversight.requested", event_id=request_id,
+               data={"request_id": request_id, "status": "pending", "priority": priority,
+                     "oversight_reason": reason, "sla_deadline": timestamp(deadline), "coordinate": coordinate})
+
+
+async def consume(session: AsyncSession, auth: AuthContext, *, request_id: str, coordinate: str,
+                  arguments_digest: str) -> None:
+    """Use an approved request for this exact call, or refuse with the reason it cannot be used."""
+    try:
+        request = await repository(session, auth.organization_id).get(request_id)
+    except NotFound:
+        raise NotFound(f"oversight request {request_id!r} not found",
+                       code="oversight_request_not_found") from None
+    if request.credential_id != auth.credential_id:
+        raise PermissionDenied("this oversight request was opened by another credential; only the call that "
+                               "asked for approval may use it", code="oversight_request_not_yours")
+    if request.coordinate != coordinate or request.arguments_digest != arguments_digest:
+        raise Conflict(f"oversight request {request_id} approves another call ({request.coordinate} with other "
+                       "arguments); repeat the exact call that was escalated",
+                       code="oversight_arguments_mismatch")
+    now = utcnow()
+    if request.status == "pending":
+        if now > request.sla_deadline:
+            raise Conflict(f"oversight request {request_id} expired undecided", code="oversight_request_expired")
+        raise PrismError(f"oversight request {request_id} is still pending approval", code="oversight_pending",
+                         status=409, details={"oversight_request_id": request_id})
+    if request.status == "rejected":
+        raise PermissionDenied(f"oversight request {request_id} was rejected", code="oversight_rejected")
+    if request.status == "consumed":
+        raise Conflict(f"oversight request {request_id} has already been used; an approval runs one call",
+                       code="oversight_request_used")
+    if now > use_by(request):
+        raise Conflict(f"the approval of oversight request {request_id} has expired",
+                       code="oversight_request_expired")
+    result = await session.execute(
+        update(oversight_requests)
+        .where(oversight_requests.c.id == request_id, oversight_requests.c.organization_id == auth.organization_id,
+               oversight_requests.c.status == "approved")
+        .values(status="consumed", consumed_at=now))
+    if result.rowcount != 1:  # type: ignore[attr-defined]  # a concurrent call used it first
+        raise Conflict(f"oversight request {request_id} has already been used; an approval runs one call",
+                       code="oversight_request_used")
+
+
+async def decide(session: AsyncSession, auth: AuthContext, *, request_id: str, approve: bool,
+                 note: str) -> dict[str, Any]:
+    request = await repository(session, auth.organization_id).get(request_id)
+    if request.status != "pending":
+        raise Conflict(f"oversight request {request_id} is {request.status}; only pending requests are decided",
+                       code="invalid_transition")
+    now = utcnow()
+    if now > request.sla_deadline:
+        raise Conflict(f"oversight request {request_id} expired at its SLA deadline", code="oversight_request_expired")
+    if request.requested_by == auth.user_id:
+        raise PermissionDenied("the user whose call was escalated cannot decide its oversight request",
+                               code="self_approval_forbidden")
+    request.status = "approved" if approve else "rejected"
+    request.decided_by = auth.user_id
+    request.decided_at = now
+    request.decision_note = note
+    await session.flush()
+    return oversight_record(request, now)

@@ -1,0 +1,142 @@
+"""Persona service: create, change, delete and attach personas (shared by the config_manage handlers and the CLI).
+
+Every change bumps the persona's `version`, which is what compiled matchers are cached by. A persona
+attached to keys cannot be deleted: detaching it silently would lift every restriction it imposed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.errors import Conflict, NotFound
+from prism.governance.models import AiSystem, Persona
+from prism.governance.policy import MAX_PATTERNS, validate_pattern
+from prism.kit.timeutil import utcnow
+from prism.models import ApiKey
+from prism.tenancy.repository import OrgRepository, to_record
+
+Priority = Literal["low", "normal", "high", "critical"]
+
+
+class PersonaChanges(BaseModel):
+    """Fields of a persona a caller may set; every one optional (an update changes only what it names)."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    description: str | None = Field(None, max_length=2000)
+    allow: list[str] | None = Field(None, max_length=MAX_PATTERNS,
+                                    description="Coordinate patterns allowed, e.g. entity_crud/finance/invoice/*.")
+    deny: list[str] | None = Field(None, max_length=MAX_PATTERNS,
+                                   description="Coordinate patterns refused; deny wins over allow.")
+    oversight: list[str] | None = Field(None, max_length=MAX_PATTERNS,
+                                        description="Coordinate patterns that need a human's approval.")
+    default: Literal["allow", "deny"] | None = Field(None, description="Effect when no pattern matches.")
+    cost_cap: int | None = Field(None, ge=0, le=10**9, description="Highest declared cost one call may have.")
+    oversight_priority: Priority | None = None
+    oversight_sla_seconds: int | None = Field(None, ge=1, le=30 * 86400,
+                                              description="Time a human has to decide an oversight request.")
+
+    @field_validator("allow", "deny", "oversight")
+    @classmethod
+    def _patterns(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            for pattern in value:
+                validate_pattern(pattern)
+        return value
+
+
+class PersonaCreate(PersonaChanges):
+    name: str = Field(..., min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$")
+
+
+def repository(session: AsyncSession, organization_id: str) -> OrgRepository[Persona]:
+    return OrgRepository(session, Persona, organization_id, label="persona")
+
+
+def persona_record(persona: Persona) -> dict[str, Any]:
+    record = to_record(persona)
+    record["default"] = record.pop("default_effect")
+    return record
+
+
+def _apply(persona: Persona, changes: PersonaChanges) -> None:
+    values = changes.model_dump(exclude_unset=True, exclude={"name"})
+    for field, value in values.items():
+        if value is None and field not in ("cost_cap",):
+            continue
+        setattr(persona, "default_effect" if field == "default" else field, value)
+
+
+async def create_persona(session: AsyncSession, *, organization_id: str, tenant_id: str,
+                         fields: PersonaCreate) -> dict[str, Any]:
+    persona = repository(session, organization_id).add(
+        tenant_id=tenant_id, name=fields.name, description="", allow=[], deny=[], oversight=[], default_effect="deny",
+        cost_cap=None, oversight_priority="normal", oversight_sla_seconds=3600, version=1)
+    _apply(persona, fields)
+    await _flush_unique(session, fields.name)
+    return persona_record(persona)
+
+
+async def update_persona(session: AsyncSession, *, organization_id: str, persona_id: str,
+                         changes: PersonaChanges, name: str | None = None) -> dict[str, Any]:
+    persona = await repository(session, organization_id).get(persona_id)
+    _apply(persona, changes)
+    if name is not None:
+        persona.name = name
+    persona.version += 1
+    persona.updated_at = utcnow()
+    await _flush_unique(session, persona.name)
+    return persona_record(persona)
+
+
+async def delete_persona(session: AsyncSession, *, organization_id: str, persona_id: str) -> dict[str, Any]:
+    persona = await repository(session, organization_id).get(persona_id)
+    attached = (await session.execute(select(func.count()).select_from(ApiKey).where(
+        ApiKey.organization_id == organization_id, ApiKey.persona_id == persona_id))).scalar_one()
+    if attached:
+        raise Conflict(f"persona {persona.name!r} is attached to {attached} key(s); detach it first",
+                       code="persona_in_use")
+    await session.delete(persona)
+    await session.flush()
+    return {"id": persona_id, "deleted": True}
+
+
+async def find_key(session: AsyncSession, organization_id: str, key_ref: str) -> ApiKey:
+    """A key of the organization by id or by its displayed prefix; another organization's key is not found."""
+    key = (await session.execute(OrgRepository(session, ApiKey, organization_id).base().where(
+        or_(ApiKey.id == key_ref, ApiKey.lookup == key_ref)))).scalar_one_or_none()
+    if key is None:
+        raise NotFound(f"key {key_ref!r} not found", code="not_found")
+    return key
+
+
+async def attach(session: AsyncSession, *, organization_id: str, key_ref: str, column: str,
+                 value: str | None) -> dict[str, Any]:
+    """Set a key's `persona_id` or `ai_system_id` (None unties it); both must belong to the organization."""
+    key = await find_key(session, organization_id, key_ref)
+    if value is not None:
+        model, label = (Persona, "persona") if column == "persona_id" else (AiSystem, "AI system")
+        await OrgRepository(session, model, organization_id, label=label).get(value)
+    await session.execute(update(ApiKey).where(ApiKey.id == key.id, ApiKey.organization_id == organization_id)
+                          .values({column: value}).execution_options(synchronize_session=False))
+    row = (await session.execute(select(ApiKey.persona_id, ApiKey.ai_system_id).where(ApiKey.id == key.id))).one()
+    return {"key_id": key.id, "key_prefix": key.lookup, "persona_id": row.persona_id,
+            "ai_system_id": row.ai_system_id}
+
+
+async def list_personas(session: AsyncSession, organization_id: str) -> list[dict[str, Any]]:
+    rows = (await session.execute(repository(session, organization_id).base().order_by(Persona.name))).scalars()
+    return [persona_record(p) for p in rows]
+
+
+async def _flush_unique(session: AsyncSession, name: str) -> None:
+    try:
+        async with session.begin_nested():
+            await session.flush()
+    except IntegrityError:
+        raise Conflict(f"a persona named {name!r} already exists", code="conflict") from None

@@ -1,0 +1,98 @@
+"""Persona policy: allow / deny / oversight patterns over coordinates, compiled once per persona version.
+
+A pattern has the four segments of a coordinate, `mega_tool/app/entity/operation`; a segment is a name,
+`*` (any one segment) or a name with `*` wildcards inside (`agingAp*`). Each list compiles into ONE regular
+expression, so matching a call costs one `re.match` per list however many patterns a persona holds.
+
+Evaluation: a deny match blocks (deny wins over everything); then an oversight match escalates to a
+human; then an allow match allows; no match falls back to the persona's default. A handler whose
+declared cost exceeds the persona's per-call cost cap is blocked.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from prism.governance.models import Persona
+
+Effect = Literal["allow", "deny", "oversight"]
+_SEGMENT = re.compile(r"^(\*|[A-Za-z0-9_*]{1,64})$")
+MAX_PATTERNS = 200
+
+
+def validate_pattern(pattern: str) -> str:
+    """The pattern, or ValueError saying what a pattern must look like."""
+    parts = pattern.split("/") if isinstance(pattern, str) else []
+    if len(parts) != 4 or not all(_SEGMENT.match(p) for p in parts):
+        raise ValueError(f"{pattern!r} is not a coordinate pattern: four segments mega_tool/app/entity/operation, "
+                         "each a name or '*' (e.g. */*/*/delete)")
+    return pattern
+
+
+def _segment_regex(segment: str) -> str:
+    return "[^/]+" if segment == "*" else "[^/]*".join(re.escape(p) for p in segment.split("*"))
+
+
+def compile_patterns(patterns: list[str]) -> re.Pattern[str] | None:
+    if not patterns:
+        return None
+    alternatives = ("/".join(_segment_regex(s) for s in p.split("/")) for p in patterns)
+    return re.compile("(?:" + "|".join(alternatives) + r")\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    effect: Effect
+    reason: str
+    rule: str  # which list decided: deny | oversight | allow | default | cost_cap
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledPolicy:
+    persona_id: str
+    version: int
+    name: str
+    allow: re.Pattern[str] | None
+    deny: re.Pattern[str] | None
+    oversight: re.Pattern[str] | None
+    default: Literal["allow", "deny"]
+    cost_cap: int | None
+    oversight_priority: str
+    oversight_sla_seconds: int
+
+    def evaluate(self, coordinate: str, cost: int) -> Verdict:
+        if self.deny is not None and self.deny.match(coordinate):
+            return Verdict("deny", f"persona {self.name!r} denies {coordinate}", "deny")
+        if self.cost_cap is not None and cost > self.cost_cap:
+            return Verdict("deny", f"{coordinate} costs {cost}, over persona {self.name!r}'s per-call cap of "
+                                   f"{self.cost_cap}", "cost_cap")
+        if self.oversight is not None and self.oversight.match(coordinate):
+            return Verdict("oversight", f"persona {self.name!r} requires human approval for {coordinate}",
+                           "oversight")
+        if self.allow is not None and self.allow.match(coordinate):
+            return Verdict("allow", f"persona {self.name!r} allows {coordinate}", "allow")
+        if self.default == "allow":
+            return Verdict("allow", f"persona {self.name!r} allows by default", "default")
+        return Verdict("deny", f"persona {self.name!r} allows nothing that matches {coordinate} "
+                               "(default deny)", "default")
+
+
+_COMPILED: dict[tuple[str, int], CompiledPolicy] = {}
+
+
+def compiled(persona: Persona | Any) -> CompiledPolicy:
+    """The persona's matcher (from a row or an object), compiled on first use of each version."""
+    key = (persona.id, persona.version)
+    policy = _COMPILED.get(key)
+    if policy is None:
+        if len(_COMPILED) > 10_000:  # old versions are never asked for again; keep memory bounded
+            _COMPILED.clear()
+        policy = _COMPILED[key] = CompiledPolicy(
+            persona_id=persona.id, version=persona.version, name=persona.name,
+            allow=compile_patterns(list(persona.allow)), deny=compile_patterns(list(persona.deny)),
+            oversight=compile_patterns(list(persona.oversight)),
+            default="allow" if persona.default_effect == "allow" else "deny", cost_cap=persona.cost_cap,
+            oversight_priority=persona.oversight_priority, oversight_sla_seconds=persona.oversight_sla_seconds)
+    return policy

@@ -1,0 +1,89 @@
+"""Post-hoc audit: re-check recent ledger entries against the personas as they are NOW.
+
+A persona tightened after the fact (a new deny, a new oversight pattern) turns calls it used to allow
+into violations. Each allowed entry made by an API key that has a persona today is evaluated again:
+
+- the persona denies the coordinate now (or its cost is over the cap) → violation, severity `high`;
+- the persona requires oversight now, and the call ran without an approved request → severity `medium`.
+
+Each violation is stored once per (entry, persona version) — running the audit again reports nothing
+new — and emits `governance.violation.detected` (the event id is the violation id).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.events.outbox import emit, timestamp
+from prism.governance.ledger import audit_entries
+from prism.governance.models import AiSystem, GovernanceViolation, Persona
+from prism.governance.policy import compiled
+from prism.kit.timeutil import utcnow
+from prism.models import ApiKey
+
+MAX_ENTRIES = 10_000
+
+
+async def run_audit(session: AsyncSession, *, organization_id: str, tenant_id: str, since: datetime | None = None,
+                    hours: float = 24, limit: int = MAX_ENTRIES) -> dict[str, Any]:
+    since = since or utcnow() - timedelta(hours=hours)
+    entries = (await session.execute(
+        select(audit_entries.c.id, audit_entries.c.seq, audit_entries.c.coordinate, audit_entries.c.detail,
+               audit_entries.c.created_at, ApiKey.persona_id, ApiKey.ai_system_id)
+        .join(ApiKey, (ApiKey.id == audit_entries.c.credential_id)
+              & (ApiKey.organization_id == audit_entries.c.organization_id))
+        .where(audit_entries.c.organization_id == organization_id, audit_entries.c.outcome == "allowed",
+               audit_entries.c.created_at >= since, ApiKey.persona_id.is_not(None))
+        .order_by(audit_entries.c.seq.desc()).limit(limit))).all()
+    personas = {p.id: p for p in (await session.execute(select(Persona).where(
+        Persona.organization_id == organization_id))).scalars()}
+    systems = {s.id: s for s in (await session.execute(select(AiSystem).where(
+        AiSystem.organization_id == organization_id))).scalars()}
+    known = {(v.audit_entry_id, v.persona_id, v.persona_version) for v in (await session.execute(
+        select(GovernanceViolation.audit_entry_id, GovernanceViolation.persona_id,
+               GovernanceViolation.persona_version)
+        .where(GovernanceViolation.organization_id == organization_id,
+               GovernanceViolation.audit_entry_id.in_([e.id for e in entries])))).all()} if entries else set()
+    found: list[dict[str, Any]] = []
+    for entry in entries:
+        persona = personas.get(entry.persona_id)
+        if persona is None:
+            continue
+        policy = compiled(persona)
+        detail = entry.detail or {}
+        verdict = policy.evaluate(entry.coordinate, int(detail.get("cost", 0)))
+        if verdict.effect == "allow" or (verdict.effect == "oversight" and detail.get("oversight_request_id")):
+            continue
+        if (entry.id, persona.id, persona.version) in known:
+            continue
+        severity = "high" if verdict.effect == "deny" else "medium"
+        reason = (verdict.reason if verdict.effect == "deny"
+                  else f"{verdict.reason}, but the call ran without an approved oversight request")
+        found.append(await _report(session, organization_id=organization_id, tenant_id=tenant_id, entry=entry,
+                                   persona=persona, severity=severity, reason=reason,
+                                   system=systems.get(entry.ai_system_id) if entry.ai_system_id else None))
+    return {"checked": len(entries), "since": timestamp(since), "violations": found}
+
+
+async def _report(session: AsyncSession, *, organization_id: str, tenant_id: str, entry: Any, persona: Persona,
+                  severity: str, reason: str, system: AiSystem | None) -> dict[str, Any]:
+    violation = GovernanceViolation(
+        id="vio_" + uuid.uuid4().hex, organization_id=organization_id, tenant_id=tenant_id,
+        audit_entry_id=entry.id, audit_seq=entry.seq, persona_id=persona.id, persona_version=persona.version,
+        policy_name=persona.name, severity=severity, ai_system_id=system.id if system else None,
+        coordinate=entry.coordinate, reason=reason, detected_at=utcnow())
+    session.add(violation)
+    await session.flush()
+    data = {"violation_id": violation.id, "policy_name": persona.name, "severity": severity,
+            "ai_system": {"id": system.id, "name": system.name} if system else None,
+            "detected_at": timestamp(violation.detected_at),
+            # Beyond SPEC.md: which ledger entry broke the policy, and why.
+            "audit_seq": entry.seq, "coordinate": entry.coordinate, "reason": reason}
+    await emit(session, organization_id=organization_id, tenant_id=tenant_id,
+               event_type="governance.violation.detected", data=data, event_id=violation.id)
+    return data
