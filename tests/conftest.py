@@ -26,6 +26,23 @@ from tests.processes import TEST_SECRET_KEY_FILE
 UNTHROTTLED = {**{f"rate_limit_{tier}": 10**9 for tier in TIERS}, "lockout_failures": 10**9}
 
 
+# Tests whose subject does not depend on the database engine: browsers, the official clients, contract
+# fuzzing of the HTTP surface, the quickstart (always its own SQLite file), Redis-backed limits. `bin/test`
+# runs them in its SQLite pass only (`-m "not engine_independent"` on PostgreSQL).
+ENGINE_INDEPENDENT = frozenset({
+    "test_openapi_fuzzing.py", "test_openapi_generated_client.py", "test_openapi_typescript_client.py",
+    "test_oauth_browser.py", "test_limits_dashboard_browser.py", "test_webhooks_admin_browser.py",
+    "test_oauth_authlib.py", "test_quickstart.py", "test_limits_redis_processes.py",
+    "test_client_against_prism.py", "test_client_retries.py",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in ENGINE_INDEPENDENT:
+            item.add_marker(pytest.mark.engine_independent)
+
+
 def _database_url(tmp_root: Path) -> str:
     return normalize_url(os.environ.get("PRISM_TEST_DATABASE_URL") or f"sqlite:///{tmp_root / 'prism-test.db'}")
 

@@ -26,7 +26,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 
 from tests.factories import Factory
 from tests.oauth_support import consent, query_of
-from tests.processes import Server, ServerPool, clean_env, postgres_test_url
+from tests.processes import Server, ServerPool, clean_env
 from tests.test_mcp_protocol import JSON_AND_SSE, PATH, rpc
 
 PAGE_SIZE = 2
@@ -216,9 +216,6 @@ class MemoryTokens:
 
 async def test_the_sdk_oauth_client_discovers_registers_authorizes_calls_and_refreshes(
         servers: Pair, factory: Factory) -> None:
-    if postgres_test_url() is None:
-        pytest.skip("on SQLite the SDK's auth flow intermittently stalls on its registration or token request "
-                    "(the same requests answer at once outside the flow; cause open); runs on PostgreSQL")
     ws = await factory.workspace(roles=("owner",))
     base = servers.first.base_url
     asked: list[str] = []
