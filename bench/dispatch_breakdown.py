@@ -40,6 +40,7 @@ from prism.app import create_app
 from prism.apps.spare_parts.models import SparePart
 from prism.canonical import endpoints as canonical_endpoints
 from prism.config import Settings
+
 from prism.db import Database
 from prism.governance import ledger_writer
 from prism.migrate import upgrade_async
@@ -48,6 +49,9 @@ from prism.tenancy.hosts import classify_host
 from prism.web import requests as web_requests
 
 TOOL_PATH = "/api/mcp/tools/prism_entity_crud/"
+# The rate limiter keeps running, with ceilings no benchmark reaches.
+RAISED = {f"rate_limit_{tier}": 10**9 for tier in
+          ("anonymous", "authenticated", "admin", "auth_endpoints", "mcp", "key_registration")}
 App = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
 
 
@@ -123,7 +127,7 @@ async def prepare(workdir: Path) -> tuple[str, bytes, str]:
 
 async def measure_prism(url: str, body: bytes, key: str, args: argparse.Namespace) -> dict[str, list[float]]:
     """CPU µs per request of every variant, one value per round; rounds interleave the variants."""
-    app = create_app(Settings(database_url=url))
+    app = create_app(Settings(database_url=url, **RAISED))
     scope = scope_for(body, key)
     results: dict[str, list[float]] = {}
     async with app.router.lifespan_context(app):

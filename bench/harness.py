@@ -39,6 +39,10 @@ def pinned(command: Sequence[str], cpus: str | None) -> list[str]:
     return ["taskset", "-c", cpus, *command] if cpus else list(command)
 
 
+RAISED_CEILINGS = {f"PRISM_RATE_LIMIT_{tier}": "1000000000" for tier in
+                   ("ANONYMOUS", "AUTHENTICATED", "ADMIN", "AUTH_ENDPOINTS", "MCP", "KEY_REGISTRATION")}
+
+
 def bench_env(**overrides: str) -> dict[str, str]:
     """The caller's environment plus the repo on PYTHONPATH (so `bench.*` modules import in servers)."""
     env = dict(os.environ)
@@ -173,7 +177,9 @@ def start_prism(*, database_url: str, cwd: Path, log_path: Path, cpus: str | Non
                 extra_env: Mapping[str, str] | None = None) -> tuple[Server, dict[str, Any]]:
     """`prism serve --json` on a free port: (server, its start-up banner). One Uvicorn worker."""
     port = free_port()
-    env = bench_env(PRISM_DATABASE_URL=database_url, PRISM_LOG_LEVEL="warning", **(extra_env or {}))
+    # The rate limiter keeps running, with ceilings no benchmark reaches (one client, one user, one address).
+    env = bench_env(**{**RAISED_CEILINGS, "PRISM_DATABASE_URL": database_url, "PRISM_LOG_LEVEL": "warning",
+                       **(extra_env or {})})
     command = pinned([PRISM, "serve", "--host", LOOPBACK, "--port", str(port), "--workers", "1", "--json"], cpus)
     server = spawn("prism", command, env=env, cwd=cwd, port=port, log_path=log_path)
     try:

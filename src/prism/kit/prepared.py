@@ -71,6 +71,15 @@ class Prepared:
             row = await driver.fetchrow(compiled.sql, *compiled.args(params))
         return None if row is None else compiled.record(row)
 
+    async def fetch_all(self, session: AsyncSession, **params: Any) -> list[dict[str, Any]]:
+        compiled = self._compiled(_dialect(session))
+        driver = await _driver(session)
+        if isinstance(driver, InlineConnection):
+            rows = driver._conn.execute(compiled.sql, compiled.args(params)).fetchall()
+        else:
+            rows = await driver.fetch(compiled.sql, *compiled.args(params))
+        return [compiled.record(row) for row in rows]
+
     async def execute_many(self, session: AsyncSession, rows: Iterable[Mapping[str, Any]]) -> None:
         compiled = self._compiled(_dialect(session))
         args = [compiled.args(r) for r in rows]
