@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, Router
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from prism.auth.authenticator import Authenticator
 from prism.canonical import endpoints as canonical
@@ -26,6 +26,7 @@ from prism.oauth.challenge import ResourceMetadataChallenge
 from prism.oauth.routes import routes as oauth_routes
 from prism.openapi.endpoints import routes as openapi_routes
 from prism.ratelimit import install_rate_limits
+from prism.ratelimit.middleware import RateLimitMiddleware
 from prism.registry import Registry, search
 from prism.registry.registry import build_registry
 from prism.sandbox import endpoints as sandbox
@@ -61,6 +62,7 @@ def routes() -> list[BaseRoute]:
 
 
 _TOOLS_PREFIX = "/api/mcp/tools/"
+_MCP_PATHS = frozenset({mcp_door.PATH, mcp_door.PATH + "/"})
 
 
 async def _canonical_door(scope: Scope, receive: Receive, send: Send) -> None:
@@ -77,18 +79,27 @@ _FAST_CANONICAL_DOOR = ResourceMetadataChallenge(_canonical_door)
 
 
 class PrismApp(Starlette):
-    """Starlette, with the canonical dispatch door answered before the routing machinery.
+    """Starlette, with the two dispatch doors answered before the routing machinery.
 
-    `POST /api/mcp/tools/<tool_name>/` carries most of the traffic. It goes to the same endpoint the
-    route table names, but without the router's per-route matching and the exception-handling and
-    rate-limit middleware layers around it (the door's own authentication applies the lockout and the
-    per-user limit) — per request, that machinery costs about as much as Prism's own authentication.
-    Everything else, and anything unusual (a root path), takes the normal route.
+    `POST /api/mcp/tools/<tool_name>/` and `POST /api/mcp/sse` carry most of the traffic. The canonical door
+    goes to the same endpoint the route table names, without the router's per-route matching and the
+    exception-handling and rate-limit middleware around it (its own authentication applies the lockout and
+    the per-user limit). The MCP door keeps the rate-limit middleware (lockout, failed credentials) and skips
+    the rest: it answers its own errors and 401s. Per request, that machinery costs about as much as Prism's
+    own authentication. Everything else, and anything unusual (a root path), takes the normal route.
     """
+
+    # The MCP door behind the rate-limit middleware only (it answers its own 401s and errors), set by
+    # create_app once the limiter exists.
+    mcp_fast_door: ASGIApp | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
             path: str = scope["path"]
+            if path in _MCP_PATHS and self.mcp_fast_door is not None:
+                scope["app"] = self
+                await self.mcp_fast_door(scope, receive, send)
+                return
             if path.startswith(_TOOLS_PREFIX):
                 tool_name = path[len(_TOOLS_PREFIX):].removesuffix("/")
                 if tool_name and "/" not in tool_name:
@@ -160,6 +171,8 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
     app.router.redirect_slashes = False
     app.state.settings = settings
     app.state.registry = registry
-    install_rate_limits(app, settings)
+    limiter = install_rate_limits(app, settings)
     app.add_middleware(ResourceMetadataChallenge)
+    app.mcp_fast_door = RateLimitMiddleware(mcp_door.McpDoor(), limiter=limiter,
+                                            addresses=app.state.client_addresses)
     return app
