@@ -26,13 +26,13 @@ from prism.apps.agents.params import (
     Spawn,
     StepList,
 )
-from prism.apps.crud import Entity, crud
+from prism.apps.crud import Entity, crud, repo
 from prism.apps.states import move
 from prism.errors import Conflict
 from prism.events.outbox import emit_for
 from prism.kit.timeutil import iso, utcnow
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository, to_record
+from prism.tenancy.repository import to_record
 
 app = HandlerApp("agents", description="AI agents: definitions, running instances, their steps and outcomes.")
 
@@ -47,12 +47,9 @@ AGENT_TRANSITIONS: dict[str, frozenset[str]] = {"active": frozenset({"disabled"}
                                                 "disabled": frozenset({"active"})}
 
 
-def _repo(call: HandlerCall, model: type[Any], label: str) -> OrgRepository[Any]:
-    return OrgRepository(call.session, model, call.organization_id, label=label)
-
 
 async def _instance(call: HandlerCall, instance_id: str) -> AgentInstance:
-    row: AgentInstance = await _repo(call, AgentInstance, "agent_instance").get(instance_id)
+    row: AgentInstance = await repo(call, AgentInstance, "agent_instance").get(instance_id)
     return row
 
 
@@ -86,7 +83,7 @@ async def _end(call: HandlerCall, instance: AgentInstance, target: str, *, resul
     move(instance, target, INSTANCE_TRANSITIONS, "agent instance")
     instance.result, instance.error, instance.ended_at = result, error, utcnow()
     await call.session.flush()
-    agent: Agent = await _repo(call, Agent, "agent").get(instance.agent_id)
+    agent: Agent = await repo(call, Agent, "agent").get(instance.agent_id)
     started = instance.started_at or instance.created_at
     data = {"instance_id": instance.id, "agent_id": agent.id, "agent_name": agent.name, "status": instance.status,
             "task": instance.task[:1000], "step_count": instance.step_count, "started_at": iso(instance.started_at),
@@ -104,10 +101,10 @@ async def _end(call: HandlerCall, instance: AgentInstance, target: str, *, resul
              description="Spawn an instance of an active agent for a task (state spawned).",
              keywords=("start agent", "launch agent", "delegate task"))
 async def spawn_instance(call: HandlerCall, p: Spawn) -> dict[str, Any]:
-    agent: Agent = await _repo(call, Agent, "agent").get(p.agent_id)
+    agent: Agent = await repo(call, Agent, "agent").get(p.agent_id)
     if agent.status != "active":
         raise Conflict(f"agent {agent.name} is {agent.status}", code="invalid_transition")
-    instance = _repo(call, AgentInstance, "agent_instance").add(agent_id=agent.id, task=p.task,
+    instance = repo(call, AgentInstance, "agent_instance").add(agent_id=agent.id, task=p.task,
                                                                 spawned_by=call.auth.user_email)
     await call.session.flush()
     return to_record(instance)
@@ -130,11 +127,11 @@ async def record_step(call: HandlerCall, p: RecordStep) -> dict[str, Any]:
     instance = await _instance(call, p.id)
     if instance.status != "running":
         raise Conflict(f"agent instance is {instance.status}, not running", code="invalid_transition")
-    agent: Agent = await _repo(call, Agent, "agent").get(instance.agent_id)
+    agent: Agent = await repo(call, Agent, "agent").get(instance.agent_id)
     if instance.step_count >= agent.max_steps:
         return await _end(call, instance, "failed", error=f"step limit of {agent.max_steps} reached")
     instance.step_count += 1
-    step = _repo(call, AgentStep, "agent_step").add(instance_id=instance.id, seq=instance.step_count, kind=p.kind,
+    step = repo(call, AgentStep, "agent_step").add(instance_id=instance.id, seq=instance.step_count, kind=p.kind,
                                                     content=p.content)
     await call.session.flush()
     return to_record(step)
@@ -166,7 +163,7 @@ async def cancel_instance(call: HandlerCall, p: InstanceAction) -> dict[str, Any
 @app.handler("workflow_action", "agent", "disable", params=AgentAction, scope="execute",
              description="Disable an agent: no new instances can be spawned.", keywords=("turn off agent",))
 async def disable_agent(call: HandlerCall, p: AgentAction) -> dict[str, Any]:
-    agent: Agent = await _repo(call, Agent, "agent").get(p.id)
+    agent: Agent = await repo(call, Agent, "agent").get(p.id)
     move(agent, "disabled", AGENT_TRANSITIONS, "agent")
     await call.session.flush()
     return to_record(agent)
@@ -175,7 +172,7 @@ async def disable_agent(call: HandlerCall, p: AgentAction) -> dict[str, Any]:
 @app.handler("workflow_action", "agent", "enable", params=AgentAction, scope="execute",
              description="Enable a disabled agent again.", keywords=("turn on agent", "activate"))
 async def enable_agent(call: HandlerCall, p: AgentAction) -> dict[str, Any]:
-    agent: Agent = await _repo(call, Agent, "agent").get(p.id)
+    agent: Agent = await repo(call, Agent, "agent").get(p.id)
     move(agent, "active", AGENT_TRANSITIONS, "agent")
     await call.session.flush()
     return to_record(agent)

@@ -34,14 +34,14 @@ from prism.apps.claims.params import (
     PayerSummaryParams,
     PayerUpdate,
 )
-from prism.apps.crud import Entity, crud
+from prism.apps.crud import Entity, crud, repo
 from prism.apps.finance.aging import BUCKETS, bucket_of
 from prism.apps.states import move
 from prism.errors import Conflict
 from prism.events.outbox import emit_for
 from prism.kit.timeutil import iso, utcnow
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository, to_record
+from prism.tenancy.repository import to_record
 
 app = HandlerApp("claims", description="Insurance claims: payers, patients, claims, lines, adjudication.")
 
@@ -56,12 +56,9 @@ CLAIM_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 
-def _repo(call: HandlerCall, model: type[Any], label: str) -> OrgRepository[Any]:
-    return OrgRepository(call.session, model, call.organization_id, label=label)
-
 
 async def _claim(call: HandlerCall, claim_id: str) -> Claim:
-    claim: Claim = await _repo(call, Claim, "claim").get(claim_id)
+    claim: Claim = await repo(call, Claim, "claim").get(claim_id)
     return claim
 
 
@@ -79,7 +76,7 @@ async def _recompute_billed(call: HandlerCall, claim: Claim) -> None:
 
 async def _prepare_patient(call: HandlerCall, values: dict[str, Any], row: Any) -> dict[str, Any]:
     if values.get("payer_id"):
-        await _repo(call, Payer, "payer").get(values["payer_id"])
+        await repo(call, Payer, "payer").get(values["payer_id"])
     return values
 
 
@@ -87,9 +84,9 @@ async def _prepare_claim(call: HandlerCall, values: dict[str, Any], row: Claim |
     if row is not None and set(values) - {"notes"}:
         _draft_only(row, "update")
     if values.get("payer_id"):
-        await _repo(call, Payer, "payer").get(values["payer_id"])
+        await repo(call, Payer, "payer").get(values["payer_id"])
     if values.get("patient_id"):
-        await _repo(call, Patient, "patient").get(values["patient_id"])
+        await repo(call, Patient, "patient").get(values["patient_id"])
     return values
 
 
@@ -157,7 +154,7 @@ crud(app, Entity(ClaimLine, "claim_line", "claim lines", ClaimLineList, search=(
                          "emits claim.submitted.", keywords=("send claim", "file claim", "bill payer"))
 async def submit_claim(call: HandlerCall, p: ClaimAction) -> dict[str, Any]:
     claim = await _claim(call, p.id)
-    payer: Payer = await _repo(call, Payer, "payer").get(claim.payer_id)
+    payer: Payer = await repo(call, Payer, "payer").get(claim.payer_id)
     if claim.status == "draft":
         await _recompute_billed(call, claim)
         lines = (await call.session.execute(select(func.count()).select_from(ClaimLine).where(
@@ -246,14 +243,14 @@ async def void_claim(call: HandlerCall, p: ClaimAction) -> dict[str, Any]:
                          "denied claim).", keywords=("resubmit", "corrected claim", "duplicate claim"))
 async def copy_claim(call: HandlerCall, p: ClaimCopy) -> dict[str, Any]:
     source = await _claim(call, p.id)
-    copy = _repo(call, Claim, "claim").add(
+    copy = repo(call, Claim, "claim").add(
         number=p.number, payer_id=source.payer_id, patient_id=source.patient_id, service_date=source.service_date,
         currency=source.currency, billed_cents=source.billed_cents, notes=f"Copy of claim {source.number}")
     await call.session.flush()
-    lines = (await call.session.execute(_repo(call, ClaimLine, "claim_line").base().where(
+    lines = (await call.session.execute(repo(call, ClaimLine, "claim_line").base().where(
         ClaimLine.claim_id == source.id).order_by(ClaimLine.created_at, ClaimLine.id))).scalars().all()
     for line in lines:
-        _repo(call, ClaimLine, "claim_line").add(
+        repo(call, ClaimLine, "claim_line").add(
             claim_id=copy.id, procedure_code=line.procedure_code, description=line.description,
             quantity=line.quantity, unit_price_cents=line.unit_price_cents, amount_cents=line.amount_cents)
     await call.session.flush()
@@ -290,7 +287,7 @@ async def payer_summary(call: HandlerCall, p: PayerSummaryParams) -> dict[str, A
              keywords=("accounts receivable", "unpaid claims", "outstanding from insurers", "ar aging"))
 async def receivables_aging(call: HandlerCall, p: ClaimAgingParams) -> dict[str, Any]:
     as_of = p.as_of or datetime.now(UTC).date()
-    stmt = _repo(call, Claim, "claim").base().where(Claim.status.in_(("submitted", "appealed", "adjudicated")))
+    stmt = repo(call, Claim, "claim").base().where(Claim.status.in_(("submitted", "appealed", "adjudicated")))
     if p.payer_id:
         stmt = stmt.where(Claim.payer_id == p.payer_id)
     totals: dict[str, dict[str, int]] = {}

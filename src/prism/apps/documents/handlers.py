@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import delete, select, update
 
-from prism.apps.crud import Entity, crud
+from prism.apps.crud import Entity, crud, repo
 from prism.apps.documents.models import Collection, Document, DocumentChunk
 from prism.apps.documents.params import (
     ChunkContext,
@@ -36,23 +36,20 @@ from prism.errors import Conflict, InvalidArguments
 from prism.events.outbox import emit_for
 from prism.kit.timeutil import iso, utcnow
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository, to_record
+from prism.tenancy.repository import to_record
 
 app = HandlerApp("documents", description="Documents and knowledge: upload, extract, chunk, search.")
 
 
-def _repo(call: HandlerCall, model: type[Any], label: str) -> OrgRepository[Any]:
-    return OrgRepository(call.session, model, call.organization_id, label=label)
-
 
 async def _document(call: HandlerCall, document_id: str) -> Document:
-    row: Document = await _repo(call, Document, "document").get(document_id)
+    row: Document = await repo(call, Document, "document").get(document_id)
     return row
 
 
 async def _prepare_document(call: HandlerCall, values: dict[str, Any], row: Document | None) -> dict[str, Any]:
     if values.get("collection_id"):
-        await _repo(call, Collection, "collection").get(values["collection_id"])
+        await repo(call, Collection, "collection").get(values["collection_id"])
         await call.session.execute(update(DocumentChunk).where(
             DocumentChunk.organization_id == call.organization_id,
             DocumentChunk.document_id == (row.id if row else None)).values(collection_id=values["collection_id"]))
@@ -60,7 +57,7 @@ async def _prepare_document(call: HandlerCall, values: dict[str, Any], row: Docu
 
 
 async def _before_collection_delete(call: HandlerCall, collection: Collection) -> None:
-    held = (await call.session.execute(_repo(call, Document, "document").base().where(
+    held = (await call.session.execute(repo(call, Document, "document").base().where(
         Document.collection_id == collection.id).limit(1))).first()
     if held:
         raise Conflict(f"collection {collection.name} still holds documents; move or delete them first")
@@ -94,7 +91,7 @@ async def _process(call: HandlerCall, document: Document, *, chunk_words: int, o
     else:
         chunks = chunk_text(text, size=chunk_words, overlap=overlap_words)
         for seq, chunk in enumerate(chunks):
-            _repo(call, DocumentChunk, "chunk").add(document_id=document.id, collection_id=document.collection_id,
+            repo(call, DocumentChunk, "chunk").add(document_id=document.id, collection_id=document.collection_id,
                                                     seq=seq, text=chunk, token_count=len(words(chunk)))
         document.status, document.error = "processed", ""
         document.chunk_count, document.word_count = len(chunks), len(words(text))
@@ -109,9 +106,9 @@ async def _process(call: HandlerCall, document: Document, *, chunk_words: int, o
 
 async def _store(call: HandlerCall, p: DocumentUpload, *, source: str, source_uri: str) -> dict[str, Any]:
     if p.collection_id:
-        await _repo(call, Collection, "collection").get(p.collection_id)
+        await repo(call, Collection, "collection").get(p.collection_id)
     raw = p.content.encode()
-    document: Document = _repo(call, Document, "document").add(
+    document: Document = repo(call, Document, "document").add(
         title=p.title, content=p.content, content_type=p.content_type, collection_id=p.collection_id,
         source=source, source_uri=source_uri, size_bytes=len(raw), sha256=hashlib.sha256(raw).hexdigest())
     await call.session.flush()
@@ -190,7 +187,7 @@ async def restore_document(call: HandlerCall, p: DocumentAction) -> dict[str, An
 
 
 async def _ranked(call: HandlerCall, p: KnowledgeSearch, top_k: int) -> list[tuple[DocumentChunk, float, Any]]:
-    stmt = _repo(call, DocumentChunk, "chunk").base()
+    stmt = repo(call, DocumentChunk, "chunk").base()
     if p.collection_id:
         stmt = stmt.where(DocumentChunk.collection_id == p.collection_id)
     if p.document_ids is not None:
@@ -242,8 +239,8 @@ async def search_documents(call: HandlerCall, p: KnowledgeSearch) -> dict[str, A
              description="A passage with its neighbouring chunks, to read a search hit in context.",
              keywords=("surrounding text", "expand passage"))
 async def chunk_context(call: HandlerCall, p: ChunkContext) -> dict[str, Any]:
-    chunk: DocumentChunk = await _repo(call, DocumentChunk, "chunk").get(p.id)
-    rows = (await call.session.execute(_repo(call, DocumentChunk, "chunk").base().where(
+    chunk: DocumentChunk = await repo(call, DocumentChunk, "chunk").get(p.id)
+    rows = (await call.session.execute(repo(call, DocumentChunk, "chunk").base().where(
         DocumentChunk.document_id == chunk.document_id, DocumentChunk.seq.between(chunk.seq - p.window,
                                                                                   chunk.seq + p.window))
         .order_by(DocumentChunk.seq))).scalars().all()
@@ -257,7 +254,7 @@ async def chunk_context(call: HandlerCall, p: ChunkContext) -> dict[str, Any]:
                          "(BM25) in the other documents' passages.", keywords=("related documents", "more like this"))
 async def similar_documents(call: HandlerCall, p: SimilarParams) -> dict[str, Any]:
     document = await _document(call, p.id)
-    chunks = (await call.session.execute(_repo(call, DocumentChunk, "chunk").base().where(
+    chunks = (await call.session.execute(repo(call, DocumentChunk, "chunk").base().where(
         DocumentChunk.document_id != document.id).order_by(DocumentChunk.document_id, DocumentChunk.seq)
         .limit(MAX_CHUNKS))).scalars().all()
     own = Counter(w for w in words(extract_text(document.content, document.content_type))

@@ -11,13 +11,13 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from prism.apps.crud import Entity, crud
+from prism.apps.crud import Entity, crud, repo
 from prism.apps.finance.models import PurchaseOrder, Vendor
 from prism.apps.params import ListParams, Params
 from prism.apps.states import move
 from prism.errors import Conflict
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository, to_record
+from prism.tenancy.repository import to_record
 
 app = HandlerApp("finance", description="Accounts payable: vendors, purchase orders, invoices, payments, aging.")
 
@@ -61,15 +61,12 @@ class OrderReceive(OrderAction):
     received_on: date | None = Field(None, description="Date the goods arrived (default today).")
 
 
-def _repo(call: HandlerCall, model: type[Any], label: str) -> OrgRepository[Any]:
-    return OrgRepository(call.session, model, call.organization_id, label=label)
-
 
 async def _prepare(call: HandlerCall, values: dict[str, Any], row: PurchaseOrder | None) -> dict[str, Any]:
     if row is not None and row.status != "draft":
         raise Conflict(f"purchase order {row.number} is {row.status}; only drafts change", code="invalid_transition")
     if values.get("vendor_id"):
-        vendor: Vendor = await _repo(call, Vendor, "vendor").get(values["vendor_id"])
+        vendor: Vendor = await repo(call, Vendor, "vendor").get(values["vendor_id"])
         if vendor.status != "active":
             raise Conflict(f"vendor {vendor.name} is inactive")
     return values
@@ -89,7 +86,7 @@ crud(app, Entity(PurchaseOrder, "purchase_order", "purchase orders", OrderList, 
 
 
 async def _move(call: HandlerCall, order_id: str, target: str) -> PurchaseOrder:
-    order: PurchaseOrder = await _repo(call, PurchaseOrder, "purchase_order").get(order_id)
+    order: PurchaseOrder = await repo(call, PurchaseOrder, "purchase_order").get(order_id)
     move(order, target, ORDER_TRANSITIONS, "purchase order")
     return order
 

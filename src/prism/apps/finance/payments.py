@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from prism.apps.crud import Entity, crud
+from prism.apps.crud import Entity, crud, repo
 from prism.apps.finance.handlers import INVOICE_TRANSITIONS
 from prism.apps.finance.models import Invoice, Payment, Vendor
 from prism.apps.finance.params import (
@@ -31,17 +31,14 @@ from prism.apps.finance.params import (
 from prism.apps.states import move
 from prism.errors import Conflict
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository, to_record
+from prism.tenancy.repository import to_record
 
 app = HandlerApp("finance", description="Accounts payable: vendors, invoices, payments, aging.")
 
 
-def _repo(call: HandlerCall, model: type[Any], label: str) -> OrgRepository[Any]:
-    return OrgRepository(call.session, model, call.organization_id, label=label)
-
 
 async def _invoice(call: HandlerCall, invoice_id: str) -> Invoice:
-    row: Invoice = await _repo(call, Invoice, "invoice").get(invoice_id)
+    row: Invoice = await repo(call, Invoice, "invoice").get(invoice_id)
     return row
 
 
@@ -98,7 +95,7 @@ crud(app, Entity(Invoice, "invoice", "vendor invoices", InvoiceList, search=("nu
              description="Void a recorded payment (bounced, sent in error); a paid invoice reopens as approved.",
              keywords=("reverse payment", "cancel payment", "bounced check"))
 async def void_payment(call: HandlerCall, p: PaymentVoid) -> dict[str, Any]:
-    payment: Payment = await _repo(call, Payment, "payment").get(p.id)
+    payment: Payment = await repo(call, Payment, "payment").get(p.id)
     move(payment, "void", {"recorded": frozenset({"void"})}, "payment")
     payment.void_reason = p.reason
     await call.session.flush()
@@ -159,7 +156,7 @@ async def pay_in_full(call: HandlerCall, p: PayInFull) -> dict[str, Any]:
         move(invoice, "approved", INVOICE_TRANSITIONS, "invoice")
     values = await _prepare_payment(call, {"invoice_id": invoice.id, "amount_cents": None, "paid_on": p.paid_on,
                                            "method": p.method, "reference": p.reference}, None)
-    payment: Payment = _repo(call, Payment, "payment").add(**values)
+    payment: Payment = repo(call, Payment, "payment").add(**values)
     await call.session.flush()
     await _settle(call, payment)
     return {"invoice": to_record(invoice), "payment": to_record(payment)}
@@ -170,11 +167,11 @@ async def pay_in_full(call: HandlerCall, p: PayInFull) -> dict[str, Any]:
              description="A vendor's account statement: invoices, payments and the open balance per currency.",
              keywords=("vendor balance", "what do we owe", "account statement"))
 async def vendor_statement(call: HandlerCall, p: StatementParams) -> dict[str, Any]:
-    vendor: Vendor = await _repo(call, Vendor, "vendor").get(p.vendor_id)
+    vendor: Vendor = await repo(call, Vendor, "vendor").get(p.vendor_id)
     since = p.since or date.min
-    invoices = (await call.session.execute(_repo(call, Invoice, "invoice").base().where(
+    invoices = (await call.session.execute(repo(call, Invoice, "invoice").base().where(
         Invoice.vendor_id == vendor.id, Invoice.issue_date >= since).order_by(Invoice.issue_date, Invoice.id)))
-    payments = (await call.session.execute(_repo(call, Payment, "payment").base().where(
+    payments = (await call.session.execute(repo(call, Payment, "payment").base().where(
         Payment.vendor_id == vendor.id, Payment.paid_on >= since).order_by(Payment.paid_on, Payment.id)))
     invoice_rows = [to_record(i) for i in invoices.scalars()]
     payment_rows = [to_record(x) for x in payments.scalars()]

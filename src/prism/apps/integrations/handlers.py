@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 import httpx
 import orjson
 
-from prism.apps.crud import Entity, crud
+from prism.apps.crud import Entity, crud, repo
 from prism.apps.integrations.models import CallLog, Endpoint
 from prism.apps.integrations.params import (
     Call,
@@ -35,7 +35,7 @@ from prism.errors import Conflict, InvalidArguments
 from prism.kit.outbound import check_url, outbound_client
 from prism.kit.timeutil import utcnow
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository, to_record
+from prism.tenancy.repository import to_record
 
 app = HandlerApp("integrations", description="Calls to external systems through configured HTTPS endpoints.")
 
@@ -45,9 +45,6 @@ MAX_RESPONSE = 1_000_000
 EXCERPT = 1000
 ENDPOINT_TRANSITIONS = {"enabled": frozenset({"disabled"}), "disabled": frozenset({"enabled"})}
 
-
-def _repo(call: HandlerCall, model: type[Any], label: str) -> OrgRepository[Any]:
-    return OrgRepository(call.session, model, call.organization_id, label=label)
 
 
 async def _prepare_endpoint(call: HandlerCall, values: dict[str, Any], row: Any) -> dict[str, Any]:
@@ -117,7 +114,7 @@ async def _send(call: HandlerCall, endpoint: Endpoint, method: str, path: str, q
     if status_code is not None and not ok and not error:
         error = f"HTTP {status_code}"
     text = raw.decode("utf-8", errors="replace")
-    log = _repo(call, CallLog, "call_log").add(
+    log = repo(call, CallLog, "call_log").add(
         endpoint_id=endpoint.id, method=method, url=url, request_bytes=len(content), status_code=status_code,
         ok=ok, duration_ms=duration_ms, error=error, response_excerpt=text[:EXCERPT],
         actor_email=call.auth.user_email)
@@ -134,7 +131,7 @@ async def _send(call: HandlerCall, endpoint: Endpoint, method: str, path: str, q
                          "its status and response; every call is logged.",
              keywords=("http request", "webhook out", "call external api", "invoke integration"))
 async def call_endpoint(call: HandlerCall, p: Call) -> dict[str, Any]:
-    endpoint: Endpoint = await _repo(call, Endpoint, "endpoint").get(p.id)
+    endpoint: Endpoint = await repo(call, Endpoint, "endpoint").get(p.id)
     return await _send(call, endpoint, p.method or endpoint.default_method, p.path, p.query, p.body)
 
 
@@ -143,7 +140,7 @@ async def call_endpoint(call: HandlerCall, p: Call) -> dict[str, Any]:
              description="Check that an endpoint answers: a GET of its base URL, logged like any call.",
              keywords=("health check", "test connection"))
 async def ping_endpoint(call: HandlerCall, p: EndpointAction) -> dict[str, Any]:
-    endpoint: Endpoint = await _repo(call, Endpoint, "endpoint").get(p.id)
+    endpoint: Endpoint = await repo(call, Endpoint, "endpoint").get(p.id)
     return await _send(call, endpoint, "GET", "", {}, None)
 
 
@@ -151,7 +148,7 @@ async def ping_endpoint(call: HandlerCall, p: EndpointAction) -> dict[str, Any]:
              description="Disable an endpoint: calls to it are refused until it is enabled.",
              keywords=("turn off integration",))
 async def disable_endpoint(call: HandlerCall, p: EndpointAction) -> dict[str, Any]:
-    endpoint: Endpoint = await _repo(call, Endpoint, "endpoint").get(p.id)
+    endpoint: Endpoint = await repo(call, Endpoint, "endpoint").get(p.id)
     move(endpoint, "disabled", ENDPOINT_TRANSITIONS, "endpoint")
     await call.session.flush()
     return to_record(endpoint)
@@ -160,7 +157,7 @@ async def disable_endpoint(call: HandlerCall, p: EndpointAction) -> dict[str, An
 @app.handler("workflow_action", "endpoint", "enable", params=EndpointAction, scope="execute",
              description="Enable a disabled endpoint.", keywords=("turn on integration",))
 async def enable_endpoint(call: HandlerCall, p: EndpointAction) -> dict[str, Any]:
-    endpoint: Endpoint = await _repo(call, Endpoint, "endpoint").get(p.id)
+    endpoint: Endpoint = await repo(call, Endpoint, "endpoint").get(p.id)
     move(endpoint, "enabled", ENDPOINT_TRANSITIONS, "endpoint")
     await call.session.flush()
     return to_record(endpoint)
@@ -171,8 +168,8 @@ async def enable_endpoint(call: HandlerCall, p: EndpointAction) -> dict[str, Any
              description="Health of each endpoint from its call log: calls, success rate, median and 95th "
                          "percentile latency, last error.", keywords=("integration uptime", "latency", "failing api"))
 async def endpoint_health(call: HandlerCall, p: HealthParams) -> dict[str, Any]:
-    endpoints = (await call.session.execute(_repo(call, Endpoint, "endpoint").base().order_by(Endpoint.name)))
-    stmt = _repo(call, CallLog, "call_log").base()
+    endpoints = (await call.session.execute(repo(call, Endpoint, "endpoint").base().order_by(Endpoint.name)))
+    stmt = repo(call, CallLog, "call_log").base()
     if p.since:
         stmt = stmt.where(CallLog.created_at > p.since)
     logs: dict[str, list[CallLog]] = {}

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from prism.apps.crud import Entity, crud
+from prism.apps.crud import Entity, crud, repo
 from prism.apps.itsm.models import Service, SlaPolicy, Ticket, TicketComment
 from prism.apps.itsm.params import (
     AutoAssign,
@@ -39,7 +39,7 @@ from prism.errors import Conflict, InvalidArguments
 from prism.events.outbox import emit_for
 from prism.kit.timeutil import iso, utcnow
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository, to_record
+from prism.tenancy.repository import to_record
 
 app = HandlerApp("itsm", description="IT service management: tickets, comments, services, SLAs.")
 
@@ -54,12 +54,9 @@ TICKET_TRANSITIONS: dict[str, frozenset[str]] = {
 OPEN = ("new", "assigned", "in_progress")
 
 
-def _repo(call: HandlerCall, model: type[Any], label: str) -> OrgRepository[Any]:
-    return OrgRepository(call.session, model, call.organization_id, label=label)
-
 
 async def _ticket(call: HandlerCall, ticket_id: str) -> Ticket:
-    row: Ticket = await _repo(call, Ticket, "ticket").get(ticket_id)
+    row: Ticket = await repo(call, Ticket, "ticket").get(ticket_id)
     return row
 
 
@@ -71,7 +68,7 @@ async def _sla_hours(call: HandlerCall, priority: str) -> int | None:
 
 async def _prepare_ticket(call: HandlerCall, values: dict[str, Any], row: Ticket | None) -> dict[str, Any]:
     if values.get("service_id"):
-        await _repo(call, Service, "service").get(values["service_id"])
+        await repo(call, Service, "service").get(values["service_id"])
     if row is None:
         last = (await call.session.execute(select(func.max(Ticket.number)).where(
             Ticket.organization_id == call.organization_id))).scalar_one()
@@ -178,7 +175,7 @@ async def reopen_ticket(call: HandlerCall, p: TicketReason) -> dict[str, Any]:
     ticket = await _ticket(call, p.id)
     move(ticket, "in_progress", TICKET_TRANSITIONS, "ticket")
     ticket.resolved_at = None
-    _repo(call, TicketComment, "ticket_comment").add(ticket_id=ticket.id, author_email=call.auth.user_email,
+    repo(call, TicketComment, "ticket_comment").add(ticket_id=ticket.id, author_email=call.auth.user_email,
                                                      body=f"Reopened: {p.reason}", internal=True)
     await call.session.flush()
     return to_record(ticket)
@@ -223,7 +220,7 @@ async def auto_assign(call: HandlerCall, p: AutoAssign) -> dict[str, Any]:
         Ticket.organization_id == call.organization_id, Ticket.status.in_(("assigned", "in_progress")),
         Ticket.assignee_email.in_(agents)).group_by(Ticket.assignee_email))).all()
     load = dict.fromkeys(agents, 0) | {email: count for email, count in rows}
-    new = (await call.session.execute(_repo(call, Ticket, "ticket").base().where(Ticket.status == "new")
+    new = (await call.session.execute(repo(call, Ticket, "ticket").base().where(Ticket.status == "new")
                                       .order_by(Ticket.priority, Ticket.number).limit(p.limit))).scalars().all()
     assigned = []
     for ticket in new:
@@ -242,7 +239,7 @@ async def auto_assign(call: HandlerCall, p: AutoAssign) -> dict[str, Any]:
              keywords=("overdue tickets", "sla breach", "at risk"))
 async def sla_breaches(call: HandlerCall, p: SlaReportParams) -> dict[str, Any]:
     now = p.as_of or utcnow()
-    tickets = (await call.session.execute(_repo(call, Ticket, "ticket").base().where(
+    tickets = (await call.session.execute(repo(call, Ticket, "ticket").base().where(
         Ticket.status.in_(OPEN), Ticket.sla_due_at.is_not(None), Ticket.sla_due_at < now + timedelta(hours=24))
         .order_by(Ticket.sla_due_at, Ticket.number))).scalars().all()
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from prism.apps.crud import Entity, crud
+from prism.apps.crud import Entity, crud, repo
 from prism.apps.maintenance.models import Asset, MaintenancePlan, MeterReading, WorkOrder, WorkOrderPart
 from prism.apps.maintenance.params import (
     AssetAction,
@@ -39,7 +39,7 @@ from prism.apps.states import move
 from prism.errors import Conflict
 from prism.kit.timeutil import iso, utcnow
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository, to_record
+from prism.tenancy.repository import to_record
 
 app = HandlerApp("maintenance", description="Maintenance: assets, work orders, parts used, preventive plans.")
 
@@ -58,18 +58,15 @@ ASSET_TRANSITIONS: dict[str, frozenset[str]] = {
 CLOSED = ("done", "cancelled")
 
 
-def _repo(call: HandlerCall, model: type[Any], label: str) -> OrgRepository[Any]:
-    return OrgRepository(call.session, model, call.organization_id, label=label)
-
 
 async def _work_order(call: HandlerCall, work_order_id: str) -> WorkOrder:
-    row: WorkOrder = await _repo(call, WorkOrder, "work_order").get(work_order_id)
+    row: WorkOrder = await repo(call, WorkOrder, "work_order").get(work_order_id)
     return row
 
 
 async def _prepare_asset_ref(call: HandlerCall, values: dict[str, Any], row: Any) -> dict[str, Any]:
     if values.get("asset_id"):
-        asset: Asset = await _repo(call, Asset, "asset").get(values["asset_id"])
+        asset: Asset = await repo(call, Asset, "asset").get(values["asset_id"])
         if asset.status == "retired" and row is None:
             raise Conflict(f"asset {asset.tag} is retired")
     return values
@@ -79,7 +76,7 @@ async def _prepare_part(call: HandlerCall, values: dict[str, Any], row: Any) -> 
     order = await _work_order(call, values["work_order_id"])
     if order.status in CLOSED:
         raise Conflict(f"work order is {order.status}; parts can no longer be issued", code="invalid_transition")
-    part: SparePart = await _repo(call, SparePart, "spare_part").get(values["spare_part_id"])
+    part: SparePart = await repo(call, SparePart, "spare_part").get(values["spare_part_id"])
     if part.quantity < values["quantity"]:
         raise Conflict(f"only {part.quantity} of {part.sku} in stock, {values['quantity']} requested",
                        code="insufficient_stock")
@@ -101,7 +98,7 @@ async def _before_part_delete(call: HandlerCall, line: WorkOrderPart) -> None:
     order = await _work_order(call, line.work_order_id)
     if order.status in CLOSED:
         raise Conflict(f"work order is {order.status}; its parts are final", code="invalid_transition")
-    part: SparePart = await _repo(call, SparePart, "spare_part").get(line.spare_part_id)
+    part: SparePart = await repo(call, SparePart, "spare_part").get(line.spare_part_id)
     part.quantity += line.quantity  # returned to stock
 
 
@@ -188,7 +185,7 @@ async def cancel_work_order(call: HandlerCall, p: WorkOrderCancel) -> dict[str, 
 
 
 async def _move_asset(call: HandlerCall, p: AssetAction, target: str) -> dict[str, Any]:
-    asset: Asset = await _repo(call, Asset, "asset").get(p.id)
+    asset: Asset = await repo(call, Asset, "asset").get(p.id)
     move(asset, target, ASSET_TRANSITIONS, "asset")
     await call.session.flush()
     return {**to_record(asset), "note": p.note}
@@ -218,15 +215,15 @@ async def retire_asset(call: HandlerCall, p: AssetAction) -> dict[str, Any]:
                          "plan's next due date on by its interval.", keywords=("preventive", "schedule pm"))
 async def generate_due_work_orders(call: HandlerCall, p: GenerateParams) -> dict[str, Any]:
     as_of = p.as_of or datetime.now(UTC).date()
-    plans = (await call.session.execute(_repo(call, MaintenancePlan, "plan").base().where(
+    plans = (await call.session.execute(repo(call, MaintenancePlan, "plan").base().where(
         MaintenancePlan.active.is_(True), MaintenancePlan.next_due <= as_of)
         .order_by(MaintenancePlan.next_due, MaintenancePlan.id))).scalars().all()
     created = []
     for plan in plans:
-        asset: Asset = await _repo(call, Asset, "asset").get(plan.asset_id)
+        asset: Asset = await repo(call, Asset, "asset").get(plan.asset_id)
         if asset.status == "retired":
             continue
-        order = _repo(call, WorkOrder, "work_order").add(
+        order = repo(call, WorkOrder, "work_order").add(
             asset_id=plan.asset_id, plan_id=plan.id, title=plan.title, kind="preventive", priority=plan.priority,
             due_date=plan.next_due, description=f"Generated from plan every {plan.interval_days} days")
         while plan.next_due <= as_of:
@@ -242,7 +239,7 @@ async def generate_due_work_orders(call: HandlerCall, p: GenerateParams) -> dict
                          "overdue ones.", keywords=("overdue work", "open jobs", "backlog"))
 async def backlog(call: HandlerCall, p: BacklogParams) -> dict[str, Any]:
     as_of = p.as_of or datetime.now(UTC).date()
-    stmt = _repo(call, WorkOrder, "work_order").base().where(WorkOrder.status.not_in(CLOSED))
+    stmt = repo(call, WorkOrder, "work_order").base().where(WorkOrder.status.not_in(CLOSED))
     if p.asset_id:
         stmt = stmt.where(WorkOrder.asset_id == p.asset_id)
     orders = (await call.session.execute(stmt.order_by(WorkOrder.due_date, WorkOrder.id))).scalars().all()
@@ -284,7 +281,7 @@ async def asset_cost(call: HandlerCall, p: AssetCostParams) -> dict[str, Any]:
              description="Condition trend per asset and meter: number of readings, minimum, maximum, average and "
                          "the latest value with its time.", keywords=("vibration trend", "run hours", "sensor"))
 async def meter_trend(call: HandlerCall, p: TrendParams) -> dict[str, Any]:
-    stmt = _repo(call, MeterReading, "meter_reading").base()
+    stmt = repo(call, MeterReading, "meter_reading").base()
     if p.asset_id:
         stmt = stmt.where(MeterReading.asset_id == p.asset_id)
     if p.meter:

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 
-from prism.apps.crud import Entity, crud
+from prism.apps.crud import Entity, crud, repo
 from prism.apps.notifications.models import Channel, Notification, Template
 from prism.apps.notifications.params import (
     ChannelCreate,
@@ -33,7 +33,7 @@ from prism.errors import Conflict, InvalidArguments, NotFound
 from prism.kit.timeutil import utcnow
 from prism.models import Membership, Role, User
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository, to_record
+from prism.tenancy.repository import to_record
 
 app = HandlerApp("notifications", description="Notifications to people and channels, with templates.")
 
@@ -43,9 +43,6 @@ NOTIFICATION_TRANSITIONS: dict[str, frozenset[str]] = {
     "archived": frozenset(),
 }
 
-
-def _repo(call: HandlerCall, model: type[Any], label: str) -> OrgRepository[Any]:
-    return OrgRepository(call.session, model, call.organization_id, label=label)
 
 
 async def _validate_template(call: HandlerCall, values: dict[str, Any], row: Any) -> dict[str, Any]:
@@ -72,7 +69,7 @@ crud(app, Entity(Notification, "notification", "notifications", NotificationList
 async def _recipient(call: HandlerCall, target: Target) -> dict[str, Any]:
     """Stored target columns; a person must be a member of the caller's organization."""
     if target.channel_id:
-        channel: Channel = await _repo(call, Channel, "channel").get(target.channel_id)
+        channel: Channel = await repo(call, Channel, "channel").get(target.channel_id)
         if channel.status != "active":
             raise Conflict(f"channel {channel.name} is archived")
         return {"channel_id": channel.id}
@@ -87,7 +84,7 @@ async def _recipient(call: HandlerCall, target: Target) -> dict[str, Any]:
 
 
 def _add(call: HandlerCall, **values: Any) -> Notification:
-    row: Notification = _repo(call, Notification, "notification").add(sender_user_id=call.auth.user_id, **values)
+    row: Notification = repo(call, Notification, "notification").add(sender_user_id=call.auth.user_id, **values)
     return row
 
 
@@ -106,7 +103,7 @@ async def send(call: HandlerCall, p: Send) -> dict[str, Any]:
              description="Render a notification template with the given values and send it to a member or "
                          "channel.", keywords=("templated message", "notify with template"))
 async def send_template(call: HandlerCall, p: SendTemplate) -> dict[str, Any]:
-    template: Template = await _repo(call, Template, "template").get(p.template_id)
+    template: Template = await repo(call, Template, "template").get(p.template_id)
     if template.status != "active":
         raise Conflict(f"template {template.name} is archived")
     try:
@@ -138,7 +135,7 @@ async def send_to_role(call: HandlerCall, p: SendToRole) -> dict[str, Any]:
 
 
 async def _move(call: HandlerCall, p: NotificationAction, target: str) -> dict[str, Any]:
-    row: Notification = await _repo(call, Notification, "notification").get(p.id)
+    row: Notification = await repo(call, Notification, "notification").get(p.id)
     move(row, target, NOTIFICATION_TRANSITIONS, "notification")
     row.read_at = utcnow() if target == "read" else row.read_at if target == "archived" else None
     await call.session.flush()
@@ -179,7 +176,7 @@ async def mark_all_read(call: HandlerCall, p: Inbox) -> dict[str, Any]:
              description="The caller's inbox: unread count by priority and the latest unread notifications.",
              keywords=("my notifications", "unread messages", "what's new"))
 async def inbox(call: HandlerCall, p: Inbox) -> dict[str, Any]:
-    mine = _repo(call, Notification, "notification").base().where(
+    mine = repo(call, Notification, "notification").base().where(
         Notification.recipient_user_id == call.auth.user_id, Notification.status == "unread")
     unread = mine.subquery()
     counts = (await call.session.execute(select(unread.c.priority, func.count()).group_by(unread.c.priority))).all()

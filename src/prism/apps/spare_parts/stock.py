@@ -12,12 +12,12 @@ from typing import Any, Literal
 from pydantic import Field
 from sqlalchemy import func, select
 
-from prism.apps.crud import Entity, crud
+from prism.apps.crud import Entity, crud, repo
 from prism.apps.params import ListParams, Params
 from prism.apps.spare_parts.models import SparePart, StockMovement
 from prism.errors import Conflict
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository, to_record
+from prism.tenancy.repository import to_record
 
 app = HandlerApp("spare_parts", description="Spare-parts inventory: stock levels, locations, costs.")
 
@@ -62,9 +62,6 @@ class ReorderParams(Params):
     location: str | None = Field(None, max_length=255, description="Only parts stored here.")
 
 
-def _repo(call: HandlerCall, model: type[Any], label: str) -> OrgRepository[Any]:
-    return OrgRepository(call.session, model, call.organization_id, label=label)
-
 
 crud(app, Entity(StockMovement, "stock_movement", "stock movements", MovementList, search=("reference",),
                  orderable=("created_at", "quantity_change"), default_ordering="-created_at", deletable=False,
@@ -78,7 +75,7 @@ crud(app, Entity(SparePart, "spare_part", "spare parts", PartList, search=("name
 
 async def _record(call: HandlerCall, part: SparePart, kind: str, change: int, reference: str) -> dict[str, Any]:
     part.quantity += change
-    movement = _repo(call, StockMovement, "stock_movement").add(
+    movement = repo(call, StockMovement, "stock_movement").add(
         spare_part_id=part.id, kind=kind, quantity_change=change, quantity_after=part.quantity,
         reference=reference, actor_email=call.auth.user_email)
     await call.session.flush()
@@ -89,7 +86,7 @@ async def _record(call: HandlerCall, part: SparePart, kind: str, change: int, re
              description="Receive units of a spare part into stock (goods receipt).",
              keywords=("restock", "delivery arrived", "goods receipt"))
 async def receive_stock(call: HandlerCall, p: Receive) -> dict[str, Any]:
-    part: SparePart = await _repo(call, SparePart, "spare_part").get(p.id)
+    part: SparePart = await repo(call, SparePart, "spare_part").get(p.id)
     return await _record(call, part, "received", p.quantity, p.reference)
 
 
@@ -97,7 +94,7 @@ async def receive_stock(call: HandlerCall, p: Receive) -> dict[str, Any]:
              description="Take units of a spare part out of stock; refused beyond the quantity on hand.",
              keywords=("consume part", "withdraw stock", "use part"))
 async def issue_stock(call: HandlerCall, p: Issue) -> dict[str, Any]:
-    part: SparePart = await _repo(call, SparePart, "spare_part").get(p.id)
+    part: SparePart = await repo(call, SparePart, "spare_part").get(p.id)
     if p.quantity > part.quantity:
         raise Conflict(f"only {part.quantity} of {part.sku} in stock, {p.quantity} requested",
                        code="insufficient_stock", details={"on_hand": part.quantity})
@@ -108,7 +105,7 @@ async def issue_stock(call: HandlerCall, p: Issue) -> dict[str, Any]:
              description="Correct a part's stock to a physical count; the difference is recorded.",
              keywords=("stocktake", "inventory count", "cycle count"))
 async def adjust_stock(call: HandlerCall, p: Adjust) -> dict[str, Any]:
-    part: SparePart = await _repo(call, SparePart, "spare_part").get(p.id)
+    part: SparePart = await repo(call, SparePart, "spare_part").get(p.id)
     return await _record(call, part, "adjusted", p.counted_quantity - part.quantity, p.reference)
 
 
@@ -118,7 +115,7 @@ async def adjust_stock(call: HandlerCall, p: Adjust) -> dict[str, Any]:
                          "twice the reorder level) and its cost.",
              keywords=("what to order", "reorder", "purchasing"))
 async def reorder_report(call: HandlerCall, p: ReorderParams) -> dict[str, Any]:
-    stmt = _repo(call, SparePart, "spare_part").base().where(
+    stmt = repo(call, SparePart, "spare_part").base().where(
         SparePart.status == "active", SparePart.quantity <= SparePart.reorder_level)
     if p.location:
         stmt = stmt.where(SparePart.location == p.location)
