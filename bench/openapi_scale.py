@@ -3,7 +3,7 @@
     python bench/openapi_scale.py [--handlers 10000] [--requests 200] [--params distinct|shared]
 
 Starts `prism serve` (one worker, fresh SQLite file) with the handlers of bench/synthetic_app.py loaded
-through PRISM_APPS (renamed by bench/openapi_apps.py) and measures, client-side over one keep-alive
+through PRISM_APPS and measures, client-side over one keep-alive
 connection: the first GET /.well-known/openapi.json of a key (the document is built and cached for its
 grant), then sequential cached GETs (gzip, as httpx asks, and identity), conditional GETs answered 304,
 and the anonymous descriptor. Target: cached answers under 50 ms.
@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as a script: make `bench.*` importable
 import httpx
 
 from bench.harness import machine, percentile, proc_memory_kib, start_prism, write_result
-from bench.openapi_apps import specs
+from bench.synthetic_app import specs
 
 PATH = "/.well-known/openapi.json"
 TARGET_CACHED_P99_MS = 50.0
