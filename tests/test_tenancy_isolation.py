@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import func, select
 
 from prism.apps import BUILTIN_APP_MODULES
+from prism.apps.crud import repo as crud_repo
 from prism.apps.finance.models import Invoice, Vendor
 from prism.apps.spare_parts.models import SparePart
 from prism.db import Database
@@ -282,6 +283,8 @@ def _reachable(func: Callable[..., Any]) -> tuple[list[Any], str]:
     return used, "\n".join(inspect.getsource(f) for f in functions)
 
 
+# The organization's repository, and the apps' shared way to open it (prism.apps.crud.repo).
+SCOPED_ACCESS = (OrgRepository, crud_repo)
 ORG_FILTER = re.compile(r"\.organization_id\s*==\s*call\.organization_id")
 
 
@@ -289,7 +292,7 @@ def _scoping(func: Callable[..., Any]) -> tuple[list[str], bool]:
     """The organization-scoped models a handler touches, and whether it scopes them."""
     used, source = _reachable(func)
     models = [m.__name__ for m in _org_scoped_models() if any(u is m for u in used)]
-    return models, any(u is OrgRepository for u in used) or ORG_FILTER.search(source) is not None
+    return models, any(u in SCOPED_ACCESS for u in used) or ORG_FILTER.search(source) is not None
 
 
 async def _rogue_handler(call: Any, p: Any) -> Any:
