@@ -7,7 +7,8 @@ A throwaway PostgreSQL database is created and dropped. The receiver is uvicorn 
 `bench/webhook_receiver.py` over HTTPS (a CA made here, trusted by both sides) in its own process.
 1. Raw loop: one process, httpx, `--concurrency` requests in flight, POSTs the recorded event bodies.
 2. 1 worker, then 2 workers (`prism worker` processes, started and idle first): the events are recorded
-   in one transaction, and the clock runs until every delivery is SUCCESS in the database — signed,
+   in one transaction; the clock starts at its commit (when the deliveries become visible) and stops at
+   the `delivered_at` of the last delivery, once every delivery is SUCCESS in the database — signed,
    sent, and recorded.
 """
 
@@ -31,11 +32,21 @@ sys.path.insert(0, str(REPO))
 from tests.factories import Factory  # noqa: E402
 from tests.webhooks_receiver import make_tls  # noqa: E402
 
-from bench.harness import PRISM, bench_env, free_port, machine, write_result  # noqa: E402
+from bench.harness import (  # noqa: E402
+    PRISM,
+    backend_cpu_seconds,
+    bench_env,
+    free_port,
+    machine,
+    proc_cpu_seconds,
+    system_busy_seconds,
+    write_result,
+)
 from bench.pgdb import throwaway_database  # noqa: E402
 from prism.config import Settings  # noqa: E402
 from prism.db import Database  # noqa: E402
 from prism.events.outbox import emit  # noqa: E402
+from prism.kit.timeutil import utcnow  # noqa: E402
 from prism.migrate import upgrade  # noqa: E402
 from prism.models import OutboxEvent  # noqa: E402
 from prism.webhooks.models import WebhookDelivery  # noqa: E402
@@ -60,6 +71,12 @@ async def successes(db: Database, webhook_id: str) -> int:
             WebhookDelivery.webhook_id == webhook_id, WebhookDelivery.status == "success"))).scalar_one())
 
 
+async def last_delivered(db: Database, webhook_id: str) -> Any:
+    async with db.read() as s:
+        return (await s.execute(select(func.max(WebhookDelivery.delivered_at)).where(
+            WebhookDelivery.webhook_id == webhook_id))).scalar_one()
+
+
 async def raw_loop(url: str, bodies: list[bytes], ca: str, concurrency: int) -> float:
     import ssl
 
@@ -79,7 +96,29 @@ async def raw_loop(url: str, bodies: list[bytes], ca: str, concurrency: int) -> 
         return len(bodies) / (time.perf_counter() - started)
 
 
+class CpuMeter:
+    """Cores used during one measured window: receiver, workers (or this process for the raw loop), database
+    backends, and everything else on the machine."""
+
+    def __init__(self, receiver: int, workers: list[int], database: str) -> None:
+        self.receiver, self.workers, self.database = receiver, workers, database
+        self.start = self._sample()
+
+    def _sample(self) -> dict[str, float]:
+        return {"wall": time.perf_counter(), "receiver": proc_cpu_seconds(self.receiver),
+                "workers": sum(proc_cpu_seconds(p) for p in self.workers) if self.workers else time.process_time(),
+                "database": backend_cpu_seconds(self.database), "all": system_busy_seconds()}
+
+    def read(self) -> dict[str, float]:
+        end = self._sample()
+        wall = end["wall"] - self.start["wall"]
+        used = {k: (end[k] - self.start[k]) / wall for k in ("receiver", "workers", "database", "all")}
+        used["other"] = used.pop("all") - used["receiver"] - used["workers"] - used["database"]
+        return {k: round(v, 2) for k, v in used.items()}
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    database = args.database_url.rsplit("/", 1)[1]
     work = Path(tempfile.mkdtemp(prefix="prism-bench-webhooks-"))
     tls = make_tls(work)
     port = free_port()
@@ -106,7 +145,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             bodies = [p.encode() for p in (await s.execute(select(OutboxEvent.payload).where(
                 OutboxEvent.organization_id == ws.org.id).limit(args.events))).scalars()]
         await raw_loop(url, bodies[:200], str(tls.ca), args.concurrency)  # warm-up
+        meter = CpuMeter(receiver.pid, [], database)
         results["raw_loop"] = await raw_loop(url, bodies, str(tls.ca), args.concurrency)
+        results["cpu_raw_loop"] = meter.read()
         env = bench_env(PRISM_DATABASE_URL=args.database_url, PRISM_SECRET_KEY_FILE=str(work / "secret.key"),
                         PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS="true", PRISM_WEBHOOK_CA_BUNDLE=str(tls.ca),
                         PRISM_WEBHOOK_WORKER_CONCURRENCY=str(args.concurrency), PRISM_LOG_LEVEL="warning",
@@ -117,11 +158,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                                                 stdout=subprocess.DEVNULL))
             await asyncio.sleep(3)  # started and idle
             before = await successes(db, hook["id"])
-            started = time.perf_counter()
-            await record_events(db, ws, args.events)
+            await record_events(db, ws, args.events)  # the deliveries become visible at this commit
+            committed = utcnow()
+            meter = CpuMeter(receiver.pid, [w.pid for w in workers], database)
             while await successes(db, hook["id"]) < before + args.events:  # noqa: ASYNC110 -- polling the database is the measurement
-                await asyncio.sleep(0.02)
-            results[f"workers_{count}"] = args.events / (time.perf_counter() - started)
+                await asyncio.sleep(0.2)
+            results[f"cpu_workers_{count}"] = meter.read()
+            # The clock stops at the last delivery's recorded time, not at the poll that saw it.
+            finished = await last_delivered(db, hook["id"])
+            results[f"workers_{count}"] = args.events / (finished - committed).total_seconds()
     finally:
         for process in [*workers, receiver]:
             process.terminate()
@@ -153,6 +198,8 @@ def main() -> None:
     path = write_result("webhooks", summary)
     print("| measure | deliveries/s |\n|---|---:|")
     print(f"| plain httpx loop | {raw:,.0f} |\n| 1 worker | {one:,.0f} |\n| 2 workers | {two:,.0f} |")
+    for name in ("raw_loop", "workers_1", "workers_2"):
+        print(f"CPU cores during {name} (sender = this process for the raw loop): {results['cpu_' + name]}")
     print(f"\n1 worker / raw = {one / raw:.2f} (target ≥ 0.5); 2 workers / 1 = {two / one:.2f} (target ≥ 1.6)")
     print(f"results: {path}")
 

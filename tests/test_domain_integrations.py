@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from prism.apps.integrations.handlers import MAX_RESPONSE
 from prism.config import get_settings
 from tests.domain_support import Caller
 from tests.factories import Factory
@@ -75,6 +76,20 @@ async def test_a_call_reaches_the_endpoint_and_is_logged(
     await c.ok("workflow_action", "integrations", "endpoint", "disable", {"id": endpoint["id"]})
     await c.refused(409, "invalid_transition", "integration_call", "integrations", "endpoint", "ping",
                     {"id": endpoint["id"]})
+
+
+async def test_an_oversized_answer_is_cut_and_a_hanging_endpoint_times_out(
+        client: httpx.AsyncClient, factory: Factory, receiver: Receiver) -> None:
+    c = Caller(client, (await factory.workspace(roles=("owner",))))
+    endpoint = await c.create("integrations", "endpoint", {"name": "Slow", "base_url": receiver.url("/slow"),
+                                                           "timeout_seconds": 1})
+    receiver.script("/slow/big", [Answer(body="x" * (MAX_RESPONSE + 10))])
+    big = await c.ok("integration_call", "integrations", "endpoint", "call", {"id": endpoint["id"], "path": "/big"})
+    assert (big["ok"], big["status_code"]) == (False, 200) and "truncated" in big["error"]
+    assert big["body"] == "x" * MAX_RESPONSE
+    receiver.script("/slow/hang", [Answer(delay=3)])
+    hung = await c.ok("integration_call", "integrations", "endpoint", "call", {"id": endpoint["id"], "path": "/hang"})
+    assert (hung["ok"], hung["status_code"], hung["error"]) == (False, None, "no response within 1 s")
 
 
 async def test_a_saved_endpoint_is_refused_at_connect_time_once_private_networks_are_off(

@@ -19,7 +19,7 @@ from prism.events.outbox import emit
 from prism.kit.timeutil import utcnow
 from prism.webhooks.matching import new_delivery_id
 from prism.webhooks.models import WebhookDelivery
-from prism.webhooks.worker import DeliveryWorker
+from prism.webhooks.worker import OUTCOMES_WAITING_PER_SLOT, DeliveryWorker
 from tests.factories import Factory, Workspace
 from tests.processes import clean_env, prism_command
 from tests.webhooks_fixtures import (  # noqa: F401
@@ -57,6 +57,22 @@ async def test_dns_rebinding_to_loopback_is_refused_at_connect_time(
     ws = await factory.workspace(roles=("owner",))
     path = unique_path()
     hook = await create_hook(hook_client, ws, receiver.url(path, host="localhost"))
+    await burst(hook_db, ws, 1)
+    guarded = hook_settings.model_copy(update={"webhook_allow_private_networks": False})
+    await make_worker(guarded).run_once()
+    [delivery] = await deliveries_of(hook_client, ws, hook["id"])
+    assert receiver.at(path) == []
+    assert delivery["status"] == "retrying" and delivery["response_status_code"] is None
+    assert "connection refused by Prism" in delivery["error_message"] and "loopback" in delivery["error_message"]
+
+
+async def test_a_literal_loopback_address_is_refused_at_connect_time(
+        hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
+        make_worker: Callable[..., DeliveryWorker], hook_settings: Settings) -> None:
+    """An address written in the URL never reaches a resolver: it is vetted before anything is sent."""
+    ws = await factory.workspace(roles=("owner",))
+    path = unique_path()
+    hook = await create_hook(hook_client, ws, receiver.url(path, host="127.0.0.1"))
     await burst(hook_db, ws, 1)
     guarded = hook_settings.model_copy(update={"webhook_allow_private_networks": False})
     await make_worker(guarded).run_once()
@@ -189,5 +205,6 @@ async def test_killing_a_worker_process_mid_burst_loses_no_event(
     events = {r.body.decode().split('"event_id":"', 1)[1].split('"', 1)[0] for r in receiver.at(path)}
     assert events == set(event_ids)  # every event delivered, none lost
     duplicates = sum(n - 1 for n in delivered.values())
-    # Only deliveries in flight at the kill can arrive twice: at most one claim batch of the dead worker.
-    assert duplicates <= hook_settings.webhook_worker_concurrency
+    # Only deliveries in flight at the kill can arrive twice: those the dead worker was sending, or had sent
+    # without its outcome written yet — at most OUTCOMES_WAITING_PER_SLOT per slot.
+    assert duplicates <= hook_settings.webhook_worker_concurrency * OUTCOMES_WAITING_PER_SLOT

@@ -4,11 +4,15 @@ A URL a customer saves (a webhook receiver, an integration endpoint) must not le
 private networks, link-local addresses or a cloud metadata service through Prism. Two checks:
 
 - ``check_url(url)`` at save time: the scheme, and every address the host resolves to now.
-- ``outbound_client(...)`` at connect time: the transport resolves the host itself, refuses the connection
-  if ANY resolved address is not public, and connects to the vetted address (TLS still verifies the
+- ``OutboundClient`` at connect time: its resolver resolves the host itself, refuses the connection if ANY
+  resolved address is not public, and the connection goes to the vetted address (TLS still verifies the
   certificate for the host name). A name that resolved to a public address at save time and to 127.0.0.1
-  later (DNS rebinding) is refused here. Redirects are never followed and proxies from the environment are
-  ignored (a proxy would make the address check meaningless).
+  later (DNS rebinding) is refused here; a literal address in the URL is vetted before anything is sent.
+  Redirects are never followed and proxies from the environment are ignored (a proxy would make the
+  address check meaningless).
+
+The client is aiohttp's: a webhook worker spends its CPU here, and aiohttp sends a request for about a
+twentieth of httpx's CPU time (bench/README.md, "Webhook delivery").
 
 ``allow_private_networks`` (PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS) turns both checks off for tests and
 on-premise receivers; ``ca_bundle`` (PRISM_WEBHOOK_CA_BUNDLE) adds CA certificates to trust.
@@ -21,12 +25,13 @@ import ipaddress
 import socket
 import ssl
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
+from types import TracebackType
 from urllib.parse import urlsplit
 
+import aiohttp
 import certifi
-import httpcore
-import httpx
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 from prism.errors import PrismError
 
@@ -39,8 +44,16 @@ class OutboundUrlRefused(PrismError):
     code, status = "url_not_allowed", 400
 
 
-class OutboundConnectRefused(httpcore.ConnectError):
-    """Raised by the transport at connect time; httpx surfaces it as httpx.ConnectError."""
+class OutboundFailed(Exception):
+    """No HTTP answer: the connection was refused (by Prism's guard or the peer), TLS failed, the peer hung up."""
+
+
+class OutboundTimeout(OutboundFailed):
+    """No complete answer within the request's time limit."""
+
+
+class _ConnectRefused(OSError):
+    """Raised by the resolver at connect time; aiohttp reports it as a connection error."""
 
 
 def address_problem(address: IPAddress) -> str | None:
@@ -116,41 +129,27 @@ async def check_url(url: str, *, allow_private_networks: bool, require_https: bo
     return url
 
 
-class _GuardedBackend(httpcore.AsyncNetworkBackend):
-    """Resolves, vets and connects to the vetted address, so a rebinding DNS answer cannot slip through."""
+class _GuardedResolver(AbstractResolver):
+    """Resolves and vets every address; aiohttp then connects only to the addresses returned here."""
 
     def __init__(self, *, allow_private_networks: bool) -> None:
-        self._inner = httpcore.AnyIOBackend()
         self._allow_private = allow_private_networks
 
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,  # noqa: ASYNC109
-                          local_address: str | None = None,
-                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
-        try:
-            addresses = await asyncio.wait_for(resolve(host, port), timeout)
-        except (OSError, UnicodeError) as exc:
-            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
-        except TimeoutError as exc:
-            raise httpcore.ConnectTimeout(f"resolving {host} timed out") from exc
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        addresses = await resolve(host, port)
         if not self._allow_private:
             problem = _refusal(host, addresses)
             if problem is not None:
-                raise OutboundConnectRefused(f"connection refused by Prism: {problem}")
-        last: Exception | None = None
-        for address in addresses:
-            try:
-                return await self._inner.connect_tcp(str(address), port, timeout=timeout,
-                                                     local_address=local_address, socket_options=socket_options)
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                last = exc
-        raise last or httpcore.ConnectError(f"{host} has no address")
+                raise _ConnectRefused(f"connection refused by Prism: {problem}")
+        if not addresses:
+            raise OSError(f"{host} has no address")
+        return [ResolveResult(hostname=host, host=str(a), port=port,
+                              family=socket.AF_INET6 if a.version == 6 else socket.AF_INET, proto=0,
+                              flags=socket.AI_NUMERICHOST | socket.AI_NUMERICSERV) for a in addresses]
 
-    async def connect_unix_socket(self, path: str, timeout: float | None = None,  # noqa: ASYNC109
-                                  socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
-        raise OutboundConnectRefused("unix sockets are not an outbound destination")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
+    async def close(self) -> None:
+        return None
 
 
 def ssl_context(ca_bundle: str | None) -> ssl.SSLContext:
@@ -160,23 +159,86 @@ def ssl_context(ca_bundle: str | None) -> ssl.SSLContext:
     return context
 
 
-class GuardedTransport(httpx.AsyncHTTPTransport):
+@dataclass(frozen=True, slots=True)
+class OutboundAnswer:
+    status: int
+    headers: dict[str, str]  # lower-case names; a repeated header keeps its first value
+    body: bytes  # at most `read_at_most` bytes of the (decoded) body
+    truncated: bool  # the body went on beyond `read_at_most`
+
+
+class OutboundClient:
+    """HTTP to customer-chosen URLs: guarded connects, no redirects, no environment proxies, bounded reads.
+
+    One per worker (its connections are kept alive between deliveries) or one per call; close it, or use it
+    as an async context manager. The aiohttp session is made on first use, inside the running loop.
+    """
+
     def __init__(self, *, allow_private_networks: bool, ca_bundle: str | None = None,
-                 limits: httpx.Limits | None = None) -> None:
-        limits = limits or httpx.Limits(max_connections=100, max_keepalive_connections=20)
-        context = ssl_context(ca_bundle)
-        super().__init__(verify=context, trust_env=False, limits=limits)
-        # httpx has no parameter for the network backend; the pool is rebuilt with the guarded one.
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=context, max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
-            network_backend=_GuardedBackend(allow_private_networks=allow_private_networks))
+                 max_connections: int = 100) -> None:
+        self._allow_private = allow_private_networks
+        self._ssl = ssl_context(ca_bundle)
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> OutboundClient:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        trace: TracebackType | None) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                ssl=self._ssl, limit=self._max_connections,
+                resolver=_GuardedResolver(allow_private_networks=self._allow_private))
+            self._session = aiohttp.ClientSession(connector=connector, trust_env=False)
+        return self._session
+
+    def _vet_literal(self, url: str) -> None:
+        """aiohttp connects to an address written in the URL without asking the resolver: vet it here."""
+        if self._allow_private:
+            return
+        host = urlsplit(url).hostname or ""
+        literal = _literal_address(host)
+        if literal is not None:
+            problem = _refusal(host, [literal])
+            if problem is not None:
+                raise OutboundFailed(f"connection refused by Prism: {problem}")
+
+    async def send(self, method: str, url: str, *, headers: dict[str, str], body: bytes | None,
+                   timeout_seconds: float, read_at_most: int) -> OutboundAnswer:
+        """One request; the time limit covers connect, send and the whole answer."""
+        self._vet_literal(url)
+        try:
+            async with asyncio.timeout(timeout_seconds):
+                async with self._open().request(
+                        method, url, data=body or None, headers=headers, allow_redirects=False,
+                        timeout=aiohttp.ClientTimeout(total=None)) as response:
+                    data = bytearray()
+                    while len(data) < read_at_most:
+                        piece = await response.content.read(read_at_most - len(data))
+                        if not piece:
+                            break
+                        data += piece
+                    truncated = len(data) >= read_at_most and bool(await response.content.read(1))
+                    found = {name.lower(): value for name, value in reversed(list(response.headers.items()))}
+                    return OutboundAnswer(response.status, found, bytes(data), truncated)
+        except TimeoutError:
+            raise OutboundTimeout(f"timed out after {timeout_seconds:g} s") from None
+        except (aiohttp.ClientError, OSError, ssl.SSLError) as exc:
+            raise OutboundFailed(f"connection failed: {_describe(exc)}"[:1000]) from exc
 
 
-def outbound_client(*, allow_private_networks: bool, ca_bundle: str | None = None,
-                    timeout: float = 30.0, limits: httpx.Limits | None = None) -> httpx.AsyncClient:
-    """An httpx client for customer-chosen URLs: guarded connects, no redirects, no environment proxies."""
-    return httpx.AsyncClient(
-        transport=GuardedTransport(allow_private_networks=allow_private_networks, ca_bundle=ca_bundle,
-                                   limits=limits),
-        follow_redirects=False, trust_env=False, timeout=timeout)
+def _describe(exc: BaseException) -> str:
+    """The innermost reason aiohttp wrapped (the guard's refusal, the TLS error), or the error itself."""
+    inner = getattr(exc, "os_error", None)
+    if isinstance(inner, _ConnectRefused):
+        return str(inner)
+    return str(exc) or type(exc).__name__

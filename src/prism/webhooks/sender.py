@@ -5,14 +5,12 @@ Nothing here touches the database; the worker decides what the outcome means for
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from http import HTTPStatus
 
-import httpx
-
+from prism.kit.outbound import OutboundAnswer, OutboundClient, OutboundFailed, OutboundTimeout
 from prism.webhooks.signing import SIGNATURE_HEADER, USER_AGENT, signature_header
 
 STORED_BODY_CHARS = 1000  # SPEC.md "Limits": stored response body
@@ -43,10 +41,10 @@ def delivery_headers(*, secret: str, body: bytes, event_type: str, delivery_id: 
     return headers
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    if response.status_code not in (429, 503):
+def _retry_after(answer: OutboundAnswer) -> float | None:
+    if answer.status not in (429, 503):
         return None
-    value = response.headers.get("retry-after", "").strip()
+    value = answer.headers.get("retry-after", "").strip()
     if value.isdigit():
         return float(value)
     try:
@@ -62,33 +60,21 @@ def _reason(status: int) -> str:
         return "Unknown status"
 
 
-async def _read_start(response: httpx.Response) -> str:
-    data = b""
-    async for chunk in response.aiter_raw():
-        data += chunk
-        if len(data) >= _READ_AT_MOST:
-            break
-    return data.decode("utf-8", errors="replace")[:STORED_BODY_CHARS]
-
-
-async def attempt(client: httpx.AsyncClient, *, url: str, body: bytes, headers: dict[str, str],
+async def attempt(client: OutboundClient, *, url: str, body: bytes, headers: dict[str, str],
                   timeout_seconds: float) -> Attempt:
     """2xx within `timeout_seconds` (connect, send and answer together) is success; redirects are failures."""
     try:
-        async with asyncio.timeout(timeout_seconds):
-            async with client.stream("POST", url, content=body, headers=headers,
-                                     timeout=httpx.Timeout(timeout_seconds)) as response:
-                text = await _read_start(response)
-    except TimeoutError:
-        return Attempt(False, None, "", f"timed out after {timeout_seconds:g} s", None)
-    except httpx.TimeoutException as exc:
-        return Attempt(False, None, "", f"timed out after {timeout_seconds:g} s ({type(exc).__name__})", None)
-    except httpx.HTTPError as exc:
-        return Attempt(False, None, "", f"connection failed: {exc}"[:1000], None)
-    status = response.status_code
+        answer = await client.send("POST", url, headers=headers, body=body, timeout_seconds=timeout_seconds,
+                                   read_at_most=_READ_AT_MOST)
+    except OutboundTimeout as exc:
+        return Attempt(False, None, "", str(exc), None)
+    except OutboundFailed as exc:
+        return Attempt(False, None, "", str(exc), None)
+    status = answer.status
+    text = answer.body.decode("utf-8", errors="replace")[:STORED_BODY_CHARS]
     if 200 <= status < 300:
         return Attempt(True, status, text, None, None)
     error = f"HTTP {status}: {_reason(status)}"
     if 300 <= status < 400:
         error += " (redirects are not followed)"
-    return Attempt(False, status, text, error, _retry_after(response))
+    return Attempt(False, status, text, error, _retry_after(answer))

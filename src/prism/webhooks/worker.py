@@ -25,13 +25,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import httpx
 from sqlalchemy import Integer, String, Table, Text, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.config import Settings
 from prism.db import Database
-from prism.kit.outbound import outbound_client
+from prism.kit.outbound import OutboundClient
 from prism.kit.timeutil import utcnow
 from prism.models import OutboxEvent
 from prism.models.base import UTCDateTime
@@ -52,6 +51,7 @@ _RECORD_SUCCESS = (
             delivered_at=bindparam("b_at", type_=UTCDateTime())))
 
 Clock = Callable[[], datetime]
+OUTCOMES_WAITING_PER_SLOT = 4
 
 
 def _due(now: datetime) -> tuple[Any, ...]:
@@ -86,19 +86,19 @@ def new_worker_id() -> str:
 
 
 class DeliveryWorker:
-    def __init__(self, db: Database, settings: Settings, *, client: httpx.AsyncClient | None = None,
-                 clock: Clock = utcnow, concurrency: int | None = None) -> None:
+    def __init__(self, db: Database, settings: Settings, *, clock: Clock = utcnow,
+                 concurrency: int | None = None) -> None:
         self.db = db
         self.settings = settings
         self.clock = clock
         self.worker_id = new_worker_id()
         self.concurrency = concurrency or settings.webhook_worker_concurrency
-        self._own_client = client is None
-        self.client = client or outbound_client(
+        self.client = OutboundClient(
             allow_private_networks=settings.webhook_allow_private_networks, ca_bundle=settings.webhook_ca_bundle,
-            limits=httpx.Limits(max_connections=self.concurrency * 2, max_keepalive_connections=self.concurrency))
+            max_connections=self.concurrency * 2)
         self._wake = asyncio.Event()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # deliveries being sent or waiting for their outcome's write
+        self._sending = 0  # of those, the ones being sent (each holds one of `concurrency` slots)
         self._results: list[tuple[Job, dict[str, Any], bool, asyncio.Future[None]]] = []
         self._results_ready = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
@@ -110,27 +110,32 @@ class DeliveryWorker:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self._own_client:
-            await self.client.aclose()
+        await self.client.close()
 
     async def run(self) -> None:
-        """Deliver until cancelled; wakes at once for deliveries of this process, else polls."""
+        """Deliver until cancelled; wakes at once for deliveries of this process, else polls.
+
+        A slot is taken while a delivery is being sent, not while its outcome waits for the results
+        transaction: the next claim does not wait on the database. Outcomes waiting to be written are
+        bounded (OUTCOMES_WAITING_PER_SLOT per slot), so a slow database slows the claims down instead.
+        """
         signal.register(self._wake)
         try:
             while True:
                 self._wake.clear()
-                free = self.concurrency - len(self._tasks)
-                # Claim in batches (a quarter of the slots at least) rather than one row per finished task.
+                free = min(self.concurrency - self._sending,
+                           self.concurrency * OUTCOMES_WAITING_PER_SLOT - len(self._tasks))
+                # Claim in batches (a quarter of the slots at least) rather than one row per finished send.
                 worth_it = free >= max(1, self.concurrency // 4) or not self._tasks
-                jobs = await self._claim_logged(free) if worth_it else []
+                jobs = await self._claim_logged(free) if worth_it and free > 0 else []
                 for job in jobs:
                     task = asyncio.create_task(self._deliver(job), name=f"prism-webhook-{job.delivery_id}")
                     self._tasks.add(task)
                     task.add_done_callback(self._finished)
                 if jobs and len(jobs) == free:
                     continue  # there may be more due right now
-                if not worth_it:
-                    await self._wake.wait()  # a task finishing sets it
+                if not worth_it or free <= 0:
+                    await self._wake.wait()  # a send or a task finishing sets it
                     continue
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.settings.webhook_poll_seconds)
@@ -139,6 +144,10 @@ class DeliveryWorker:
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
+        self._wake.set()
+
+    def _sent(self) -> None:
+        self._sending -= 1
         self._wake.set()  # a slot is free
 
     async def run_once(self) -> int:
@@ -188,26 +197,33 @@ class DeliveryWorker:
                     for r in rows]
 
     async def _deliver(self, job: Job) -> None:
+        """Send (holding a slot), then wait until the outcome is written (not holding one)."""
+        self._sending += 1
         try:
-            if not job.is_active and not job.is_test:
-                outcome = Attempt(False, None, "", "webhook is inactive: not sent", None)
-                await self._record(job, outcome, count_attempt=False)
-                return
             try:
-                secret, custom = unseal(self.settings, job.webhook_id, job.sealed)
-            except SealBroken as exc:
-                await self._record(job, Attempt(False, None, "", str(exc), None), count_attempt=False)
-                return
-            headers = delivery_headers(secret=secret, body=job.payload, event_type=job.event_type,
-                                       delivery_id=job.delivery_id, custom=custom)
-            outcome = await attempt(self.client, url=job.url, body=job.payload, headers=headers,
-                                    timeout_seconds=job.timeout_seconds)
-            await self._record(job, outcome)
+                outcome, counts = await self._send(job)
+            finally:
+                self._sent()
+            await self._record(job, outcome, count_attempt=counts)
         except asyncio.CancelledError:
             raise
         except Exception:
             # The lease runs out and another attempt follows: nothing is lost.
             log.exception("delivery %s could not be completed", job.delivery_id)
+
+    async def _send(self, job: Job) -> tuple[Attempt, bool]:
+        """The attempt's outcome, and whether it counts as an attempt (nothing sent does not)."""
+        if not job.is_active and not job.is_test:
+            return Attempt(False, None, "", "webhook is inactive: not sent", None), False
+        try:
+            secret, custom = unseal(self.settings, job.webhook_id, job.sealed)
+        except SealBroken as exc:
+            return Attempt(False, None, "", str(exc), None), False
+        headers = delivery_headers(secret=secret, body=job.payload, event_type=job.event_type,
+                                   delivery_id=job.delivery_id, custom=custom)
+        outcome = await attempt(self.client, url=job.url, body=job.payload, headers=headers,
+                                timeout_seconds=job.timeout_seconds)
+        return outcome, True
 
     async def _record(self, job: Job, outcome: Attempt, *, count_attempt: bool = True) -> None:
         """Queue the outcome for the next results transaction and wait until it is written.

@@ -15,7 +15,6 @@ import time
 from typing import Any
 from urllib.parse import urlencode
 
-import httpx
 import orjson
 
 from prism.apps.crud import Entity, crud, repo
@@ -32,7 +31,7 @@ from prism.apps.integrations.params import (
 from prism.apps.states import move
 from prism.config import get_settings
 from prism.errors import Conflict, InvalidArguments
-from prism.kit.outbound import check_url, outbound_client
+from prism.kit.outbound import OutboundClient, OutboundFailed, OutboundTimeout, check_url
 from prism.kit.timeutil import utcnow
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
@@ -94,21 +93,17 @@ async def _send(call: HandlerCall, endpoint: Endpoint, method: str, path: str, q
     status_code: int | None = None
     error, raw, content_type = "", b"", ""
     try:
-        async with outbound_client(allow_private_networks=settings.webhook_allow_private_networks,
-                                   ca_bundle=settings.webhook_ca_bundle,
-                                   timeout=float(endpoint.timeout_seconds)) as client:
-            async with client.stream(method, url, headers=headers, content=content) as response:
-                status_code, content_type = response.status_code, response.headers.get("content-type", "")
-                async for piece in response.aiter_bytes():
-                    raw += piece
-                    if len(raw) > MAX_RESPONSE:
-                        error = f"response larger than {MAX_RESPONSE} bytes; truncated"
-                        raw = raw[:MAX_RESPONSE]
-                        break
-    except httpx.TimeoutException:
+        async with OutboundClient(allow_private_networks=settings.webhook_allow_private_networks,
+                                  ca_bundle=settings.webhook_ca_bundle, max_connections=1) as client:
+            answer = await client.send(method, url, headers=headers, body=content,
+                                       timeout_seconds=float(endpoint.timeout_seconds), read_at_most=MAX_RESPONSE)
+        status_code, content_type, raw = answer.status, answer.headers.get("content-type", ""), answer.body
+        if answer.truncated:
+            error = f"response larger than {MAX_RESPONSE} bytes; truncated"
+    except OutboundTimeout:
         error = f"no response within {endpoint.timeout_seconds} s"
-    except httpx.HTTPError as exc:
-        error = f"connection failed: {exc}"[:1000]
+    except OutboundFailed as exc:
+        error = str(exc)
     duration_ms = int((time.monotonic() - started) * 1000)
     ok = status_code is not None and 200 <= status_code < 300 and not error
     if status_code is not None and not ok and not error:
