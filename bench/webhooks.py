@@ -117,33 +117,49 @@ class CpuMeter:
         return {k: round(v, 2) for k, v in used.items()}
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
-    database = args.database_url.rsplit("/", 1)[1]
-    work = Path(tempfile.mkdtemp(prefix="prism-bench-webhooks-"))
-    tls = make_tls(work)
-    port = free_port()
-    receiver = subprocess.Popen(  # noqa: ASYNC220 -- started once, before any timing
+def start_receiver(tls: Any, port: int, delay_ms: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "bench.webhook_receiver:app", "--port", str(port), "--log-level",
          "warning", "--no-access-log", "--ssl-certfile", str(tls.cert), "--ssl-keyfile", str(tls.key),
-         "--loop", "uvloop", "--http", "httptools"], env=bench_env(), cwd=REPO)
+         "--loop", "uvloop", "--http", "httptools"], env=bench_env(PRISM_BENCH_RECEIVER_DELAY_MS=str(delay_ms)),
+        cwd=REPO)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="prism-bench-webhooks-"))
+    tls = make_tls(work)
+    db = Database(args.database_url)
+    results: dict[str, Any] = {}
+    try:
+        for delay_ms in args.receiver_delays_ms:
+            results[f"receiver_{delay_ms}ms"] = await scenario(args, db, work, tls, delay_ms)
+    finally:
+        await db.dispose()
+    return results
+
+
+async def scenario(args: argparse.Namespace, db: Database, work: Path, tls: Any, delay_ms: int) -> dict[str, Any]:
+    """Raw loop, 1 worker, 2 workers against one receiver answering after `delay_ms`; its own organization."""
+    database = args.database_url.rsplit("/", 1)[1]
+    port = free_port()
+    receiver = start_receiver(tls, port, delay_ms)
     url = f"https://127.0.0.1:{port}/hook"
     settings = Settings(database_url=args.database_url, seed_demo=False,
                         secret_key_file=str(work / "secret.key"), webhook_allow_private_networks=True,
                         webhook_ca_bundle=str(tls.ca), webhook_worker_in_process=False)
-    db = Database(args.database_url)
     results: dict[str, Any] = {}
     workers: list[subprocess.Popen[bytes]] = []
     try:
         await asyncio.sleep(1.5)
         ws = await Factory(db).workspace(roles=("owner",))
-        auth = await _owner_context(db, ws)
-        async with db.write() as s:
-            hook = await create_webhook(s, auth, settings, WebhookCreate(name="bench", url=url))
-        # Raw loop on the very bodies Prism records (recorded once, for webhooks that do not exist yet).
+        # The raw loop posts the very bodies Prism records: recorded before the webhook exists (no deliveries).
         await record_events(db, ws, args.events)
         async with db.read() as s:
             bodies = [p.encode() for p in (await s.execute(select(OutboxEvent.payload).where(
                 OutboxEvent.organization_id == ws.org.id).limit(args.events))).scalars()]
+        auth = await _owner_context(db, ws)
+        async with db.write() as s:
+            hook = await create_webhook(s, auth, settings, WebhookCreate(name="bench", url=url))
         await raw_loop(url, bodies[:200], str(tls.ca), args.concurrency)  # warm-up
         meter = CpuMeter(receiver.pid, [], database)
         results["raw_loop"] = await raw_loop(url, bodies, str(tls.ca), args.concurrency)
@@ -171,7 +187,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for process in [*workers, receiver]:
             process.terminate()
             process.wait(timeout=10)
-        await db.dispose()
     return results
 
 
@@ -187,21 +202,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--receiver-delays-ms", type=lambda v: [int(x) for x in v.split(",")], default=[0, 50],
+                        help="one scenario per delay: 0 = answers at once; 50 = a receiver across a network")
     parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:5432/prism_bench_webhooks")
     args = parser.parse_args()
     with throwaway_database(args.database_url):
         upgrade(args.database_url)
         results = asyncio.run(run(args))
-    one, two, raw = results["workers_1"], results["workers_2"], results["raw_loop"]
-    summary = {**results, "one_worker_vs_raw": one / raw, "two_vs_one": two / one, "events": args.events,
-               "concurrency": args.concurrency, "machine": machine()}
-    path = write_result("webhooks", summary)
-    print("| measure | deliveries/s |\n|---|---:|")
-    print(f"| plain httpx loop | {raw:,.0f} |\n| 1 worker | {one:,.0f} |\n| 2 workers | {two:,.0f} |")
-    for name in ("raw_loop", "workers_1", "workers_2"):
-        print(f"CPU cores during {name} (sender = this process for the raw loop): {results['cpu_' + name]}")
-    print(f"\n1 worker / raw = {one / raw:.2f} (target ≥ 0.5); 2 workers / 1 = {two / one:.2f} (target ≥ 1.6)")
-    print(f"results: {path}")
+    summary = {"scenarios": results, "events": args.events, "concurrency": args.concurrency, "machine": machine()}
+    print("| receiver | plain httpx loop | 1 worker | 2 workers | 1 worker / raw | 2 workers / 1 |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, r in results.items():
+        one, two, raw = r["workers_1"], r["workers_2"], r["raw_loop"]
+        r.update(one_worker_vs_raw=one / raw, two_vs_one=two / one)
+        print(f"| {name} | {raw:,.0f} | {one:,.0f} | {two:,.0f} | {one / raw:.2f} | {two / one:.2f} |")
+    for name, r in results.items():
+        for side in ("raw_loop", "workers_1", "workers_2"):
+            print(f"CPU cores, {name}, {side} (sender = this process for the raw loop): {r['cpu_' + side]}")
+    print("targets: 1 worker / raw >= 0.5; 2 workers / 1 >= 1.6")
+    print(f"results: {write_result('webhooks', summary)}")
 
 
 if __name__ == "__main__":

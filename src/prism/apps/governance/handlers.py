@@ -11,11 +11,14 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import Field
+from sqlalchemy import func, select
 
 from prism.apps.params import ListParams, Params, ReadParams
+from prism.errors import Conflict
 from prism.governance import oversight, personas
 from prism.governance.models import AiSystem, GovernanceDecision, GovernanceViolation, OversightRequest
 from prism.governance.post_hoc_audit import run_audit
+from prism.models import ApiKey
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import OrgRepository, text_search, to_record
 
@@ -120,6 +123,52 @@ async def create_ai_system(call: HandlerCall, p: AiSystemCreate) -> dict[str, An
     row = _systems(call).add(tenant_id=call.auth.tenant_id, **p.model_dump())
     await call.session.flush()
     return to_record(row)
+
+
+class AiSystemUpdate(Params):
+    id: str = Field(..., min_length=1, max_length=64)
+    name: str | None = Field(None, min_length=1, max_length=100)
+    description: str | None = Field(None, max_length=2000)
+    risk_level: RiskLevel | None = Field(None, description="EU AI Act tiers: minimal, limited, high, unacceptable.")
+
+
+@app.handler("config_manage", "ai_system", "read", params=ReadParams, scope="read",
+             description="Read one AI system, with the number of keys tied to it.")
+async def read_ai_system(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
+    record = await _systems(call).get_record(p.id)
+    record["keys_tied"] = await _keys_tied(call, p.id)
+    return record
+
+
+@app.handler("config_manage", "ai_system", "update", params=AiSystemUpdate, scope="write",
+             permission=MANAGE_AI_SYSTEM, keywords=("risk level", "reclassify"),
+             description="Change an AI system's name, description or risk level; decisions made from then on "
+                         "carry the new risk level.")
+async def update_ai_system(call: HandlerCall, p: AiSystemUpdate) -> dict[str, Any]:
+    row = await _systems(call).get(p.id)
+    for name, value in p.model_dump(exclude={"id"}, exclude_none=True).items():
+        setattr(row, name, value)
+    await call.session.flush()
+    return to_record(row)
+
+
+@app.handler("config_manage", "ai_system", "delete", params=ReadParams, scope="write", permission=MANAGE_AI_SYSTEM,
+             destructive=True,
+             description="Delete an AI system no key is tied to; its past decisions stay, with its id.")
+async def delete_ai_system(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
+    row = await _systems(call).get(p.id)
+    tied = await _keys_tied(call, p.id)
+    if tied:
+        raise Conflict(f"AI system {row.name!r} is tied to {tied} key(s); untie them first",
+                       code="ai_system_in_use")
+    await call.session.delete(row)
+    await call.session.flush()
+    return {"id": p.id, "deleted": True}
+
+
+async def _keys_tied(call: HandlerCall, ai_system_id: str) -> int:
+    return int((await call.session.execute(select(func.count()).select_from(ApiKey).where(
+        ApiKey.organization_id == call.organization_id, ApiKey.ai_system_id == ai_system_id))).scalar_one())
 
 
 @app.handler("config_manage", "ai_system", "attach", params=AiSystemAttach, scope="write",
