@@ -8,6 +8,10 @@ app, entity or operation name, after the same word splitting and stemming the in
 checks that claim and refuses to report if a task breaks it. The search runs over the whole registry
 (built-in apps and installed `prism.apps` packages) as an owner sees it (every handler visible),
 through the same SearchIndex the endpoint uses.
+
+Three passes: the first pass alone, rerank with its lexical part only (the semantic extra switched
+off), and rerank as the endpoint runs it (with the semantic part when the `semantic` extra is
+installed; the row says which ranker ran).
 """
 
 from __future__ import annotations
@@ -25,9 +29,9 @@ if __package__ in (None, ""):  # run as a script: make `bench.*` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import write_result
-from prism.registry import Registry
+from prism.registry import Registry, semantic
 from prism.registry.registry import build_registry
-from prism.registry.search import index_for, terms
+from prism.registry.search import index_for, terms, warm
 
 TASKS = Path(__file__).with_name("search_tasks.json")
 DEPTH = 50  # MRR counts a hit anywhere in the first 50
@@ -58,16 +62,18 @@ def check_unseen(tasks: list[dict[str, Any]], vocabulary: set[str]) -> list[str]
     return problems
 
 
-def ranks(registry: Registry, tasks: list[dict[str, Any]], *, rerank: bool) -> list[list[int]]:
-    """For each task, the 1-based ranks at which its expected coordinates were found."""
+def ranks(registry: Registry, tasks: list[dict[str, Any]], *, rerank: bool) -> tuple[list[list[int]], str]:
+    """For each task, the 1-based ranks at which its expected coordinates were found; and the ranker."""
     index = index_for(registry)
     visible = tuple(registry)
     found = []
+    rankers = set()
     for task in tasks:
-        hits = index.search(task["query"], visible, limit=DEPTH, rerank=rerank)
+        hits, ranker = index.ranked(task["query"], visible, limit=DEPTH, rerank=rerank)
+        rankers.add(ranker)
         paths = [h.handler.path for h in hits]
         found.append([paths.index(e) + 1 for e in task["expected"] if e in paths])
-    return found
+    return found, "/".join(sorted(rankers))
 
 
 def metrics(tasks: list[dict[str, Any]], found: list[list[int]]) -> dict[str, float]:
@@ -92,21 +98,32 @@ def main() -> None:
     problems = check_unseen(tasks, name_vocabulary(registry))
     if problems:
         sys.exit("tasks marked unseen_words use handler-name words:\n  " + "\n  ".join(problems))
+    rankers: dict[str, str] = {}
     subsets = {"all": tasks, "named": [t for t in tasks if not t.get("unseen_words")],
                "unseen words": [t for t in tasks if t.get("unseen_words")],
                "held-out (never tuned on)": [t for t in tasks if t.get("split") == "held-out"],
-               "held-out, unseen words": [t for t in tasks if t.get("split") == "held-out" and t.get("unseen_words")]}
+               "held-out, unseen words": [t for t in tasks if t.get("split") == "held-out" and t.get("unseen_words")],
+               "held-out, written for the semantic pass": [t for t in tasks if t.get("added") == "semantic-rerank"]}
     rows: dict[str, dict[str, Any]] = {}
     misses: dict[str, list[dict[str, Any]]] = {}
-    for rerank in (False, True):
-        label = "rerank" if rerank else "first pass"
-        found_all = ranks(registry, tasks, rerank=rerank)
+    semantic_installed = semantic.AVAILABLE
+    warm([registry], embeddings=True)
+    passes = [("first pass", False, False), ("lexical rerank", True, False)]
+    if semantic_installed:
+        passes.append(("semantic rerank", True, True))
+    for label, rerank, with_semantic in passes:
+        semantic.AVAILABLE = with_semantic  # the module's own switch: off gives the lexical rerank
+        found_all, ranker = ranks(registry, tasks, rerank=rerank)
+        rankers[label] = ranker
         by_query = {t["query"]: f for t, f in zip(tasks, found_all, strict=True)}
         for subset, chosen in subsets.items():
             rows[f"{subset} / {label}"] = metrics(chosen, [by_query[t["query"]] for t in chosen])
         misses[label] = [{"query": t["query"], "expected": t["expected"], "ranks": f}
                          for t, f in zip(tasks, found_all, strict=True) if not any(r <= 5 for r in f)]
-    print(f"{len(registry)} handlers, {len(tasks)} tasks ({len(subsets['unseen words'])} in unseen words)\n")
+    semantic.AVAILABLE = semantic_installed
+    print(f"{len(registry)} handlers, {len(tasks)} tasks ({len(subsets['unseen words'])} in unseen words)")
+    print("rankers: " + ", ".join(f"{label} = {ranker}" for label, ranker in rankers.items())
+          + (f" ({semantic.MODEL})" if semantic_installed else " (semantic extra not installed)") + "\n")
     print("| tasks / pass | n | Recall@5 | MRR | NDCG@10 |\n|---|---:|---:|---:|---:|")
     for name, m in rows.items():
         print(f"| {name} | {m['tasks']} | {m['recall_at_5']:.3f} | {m['mrr']:.3f} | {m['ndcg_at_10']:.3f} |")
@@ -114,7 +131,9 @@ def main() -> None:
         for miss in missed:
             print(f"  not in top 5 ({label}): {miss['query']!r} → {miss['expected']} at {miss['ranks'] or 'none'}")
     stem = f"search-eval-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
-    path = write_result(stem, {"handlers": len(registry), "metrics": rows, "misses": misses})
+    path = write_result(stem, {"handlers": len(registry), "rankers": rankers,
+                               "model": semantic.MODEL if semantic_installed else None, "metrics": rows,
+                               "misses": misses})
     print(f"results: {path}")
 
 

@@ -176,7 +176,7 @@ async def test_capability_search_ranks_the_right_handler_first(client: httpx.Asy
     assert top["parts"] == {"mega_tool": "report_query", "app": "finance", "entity": "invoice",
                             "operation": "agingApSummary"}
     assert top["required_permission"] == "finance.view_invoice" and top["required_scope"] == "mcp:read"
-    assert body["ranker"] == ("bm25+lexical-rerank" if rerank else "bm25")
+    assert body["ranker"] == ("bm25+semantic-rerank" if rerank else "bm25")
     scores = [res["score"] for res in body["results"]]
     assert scores == sorted(scores, reverse=True)
     parts = await ok(client, ws, dimension="capability_search", query="low stock spare parts", rerank=rerank, limit=3)

@@ -132,8 +132,11 @@ TEXT: dict[str, list[Section]] = {
          "rerank). capability_path: how two nodes connect (from_node, to_node). guide: this guide (topic)."),
         ("Search",
          "capability_search ranks with BM25 over coordinates, descriptions and keywords, with stemming and "
-         "synonyms. rerank=true adds a finer lexical pass over the best candidates (word coverage, word "
-         "pairs, proximity, exact coordinate mentions); no machine-learning model is involved."),
+         "synonyms. rerank=true adds a finer pass over the best candidates: lexical (word coverage, word "
+         "pairs, proximity, exact coordinate mentions) fused with the cosine of static word embeddings "
+         "(WordLlama, run locally), which also brings in handlers described in other words than the "
+         "query's. Without the optional semantic extra the pass is lexical alone; `ranker` in the answer "
+         "says which ran (bm25, bm25+lexical-rerank or bm25+semantic-rerank)."),
     ],
     "pagination": [
         ("Shape",

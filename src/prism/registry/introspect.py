@@ -38,7 +38,8 @@ class IntrospectParams(Params):
     entity: str | None = Field(None, max_length=64, description="Narrow to one entity.")
     operation: str | None = Field(None, max_length=255, description="The operation (schema); a full path works.")
     query: str | None = Field(None, max_length=500, description="Plain-language task (capability_search).")
-    rerank: bool = Field(False, description="capability_search: add a finer lexical ranking pass.")
+    rerank: bool = Field(False, description="capability_search: add a finer ranking pass (semantic when "
+                                            "installed; `ranker` in the answer says which ran).")
     from_node: str | None = Field(None, max_length=255, description="capability_path: where to start.")
     to_node: str | None = Field(None, max_length=255, description="capability_path: where to arrive.")
     topic: str | None = Field(None, max_length=64, description="guide: the topic; none for the overview.")
@@ -343,7 +344,8 @@ _TREE_DIMENSIONS: dict[str, Dim] = {
 def _capability_search(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[str, Any]:
     query = _required(p, "query").strip()
     _check_filters(view, p)
-    hits = index_for(registry).search(query, view.handlers, limit=p.limit, rerank=p.rerank, accept=_accept(p))
+    hits, ranker = index_for(registry).ranked(query, view.handlers, limit=p.limit, rerank=p.rerank,
+                                              accept=_accept(p))
     results = []
     for rank, hit in enumerate(hits, start=1):
         h = hit.handler
@@ -355,4 +357,4 @@ def _capability_search(registry: Registry, view: TreeView, p: IntrospectParams) 
                         "required_permission": h.permission, "required_scope": SCOPE_OF_CLASS[h.scope],
                         "read_only": h.read_only, "destructive": h.destructive, "recipe": recipe(h)})
     return {"dimension": "capability_search", "query": query, "filters": _filters(p), "rerank": p.rerank,
-            "ranker": "bm25+lexical-rerank" if p.rerank else "bm25", "count": len(results), "results": results}
+            "ranker": ranker, "count": len(results), "results": results}

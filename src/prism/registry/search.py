@@ -8,10 +8,13 @@ Each handler is one document whose fields carry different weights (an operation 
 more than a word deep in a description) — a simplified BM25F: weighted term frequencies, one length
 normalisation. Every posting stores its finished BM25 contribution, so a query only adds numbers.
 
-`rerank` is a second, finer lexical pass over the top candidates: it scores each (query, handler)
-pair jointly — term coverage, matching word pairs, proximity of the matched words and exact
-coordinate mentions. It plays the part a cross-encoder plays in neural search, but it is lexical:
-no machine-learning model is loaded.
+`rerank` is a second, finer pass over the top candidates. Its lexical part scores each (query, handler)
+pair jointly — term coverage, matching word pairs, proximity of the matched words and exact coordinate
+mentions. When the optional `semantic` extra is installed (registry/semantic.py), the candidates are
+the lexical best plus the handlers whose embedding is nearest the query's, and each one's score is the
+lexical score (relative to the best) plus SEMANTIC_WEIGHT times its cosine (min-max scaled over the
+candidates): the embedding finds handlers described in other words than the query's, the lexical
+score keeps exact matches first. Without the extra the pass is lexical alone.
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ from __future__ import annotations
 import heapq
 import math
 import re
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
 from weakref import WeakKeyDictionary
 
+from prism.registry import semantic
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
 
@@ -32,6 +37,12 @@ K1 = 1.2
 B = 0.75
 SYNONYM_WEIGHT = 0.4
 RERANK_POOL = 50
+# The semantic part of rerank (chosen on the tuning tasks only, bench/search_eval.py): how many handlers the
+# embedding adds to the lexical candidates, and how much its scaled cosine counts against the lexical score.
+SEMANTIC_POOL = 20
+SEMANTIC_WEIGHT = 0.4
+
+FIRST_PASS, LEXICAL_RERANK, SEMANTIC_RERANK = "bm25", "bm25+lexical-rerank", "bm25+semantic-rerank"
 
 # Field weights: the coordinate names a handler, its description only talks about it.
 OPERATION_W, ENTITY_W, APP_W, MEGA_W, KEYWORD_W, DESCRIPTION_W, APP_DESCRIPTION_W = 3.0, 2.5, 1.5, 1.0, 2.0, 1.0, 0.5
@@ -176,6 +187,19 @@ class SearchIndex:
         # the tuple is kept alive next to its mask so its id cannot be reused while cached.
         self._masks: dict[int, tuple[tuple[Handler, ...], bytearray]] = {}
         self._doc_of = {h.path: i for i, h in enumerate(self.handlers)}
+        # Handler embeddings: built on the first semantic rerank (or by warm), not with the lexical index.
+        self._semantic: semantic.SemanticIndex | None = None
+        self._semantic_lock = threading.Lock()
+
+    def embeddings(self) -> semantic.SemanticIndex | None:
+        """The handler embeddings, built once; None when the semantic extra is missing or switched off."""
+        if not semantic.AVAILABLE:
+            return None
+        if self._semantic is None:
+            with self._semantic_lock:
+                if self._semantic is None:
+                    self._semantic = semantic.build(self.handlers, split_words)
+        return self._semantic
 
     def mask(self, visible: tuple[Handler, ...]) -> bytearray:
         hit = self._masks.get(id(visible))
@@ -193,8 +217,25 @@ class SearchIndex:
 
     def search(self, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool = False,
                accept: Callable[[Handler], bool] | None = None) -> list[Hit]:
+        return self.ranked(query, visible, limit=limit, rerank=rerank, accept=accept)[0]
+
+    def ranked(self, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool = False,
+               accept: Callable[[Handler], bool] | None = None) -> tuple[list[Hit], str]:
+        """The hits and the name of the ranker that produced them (FIRST_PASS or one of the reranks)."""
         own, weights = query_terms(query)
-        pool = max(limit, RERANK_POOL) if rerank else limit
+        top = self._first_pass(weights, visible, max(limit, RERANK_POOL) if rerank else limit, accept)
+        if not rerank:
+            return self._hits(top), FIRST_PASS
+        embeddings = self.embeddings()
+        if embeddings is None:
+            return self._hits(self._rerank(query, own, top))[:limit], LEXICAL_RERANK
+        if not own:  # nothing but stop words: nothing to look for, in any sense
+            return [], SEMANTIC_RERANK
+        return self._hits(self._hybrid(query, own, top, embeddings, visible, accept))[:limit], SEMANTIC_RERANK
+
+    def _first_pass(self, weights: dict[str, float], visible: tuple[Handler, ...], pool: int,
+                    accept: Callable[[Handler], bool] | None) -> list[tuple[float, int]]:
+        """BM25 over the postings: the best `pool` visible documents as (score, -doc), best first."""
         scores: dict[int, float] = {}
         # Rare terms first: the accumulator grows from the most selective postings. Once there are plenty
         # of candidates, a term found in most documents only adds to those already there (the "continue"
@@ -223,14 +264,15 @@ class SearchIndex:
         # Ties keep registry order: lower document number first.
         candidates = ((s, -d) for d, s in scores.items()
                       if mask[d] and (accept is None or accept(handlers[d])))
-        top = heapq.nlargest(pool, candidates)
-        if rerank:
-            return self._rerank(query, own, top)[:limit]
-        return [Hit(handlers[-neg], s) for s, neg in top]
+        return heapq.nlargest(pool, candidates)
 
-    def _rerank(self, query: str, own: Sequence[str], top: list[tuple[float, int]]) -> list[Hit]:
+    def _hits(self, ranked: list[tuple[float, int]]) -> list[Hit]:
+        return [Hit(self.handlers[-neg], s) for s, neg in ranked]
+
+    def _rerank(self, query: str, own: Sequence[str], top: list[tuple[float, int]]) -> list[tuple[float, int]]:
+        """The lexical rerank: (score, -doc), best first; ties keep registry order."""
         if not top or not own:
-            return [Hit(self.handlers[-neg], s) for s, neg in top]
+            return top
         best = top[0][0] or 1.0
         raw_query = " ".join(split_words(query))
         pairs = set(pairwise(own))
@@ -240,7 +282,32 @@ class SearchIndex:
             rescored.append((s / best + _pair_score(self.handlers[doc], self._fields[doc], own, pairs, raw_query),
                              neg))
         rescored.sort(reverse=True)
-        return [Hit(self.handlers[-neg], s) for s, neg in rescored]
+        return rescored
+
+    def _hybrid(self, query: str, own: Sequence[str], top: list[tuple[float, int]],
+                embeddings: semantic.SemanticIndex, visible: tuple[Handler, ...],
+                accept: Callable[[Handler], bool] | None) -> list[tuple[float, int]]:
+        """Lexical rerank fused with the embedding: candidates from both, one weighted score."""
+        lexical = self._rerank(query, own, top)
+        cosines = embeddings.scores(query)
+        if cosines is None:
+            return lexical
+        handlers = self.handlers
+        take = None if accept is None else (lambda doc: accept(handlers[doc]))
+        lexical_score = {-neg: s for s, neg in lexical}
+        nearest = embeddings.best(cosines, self.mask(visible), SEMANTIC_POOL, take)
+        docs = list(dict.fromkeys([*lexical_score, *nearest]))
+        if not docs:
+            return []
+        best = max(lexical_score.values(), default=0.0) or 1.0
+        # Cosines are scaled over the candidates: only how they compare with each other matters here.
+        chosen = cosines[docs]
+        low = float(chosen.min())
+        span = float(chosen.max()) - low or 1.0
+        fused = [(lexical_score.get(doc, 0.0) / best + SEMANTIC_WEIGHT * (float(cosines[doc]) - low) / span, -doc)
+                 for doc in docs]
+        fused.sort(reverse=True)
+        return fused
 
 
 def _pair_score(handler: Handler, fields: Sequence[Sequence[str]], own: Sequence[str], pairs: set[tuple[str, str]],
@@ -294,7 +361,11 @@ def index_for(registry: Registry) -> SearchIndex:
     return index
 
 
-def warm(registries: Iterable[Registry]) -> None:
-    """Build indexes ahead of the first query (start-up or benchmarks)."""
+def warm(registries: Iterable[Registry], *, embeddings: bool = False) -> None:
+    """Build indexes ahead of the first query (start-up or benchmarks). The handler embeddings are left
+    to the first semantic rerank unless asked for: they cost start-up time and memory a server that never
+    reranks should not pay."""
     for registry in registries:
-        index_for(registry)
+        index = index_for(registry)
+        if embeddings:
+            index.embeddings()
