@@ -232,7 +232,8 @@ class OutboundClient:
                     return OutboundAnswer(response.status, found, bytes(data), truncated)
         except TimeoutError:
             raise OutboundTimeout(f"timed out after {timeout_seconds:g} s") from None
-        except (aiohttp.ClientError, OSError, ssl.SSLError) as exc:
+        # ValueError: a URL or a header value aiohttp refuses to send.
+        except (aiohttp.ClientError, OSError, ssl.SSLError, ValueError) as exc:
             raise OutboundFailed(f"connection failed: {_describe(exc)}"[:1000]) from exc
 
 
