@@ -96,6 +96,25 @@ async def test_a_redirect_is_not_followed(hook_client: httpx.AsyncClient, hook_d
     assert "redirects are not followed" in delivery["error_message"]
 
 
+async def test_a_running_worker_never_has_more_sends_in_flight_than_its_concurrency(
+        hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
+        make_worker: Callable[..., DeliveryWorker]) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    path = unique_path()
+    receiver.script(path, [Answer(200, delay=0.3)] * 20)
+    await create_hook(hook_client, ws, receiver.url(path))
+    await burst(hook_db, ws, 20)
+    worker = make_worker(concurrency=4)
+    running = asyncio.create_task(worker.run())
+    try:
+        arrivals = [r.at for r in await receiver.wait_for(path, 20, within=30)]
+    finally:
+        running.cancel()
+    # Each answer takes 0.3 s: requests arriving within 0.3 s of one another were in flight together.
+    in_flight = max(sum(1 for b in arrivals if a <= b < a + 0.29) for a in arrivals)
+    assert in_flight <= 4
+
+
 async def test_a_crashed_workers_claims_are_delivered_after_the_lease(
         hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
         make_worker: Callable[..., DeliveryWorker]) -> None:

@@ -128,6 +128,7 @@ class DeliveryWorker:
                 # Claim in batches (a quarter of the slots at least) rather than one row per finished send.
                 worth_it = free >= max(1, self.concurrency // 4) or not self._tasks
                 jobs = await self._claim_logged(free) if worth_it and free > 0 else []
+                self._sending += len(jobs)  # taken now: the tasks below may not run before the next claim
                 for job in jobs:
                     task = asyncio.create_task(self._deliver(job), name=f"prism-webhook-{job.delivery_id}")
                     self._tasks.add(task)
@@ -153,6 +154,7 @@ class DeliveryWorker:
     async def run_once(self) -> int:
         """Claim and deliver what is due now, waiting for every attempt; returns how many were attempted."""
         jobs = await self.claim(self.concurrency)
+        self._sending += len(jobs)
         await asyncio.gather(*(self._deliver(job) for job in jobs))
         return len(jobs)
 
@@ -197,8 +199,7 @@ class DeliveryWorker:
                     for r in rows]
 
     async def _deliver(self, job: Job) -> None:
-        """Send (holding a slot), then wait until the outcome is written (not holding one)."""
-        self._sending += 1
+        """Send (holding the slot its caller took), then wait until the outcome is written (not holding one)."""
         try:
             try:
                 outcome, counts = await self._send(job)
