@@ -139,7 +139,7 @@ async def measure_prism(url: str, body: bytes, key: str, args: argparse.Namespac
         variants: dict[str, Callable[[ExitStack], object]] = {
             "as served": lambda stack: None,
             "authentication skipped (context handed over)":
-                lambda stack: stack.enter_context(patched(canonical_endpoints, "authenticate",
+                lambda stack: stack.enter_context(patched(canonical_endpoints, "authenticate_head",
                                                           _returning(auth_context))),
             "hot route first in the route table":
                 lambda stack: stack.enter_context(patched(app.router, "routes", [

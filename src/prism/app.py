@@ -30,7 +30,7 @@ from prism.ratelimit.middleware import RateLimitMiddleware
 from prism.registry import Registry, search
 from prism.registry.registry import build_registry
 from prism.sandbox import endpoints as sandbox
-from prism.web.responses import json_response
+from prism.web.responses import json_response, send_json
 from prism.webhooks import tasks as webhook_tasks
 from prism.webhooks.endpoints import routes as webhook_routes
 
@@ -63,19 +63,25 @@ def routes() -> list[BaseRoute]:
 
 _TOOLS_PREFIX = "/api/mcp/tools/"
 _MCP_PATHS = frozenset({mcp_door.PATH, mcp_door.PATH + "/"})
+INTERNAL_ERROR = {"error": "internal_error", "message": "internal server error"}
+YOUNG_GENERATION_THRESHOLD = 5000  # allocations between collections of the youngest generation (default 700)
 
 
 async def _canonical_door(scope: Scope, receive: Receive, send: Send) -> None:
-    request = Request(scope, receive)
     try:
-        response = await canonical.call_tool(request)
+        answer = await canonical.call_tool.answer(scope, receive)
     except Exception as exc:  # what ServerErrorMiddleware does for routed requests
-        response = await server_error(request, exc)
-    await response(scope, receive, send)
+        log.error("unhandled error on %s %s", scope["method"], scope["path"], exc_info=exc)
+        answer = INTERNAL_ERROR, 500, None
+    if answer[1] == 401:
+        # The one middleware the fast path keeps, for the only answers it changes: a 401 must point OAuth
+        # clients at the resource metadata too.
+        async def respond(scope: Scope, receive: Receive, send: Send) -> None:
+            await send_json(send, *answer)
 
-
-# The one middleware the fast path keeps: its 401s must point OAuth clients at the resource metadata too.
-_FAST_CANONICAL_DOOR = ResourceMetadataChallenge(_canonical_door)
+        await ResourceMetadataChallenge(respond)(scope, receive, send)
+        return
+    await send_json(send, *answer)
 
 
 class PrismApp(Starlette):
@@ -105,7 +111,7 @@ class PrismApp(Starlette):
                 if tool_name and "/" not in tool_name:
                     scope["app"] = self
                     scope["path_params"] = {"tool_name": tool_name}
-                    await _FAST_CANONICAL_DOOR(scope, receive, send)
+                    await _canonical_door(scope, receive, send)
                     return
         await super().__call__(scope, receive, send)
 
@@ -121,7 +127,7 @@ async def method_not_allowed(request: Request, exc: Exception) -> Response:
 
 async def server_error(request: Request, exc: Exception) -> Response:
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return json_response({"error": "internal_error", "message": "internal server error"}, 500)
+    return json_response(INTERNAL_ERROR, 500)
 
 
 async def _flush_touches_forever(authenticator: Authenticator, interval: float) -> None:
@@ -153,9 +159,16 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
         # out of the collector's reach, so full collections stop walking it (they caused the p99 pauses).
         gc.collect()
         gc.freeze()
+        # A dispatch allocates a few hundred objects, nearly all gone when it answers. At Python's default
+        # threshold the youngest generation is collected every few requests, each time with dozens of requests
+        # in flight whose objects it walks and promotes: measured under the dispatch load, 4-7 µs of collection
+        # per request at 700, 0.5 µs at 3,000 and above. Restored when the app stops.
+        thresholds = gc.get_threshold()
+        gc.set_threshold(YOUNG_GENERATION_THRESHOLD, *thresholds[1:])
         try:
             yield
         finally:
+            gc.set_threshold(*thresholds)
             flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await flusher

@@ -9,6 +9,7 @@ PostgreSQL uses one engine for both.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,8 +17,10 @@ from typing import Any
 import orjson
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
+from sqlalchemy.orm import Session, SessionTransaction
 from sqlalchemy.pool import NullPool
 
 from prism.sqlite_inline import inline_creator
@@ -56,9 +59,17 @@ def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
         cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
         cursor.close()
 
+    begin = "BEGIN IMMEDIATE" if immediate else "BEGIN"
+
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        # Straight to sqlite3 (under prism.sqlite_inline's adapter): `conn.exec_driver_sql` would run the whole
+        # statement machinery for these few bytes, once per transaction. A failure (the lock not obtained within
+        # the busy timeout) is wrapped as that would wrap it: sqlalchemy.exc.OperationalError.
+        try:
+            conn.connection.driver_connection._conn.execute(begin)
+        except sqlite3.Error as exc:
+            raise DBAPIError.instance(begin, (), exc, sqlite3.Error, dialect=conn.dialect) from exc
 
     return engine
 
@@ -90,21 +101,56 @@ class Database:
     async def write(self) -> AsyncIterator[AsyncSession]:
         """One transaction: committed on success, rolled back on any exception."""
         if self._write_lock is None:
-            async with self.sessions() as session, session.begin():
+            async with _transaction(self.sessions()) as session:
                 yield session
             return
-        async with self._write_lock, self.sessions() as session, session.begin():
+        async with self._write_lock, _transaction(self.sessions()) as session:
             yield session
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
-        async with self.read_sessions() as session, session.begin():
+        async with _transaction(self.read_sessions()) as session:
             yield session
 
     async def dispose(self) -> None:
         await self.engine.dispose()
         if self.read_engine is not self.engine:
             await self.read_engine.dispose()
+
+
+@asynccontextmanager
+async def _transaction(session: AsyncSession) -> AsyncIterator[AsyncSession]:
+    """`async with session, session.begin():` with one trip into SQLAlchemy's greenlet instead of three.
+
+    Every dispatch batch opens one of these, and each trip costs more than a statement on the prepared path.
+    Beginning the ORM transaction does no I/O (the connection is taken with the first statement), so it runs
+    here; ending it (commit, or rollback after an exception; either releases the connection) is the one trip.
+    Closing the session afterwards only forgets its objects, so it needs no trip either — unless the end did
+    not complete (the caller was cancelled meanwhile): then it is closed the way AsyncSession closes itself.
+    """
+    sync = session.sync_session
+    transaction = sync.begin()
+    transaction.__enter__()
+    try:
+        yield session
+    except BaseException as exc:
+        await _end(session, transaction, type(exc), exc, exc.__traceback__)
+        raise
+    await _end(session, transaction, None, None, None)
+
+
+async def _end(session: AsyncSession, transaction: SessionTransaction, *exc_info: Any) -> None:
+    try:
+        await session.run_sync(_exit, transaction, *exc_info)
+    finally:
+        if session.sync_session.in_transaction():
+            await session.__aexit__(None, None, None)  # releases the connection, shielded from cancellation
+        else:
+            session.sync_session.close()
+
+
+def _exit(_session: Session, transaction: SessionTransaction, *exc_info: Any) -> None:
+    transaction.__exit__(*exc_info)  # what `with session.begin():` does on leaving: commit, or roll back
 
 
 def one_shot_engine(url: str) -> AsyncEngine:

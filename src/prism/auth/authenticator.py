@@ -33,7 +33,8 @@ from prism.tenancy.hosts import HostInfo
 class _Cached:
     key_hash: str
     context: AuthContext
-    expires_at: datetime | None
+    # POSIX seconds, compared with time.time(): no datetime is built per request to check it.
+    expires_at: float | None
     fetched: float
 
 
@@ -85,7 +86,17 @@ class Authenticator:
                                   code="authentication_required")
         if not token.startswith(KEY_TOKEN_PREFIXES):
             return await self.tokens.authenticate(token, host, organization_context)
-        context = await self._from_key(token)
+        lookup = lookup_of(token)
+        if lookup is None:
+            raise _invalid("malformed API key")
+        cached = self._cache.get(lookup)
+        if cached is None or time.monotonic() - cached.fetched > self.cache_seconds:
+            cached = await self._load(lookup)
+        if not keys_match(cached.key_hash, token):
+            raise _invalid("invalid API key")
+        if cached.expires_at is not None and cached.expires_at <= time.time():
+            raise _invalid("API key expired")
+        context = cached.context
         if host.kind == "tenant" and host.subdomain != context.tenant_subdomain:
             raise _invalid("this credential belongs to another tenant")
         context.usage.last_used_at = self._touches[context.credential_id] = utcnow()
@@ -103,19 +114,6 @@ class Authenticator:
             self._tenants[host.subdomain] = hit
         if not hit[0]:
             raise TenantNotFound(f"no tenant at {host.hostname}")
-
-    async def _from_key(self, token: str) -> AuthContext:
-        lookup = lookup_of(token)
-        if lookup is None:
-            raise _invalid("malformed API key")
-        cached = self._cache.get(lookup)
-        if cached is None or time.monotonic() - cached.fetched > self.cache_seconds:
-            cached = await self._load(lookup)
-        if not keys_match(cached.key_hash, token):
-            raise _invalid("invalid API key")
-        if cached.expires_at is not None and cached.expires_at <= utcnow():
-            raise _invalid("API key expired")
-        return cached.context
 
     async def _load(self, lookup: str) -> _Cached:
         async with self.db.read() as session:
@@ -139,7 +137,8 @@ class Authenticator:
             key_prefix=row.lookup, key_name=row.name, key_created_at=row.created_at,
             usage=KeyUsage(row.last_used_at), persona_id=row.persona_id, ai_system_id=row.ai_system_id,
         )
-        cached = _Cached(row.key_hash, context, row.expires_at, time.monotonic())
+        expires_at = row.expires_at.timestamp() if row.expires_at is not None else None
+        cached = _Cached(row.key_hash, context, expires_at, time.monotonic())
         self._cache[lookup] = cached
         return cached
 

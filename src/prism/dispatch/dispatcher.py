@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -23,7 +24,7 @@ from prism.governance.ledger import EntryDraft
 from prism.governance.ledger_writer import LedgerWriter
 from prism.kit.canonical import digest
 from prism.kit.timeutil import utcnow
-from prism.registry import Coordinate, Handler, HandlerCall, Registry
+from prism.registry import Handler, HandlerCall, Registry
 from prism.registry.mega_tools import LEGACY_BINDINGS, SCOPE_OF_CLASS, mega_tool_of
 
 
@@ -71,7 +72,8 @@ class Dispatcher:
                 value = getattr(call, name)
                 if not isinstance(value, str) or not value:
                     raise InvalidArguments(f"{name}: required, a string naming the {name}", details={"field": name})
-            handler = self.registry.get(Coordinate(mega_tool, call.app, call.entity, call.operation))
+            # The path of Coordinate(mega_tool, app, entity, operation), without building one per call.
+            handler = self.registry.get_path(f"{mega_tool}/{call.app}/{call.entity}/{call.operation}")
         if handler is None:
             raise ToolNotFound(f"no handler {call.coordinate_label()}; see /api/v1/dev/introspect/ for what exists",
                                code="operation_not_found")
@@ -167,7 +169,17 @@ def _governed_draft(gate: Gate, outcome: str, error_code: str | None, status: in
 
 
 def _holds_nul(value: Any) -> bool:
-    """Whether a NUL character hides in any key or string of a JSON value (iteratively: no depth limit)."""
+    """Whether a NUL character hides in any key or string of a JSON value (iteratively: no depth limit).
+
+    In JSON text a NUL can only be the escape backslash-u0000: serializing the value (in C) and finding no such
+    escape settles the common case at once. A hit may also be an escaped backslash followed by "u0000", and a
+    value orjson cannot serialize (too deep, say) has no text: the walk answers both.
+    """
+    try:
+        if b"\\u0000" not in orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS):
+            return False
+    except orjson.JSONEncodeError:
+        pass
     pending = [value]
     while pending:
         item = pending.pop()

@@ -23,18 +23,18 @@ def call_from_envelope(tool_name: str, payload: Any, *, door: str) -> Call:
         payload = {}
     if not isinstance(payload, dict):
         raise InvalidArguments("arguments: must be a JSON object", details={"field": "arguments"})
-    if isinstance(payload.get("kwargs"), dict) and len(payload) == 1:
+    if len(payload) == 1 and isinstance(payload.get("kwargs"), dict):
         payload = payload["kwargs"]
     if tool_name in LEGACY_BINDINGS:
         arguments = payload["arguments"] if set(payload) == {"arguments"} else payload
         return Call(tool_name=tool_name, door=door, arguments=arguments)
-    unknown = sorted(set(payload) - ENVELOPE_KEYS)
-    if unknown:
+    if not ENVELOPE_KEYS.issuperset(payload):
+        unknown = sorted(set(payload) - ENVELOPE_KEYS)
         raise InvalidArguments(f"{unknown[0]}: not an envelope field; send handler parameters inside "
                                "`arguments`", details={"field": unknown[0]})
-    return Call(tool_name=tool_name, door=door, arguments=payload.get("arguments", {}),
-                operation=payload.get("operation"), app=payload.get("app"), entity=payload.get("entity"),
-                mission_id=_id_field(payload, "mission_id"),
+    get = payload.get
+    return Call(tool_name=tool_name, door=door, arguments=get("arguments", {}), operation=get("operation"),
+                app=get("app"), entity=get("entity"), mission_id=_id_field(payload, "mission_id"),
                 oversight_request_id=_id_field(payload, "oversight_request_id"))
 
 

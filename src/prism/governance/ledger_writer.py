@@ -77,21 +77,24 @@ class LedgerWriter:
         self._lanes = 1 if db.is_sqlite else LANES
         self._tasks: list[asyncio.Task[None]] = []
 
-    async def record(self, organization_id: str, draft_for: DraftFor, *, refusal: PrismError | None = None,
-                     finish: Finish | None = None) -> None:
-        """Append an entry for a call that has already run (or was refused before running)."""
-        await self._submit(_Unit(organization_id, draft_for, None, refusal, finish=finish))
+    # `record` and `run` hand back `_submit`'s coroutine rather than awaiting it in one of their own: they run
+    # on every dispatch.
 
-    async def run(self, organization_id: str, work: Work, draft_for: DraftFor, *, writes: bool = True,
-                  finish: Finish | None = None) -> Any:
+    def record(self, organization_id: str, draft_for: DraftFor, *, refusal: PrismError | None = None,
+               finish: Finish | None = None) -> Awaitable[None]:
+        """Append an entry for a call that has already run (or was refused before running)."""
+        return self._submit(_Unit(organization_id, draft_for, None, refusal, finish=finish))
+
+    def run(self, organization_id: str, work: Work, draft_for: DraftFor, *, writes: bool = True,
+            finish: Finish | None = None) -> Awaitable[Any]:
         """Run `work` in the ledger transaction and append its entry; re-raises its refusal after recording it.
 
         Work that `writes` runs inside a SAVEPOINT so that its refusal undoes only its own changes.
         """
-        return await self._submit(_Unit(organization_id, draft_for, work, None, writes, finish))
+        return self._submit(_Unit(organization_id, draft_for, work, None, writes, finish))
 
     async def _submit(self, unit: _Unit) -> Any:
-        if len(self._tasks) < self._lanes or any(t.done() for t in self._tasks):
+        if len(self._tasks) < self._lanes or not _all_running(self._tasks):
             self._tasks = [t for t in self._tasks if not t.done()]
             self._tasks += [asyncio.create_task(self._loop(), name="prism-ledger-writer")
                             for _ in range(self._lanes - len(self._tasks))]
@@ -168,9 +171,11 @@ class LedgerWriter:
                          unit.draft_for("refused", getattr(error, "code", "internal_error"),
                                         getattr(error, "status", 500)))
                 seq = head[0] + 1
-                body = entry_body(draft, seq)
-                digest = chain_hash(head[1], body)
-                rows.append({**body, "created_at": draft.created_at, "prev_hash": head[1], "hash": digest})
+                row = entry_body(draft, seq)
+                digest = chain_hash(head[1], row)
+                # The hashed body becomes the row: the column takes the datetime, not the hashed text.
+                row.update(created_at=draft.created_at, prev_hash=head[1], hash=digest)
+                rows.append(row)
                 heads[unit.organization_id] = (seq, digest)
             await _INSERT_ENTRIES.execute_many(session, rows)
             await _MOVE_HEAD.execute_many(session, [
@@ -178,6 +183,13 @@ class LedgerWriter:
                 for org_id, (seq, digest) in heads.items() if locked[org_id] != (seq, digest)])
             await announce_entries(session, rows)  # audit.entry_created, for subscribers only
         return [outcomes[i] for i in range(len(batch))]
+
+
+def _all_running(tasks: list[asyncio.Task[None]]) -> bool:
+    for task in tasks:  # a loop rather than any(<generator>): this runs on every dispatch
+        if task.done():
+            return False
+    return True
 
 
 # The batch's statements run on the prepared path: they are executed once per batch, on every dispatch.

@@ -9,13 +9,14 @@ Everything else uses the session normally.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Float
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
@@ -24,26 +25,46 @@ from prism.sqlite_inline import InlineConnection
 _DRIVER_KEY = "prism.driver_connection"
 
 
-@dataclass(frozen=True, slots=True)
 class _Compiled:
-    sql: str
-    param_names: tuple[str, ...]
-    bind_processors: tuple[Callable[[Any], Any] | None, ...]
-    keys: tuple[str, ...]
-    result_processors: tuple[Callable[[Any], Any] | None, ...]
+    """One statement compiled for one dialect; per row, only the values that have a processor are touched."""
+
+    __slots__ = ("_bound", "_processed", "keys", "param_names", "sql")
+
+    def __init__(self, sql: str, param_names: tuple[str, ...],
+                 bind_processors: tuple[Callable[[Any], Any] | None, ...], keys: tuple[str, ...],
+                 result_processors: tuple[Callable[[Any], Any] | None, ...]) -> None:
+        self.sql = sql
+        self.param_names = param_names
+        self.keys = keys
+        self._bound = tuple((i, p) for i, p in enumerate(bind_processors) if p is not None)
+        self._processed = tuple((k, p) for k, p in zip(keys, result_processors, strict=True) if p is not None)
 
     def args(self, params: Mapping[str, Any]) -> list[Any]:
-        return [p(params[n]) if p else params[n] for n, p in zip(self.param_names, self.bind_processors, strict=True)]
+        values = [params[n] for n in self.param_names]
+        for i, process in self._bound:
+            values[i] = process(values[i])
+        return values
 
     def record(self, row: Any) -> dict[str, Any]:
-        return {k: (p(v) if p else v) for k, p, v in zip(self.keys, self.result_processors, tuple(row), strict=True)}
+        values = dict(zip(self.keys, row, strict=True))
+        for key, process in self._processed:
+            values[key] = process(values[key])
+        return values
+
+
+# How a statement's column is read: (column, dialect, SQLAlchemy's processor for it) -> the processor to use.
+ColumnReader = Callable[[Any, Dialect, "Callable[[Any], Any] | None"], "Callable[[Any], Any] | None"]
 
 
 class Prepared:
-    """A Core statement (SELECT, INSERT, UPDATE) compiled once per dialect."""
+    """A Core statement (SELECT, INSERT, UPDATE) compiled once per dialect.
 
-    def __init__(self, stmt: ClauseElement) -> None:
+    `read_column` may replace the processor of a selected column (a reader that also converts the value).
+    """
+
+    def __init__(self, stmt: ClauseElement, *, read_column: ColumnReader | None = None) -> None:
         self.stmt = stmt
+        self.read_column = read_column
         self._by_dialect: dict[str, _Compiled] = {}
 
     def _compiled(self, dialect: Dialect) -> _Compiled:
@@ -54,30 +75,32 @@ class Prepared:
         assert isinstance(compiled, SQLCompiler)
         names = tuple(compiled.positiontup or ())
         columns = list(getattr(self.stmt, "selected_columns", ()))
+        readers = [_result_processor(c.type, dialect) for c in columns]
+        if self.read_column is not None:
+            readers = [self.read_column(c, dialect, r) for c, r in zip(columns, readers, strict=True)]
         hit = self._by_dialect[dialect.name] = _Compiled(
             sql=compiled.string, param_names=names,
             bind_processors=tuple(compiled.binds[n].type._cached_bind_processor(dialect) for n in names),
-            keys=tuple(c.key for c in columns),
-            result_processors=tuple(_result_processor(c.type, dialect) for c in columns),
+            keys=tuple(c.key for c in columns), result_processors=tuple(readers),
         )
         return hit
 
     async def fetch_one(self, session: AsyncSession, **params: Any) -> dict[str, Any] | None:
-        compiled = self._compiled(_dialect(session))
-        driver = await _driver(session)
-        if isinstance(driver, InlineConnection):
-            row = driver._conn.execute(compiled.sql, compiled.args(params)).fetchone()
+        driver = _current(session) or await _check_out(session)
+        compiled = self._compiled(driver.dialect)
+        if driver.sqlite is not None:
+            row = driver.sqlite.execute(compiled.sql, compiled.args(params)).fetchone()
         else:
-            row = await driver.fetchrow(compiled.sql, *compiled.args(params))
+            row = await driver.asyncpg.fetchrow(compiled.sql, *compiled.args(params))
         return None if row is None else compiled.record(row)
 
     async def fetch_all(self, session: AsyncSession, **params: Any) -> list[dict[str, Any]]:
-        compiled = self._compiled(_dialect(session))
-        driver = await _driver(session)
-        if isinstance(driver, InlineConnection):
-            rows = driver._conn.execute(compiled.sql, compiled.args(params)).fetchall()
+        driver = _current(session) or await _check_out(session)
+        compiled = self._compiled(driver.dialect)
+        if driver.sqlite is not None:
+            rows = driver.sqlite.execute(compiled.sql, compiled.args(params)).fetchall()
         else:
-            rows = await driver.fetch(compiled.sql, *compiled.args(params))
+            rows = await driver.asyncpg.fetch(compiled.sql, *compiled.args(params))
         return [compiled.record(row) for row in rows]
 
     async def execute_many(self, session: AsyncSession, rows: Iterable[Mapping[str, Any]]) -> None:
@@ -85,11 +108,11 @@ class Prepared:
         args = [compiled.args(r) for r in rows]
         if not args:
             return
-        driver = await _driver(session)
-        if isinstance(driver, InlineConnection):
-            driver._conn.executemany(compiled.sql, args)
+        driver = _current(session) or await _check_out(session)
+        if driver.sqlite is not None:
+            driver.sqlite.executemany(compiled.sql, args)
         else:
-            await driver.executemany(compiled.sql, args)
+            await driver.asyncpg.executemany(compiled.sql, args)
 
 
 def _result_processor(type_: Any, dialect: Dialect) -> Callable[[Any], Any] | None:
@@ -111,29 +134,66 @@ def _dialect(session: AsyncSession) -> Dialect:
     return bind.dialect
 
 
-async def _driver(session: AsyncSession) -> Any:
-    """The driver connection under the session's current transaction (cached for that transaction)."""
-    if session.new or session.dirty or session.deleted:
+class _Driver:
+    """The driver connection under a session's transaction: sqlite3's (under prism.sqlite_inline) or asyncpg's."""
+
+    __slots__ = ("asyncpg", "dialect", "sqlite", "transaction")
+
+    def __init__(self, transaction: Any, dialect: Dialect, connection: Any) -> None:
+        self.transaction = transaction
+        self.dialect = dialect
+        self.sqlite: sqlite3.Connection | None = None
+        self.asyncpg: Any = None
+        if isinstance(connection, InlineConnection):
+            self.sqlite = connection._conn
+        else:
+            self.asyncpg = connection
+
+
+def _current(session: AsyncSession) -> _Driver | None:
+    """The cached driver of the session's current transaction, if it has one and nothing waits to be flushed."""
+    sync = session.sync_session
+    # What `session.new or session.dirty or session.deleted` says, without building three sets per statement.
+    if not sync._is_clean():
+        return None
+    driver: _Driver | None = sync.info.get(_DRIVER_KEY)
+    if driver is not None and driver.transaction is sync.get_transaction():
+        return driver
+    return None
+
+
+async def _check_out(session: AsyncSession) -> _Driver:
+    """The driver under the session's transaction (beginning it if need be), cached for that transaction."""
+    sync = session.sync_session
+    if not sync._is_clean():
         await session.flush()  # what the ORM would do before a query (autoflush)
-    transaction = session.sync_session.get_transaction()
-    cached = session.info.get(_DRIVER_KEY)
-    if cached is not None and transaction is not None and cached[0] is transaction:
-        return cached[1]
-    connection = await session.connection()
-    raw = await connection.get_raw_connection()
-    if connection.dialect.name == "postgresql":
+        driver = _current(session)
+        if driver is not None:
+            return driver
+    connection, adapter, dialect = await session.run_sync(_connection_of)  # one greenlet round trip, not two
+    if dialect.name == "postgresql":
         # SQLAlchemy's asyncpg adapter sends BEGIN lazily, with its first statement; without this, statements
         # sent straight to the driver run in autocommit (FOR UPDATE would lock nothing, appends not atomic).
-        await _begin_postgresql(connection, raw.dbapi_connection)
-    driver = raw.driver_connection
-    session.info[_DRIVER_KEY] = (session.sync_session.get_transaction(), driver)
+        await _begin_postgresql(adapter)
+    driver = sync.info[_DRIVER_KEY] = _Driver(sync.get_transaction(), dialect, connection)
     return driver
 
 
-async def _begin_postgresql(connection: Any, adapter: Any) -> None:
+def _connection_of(sync: Session) -> tuple[Any, Any, Dialect]:
+    """(driver connection, SQLAlchemy's DBAPI adapter, dialect) of the session's transaction."""
+    connection = sync.connection()
+    raw = connection.connection
+    adapter = raw.dbapi_connection
+    if connection.dialect.name == "postgresql" and not _begins_directly(adapter):
+        connection.exec_driver_sql("SELECT 1")  # another SQLAlchemy release: the portable way
+    return raw.driver_connection, adapter, connection.dialect
+
+
+def _begins_directly(adapter: Any) -> bool:
+    return getattr(adapter, "_start_transaction", None) is not None and hasattr(adapter, "_transaction")
+
+
+async def _begin_postgresql(adapter: Any) -> None:
     """Start the adapter's transaction now: BEGIN alone, rather than BEGIN plus a throwaway SELECT."""
-    start = getattr(adapter, "_start_transaction", None)
-    if start is None or not hasattr(adapter, "_transaction"):  # another SQLAlchemy release: the portable way
-        await connection.exec_driver_sql("SELECT 1")
-    elif adapter._transaction is None:
-        await start()
+    if _begins_directly(adapter) and adapter._transaction is None:
+        await adapter._start_transaction()

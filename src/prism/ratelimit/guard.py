@@ -1,4 +1,4 @@
-"""Limits applied where a door authenticates (`prism.web.requests.authenticate`).
+"""Limits applied where a door authenticates (`prism.web.requests.authenticate_head`).
 
 This runs on every credentialed REST call, including the canonical door's fast path that skips the
 middleware stack, so it checks the lockout itself when the middleware has not, counts a refused
@@ -8,6 +8,8 @@ credential as a failed authentication, and then counts the request in the caller
 from __future__ import annotations
 
 import math
+from collections.abc import MutableMapping
+from typing import Any
 
 from starlette.requests import Request
 
@@ -25,6 +27,8 @@ from prism.ratelimit.middleware import (
 )
 from prism.tenancy.hosts import HostInfo
 
+Scope = MutableMapping[str, Any]
+
 # Users whose role grants this permission (owner and admin: `*`; a custom role may name it) get the
 # admin ceiling instead of the authenticated one.
 ADMIN_PERMISSION = "admin.access"
@@ -41,51 +45,56 @@ def locked_out_error(address: str, seconds_left: float) -> LockedOut:
     return error
 
 
-async def authenticate_limited(request: Request, host: HostInfo) -> AuthContext:
-    scope = request.scope
+async def authenticate_limited(scope: Scope, host: HostInfo, authorization: str | None,
+                               organization_context: str | None, forwarded_for: str | None) -> AuthContext:
+    """The caller of a request, from its Authorization (and X-Organization-Context) header.
+
+    `forwarded_for` (X-Forwarded-For) counts only when the peer is a trusted proxy.
+    """
     app_state = scope["app"].state
     limiter: RateLimiter = app_state.rate_limiter
     state = scope.get("state")
     address = state.get(ADDRESS_STATE) if state else None
     if address is None:  # the middleware did not see this request: check the lockout here
-        address = client_address(request)
+        address = address_of(scope, forwarded_for)
         left = await limiter.locked_out(address)
         if left is not None:
             raise locked_out_error(address, left)
-    authorization = request.headers.get("authorization")
     try:
-        auth: AuthContext = await app_state.authenticator.authenticate(
-            authorization, host, request.headers.get("x-organization-context"))
+        auth: AuthContext = await app_state.authenticator.authenticate(authorization, host, organization_context)
     except Unauthenticated:
         if authorization:
             scope.setdefault("state", {})[FAILURE_COUNTED_STATE] = True
             await limiter.auth_failed(address)
         raise
     if not scope["path"].startswith(MCP_PREFIX):  # the MCP door counts per tenant
-        await enforce_user_limit(request, auth, limiter)
+        await enforce_user_limit(scope, auth, limiter)
     return auth
 
 
-async def enforce_user_limit(request: Request, auth: AuthContext, limiter: RateLimiter) -> None:
+async def enforce_user_limit(scope: Scope, auth: AuthContext, limiter: RateLimiter) -> None:
     tier = "admin" if auth.permissions.allows(ADMIN_PERMISSION) else "authenticated"
     verdict = await limiter.hit(tier, auth.user_id)
     if not verdict.allowed:
-        request.scope.setdefault("state", {})[VERDICT_STATE] = verdict
+        scope.setdefault("state", {})[VERDICT_STATE] = verdict
         error = RateLimited(limited_message(verdict))
         error.headers = ratelimit_429_headers(verdict)
         raise error
 
 
-def client_address(request: Request) -> str:
+def address_of(scope: Scope, forwarded_for: str | None) -> str:
     """The address limits and the lockout count against: the peer, or X-Forwarded-For from a trusted proxy."""
-    scope = request.scope
     state = scope.get("state")
     address = state.get(ADDRESS_STATE) if state else None
     if address is None:
         resolver: AddressResolver = scope["app"].state.client_addresses
         client = scope.get("client")
-        # Parsing the headers costs a few µs on the hot path: only when a proxy could have set one.
-        forwarded = request.headers.get("x-forwarded-for") if resolver.proxies else None
-        address = resolver.resolve(client[0] if client else None, forwarded)
+        address = resolver.resolve(client[0] if client else None, forwarded_for)
         scope.setdefault("state", {})[ADDRESS_STATE] = address
     return str(address) if address else UNKNOWN
+
+
+def client_address(request: Request) -> str:
+    """`address_of` for a Starlette request; the header is parsed only when a proxy could have set it."""
+    resolver: AddressResolver = request.app.state.client_addresses
+    return address_of(request.scope, request.headers.get("x-forwarded-for") if resolver.proxies else None)

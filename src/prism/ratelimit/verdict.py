@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """`reset_after`: seconds until the window restarts; `retry_after`: whole seconds to wait (0 if allowed)."""
+class Verdict(NamedTuple):
+    """`reset_after`: seconds until the window restarts; `retry_after`: whole seconds to wait (0 if allowed).
+
+    A named tuple rather than a frozen dataclass: one is made per request, and it builds in a third of the time.
+    """
 
     allowed: bool
     limit: int

@@ -7,17 +7,19 @@ so nothing about its existence leaks. tests/test_tenancy_isolation.py enforces t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Select, bindparam, func, or_, select
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
 from prism.errors import InvalidArguments, NotFound
 from prism.kit.prepared import Prepared
-from prism.kit.timeutil import iso
-from prism.models.base import Base
+from prism.kit.timeutil import iso, iso_of_sqlite_text
+from prism.models.base import Base, UTCDateTime
 
 M = TypeVar("M", bound=Base)
 
@@ -38,12 +40,61 @@ def to_record(row: Base) -> dict[str, Any]:
     return {c.key: _json_ready(getattr(row, c.key)) for c in row.__table__.columns if c.key not in HIDDEN_COLUMNS}
 
 
-def mapping_to_record(values: dict[str, Any]) -> dict[str, Any]:
-    """The same, from a column-name mapping (the prepared read path)."""
-    return {k: _json_ready(v) for k, v in values.items() if k not in HIDDEN_COLUMNS}
+def _temporal(column: Any) -> bool:
+    """Whether the column's values may be dates or datetimes: its Python type is one, or does not rule them
+    out (`object`, what a type that does not say reports, as UTCDateTime does)."""
+    try:
+        python_type = column.type.python_type
+    except NotImplementedError:
+        return True
+    return not isinstance(python_type, type) or issubclass(python_type, date) or issubclass(date, python_type)
 
 
-_BY_ID: dict[type[Base], Prepared] = {}
+Processor = Callable[[Any], Any]
+
+
+def _read_for_json(column: Any, dialect: Dialect, processor: Processor | None) -> Processor | None:
+    """A column of a prepared read, read as `to_record` presents it: dates and datetimes as ISO text.
+
+    Only the columns that may hold dates are converted at all; a UTCDateTime on SQLite goes from its stored
+    text to ISO text directly (falling back to the full conversion for text of any other form).
+    """
+    if not _temporal(column):
+        return processor
+    convert: Processor = _json_ready if processor is None else (lambda value: _json_ready(processor(value)))
+    if dialect.name != "sqlite" or type(column.type) is not UTCDateTime:
+        return convert
+
+    def read(value: Any) -> Any:
+        if type(value) is str:
+            text = iso_of_sqlite_text(value)
+            if text is not None:
+                return text
+        return convert(value)
+
+    return read
+
+
+class _ByIdRead:
+    """A table's read by id on the prepared path, its rows read straight into `to_record`'s form."""
+
+    __slots__ = ("prepared",)
+
+    def __init__(self, table: Any) -> None:
+        self.prepared = Prepared(select(table).where(
+            table.c.organization_id == bindparam("org_id"), table.c.id == bindparam("record_id")),
+            read_column=_read_for_json)
+
+    @staticmethod
+    def record(values: dict[str, Any]) -> dict[str, Any]:
+        """`to_record` of the row, from the fresh mapping the statement returned: the keys keep the table's
+        column order."""
+        for key in HIDDEN_COLUMNS:
+            values.pop(key, None)
+        return values
+
+
+_BY_ID: dict[type[Base], _ByIdRead] = {}
 
 
 class OrgRepository(Generic[M]):
@@ -53,10 +104,10 @@ class OrgRepository(Generic[M]):
         self.model = model
         self.organization_id = organization_id
         self.label = label or model.__tablename__
-        self._org_column: InstrumentedAttribute[str] = model.organization_id  # type: ignore[attr-defined]
 
     def base(self) -> Select[M]:
-        return select(self.model).where(self._org_column == self.organization_id)
+        org_column: InstrumentedAttribute[str] = self.model.organization_id  # type: ignore[attr-defined]
+        return select(self.model).where(org_column == self.organization_id)
 
     async def get(self, record_id: str) -> M:
         """The ORM object (to change or delete it); another organization's id is not found."""
@@ -68,15 +119,13 @@ class OrgRepository(Generic[M]):
 
     async def get_record(self, record_id: str) -> dict[str, Any]:
         """The record as JSON-ready data, read on the prepared path (reads by id are the hot path)."""
-        prepared = _BY_ID.get(self.model)
-        if prepared is None:
-            table = self.model.__table__
-            prepared = _BY_ID[self.model] = Prepared(select(table).where(
-                table.c.organization_id == bindparam("org_id"), table.c.id == bindparam("record_id")))
-        values = await prepared.fetch_one(self.session, org_id=self.organization_id, record_id=record_id)
+        read = _BY_ID.get(self.model)
+        if read is None:
+            read = _BY_ID[self.model] = _ByIdRead(self.model.__table__)
+        values = await read.prepared.fetch_one(self.session, org_id=self.organization_id, record_id=record_id)
         if values is None:
             raise NotFound(f"{self.label} {record_id!r} not found", code="not_found")
-        return mapping_to_record(values)
+        return read.record(values)
 
     def add(self, **values: Any) -> M:
         row = self.model(organization_id=self.organization_id, **values)

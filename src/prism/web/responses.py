@@ -1,20 +1,48 @@
+"""JSON answers: a Starlette Response for endpoints, or straight to ASGI `send` for raw doors — same bytes."""
+
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 import orjson
 from starlette.responses import Response
+
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+_CONTENT_TYPE = (b"content-type", b"application/json")
+
+
+def render_json(content: Any) -> bytes:
+    return orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS)
 
 
 class JSON(Response):
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS)
+        return render_json(content)
 
 
 def json_response(content: Any, status: int = 200, headers: dict[str, str] | None = None) -> JSON:
     return JSON(content, status_code=status, headers=headers)
+
+
+async def send_json(send: Send, content: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> None:
+    """What `json_response(content, status, headers)` sends, header for header, without building a Response."""
+    body = render_json(content)
+    raw: list[tuple[bytes, bytes]]
+    if not headers and status == 200:  # the usual answer
+        raw = [(b"content-length", str(len(body)).encode("latin-1")), _CONTENT_TYPE]
+    else:
+        raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()] if headers else []
+        # Starlette's rules: Content-Length unless the status has no body; neither header twice.
+        names = {name for name, _ in raw}
+        if b"content-length" not in names and status >= 200 and status not in (204, 304):
+            raw.append((b"content-length", str(len(body)).encode("latin-1")))
+        if b"content-type" not in names:
+            raw.append(_CONTENT_TYPE)
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
 
 
 def challenge_headers(status: int) -> dict[str, str] | None:
