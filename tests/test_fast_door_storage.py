@@ -27,7 +27,7 @@ from prism.apps.spare_parts.models import SparePart
 from prism.db import Database
 from prism.dispatch.dispatcher import _holds_nul
 from prism.kit.ids import new_id
-from prism.kit.timeutil import iso, iso_of_sqlite_text
+from prism.kit.timeutil import iso, iso_of_sqlite_text, sqlite_text_of
 from prism.models.base import UTCDateTime
 from prism.tenancy.repository import OrgRepository, to_record
 from tests.factories import Factory, unique
@@ -43,6 +43,17 @@ def _stored_values() -> list[datetime]:
                                rng.randint(0, 59), rng.randint(0, 59), rng.choice([0, rng.randint(0, 999999)]),
                                tzinfo=offset))
     return values
+
+
+def test_a_utc_datetime_is_written_as_the_full_conversion_writes_it() -> None:
+    write = UTCDateTime()._cached_bind_processor(sqlite.dialect())
+    assert write is not None
+    for value in _stored_values():
+        in_utc = value.astimezone(UTC)
+        assert sqlite_text_of(in_utc) == write(in_utc) == write(value), value
+        if value.utcoffset():
+            assert sqlite_text_of(value) is None  # another zone: left to the full conversion
+    assert sqlite_text_of(datetime(2026, 1, 2)) is None  # naive: the full conversion refuses it
 
 
 def test_sqlite_text_becomes_the_iso_text_the_full_conversion_gives() -> None:

@@ -25,13 +25,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.db import Database
 from prism.errors import Conflict, PrismError
 from prism.governance.ledger import EntryDraft, audit_entries, audit_heads, chain_hash, entry_body
-from prism.kit.prepared import Prepared
+from prism.kit.prepared import Prepared, Processor
+from prism.kit.timeutil import sqlite_text_of
+from prism.models.base import UTCDateTime
 from prism.webhooks.audit_events import announce_entries
 
 log = logging.getLogger("prism.ledger")
@@ -192,11 +195,25 @@ def _all_running(tasks: list[asyncio.Task[None]]) -> bool:
     return True
 
 
+def _bind_entry(bind: Any, dialect: Dialect, processor: Processor | None) -> Processor | None:
+    """An entry's `created_at` (a UTC datetime) written as SQLite stores it, without UTCDateTime's processor
+    chain (~2 µs per entry); anything else through that chain, as ever."""
+    if processor is None or dialect.name != "sqlite" or type(bind.type) is not UTCDateTime:
+        return processor
+    chain = processor
+
+    def write(value: Any) -> Any:
+        stored = sqlite_text_of(value)
+        return chain(value) if stored is None else stored
+
+    return write
+
+
 # The batch's statements run on the prepared path: they are executed once per batch, on every dispatch.
 _LOCK_HEAD = Prepared(select(audit_heads.c.seq, audit_heads.c.hash)
                       .where(audit_heads.c.organization_id == bindparam("org_id")).with_for_update())
 _INSERT_ENTRIES = Prepared(insert(audit_entries).values(
-    {c.key: bindparam(c.key) for c in audit_entries.columns if c.key != "id"}))
+    {c.key: bindparam(c.key) for c in audit_entries.columns if c.key != "id"}), bind=_bind_entry)
 _MOVE_HEAD = Prepared(update(audit_heads).where(audit_heads.c.organization_id == bindparam("org_id"))
                       .values(seq=bindparam("seq"), hash=bindparam("hash")))
 

@@ -3,8 +3,8 @@
 SQLAlchemy's async execution path costs ~70 µs (Core) to ~130 µs (ORM) per statement here, against
 ~4 µs for the same statement on the driver. The dispatcher's hottest statements (a record by id,
 the ledger's batch append) therefore compile once per dialect and run directly on the session's own
-driver connection — same transaction, same SQL, SQLAlchemy's own bind and result processors.
-Everything else uses the session normally.
+driver connection — same transaction, same SQL, SQLAlchemy's own bind and result processors (or an
+equivalent a statement chooses, see `Prepared`). Everything else uses the session normally.
 """
 
 from __future__ import annotations
@@ -52,19 +52,23 @@ class _Compiled:
         return values
 
 
-# How a statement's column is read: (column, dialect, SQLAlchemy's processor for it) -> the processor to use.
-ColumnReader = Callable[[Any, Dialect, "Callable[[Any], Any] | None"], "Callable[[Any], Any] | None"]
+Processor = Callable[[Any], Any]
+# Choosing a value's processor: (selected column or bound parameter, dialect, SQLAlchemy's processor for it)
+# -> the processor to use instead (which must give the same values, or what its caller asks for).
+ProcessorChoice = Callable[[Any, Dialect, "Processor | None"], "Processor | None"]
 
 
 class Prepared:
     """A Core statement (SELECT, INSERT, UPDATE) compiled once per dialect.
 
-    `read_column` may replace the processor of a selected column (a reader that also converts the value).
+    `read_column` may replace the processor of a selected column, `bind` that of a parameter.
     """
 
-    def __init__(self, stmt: ClauseElement, *, read_column: ColumnReader | None = None) -> None:
+    def __init__(self, stmt: ClauseElement, *, read_column: ProcessorChoice | None = None,
+                 bind: ProcessorChoice | None = None) -> None:
         self.stmt = stmt
         self.read_column = read_column
+        self.bind = bind
         self._by_dialect: dict[str, _Compiled] = {}
 
     def _compiled(self, dialect: Dialect) -> _Compiled:
@@ -78,9 +82,12 @@ class Prepared:
         readers = [_result_processor(c.type, dialect) for c in columns]
         if self.read_column is not None:
             readers = [self.read_column(c, dialect, r) for c, r in zip(columns, readers, strict=True)]
+        binds = [compiled.binds[n] for n in names]
+        writers: list[Processor | None] = [b.type._cached_bind_processor(dialect) for b in binds]
+        if self.bind is not None:
+            writers = [self.bind(b, dialect, w) for b, w in zip(binds, writers, strict=True)]
         hit = self._by_dialect[dialect.name] = _Compiled(
-            sql=compiled.string, param_names=names,
-            bind_processors=tuple(compiled.binds[n].type._cached_bind_processor(dialect) for n in names),
+            sql=compiled.string, param_names=names, bind_processors=tuple(writers),
             keys=tuple(c.key for c in columns), result_processors=tuple(readers),
         )
         return hit

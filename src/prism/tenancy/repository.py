@@ -7,7 +7,6 @@ so nothing about its existence leaks. tests/test_tenancy_isolation.py enforces t
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any, Generic, TypeVar
 
@@ -17,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
 from prism.errors import InvalidArguments, NotFound
-from prism.kit.prepared import Prepared
+from prism.kit.prepared import Prepared, Processor
 from prism.kit.timeutil import iso, iso_of_sqlite_text
 from prism.models.base import Base, UTCDateTime
 
@@ -48,9 +47,6 @@ def _temporal(column: Any) -> bool:
     except NotImplementedError:
         return True
     return not isinstance(python_type, type) or issubclass(python_type, date) or issubclass(date, python_type)
-
-
-Processor = Callable[[Any], Any]
 
 
 def _read_for_json(column: Any, dialect: Dialect, processor: Processor | None) -> Processor | None:
