@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 from sqlalchemy.orm import Session, SessionTransaction
 from sqlalchemy.pool import NullPool
 
+from prism.sqlite_checkpoint import WalCheckpointer
 from prism.sqlite_inline import inline_creator
 
 # How long a statement waits for another process's SQLite write lock before failing.
@@ -55,6 +56,7 @@ def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA wal_autocheckpoint=0")  # Database's WalCheckpointer does it, off the loop
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
         cursor.close()
@@ -90,6 +92,9 @@ class Database:
         # SQLite has one writer at a time; queueing writers here is fair and cheap, whereas letting
         # them meet in SQLite's busy handler costs sleeps of up to 100 ms each.
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
+        self._checkpointer = (WalCheckpointer(str(make_url(self.url).database), self._write_lock,
+                                              busy_timeout_seconds=SQLITE_BUSY_TIMEOUT_SECONDS)
+                              if self._write_lock is not None else None)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         self.read_sessions = async_sessionmaker(self.read_engine, expire_on_commit=False)
 
@@ -104,6 +109,8 @@ class Database:
             async with _transaction(self.sessions()) as session:
                 yield session
             return
+        if self._checkpointer is not None:  # writes grow the WAL: from the first one on, someone checkpoints it
+            self._checkpointer.start()
         async with self._write_lock, _transaction(self.sessions()) as session:
             yield session
 
@@ -113,6 +120,8 @@ class Database:
             yield session
 
     async def dispose(self) -> None:
+        if self._checkpointer is not None:
+            await self._checkpointer.stop()
         await self.engine.dispose()
         if self.read_engine is not self.engine:
             await self.read_engine.dispose()
