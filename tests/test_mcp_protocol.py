@@ -245,3 +245,16 @@ async def test_the_tenant_ceiling_gives_429_with_retry_after_and_x_ratelimit_on_
             assert refused.json()["error"]["data"]["error"] == "rate_limited"
             # The ceiling is per tenant: another tenant is unaffected.
             assert (await c.post(PATH, headers=headers_for(other), json=rpc("initialize", {}))).status_code == 200
+
+
+@pytest.mark.parametrize("declared", [b"\xb2", b"\xd9\xa3", b"-1", b"12abc"])
+async def test_a_content_length_that_is_not_ascii_digits_is_never_a_500(app: Any, factory: Factory,
+                                                                         declared: bytes) -> None:
+    """Latin-1 b"\\xb2" is "²", which str.isdigit() accepts and int() refuses."""
+    from tests.test_fast_door import call as raw_call  # the raw ASGI driver: httpx would fix the header up
+
+    ws = await factory.workspace()
+    headers = [(k.lower().encode(), v.encode()) for k, v in headers_for(ws).items()]
+    body = json.dumps(rpc("ping")).encode()
+    answer, _ = await raw_call(app, [*headers, (b"content-length", declared)], [body], path=PATH)
+    assert answer.status < 500, answer.body

@@ -39,7 +39,8 @@ class Headers:
 
 
 async def read_body(receive: Receive, declared: str | None) -> bytes:
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+    # isascii: str.isdigit() also accepts digits such as "²" that int() refuses.
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise _too_large()
     chunks: list[bytes] = []
     size = 0
