@@ -4,8 +4,8 @@
 
 No sockets and no Uvicorn: 32 concurrent callers on uvloop send the dispatch benchmark's request
 straight into Prism's ASGI app, and the CPU time per request is measured. Each variant swaps one
-stage for a stand-in, so its difference from `as served` is what that stage costs (for the route
-order and Host cache variants: what that change would save). Rounds interleave the variants
+stage for a stand-in, so its difference from `as served` is what that stage costs. Rounds interleave
+the variants
 and the median is reported. Sampling profilers on this VM over-weight system calls; this measures
 instead. Garbage-collection effects need real connections and are measured with the server (see
 bench/README.md). The floor app is driven the same way for reference.
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import json
 import os
 import statistics
@@ -33,7 +32,6 @@ if __package__ in (None, ""):  # run as a script: make `bench.*` importable
 
 import uvloop
 from sqlalchemy import select
-from starlette.routing import Match
 
 from bench.harness import machine, write_result
 from prism.app import create_app
@@ -45,7 +43,6 @@ from prism.governance import ledger_writer
 from prism.migrate import upgrade_async
 from prism.seed import seed_demo
 from prism.tenancy.hosts import classify_host
-from prism.web import requests as web_requests
 
 TOOL_PATH = "/api/mcp/tools/prism_entity_crud/"
 # The rate limiter keeps running, with ceilings no benchmark reaches.
@@ -133,7 +130,6 @@ async def measure_prism(url: str, body: bytes, key: str, args: argparse.Namespac
         dispatcher = app.state.dispatcher
         auth_context = await app.state.authenticator.authenticate(
             f"Bearer {key}", classify_host("127.0.0.1:8000", app.state.settings.base_domain))
-        hot = next(r for r in app.router.routes if r.matches(scope)[0] == Match.FULL)
         handler = dispatcher.registry.get_path("entity_crud/spare_parts/spare_part/read")
         record = (await _first_answer(app, scope, body))["data"]
         variants: dict[str, Callable[[ExitStack], object]] = {
@@ -141,12 +137,6 @@ async def measure_prism(url: str, body: bytes, key: str, args: argparse.Namespac
             "authentication skipped (context handed over)":
                 lambda stack: stack.enter_context(patched(canonical_endpoints, "authenticate_head",
                                                           _returning(auth_context))),
-            "hot route first in the route table":
-                lambda stack: stack.enter_context(patched(app.router, "routes", [
-                    hot, *(r for r in app.router.routes if r is not hot)])),
-            "Host header classification cached":
-                lambda stack: stack.enter_context(patched(web_requests, "classify_host",
-                                                          functools.lru_cache(maxsize=1024)(classify_host))),
             "handler answers from memory (no database read)":
                 lambda stack: stack.enter_context(patched(handler, "func", _returning(record))),
             "ledger entries built and hashed but not written":
