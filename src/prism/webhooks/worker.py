@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Integer, String, Table, Text, bindparam, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from prism.config import Settings
 from prism.db import Database
@@ -34,7 +34,7 @@ from prism.kit.outbound import OutboundClient
 from prism.kit.timeutil import utcnow
 from prism.models import OutboxEvent
 from prism.models.base import UTCDateTime
-from prism.webhooks import signal
+from prism.webhooks import postgres_queue, signal
 from prism.webhooks.models import Webhook, WebhookDelivery
 from prism.webhooks.sender import Attempt, attempt, delivery_headers
 from prism.webhooks.signing import SealBroken, unseal
@@ -76,6 +76,13 @@ class Job:
     timeout_seconds: int
 
 
+def _job(row: Any) -> Job:
+    return Job(delivery_id=row.id, webhook_id=row.webhook_id, event_type=row.event_type,
+               attempt_count=row.attempt_count, is_test=row.is_test, payload=row.payload.encode(), url=row.url,
+               sealed=row.sealed, is_active=row.is_active, max_retries=row.max_retries,
+               retry_delay_seconds=row.retry_delay_seconds, timeout_seconds=row.timeout_seconds)
+
+
 def retry_delay(base: int, attempts_made: int) -> int:
     """Seconds between attempt n (= attempts_made) and attempt n+1."""
     return int(base * 2 ** (attempts_made - 1))
@@ -102,6 +109,9 @@ class DeliveryWorker:
         self._results: list[tuple[Job, dict[str, Any], bool, asyncio.Future[None]]] = []
         self._results_ready = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
+        # PostgreSQL: claims and successes are single statements, each its own transaction (postgres_queue).
+        self._autocommit: AsyncEngine | None = (
+            None if db.is_sqlite else db.engine.execution_options(isolation_level="AUTOCOMMIT"))
 
     async def close(self) -> None:
         tasks = [*self._tasks, *([self._writer] if self._writer is not None else [])]
@@ -168,22 +178,23 @@ class DeliveryWorker:
 
     async def claim(self, limit: int) -> list[Job]:
         now = self.clock()
-        if self.db.is_sqlite:
-            # An idle poll must not take SQLite's one write lock (the ledger waits on it): look first.
-            async with self.db.read() as session:
-                if (await session.execute(select(WebhookDelivery.id).where(*_due(now)).limit(1))).first() is None:
-                    return []
+        until = now + timedelta(seconds=self.settings.webhook_lease_seconds)
+        if self._autocommit is not None:
+            async with self._autocommit.connect() as connection:
+                return [_job(r) for r in await postgres_queue.claim(connection, me=self.worker_id, now=now,
+                                                                    until=until, limit=limit)]
+        # SQLite: an idle poll must not take its one write lock (the ledger waits on it): look first.
+        async with self.db.read() as session:
+            if (await session.execute(select(WebhookDelivery.id).where(*_due(now)).limit(1))).first() is None:
+                return []
         async with self.db.write() as session:
             ids = list((await session.execute(
-                select(WebhookDelivery.id).where(*_due(now))
-                .order_by(WebhookDelivery.due_at).limit(limit)
-                .with_for_update(skip_locked=True))).scalars())
+                select(WebhookDelivery.id).where(*_due(now)).order_by(WebhookDelivery.due_at).limit(limit)
+            )).scalars())
             if not ids:
                 return []
-            await session.execute(
-                update(WebhookDelivery).where(WebhookDelivery.id.in_(ids))
-                .values(claimed_by=self.worker_id,
-                        claimed_until=now + timedelta(seconds=self.settings.webhook_lease_seconds)))
+            await session.execute(update(WebhookDelivery).where(WebhookDelivery.id.in_(ids))
+                                  .values(claimed_by=self.worker_id, claimed_until=until))
             rows = await session.execute(
                 select(WebhookDelivery.id, WebhookDelivery.webhook_id, WebhookDelivery.event_type,
                        WebhookDelivery.attempt_count, WebhookDelivery.is_test, OutboxEvent.payload, Webhook.url,
@@ -192,11 +203,7 @@ class DeliveryWorker:
                 .join(Webhook, Webhook.id == WebhookDelivery.webhook_id)
                 .join(OutboxEvent, OutboxEvent.id == WebhookDelivery.event_id)
                 .where(WebhookDelivery.id.in_(ids)))
-            return [Job(delivery_id=r.id, webhook_id=r.webhook_id, event_type=r.event_type,
-                        attempt_count=r.attempt_count, is_test=r.is_test, payload=r.payload.encode(), url=r.url,
-                        sealed=r.sealed, is_active=r.is_active, max_retries=r.max_retries,
-                        retry_delay_seconds=r.retry_delay_seconds, timeout_seconds=r.timeout_seconds)
-                    for r in rows]
+            return [_job(r) for r in rows]
 
     async def _deliver(self, job: Job) -> None:
         """Send (holding the slot its caller took), then wait until the outcome is written (not holding one)."""
@@ -267,8 +274,7 @@ class DeliveryWorker:
             await asyncio.sleep(0)  # outcomes finishing in this loop turn join the batch
             batch, self._results = self._results, []
             try:
-                async with self.db.write() as session:
-                    await self._write_batch(session, batch)
+                await self._write_batch(batch)
             except Exception as exc:
                 log.exception("could not record %d webhook delivery outcomes", len(batch))
                 for *_, future in batch:
@@ -279,24 +285,39 @@ class DeliveryWorker:
                 if not future.done():
                     future.set_result(None)
 
-    async def _write_batch(self, session: AsyncSession,
-                           batch: list[tuple[Job, dict[str, Any], bool, asyncio.Future[None]]]) -> None:
-        """Successes (nearly everything) in one executemany; retries and failures one by one, with their
+    async def _write_batch(self, batch: list[tuple[Job, dict[str, Any], bool, asyncio.Future[None]]]) -> None:
+        """Successes (nearly everything) in one statement; retries and failures one by one, with their
         accounting. Every write applies only while the claim is still ours (a lease taken over is not)."""
         successes = [(job, values) for job, values, _, _ in batch if values["status"] == "success"]
-        if successes:
-            await session.execute(_RECORD_SUCCESS, [
-                {"b_id": job.delivery_id, "b_me": self.worker_id, "b_attempts": values["attempt_count"],
-                 "b_code": values["response_status_code"], "b_body": values["response_body"],
-                 "b_at": values["delivered_at"]} for job, values in successes])
-            recovered = sorted({job.webhook_id for job, _ in successes if not job.is_test})
-            if recovered:
-                await session.execute(update(Webhook).where(Webhook.id.in_(recovered),
-                                                            Webhook.consecutive_failures != 0)
-                                      .values(consecutive_failures=0))
-        for job, values, gone, _ in batch:
-            if values["status"] == "success":
-                continue
+        others = [(job, values, gone) for job, values, gone, _ in batch if values["status"] != "success"]
+        if self._autocommit is not None:
+            if successes:
+                async with self._autocommit.connect() as connection:
+                    await postgres_queue.record_successes(connection, me=self.worker_id, outcomes=[
+                        {"id": job.delivery_id, **values} for job, values in successes])
+            if others:
+                async with self.db.write() as session:
+                    await self._write_others(session, others)
+            return
+        async with self.db.write() as session:  # SQLite: the whole batch in one transaction
+            if successes:
+                await self._write_successes(session, successes)
+            await self._write_others(session, others)
+
+    async def _write_successes(self, session: AsyncSession, successes: list[tuple[Job, dict[str, Any]]]) -> None:
+        """SQLite's path (PostgreSQL's is postgres_queue.record_successes): one executemany, then the end of
+        the webhooks' failure runs, writing a webhook row only when its counter is not already zero."""
+        await session.execute(_RECORD_SUCCESS, [
+            {"b_id": job.delivery_id, "b_me": self.worker_id, "b_attempts": values["attempt_count"],
+             "b_code": values["response_status_code"], "b_body": values["response_body"],
+             "b_at": values["delivered_at"]} for job, values in successes])
+        recovered = sorted({job.webhook_id for job, _ in successes if not job.is_test})
+        if recovered:
+            await session.execute(update(Webhook).where(Webhook.id.in_(recovered), Webhook.consecutive_failures != 0)
+                                  .values(consecutive_failures=0))
+
+    async def _write_others(self, session: AsyncSession, others: list[tuple[Job, dict[str, Any], bool]]) -> None:
+        for job, values, gone in others:
             written = await session.execute(
                 update(WebhookDelivery).where(WebhookDelivery.id == job.delivery_id,
                                               WebhookDelivery.claimed_by == self.worker_id).values(**values))
