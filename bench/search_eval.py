@@ -101,9 +101,13 @@ def main() -> None:
     rankers: dict[str, str] = {}
     subsets = {"all": tasks, "named": [t for t in tasks if not t.get("unseen_words")],
                "unseen words": [t for t in tasks if t.get("unseen_words")],
+               "tuning": [t for t in tasks if t.get("split") == "tuning"],
+               "tuning, unseen words": [t for t in tasks if t.get("split") == "tuning" and t.get("unseen_words")],
                "held-out (never tuned on)": [t for t in tasks if t.get("split") == "held-out"],
                "held-out, unseen words": [t for t in tasks if t.get("split") == "held-out" and t.get("unseen_words")],
-               "held-out, written for the semantic pass": [t for t in tasks if t.get("added") == "semantic-rerank"]}
+               "held-out, written for the semantic pass": [t for t in tasks if t.get("added") == "semantic-rerank"],
+               "held-out, written for the entity keywords": [t for t in tasks
+                                                             if t.get("added") == "entity-keywords"]}
     rows: dict[str, dict[str, Any]] = {}
     misses: dict[str, list[dict[str, Any]]] = {}
     semantic_installed = semantic.AVAILABLE
@@ -118,8 +122,11 @@ def main() -> None:
         by_query = {t["query"]: f for t, f in zip(tasks, found_all, strict=True)}
         for subset, chosen in subsets.items():
             rows[f"{subset} / {label}"] = metrics(chosen, [by_query[t["query"]] for t in chosen])
+        # Only tuning tasks are listed one by one: held-out tasks are reported in aggregate, so that
+        # nobody tunes the search on them by reading what they ask.
         misses[label] = [{"query": t["query"], "expected": t["expected"], "ranks": f}
-                         for t, f in zip(tasks, found_all, strict=True) if not any(r <= 5 for r in f)]
+                         for t, f in zip(tasks, found_all, strict=True)
+                         if t.get("split") == "tuning" and not any(r <= 5 for r in f)]
     semantic.AVAILABLE = semantic_installed
     print(f"{len(registry)} handlers, {len(tasks)} tasks ({len(subsets['unseen words'])} in unseen words)")
     print("rankers: " + ", ".join(f"{label} = {ranker}" for label, ranker in rankers.items())
@@ -129,7 +136,8 @@ def main() -> None:
         print(f"| {name} | {m['tasks']} | {m['recall_at_5']:.3f} | {m['mrr']:.3f} | {m['ndcg_at_10']:.3f} |")
     for label, missed in misses.items():
         for miss in missed:
-            print(f"  not in top 5 ({label}): {miss['query']!r} → {miss['expected']} at {miss['ranks'] or 'none'}")
+            print(f"  tuning task not in top 5 ({label}): {miss['query']!r} → {miss['expected']}"
+                  f" at {miss['ranks'] or 'none'}")
     stem = f"search-eval-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     path = write_result(stem, {"handlers": len(registry), "rankers": rankers,
                                "model": semantic.MODEL if semantic_installed else None, "metrics": rows,

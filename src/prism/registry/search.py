@@ -7,6 +7,8 @@ finds the right handler without loading any model, in well under a millisecond p
 Each handler is one document whose fields carry different weights (an operation or entity name says
 more than a word deep in a description) — a simplified BM25F: weighted term frequencies, one length
 normalisation. Every posting stores its finished BM25 contribution, so a query only adds numbers.
+A handler's keywords include those its entity shares (see `entity_keywords`), and a query word counts
+once per handler, by its best match among itself and its synonyms (see `SearchIndex.concept_postings`).
 
 `rerank` is a second, finer pass over the top candidates. Its lexical part scores each (query, handler)
 pair jointly — term coverage, matching word pairs, proximity of the matched words and exact coordinate
@@ -37,8 +39,11 @@ K1 = 1.2
 B = 0.75
 SYNONYM_WEIGHT = 0.4
 RERANK_POOL = 50
-# The semantic part of rerank (chosen on the tuning tasks only, bench/search_eval.py): how many handlers the
-# embedding adds to the lexical candidates, and how much its scaled cosine counts against the lexical score.
+# How much the joint (query, handler) features of the lexical rerank count against the first-pass score,
+# relative to the best: chosen on the tuning tasks only (bench/search_eval.py), as are the two below.
+PAIR_WEIGHT = 0.5
+# The semantic part of rerank: how many handlers the embedding adds to the lexical candidates, and how
+# much its scaled cosine counts against the lexical score.
 SEMANTIC_POOL = 20
 SEMANTIC_WEIGHT = 0.4
 
@@ -115,24 +120,45 @@ def _synonym_table() -> dict[str, frozenset[str]]:
 SYNONYMS = _synonym_table()
 
 
-def query_terms(query: str) -> tuple[list[str], dict[str, float]]:
-    """The query's own terms, in order, and every term to look up with its weight (synonyms lower)."""
-    own = list(dict.fromkeys(terms(query)))
-    weights = dict.fromkeys(own, 1.0)
-    for t in own:
-        for s in SYNONYMS.get(t, ()):
-            weights[s] = max(weights.get(s, 0.0), SYNONYM_WEIGHT)
-    return own, weights
-
+# A keyword declared by at least this share of an entity's handlers (and by two) names the entity itself.
+ENTITY_KEYWORD_SHARE = 1 / 3
 
 # Separates keyword phrases so that the rerank pass never pairs the last word of one with the next.
 _BREAK = "|"
 
 
-def _fields(handler: Handler, app_description: str) -> list[tuple[float, tuple[str, ...]]]:
+def entity_keywords(handlers: Iterable[Handler]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """What each entity is called, per (app, entity): the keywords many of its handlers declare.
+
+    An app usually names an entity's synonyms ("incident", "supplier") on its standard handlers only; a
+    workflow handler of the same entity (`ticket/assign`) declares what it does instead. Sharing the
+    entity's words with all its handlers lets a request in those words reach the workflow too.
+    """
+    groups: dict[tuple[str, str], list[Handler]] = {}
+    for h in handlers:
+        groups.setdefault((h.coordinate.app, h.coordinate.entity), []).append(h)
+    shared: dict[tuple[str, str], tuple[str, ...]] = {}
+    for key, members in groups.items():
+        counts: dict[str, int] = {}
+        for h in members:
+            for k in dict.fromkeys(h.keywords):
+                counts[k] = counts.get(k, 0) + 1
+        shared[key] = tuple(k for k, n in counts.items() if n >= max(2, ENTITY_KEYWORD_SHARE * len(members)))
+    return shared
+
+
+def handler_keywords(handler: Handler, entity_words: dict[tuple[str, str], tuple[str, ...]]) -> tuple[str, ...]:
+    """The handler's own keywords, then its entity's that it does not declare itself."""
+    own = handler.keywords
+    inherited = entity_words.get((handler.coordinate.app, handler.coordinate.entity), ())
+    return (*own, *(k for k in inherited if k not in own))
+
+
+def _fields(handler: Handler, app_description: str,
+            keywords: tuple[str, ...]) -> list[tuple[float, tuple[str, ...]]]:
     c = handler.coordinate
     return [(OPERATION_W, terms(c.operation)), (ENTITY_W, terms(c.entity)), (APP_W, terms(c.app)),
-            (MEGA_W, terms(c.mega_tool)), (KEYWORD_W, tuple(t for k in handler.keywords for t in (*terms(k), _BREAK))),
+            (MEGA_W, terms(c.mega_tool)), (KEYWORD_W, tuple(t for k in keywords for t in (*terms(k), _BREAK))),
             (DESCRIPTION_W, terms(handler.description)), (APP_DESCRIPTION_W, terms(app_description)),
             (PARAMETER_W, _parameter_terms(handler))]
 
@@ -161,9 +187,11 @@ class SearchIndex:
         frequencies: list[dict[str, float]] = []
         # Each document's fields, kept in order for the rerank pass (pairs and proximity need order).
         self._fields: list[tuple[tuple[str, ...], ...]] = []
-        for handler in self.handlers:
+        entity_words = entity_keywords(self.handlers)
+        self._keywords = [handler_keywords(h, entity_words) for h in self.handlers]
+        for handler, keywords in zip(self.handlers, self._keywords, strict=True):
             tf: dict[str, float] = {}
-            fields = _fields(handler, self._app_descriptions.get(handler.coordinate.app, ""))
+            fields = _fields(handler, self._app_descriptions.get(handler.coordinate.app, ""), keywords)
             for weight, field_terms in fields:
                 for t in field_terms:
                     if t != _BREAK:
@@ -187,6 +215,7 @@ class SearchIndex:
         # the tuple is kept alive next to its mask so its id cannot be reused while cached.
         self._masks: dict[int, tuple[tuple[Handler, ...], bytearray]] = {}
         self._doc_of = {h.path: i for i, h in enumerate(self.handlers)}
+        self._concepts: dict[str, dict[int, float]] = {}
         # Handler embeddings: built on the first semantic rerank (or by warm), not with the lexical index.
         self._semantic: semantic.SemanticIndex | None = None
         self._semantic_lock = threading.Lock()
@@ -198,7 +227,7 @@ class SearchIndex:
         if self._semantic is None:
             with self._semantic_lock:
                 if self._semantic is None:
-                    self._semantic = semantic.build(self.handlers, split_words)
+                    self._semantic = semantic.build(self.handlers, self._keywords, split_words)
         return self._semantic
 
     def mask(self, visible: tuple[Handler, ...]) -> bytearray:
@@ -222,8 +251,8 @@ class SearchIndex:
     def ranked(self, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool = False,
                accept: Callable[[Handler], bool] | None = None) -> tuple[list[Hit], str]:
         """The hits and the name of the ranker that produced them (FIRST_PASS or one of the reranks)."""
-        own, weights = query_terms(query)
-        top = self._first_pass(weights, visible, max(limit, RERANK_POOL) if rerank else limit, accept)
+        own = list(dict.fromkeys(terms(query)))
+        top = self._first_pass(own, visible, max(limit, RERANK_POOL) if rerank else limit, accept)
         if not rerank:
             return self._hits(top), FIRST_PASS
         embeddings = self.embeddings()
@@ -233,30 +262,55 @@ class SearchIndex:
             return [], SEMANTIC_RERANK
         return self._hits(self._hybrid(query, own, top, embeddings, visible, accept))[:limit], SEMANTIC_RERANK
 
-    def _first_pass(self, weights: dict[str, float], visible: tuple[Handler, ...], pool: int,
+    def concept_postings(self, term: str, exclude: Sequence[str] = ()) -> dict[int, float]:
+        """`term` and its synonyms (at SYNONYM_WEIGHT) as one concept: each document's best match.
+
+        Summing them instead would let a handler that declares several words of one synonym group
+        ("supplier", "seller", "vendor") outscore one that matches two different words of the query.
+        Built once per term (synonyms that are themselves words of the query, `exclude`, are left to
+        their own concept; that rare case is not cached).
+        """
+        own_postings = self.postings.get(term, {})
+        if term not in SYNONYMS:
+            return own_postings
+        cached = None if exclude else self._concepts.get(term)
+        if cached is not None:
+            return cached
+        concept = dict(own_postings)
+        get = concept.get
+        for synonym in SYNONYMS.get(term, ()):
+            if synonym in exclude:
+                continue
+            for d, s in self.postings.get(synonym, {}).items():
+                if SYNONYM_WEIGHT * s > get(d, 0.0):
+                    concept[d] = SYNONYM_WEIGHT * s
+        if not exclude:
+            self._concepts[term] = concept
+        return concept
+
+    def _first_pass(self, own: Sequence[str], visible: tuple[Handler, ...], pool: int,
                     accept: Callable[[Handler], bool] | None) -> list[tuple[float, int]]:
-        """BM25 over the postings: the best `pool` visible documents as (score, -doc), best first."""
+        """BM25 over the postings, one concept per query word: the best `pool` visible documents as
+        (score, -doc), best first."""
         scores: dict[int, float] = {}
-        # Rare terms first: the accumulator grows from the most selective postings. Once there are plenty
-        # of candidates, a term found in most documents only adds to those already there (the "continue"
+        # Rare concepts first: the accumulator grows from the most selective postings. Once there are plenty
+        # of candidates, a concept found in most documents only adds to those already there (the "continue"
         # strategy of Moffat & Zobel): its idf is low, so a document matching nothing rarer would rank
         # below them in practice, and skipping it bounds the work on queries full of common words.
-        for t, w in sorted(weights.items(), key=lambda item: len(self.postings.get(item[0], ()))):
-            postings = self.postings.get(t)
-            if not postings:
-                continue
+        concepts = [self.concept_postings(t, [o for o in own if o != t and o in SYNONYMS.get(t, ())]) for t in own]
+        for postings in sorted((c for c in concepts if c), key=len):
             if not scores:
-                scores = {d: w * s for d, s in postings.items()}
+                scores = dict(postings)
             elif 2 * len(postings) > self.size and len(scores) >= 4 * pool:
                 get = postings.get
                 for d, current in scores.items():
                     extra = get(d)
                     if extra is not None:
-                        scores[d] = current + w * extra
+                        scores[d] = current + extra
             else:
                 get = scores.get
                 for d, s in postings.items():
-                    scores[d] = get(d, 0.0) + w * s
+                    scores[d] = get(d, 0.0) + s
         if not scores:
             return []
         mask = self.mask(visible)
@@ -279,8 +333,8 @@ class SearchIndex:
         rescored: list[tuple[float, int]] = []
         for s, neg in top:
             doc = -neg
-            rescored.append((s / best + _pair_score(self.handlers[doc], self._fields[doc], own, pairs, raw_query),
-                             neg))
+            joint = _pair_score(self.handlers[doc], self._fields[doc], own, pairs, raw_query)
+            rescored.append((s / best + PAIR_WEIGHT * joint, neg))
         rescored.sort(reverse=True)
         return rescored
 

@@ -68,14 +68,14 @@ async def _before_instance_delete(call: HandlerCall, instance: AgentInstance) ->
 crud(app, Entity(Agent, "agent", "agents", AgentList, search=("name", "description", "model"),
                  orderable=("name", "created_at", "updated_at"), default_ordering="name", create=AgentCreate,
                  update=AgentUpdate, group_by=("status", "model"), before_delete=_before_agent_delete,
-                 keywords=("ai agent", "assistant definition", "bot")))
+                 keywords=("ai agent", "assistant definition", "bot", "assistant", "ai worker", "automation")))
 crud(app, Entity(AgentInstance, "agent_instance", "agent instances", InstanceList, search=("task", "result", "error"),
                  orderable=("created_at", "started_at", "ended_at", "step_count"), default_ordering="-created_at",
                  group_by=("status", "agent_id"), sums=("step_count",), before_delete=_before_instance_delete,
-                 keywords=("agent run", "execution", "job")))
+                 keywords=("agent run", "execution", "job", "agent session", "task run")))
 crud(app, Entity(AgentStep, "agent_step", "agent steps", StepList, search=("content",),
                  orderable=("seq", "created_at"), default_ordering="seq", deletable=False,
-                 group_by=("kind", "instance_id"), keywords=("trace", "transcript", "tool call log")))
+                 group_by=("kind", "instance_id"), keywords=("trace", "transcript", "tool call log", "reasoning step")))
 
 
 async def _end(call: HandlerCall, instance: AgentInstance, target: str, *, result: str = "",
@@ -181,7 +181,7 @@ async def enable_agent(call: HandlerCall, p: AgentAction) -> dict[str, Any]:
 @app.handler("report_query", "agent", "performance", params=AgentReportParams, scope="read",
              permission="agents.view_agent",
              description="Per agent: instances by outcome, success rate of finished runs and average steps.",
-             keywords=("success rate", "agent metrics", "failures"))
+             keywords=("success rate", "agent metrics", "failures", "effectiveness", "kpi", "scorecard"))
 async def agent_performance(call: HandlerCall, p: AgentReportParams) -> dict[str, Any]:
     def count(state: str) -> Any:
         return func.sum(case((AgentInstance.status == state, 1), else_=0))

@@ -130,23 +130,25 @@ async def _before_claim_delete(call: HandlerCall, claim: Claim) -> None:
 crud(app, Entity(Payer, "payer", "payers", PayerList, search=("name", "code", "contact_email"),
                  orderable=("name", "code", "created_at"), default_ordering="name", create=PayerCreate,
                  update=PayerUpdate, group_by=("status", "kind"), before_delete=_before_payer_delete,
-                 keywords=("insurer", "insurance company", "health plan")))
+                 keywords=("insurer", "insurance company", "health plan", "insurance provider", "carrier")))
 crud(app, Entity(Patient, "patient", "patients", PatientList, search=("name", "member_id"),
                  orderable=("name", "member_id", "created_at"), default_ordering="name", create=PatientCreate,
                  update=PatientUpdate, group_by=("status", "payer_id"), prepare=_prepare_patient,
-                 before_delete=_before_patient_delete, keywords=("member", "insured person")))
+                 before_delete=_before_patient_delete,
+                 keywords=("member", "insured person", "policyholder", "beneficiary")))
 crud(app, Entity(Claim, "claim", "claims", ClaimList, search=("number", "notes", "denial_reason"),
                  orderable=("number", "service_date", "billed_cents", "created_at", "updated_at"),
                  default_ordering="-created_at", create=ClaimCreate, update=ClaimUpdate,
                  group_by=("status", "payer_id", "currency"), sums=("billed_cents", "approved_cents", "paid_cents"),
                  prepare=_prepare_claim, before_delete=_before_claim_delete,
-                 keywords=("insurance claim", "medical billing", "reimbursement")))
+                 keywords=("insurance claim", "medical billing", "reimbursement", "healthcare claim")))
 crud(app, Entity(ClaimLine, "claim_line", "claim lines", ClaimLineList, search=("procedure_code", "description"),
                  orderable=("procedure_code", "amount_cents", "created_at"), default_ordering="created_at",
                  create=ClaimLineCreate, update=ClaimLineUpdate, group_by=("procedure_code", "claim_id"),
                  sums=("amount_cents",), prepare=_prepare_line, after_write=_line_changed,
                  after_delete=_line_changed,
-                 before_delete=_before_line_delete, keywords=("procedure", "service line", "billing code")))
+                 before_delete=_before_line_delete,
+                 keywords=("procedure", "service line", "billing code", "line item", "charge")))
 
 
 @app.handler("workflow_action", "claim", "submit", params=ClaimAction, scope="execute",
@@ -260,7 +262,9 @@ async def copy_claim(call: HandlerCall, p: ClaimCopy) -> dict[str, Any]:
 @app.handler("report_query", "claim", "byPayer", params=PayerSummaryParams, scope="read",
              permission="claims.view_claim",
              description="Claims per payer: counts by state, billed, approved and paid amounts, and the denial "
-                         "rate of decided claims.", keywords=("denial rate", "payer performance", "claims report"))
+                         "rate of decided claims.",
+                         keywords=("denial rate", "payer performance", "claims report", "rejection rate",
+                                   "insurer comparison"))
 async def payer_summary(call: HandlerCall, p: PayerSummaryParams) -> dict[str, Any]:
     denied = func.sum(case((Claim.status == "denied", 1), else_=0))
     decided = func.sum(case((Claim.status.in_(("adjudicated", "denied", "paid")), 1), else_=0))

@@ -66,16 +66,16 @@ async def _before_collection_delete(call: HandlerCall, collection: Collection) -
 crud(app, Entity(Collection, "collection", "document collections", CollectionList, search=("name", "description"),
                  orderable=("name", "created_at"), default_ordering="name", create=CollectionCreate,
                  update=CollectionUpdate, group_by=("name",), before_delete=_before_collection_delete,
-                 keywords=("folder", "knowledge base", "library")))
+                 keywords=("folder", "knowledge base", "library", "document set")))
 crud(app, Entity(Document, "document", "documents", DocumentList, search=("title", "source_uri"),
                  orderable=("title", "created_at", "size_bytes", "updated_at"), default_ordering="-created_at",
                  update=DocumentUpdate, group_by=("status", "content_type", "source", "collection_id"),
                  sums=("size_bytes", "word_count", "chunk_count"), prepare=_prepare_document,
-                 keywords=("file", "manual", "policy document", "knowledge")))
+                 keywords=("file", "manual", "policy document", "knowledge", "handbook", "guide", "attachment")))
 crud(app, Entity(DocumentChunk, "chunk", "document chunks", ChunkList, search=("text",),
                  orderable=("seq", "created_at", "token_count"), default_ordering="seq", deletable=False,
                  group_by=("document_id", "collection_id"), sums=("token_count",),
-                 keywords=("passage", "excerpt", "text chunk")))
+                 keywords=("passage", "excerpt", "text chunk", "snippet", "paragraph", "section")))
 
 
 async def _process(call: HandlerCall, document: Document, *, chunk_words: int, overlap_words: int) -> None:
@@ -206,7 +206,8 @@ async def _titles(call: HandlerCall, ids: set[str]) -> dict[str, str]:
 @app.handler("knowledge_query", "chunk", "search", params=KnowledgeSearch, scope="read",
              permission="documents.view_chunk",
              description="Search the knowledge base: the document passages that best match a question, ranked "
-                         "by BM25, with their document and score.", keywords=("ask", "find passage", "rag", "lookup"))
+                         "by BM25, with their document and score.",
+                         keywords=("ask", "find passage", "rag", "lookup", "question answering"))
 async def search_chunks(call: HandlerCall, p: KnowledgeSearch) -> dict[str, Any]:
     ranked = await _ranked(call, p, p.top_k)
     titles = await _titles(call, {c.document_id for c, _, _ in ranked})

@@ -105,7 +105,7 @@ def _invoices(call: HandlerCall) -> OrgRepository[Invoice]:
 
 @app.handler("entity_crud", "invoice", "list", params=InvoiceList, scope="read",
              description="List vendor invoices with filters (status, vendor, due date) and ordering.",
-             keywords=("accounts payable", "bills", "unpaid", "overdue"))
+             keywords=("accounts payable", "bills", "unpaid", "overdue", "supplier invoice"))
 async def list_invoices(call: HandlerCall, p: InvoiceList) -> dict[str, Any]:
     repo = _invoices(call)
     stmt = text_search(repo.base(), [Invoice.number, Invoice.memo], p.search)
@@ -121,14 +121,14 @@ async def list_invoices(call: HandlerCall, p: InvoiceList) -> dict[str, Any]:
 
 
 @app.handler("entity_crud", "invoice", "read", params=ReadParams, scope="read",
-             description="Read one vendor invoice by id.", keywords=("bill", "accounts payable"))
+             description="Read one vendor invoice by id.", keywords=("bill", "accounts payable", "supplier invoice"))
 async def read_invoice(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
     return await _invoices(call).get_record(p.id)
 
 
 @app.handler("entity_crud", "invoice", "create", params=InvoiceCreate, scope="write",
              description="Record a vendor invoice (status starts as received); emits invoice.received.",
-             keywords=("bill", "record invoice", "accounts payable"))
+             keywords=("bill", "record invoice", "accounts payable", "supplier invoice"))
 async def create_invoice(call: HandlerCall, p: InvoiceCreate) -> dict[str, Any]:
     vendor = await OrgRepository(call.session, Vendor, call.organization_id, label="vendor").get(p.vendor_id)
     row = _invoices(call).add(**p.model_dump(), status="received")
@@ -142,7 +142,7 @@ async def create_invoice(call: HandlerCall, p: InvoiceCreate) -> dict[str, Any]:
 
 @app.handler("entity_crud", "invoice", "update", params=InvoiceUpdate, scope="write",
              description="Update an invoice: status (received → approved → paid; disputed; void), due date, memo.",
-             keywords=("approve invoice", "pay invoice", "dispute", "accounts payable"))
+             keywords=("approve invoice", "pay invoice", "dispute", "accounts payable", "supplier invoice"))
 async def update_invoice(call: HandlerCall, p: InvoiceUpdate) -> dict[str, Any]:
     row = await _invoices(call).get(p.id)
     if p.status is not None and p.status != row.status:

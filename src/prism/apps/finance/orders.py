@@ -82,7 +82,7 @@ crud(app, Entity(PurchaseOrder, "purchase_order", "purchase orders", OrderList, 
                  orderable=("number", "amount_cents", "expected_on", "created_at"), default_ordering="-created_at",
                  create=OrderCreate, update=OrderUpdate, group_by=("status", "vendor_id", "currency"),
                  sums=("amount_cents",), prepare=_prepare, before_delete=_before_delete,
-                 keywords=("po", "procurement", "order from supplier", "purchasing")))
+                 keywords=("po", "procurement", "order from supplier", "purchasing", "purchase", "requisition")))
 
 
 async def _move(call: HandlerCall, order_id: str, target: str) -> PurchaseOrder:

@@ -80,15 +80,15 @@ crud(app, Entity(Payment, "payment", "vendor payments", PaymentList, search=("re
                  orderable=("paid_on", "amount_cents", "created_at"), default_ordering="-paid_on",
                  create=PaymentCreate, deletable=False, group_by=("status", "vendor_id", "method", "currency"),
                  sums=("amount_cents",), prepare=_prepare_payment, after_create=_settle,
-                 keywords=("pay vendor", "remittance", "disbursement", "settle invoice")))
+                 keywords=("pay vendor", "remittance", "disbursement", "settle invoice", "payout", "outgoing payment")))
 crud(app, Entity(Vendor, "vendor", "vendors", VendorList, search=("name", "email"),
                  orderable=("name", "created_at"), default_ordering="name", update=VendorUpdate,
                  skip=frozenset({"list", "read"}), group_by=("status", "payment_terms_days"),
-                 before_delete=_before_vendor_delete, keywords=("supplier",)))
+                 before_delete=_before_vendor_delete, keywords=("supplier", "seller", "contractor")))
 crud(app, Entity(Invoice, "invoice", "vendor invoices", InvoiceList, search=("number", "memo"),
                  orderable=("due_date",), default_ordering="due_date", deletable=False,
                  skip=frozenset({"list", "read"}), group_by=("status", "currency", "vendor_id"),
-                 sums=("amount_cents",), keywords=("bill", "accounts payable")))
+                 sums=("amount_cents",), keywords=("bill", "accounts payable", "supplier invoice")))
 
 
 @app.handler("workflow_action", "payment", "void", params=PaymentVoid, scope="execute",

@@ -47,7 +47,8 @@ class AttachParams(Params):
 
 
 @app.handler("config_manage", "persona", "list", params=ListParams, scope="read",
-             description="List personas (policy objects attached to keys).", keywords=("policies", "agent roles"))
+             description="List personas (policy objects attached to keys).",
+             keywords=("policies", "agent roles", "policy", "rules", "permissions profile", "guardrails"))
 async def list_personas(call: HandlerCall, p: ListParams) -> dict[str, Any]:
     repo = personas.repository(call.session, call.organization_id)
     page = await repo.page(text_search(repo.base(), [repo.model.name], p.search), page=p.page,
@@ -58,13 +59,16 @@ async def list_personas(call: HandlerCall, p: ListParams) -> dict[str, Any]:
     return page
 
 
-@app.handler("config_manage", "persona", "read", params=ReadParams, scope="read", description="Read one persona.")
+@app.handler("config_manage", "persona", "read", params=ReadParams, scope="read", description="Read one persona.",
+             keywords=("policy", "rules", "permissions profile", "guardrails"))
 async def read_persona(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
     return personas.persona_record(await personas.repository(call.session, call.organization_id).get(p.id))
 
 
 @app.handler("config_manage", "persona", "create", params=PersonaCreateParams, scope="write",
-             permission=MANAGE_PERSONA, keywords=("policy", "allow", "deny", "oversight pattern"),
+             permission=MANAGE_PERSONA,
+             keywords=("policy", "allow", "deny", "oversight pattern", "rules", "permissions profile", "guardrails",
+                       "define what a key may do"),
              description="Create a persona: allow/deny/oversight coordinate patterns, default, per-call cost cap.")
 async def create_persona(call: HandlerCall, p: PersonaCreateParams) -> dict[str, Any]:
     return await personas.create_persona(call.session, organization_id=call.organization_id,
@@ -72,20 +76,23 @@ async def create_persona(call: HandlerCall, p: PersonaCreateParams) -> dict[str,
 
 
 @app.handler("config_manage", "persona", "update", params=PersonaUpdateParams, scope="write",
-             permission=MANAGE_PERSONA, description="Change a persona; takes effect on the next call.")
+             permission=MANAGE_PERSONA, description="Change a persona; takes effect on the next call.",
+             keywords=("policy", "rules", "permissions profile", "guardrails", "edit policy"))
 async def update_persona(call: HandlerCall, p: PersonaUpdateParams) -> dict[str, Any]:
     return await personas.update_persona(call.session, organization_id=call.organization_id, persona_id=p.id,
                                          changes=p, name=p.name)
 
 
 @app.handler("config_manage", "persona", "delete", params=ReadParams, scope="write", permission=MANAGE_PERSONA,
-             destructive=True, description="Delete a persona that no key uses.")
+             destructive=True, description="Delete a persona that no key uses.",
+             keywords=("policy", "rules", "permissions profile", "guardrails", "remove policy"))
 async def delete_persona(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
     return await personas.delete_persona(call.session, organization_id=call.organization_id, persona_id=p.id)
 
 
 @app.handler("config_manage", "persona", "attach", params=AttachParams, scope="write", permission=MANAGE_PERSONA,
-             description="Attach a persona to an API key of this organization (persona_id null detaches it).")
+             description="Attach a persona to an API key of this organization (persona_id null detaches it).",
+             keywords=("policy", "rules", "permissions profile", "guardrails", "apply policy to key", "detach"))
 async def attach_persona(call: HandlerCall, p: AttachParams) -> dict[str, Any]:
     return await personas.attach(call.session, organization_id=call.organization_id, key_ref=p.key,
                                  column="persona_id", value=p.persona_id)
@@ -109,7 +116,8 @@ def _systems(call: HandlerCall) -> OrgRepository[AiSystem]:
 
 
 @app.handler("config_manage", "ai_system", "list", params=ListParams, scope="read",
-             description="List AI systems (governance records with a risk level).")
+             description="List AI systems (governance records with a risk level).",
+             keywords=("ai model", "ai application", "risk classification", "ai inventory"))
 async def list_ai_systems(call: HandlerCall, p: ListParams) -> dict[str, Any]:
     repo = _systems(call)
     return await repo.page(text_search(repo.base(), [AiSystem.name], p.search), page=p.page,
@@ -118,7 +126,8 @@ async def list_ai_systems(call: HandlerCall, p: ListParams) -> dict[str, Any]:
 
 
 @app.handler("config_manage", "ai_system", "create", params=AiSystemCreate, scope="write",
-             permission=MANAGE_AI_SYSTEM, description="Register an AI system with its risk level.")
+             permission=MANAGE_AI_SYSTEM, description="Register an AI system with its risk level.",
+             keywords=("ai model", "ai application", "risk classification"))
 async def create_ai_system(call: HandlerCall, p: AiSystemCreate) -> dict[str, Any]:
     row = _systems(call).add(tenant_id=call.auth.tenant_id, **p.model_dump())
     await call.session.flush()
@@ -133,7 +142,8 @@ class AiSystemUpdate(Params):
 
 
 @app.handler("config_manage", "ai_system", "read", params=ReadParams, scope="read",
-             description="Read one AI system, with the number of keys tied to it.")
+             description="Read one AI system, with the number of keys tied to it.",
+             keywords=("ai model", "ai application", "risk classification"))
 async def read_ai_system(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
     record = await _systems(call).get_record(p.id)
     record["keys_tied"] = await _keys_tied(call, p.id)
@@ -141,7 +151,8 @@ async def read_ai_system(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
 
 
 @app.handler("config_manage", "ai_system", "update", params=AiSystemUpdate, scope="write",
-             permission=MANAGE_AI_SYSTEM, keywords=("risk level", "reclassify"),
+             permission=MANAGE_AI_SYSTEM,
+             keywords=("risk level", "reclassify", "ai model", "ai application", "risk classification"),
              description="Change an AI system's name, description or risk level; decisions made from then on "
                          "carry the new risk level.")
 async def update_ai_system(call: HandlerCall, p: AiSystemUpdate) -> dict[str, Any]:
@@ -154,7 +165,8 @@ async def update_ai_system(call: HandlerCall, p: AiSystemUpdate) -> dict[str, An
 
 @app.handler("config_manage", "ai_system", "delete", params=ReadParams, scope="write", permission=MANAGE_AI_SYSTEM,
              destructive=True,
-             description="Delete an AI system no key is tied to; its past decisions stay, with its id.")
+             description="Delete an AI system no key is tied to; its past decisions stay, with its id.",
+             keywords=("ai model", "ai application", "risk classification"))
 async def delete_ai_system(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
     row = await _systems(call).get(p.id)
     tied = await _keys_tied(call, p.id)
@@ -173,7 +185,8 @@ async def _keys_tied(call: HandlerCall, ai_system_id: str) -> int:
 
 @app.handler("config_manage", "ai_system", "attach", params=AiSystemAttach, scope="write",
              permission=MANAGE_AI_SYSTEM,
-             description="Tie an API key to an AI system: its every call then records a governance decision.")
+             description="Tie an API key to an AI system: its every call then records a governance decision.",
+             keywords=("ai model", "ai application", "risk classification", "link key"))
 async def attach_ai_system(call: HandlerCall, p: AiSystemAttach) -> dict[str, Any]:
     return await personas.attach(call.session, organization_id=call.organization_id, key_ref=p.key,
                                  column="ai_system_id", value=p.ai_system_id)
@@ -192,7 +205,8 @@ class Decide(Params):
 
 @app.handler("governance_review", "oversight_request", "list", params=OversightList, scope="read",
              description="List oversight requests (escalated calls waiting for, or given, a human decision).",
-             keywords=("approvals", "pending review", "human in the loop"))
+             keywords=("approvals", "pending review", "human in the loop", "approval request", "human review",
+                       "escalated call"))
 async def list_requests(call: HandlerCall, p: OversightList) -> dict[str, Any]:
     repo = OrgRepository(call.session, OversightRequest, call.organization_id, label="oversight request")
     stmt = text_search(repo.base(), [OversightRequest.coordinate, OversightRequest.reason], p.search)
@@ -204,19 +218,21 @@ async def list_requests(call: HandlerCall, p: OversightList) -> dict[str, Any]:
 
 
 @app.handler("governance_review", "oversight_request", "read", params=ReadParams, scope="read",
-             description="Read one oversight request.")
+             description="Read one oversight request.", keywords=("approval request", "human review", "escalated call"))
 async def read_request(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
     return oversight.oversight_record(await oversight.repository(call.session, call.organization_id).get(p.id))
 
 
 @app.handler("governance_review", "oversight_request", "approve", params=Decide, scope="write", permission=APPROVE,
-             description="Approve an escalated call: the same call, with this request id, may then run once.")
+             description="Approve an escalated call: the same call, with this request id, may then run once.",
+             keywords=("approval request", "human review", "escalated call", "human in the loop", "grant", "sign off"))
 async def approve_request(call: HandlerCall, p: Decide) -> dict[str, Any]:
     return await oversight.decide(call.session, call.auth, request_id=p.id, approve=True, note=p.note)
 
 
 @app.handler("governance_review", "oversight_request", "reject", params=Decide, scope="write", permission=APPROVE,
-             description="Reject an escalated call: it can never run with this request.")
+             description="Reject an escalated call: it can never run with this request.",
+             keywords=("approval request", "human review", "escalated call", "human in the loop", "turn down"))
 async def reject_request(call: HandlerCall, p: Decide) -> dict[str, Any]:
     return await oversight.decide(call.session, call.auth, request_id=p.id, approve=False, note=p.note)
 
@@ -242,7 +258,8 @@ class DecisionList(ListParams):
 
 
 @app.handler("audit_query", "decision", "list", params=DecisionList, scope="read",
-             description="List governance decisions (ALLOW/BLOCK) recorded for AI systems' calls.")
+             description="List governance decisions (ALLOW/BLOCK) recorded for AI systems' calls.",
+             keywords=("audit trail", "allowed or blocked", "governance log"))
 async def list_decisions(call: HandlerCall, p: DecisionList) -> dict[str, Any]:
     repo = OrgRepository(call.session, GovernanceDecision, call.organization_id, label="decision")
     stmt = text_search(repo.base(), [GovernanceDecision.coordinate, GovernanceDecision.primary_reason], p.search)
@@ -255,14 +272,15 @@ async def list_decisions(call: HandlerCall, p: DecisionList) -> dict[str, Any]:
 
 
 @app.handler("audit_query", "decision", "read", params=ReadParams, scope="read",
-             description="Read one governance decision.")
+             description="Read one governance decision.", keywords=("audit trail", "governance log"))
 async def read_decision(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
     return await OrgRepository(call.session, GovernanceDecision, call.organization_id,
                                label="decision").get_record(p.id)
 
 
 @app.handler("audit_query", "violation", "list", params=ListParams, scope="read",
-             description="List policy violations found by the post-hoc audit.")
+             description="List policy violations found by the post-hoc audit.",
+             keywords=("policy breach", "non-compliance", "audit findings"))
 async def list_violations(call: HandlerCall, p: ListParams) -> dict[str, Any]:
     repo = OrgRepository(call.session, GovernanceViolation, call.organization_id, label="violation")
     stmt = text_search(repo.base(), [GovernanceViolation.coordinate, GovernanceViolation.policy_name], p.search)

@@ -63,11 +63,11 @@ crud(app, Entity(Endpoint, "endpoint", "integration endpoints", EndpointList, se
                                                                                         "base_url"),
                  orderable=("name", "created_at", "last_called_at"), default_ordering="name", create=EndpointCreate,
                  update=EndpointUpdate, group_by=("status", "default_method"), prepare=_prepare_endpoint,
-                 keywords=("connector", "external system", "api endpoint")))
+                 keywords=("connector", "external system", "api endpoint", "third-party service", "partner api")))
 crud(app, Entity(CallLog, "call_log", "integration call logs", CallLogList, search=("url", "error"),
                  orderable=("created_at", "duration_ms", "status_code"), default_ordering="-created_at",
                  deletable=False, group_by=("endpoint_id", "ok", "status_code", "method"), sums=("duration_ms",),
-                 keywords=("outbound call history", "integration errors")))
+                 keywords=("outbound call history", "integration errors", "request log")))
 
 
 def _decode(content: bytes, content_type: str) -> Any:

@@ -109,24 +109,26 @@ async def _before_ticket_delete(call: HandlerCall, ticket: Ticket) -> None:
 crud(app, Entity(Service, "service", "IT services", ServiceList, search=("name", "description", "owner_email"),
                  orderable=("name", "tier", "created_at"), default_ordering="name", create=ServiceCreate,
                  update=ServiceUpdate, group_by=("status", "tier", "owner_email"), before_delete=_before_service_delete,
-                 keywords=("service catalog", "application", "configuration item")))
+                 keywords=("service catalog", "application", "configuration item", "it service", "business service")))
 crud(app, Entity(SlaPolicy, "sla_policy", "SLA policies", SlaList, search=("description",),
                  orderable=("priority", "resolve_hours"), default_ordering="priority", create=SlaCreate,
-                 update=SlaUpdate, group_by=("priority",), keywords=("service level", "resolution target")))
+                 update=SlaUpdate, group_by=("priority",),
+                 keywords=("service level", "resolution target", "response time", "resolution deadline")))
 crud(app, Entity(Ticket, "ticket", "tickets", TicketList, search=("title", "description", "resolution"),
                  orderable=("number", "priority", "created_at", "updated_at", "sla_due_at"),
                  default_ordering="-number", create=TicketCreate, update=TicketUpdate,
                  group_by=("status", "priority", "kind", "service_id", "assignee_email"), prepare=_prepare_ticket,
                  after_create=_ticket_created, before_delete=_before_ticket_delete,
-                 keywords=("incident", "helpdesk", "support request", "issue")))
+                 keywords=("incident", "helpdesk", "support request", "issue", "case", "trouble ticket")))
 crud(app, Entity(TicketComment, "ticket_comment", "ticket comments", CommentList, search=("body",),
                  orderable=("created_at",), default_ordering="created_at", create=CommentCreate,
                  group_by=("ticket_id", "author_email", "internal"), prepare=_prepare_comment,
-                 keywords=("reply", "work note", "update the requester")))
+                 keywords=("reply", "work note", "update the requester", "comment", "remark")))
 
 
 @app.handler("workflow_action", "ticket", "assign", params=TicketAssign, scope="execute",
-             description="Assign (or reassign) an open ticket to an agent.", keywords=("take ticket", "dispatch"))
+             description="Assign (or reassign) an open ticket to an agent.",
+             keywords=("take ticket", "dispatch", "reassign", "hand over", "allocate", "give to", "owner"))
 async def assign_ticket(call: HandlerCall, p: TicketAssign) -> dict[str, Any]:
     ticket = await _ticket(call, p.id)
     if ticket.status == "new":

@@ -117,13 +117,14 @@ async def _before_work_order_delete(call: HandlerCall, order: WorkOrder) -> None
 crud(app, Entity(Asset, "asset", "assets", AssetList, search=("tag", "name", "category", "location"),
                  orderable=("tag", "name", "criticality", "created_at"), default_ordering="tag", create=AssetCreate,
                  update=AssetUpdate, group_by=("status", "category", "location", "criticality"),
-                 before_delete=_before_asset_delete, keywords=("equipment", "machine", "plant")))
+                 before_delete=_before_asset_delete, keywords=("equipment", "machine", "plant", "device", "vehicle")))
 crud(app, Entity(WorkOrder, "work_order", "work orders", WorkOrderList, search=("title", "description"),
                  orderable=("created_at", "due_date", "priority", "updated_at"), default_ordering="-created_at",
                  create=WorkOrderCreate, update=WorkOrderUpdate,
                  group_by=("status", "priority", "kind", "asset_id", "assignee_email"),
                  sums=("labor_minutes", "parts_cost_cents"), prepare=_prepare_asset_ref,
-                 before_delete=_before_work_order_delete, keywords=("repair", "job", "maintenance task", "breakdown")))
+                 before_delete=_before_work_order_delete,
+                 keywords=("repair", "job", "maintenance task", "breakdown", "maintenance job", "repair order")))
 crud(app, Entity(WorkOrderPart, "work_order_part", "parts issued to work orders", WorkOrderPartList, search=(),
                  orderable=("created_at", "amount_cents"), default_ordering="created_at", create=WorkOrderPartCreate,
                  group_by=("spare_part_id", "work_order_id"), sums=("quantity", "amount_cents"),
@@ -132,11 +133,13 @@ crud(app, Entity(WorkOrderPart, "work_order_part", "parts issued to work orders"
 crud(app, Entity(MaintenancePlan, "plan", "preventive maintenance plans", PlanList, search=("title",),
                  orderable=("next_due", "title", "created_at"), default_ordering="next_due", create=PlanCreate,
                  update=PlanUpdate, group_by=("active", "asset_id", "priority"), prepare=_prepare_asset_ref,
-                 keywords=("preventive maintenance", "schedule", "pm plan")))
+                 keywords=("preventive maintenance", "schedule", "pm plan", "service schedule",
+                           "recurring maintenance")))
 crud(app, Entity(MeterReading, "meter_reading", "meter readings", ReadingList, search=("meter",),
                  orderable=("read_at", "value", "created_at"), default_ordering="-read_at", create=ReadingCreate,
                  update=ReadingUpdate, group_by=("meter", "asset_id"), prepare=_prepare_asset_ref,
-                 keywords=("run hours", "condition monitoring", "measurement")))
+                 keywords=("run hours", "condition monitoring", "measurement", "gauge reading", "sensor reading",
+                           "odometer")))
 
 
 async def _move_order(call: HandlerCall, work_order_id: str, target: str) -> WorkOrder:
@@ -157,7 +160,7 @@ async def start_work_order(call: HandlerCall, p: WorkOrderAction) -> dict[str, A
 
 @app.handler("workflow_action", "work_order", "hold", params=WorkOrderAction, scope="execute",
              description="Put a work order in progress on hold (waiting for parts, access ...).",
-             keywords=("pause work", "waiting for parts"))
+             keywords=("pause work", "waiting for parts", "on hold", "suspend"))
 async def hold_work_order(call: HandlerCall, p: WorkOrderAction) -> dict[str, Any]:
     order = await _move_order(call, p.id, "on_hold")
     await call.session.flush()
@@ -176,7 +179,7 @@ async def complete_work_order(call: HandlerCall, p: WorkOrderComplete) -> dict[s
 
 @app.handler("workflow_action", "work_order", "cancel", params=WorkOrderCancel, scope="execute",
              description="Cancel a work order that is not finished; parts issued to it stay consumed.",
-             keywords=("abort work order",))
+             keywords=("abort work order", "call off"))
 async def cancel_work_order(call: HandlerCall, p: WorkOrderCancel) -> dict[str, Any]:
     order = await _move_order(call, p.id, "cancelled")
     order.resolution, order.completed_at = f"Cancelled: {p.reason}", utcnow()
@@ -192,19 +195,22 @@ async def _move_asset(call: HandlerCall, p: AssetAction, target: str) -> dict[st
 
 
 @app.handler("workflow_action", "asset", "markDown", params=AssetAction, scope="execute",
-             description="Mark an operational asset as down (out of service).", keywords=("outage", "breakdown"))
+             description="Mark an operational asset as down (out of service).",
+             keywords=("outage", "breakdown", "out of service", "broken", "unavailable", "not working"))
 async def mark_asset_down(call: HandlerCall, p: AssetAction) -> dict[str, Any]:
     return await _move_asset(call, p, "down")
 
 
 @app.handler("workflow_action", "asset", "markOperational", params=AssetAction, scope="execute",
-             description="Return a down asset to service.", keywords=("back in service", "repaired"))
+             description="Return a down asset to service.",
+             keywords=("back in service", "repaired", "working again", "fixed", "restore to service"))
 async def mark_asset_operational(call: HandlerCall, p: AssetAction) -> dict[str, Any]:
     return await _move_asset(call, p, "operational")
 
 
 @app.handler("workflow_action", "asset", "retire", params=AssetAction, scope="execute",
-             description="Retire an asset for good (no new work orders or plans).", keywords=("decommission",))
+             description="Retire an asset for good (no new work orders or plans).",
+             keywords=("decommission", "scrap", "dispose", "write off", "end of life"))
 async def retire_asset(call: HandlerCall, p: AssetAction) -> dict[str, Any]:
     return await _move_asset(call, p, "retired")
 
@@ -258,7 +264,7 @@ async def backlog(call: HandlerCall, p: BacklogParams) -> dict[str, Any]:
 @app.handler("report_query", "asset", "maintenanceCost", params=AssetCostParams, scope="read",
              permission="maintenance.view_asset",
              description="Maintenance cost per asset: completed work orders, labour minutes and parts cost.",
-             keywords=("cost per machine", "repair spend", "asset cost"))
+             keywords=("cost per machine", "repair spend", "asset cost", "maintenance spend"))
 async def asset_cost(call: HandlerCall, p: AssetCostParams) -> dict[str, Any]:
     stmt = (select(Asset.id, Asset.tag, Asset.name, func.count(WorkOrder.id),
                    func.coalesce(func.sum(WorkOrder.labor_minutes), 0),

@@ -33,7 +33,7 @@ class MissionList(ListParams):
 
 @app.handler("mission_control", "mission", "create", params=MissionCreate, scope="execute",
              description="Plan a mission with a budget ceiling (status planning).",
-             keywords=("new mission", "budget", "plan work"))
+             keywords=("new mission", "budget", "plan work", "project", "initiative", "campaign", "objective"))
 async def create_mission(call: HandlerCall, p: MissionCreate) -> dict[str, Any]:
     row = missions.repository(call.session, call.organization_id).add(
         tenant_id=call.auth.tenant_id, name=p.name, description=p.description, budget_ceiling=p.budget_ceiling,
@@ -43,7 +43,8 @@ async def create_mission(call: HandlerCall, p: MissionCreate) -> dict[str, Any]:
 
 
 @app.handler("mission_control", "mission", "list", params=MissionList, scope="read",
-             description="List missions with their budget, spend and status.")
+             description="List missions with their budget, spend and status.",
+             keywords=("project", "initiative", "campaign", "objective", "budget"))
 async def list_missions(call: HandlerCall, p: MissionList) -> dict[str, Any]:
     repo = OrgRepository(call.session, Mission, call.organization_id, label="mission")
     stmt = text_search(repo.base(), [Mission.name, Mission.description], p.search)
@@ -57,7 +58,8 @@ async def list_missions(call: HandlerCall, p: MissionList) -> dict[str, Any]:
 
 
 @app.handler("mission_control", "mission", "read", params=ReadParams, scope="read",
-             description="Read one mission: budget ceiling, spent, remaining, status.")
+             description="Read one mission: budget ceiling, spent, remaining, status.",
+             keywords=("project", "initiative", "campaign", "objective", "budget left", "spend so far"))
 async def read_mission(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
     return missions.mission_record(await missions.require_mission(call.session, call.organization_id, p.id))
 
@@ -65,7 +67,12 @@ async def read_mission(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
 def _transition(status: str, description: str) -> None:
     @app.handler("mission_control", "mission", {"active": "start", "completed": "complete", "failed": "fail",
                                                 "cancelled": "cancel"}[status],
-                 params=ReadParams, scope="execute", permission="missions.change_mission", description=description)
+                 params=ReadParams, scope="execute", permission="missions.change_mission", description=description,
+                 keywords=("project", "initiative", "campaign", "objective",
+                           *{"active": ("launch", "kick off", "go live"),
+                             "completed": ("finish", "wrap up", "accomplished"),
+                             "failed": ("failed", "unsuccessful", "did not succeed"),
+                             "cancelled": ("call off", "abandon")}[status]))
     async def move(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
         return await missions.transition(call.session, organization_id=call.organization_id,
                                          tenant_id=call.auth.tenant_id, mission_id=p.id, status=status)

@@ -55,15 +55,16 @@ async def _validate_template(call: HandlerCall, values: dict[str, Any], row: Any
 
 crud(app, Entity(Channel, "channel", "notification channels", ChannelList, search=("name", "description"),
                  orderable=("name", "created_at"), default_ordering="name", create=ChannelCreate,
-                 update=ChannelUpdate, group_by=("kind", "status"), keywords=("chat channel", "alert channel")))
+                 update=ChannelUpdate, group_by=("kind", "status"),
+                 keywords=("chat channel", "alert channel", "chat room", "team channel")))
 crud(app, Entity(Template, "template", "notification templates", TemplateList, search=("name", "subject", "body"),
                  orderable=("name", "created_at"), default_ordering="name", create=TemplateCreate,
                  update=TemplateUpdate, group_by=("status",), prepare=_validate_template,
-                 keywords=("message template", "email template")))
+                 keywords=("message template", "email template", "canned message", "form letter")))
 crud(app, Entity(Notification, "notification", "notifications", NotificationList, search=("subject", "body"),
                  orderable=("created_at", "priority"), default_ordering="-created_at",
                  group_by=("status", "priority", "channel_id", "recipient_user_id"),
-                 keywords=("message", "alert", "inbox")))
+                 keywords=("message", "alert", "inbox", "notice", "reminder")))
 
 
 async def _recipient(call: HandlerCall, target: Target) -> dict[str, Any]:
@@ -91,7 +92,9 @@ def _add(call: HandlerCall, **values: Any) -> Notification:
 @app.handler("notification_send", "notification", "send", params=Send, scope="execute",
              permission="notifications.add_notification",
              description="Send a notification to a member of the organization (by user id or email) or post it "
-                         "to a channel.", keywords=("notify", "message someone", "alert user", "post to channel"))
+                         "to a channel.",
+                         keywords=("notify", "message someone", "alert user", "post to channel", "email someone",
+                                   "direct message"))
 async def send(call: HandlerCall, p: Send) -> dict[str, Any]:
     row = _add(call, **await _recipient(call, p), subject=p.subject, body=p.body, priority=p.priority)
     await call.session.flush()
@@ -121,7 +124,7 @@ async def send_template(call: HandlerCall, p: SendTemplate) -> dict[str, Any]:
 @app.handler("notification_send", "notification", "sendToRole", params=SendToRole, scope="execute",
              permission="notifications.add_notification",
              description="Send one copy of a notification to every member of the organization with a role.",
-             keywords=("notify all admins", "broadcast", "message a team"))
+             keywords=("notify all admins", "broadcast", "message a team", "group message"))
 async def send_to_role(call: HandlerCall, p: SendToRole) -> dict[str, Any]:
     members = (await call.session.execute(
         select(User.id, User.email).join(Membership, Membership.user_id == User.id)

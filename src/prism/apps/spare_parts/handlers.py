@@ -51,7 +51,7 @@ def _repo(call: HandlerCall) -> OrgRepository[SparePart]:
 
 @app.handler("entity_crud", "spare_part", "list", params=SparePartList, scope="read",
              description="List spare parts with filters (status, location, low stock), search and ordering.",
-             keywords=("inventory", "stock", "parts", "low stock", "reorder"))
+             keywords=("inventory", "stock", "parts", "low stock", "reorder", "component", "spares"))
 async def list_spare_parts(call: HandlerCall, p: SparePartList) -> dict[str, Any]:
     repo = _repo(call)
     stmt = text_search(repo.base(), [SparePart.name, SparePart.sku, SparePart.description], p.search)
@@ -67,7 +67,8 @@ async def list_spare_parts(call: HandlerCall, p: SparePartList) -> dict[str, Any
 
 
 @app.handler("entity_crud", "spare_part", "read", params=ReadParams, scope="read",
-             description="Read one spare part by id.", keywords=("inventory", "part", "stock level"))
+             description="Read one spare part by id.",
+             keywords=("inventory", "part", "stock level", "component", "spares"))
 async def read_spare_part(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
     return await _repo(call).get_record(p.id)
 

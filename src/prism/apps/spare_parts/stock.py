@@ -66,11 +66,11 @@ class ReorderParams(Params):
 crud(app, Entity(StockMovement, "stock_movement", "stock movements", MovementList, search=("reference",),
                  orderable=("created_at", "quantity_change"), default_ordering="-created_at", deletable=False,
                  group_by=("kind", "spare_part_id"), sums=("quantity_change",),
-                 keywords=("stock history", "inventory ledger", "goods receipt")))
+                 keywords=("stock history", "inventory ledger", "goods receipt", "stock transaction")))
 crud(app, Entity(SparePart, "spare_part", "spare parts", PartList, search=("name", "sku", "description"),
                  orderable=("name",), default_ordering="name", deletable=False,
                  skip=frozenset({"list", "read"}), group_by=("status", "location"), sums=("quantity",),
-                 keywords=("inventory", "stock")))
+                 keywords=("inventory", "stock", "component", "spares")))
 
 
 async def _record(call: HandlerCall, part: SparePart, kind: str, change: int, reference: str) -> dict[str, Any]:
