@@ -60,3 +60,19 @@ async def test_ten_failed_sign_ins_lock_the_address_out(guarded_app: object, fac
                                               "password": PASSWORD, "next": "/"})
     assert right.status_code == 429
     assert "location" not in right.headers
+
+
+async def test_an_oversized_login_form_is_413_and_a_streamed_one_is_read_whole(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        too_big = await c.post("/login/", content=b"x=" + b"y" * (1024 * 1024),
+                               headers={"Content-Type": "application/x-www-form-urlencoded"})
+        assert too_big.status_code == 413
+
+        async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: the form arrives in pieces
+            for piece in (b"email=nobody%40example.com", b"&password=x", b"&csrf_token=forged"):
+                yield piece
+
+        streamed = await c.post("/login/", content=chunks(),
+                                headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert streamed.status_code == 403  # read whole: the forged CSRF token is what refuses it

@@ -43,7 +43,7 @@ from prism.config import Settings
 from prism.errors import PrismError
 from prism.kit.secret import derived_key
 from prism.models import User
-from prism.web.requests import MAX_BODY_BYTES, PayloadTooLarge
+from prism.web.requests import head_of, read_body
 
 SESSION_COOKIE = "prism_session"
 CSP = ("default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; script-src 'self'; "
@@ -165,11 +165,7 @@ async def signed_in_user(request: Request) -> User | None:
 
 async def read_form(request: Request, *, check_csrf: bool = True) -> dict[str, str]:
     """A urlencoded form as a dict (last value wins), its CSRF token checked against the session."""
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            raise PayloadTooLarge(f"request body exceeds {MAX_BODY_BYTES} bytes")
+    body = await read_body(request.receive, head_of(request.scope).content_length)
     form = dict(parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True))
     if check_csrf:
         sent = form.get("csrf_token", "")
