@@ -7,11 +7,17 @@ PRISM_APPS, and measures: process start to the first successful ping (cold: migr
 seed included; then a restart on the same file), VmRSS after start-up and after the warm requests,
 and client-side latency of sequential GET /api/v1/dev/tools/ and capability_search requests over one
 keep-alive connection. bench/startup_probe.py splits the start-up into its parts in a fresh interpreter.
+
+Bytecode: an installed Prism has its modules compiled (pip does it at install), so the benchmark
+compiles Prism's and its own sources first (into the usual `__pycache__` folders, git-ignored) and
+lets the servers read that cache, even where the caller's environment sets PYTHONDONTWRITEBYTECODE;
+without it every start compiled Prism's ~200 modules from source again (≈ 0.2 s).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import random
 import subprocess
@@ -55,6 +61,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--params", choices=("distinct", "shared"), default="distinct",
                    help="one parameter model class per handler, or one per parameter shape")
     return p.parse_args()
+
+
+def compile_sources() -> None:
+    """What pip does at install: the bytecode cache of Prism and of the benchmark's synthetic apps."""
+    repo = Path(__file__).resolve().parent.parent
+    for tree in (repo / "src" / "prism", repo / "bench"):
+        compileall.compile_dir(tree, quiet=1)
 
 
 def queries(count: int, seed: int = 7) -> list[str]:
@@ -131,6 +144,8 @@ def start_and_measure(phase: str, workdir: Path, extra: dict[str, str], requests
 def main() -> None:
     args = parse_args()
     extra = {"PRISM_APPS": specs(), "PRISM_BENCH_HANDLERS": str(args.handlers), "PRISM_BENCH_PARAMS": args.params}
+    compile_sources()
+    extra["PYTHONDONTWRITEBYTECODE"] = ""  # empty is unset for Python: read (and keep) the cache
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     report: dict[str, Any] = {"benchmark": "registry_scale", "started_at": stamp, "machine": machine(),
                               "settings": {"handlers": args.handlers, "requests": args.requests,

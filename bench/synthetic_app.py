@@ -2,7 +2,8 @@
 
 40 apps, each with entities drawn from a shared business vocabulary, ten operations per entity
 spread over all 13 mega-tools (six CRUD, two workflow steps, one report, one from the rest), with
-written-out descriptions, keywords and a small typed parameter model per handler.
+written-out descriptions, keywords and a small typed parameter model per handler, declared on
+`prism.registry.Params` as docs/extending.md tells every app to.
 
     PRISM_APPS=$(python -c "from bench.synthetic_app import specs; print(specs())")
 
@@ -20,8 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from prism.apps.params import Params
-from prism.registry import HandlerApp, HandlerCall
+from prism.registry import HandlerApp, HandlerCall, Params
 
 APPS: dict[str, str] = {
     "accounts_payable": "Supplier bills, payment runs and approvals", "accounts_receivable": "Customer billing",

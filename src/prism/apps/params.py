@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from prism.registry.params import Params
 
-class Params(BaseModel):
-    """Unknown arguments are refused: an agent's typo should fail loudly, not be ignored."""
-
-    # defer_build: a model's validator is built on its first call, not at import. With thousands of
-    # handlers most are never called by a given process, and start-up pays only for their schemas
-    # (prism.registry.fast_schema writes those without building the validator).
-    model_config = ConfigDict(extra="forbid", defer_build=True)
+__all__ = ["DeleteParams", "ListParams", "NoParams", "Params", "ReadParams"]
 
 
 class NoParams(Params):

@@ -52,6 +52,12 @@ def serve_command(host: str = typer.Option("127.0.0.1", "--host"), port: int = t
                   workers: int = typer.Option(1, "--workers", min=1),
                   as_json: bool = typer.Option(False, "--json", help="Print the start-up banner as JSON.")) -> None:
     """Run Prism (applies migrations first; seeds a demo tenant on an empty database)."""
+    from prism.kit.collector import pause_until_serving
+
+    if workers == 1:
+        # This process becomes the server: no garbage collection until its lifespan starts serving
+        # (prism.kit.collector). With more workers, each is a fresh process and this one supervises them.
+        pause_until_serving()
     from prism.cli.serve import serve  # the server stack loads only for this command
 
     serve(host=host, port=port, workers=workers, as_json=as_json)

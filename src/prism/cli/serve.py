@@ -10,6 +10,7 @@ import uvicorn
 from prism.cli.output import emit
 from prism.config import get_settings
 from prism.db import Database
+from prism.kit.collector import collector_paused
 from prism.migrate import upgrade
 from prism.seed import DemoWorkspace, is_empty, seed_demo
 
@@ -48,8 +49,9 @@ def _banner(demo: DemoWorkspace | None, host: str, port: int) -> tuple[dict[str,
 def serve(*, host: str, port: int, workers: int, as_json: bool) -> None:
     """Migrate, seed the demo workspace on an empty database, print the banner, run Uvicorn."""
     settings = get_settings()
-    upgrade(settings.database_url)
-    demo = asyncio.run(_seed_if_empty(settings.database_url)) if settings.seed_demo else None
+    with collector_paused():  # a no-op when `prism serve` already paused it for the whole start-up
+        upgrade(settings.database_url)
+        demo = asyncio.run(_seed_if_empty(settings.database_url)) if settings.seed_demo else None
     data, text = _banner(demo, host, port)
     emit(as_json, data, text)
     uvicorn.run("prism.app:create_app", factory=True, host=host, port=port, workers=workers,

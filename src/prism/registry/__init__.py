@@ -2,6 +2,7 @@
 
 from prism.registry.declare import HandlerApp
 from prism.registry.model import Coordinate, Handler, HandlerCall
+from prism.registry.params import Params
 from prism.registry.registry import Registry
 
-__all__ = ["Coordinate", "Handler", "HandlerApp", "HandlerCall", "Registry"]
+__all__ = ["Coordinate", "Handler", "HandlerApp", "HandlerCall", "Params", "Registry"]

@@ -3,7 +3,7 @@
 Every handler's schema is generated once at start-up. Pydantic derives a JSON Schema from the model's
 *core schema*, which it must first build (the validator's blueprint); for 10,000 distinct models that
 costs seconds of start-up, although a validator is only needed once a handler is called. Parameter
-models are declared with `defer_build` (prism.apps.params.Params), and this module writes the schema
+models are declared with `defer_build` (prism.registry.Params), and this module writes the schema
 from `model_fields` for the plain shapes handler parameters take: scalars, dates, Literal, Optional
 and unions of those, lists and dicts of them, with the usual constraints.
 
@@ -72,7 +72,8 @@ def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema["type"] = "object"
     if model.__doc__:
         schema["description"] = inspect.cleandoc(model.__doc__)
-    return schema
+    # Pydantic sorts every object's keys except a model's property names: same order, same bytes.
+    return dict(sorted(schema.items()))
 
 
 def _customises_schema(model: type[BaseModel]) -> bool:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from prism.registry import HandlerApp, HandlerCall
+from prism.registry import HandlerApp, HandlerCall, Params
 
 app = HandlerApp("shipping", description="Parcel shipping: zone-based rate quotes.")
 
@@ -20,9 +20,7 @@ PER_KG_CENTS: dict[str, int] = {"domestic": 120, "europe": 380, "world": 760}
 EXPRESS_FACTOR = 1.8
 
 
-class QuoteParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class QuoteParams(Params):
     weight_kg: float = Field(..., gt=0, le=70, description="Parcel weight in kilograms (max 70).")
     zone: Zone = Field(..., description="Destination zone.")
     express: bool = Field(False, description="Next-day service.")
