@@ -12,7 +12,9 @@ private networks, link-local addresses or a cloud metadata service through Prism
   address check meaningless).
 
 The client is aiohttp's: a webhook worker spends its CPU here, and aiohttp sends a request for about a
-twentieth of httpx's CPU time (bench/README.md, "Webhook delivery").
+twentieth of httpx's CPU time (bench/README.md, "Webhook delivery"). It lives in
+``prism.kit.outbound_session``, imported with the first request: aiohttp and its dependencies take about
+0.13 s to import, which every start-up would otherwise pay.
 
 ``allow_private_networks`` (PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS) turns both checks off for tests and
 on-premise receivers; ``ca_bundle`` (PRISM_WEBHOOK_CA_BUNDLE) adds CA certificates to trust.
@@ -27,13 +29,15 @@ import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import aiohttp
 import certifi
-from aiohttp.abc import AbstractResolver, ResolveResult
 
 from prism.errors import PrismError
+
+if TYPE_CHECKING:
+    import aiohttp
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -52,7 +56,7 @@ class OutboundTimeout(OutboundFailed):
     """No complete answer within the request's time limit."""
 
 
-class _ConnectRefused(OSError):
+class ConnectRefused(OSError):
     """Raised by the resolver at connect time; aiohttp reports it as a connection error."""
 
 
@@ -90,7 +94,7 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
     return list(seen.values())
 
 
-def _refusal(host: str, addresses: Iterable[IPAddress]) -> str | None:
+def refusal(host: str, addresses: Iterable[IPAddress]) -> str | None:
     for address in addresses:
         problem = address_problem(address)
         if problem is not None:
@@ -123,33 +127,10 @@ async def check_url(url: str, *, allow_private_networks: bool, require_https: bo
         addresses = await resolve(parts.hostname, port)
     except (OSError, UnicodeError):
         raise refuse(f"host {parts.hostname} does not resolve") from None
-    problem = _refusal(parts.hostname, addresses)
+    problem = refusal(parts.hostname, addresses)
     if problem is not None:
         raise refuse(f"refused: {problem}")
     return url
-
-
-class _GuardedResolver(AbstractResolver):
-    """Resolves and vets every address; aiohttp then connects only to the addresses returned here."""
-
-    def __init__(self, *, allow_private_networks: bool) -> None:
-        self._allow_private = allow_private_networks
-
-    async def resolve(self, host: str, port: int = 0,
-                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
-        addresses = await resolve(host, port)
-        if not self._allow_private:
-            problem = _refusal(host, addresses)
-            if problem is not None:
-                raise _ConnectRefused(f"connection refused by Prism: {problem}")
-        if not addresses:
-            raise OSError(f"{host} has no address")
-        return [ResolveResult(hostname=host, host=str(a), port=port,
-                              family=socket.AF_INET6 if a.version == 6 else socket.AF_INET, proto=0,
-                              flags=socket.AI_NUMERICHOST | socket.AI_NUMERICSERV) for a in addresses]
-
-    async def close(self) -> None:
-        return None
 
 
 def ssl_context(ca_bundle: str | None) -> ssl.SSLContext:
@@ -195,10 +176,10 @@ class OutboundClient:
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(
-                ssl=self._ssl, limit=self._max_connections,
-                resolver=_GuardedResolver(allow_private_networks=self._allow_private))
-            self._session = aiohttp.ClientSession(connector=connector, trust_env=False)
+            from prism.kit.outbound_session import open_session
+
+            self._session = open_session(ssl_context=self._ssl, limit=self._max_connections,
+                                         allow_private_networks=self._allow_private)
         return self._session
 
     def _vet_literal(self, url: str) -> None:
@@ -208,7 +189,7 @@ class OutboundClient:
         host = urlsplit(url).hostname or ""
         literal = _literal_address(host)
         if literal is not None:
-            problem = _refusal(host, [literal])
+            problem = refusal(host, [literal])
             if problem is not None:
                 raise OutboundFailed(f"connection refused by Prism: {problem}")
 
@@ -216,30 +197,22 @@ class OutboundClient:
                    timeout_seconds: float, read_at_most: int) -> OutboundAnswer:
         """One request; the time limit covers connect, send and the whole answer."""
         self._vet_literal(url)
+        from prism.kit.outbound_session import REQUEST_ERRORS, request
+
         try:
             async with asyncio.timeout(timeout_seconds):
-                async with self._open().request(
-                        method, url, data=body or None, headers=headers, allow_redirects=False,
-                        timeout=aiohttp.ClientTimeout(total=None)) as response:
-                    data = bytearray()
-                    while len(data) < read_at_most:
-                        piece = await response.content.read(read_at_most - len(data))
-                        if not piece:
-                            break
-                        data += piece
-                    truncated = len(data) >= read_at_most and bool(await response.content.read(1))
-                    found = {name.lower(): value for name, value in reversed(list(response.headers.items()))}
-                    return OutboundAnswer(response.status, found, bytes(data), truncated)
+                status, found, data, truncated = await request(self._open(), method, url, headers=headers,
+                                                               body=body, read_at_most=read_at_most)
+                return OutboundAnswer(status, found, data, truncated)
         except TimeoutError:
             raise OutboundTimeout(f"timed out after {timeout_seconds:g} s") from None
-        # ValueError: a URL or a header value aiohttp refuses to send.
-        except (aiohttp.ClientError, OSError, ssl.SSLError, ValueError) as exc:
+        except REQUEST_ERRORS as exc:
             raise OutboundFailed(f"connection failed: {_describe(exc)}"[:1000]) from exc
 
 
 def _describe(exc: BaseException) -> str:
     """The innermost reason aiohttp wrapped (the guard's refusal, the TLS error), or the error itself."""
     inner = getattr(exc, "os_error", None)
-    if isinstance(inner, _ConnectRefused):
+    if isinstance(inner, ConnectRefused):
         return str(inner)
     return str(exc) or type(exc).__name__

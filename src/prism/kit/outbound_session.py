@@ -1,0 +1,65 @@
+"""The aiohttp side of prism.kit.outbound: its guarded resolver, its session and one request.
+
+Imported by `OutboundClient` with its first request, not at start-up: aiohttp and its dependencies take
+about 0.13 s to import, a good part of a server's start-up budget.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from prism.kit.outbound import ConnectRefused, refusal, resolve
+
+# What a failed request raises. ValueError: a URL or a header value aiohttp refuses to send.
+REQUEST_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientError, OSError, ssl.SSLError, ValueError)
+
+
+class GuardedResolver(AbstractResolver):
+    """Resolves and vets every address; aiohttp then connects only to the addresses returned here."""
+
+    def __init__(self, *, allow_private_networks: bool) -> None:
+        self._allow_private = allow_private_networks
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        addresses = await resolve(host, port)
+        if not self._allow_private:
+            problem = refusal(host, addresses)
+            if problem is not None:
+                raise ConnectRefused(f"connection refused by Prism: {problem}")
+        if not addresses:
+            raise OSError(f"{host} has no address")
+        return [ResolveResult(hostname=host, host=str(a), port=port,
+                              family=socket.AF_INET6 if a.version == 6 else socket.AF_INET, proto=0,
+                              flags=socket.AI_NUMERICHOST | socket.AI_NUMERICSERV) for a in addresses]
+
+    async def close(self) -> None:
+        return None
+
+
+def open_session(*, ssl_context: ssl.SSLContext, limit: int, allow_private_networks: bool) -> aiohttp.ClientSession:
+    """Guarded connects, no proxies from the environment; made inside the running loop."""
+    connector = aiohttp.TCPConnector(ssl=ssl_context, limit=limit,
+                                     resolver=GuardedResolver(allow_private_networks=allow_private_networks))
+    return aiohttp.ClientSession(connector=connector, trust_env=False)
+
+
+async def request(session: aiohttp.ClientSession, method: str, url: str, *, headers: dict[str, str],
+                  body: bytes | None, read_at_most: int) -> tuple[int, dict[str, str], bytes, bool]:
+    """(status, lower-cased headers (a repeated one keeps its first value), body, truncated); no redirects.
+    The caller bounds the time."""
+    async with session.request(method, url, data=body or None, headers=headers, allow_redirects=False,
+                               timeout=aiohttp.ClientTimeout(total=None)) as response:
+        data = bytearray()
+        while len(data) < read_at_most:
+            piece = await response.content.read(read_at_most - len(data))
+            if not piece:
+                break
+            data += piece
+        truncated = len(data) >= read_at_most and bool(await response.content.read(1))
+        found = {name.lower(): value for name, value in reversed(list(response.headers.items()))}
+        return response.status, found, bytes(data), truncated
