@@ -122,3 +122,22 @@ def test_serve_without_demo_seeding_leaves_the_database_empty(servers: ServerPoo
     server.stop()
     assert count(workdir / "prism.db", "tenants") == 0
     assert_clean(server)
+
+
+def test_a_database_that_cannot_be_prepared_stops_serve_with_its_error(workdir: Path) -> None:
+    """Nothing is served, and no banner printed, over a database the migrations could not prepare."""
+    missing = workdir / "no such directory" / "prism.db"
+    done = subprocess.run(["prism", "serve", "--port", "1"], env=clean_env(PRISM_DATABASE_URL=f"sqlite:///{missing}"),
+                          cwd=workdir, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0
+    assert "unable to open database file" in done.stderr
+    assert "Prism listening" not in done.stdout
+
+
+def test_serve_with_two_workers_seeds_before_its_workers_start(servers: ServerPool, workdir: Path) -> None:
+    server = servers.start("--json", "--workers", "2", env=clean_env(), cwd=workdir)
+    banner = server.banner_json()
+    assert banner["seeded"] is True
+    answer = run_curl(banner["curl"])
+    assert answer["success"] is True and {p["sku"] for p in answer["data"]["items"]} == SEEDED_SKUS
+    assert_clean(server)
