@@ -3,15 +3,19 @@ are logged; credentials are never stored; another organization's endpoints are n
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from prism.apps.integrations.handlers import MAX_RESPONSE
 from prism.config import get_settings
+from prism.db import Database
 from tests.domain_support import Caller
 from tests.factories import Factory
 from tests.webhooks_receiver import Answer, Receiver, RunningReceiver, TlsFiles, make_tls
@@ -113,3 +117,29 @@ async def test_another_organizations_endpoints_cannot_be_called_or_read(
     await mine.refused(404, "not_found", "entity_crud", "integrations", "endpoint", "read", {"id": endpoint["id"]})
     assert receiver.at("/bank") == []
     assert (await mine.ok("entity_crud", "integrations", "call_log", "count", {}))["count"] == 0
+
+
+async def test_a_hanging_endpoint_holds_up_no_other_call(
+        client: httpx.AsyncClient, factory: Factory, receiver: Receiver, db: Database) -> None:
+    """The request goes out after the call's audit entry is committed, outside the ledger's transaction: on
+    SQLite (one writer) a slow endpoint inside it would stall every call of the process until its timeout."""
+    c = Caller(client, (await factory.workspace(roles=("owner",))))
+    endpoint = await c.create("integrations", "endpoint", {"name": "Slow", "base_url": receiver.url("/slow"),
+                                                           "timeout_seconds": 3})
+    receiver.script("/slow/hang", [Answer(delay=5)] * 5)
+    hanging = [asyncio.create_task(c.ok("integration_call", "integrations", "endpoint", "call",
+                                        {"id": endpoint["id"], "path": "/hang"})) for _ in range(5)]
+    # All five are out at once: none waits for another's answer inside a ledger transaction.
+    await receiver.wait_for("/slow/hang", 5, within=2.5)
+    started = time.monotonic()
+    parts = await c.ok("entity_crud", "spare_parts", "spare_part", "list", {})
+    created = await c.create("spare_parts", "spare_part", {"sku": "HANG-1", "name": "Written meanwhile"})
+    assert time.monotonic() - started < 1.5 and parts["items"] is not None and created["sku"] == "HANG-1"
+    assert not any(task.done() for task in hanging)
+    for result in await asyncio.gather(*hanging):
+        assert (result["ok"], result["error"]) == (False, "no response within 3 s") and result["call_log_id"]
+    async with db.read() as session:  # the five calls were audited before they were sent, and logged after
+        entries = (await session.execute(text(
+            "SELECT count(*) FROM audit_entries WHERE coordinate = 'integration_call/integrations/endpoint/call'"
+            " AND organization_id = :org"), {"org": c.ws.org.id})).scalar_one()
+    assert entries == 5

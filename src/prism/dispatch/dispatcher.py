@@ -24,7 +24,7 @@ from prism.governance.ledger import EntryDraft
 from prism.governance.ledger_writer import LedgerWriter
 from prism.kit.canonical import digest
 from prism.kit.timeutil import utcnow
-from prism.registry import Handler, HandlerCall, Registry
+from prism.registry import AfterCommit, Handler, HandlerCall, Registry
 from prism.registry.mega_tools import LEGACY_BINDINGS, SCOPE_OF_CLASS, mega_tool_of
 
 
@@ -123,12 +123,22 @@ class Dispatcher:
             raise
         if gate is not None:
             gate.handler = handler
-            return handler, await self.ledger.run(
+            result = await self.ledger.run(
                 auth.organization_id, partial(self._governed_work, gate, params),
                 partial(_governed_draft, gate), writes=True, finish=gate.finish)
-        work = partial(self._work, auth, handler, params)
-        draft_for = partial(_draft, auth, call, handler)
-        return handler, await self.ledger.run(auth.organization_id, work, draft_for, writes=not handler.read_only)
+        else:
+            work = partial(self._work, auth, handler, params)
+            draft_for = partial(_draft, auth, call, handler)
+            result = await self.ledger.run(auth.organization_id, work, draft_for, writes=not handler.read_only)
+        if type(result) is AfterCommit:
+            result = await self._after_commit(auth, handler, result)
+        return handler, result
+
+    async def _after_commit(self, auth: AuthContext, handler: Handler, deferred: AfterCommit[Any]) -> Any:
+        """The slow part of a call whose audit entry is committed: outside any transaction, then recorded."""
+        outcome = await deferred.send()
+        async with self.ledger.db.write() as session:
+            return await deferred.record(HandlerCall(auth, session, self.registry, handler), outcome)
 
     async def _governed_work(self, gate: Gate, params: BaseModel, session: AsyncSession) -> Any:
         assert gate.handler is not None

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import re
 import time
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 from urllib.parse import urlencode
 
@@ -33,7 +35,7 @@ from prism.config import get_settings
 from prism.errors import Conflict, InvalidArguments
 from prism.kit.outbound import OutboundClient, OutboundFailed, OutboundTimeout, check_url
 from prism.kit.timeutil import utcnow
-from prism.registry import HandlerApp, HandlerCall
+from prism.registry import AfterCommit, HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
 
 app = HandlerApp("integrations", description="Calls to external systems through configured HTTPS endpoints.")
@@ -79,45 +81,72 @@ def _decode(content: bytes, content_type: str) -> Any:
     return content.decode("utf-8", errors="replace")
 
 
-async def _send(call: HandlerCall, endpoint: Endpoint, method: str, path: str, query: dict[str, str],
-                body: Any) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    """What came back from an endpoint (or why nothing did)."""
+
+    url: str
+    method: str
+    request_bytes: int
+    status_code: int | None
+    content_type: str
+    raw: bytes
+    error: str
+    duration_ms: int
+
+
+def _send(endpoint: Endpoint, method: str, path: str, query: dict[str, str], body: Any) -> AfterCommit[_Sent]:
+    """Checked now, in the call's transaction; sent once its audit entry is committed (AfterCommit says why)."""
     if endpoint.status != "enabled":
         raise Conflict(f"endpoint {endpoint.name} is disabled", code="invalid_transition")
+    endpoint_id, timeout_seconds = endpoint.id, endpoint.timeout_seconds
     url = endpoint.base_url + path + (("?" + urlencode(query)) if query else "")
     content = orjson.dumps(body) if body is not None and method != "GET" else b""
     headers = {**endpoint.headers, "User-Agent": "Prism-Integration/1.0"}
     if content:
         headers["Content-Type"] = "application/json"
-    settings = get_settings()
-    started = time.monotonic()
-    status_code: int | None = None
-    error, raw, content_type = "", b"", ""
-    try:
-        async with OutboundClient(allow_private_networks=settings.webhook_allow_private_networks,
-                                  ca_bundle=settings.webhook_ca_bundle, max_connections=1) as client:
-            answer = await client.send(method, url, headers=headers, body=content,
-                                       timeout_seconds=float(endpoint.timeout_seconds), read_at_most=MAX_RESPONSE)
-        status_code, content_type, raw = answer.status, answer.headers.get("content-type", ""), answer.body
-        if answer.truncated:
-            error = f"response larger than {MAX_RESPONSE} bytes; truncated"
-    except OutboundTimeout:
-        error = f"no response within {endpoint.timeout_seconds} s"
-    except OutboundFailed as exc:
-        error = str(exc)
-    duration_ms = int((time.monotonic() - started) * 1000)
-    ok = status_code is not None and 200 <= status_code < 300 and not error
-    if status_code is not None and not ok and not error:
-        error = f"HTTP {status_code}"
-    text = raw.decode("utf-8", errors="replace")
-    log = repo(call, CallLog, "call_log").add(
-        endpoint_id=endpoint.id, method=method, url=url, request_bytes=len(content), status_code=status_code,
-        ok=ok, duration_ms=duration_ms, error=error, response_excerpt=text[:EXCERPT],
-        actor_email=call.auth.user_email)
-    endpoint.last_called_at, endpoint.last_status_code = utcnow(), status_code
-    await call.session.flush()
-    return {"call_log_id": log.id, "ok": ok, "status_code": status_code, "duration_ms": duration_ms,
-            "error": error or None, "content_type": content_type or None,
-            "body": _decode(raw, content_type) if raw else None}
+
+    async def send() -> _Sent:
+        settings = get_settings()
+        started = time.monotonic()
+        status_code: int | None = None
+        error, raw, content_type = "", b"", ""
+        try:
+            async with OutboundClient(allow_private_networks=settings.webhook_allow_private_networks,
+                                      ca_bundle=settings.webhook_ca_bundle, max_connections=1) as client:
+                answer = await client.send(method, url, headers=headers, body=content,
+                                           timeout_seconds=float(timeout_seconds), read_at_most=MAX_RESPONSE)
+            status_code, content_type, raw = answer.status, answer.headers.get("content-type", ""), answer.body
+            if answer.truncated:
+                error = f"response larger than {MAX_RESPONSE} bytes; truncated"
+        except OutboundTimeout:
+            error = f"no response within {timeout_seconds} s"
+        except OutboundFailed as exc:
+            error = str(exc)
+        return _Sent(url, method, len(content), status_code, content_type, raw, error,
+                     int((time.monotonic() - started) * 1000))
+
+    return AfterCommit(send, partial(_record, endpoint_id))
+
+
+async def _record(endpoint_id: str, call: HandlerCall, sent: _Sent) -> dict[str, Any]:
+    ok = sent.status_code is not None and 200 <= sent.status_code < 300 and not sent.error
+    error = sent.error or ("" if ok or sent.status_code is None else f"HTTP {sent.status_code}")
+    text = sent.raw.decode("utf-8", errors="replace")
+    log_id: str | None = None
+    # Deleted while the request was out: the answer still reaches the caller, with nothing to log it under.
+    endpoint = await call.session.get(Endpoint, endpoint_id)
+    if endpoint is not None:
+        log = repo(call, CallLog, "call_log").add(
+            endpoint_id=endpoint_id, method=sent.method, url=sent.url, request_bytes=sent.request_bytes,
+            status_code=sent.status_code, ok=ok, duration_ms=sent.duration_ms, error=error,
+            response_excerpt=text[:EXCERPT], actor_email=call.auth.user_email)
+        endpoint.last_called_at, endpoint.last_status_code = utcnow(), sent.status_code
+        await call.session.flush()
+        log_id = log.id
+    return {"call_log_id": log_id, "ok": ok, "status_code": sent.status_code, "duration_ms": sent.duration_ms,
+            "error": error or None, "content_type": sent.content_type or None,
+            "body": _decode(sent.raw, sent.content_type) if sent.raw else None}
 
 
 @app.handler("integration_call", "endpoint", "call", params=Call, scope="execute",
@@ -125,18 +154,18 @@ async def _send(call: HandlerCall, endpoint: Endpoint, method: str, path: str, q
              description="Call a configured external HTTPS endpoint (method, path, query, JSON body) and return "
                          "its status and response; every call is logged.",
              keywords=("http request", "webhook out", "call external api", "invoke integration"))
-async def call_endpoint(call: HandlerCall, p: Call) -> dict[str, Any]:
+async def call_endpoint(call: HandlerCall, p: Call) -> AfterCommit[_Sent]:
     endpoint: Endpoint = await repo(call, Endpoint, "endpoint").get(p.id)
-    return await _send(call, endpoint, p.method or endpoint.default_method, p.path, p.query, p.body)
+    return _send(endpoint, p.method or endpoint.default_method, p.path, p.query, p.body)
 
 
 @app.handler("integration_call", "endpoint", "ping", params=EndpointAction, scope="execute",
              permission="integrations.change_endpoint",
              description="Check that an endpoint answers: a GET of its base URL, logged like any call.",
              keywords=("health check", "test connection"))
-async def ping_endpoint(call: HandlerCall, p: EndpointAction) -> dict[str, Any]:
+async def ping_endpoint(call: HandlerCall, p: EndpointAction) -> AfterCommit[_Sent]:
     endpoint: Endpoint = await repo(call, Endpoint, "endpoint").get(p.id)
-    return await _send(call, endpoint, "GET", "", {}, None)
+    return _send(endpoint, "GET", "", {}, None)
 
 
 @app.handler("workflow_action", "endpoint", "disable", params=EndpointAction, scope="execute",
