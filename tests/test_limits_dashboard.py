@@ -8,6 +8,8 @@ import re
 import httpx
 from sqlalchemy import select
 
+from prism.app import create_app
+from prism.config import Settings
 from prism.db import Database
 from prism.models import ApiKey
 from tests.factories import PASSWORD, Factory
@@ -114,3 +116,20 @@ async def test_revoking_a_key_refuses_it_afterwards(client: httpx.AsyncClient, f
     assert "revoked" in page.text and f'id="revoke-{key.id}"' not in page.text
     refused = await client.get("/api/v1/dev/me/", headers=ws.headers("member"))
     assert refused.status_code == 401
+
+
+async def test_a_key_revoked_on_the_dashboard_is_refused_at_once_despite_the_credential_cache(
+        settings: Settings, factory: Factory) -> None:
+    application = create_app(settings.model_copy(update={"credential_cache_seconds": 300}))
+    async with application.router.lifespan_context(application):
+        transport = httpx.ASGITransport(app=application)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+            ws = await factory.workspace(roles=("member",))
+            assert (await client.get("/api/v1/dev/me/", headers=ws.headers("member"))).status_code == 200  # cached
+            async with factory.db.read() as session:
+                key = (await session.execute(select(ApiKey).where(ApiKey.lookup == ws.keys["member"][:15]))
+                       ).scalar_one()
+            csrf = await sign_in(client, ws.emails["member"])
+            done = await client.post(f"/keys/{key.id}/revoke/", data={"csrf_token": csrf})
+            assert done.status_code == 303
+            assert (await client.get("/api/v1/dev/me/", headers=ws.headers("member"))).status_code == 401

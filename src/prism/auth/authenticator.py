@@ -102,6 +102,11 @@ class Authenticator:
         context.usage.last_used_at = self._touches[context.credential_id] = utcnow()
         return context
 
+    def forget_key(self, lookup: str) -> None:
+        """Drop a cached key at once (it was just revoked here); other processes drop theirs within
+        `cache_seconds`."""
+        self._cache.pop(lookup, None)
+
     async def require_tenant_host(self, host: HostInfo) -> None:
         assert host.subdomain is not None
         hit = self._tenants.get(host.subdomain)

@@ -164,4 +164,5 @@ async def revoke(request: Request) -> Response:
                 key.revoked_at = utcnow()
     except PrismError as exc:
         return _refusal(request, exc)
+    request.app.state.authenticator.forget_key(key.lookup)  # committed: refused from the next request on
     return redirect(request, DASHBOARD_PATH)
