@@ -133,3 +133,31 @@ def test_embeddings_are_wordllamas_own() -> None:
     assert ours.shape == (3, 256)
     assert np.allclose(ours[:2], theirs[:2], atol=1e-5)
     assert not ours[2].any()  # no tokens, no direction
+
+
+async def test_the_first_semantic_rerank_embeds_on_a_worker_thread_after_the_call_is_committed(
+        client: httpx.AsyncClient, ws: Workspace, app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Embedding every handler takes about a second at 10,000 of them: not on the event loop, and not inside
+    the ledger's transaction (SQLite's one writer). Refusals still come from the audited call itself."""
+    import threading
+
+    from prism.registry.search import index_for
+
+    index = index_for(app.state.registry)
+    built_on: list[str] = []
+    real_build = semantic.build
+
+    def recording_build(*args: Any) -> Any:
+        built_on.append(threading.current_thread().name)
+        return real_build(*args)
+
+    monkeypatch.setattr(semantic, "build", recording_build)
+    monkeypatch.setattr(index, "_semantic", None)
+    refused = await client.get(URL, params={"dimension": "capability_search", "rerank": "true"},
+                               headers=ws.headers("owner"))
+    assert refused.status_code == 400 and built_on == []  # no query: refused before anything is embedded
+    body = await search(client, ws, next(iter(UNSEEN)))
+    assert body["ranker"] == SEMANTIC and coordinates(body)[:5].count(UNSEEN[next(iter(UNSEEN))]) == 1
+    assert len(built_on) == 1 and built_on[0] != threading.main_thread().name
+    again = await search(client, ws, next(iter(UNSEEN)))
+    assert again == body and len(built_on) == 1

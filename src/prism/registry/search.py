@@ -220,6 +220,10 @@ class SearchIndex:
         self._semantic: semantic.SemanticIndex | None = None
         self._semantic_lock = threading.Lock()
 
+    def embeddings_pending(self) -> bool:
+        """Whether the next semantic rerank would first have to embed every handler."""
+        return semantic.AVAILABLE and self._semantic is None
+
     def embeddings(self) -> semantic.SemanticIndex | None:
         """The handler embeddings, built once; None when the semantic extra is missing or switched off."""
         if not semantic.AVAILABLE:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 from pydantic import Field
@@ -9,8 +10,9 @@ from pydantic import Field
 from prism.apps.params import Params
 from prism.events.catalog import API_VERSION, EVENT_TYPES
 from prism.kit.timeutil import iso
-from prism.registry import HandlerApp, HandlerCall
+from prism.registry import AfterCommit, HandlerApp, HandlerCall
 from prism.registry.introspect import IntrospectParams, introspect
+from prism.registry.search import index_for
 
 app = HandlerApp("core", description="The platform itself: identity, introspection, event registry.")
 
@@ -42,7 +44,22 @@ async def whoami(call: HandlerCall, _: WhoamiParams) -> dict[str, Any]:
              permission=None, description="Explore the handler tree: mega-tools, apps, entities, "
              "operations, schemas, stats, capability search and paths, and the guide.",
              keywords=("discover", "help", "what can I do", "schema", "search capabilities"))
-async def introspect_handler(call: HandlerCall, p: IntrospectParams) -> dict[str, Any]:
+async def introspect_handler(call: HandlerCall, p: IntrospectParams) -> dict[str, Any] | AfterCommit[None]:
+    index = index_for(call.registry)
+    if p.dimension == "capability_search" and p.rerank and index.embeddings_pending():
+        # The first semantic rerank embeds every handler (about a second at 10,000): on a worker thread, after
+        # the call is committed, so neither the event loop nor the ledger's transaction waits for it. Its
+        # refusals (no query, unknown filters) are found now, by the cheap first pass, inside the audited call.
+        introspect(call.registry, call.auth, p.model_copy(update={"rerank": False}))
+        registry, auth = call.registry, call.auth
+
+        async def embed() -> None:
+            await asyncio.to_thread(index.embeddings)
+
+        async def answer(_call: HandlerCall, _done: None) -> dict[str, Any]:
+            return introspect(registry, auth, p)
+
+        return AfterCommit(embed, answer)
     return introspect(call.registry, call.auth, p)
 
 
