@@ -18,6 +18,7 @@ from prism.webhooks.worker import DeliveryWorker
 from tests.factories import Factory, Workspace
 from tests.webhooks_fixtures import (  # noqa: F401
     BASE,
+    DECISION_DATA,
     create_hook,
     deliveries_of,
     hook_app_fixture,
@@ -31,14 +32,12 @@ from tests.webhooks_fixtures import (  # noqa: F401
 )
 from tests.webhooks_receiver import Answer, Receiver
 
-DATA = {"decision_type": "agent_action", "ai_system": {"id": "s", "name": "n"}}
-
 
 async def burst(db: Database, ws: Workspace, count: int) -> None:
     async with db.write() as s:
         for _ in range(count):
             await emit(s, organization_id=ws.org.id, tenant_id=ws.tenant.id,
-                       event_type="governance.decision.allow", data=DATA)
+                       event_type="governance.decision.allow", data=DECISION_DATA)
 
 
 @contextmanager

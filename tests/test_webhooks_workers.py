@@ -24,6 +24,7 @@ from tests.factories import Factory, Workspace
 from tests.processes import clean_env, prism_command
 from tests.webhooks_fixtures import (  # noqa: F401
     BASE,
+    DECISION_DATA,
     FakeClock,
     create_hook,
     deliveries_of,
@@ -38,15 +39,13 @@ from tests.webhooks_fixtures import (  # noqa: F401
 )
 from tests.webhooks_receiver import Answer, Receiver, TlsFiles
 
-DATA = {"decision_type": "agent_action", "ai_system": {"id": "s", "name": "n"}}
-
 
 async def burst(db: Database, ws: Workspace, count: int) -> list[str]:
     ids = []
     async with db.write() as s:
         for _ in range(count):
             ids.append((await emit(s, organization_id=ws.org.id, tenant_id=ws.tenant.id,
-                                   event_type="governance.decision.allow", data=DATA)).id)
+                                   event_type="governance.decision.allow", data=DECISION_DATA)).id)
     return ids
 
 

@@ -25,6 +25,8 @@ from tests.factories import Workspace
 from tests.webhooks_receiver import Receiver, RunningReceiver, TlsFiles, make_tls
 
 BASE = "/api/v1/risk-assessment/governance/webhooks/"
+# The data of a governance decision event, as the delivery tests emit it.
+DECISION_DATA = {"decision_type": "agent_action", "ai_system": {"id": "s", "name": "n"}}
 
 
 @pytest.fixture(scope="session", name="tls")

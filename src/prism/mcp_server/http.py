@@ -9,14 +9,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from starlette.requests import ClientDisconnect
+
 from prism.mcp_server.jsonrpc import PAYLOAD_TOO_LARGE, RpcError, dumps
+from prism.web.requests import MAX_BODY_BYTES, PayloadTooLarge
+from prism.web.requests import read_body as web_read_body
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-MAX_BODY_BYTES = 1024 * 1024
 ALLOWED_METHODS = "GET, POST, DELETE, OPTIONS"
 EXPOSED_HEADERS = ("Mcp-Session-Id, WWW-Authenticate, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, "
                    "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After")
@@ -39,23 +42,14 @@ class Headers:
 
 
 async def read_body(receive: Receive, declared: str | None) -> bytes:
-    # isascii: str.isdigit() also accepts digits such as "²" that int() refuses.
-    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise _too_large()
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise _too_large()
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
+    """prism.web.requests.read_body, with its refusal as the JSON-RPC error this door answers. A client that
+    went away mid-body gets an empty body: there is nobody left to answer."""
+    try:
+        return await web_read_body(receive, declared.encode("latin-1") if declared is not None else None)
+    except PayloadTooLarge:
+        raise _too_large() from None
+    except ClientDisconnect:
+        return b""
 
 
 def _too_large() -> RpcError:

@@ -4,8 +4,8 @@ One implementation, two entrances. Raw ASGI doors (the canonical dispatch doors)
 `receive` themselves: `head_of`, `read_body`, `parse_json`. Starlette endpoints call the same functions
 through `authenticate(request)` and `read_json(request)`. On the hottest path a Starlette Request costs
 more than Prism's own work there: each `request.headers.get` walks the whole header list, and the body
-goes through an async generator. (The MCP door's own `Headers` and `read_body` in
-`prism.mcp_server.http`, and the browser's `read_form`, could use these too.)
+goes through an async generator. The MCP door and the browser's forms read their bodies through
+`read_body` too. (The MCP door's own `Headers` in `prism.mcp_server.http` could use `head_of`.)
 """
 
 from __future__ import annotations
