@@ -258,3 +258,53 @@ async def test_a_content_length_that_is_not_ascii_digits_is_never_a_500(app: Any
     body = json.dumps(rpc("ping")).encode()
     answer, _ = await raw_call(app, [*headers, (b"content-length", declared)], [body], path=PATH)
     assert answer.status < 500, answer.body
+
+
+async def test_answers_given_before_the_caller_is_known_carry_the_address_window(
+        settings: Settings, factory: Factory) -> None:
+    """SPEC: X-RateLimit-* on every MCP response. Preflight, 405, 401 and an unknown tenant have no tenant to
+    count against: they count in the address's anonymous tier, and report that window."""
+    limited = create_app(settings.model_copy(update={"rate_limit_anonymous": 5}))
+    async with limited.router.lifespan_context(limited):
+        transport = httpx.ASGITransport(app=limited)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
+            ws = await factory.workspace()
+            answers = [
+                await c.options(PATH, headers={"Origin": "https://inspector.example",
+                                               "Access-Control-Request-Method": "POST"}),
+                await c.post(PATH, headers=JSON_AND_SSE, json=rpc("initialize", {})),
+                await c.post(PATH, headers={**JSON_AND_SSE, "Authorization": "Bearer ck_not_a_real_key"},
+                             json=rpc("initialize", {})),
+                await c.delete(PATH, headers=headers_for(ws)),
+                await c.post(PATH, headers={**headers_for(ws), "Host": "no-such-tenant.localhost"},
+                             json=rpc("initialize", {})),
+            ]
+            assert [a.status_code for a in answers] == [204, 401, 401, 405, 404]
+            for answer in answers:
+                assert answer.headers["x-ratelimit-limit"] == "5", answer.headers
+                assert int(answer.headers["x-ratelimit-reset"]) >= 1
+            assert [a.headers["x-ratelimit-remaining"] for a in answers] == ["4", "3", "2", "1", "0"]
+            # Past the address's ceiling: 429, with both header families and Retry-After.
+            refused = await c.post(PATH, headers=JSON_AND_SSE, json=rpc("initialize", {}))
+            assert refused.status_code == 429
+            assert refused.headers["x-ratelimit-remaining"] == "0" and refused.headers["ratelimit-limit"] == "5"
+            assert int(refused.headers["retry-after"]) >= 1
+            # A known caller still counts against its tenant, not the address.
+            known = await c.post(PATH, headers=headers_for(ws), json=rpc("initialize", {}))
+            assert known.status_code == 200
+            assert known.headers["x-ratelimit-limit"] == str(settings.rate_limit_mcp)
+
+
+async def test_a_locked_out_address_gets_x_ratelimit_on_the_mcp_door(settings: Settings, factory: Factory) -> None:
+    limited = create_app(settings.model_copy(update={"lockout_failures": 2}))
+    async with limited.router.lifespan_context(limited):
+        transport = httpx.ASGITransport(app=limited)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
+            ws = await factory.workspace()
+            bad = {**JSON_AND_SSE, "Authorization": "Bearer ck_not_a_real_key"}
+            for _ in range(2):
+                assert (await c.post(PATH, headers=bad, json=rpc("initialize", {}))).status_code == 401
+            locked = await c.post(PATH, headers=headers_for(ws), json=rpc("initialize", {}))
+            assert locked.status_code == 429
+            assert locked.headers["x-ratelimit-limit"] == "2" and locked.headers["x-ratelimit-remaining"] == "0"
+            assert locked.headers["x-ratelimit-reset"] == locked.headers["retry-after"]

@@ -5,7 +5,8 @@
     DELETE                    405 — sessions are signed tokens, nothing server-side to end (docs/mcp.md)
     OPTIONS                   CORS preflight, no authentication
 
-Every answer carries X-RateLimit-* once the caller is known; a 401 names the protected-resource metadata.
+Every answer carries X-RateLimit-* (the tenant's window, or the address's before the caller is known: see
+limits.py); a 401 names the protected-resource metadata.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from prism.mcp_server.http import (
 )
 from prism.mcp_server.jsonrpc import RpcError
 from prism.mcp_server.legacy_sse import LegacyStreams, serve_stream
-from prism.mcp_server.limits import RateLimited, limit
+from prism.mcp_server.limits import RateLimited, limit, limit_unattributed
 from prism.mcp_server.sessions import SUPPORTED_VERSIONS, SessionSigner
 from prism.tenancy.hosts import classify_host
 
@@ -54,21 +55,23 @@ class McpDoor:
         headers = Headers(scope)
         origin = headers.get("origin")
         method = scope["method"]
-        if method == "OPTIONS":
-            await preflight(send, origin)
-            return
         extra = cors_headers(origin)
-        if method not in ("GET", "POST"):
-            await _method_not_allowed(send, extra)
-            return
         state = scope["app"].state
         try:
-            auth = await state.authenticator.authenticate(headers.get("authorization"), _host(scope, headers),
-                                                          headers.get("x-organization-context"))
-        except PrismError as exc:
-            await _refuse(send, scope, headers, exc, extra)
-            return
-        try:
+            if method == "OPTIONS" or method not in ("GET", "POST"):
+                limits = await limit_unattributed(scope, headers.get("x-forwarded-for"))
+                if method == "OPTIONS":
+                    await preflight(send, origin, limits)
+                else:
+                    await _method_not_allowed(send, [*extra, *limits])
+                return
+            try:
+                auth = await state.authenticator.authenticate(headers.get("authorization"), _host(scope, headers),
+                                                              headers.get("x-organization-context"))
+            except PrismError as exc:
+                limits = await limit_unattributed(scope, headers.get("x-forwarded-for"))
+                await _refuse(send, scope, headers, exc, [*extra, *limits])
+                return
             extra += await limit(state, auth)
         except RateLimited as exc:
             await respond_json(send, 429, exc.error.body(None), [*extra, *exc.headers])

@@ -66,10 +66,10 @@ def cors_headers(origin: str | None) -> list[tuple[bytes, bytes]]:
             (b"vary", b"Origin")]
 
 
-async def preflight(send: Send, origin: str | None) -> None:
+async def preflight(send: Send, origin: str | None, limits: list[tuple[bytes, bytes]]) -> None:
     headers = [*cors_headers(origin), (b"access-control-allow-methods", ALLOWED_METHODS.encode()),
                (b"access-control-allow-headers", ALLOWED_HEADERS.encode()), (b"access-control-max-age", b"86400"),
-               (b"content-length", b"0")]
+               (b"content-length", b"0"), *limits]
     await send({"type": "http.response.start", "status": 204, "headers": headers})
     await send({"type": "http.response.body", "body": b""})
 

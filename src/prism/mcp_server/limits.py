@@ -1,4 +1,11 @@
-"""The MCP door's ceiling: 600 requests per minute per tenant (SPEC.md "Limits"), through the shared limiter."""
+"""The MCP door's limits, through the shared limiter: X-RateLimit-* on every answer (SPEC.md "Limits").
+
+- A caller the door knows counts against its tenant: 600 requests per minute (`limit`).
+- An answer given before the caller is known (CORS preflight, 405, 401, an unknown tenant) has no tenant to
+  count against: the request counts in its address's `anonymous` tier, and the headers describe that
+  window (`limit_unattributed`). A request without a credential was counted there already by the rate-limit
+  middleware, which hands its verdict over; one whose credential failed is counted here.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +13,13 @@ from typing import Any
 
 from prism.auth.context import AuthContext
 from prism.mcp_server.jsonrpc import RATE_LIMITED, RpcError
+from prism.ratelimit.guard import address_of
 from prism.ratelimit.headers import ratelimit_429_headers, x_ratelimit_headers
+from prism.ratelimit.middleware import ADDRESS_VERDICT_STATE
+from prism.ratelimit.verdict import Verdict
 
 TIER = "mcp"
+UNATTRIBUTED_TIER = "anonymous"
 
 
 class RateLimited(Exception):
@@ -28,7 +39,23 @@ async def limit(state: Any, auth: AuthContext) -> list[tuple[bytes, bytes]]:
     limiter = getattr(state, "rate_limiter", None)
     if limiter is None:  # an application built without rate limits (prism.ratelimit.install_rate_limits)
         return []
-    verdict = await limiter.hit(TIER, auth.tenant_id)
+    return _headers_of(await limiter.hit(TIER, auth.tenant_id))
+
+
+async def limit_unattributed(scope: Any, forwarded_for: str | None) -> list[tuple[bytes, bytes]]:
+    """The X-RateLimit-* of a request answered before its caller is known; RateLimited past the address's
+    anonymous ceiling."""
+    limiter = getattr(scope["app"].state, "rate_limiter", None)
+    if limiter is None:
+        return []
+    state = scope.get("state")
+    verdict: Verdict | None = state.get(ADDRESS_VERDICT_STATE) if state else None
+    if verdict is None:
+        verdict = await limiter.hit(UNATTRIBUTED_TIER, address_of(scope, forwarded_for))
+    return _headers_of(verdict)
+
+
+def _headers_of(verdict: Verdict) -> list[tuple[bytes, bytes]]:
     headers = _encode(x_ratelimit_headers(verdict))
     if not verdict.allowed:
         raise RateLimited([*headers, *_encode(ratelimit_429_headers(verdict))])

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prism.ratelimit.addresses import AddressResolver
-from prism.ratelimit.headers import ratelimit_429_headers
+from prism.ratelimit.headers import ratelimit_429_headers, x_ratelimit_headers
 from prism.ratelimit.limiter import RateLimiter
 from prism.ratelimit.verdict import Verdict
 from prism.registry.mega_tools import tool_name as wire_name
@@ -27,6 +27,8 @@ from prism.web.responses import json_response
 
 ADDRESS_STATE = "client_address"
 VERDICT_STATE = "rate_limit_verdict"
+# The verdict of the per-address tier this request was counted in, for a door that reports it (the MCP door).
+ADDRESS_VERDICT_STATE = "rate_limit_address_verdict"
 FAILURE_COUNTED_STATE = "auth_failure_counted"
 MCP_PREFIX = "/api/mcp/sse"
 KEY_REGISTRATION = "/api/mcp/api-keys/register"
@@ -93,9 +95,13 @@ class RateLimitMiddleware:
         blocked = await limiter.locked_out(address)
         if blocked is not None:
             seconds = max(1, math.ceil(blocked))
+            headers = {"Retry-After": str(seconds)}
+            if path.startswith(MCP_PREFIX):  # X-RateLimit-* on every MCP answer: the lockout, as a window
+                headers.update({"X-RateLimit-Limit": str(limiter.lockout.failures), "X-RateLimit-Remaining": "0",
+                                "X-RateLimit-Reset": str(seconds)})
             await self._refuse(scope, receive, send, path, "too_many_failed_attempts",
                                f"too many failed authentication attempts from {address}; retry in {seconds} s",
-                               {"Retry-After": str(seconds)})
+                               headers)
             return
 
         if not path.startswith(UNLIMITED_PREFIX):
@@ -110,9 +116,13 @@ class RateLimitMiddleware:
             for tier in tiers:
                 verdict = await limiter.hit(tier, address)
                 if not verdict.allowed:
+                    headers = ratelimit_429_headers(verdict)
+                    if path.startswith(MCP_PREFIX):
+                        headers.update(x_ratelimit_headers(verdict))
                     await self._refuse(scope, receive, send, path, "rate_limited", limited_message(verdict),
-                                       ratelimit_429_headers(verdict))
+                                       headers)
                     return
+                state[ADDRESS_VERDICT_STATE] = verdict
 
         async def observe(message: Message) -> None:
             if message["type"] == "http.response.start":
