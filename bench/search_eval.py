@@ -35,6 +35,9 @@ from prism.registry.search import index_for, terms, warm
 
 TASKS = Path(__file__).with_name("search_tasks.json")
 DEPTH = 50  # MRR counts a hit anywhere in the first 50
+# Held-out tasks by when they were written (their `added`; search_tasks.json's `about` says how).
+ADDED = {"semantic-rerank": "written for the semantic pass", "entity-keywords": "written for the entity keywords",
+         "operation-intent": "written blind for the operation intent"}
 
 
 def parse_args() -> argparse.Namespace:
@@ -105,9 +108,8 @@ def main() -> None:
                "tuning, unseen words": [t for t in tasks if t.get("split") == "tuning" and t.get("unseen_words")],
                "held-out (never tuned on)": [t for t in tasks if t.get("split") == "held-out"],
                "held-out, unseen words": [t for t in tasks if t.get("split") == "held-out" and t.get("unseen_words")],
-               "held-out, written for the semantic pass": [t for t in tasks if t.get("added") == "semantic-rerank"],
-               "held-out, written for the entity keywords": [t for t in tasks
-                                                             if t.get("added") == "entity-keywords"]}
+               **{f"held-out, {label}": [t for t in tasks if t.get("added") == added]
+                  for added, label in ADDED.items()}}
     rows: dict[str, dict[str, Any]] = {}
     misses: dict[str, list[dict[str, Any]]] = {}
     semantic_installed = semantic.AVAILABLE

@@ -11,12 +11,14 @@ A handler's keywords include those its entity shares (see `entity_keywords`), an
 once per handler, by its best match among itself and its synonyms (see `SearchIndex.concept_postings`).
 
 `rerank` is a second, finer pass over the top candidates. Its lexical part scores each (query, handler)
-pair jointly — term coverage, matching word pairs, proximity of the matched words and exact coordinate
-mentions. When the optional `semantic` extra is installed (registry/semantic.py), the candidates are
-the lexical best plus the handlers whose embedding is nearest the query's, and each one's score is the
-lexical score (relative to the best) plus SEMANTIC_WEIGHT times its cosine (min-max scaled over the
-candidates): the embedding finds handlers described in other words than the query's, the lexical
-score keeps exact matches first. Without the extra the pass is lexical alone.
+pair jointly — term coverage, matching word pairs, proximity of the matched words, exact coordinate
+mentions, how much of the operation's name the request says (its intent: the first pass finds the entity,
+the operation decides among its handlers) and, for a question, whether the handler only reads. When the
+optional `semantic` extra is installed (registry/semantic.py), the candidates are the lexical best plus
+the handlers whose embedding is nearest the query's, and each one's score is the lexical score (relative
+to the best) plus SEMANTIC_WEIGHT times its cosine (min-max scaled over the candidates): the embedding
+finds handlers described in other words than the query's, the lexical score keeps exact matches first.
+Without the extra the pass is lexical alone.
 """
 
 from __future__ import annotations
@@ -46,6 +48,16 @@ PAIR_WEIGHT = 0.5
 # much its scaled cosine counts against the lexical score.
 SEMANTIC_POOL = 20
 SEMANTIC_WEIGHT = 0.4
+# How much the operation intent counts (see `_operation_intent`): what the request asks to do, matched
+# against the operation's name, tells apart the handlers of one entity. This and the two below were chosen
+# on the tuning tasks only, like the weights above.
+INTENT_WEIGHT = 1.5
+INTENT_SYNONYM = 0.7
+# A question ("what ...", "how many ...", "is there ...?") asks to be told something: read-only handlers
+# answer it, and count this much more (a request to act names its operation, which INTENT_WEIGHT rewards).
+QUESTION_WEIGHT = 0.3
+QUESTION_WORDS = frozenset(
+    "what which how who whose whom where when why is are was were do does did has have".split())
 
 FIRST_PASS, LEXICAL_RERANK, SEMANTIC_RERANK = "bm25", "bm25+lexical-rerank", "bm25+semantic-rerank"
 
@@ -57,9 +69,10 @@ _CAMEL_LOWER_UPPER = re.compile(r"([a-z0-9])([A-Z])")
 _CAMEL_ACRONYM = re.compile(r"([A-Z]+)([A-Z][a-z])")
 _WORD = re.compile(r"[a-z0-9]+")
 
+# "all" is not one: it tells `markAllRead` from `markRead`, and "all the tickets" asks for a list.
 STOPWORDS = frozenset(
     "a an the of for to in on by with and or at from per as is are be been do does can could should would "
-    "i me my we our you your it its this that these those please want need some any all there which what "
+    "i me my we our you your it its this that these those please want need some any there which what "
     "how whom when where into about".split())
 
 from prism.registry.thesaurus import SYNONYM_GROUPS  # noqa: E402
@@ -332,12 +345,19 @@ class SearchIndex:
         if not top or not own:
             return top
         best = top[0][0] or 1.0
-        raw_query = " ".join(split_words(query))
+        raw_words = split_words(query)
+        raw_query = " ".join(raw_words)
+        spoken = {stem(w) for w in raw_words}
+        question = is_question(query, raw_words)
         pairs = set(pairwise(own))
         rescored: list[tuple[float, int]] = []
         for s, neg in top:
             doc = -neg
-            joint = _pair_score(self.handlers[doc], self._fields[doc], own, pairs, raw_query)
+            handler = self.handlers[doc]
+            joint = _pair_score(handler, self._fields[doc], own, pairs, raw_query)
+            joint += INTENT_WEIGHT * _operation_intent(handler.coordinate.operation, spoken)
+            if question and handler.read_only:
+                joint += QUESTION_WEIGHT
             rescored.append((s / best + PAIR_WEIGHT * joint, neg))
         rescored.sort(reverse=True)
         return rescored
@@ -390,6 +410,31 @@ def _pair_score(handler: Handler, fields: Sequence[Sequence[str]], own: Sequence
     padded = f" {raw_query} "
     exact = 1.0 if any(len(w) > 1 and f" {' '.join(w)} " in padded for w in spelled) else 0.0
     return 0.8 * coverage + 0.5 * pair_score + 0.4 * name_score + 0.3 * proximity + 1.5 * exact
+
+
+def is_question(query: str, words: Sequence[str]) -> bool:
+    """Whether the request is a question: it opens with a question word or has a question mark."""
+    return "?" in query or (bool(words) and words[0] in QUESTION_WORDS)
+
+
+@lru_cache(maxsize=65536)
+def _operation_words(operation: str) -> tuple[str, ...]:
+    """Every word of an operation name, stemmed, stop words included: `markAllRead` → mark all read."""
+    return tuple(stem(w) for w in split_words(operation))
+
+
+def _operation_intent(operation: str, spoken: set[str]) -> float:
+    """How much of the operation's name the request says, in its words or their synonyms, in [0, 1).
+
+    The first pass finds the entity; within it, what decides is what the request asks to do. Each word
+    of the operation counts 1 when the request says it, INTENT_SYNONYM when it says a synonym; the sum is
+    divided by one more than the name's length, so that of two operations the request names fully, the
+    longer (more specific) one wins: "mark all as read" → markAllRead before markRead.
+    """
+    words = _operation_words(operation)
+    said = sum(1.0 if w in spoken else INTENT_SYNONYM if not SYNONYMS.get(w, frozenset()).isdisjoint(spoken) else 0.0
+               for w in words)
+    return said / (len(words) + 1)
 
 
 def _proximity(sequence: Sequence[str], wanted: set[str]) -> float:
