@@ -28,7 +28,8 @@ OVERSIGHT_OPT = typer.Option(None, "--oversight", help="Pattern that needs human
 DEFAULT_OPT = typer.Option(None, "--default", help="allow or deny when no pattern matches.")
 COST_CAP_OPT = typer.Option(None, "--cost-cap", help="Highest declared cost of one call.")
 
-persona_cli = typer.Typer(help="Personas: allow/deny/oversight policies attached to keys.", no_args_is_help=True)
+persona_cli = typer.Typer(help="Personas: allow/deny/oversight policies attached to keys and OAuth clients.",
+                          no_args_is_help=True)
 governance_cli = typer.Typer(help="Governance: the post-hoc audit.", no_args_is_help=True)
 
 
@@ -137,22 +138,33 @@ def persona_delete(persona: str, tenant: str = TENANT_OPT, org: str | None = ORG
 
 @persona_cli.command("attach")
 def persona_attach(persona: str = typer.Argument(..., help="Persona id or name; 'none' detaches."),
-                   key: str = typer.Option(..., "--key", help="Key id or displayed prefix."),
-                   tenant: str = TENANT_OPT, as_json: bool = JSON_OPT) -> None:
-    """Attach a persona to an API key (in the key's own organization)."""
+                   key: str | None = typer.Option(None, "--key", help="Key id or displayed prefix."),
+                   client: str | None = typer.Option(None, "--client",
+                                                     help="OAuth client id: its tokens acting in --org."),
+                   tenant: str = TENANT_OPT, org: str | None = ORG_OPT, as_json: bool = JSON_OPT) -> None:
+    """Attach a persona to an API key (in the key's own organization), or to an OAuth client's tokens acting
+    in an organization."""
 
     async def work(session: AsyncSession) -> dict[str, Any]:
-        t = await require_tenant(session, tenant)
-        organization_id = (await session.execute(select(ApiKey.organization_id).where(
-            ApiKey.tenant_id == t.id, or_(ApiKey.id == key, ApiKey.lookup == key)))).scalar_one_or_none()
-        if organization_id is None:
-            raise NotFound(f"key {key!r} not found in tenant {tenant}", code="not_found")
+        if (key is None) == (client is None):
+            raise InvalidArguments("name exactly one of --key and --client")
+        if client is not None:
+            t, o = await _organization(session, tenant, org)
+            organization_id = o.id
+        else:
+            t = await require_tenant(session, tenant)
+            found = (await session.execute(select(ApiKey.organization_id).where(
+                ApiKey.tenant_id == t.id, or_(ApiKey.id == key, ApiKey.lookup == key)))).scalar_one_or_none()
+            if found is None:
+                raise NotFound(f"key {key!r} not found in tenant {tenant}", code="not_found")
+            organization_id = found
         persona_id = None if persona == "none" else (await _persona(session, organization_id, persona)).id
-        return await personas.attach(session, organization_id=organization_id, key_ref=key, column="persona_id",
-                                     value=persona_id)
+        return await personas.attach(session, organization_id=organization_id, column="persona_id",
+                                     value=persona_id, key_ref=key, client_id=client, tenant_id=t.id)
 
     out = _run(as_json, work)
-    emit(as_json, out, f"key {out['key_prefix']} now has persona {out['persona_id'] or 'none'}")
+    holder = f"key {out['key_prefix']}" if "key_prefix" in out else f"OAuth client {out['client_id']}"
+    emit(as_json, out, f"{holder} now has persona {out['persona_id'] or 'none'}")
 
 
 @governance_cli.command("audit")

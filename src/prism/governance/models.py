@@ -52,6 +52,27 @@ class AiSystem(Base):
     created_at: Mapped[datetime] = created_column()
 
 
+class ClientGovernance(Base):
+    """The persona and AI system of one OAuth client's tokens acting in one organization.
+
+    A key belongs to one organization and carries its persona itself; an OAuth client is registered once
+    for every tenant, and its tokens act in whichever organization the user consented to (or names in
+    X-Organization-Context). So each organization ties a client to its own persona and AI system here.
+    """
+
+    __tablename__ = "client_governance"
+    __table_args__ = (UniqueConstraint("organization_id", "client_id", name="uq_client_governance_org_client"),)
+
+    id: Mapped[str] = id_column()
+    organization_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    tenant_id: Mapped[str] = mapped_column(String(36))
+    client_id: Mapped[str] = mapped_column(ForeignKey("oauth_clients.client_id", ondelete="CASCADE"), index=True)
+    persona_id: Mapped[str | None] = mapped_column(String(36))
+    ai_system_id: Mapped[str | None] = mapped_column(String(36))
+    created_at: Mapped[datetime] = created_column()
+    updated_at: Mapped[datetime] = created_column()
+
+
 class OversightRequest(Base):
     __tablename__ = "oversight_requests"
     __table_args__ = (Index("ix_oversight_requests_org_status", "organization_id", "status"),)

@@ -1,7 +1,9 @@
 """Persona service: create, change, delete and attach personas (shared by the config_manage handlers and the CLI).
 
 Every change bumps the persona's `version`, which is what compiled matchers are cached by. A persona
-attached to keys cannot be deleted: detaching it silently would lift every restriction it imposed.
+attached to keys or OAuth clients cannot be deleted: detaching it silently would lift every restriction it
+imposed. A key carries its persona and AI system itself; an OAuth client gets them per organization
+(`ClientGovernance`), since one client's tokens may act in any organization whose user consented.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.errors import Conflict, NotFound
-from prism.governance.models import AiSystem, Persona
+from prism.governance.models import AiSystem, ClientGovernance, Persona
 from prism.governance.policy import MAX_PATTERNS, validate_pattern
 from prism.kit.timeutil import utcnow
 from prism.models import ApiKey
+from prism.oauth.models import OAuthClient
 from prism.tenancy.repository import OrgRepository, to_record
 
 Priority = Literal["low", "normal", "high", "critical"]
@@ -96,11 +99,10 @@ async def update_persona(session: AsyncSession, *, organization_id: str, persona
 
 async def delete_persona(session: AsyncSession, *, organization_id: str, persona_id: str) -> dict[str, Any]:
     persona = await repository(session, organization_id).get(persona_id)
-    attached = (await session.execute(select(func.count()).select_from(ApiKey).where(
-        ApiKey.organization_id == organization_id, ApiKey.persona_id == persona_id))).scalar_one()
-    if attached:
-        raise Conflict(f"persona {persona.name!r} is attached to {attached} key(s); detach it first",
-                       code="persona_in_use")
+    keys, clients = await holders(session, organization_id, "persona_id", persona_id)
+    if keys or clients:
+        raise Conflict(f"persona {persona.name!r} is attached to {keys} key(s) and {clients} OAuth client(s); "
+                       "detach it first", code="persona_in_use")
     await session.delete(persona)
     await session.flush()
     return {"id": persona_id, "deleted": True}
@@ -115,18 +117,56 @@ async def find_key(session: AsyncSession, organization_id: str, key_ref: str) ->
     return key
 
 
-async def attach(session: AsyncSession, *, organization_id: str, key_ref: str, column: str,
-                 value: str | None) -> dict[str, Any]:
-    """Set a key's `persona_id` or `ai_system_id` (None unties it); both must belong to the organization."""
-    key = await find_key(session, organization_id, key_ref)
+async def holders(session: AsyncSession, organization_id: str, column: str, value: str) -> tuple[int, int]:
+    """How many keys and OAuth clients of the organization carry this persona (or AI system) now."""
+    keys = (await session.execute(select(func.count()).select_from(ApiKey).where(
+        ApiKey.organization_id == organization_id, getattr(ApiKey, column) == value))).scalar_one()
+    clients = (await session.execute(select(func.count()).select_from(ClientGovernance).where(
+        ClientGovernance.organization_id == organization_id, getattr(ClientGovernance, column) == value))).scalar_one()
+    return int(keys), int(clients)
+
+
+async def attach(session: AsyncSession, *, organization_id: str, column: str, value: str | None,
+                 key_ref: str | None = None, client_id: str | None = None, tenant_id: str | None = None,
+                 ) -> dict[str, Any]:
+    """Set the `persona_id` or `ai_system_id` (None unties it) of a key of the organization, or of an OAuth
+    client's tokens in the organization (`client_id`, with the organization's `tenant_id`). The persona or AI
+    system must belong to the organization."""
     if value is not None:
         model, label = (Persona, "persona") if column == "persona_id" else (AiSystem, "AI system")
         await OrgRepository(session, model, organization_id, label=label).get(value)
+    if client_id is not None:
+        assert tenant_id is not None, "a client's governance is recorded with its organization's tenant"
+        return await _attach_client(session, organization_id, tenant_id, client_id, column, value)
+    assert key_ref is not None, "attach names a key or a client"
+    key = await find_key(session, organization_id, key_ref)
     await session.execute(update(ApiKey).where(ApiKey.id == key.id, ApiKey.organization_id == organization_id)
                           .values({column: value}).execution_options(synchronize_session=False))
     row = (await session.execute(select(ApiKey.persona_id, ApiKey.ai_system_id).where(ApiKey.id == key.id))).one()
     return {"key_id": key.id, "key_prefix": key.lookup, "persona_id": row.persona_id,
             "ai_system_id": row.ai_system_id}
+
+
+async def _attach_client(session: AsyncSession, organization_id: str, tenant_id: str, client_id: str, column: str,
+                         value: str | None) -> dict[str, Any]:
+    client_name = (await session.execute(select(OAuthClient.client_name).where(
+        OAuthClient.client_id == client_id))).scalar_one_or_none()
+    if client_name is None:
+        raise NotFound(f"OAuth client {client_id!r} not found", code="not_found")
+    row = (await session.execute(select(ClientGovernance).where(
+        ClientGovernance.organization_id == organization_id, ClientGovernance.client_id == client_id))
+           ).scalar_one_or_none()
+    if row is None:
+        row = ClientGovernance(organization_id=organization_id, tenant_id=tenant_id, client_id=client_id)
+        session.add(row)
+    setattr(row, column, value)
+    row.updated_at = utcnow()
+    persona_id, ai_system_id = row.persona_id, row.ai_system_id
+    if persona_id is None and ai_system_id is None:  # nothing left to say about this client here
+        await session.delete(row)
+    await session.flush()
+    return {"client_id": client_id, "client_name": client_name, "persona_id": persona_id,
+            "ai_system_id": ai_system_id}
 
 
 async def list_personas(session: AsyncSession, organization_id: str) -> list[dict[str, Any]]:

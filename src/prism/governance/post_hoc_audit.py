@@ -1,7 +1,8 @@
 """Post-hoc audit: re-check recent ledger entries against the personas as they are NOW.
 
 A persona tightened after the fact (a new deny, a new oversight pattern) turns calls it used to allow
-into violations. Each allowed entry made by an API key that has a persona today is evaluated again:
+into violations. Each allowed entry made by an API key that has a persona today, or by an OAuth token
+whose client the organization ties to a persona today, is evaluated again:
 
 - the persona denies the coordinate now (or its cost is over the cap) → violation, severity `high`;
 - the persona requires oversight now, and the call ran without an approved request → severity `medium`.
@@ -21,25 +22,43 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.events.outbox import emit, timestamp
 from prism.governance.ledger import audit_entries
-from prism.governance.models import AiSystem, GovernanceViolation, Persona
+from prism.governance.models import AiSystem, ClientGovernance, GovernanceViolation, Persona
 from prism.governance.policy import compiled
 from prism.kit.timeutil import utcnow
 from prism.models import ApiKey
+from prism.oauth.models import OAuthGrant
 
 MAX_ENTRIES = 10_000
+
+
+# Whose persona applies to an entry: the key's own (a key's credential_id is its id), or the one its
+# organization ties the OAuth client to (a token's credential_id is its grant's id).
+_KEY_HOLDER = (
+    select(ApiKey.persona_id, ApiKey.ai_system_id, ApiKey.id.label("credential_id"),
+           ApiKey.organization_id).subquery("holder"))
+_CLIENT_HOLDER = (
+    select(ClientGovernance.persona_id, ClientGovernance.ai_system_id, OAuthGrant.id.label("credential_id"),
+           ClientGovernance.organization_id)
+    .join(OAuthGrant, OAuthGrant.client_id == ClientGovernance.client_id).subquery("holder"))
+
+
+def _entries_by(holder: Any, organization_id: str, since: datetime, limit: int) -> Any:
+    """Recent allowed entries of the organization whose credential now carries a persona."""
+    return (select(audit_entries.c.id, audit_entries.c.seq, audit_entries.c.coordinate, audit_entries.c.detail,
+                   audit_entries.c.created_at, holder.c.persona_id, holder.c.ai_system_id)
+            .join(holder, (holder.c.credential_id == audit_entries.c.credential_id)
+                  & (holder.c.organization_id == audit_entries.c.organization_id))
+            .where(audit_entries.c.organization_id == organization_id, audit_entries.c.outcome == "allowed",
+                   audit_entries.c.created_at >= since, holder.c.persona_id.is_not(None))
+            .order_by(audit_entries.c.seq.desc()).limit(limit))
 
 
 async def run_audit(session: AsyncSession, *, organization_id: str, tenant_id: str, since: datetime | None = None,
                     hours: float = 24, limit: int = MAX_ENTRIES) -> dict[str, Any]:
     since = since or utcnow() - timedelta(hours=hours)
-    entries = (await session.execute(
-        select(audit_entries.c.id, audit_entries.c.seq, audit_entries.c.coordinate, audit_entries.c.detail,
-               audit_entries.c.created_at, ApiKey.persona_id, ApiKey.ai_system_id)
-        .join(ApiKey, (ApiKey.id == audit_entries.c.credential_id)
-              & (ApiKey.organization_id == audit_entries.c.organization_id))
-        .where(audit_entries.c.organization_id == organization_id, audit_entries.c.outcome == "allowed",
-               audit_entries.c.created_at >= since, ApiKey.persona_id.is_not(None))
-        .order_by(audit_entries.c.seq.desc()).limit(limit))).all()
+    entries = [*(await session.execute(_entries_by(_KEY_HOLDER, organization_id, since, limit))).all(),
+               *(await session.execute(_entries_by(_CLIENT_HOLDER, organization_id, since, limit))).all()]
+    entries = sorted(entries, key=lambda e: e.seq, reverse=True)[:limit]
     personas = {p.id: p for p in (await session.execute(select(Persona).where(
         Persona.organization_id == organization_id))).scalars()}
     systems = {s.id: s for s in (await session.execute(select(AiSystem).where(

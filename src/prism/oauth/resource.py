@@ -3,7 +3,8 @@
 The signature, issuer, audience and expiry are checked on every request with no database access. The
 grant behind the token (revocation, the user's membership and role) is one indexed read by primary key,
 kept in process for `credential_cache_seconds` like API keys; a revocation made in this process is seen
-at once, one made in another process within that window.
+at once, one made in another process within that window. So is the persona and AI system the organization
+ties the token's client to (`ClientGovernance`): one more indexed read, cached the same way.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import select
+
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import PermissionSet
 from prism.config import Settings
 from prism.db import Database
 from prism.errors import BadRequest, PermissionDenied, Unauthenticated
+from prism.governance.models import ClientGovernance
 from prism.models import Membership
 from prism.oauth.errors import SessionIncomplete
 from prism.oauth.keys import KeyRing
@@ -47,6 +51,7 @@ class AccessTokens:
         self._grants: dict[str, _Grant] = {}
         self._permission_sets: dict[tuple[str, ...], PermissionSet] = {}
         self._memberships: dict[tuple[str, str], _Grant] = {}
+        self._governance: dict[tuple[str, str], _Grant] = {}  # (client_id, organization_id)
 
     def forget(self, grant_id: str) -> None:
         """Drop a cached grant (after revoking it here) so the next request sees the revocation."""
@@ -91,6 +96,7 @@ class AccessTokens:
         patterns = tuple(org.permissions)
         permissions = self._permission_sets.setdefault(patterns, PermissionSet(patterns))
         created: datetime = row.created_at
+        governance = await self._client_governance(claims.client_id, org.organization_id)
         return AuthContext(
             tenant_id=org.tenant_id, tenant_subdomain=org.subdomain, tenant_name=org.tenant_name,
             organization_id=org.organization_id, organization_name=org.org_name, user_id=row.user_id,
@@ -98,7 +104,23 @@ class AccessTokens:
             scopes=frozenset(s for s in claims.scope.split() if s in PLATFORM_SCOPES), credential_kind="oauth",
             credential_id=row.id, key_prefix=claims.client_id, key_name=row.client_name or claims.client_id,
             key_created_at=created, usage=KeyUsage(None), client_id=claims.client_id,
+            persona_id=governance.persona_id if governance else None,
+            ai_system_id=governance.ai_system_id if governance else None,
         )
+
+    async def _client_governance(self, client_id: str, organization_id: str) -> Any:
+        """The organization's persona and AI system for this client's tokens (a row), or None."""
+        key = (client_id, organization_id)
+        hit = self._governance.get(key)
+        if hit is None or time.monotonic() - hit.fetched > self.settings.credential_cache_seconds:
+            async with self.db.read() as session:
+                row = (await session.execute(
+                    select(ClientGovernance.persona_id, ClientGovernance.ai_system_id).where(
+                        ClientGovernance.client_id == client_id,
+                        ClientGovernance.organization_id == organization_id))).first()
+            hit = _Grant(row, time.monotonic())
+            self._governance[key] = hit
+        return hit.row
 
     async def _membership(self, user_id: str, organization_context: str) -> Any:
         organization_id = _organization_id(organization_context)

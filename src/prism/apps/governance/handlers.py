@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
-from sqlalchemy import func, select
+from pydantic import Field, model_validator
 
 from prism.apps.params import ListParams, Params, ReadParams
 from prism.errors import Conflict
 from prism.governance import oversight, personas
 from prism.governance.models import AiSystem, GovernanceDecision, GovernanceViolation, OversightRequest
 from prism.governance.post_hoc_audit import run_audit
-from prism.models import ApiKey
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import OrgRepository, text_search, to_record
 
@@ -41,8 +39,27 @@ class PersonaUpdateParams(personas.PersonaChanges, Params):
     name: str | None = Field(None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$")
 
 
-class AttachParams(Params):
-    key: str = Field(..., min_length=1, max_length=64, description="Key id or displayed prefix.")
+class _Holder(Params):
+    """Who a persona or AI system is attached to: one key of the organization, or one OAuth client's tokens
+    acting in the organization."""
+
+    key: str | None = Field(None, min_length=1, max_length=64, description="Key id or displayed prefix.")
+    client_id: str | None = Field(None, min_length=1, max_length=128,
+                                  description="OAuth client id: applies to its tokens acting in this organization.")
+
+    @model_validator(mode="after")
+    def _one_holder(self) -> _Holder:
+        if (self.key is None) == (self.client_id is None):
+            raise ValueError("name exactly one of key and client_id")
+        return self
+
+
+async def _attach(call: HandlerCall, holder: _Holder, column: str, value: str | None) -> dict[str, Any]:
+    return await personas.attach(call.session, organization_id=call.organization_id, column=column, value=value,
+                                 key_ref=holder.key, client_id=holder.client_id, tenant_id=call.auth.tenant_id)
+
+
+class AttachParams(_Holder):
     persona_id: str | None = Field(None, max_length=64, description="Persona to attach; null detaches.")
 
 
@@ -91,11 +108,12 @@ async def delete_persona(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
 
 
 @app.handler("config_manage", "persona", "attach", params=AttachParams, scope="write", permission=MANAGE_PERSONA,
-             description="Attach a persona to an API key of this organization (persona_id null detaches it).",
-             keywords=("policy", "rules", "permissions profile", "guardrails", "apply policy to key", "detach"))
+             description="Attach a persona to an API key of this organization, or to an OAuth client's tokens "
+                         "acting in it (persona_id null detaches it).",
+             keywords=("policy", "rules", "permissions profile", "guardrails", "apply policy to key", "detach",
+                       "oauth app", "connected app"))
 async def attach_persona(call: HandlerCall, p: AttachParams) -> dict[str, Any]:
-    return await personas.attach(call.session, organization_id=call.organization_id, key_ref=p.key,
-                                 column="persona_id", value=p.persona_id)
+    return await _attach(call, p, "persona_id", p.persona_id)
 
 
 # --- AI systems ------------------------------------------------------------------------------------
@@ -106,9 +124,8 @@ class AiSystemCreate(Params):
     risk_level: RiskLevel = Field(..., description="EU AI Act tiers: minimal, limited, high, unacceptable.")
 
 
-class AiSystemAttach(Params):
-    key: str = Field(..., min_length=1, max_length=64, description="Key id or displayed prefix.")
-    ai_system_id: str | None = Field(None, max_length=64, description="AI system; null unties the key.")
+class AiSystemAttach(_Holder):
+    ai_system_id: str | None = Field(None, max_length=64, description="AI system; null unties the key or client.")
 
 
 def _systems(call: HandlerCall) -> OrgRepository[AiSystem]:
@@ -146,7 +163,8 @@ class AiSystemUpdate(Params):
              keywords=("ai model", "ai application", "risk classification"))
 async def read_ai_system(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
     record = await _systems(call).get_record(p.id)
-    record["keys_tied"] = await _keys_tied(call, p.id)
+    record["keys_tied"], record["clients_tied"] = await personas.holders(call.session, call.organization_id,
+                                                                         "ai_system_id", p.id)
     return record
 
 
@@ -169,27 +187,23 @@ async def update_ai_system(call: HandlerCall, p: AiSystemUpdate) -> dict[str, An
              keywords=("ai model", "ai application", "risk classification"))
 async def delete_ai_system(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
     row = await _systems(call).get(p.id)
-    tied = await _keys_tied(call, p.id)
-    if tied:
-        raise Conflict(f"AI system {row.name!r} is tied to {tied} key(s); untie them first",
-                       code="ai_system_in_use")
+    keys, clients = await personas.holders(call.session, call.organization_id, "ai_system_id", p.id)
+    if keys or clients:
+        raise Conflict(f"AI system {row.name!r} is tied to {keys} key(s) and {clients} OAuth client(s); untie "
+                       "them first", code="ai_system_in_use")
     await call.session.delete(row)
     await call.session.flush()
     return {"id": p.id, "deleted": True}
 
 
-async def _keys_tied(call: HandlerCall, ai_system_id: str) -> int:
-    return int((await call.session.execute(select(func.count()).select_from(ApiKey).where(
-        ApiKey.organization_id == call.organization_id, ApiKey.ai_system_id == ai_system_id))).scalar_one())
-
-
 @app.handler("config_manage", "ai_system", "attach", params=AiSystemAttach, scope="write",
              permission=MANAGE_AI_SYSTEM,
-             description="Tie an API key to an AI system: its every call then records a governance decision.",
-             keywords=("ai model", "ai application", "risk classification", "link key"))
+             description="Tie an API key, or an OAuth client's tokens acting in this organization, to an AI "
+                         "system: their every call then records a governance decision.",
+             keywords=("ai model", "ai application", "risk classification", "link key", "oauth app",
+                       "connected app"))
 async def attach_ai_system(call: HandlerCall, p: AiSystemAttach) -> dict[str, Any]:
-    return await personas.attach(call.session, organization_id=call.organization_id, key_ref=p.key,
-                                 column="ai_system_id", value=p.ai_system_id)
+    return await _attach(call, p, "ai_system_id", p.ai_system_id)
 
 
 # --- human oversight -------------------------------------------------------------------------------
