@@ -58,7 +58,7 @@ class McpDoor:
         extra = cors_headers(origin)
         state = scope["app"].state
         try:
-            if method == "OPTIONS" or method not in ("GET", "POST"):
+            if method not in ("GET", "POST"):  # OPTIONS (preflight) included: answered before any caller is known
                 limits = await limit_unattributed(scope, headers.get("x-forwarded-for"))
                 if method == "OPTIONS":
                     await preflight(send, origin, limits)
