@@ -37,7 +37,8 @@ TASKS = Path(__file__).with_name("search_tasks.json")
 DEPTH = 50  # MRR counts a hit anywhere in the first 50
 # Held-out tasks by when they were written (their `added`; search_tasks.json's `about` says how).
 ADDED = {"semantic-rerank": "written for the semantic pass", "entity-keywords": "written for the entity keywords",
-         "operation-intent": "written blind for the operation intent"}
+         "operation-intent": "written blind for the operation intent",
+         "request-shape": "written blind before the request shape"}
 
 
 def parse_args() -> argparse.Namespace:
@@ -108,7 +109,8 @@ def main() -> None:
                "tuning, unseen words": [t for t in tasks if t.get("split") == "tuning" and t.get("unseen_words")],
                "held-out (never tuned on)": [t for t in tasks if t.get("split") == "held-out"],
                "held-out, unseen words": [t for t in tasks if t.get("split") == "held-out" and t.get("unseen_words")],
-               **{f"held-out, {label}": [t for t in tasks if t.get("added") == added]
+               "tuning, written blind": [t for t in tasks if t.get("split") == "tuning" and t.get("added")],
+               **{f"held-out, {label}": [t for t in tasks if t.get("split") == "held-out" and t.get("added") == added]
                   for added, label in ADDED.items()}}
     rows: dict[str, dict[str, Any]] = {}
     misses: dict[str, list[dict[str, Any]]] = {}

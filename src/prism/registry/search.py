@@ -9,11 +9,14 @@ more than a word deep in a description) — a simplified BM25F: weighted term fr
 normalisation. Every posting stores its finished BM25 contribution, so a query only adds numbers.
 A handler's keywords include those its entity shares (see `entity_keywords`), and a query word counts
 once per handler, by its best match among itself and its synonyms (see `SearchIndex.concept_postings`).
+The request's shape (see `QueryShape`) then raises the entity's list, count or read the request asks for
+without naming it ("which machines...", "how many tickets", "alert 123"), found through a small index.
 
 `rerank` is a second, finer pass over the top candidates. Its lexical part scores each (query, handler)
 pair jointly — term coverage, matching word pairs, proximity of the matched words, exact coordinate
 mentions, how much of the operation's name the request says (its intent: the first pass finds the entity,
-the operation decides among its handlers) and, for a question, whether the handler only reads. When the
+the operation decides among its handlers), the request's shape and, for a question, whether the handler
+only reads. When the
 optional `semantic` extra is installed (registry/semantic.py), the candidates are the lexical best plus
 the handlers whose embedding is nearest the query's, and each one's score is the lexical score (relative
 to the best) plus SEMANTIC_WEIGHT times its cosine (min-max scaled over the candidates): the embedding
@@ -55,9 +58,15 @@ INTENT_WEIGHT = 1.5
 INTENT_SYNONYM = 0.7
 # A question ("what ...", "how many ...", "is there ...?") asks to be told something: read-only handlers
 # answer it, and count this much more (a request to act names its operation, which INTENT_WEIGHT rewards).
-QUESTION_WEIGHT = 0.3
+QUESTION_WEIGHT = 0.6
 QUESTION_WORDS = frozenset(
     "what which how who whose whom where when why is are was were do does did has have".split())
+# How much the shape of the request counts (see `QueryShape`): an entity named in the plural asks for a list
+# of its records (after "how many", their count), one named with a number after it ("case 88", "PO #881")
+# for that one record. In the first pass, the query word that names the entity counts 1 + FIRST_PASS_SHAPE
+# times for the handler the shape points at. Both chosen on the tuning tasks only, like the weights above.
+SHAPE_WEIGHT = 0.6
+FIRST_PASS_SHAPE = 1.0
 
 FIRST_PASS, LEXICAL_RERANK, SEMANTIC_RERANK = "bm25", "bm25+lexical-rerank", "bm25+semantic-rerank"
 
@@ -89,13 +98,30 @@ def split_words(text: str) -> list[str]:
 _UNDOUBLE_EXEMPT = frozenset("lsz")
 
 
+# British spellings and their American forms ("catalogue", "organise", "colour", "centre"): a request may
+# use either, the handler text the other. Applied on both sides, so a word wrongly caught ("promise" →
+# "promize") still matches itself.
+_SPELLING = (("ogues", "ogs"), ("ogue", "og"), ("isation", "ization"), ("ising", "izing"), ("ised", "ized"),
+             ("ises", "izes"), ("ise", "ize"), ("yse", "yze"), ("yses", "yzes"), ("ysed", "yzed"),
+             ("ysing", "yzing"), ("ours", "ors"), ("our", "or"), ("tres", "ters"), ("tre", "ter"))
+
+
+def _american(word: str) -> str:
+    if len(word) < 6:  # "tour", "house": too short to be one of these spellings
+        return word
+    for british, american in _SPELLING:
+        if word.endswith(british):
+            return word[:-len(british)] + american
+    return word
+
+
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light suffix stripper in the spirit of Porter's step 1: plurals, -ing, -ed, final -e.
 
     It only has to map a word and its inflections to one form, the same on both sides of the index.
     """
-    w = word
+    w = _american(word)
     if len(w) <= 3 or not w.isalpha():
         return w
     if w.endswith("ies") and len(w) > 4:
@@ -202,6 +228,9 @@ class SearchIndex:
         self._fields: list[tuple[tuple[str, ...], ...]] = []
         entity_words = entity_keywords(self.handlers)
         self._keywords = [handler_keywords(h, entity_words) for h in self.handlers]
+        self._entity_terms = _entity_vocabularies(self.handlers, entity_words)
+        self._entity_operations = _entity_operations(self.handlers)
+        self._shaped = _shaped_documents(self.handlers, self._entity_terms)
         for handler, keywords in zip(self.handlers, self._keywords, strict=True):
             tf: dict[str, float] = {}
             fields = _fields(handler, self._app_descriptions.get(handler.coordinate.app, ""), keywords)
@@ -269,15 +298,16 @@ class SearchIndex:
                accept: Callable[[Handler], bool] | None = None) -> tuple[list[Hit], str]:
         """The hits and the name of the ranker that produced them (FIRST_PASS or one of the reranks)."""
         own = list(dict.fromkeys(terms(query)))
-        top = self._first_pass(own, visible, max(limit, RERANK_POOL) if rerank else limit, accept)
+        shape = QueryShape.of(split_words(query))
+        top = self._first_pass(own, shape, visible, max(limit, RERANK_POOL) if rerank else limit, accept)
         if not rerank:
             return self._hits(top), FIRST_PASS
         embeddings = self.embeddings()
         if embeddings is None:
-            return self._hits(self._rerank(query, own, top))[:limit], LEXICAL_RERANK
+            return self._hits(self._rerank(query, own, shape, top))[:limit], LEXICAL_RERANK
         if not own:  # nothing but stop words: nothing to look for, in any sense
             return [], SEMANTIC_RERANK
-        return self._hits(self._hybrid(query, own, top, embeddings, visible, accept))[:limit], SEMANTIC_RERANK
+        return self._hits(self._hybrid(query, own, shape, top, embeddings, visible, accept))[:limit], SEMANTIC_RERANK
 
     def concept_postings(self, term: str, exclude: Sequence[str] = ()) -> dict[int, float]:
         """`term` and its synonyms (at SYNONYM_WEIGHT) as one concept: each document's best match.
@@ -305,7 +335,7 @@ class SearchIndex:
             self._concepts[term] = concept
         return concept
 
-    def _first_pass(self, own: Sequence[str], visible: tuple[Handler, ...], pool: int,
+    def _first_pass(self, own: Sequence[str], shape: QueryShape, visible: tuple[Handler, ...], pool: int,
                     accept: Callable[[Handler], bool] | None) -> list[tuple[float, int]]:
         """BM25 over the postings, one concept per query word: the best `pool` visible documents as
         (score, -doc), best first."""
@@ -330,6 +360,9 @@ class SearchIndex:
                     scores[d] = get(d, 0.0) + s
         if not scores:
             return []
+        for doc, word in self._shape_documents(shape).items():
+            if doc in scores:
+                scores[doc] += FIRST_PASS_SHAPE * self.concept_postings(word).get(doc, 0.0)
         mask = self.mask(visible)
         handlers = self.handlers
         # Ties keep registry order: lower document number first.
@@ -337,10 +370,23 @@ class SearchIndex:
                       if mask[d] and (accept is None or accept(handlers[d])))
         return heapq.nlargest(pool, candidates)
 
+    def _shape_documents(self, shape: QueryShape) -> dict[int, str]:
+        """The list handlers of the entities the request names in the plural, and the read handlers of
+        those it names with a number, each with the query word that names it."""
+        docs: dict[int, str] = {}
+        for kind, words in shape.asked:
+            for w in sorted(words):  # sorted: the same word wins a tie on every run
+                for t in (w, *SYNONYMS.get(w, ())):
+                    for doc in self._shaped.get((kind, t), ()):
+                        if shape.leaves_to(self._entity_operations[doc]):
+                            docs.setdefault(doc, w)
+        return docs
+
     def _hits(self, ranked: list[tuple[float, int]]) -> list[Hit]:
         return [Hit(self.handlers[-neg], s) for s, neg in ranked]
 
-    def _rerank(self, query: str, own: Sequence[str], top: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    def _rerank(self, query: str, own: Sequence[str], shape: QueryShape,
+                top: list[tuple[float, int]]) -> list[tuple[float, int]]:
         """The lexical rerank: (score, -doc), best first; ties keep registry order."""
         if not top or not own:
             return top
@@ -358,15 +404,17 @@ class SearchIndex:
             joint += INTENT_WEIGHT * _operation_intent(handler.coordinate.operation, spoken)
             if question and handler.read_only:
                 joint += QUESTION_WEIGHT
+            if shape.leaves_to(self._entity_operations[doc]):
+                joint += SHAPE_WEIGHT * shape.fit(handler.coordinate.operation, self._entity_terms[doc])
             rescored.append((s / best + PAIR_WEIGHT * joint, neg))
         rescored.sort(reverse=True)
         return rescored
 
-    def _hybrid(self, query: str, own: Sequence[str], top: list[tuple[float, int]],
+    def _hybrid(self, query: str, own: Sequence[str], shape: QueryShape, top: list[tuple[float, int]],
                 embeddings: semantic.SemanticIndex, visible: tuple[Handler, ...],
                 accept: Callable[[Handler], bool] | None) -> list[tuple[float, int]]:
         """Lexical rerank fused with the embedding: candidates from both, one weighted score."""
-        lexical = self._rerank(query, own, top)
+        lexical = self._rerank(query, own, shape, top)
         cosines = embeddings.scores(query)
         if cosines is None:
             return lexical
@@ -410,6 +458,127 @@ def _pair_score(handler: Handler, fields: Sequence[Sequence[str]], own: Sequence
     padded = f" {raw_query} "
     exact = 1.0 if any(len(w) > 1 and f" {' '.join(w)} " in padded for w in spelled) else 0.0
     return 0.8 * coverage + 0.5 * pair_score + 0.4 * name_score + 0.3 * proximity + 1.5 * exact
+
+
+def _entity_vocabularies(handlers: Sequence[Handler],
+                         entity_words: dict[tuple[str, str], tuple[str, ...]]) -> list[frozenset[str]]:
+    """Per document, the words that name its entity: the entity's name and the keywords it shares (one
+    set per entity, shared by its handlers)."""
+    vocabularies: dict[tuple[str, str], frozenset[str]] = {}
+    out = []
+    for h in handlers:
+        key = (h.coordinate.app, h.coordinate.entity)
+        vocabulary = vocabularies.get(key)
+        if vocabulary is None:
+            words = [*terms(h.coordinate.entity), *(t for k in entity_words.get(key, ()) for t in terms(k))]
+            vocabulary = vocabularies[key] = frozenset(words)
+        out.append(vocabulary)
+    return out
+
+
+def _entity_operations(handlers: Sequence[Handler]) -> list[frozenset[str]]:
+    """Per document, the words naming the other operations of its entity (`aging`, `ap`, `summary` for
+    `invoice/agingApSummary`): not those of the list and read concepts, which the shape itself stands for.
+    One set per entity, shared by its handlers."""
+    generic = {*_KINDS, *(s for kind in _KINDS for s in SYNONYMS.get(kind, ()))}
+    words: dict[tuple[str, str], set[str]] = {}
+    for h in handlers:
+        key = (h.coordinate.app, h.coordinate.entity)
+        words.setdefault(key, set()).update(w for w in _operation_words(h.coordinate.operation) if w not in generic)
+    frozen = {key: frozenset(ws) for key, ws in words.items()}
+    return [frozen[(h.coordinate.app, h.coordinate.entity)] for h in handlers]
+
+
+def _shaped_documents(handlers: Sequence[Handler],
+                      vocabularies: Sequence[frozenset[str]]) -> dict[tuple[str, str], list[int]]:
+    """`(kind, word) → documents`: the list and read handlers (see `_operation_kind`) of the entities each
+    word names, so that the first pass finds those a request's shape points at without a scan."""
+    shaped: dict[tuple[str, str], list[int]] = {}
+    for doc, (h, vocabulary) in enumerate(zip(handlers, vocabularies, strict=True)):
+        kind = _operation_kind(h.coordinate.operation)
+        if kind is not None:
+            for t in vocabulary:
+                shaped.setdefault((kind, t), []).append(doc)
+    return shaped
+
+
+def _names(word: str, vocabulary: frozenset[str]) -> bool:
+    """Whether a query word (stemmed) names the entity of `vocabulary`, itself or by a synonym."""
+    return word in vocabulary or not SYNONYMS.get(word, frozenset()).isdisjoint(vocabulary)
+
+
+def _is_plural(word: str) -> bool:
+    """A noun in the plural, by its form: the stemmer strips an -s ending (not -ss, -us, -is)."""
+    return len(word) > 3 and word.endswith("s") and word not in STOPWORDS and stem(word) != word
+
+
+_LIST, _COUNT, _READ = stem("list"), stem("count"), stem("read")
+_KINDS = (_LIST, _COUNT, _READ)
+
+
+# Phrases that ask for a count of what follows them ("how many tickets", "the number of open claims").
+_COUNT_PHRASES = frozenset({("how", "many"), ("number", "of")})
+
+
+@dataclass(frozen=True, slots=True)
+class QueryShape:
+    """What the form of a request says about the operation, beyond its words.
+
+    "Which machines are down", "repair jobs given to Jonas": an entity named in the plural, asked about
+    or just named, wants its records listed; "how many tickets are open" wants them counted. "Open alert
+    123", "what does PO #881 contain": an entity named with a number after it wants that one record read.
+    None of them names an operation, so the operation intent alone cannot tell the entity's list, count or
+    read from its other handlers.
+    """
+
+    # (operation kind, the stemmed words that name an entity in that shape)
+    asked: tuple[tuple[str, frozenset[str]], ...]
+    # The request's words, stemmed, less those of a count phrase: what it may name an operation with.
+    said: frozenset[str]
+
+    @classmethod
+    def of(cls, words: Sequence[str]) -> QueryShape:
+        counting = next((i + 2 for i, pair in enumerate(pairwise(words)) if pair in _COUNT_PHRASES), None)
+        before_count = words if counting is None else words[:counting - 2]
+        numbered = frozenset(stem(before) for before, w in pairwise(words)
+                             if w.isdigit() and not before.isdigit() and before not in STOPWORDS)
+        asked = [(_LIST, _plural_nouns(before_count)), (_READ, numbered)]
+        if counting is not None:
+            asked.append((_COUNT, _plural_nouns(words[counting:])))
+        rest = [*before_count, *([] if counting is None else words[counting:])]
+        return cls(tuple(asked), frozenset(stem(w) for w in rest if w not in STOPWORDS))
+
+    def leaves_to(self, operations: frozenset[str]) -> bool:
+        """Whether the shape may choose among the entity's handlers: it is the default when the request
+        names none of the entity's other operations ("overdue payables aging" names `agingApSummary`)."""
+        return self.said.isdisjoint(operations)
+
+    def fit(self, operation: str, vocabulary: frozenset[str]) -> float:
+        """1 when the operation is the list, count or read the shape asks for, of this entity; else 0."""
+        kind = _operation_kind(operation)
+        if kind is None:
+            return 0.0
+        return 1.0 if any(k == kind and any(_names(w, vocabulary) for w in ws) for k, ws in self.asked) else 0.0
+
+
+def _plural_nouns(words: Sequence[str]) -> frozenset[str]:
+    """The words said in the plural, stemmed. A plural noun heads its compound: the word before it often
+    names the entity ("gauge values", "repair jobs"), so it counts as said in the plural too."""
+    return frozenset(stem(w) for before, after in pairwise(["", *words]) if _is_plural(after)
+                     for w in (before, after) if w and w not in STOPWORDS)
+
+
+@lru_cache(maxsize=65536)
+def _operation_kind(operation: str) -> str | None:
+    """`_LIST`, `_COUNT` or `_READ` for an operation named by one word of those concepts (`list`, `browse`;
+    `count`, `tally`; `read`, `get`, `view`), else None."""
+    words = _operation_words(operation)
+    if len(words) != 1:
+        return None
+    for kind in _KINDS:
+        if words[0] == kind or words[0] in SYNONYMS.get(kind, frozenset()):
+            return kind
+    return None
 
 
 def is_question(query: str, words: Sequence[str]) -> bool:

@@ -54,6 +54,7 @@ SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     ("itsm", "helpdesk", "help", "desk", "support"),
     ("sla", "deadline", "overdue", "breach", "late", "due"),
     ("comment", "remark", "reply", "note"),
+    ("template", "blueprint", "boilerplate"),
     # people and messages
     ("customer", "client"),
     ("member", "staff", "worker", "employee", "colleague", "team", "person", "user", "people", "everyone"),
@@ -77,11 +78,12 @@ SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     ("oversight", "human", "review", "risky", "pending", "escalated"),
     ("mission", "project", "campaign", "initiative", "objective"),
     ("decision", "verdict", "ruling"),
+    ("violation", "infringement", "breach", "noncompliance", "contravention"),
     # integrations and the platform itself
-    ("endpoint", "api", "server", "partner", "integration", "external", "https"),
+    ("endpoint", "api", "server", "partner", "integration", "external", "https", "connector", "connection"),
     ("ping", "reachable", "alive", "health", "check"),
-    ("call", "hit", "invoke"),
+    ("call", "hit", "invoke", "invocation"),
     ("whoami", "identity", "who", "me"),
-    ("webhook", "event", "subscription"),
+    ("webhook", "event", "subscription", "subscribe", "callback", "hook"),
     ("introspect", "discover", "explore", "capability"),
 )
