@@ -1,5 +1,6 @@
-"""integrations: endpoints are SSRF-checked when saved and when called; calls reach a real HTTPS server and
-are logged; credentials are never stored; another organization's endpoints are not found."""
+"""integrations: endpoints are SSRF-checked when saved and when called, under the serving app's settings;
+calls reach a real HTTPS server and are logged; credentials are never stored; another organization's
+endpoints are not found."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from prism.apps.integrations.handlers import MAX_RESPONSE
-from prism.config import get_settings
+from prism.config import Settings, get_settings
 from prism.db import Database
 from tests.domain_support import Caller
 from tests.factories import Factory
@@ -22,13 +23,20 @@ from tests.webhooks_receiver import Answer, Receiver, RunningReceiver, TlsFiles,
 
 
 @pytest.fixture
-def private_networks_allowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TlsFiles]:
-    """What an operator does for an on-premise system with a private CA."""
+def private_networks_allowed(tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> TlsFiles:
+    """What an operator does for an on-premise system with a private CA: the serving app's settings allow it
+    (the process environment does not)."""
     tls = make_tls(tmp_path)
+    monkeypatch.setattr(settings, "webhook_allow_private_networks", True)
+    monkeypatch.setattr(settings, "webhook_ca_bundle", str(tls.ca))
+    return tls
+
+
+@pytest.fixture
+def environment_allows_private_networks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS", "true")
-    monkeypatch.setenv("PRISM_WEBHOOK_CA_BUNDLE", str(tls.ca))
     get_settings.cache_clear()
-    yield tls
+    yield
     monkeypatch.undo()
     get_settings.cache_clear()
 
@@ -42,7 +50,6 @@ async def receiver(private_networks_allowed: TlsFiles) -> AsyncIterator[Receiver
 
 async def test_loopback_private_and_plain_http_urls_are_refused_when_saved(
         client: httpx.AsyncClient, factory: Factory) -> None:
-    get_settings.cache_clear()
     c = Caller(client, (await factory.workspace(roles=("owner",))))
     for url in ("https://127.0.0.1:8443/api", "https://10.1.2.3/api", "https://169.254.169.254/latest/meta-data",
                 "http://erp.example.com/api", "https://user:pw@erp.example.com/"):
@@ -97,11 +104,11 @@ async def test_an_oversized_answer_is_cut_and_a_hanging_endpoint_times_out(
 
 
 async def test_a_saved_endpoint_is_refused_at_connect_time_once_private_networks_are_off(
-        client: httpx.AsyncClient, factory: Factory, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+        client: httpx.AsyncClient, factory: Factory, receiver: Receiver, settings: Settings,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     c = Caller(client, (await factory.workspace(roles=("owner",))))
     endpoint = await c.create("integrations", "endpoint", {"name": "Local", "base_url": receiver.url("/x")})
-    monkeypatch.setenv("PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS", "false")
-    get_settings.cache_clear()
+    monkeypatch.setattr(settings, "webhook_allow_private_networks", False)
     result = await c.ok("integration_call", "integrations", "endpoint", "ping", {"id": endpoint["id"]})
     assert result["ok"] is False and result["status_code"] is None and "refused" in result["error"]
     assert receiver.at("/x") == []
@@ -143,3 +150,16 @@ async def test_a_hanging_endpoint_holds_up_no_other_call(
             "SELECT count(*) FROM audit_entries WHERE coordinate = 'integration_call/integrations/endpoint/call'"
             " AND organization_id = :org"), {"org": c.ws.org.id})).scalar_one()
     assert entries == 5
+
+
+@pytest.mark.usefixtures("environment_allows_private_networks")
+async def test_the_serving_apps_settings_decide_not_the_process_environment(
+        client: httpx.AsyncClient, factory: Factory, settings: Settings) -> None:
+    """An app built with settings of its own (embedded, or several apps in one process) keeps its outbound
+    policy even when the environment says otherwise."""
+    assert get_settings().webhook_allow_private_networks and not settings.webhook_allow_private_networks
+    c = Caller(client, (await factory.workspace(roles=("owner",))))
+    await c.refused(400, "url_not_allowed", "entity_crud", "integrations", "endpoint", "create",
+                    {"name": "Metadata", "base_url": "https://169.254.169.254/latest"})
+    await c.refused(400, "url_not_allowed", "entity_crud", "integrations", "endpoint", "create",
+                    {"name": "Local", "base_url": "https://127.0.0.1:8443/api"})

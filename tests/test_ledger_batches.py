@@ -9,6 +9,7 @@ from sqlalchemy import select, text
 
 from prism.apps.params import NoParams
 from prism.auth.authenticator import Authenticator
+from prism.config import Settings
 from prism.db import Database
 from prism.dispatch.dispatcher import Call, Dispatcher
 from prism.governance.ledger import verify_chain
@@ -28,12 +29,12 @@ async def explode(call: HandlerCall, params: NoParams) -> Any:
 
 
 async def test_a_read_failing_in_the_database_leaves_the_rest_of_its_batch_answered_and_chained(
-        db: Database, factory: Factory) -> None:
+        db: Database, factory: Factory, settings: Settings) -> None:
     registry = build_registry()
     registry.frozen = False
     registry.add_app(faulty)
     registry.freeze()
-    dispatcher = Dispatcher(db, registry)
+    dispatcher = Dispatcher(db, registry, settings)
     ws = await factory.workspace(roles=("owner",))
     auth = await Authenticator(db, cache_seconds=0).authenticate(
         f"Bearer {ws.keys['owner']}", classify_host(ws.host, "localhost"))

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.context import AuthContext
+from prism.config import Settings
 from prism.db import Database
 from prism.errors import InvalidArguments, PermissionDenied, PrismError, ToolNotFound
 from prism.governance.gate import Gate
@@ -51,9 +52,10 @@ class Call:
 
 
 class Dispatcher:
-    def __init__(self, db: Database, registry: Registry) -> None:
+    def __init__(self, db: Database, registry: Registry, settings: Settings) -> None:
         self.db = db
         self.registry = registry
+        self.settings = settings
         self.ledger = LedgerWriter(db)
 
     async def close(self) -> None:
@@ -138,7 +140,7 @@ class Dispatcher:
         """The slow part of a call whose audit entry is committed: outside any transaction, then recorded."""
         outcome = await deferred.send()
         async with self.ledger.db.write() as session:
-            return await deferred.record(HandlerCall(auth, session, self.registry, handler), outcome)
+            return await deferred.record(HandlerCall(auth, session, self.registry, handler, self.settings), outcome)
 
     async def _governed_work(self, gate: Gate, params: BaseModel, session: AsyncSession) -> Any:
         assert gate.handler is not None
@@ -146,7 +148,7 @@ class Dispatcher:
         return await self._work(gate.auth, gate.handler, params, session)
 
     async def _work(self, auth: AuthContext, handler: Handler, params: BaseModel, session: AsyncSession) -> Any:
-        result = await handler.func(HandlerCall(auth, session, self.registry, handler), params)
+        result = await handler.func(HandlerCall(auth, session, self.registry, handler, self.settings), params)
         if not handler.read_only:  # surface constraint violations inside the handler's savepoint
             await session.flush()
         return result

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
     from prism.auth.context import AuthContext
+    from prism.config import Settings
     from prism.registry.registry import Registry
 
 ScopeClass = Literal["read", "write", "execute"]
@@ -29,12 +30,14 @@ class Coordinate:
 
 @dataclass(slots=True)
 class HandlerCall:
-    """What a handler receives besides its parameters: the caller and its transaction."""
+    """What a handler receives besides its parameters: the caller, its transaction, and the settings of the
+    app serving it (never the process environment's: an app may be built with settings of its own)."""
 
     auth: AuthContext
     session: AsyncSession
     registry: Registry
     handler: Handler
+    settings: Settings
 
     @property
     def organization_id(self) -> str:

@@ -31,7 +31,7 @@ from prism.apps.integrations.params import (
     HealthParams,
 )
 from prism.apps.states import move
-from prism.config import get_settings
+from prism.config import Settings
 from prism.errors import Conflict, InvalidArguments
 from prism.kit.outbound import OutboundClient, OutboundFailed, OutboundTimeout, check_url
 from prism.kit.timeutil import utcnow
@@ -51,7 +51,7 @@ ENDPOINT_TRANSITIONS = {"enabled": frozenset({"disabled"}), "disabled": frozense
 async def _prepare_endpoint(call: HandlerCall, values: dict[str, Any], row: Any) -> dict[str, Any]:
     if values.get("base_url") is not None:
         values["base_url"] = await check_url(values["base_url"].rstrip("/"), field="base_url",
-                                             allow_private_networks=get_settings().webhook_allow_private_networks)
+                                             allow_private_networks=call.settings.webhook_allow_private_networks)
     for name, value in (values.get("headers") or {}).items():
         if not HEADER_NAME.match(name) or any(c in value for c in "\r\n"):
             raise InvalidArguments(f"headers: {name!r} is not a valid header", details={"field": "headers"})
@@ -95,8 +95,10 @@ class _Sent:
     duration_ms: int
 
 
-def _send(endpoint: Endpoint, method: str, path: str, query: dict[str, str], body: Any) -> AfterCommit[_Sent]:
-    """Checked now, in the call's transaction; sent once its audit entry is committed (AfterCommit says why)."""
+def _send(settings: Settings, endpoint: Endpoint, method: str, path: str, query: dict[str, str],
+          body: Any) -> AfterCommit[_Sent]:
+    """Checked now, in the call's transaction; sent once its audit entry is committed (AfterCommit says why),
+    under the serving app's outbound policy (`settings`: private networks, CA bundle)."""
     if endpoint.status != "enabled":
         raise Conflict(f"endpoint {endpoint.name} is disabled", code="invalid_transition")
     endpoint_id, timeout_seconds = endpoint.id, endpoint.timeout_seconds
@@ -107,7 +109,6 @@ def _send(endpoint: Endpoint, method: str, path: str, query: dict[str, str], bod
         headers["Content-Type"] = "application/json"
 
     async def send() -> _Sent:
-        settings = get_settings()
         started = time.monotonic()
         status_code: int | None = None
         error, raw, content_type = "", b"", ""
@@ -156,7 +157,7 @@ async def _record(endpoint_id: str, call: HandlerCall, sent: _Sent) -> dict[str,
              keywords=("http request", "webhook out", "call external api", "invoke integration"))
 async def call_endpoint(call: HandlerCall, p: Call) -> AfterCommit[_Sent]:
     endpoint: Endpoint = await repo(call, Endpoint, "endpoint").get(p.id)
-    return _send(endpoint, p.method or endpoint.default_method, p.path, p.query, p.body)
+    return _send(call.settings, endpoint, p.method or endpoint.default_method, p.path, p.query, p.body)
 
 
 @app.handler("integration_call", "endpoint", "ping", params=EndpointAction, scope="execute",
@@ -165,7 +166,7 @@ async def call_endpoint(call: HandlerCall, p: Call) -> AfterCommit[_Sent]:
              keywords=("health check", "test connection"))
 async def ping_endpoint(call: HandlerCall, p: EndpointAction) -> AfterCommit[_Sent]:
     endpoint: Endpoint = await repo(call, Endpoint, "endpoint").get(p.id)
-    return _send(endpoint, "GET", "", {}, None)
+    return _send(call.settings, endpoint, "GET", "", {}, None)
 
 
 @app.handler("workflow_action", "endpoint", "disable", params=EndpointAction, scope="execute",
