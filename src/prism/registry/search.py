@@ -460,33 +460,30 @@ def _pair_score(handler: Handler, fields: Sequence[Sequence[str]], own: Sequence
     return 0.8 * coverage + 0.5 * pair_score + 0.4 * name_score + 0.3 * proximity + 1.5 * exact
 
 
+def _per_entity(handlers: Sequence[Handler],
+                of_entity: Callable[[tuple[str, str], list[Handler]], frozenset[str]]) -> list[frozenset[str]]:
+    """Per document, `of_entity((app, entity), that entity's handlers)`: one set per entity, shared by its
+    handlers."""
+    groups: dict[tuple[str, str], list[Handler]] = {}
+    for h in handlers:
+        groups.setdefault((h.coordinate.app, h.coordinate.entity), []).append(h)
+    sets = {key: of_entity(key, members) for key, members in groups.items()}
+    return [sets[(h.coordinate.app, h.coordinate.entity)] for h in handlers]
+
+
 def _entity_vocabularies(handlers: Sequence[Handler],
                          entity_words: dict[tuple[str, str], tuple[str, ...]]) -> list[frozenset[str]]:
-    """Per document, the words that name its entity: the entity's name and the keywords it shares (one
-    set per entity, shared by its handlers)."""
-    vocabularies: dict[tuple[str, str], frozenset[str]] = {}
-    out = []
-    for h in handlers:
-        key = (h.coordinate.app, h.coordinate.entity)
-        vocabulary = vocabularies.get(key)
-        if vocabulary is None:
-            words = [*terms(h.coordinate.entity), *(t for k in entity_words.get(key, ()) for t in terms(k))]
-            vocabulary = vocabularies[key] = frozenset(words)
-        out.append(vocabulary)
-    return out
+    """Per document, the words that name its entity: the entity's name and the keywords it shares."""
+    return _per_entity(handlers, lambda key, _members: frozenset(
+        [*terms(key[1]), *(t for k in entity_words.get(key, ()) for t in terms(k))]))
 
 
 def _entity_operations(handlers: Sequence[Handler]) -> list[frozenset[str]]:
     """Per document, the words naming the other operations of its entity (`aging`, `ap`, `summary` for
-    `invoice/agingApSummary`): not those of the list and read concepts, which the shape itself stands for.
-    One set per entity, shared by its handlers."""
+    `invoice/agingApSummary`): not those of the list and read concepts, which the shape itself stands for."""
     generic = {*_KINDS, *(s for kind in _KINDS for s in SYNONYMS.get(kind, ()))}
-    words: dict[tuple[str, str], set[str]] = {}
-    for h in handlers:
-        key = (h.coordinate.app, h.coordinate.entity)
-        words.setdefault(key, set()).update(w for w in _operation_words(h.coordinate.operation) if w not in generic)
-    frozen = {key: frozenset(ws) for key, ws in words.items()}
-    return [frozen[(h.coordinate.app, h.coordinate.entity)] for h in handlers]
+    return _per_entity(handlers, lambda _key, members: frozenset(
+        w for h in members for w in _operation_words(h.coordinate.operation) if w not in generic))
 
 
 def _shaped_documents(handlers: Sequence[Handler],
