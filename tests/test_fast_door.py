@@ -13,7 +13,9 @@ from typing import Any
 
 import orjson
 import pytest
+from starlette.datastructures import State
 
+from prism.app import AppState
 from prism.web.requests import MAX_BODY_BYTES
 from prism.web.responses import json_response, send_json
 from tests.factories import Factory, Workspace
@@ -205,3 +207,31 @@ async def test_a_client_gone_before_its_body_arrived_is_answered_as_starlette_di
     # logged); reading from `receive` directly keeps that, and nothing is dispatched.
     answer, _ = await call(app, headers_for(ws), [LIST[:5]], disconnect=True)
     assert answer.status == 500 and answer.json()["error"] == "internal_error"
+
+
+def test_app_state_answers_attribute_and_item_access_alike() -> None:
+    state = AppState()
+    state.one = 1
+    state["two"] = 2
+    assert (state.one, state["one"], state.two, state["two"], sorted(state)) == (1, 1, 2, 2, ["one", "two"])
+    del state.one
+    del state["two"]
+    assert len(state) == 0
+    for name in ("one", "two"):
+        with pytest.raises(AttributeError):
+            getattr(state, name)
+
+
+async def test_a_dispatch_reads_the_app_state_without_a_python_call(app: Any, ws: Workspace,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[str] = []
+    original = State.__getattr__
+
+    def counted(self: State, key: str) -> Any:
+        reads.append(key)
+        return original(self, key)
+
+    monkeypatch.setattr(State, "__getattr__", counted)
+    answer, _ = await call(app, headers_for(ws, length=len(LIST)), [LIST])
+    assert answer.status == 200
+    assert reads == []

@@ -8,8 +8,10 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import State
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, Router
@@ -85,6 +87,30 @@ async def _canonical_door(scope: Scope, receive: Receive, send: Send) -> None:
     await send_json(send, *answer)
 
 
+class AppState(State):
+    """Starlette's `app.state`, whose attributes are plain instance attributes as well.
+
+    State keeps its values in a dict and answers every attribute read through `__getattr__`, a Python call;
+    a dispatch reads `app.state` five times (dispatcher, settings, authenticator, limiter, addresses). Here
+    each value is also set on the instance, so a read is an ordinary attribute lookup. Every way of setting
+    or deleting goes through both places.
+    """
+
+    def __setattr__(self, key: str, value: object) -> None:
+        super().__setattr__(key, value)
+        object.__setattr__(self, key, value)
+
+    def __delattr__(self, key: str) -> None:
+        super().__delattr__(key)
+        object.__delattr__(self, key)
+
+    def __setitem__(self, key: str, value: object) -> None:
+        self.__setattr__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self.__delattr__(key)
+
+
 class PrismApp(Starlette):
     """Starlette, with the two dispatch doors answered before the routing machinery.
 
@@ -99,6 +125,10 @@ class PrismApp(Starlette):
     # The MCP door behind the rate-limit middleware only (it answers its own 401s and errors), set by
     # create_app once the limiter exists.
     mcp_fast_door: ASGIApp | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.state = AppState()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):

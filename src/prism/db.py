@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 from sqlalchemy.orm import Session, SessionTransaction
 from sqlalchemy.pool import NullPool
 
+from prism.sqlite_batch import HeldSession
 from prism.sqlite_checkpoint import WalCheckpointer
 from prism.sqlite_inline import inline_creator
 
@@ -97,6 +98,7 @@ class Database:
                               if self._write_lock is not None else None)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         self.read_sessions = async_sessionmaker(self.read_engine, expire_on_commit=False)
+        self._held = HeldSession(self.sessions) if self.is_sqlite else None
 
     @property
     def is_sqlite(self) -> bool:
@@ -115,11 +117,26 @@ class Database:
             yield session
 
     @asynccontextmanager
+    async def batch(self) -> AsyncIterator[AsyncSession]:
+        """`write()` for the ledger writer's batches, which run back to back all day: on SQLite they share one
+        session kept open (prism.sqlite_batch), whose setting-up would otherwise cost more than a batch's work."""
+        if self._held is None or self._write_lock is None:
+            async with self.write() as session:
+                yield session
+            return
+        if self._checkpointer is not None:
+            self._checkpointer.start()
+        async with self._write_lock, self._held.transaction() as session:
+            yield session
+
+    @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
         async with _transaction(self.read_sessions()) as session:
             yield session
 
     async def dispose(self) -> None:
+        if self._held is not None:
+            await self._held.close()
         if self._checkpointer is not None:
             await self._checkpointer.stop()
         await self.engine.dispose()
