@@ -26,6 +26,7 @@ from prism import db as db_module
 from prism.apps.spare_parts.models import SparePart
 from prism.db import Database
 from prism.dispatch.dispatcher import _holds_nul
+from prism.kit import timeutil
 from prism.kit.ids import new_id
 from prism.kit.timeutil import iso, iso_of_sqlite_text, sqlite_text_of
 from prism.models.base import UTCDateTime
@@ -203,3 +204,15 @@ def _deep(leaf: Any, depth: int) -> Any:
 ])
 def test_the_nul_check_answers_as_its_walk(value: Any) -> None:
     assert _holds_nul(value) == _walk(value)
+
+
+def test_converted_texts_are_remembered_within_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(timeutil, "_ISO_OF_TEXT", {})
+    monkeypatch.setattr(timeutil, "_ISO_OF_TEXT_MAX", 3)
+    texts = [f"2026-11-21 22:46:4{i}.00997{i}" for i in range(5)]
+    for stored in texts:
+        assert iso_of_sqlite_text(stored) == stored[:10] + "T" + stored[11:] + "Z"
+    assert iso_of_sqlite_text(texts[4]) == texts[4][:10] + "T" + texts[4][11:] + "Z"  # a remembered one
+    assert 0 < len(timeutil._ISO_OF_TEXT) <= 3
+    assert iso_of_sqlite_text("x" * 26) is None
+    assert "x" * 26 not in timeutil._ISO_OF_TEXT  # only conversions are remembered
