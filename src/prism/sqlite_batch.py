@@ -73,8 +73,10 @@ class HeldSession:
         except BaseException:
             await self._discard(driver)
             raise
-        sync.dispatch.after_commit(sync)
-        sync.expunge_all()
+        try:
+            sync.dispatch.after_commit(sync)
+        finally:
+            sync.expunge_all()
 
     async def _discard(self, driver: sqlite3.Connection) -> None:
         """Roll the database transaction back and drop the session; the next transaction opens a new one."""
