@@ -80,9 +80,11 @@ class HeldSession:
 
     async def _discard(self, driver: sqlite3.Connection) -> None:
         """Roll the database transaction back and drop the session; the next transaction opens a new one."""
-        if driver.in_transaction:
-            driver.execute("ROLLBACK")
-        await self.close()
+        try:
+            if driver.in_transaction:
+                driver.execute("ROLLBACK")
+        finally:
+            await self.close()
 
     async def close(self) -> None:
         session, self._session, self._driver = self._session, None, None
