@@ -80,8 +80,9 @@ class LedgerWriter:
         self._lanes = 1 if db.is_sqlite else LANES
         self._tasks: list[asyncio.Task[None]] = []
 
-    # `record` and `run` hand back `_submit`'s coroutine rather than awaiting it in one of their own: they run
-    # on every dispatch.
+    # `record` and `run` queue the unit at once and hand back its future, which the caller awaits: no coroutine
+    # of their own, as they run on every dispatch. (A caller cancelled while waiting cancels the future; the
+    # writer then skips answering it, but the unit still runs and is recorded with its batch.)
 
     def record(self, organization_id: str, draft_for: DraftFor, *, refusal: PrismError | None = None,
                finish: Finish | None = None) -> Awaitable[None]:
@@ -96,14 +97,14 @@ class LedgerWriter:
         """
         return self._submit(_Unit(organization_id, draft_for, work, None, writes, finish))
 
-    async def _submit(self, unit: _Unit) -> Any:
+    def _submit(self, unit: _Unit) -> asyncio.Future[Any]:
         if len(self._tasks) < self._lanes or not _all_running(self._tasks):
             self._tasks = [t for t in self._tasks if not t.done()]
             self._tasks += [asyncio.create_task(self._loop(), name="prism-ledger-writer")
                             for _ in range(self._lanes - len(self._tasks))]
         self._queue.append(unit)
         self._wakeup.set()
-        return await unit.future
+        return unit.future
 
     async def close(self) -> None:
         tasks, self._tasks = self._tasks, []
