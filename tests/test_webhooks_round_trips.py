@@ -79,7 +79,9 @@ async def test_on_postgresql_a_claim_and_a_results_write_are_one_statement_each_
     assert len(receiver.at(path)) == 3
     claims = [s for s in seen if "SKIP LOCKED" in s[0]]
     writes = [s for s in seen if "status=" in s[0]]
-    assert len(seen) == 2 and len(claims) == 1 and len(writes) == 1
+    # The three outcomes are written together when they arrive in one turn of the loop, which is usual but not
+    # certain (the receiver answers each on its own): one write or more, each of them a single statement.
+    assert len(claims) == 1 and 1 <= len(writes) <= 3 and len(seen) == len(claims) + len(writes)
     assert all(autocommit for _, autocommit in seen)
     assert {d["status"] for d in await deliveries_of(hook_client, ws, hook["id"])} == {"success"}
 
