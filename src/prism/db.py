@@ -70,7 +70,7 @@ def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
         # statement machinery for these few bytes, once per transaction. A failure (the lock not obtained within
         # the busy timeout) is wrapped as that would wrap it: sqlalchemy.exc.OperationalError.
         try:
-            conn.connection.driver_connection._conn.execute(begin)
+            conn.connection.driver_connection.sqlite.execute(begin)
         except sqlite3.Error as exc:
             raise DBAPIError.instance(begin, (), exc, sqlite3.Error, dialect=conn.dialect) from exc
 

@@ -48,7 +48,7 @@ class HeldSession:
             # below: from here on each batch begins its own.
             connection = await session.connection()
             raw = await connection.get_raw_connection()
-            driver: sqlite3.Connection = raw.driver_connection._conn  # type: ignore[union-attr]
+            driver: sqlite3.Connection = raw.driver_connection.sqlite  # type: ignore[union-attr]
             driver.execute("COMMIT")
         except BaseException:
             await session.close()

@@ -26,6 +26,11 @@ class InlineConnection(aiosqlite.Connection):
     def __init__(self, connector: Callable[[], sqlite3.Connection]) -> None:
         super().__init__(connector, iter_chunk_size=64)
 
+    @property
+    def sqlite(self) -> sqlite3.Connection:
+        """The sqlite3 connection underneath, for statements Prism sends to the driver directly."""
+        return self._conn
+
     async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if not self._running or self._connection is None:
             raise ValueError("Connection closed")

@@ -152,7 +152,7 @@ class _Driver:
         self.sqlite: sqlite3.Connection | None = None
         self.asyncpg: Any = None
         if isinstance(connection, InlineConnection):
-            self.sqlite = connection._conn
+            self.sqlite = connection.sqlite
         else:
             self.asyncpg = connection
 
