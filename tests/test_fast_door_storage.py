@@ -67,6 +67,16 @@ def test_sqlite_text_becomes_the_iso_text_the_full_conversion_gives() -> None:
         assert iso_of_sqlite_text(stored) == iso(read(stored)), stored
 
 
+def test_iso_gives_isoformat_text_with_z_for_utc() -> None:
+    for value in _stored_values():
+        in_utc = value.astimezone(UTC)
+        assert iso(in_utc) == in_utc.isoformat().replace("+00:00", "Z"), in_utc
+        assert iso(in_utc.replace(tzinfo=None)) == iso(in_utc)  # naive values are taken as UTC
+        assert iso(value) == value.isoformat().replace("+00:00", "Z"), value  # other zones keep their offset
+    assert iso(datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(0)))) == "2026-01-02T03:04:05Z"
+    assert iso(None) is None
+
+
 @pytest.mark.parametrize("stored", ["2026-11-21 22:46:43", "2026-11-21T22:46:43.009970", "2026-W47-6 22:46:43.009970",
                                     "2026-11-21 22:46:43.12345Z", "2026-11-21 22:46:43.123+01", "x" * 26, ""])
 def test_text_of_another_form_is_left_to_the_full_conversion(stored: str) -> None:

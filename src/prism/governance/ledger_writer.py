@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import JSON, bindparam, insert, select, update
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -197,9 +198,16 @@ def _all_running(tasks: list[asyncio.Task[None]]) -> bool:
 
 
 def _bind_entry(bind: Any, dialect: Dialect, processor: Processor | None) -> Processor | None:
-    """An entry's `created_at` (a UTC datetime) written as SQLite stores it, without UTCDateTime's processor
-    chain (~2 µs per entry); anything else through that chain, as ever."""
-    if processor is None or dialect.name != "sqlite" or type(bind.type) is not UTCDateTime:
+    """Cheaper writers for two of an entry's columns, giving the same values: `detail` (a dict) through the
+    engine's JSON serializer alone, without the JSON type's checks for SQL NULL (~1.2 µs per entry);
+    `created_at` (a UTC datetime) as SQLite stores it, without UTCDateTime's processor chain (~2 µs per entry).
+    Anything else through SQLAlchemy's own processor, as ever."""
+    if processor is None:
+        return processor
+    if type(bind.type) is JSON:
+        serialize: Processor = getattr(dialect, "_json_serializer", None) or json.dumps
+        return serialize
+    if dialect.name != "sqlite" or type(bind.type) is not UTCDateTime:
         return processor
     chain = processor
 

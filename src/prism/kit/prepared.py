@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Float
@@ -28,7 +29,7 @@ _DRIVER_KEY = "prism.driver_connection"
 class _Compiled:
     """One statement compiled for one dialect; per row, only the values that have a processor are touched."""
 
-    __slots__ = ("_bound", "_processed", "keys", "param_names", "sql")
+    __slots__ = ("_bound", "_processed", "_values_of", "keys", "param_names", "sql")
 
     def __init__(self, sql: str, param_names: tuple[str, ...],
                  bind_processors: tuple[Callable[[Any], Any] | None, ...], keys: tuple[str, ...],
@@ -38,9 +39,10 @@ class _Compiled:
         self.keys = keys
         self._bound = tuple((i, p) for i, p in enumerate(bind_processors) if p is not None)
         self._processed = tuple((k, p) for k, p in zip(keys, result_processors, strict=True) if p is not None)
+        self._values_of = _picker(param_names)
 
     def args(self, params: Mapping[str, Any]) -> list[Any]:
-        values = [params[n] for n in self.param_names]
+        values = list(self._values_of(params))
         for i, process in self._bound:
             values[i] = process(values[i])
         return values
@@ -50,6 +52,17 @@ class _Compiled:
         for key, process in self._processed:
             values[key] = process(values[key])
         return values
+
+
+def _picker(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """The values of `names` in a mapping, in order, picked in C (an itemgetter of one name gives the value
+    itself, not a tuple of it)."""
+    if len(names) > 1:
+        return itemgetter(*names)
+    if not names:
+        return lambda params: ()
+    get = itemgetter(names[0])
+    return lambda params: (get(params),)
 
 
 Processor = Callable[[Any], Any]

@@ -44,7 +44,9 @@ def tool_name(mega_tool: str) -> str:
     return f"{TOOL_PREFIX}{mega_tool}"
 
 
+# Wire name -> mega-tool: every dispatch asks, and one dict lookup answers.
+_MEGA_TOOL_OF_WIRE_NAME = {tool_name(m): m for m in MEGA_TOOLS}
+
+
 def mega_tool_of(name: str) -> str | None:
-    if name.startswith(TOOL_PREFIX) and name[len(TOOL_PREFIX):] in MEGA_TOOLS:
-        return name[len(TOOL_PREFIX):]
-    return None
+    return _MEGA_TOOL_OF_WIRE_NAME.get(name)

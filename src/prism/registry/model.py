@@ -22,10 +22,11 @@ class Coordinate:
     app: str
     entity: str
     operation: str
+    # `mega_tool/app/entity/operation`, built once: every dispatch reads it (audit entry, refusals).
+    path: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def path(self) -> str:
-        return f"{self.mega_tool}/{self.app}/{self.entity}/{self.operation}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", f"{self.mega_tool}/{self.app}/{self.entity}/{self.operation}")
 
 
 @dataclass(slots=True)
