@@ -163,14 +163,16 @@ def _draft(auth: AuthContext, call: Call, handler: Handler | None, outcome: str,
             arguments_digest = digest(repr(call.arguments))
         except RecursionError:  # nested deeper than repr() can go; the entry must still be written
             arguments_digest = digest("<arguments nested too deeply>")
-    # Client-chosen names land in text columns, which cannot hold NUL on PostgreSQL.
-    coordinate = (handler.path if handler else call.coordinate_label()).replace("\x00", "\ufffd")
+    if handler is not None:  # the tool and coordinate were found in the registry: its names, as they are
+        tool_name, coordinate, cost = call.tool_name, handler.path, handler.cost
+    else:  # client-chosen names land in text columns, which cannot hold NUL on PostgreSQL
+        tool_name = call.tool_name.replace("\x00", "\ufffd")[:64]
+        coordinate, cost = call.coordinate_label().replace("\x00", "\ufffd")[:255], 0
     return EntryDraft(
         organization_id=auth.organization_id, tenant_id=auth.tenant_id, created_at=utcnow(),
-        actor_user_id=auth.user_id, credential_id=auth.credential_id, door=call.door,
-        tool_name=call.tool_name.replace("\x00", "\ufffd")[:64], coordinate=coordinate[:255],
-        arguments_digest=arguments_digest, outcome=outcome, error_code=error_code,
-        detail={"status": status, "cost": handler.cost if handler else 0},
+        actor_user_id=auth.user_id, credential_id=auth.credential_id, door=call.door, tool_name=tool_name,
+        coordinate=coordinate, arguments_digest=arguments_digest, outcome=outcome, error_code=error_code,
+        detail={"status": status, "cost": cost},
     )
 
 

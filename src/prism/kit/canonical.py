@@ -7,10 +7,12 @@ from typing import Any
 
 import orjson
 
+CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
 
 def canonical_json(value: Any) -> bytes:
     """Keys sorted, no whitespace, UTF-8: stable across processes and engines."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return orjson.dumps(value, option=CANONICAL)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -18,4 +20,5 @@ def sha256_hex(data: bytes) -> str:
 
 
 def digest(value: Any) -> str:
-    return sha256_hex(canonical_json(value))
+    """`sha256_hex(canonical_json(value))`, in one call: every dispatch digests its arguments."""
+    return hashlib.sha256(orjson.dumps(value, option=CANONICAL)).hexdigest()
