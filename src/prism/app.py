@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -130,21 +130,21 @@ class PrismApp(Starlette):
         super().__init__(*args, **kwargs)
         self.state = AppState()
 
-    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:  # type: ignore[override]
-        # Hands back the door's coroutine for the server to await, rather than awaiting it in one of its own: on
-        # the canonical door's path that one more coroutine per request costs about as much as a dict of work.
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
             path: str = scope["path"]
             if path in _MCP_PATHS and self.mcp_fast_door is not None:
                 scope["app"] = self
-                return self.mcp_fast_door(scope, receive, send)
+                await self.mcp_fast_door(scope, receive, send)
+                return
             if path.startswith(_TOOLS_PREFIX):
                 tool_name = path[len(_TOOLS_PREFIX):].removesuffix("/")
                 if tool_name and "/" not in tool_name:
                     scope["app"] = self
                     scope["path_params"] = {"tool_name": tool_name}
-                    return _canonical_door(scope, receive, send)
-        return super().__call__(scope, receive, send)
+                    await _canonical_door(scope, receive, send)
+                    return
+        await super().__call__(scope, receive, send)
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
