@@ -68,7 +68,7 @@ class _Unit:
     refusal: PrismError | None
     writes: bool = False
     finish: Finish | None = None
-    future: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    future: asyncio.Future[Any] = field(init=False)  # made by `_submit`, on the writers' loop
 
 
 class LedgerWriter:
@@ -80,6 +80,9 @@ class LedgerWriter:
         # (heads are locked only for the appends). SQLite has one writer at a time: one lane.
         self._lanes = 1 if db.is_sqlite else LANES
         self._tasks: list[asyncio.Task[None]] = []
+        # The loop the writer tasks run on, kept rather than asked for per unit: in Python 3.11 every
+        # `asyncio.get_running_loop()` makes a system call (getpid), one per dispatch here.
+        self._event_loop: asyncio.AbstractEventLoop | None = None
 
     # `record` and `run` queue the unit at once and hand back its future, which the caller awaits: no coroutine
     # of their own, as they run on every dispatch. (A caller cancelled while waiting cancels the future; the
@@ -99,13 +102,21 @@ class LedgerWriter:
         return self._submit(_Unit(organization_id, draft_for, work, None, writes, finish))
 
     def _submit(self, unit: _Unit) -> asyncio.Future[Any]:
-        if len(self._tasks) < self._lanes or not _all_running(self._tasks):
-            self._tasks = [t for t in self._tasks if not t.done()]
-            self._tasks += [asyncio.create_task(self._loop(), name="prism-ledger-writer")
-                            for _ in range(self._lanes - len(self._tasks))]
+        loop = self._event_loop
+        if loop is None or len(self._tasks) < self._lanes or not _all_running(self._tasks):
+            loop = self._start_writers()
+        future = unit.future = loop.create_future()
         self._queue.append(unit)
         self._wakeup.set()
-        return unit.future
+        return future
+
+    def _start_writers(self) -> asyncio.AbstractEventLoop:
+        """Start writer tasks on the running loop until there is one per lane (a crashed one is replaced)."""
+        loop = self._event_loop = asyncio.get_running_loop()
+        self._tasks = [t for t in self._tasks if not t.done()]
+        self._tasks += [loop.create_task(self._loop(), name="prism-ledger-writer")
+                        for _ in range(self._lanes - len(self._tasks))]
+        return loop
 
     async def close(self) -> None:
         tasks, self._tasks = self._tasks, []
