@@ -9,6 +9,7 @@ Allowed and refused calls are both written to the ledger before the door answers
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -24,7 +25,6 @@ from prism.governance.gate import Gate
 from prism.governance.ledger import EntryDraft
 from prism.governance.ledger_writer import LedgerWriter
 from prism.kit.canonical import digest
-from prism.kit.timeutil import utcnow
 from prism.registry import AfterCommit, Handler, HandlerCall, Registry
 from prism.registry.mega_tools import LEGACY_BINDINGS, SCOPE_OF_CLASS, mega_tool_of
 
@@ -154,8 +154,8 @@ class Dispatcher:
         return result
 
 
-def _draft(auth: AuthContext, call: Call, handler: Handler | None, outcome: str, error_code: str | None,
-           status: int) -> EntryDraft:
+def _draft(auth: AuthContext, call: Call, handler: Handler | None, appended_at: datetime, outcome: str,
+           error_code: str | None, status: int) -> EntryDraft:
     try:
         arguments_digest = digest(call.arguments)
     except TypeError:
@@ -169,15 +169,16 @@ def _draft(auth: AuthContext, call: Call, handler: Handler | None, outcome: str,
         tool_name = call.tool_name.replace("\x00", "\ufffd")[:64]
         coordinate, cost = call.coordinate_label().replace("\x00", "\ufffd")[:255], 0
     return EntryDraft(
-        organization_id=auth.organization_id, tenant_id=auth.tenant_id, created_at=utcnow(),
+        organization_id=auth.organization_id, tenant_id=auth.tenant_id, created_at=appended_at,
         actor_user_id=auth.user_id, credential_id=auth.credential_id, door=call.door, tool_name=tool_name,
         coordinate=coordinate, arguments_digest=arguments_digest, outcome=outcome, error_code=error_code,
         detail={"status": status, "cost": cost},
     )
 
 
-def _governed_draft(gate: Gate, outcome: str, error_code: str | None, status: int) -> EntryDraft:
-    draft = _draft(gate.auth, gate.call, gate.handler, outcome, error_code, status)
+def _governed_draft(gate: Gate, appended_at: datetime, outcome: str, error_code: str | None,
+                    status: int) -> EntryDraft:
+    draft = _draft(gate.auth, gate.call, gate.handler, appended_at, outcome, error_code, status)
     draft.detail.update(gate.detail)
     return draft
 

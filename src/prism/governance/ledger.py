@@ -45,11 +45,15 @@ class EntryDraft:
     detail: dict[str, Any]
 
 
-def entry_body(row: Any, seq: int) -> dict[str, Any]:
-    """The hashed fields, from a draft or a stored row: the same function for writing and verifying."""
+def entry_body(row: Any, seq: int, created_at_iso: str | None = None) -> dict[str, Any]:
+    """The hashed fields, from a draft or a stored row: the same function for writing and verifying.
+
+    `created_at_iso` is `iso(row.created_at)`, when the caller has it already (a batch's entries share one time).
+    """
     return {
         "organization_id": row.organization_id, "seq": seq, "tenant_id": row.tenant_id,
-        "created_at": iso(row.created_at), "actor_user_id": row.actor_user_id,
+        "created_at": iso(row.created_at) if created_at_iso is None else created_at_iso,
+        "actor_user_id": row.actor_user_id,
         "credential_id": row.credential_id, "door": row.door, "tool_name": row.tool_name,
         "coordinate": row.coordinate, "arguments_digest": row.arguments_digest, "outcome": row.outcome,
         "error_code": row.error_code, "detail": row.detail,

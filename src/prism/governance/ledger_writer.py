@@ -23,6 +23,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, bindparam, insert, select, update
@@ -34,7 +35,7 @@ from prism.db import Database
 from prism.errors import Conflict, PrismError
 from prism.governance.ledger import EntryDraft, audit_entries, audit_heads, chain_hash, entry_body
 from prism.kit.prepared import Prepared, Processor
-from prism.kit.timeutil import sqlite_text_of
+from prism.kit.timeutil import iso, sqlite_text_of, utcnow
 from prism.models.base import UTCDateTime
 from prism.webhooks.audit_events import announce_entries
 
@@ -43,8 +44,8 @@ log = logging.getLogger("prism.ledger")
 MAX_BATCH = 256
 LANES = 4
 Work = Callable[[AsyncSession], Awaitable[Any]]
-# Builds the entry once the outcome is known: (outcome, error code, HTTP status) -> draft.
-DraftFor = Callable[[str, "str | None", int], EntryDraft]
+# Builds the entry once the outcome is known: (appended at, outcome, error code, HTTP status) -> draft.
+DraftFor = Callable[[datetime, str, "str | None", int], EntryDraft]
 # Runs after the unit (outside its savepoint, in the batch's transaction) with the unit's error, if any:
 # what must be written whatever the outcome (a governance decision, an oversight request) commits with
 # the entry. If it fails, the whole batch fails and nothing is changed.
@@ -171,6 +172,10 @@ class LedgerWriter:
                         raise _ReadAborted from outcome[1]
             heads = await _lock_heads(session, sorted({u.organization_id for u in batch}))
             locked = dict(heads)
+            # One time for the batch's entries, which are appended and committed together: its texts (hashed
+            # and stored) are then made once per batch rather than once per entry.
+            appended_at = utcnow()
+            appended_iso = iso(appended_at)
             rows: list[dict[str, Any]] = []
             for i, unit in enumerate(batch):
                 head = heads.get(unit.organization_id)
@@ -183,11 +188,11 @@ class LedgerWriter:
                 error = outcomes[i][1]
                 if unit.finish is not None:
                     await unit.finish(session, error)
-                draft = (unit.draft_for("allowed", None, 200) if error is None else
-                         unit.draft_for("refused", getattr(error, "code", "internal_error"),
+                draft = (unit.draft_for(appended_at, "allowed", None, 200) if error is None else
+                         unit.draft_for(appended_at, "refused", getattr(error, "code", "internal_error"),
                                         getattr(error, "status", 500)))
                 seq = head[0] + 1
-                row = entry_body(draft, seq)
+                row = entry_body(draft, seq, appended_iso)
                 digest = chain_hash(head[1], row)
                 # The hashed body becomes the row: the column takes the datetime, not the hashed text.
                 row.update(created_at=draft.created_at, prev_hash=head[1], hash=digest)
@@ -221,10 +226,17 @@ def _bind_entry(bind: Any, dialect: Dialect, processor: Processor | None) -> Pro
     if dialect.name != "sqlite" or type(bind.type) is not UTCDateTime:
         return processor
     chain = processor
+    last: tuple[Any, str] = (None, "")  # a batch's entries share one datetime: its text is made once
 
     def write(value: Any) -> Any:
+        nonlocal last
+        if value is last[0]:
+            return last[1]
         stored = sqlite_text_of(value)
-        return chain(value) if stored is None else stored
+        if stored is None:
+            return chain(value)
+        last = (value, stored)
+        return stored
 
     return write
 
