@@ -19,6 +19,8 @@ from prism.app import create_app
 from prism.apps import BUILTIN_APP_MODULES
 from prism.apps.params import Params
 from prism.apps.spare_parts.models import SparePart
+from prism.auth import authenticator as authenticator_module
+from prism.auth.authenticator import Authenticator
 from prism.config import Settings
 from prism.db import Database
 from prism.keys.service import lookup_of, revoke_key
@@ -26,6 +28,7 @@ from prism.kit.timeutil import utcnow
 from prism.models import ApiKey, AuditEntry
 from prism.registry import HandlerApp, HandlerCall, Registry
 from prism.registry.registry import load_app
+from prism.tenancy.hosts import classify_host
 from tests.factories import Factory, Workspace
 
 CANONICAL = "/api/mcp/tools/prism_entity_crud/"
@@ -337,6 +340,26 @@ async def test_me_reports_when_the_key_was_last_used(
     me = (await client.get("/api/v1/dev/me/", headers=shared.headers("fresh_use"))).json()
     assert me["key"]["last_used_at"] is not None
     assert parse_time(me["key"]["last_used_at"]) >= parse_time(me["key"]["created_at"])
+
+
+async def test_a_keys_use_is_recorded_once_a_second_and_written_by_the_flush(
+        db: Database, factory: Factory, shared: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    await factory.add_key(shared, "touched")
+    authenticator = Authenticator(db, cache_seconds=60)
+    host = classify_host(shared.host, "localhost")
+    bearer = shared.headers("touched")["Authorization"]
+    first = (await authenticator.authenticate(bearer, host)).usage.last_used_at
+    assert first is not None
+    again = (await authenticator.authenticate(bearer, host)).usage.last_used_at
+    assert again is first  # within the second: not recorded again
+    monkeypatch.setattr(authenticator_module, "TOUCH_RESOLUTION_SECONDS", 0.0)
+    later = (await authenticator.authenticate(bearer, host)).usage.last_used_at
+    assert later is not None and later is not first and later >= first
+    await authenticator.flush_touches()
+    async with db.read() as s:
+        stored = (await s.execute(select(ApiKey.last_used_at).where(
+            ApiKey.lookup == lookup_of(bearer.removeprefix("Bearer "))))).scalar_one()
+    assert stored == later
 
 
 async def test_tools_catalog_filters_by_category_and_search(client: httpx.AsyncClient, shared: Workspace) -> None:

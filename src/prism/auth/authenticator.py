@@ -6,7 +6,7 @@ verified by `prism.oauth.resource.AccessTokens` (RS256 JWT, issuer of the host, 
 The cache keeps a verified key for `credential_cache_seconds`; the hash is still compared on every
 request and expiry is checked against the clock, so a cached entry never outlives its key. A revocation
 (made by the CLI, another process) is seen within the TTL.
-`last_used_at` is collected in memory and written in batches by `flush_touches`.
+`last_used_at` is collected in memory, to the second, and written in batches by `flush_touches`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ class _Cached:
     # POSIX seconds, compared with time.time(): no datetime is built per request to check it.
     expires_at: float | None
     fetched: float
+    # time.monotonic() of the use last recorded in `last_used_at` (-inf: none yet by this entry).
+    touched: float = float("-inf")
 
 
 _KEY_QUERY = (
@@ -55,6 +57,8 @@ _KEY_QUERY = (
 
 
 KEY_TOKEN_PREFIXES = tuple(f"{p}_" for p in KEY_PREFIXES)
+# A key's `last_used_at` is recorded to this resolution: at most once a second per key, not on every request.
+TOUCH_RESOLUTION_SECONDS = 1.0
 
 
 def _invalid(reason: str) -> Unauthenticated:
@@ -90,7 +94,8 @@ class Authenticator:
         if lookup is None:
             raise _invalid("malformed API key")
         cached = self._cache.get(lookup)
-        if cached is None or time.monotonic() - cached.fetched > self.cache_seconds:
+        now = time.monotonic()
+        if cached is None or now - cached.fetched > self.cache_seconds:
             cached = await self._load(lookup)
         if not keys_match(cached.key_hash, token):
             raise _invalid("invalid API key")
@@ -99,7 +104,9 @@ class Authenticator:
         context = cached.context
         if host.kind == "tenant" and host.subdomain != context.tenant_subdomain:
             raise _invalid("this credential belongs to another tenant")
-        context.usage.last_used_at = self._touches[context.credential_id] = utcnow()
+        if now - cached.touched >= TOUCH_RESOLUTION_SECONDS:
+            cached.touched = now
+            context.usage.last_used_at = self._touches[context.credential_id] = utcnow()
         return context
 
     def forget_key(self, lookup: str) -> None:
