@@ -72,22 +72,15 @@ def _read_for_json(column: Any, dialect: Dialect, processor: Processor | None) -
 
 
 class _ByIdRead:
-    """A table's read by id on the prepared path, its rows read straight into `to_record`'s form."""
+    """A table's read by id on the prepared path: the columns `to_record` shows, in its form and order."""
 
     __slots__ = ("prepared",)
 
     def __init__(self, table: Any) -> None:
-        self.prepared = Prepared(select(table).where(
+        shown = [c for c in table.columns if c.key not in HIDDEN_COLUMNS]
+        self.prepared = Prepared(select(*shown).where(
             table.c.organization_id == bindparam("org_id"), table.c.id == bindparam("record_id")),
             read_column=_read_for_json)
-
-    @staticmethod
-    def record(values: dict[str, Any]) -> dict[str, Any]:
-        """`to_record` of the row, from the fresh mapping the statement returned: the keys keep the table's
-        column order."""
-        for key in HIDDEN_COLUMNS:
-            values.pop(key, None)
-        return values
 
 
 _BY_ID: dict[type[Base], _ByIdRead] = {}
@@ -121,7 +114,7 @@ class OrgRepository(Generic[M]):
         values = await read.prepared.fetch_one(self.session, org_id=self.organization_id, record_id=record_id)
         if values is None:
             raise NotFound(f"{self.label} {record_id!r} not found", code="not_found")
-        return read.record(values)
+        return values
 
     def add(self, **values: Any) -> M:
         row = self.model(organization_id=self.organization_id, **values)
