@@ -70,12 +70,16 @@ class Dispatcher:
             mega_tool = mega_tool_of(call.tool_name)
             if mega_tool is None:
                 raise ToolNotFound(f"unknown tool {call.tool_name!r}")
-            for name in ("operation", "app", "entity"):
-                value = getattr(call, name)
-                if not isinstance(value, str) or not value:
-                    raise InvalidArguments(f"{name}: required, a string naming the {name}", details={"field": name})
+            app, entity, operation = call.app, call.entity, call.operation
+            if not (isinstance(operation, str) and operation and isinstance(app, str) and app
+                    and isinstance(entity, str) and entity):
+                for name in ("operation", "app", "entity"):
+                    value = getattr(call, name)
+                    if not isinstance(value, str) or not value:
+                        raise InvalidArguments(f"{name}: required, a string naming the {name}",
+                                               details={"field": name})
             # The path of Coordinate(mega_tool, app, entity, operation), without building one per call.
-            handler = self.registry.get_path(f"{mega_tool}/{call.app}/{call.entity}/{call.operation}")
+            handler = self.registry.get_path(f"{mega_tool}/{app}/{entity}/{operation}")
         if handler is None:
             raise ToolNotFound(f"no handler {call.coordinate_label()}; see /api/v1/dev/introspect/ for what exists",
                                code="operation_not_found")

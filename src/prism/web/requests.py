@@ -98,10 +98,20 @@ async def read_body(receive: Receive, declared_length: bytes | None) -> bytes:
     Content-Length may stream). A client that disconnects midway raises ClientDisconnect, as Starlette does."""
     if declared_length is not None and declared_length.isdigit() and int(declared_length) > MAX_BODY_BYTES:
         raise _too_large()
+    message = await receive()
+    if message["type"] == "http.request" and not message.get("more_body", False):  # the usual: one message
+        body: bytes = message.get("body", b"")
+        if len(body) > MAX_BODY_BYTES:
+            raise _too_large()
+        return body
+    return await _read_rest(receive, message)
+
+
+async def _read_rest(receive: Receive, message: MutableMapping[str, Any]) -> bytes:
+    """The body of a request that did not arrive in one message, starting with its first `message`."""
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
         kind = message["type"]
         if kind == "http.request":
             chunk: bytes = message.get("body", b"")
@@ -114,12 +124,13 @@ async def read_body(receive: Receive, declared_length: bytes | None) -> bytes:
                 break
         elif kind == "http.disconnect":
             raise ClientDisconnect()
+        message = await receive()
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def parse_json(body: bytes, *, required: bool = True) -> Any:
     """The body as JSON; an empty body is None when not required."""
-    if not body.strip():
+    if not body or body.isspace():  # `not body.strip()`, without copying the body
         if required:
             raise BadRequest("request body is required (JSON object)", code="missing_body")
         return None
