@@ -110,7 +110,7 @@ def start_floor(body_file: Path, *, cwd: Path, cpus: str | None) -> Server:
     port = free_port()
     command = pinned([sys.executable, "-m", "uvicorn", "bench.floor_app:app", "--host", LOOPBACK,
                       "--port", str(port), "--workers", "1", "--loop", "uvloop", "--http", "httptools",
-                      "--no-access-log", "--no-server-header", "--log-level", "warning"], cpus)
+                      "--no-access-log", "--no-server-header", "--no-proxy-headers", "--log-level", "warning"], cpus)
     env = bench_env(PRISM_BENCH_FLOOR_BODY=str(body_file), PRISM_BENCH_FLOOR_PATH=TOOL_PATH)
     return spawn("floor", command, env=env, cwd=cwd, port=port, log_path=cwd / "floor.log")
 
@@ -207,7 +207,7 @@ def main() -> None:
         "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "rounds": args.rounds,
                      "connections": args.connections,
                      "threads": args.threads, "server_cpus": server_cpus, "wrk_cpus": wrk_cpus,
-                     "uvicorn": "1 worker, uvloop, httptools, access log off"},
+                     "uvicorn": "1 worker, uvloop, httptools, access log, server header and proxy headers off"},
         **outcome, "raw_wrk_log": str(raw_log.relative_to(RESULTS.parent.parent)),
     }
     print_summary(report, write_result(f"dispatch-{backend}-{stamp}", report))

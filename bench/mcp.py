@@ -99,7 +99,7 @@ def start_fastmcp(record_file: Path, *, cwd: Path) -> Server:
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", "bench.fastmcp_app:app", "--host", LOOPBACK, "--port", str(port),
                "--workers", "1", "--loop", "uvloop", "--http", "httptools", "--no-access-log",
-               "--no-server-header", "--log-level", "warning"]
+               "--no-server-header", "--no-proxy-headers", "--log-level", "warning"]
     env = bench_env(PRISM_BENCH_FASTMCP_RECORD=str(record_file))
     return spawn("fastmcp", command, env=env, cwd=cwd, port=port, log_path=cwd / "fastmcp.log")
 

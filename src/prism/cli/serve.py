@@ -54,6 +54,8 @@ def serve(*, host: str, port: int, workers: int, as_json: bool) -> None:
         demo = asyncio.run(_seed_if_empty(settings.database_url)) if settings.seed_demo else None
     data, text = _banner(demo, host, port)
     emit(as_json, data, text)
+    # proxy_headers off: X-Forwarded-For counts only from PRISM_TRUSTED_PROXIES (prism.ratelimit.addresses), and
+    # Uvicorn's own handling would trust loopback by default and rewrite the client address before Prism sees it.
     uvicorn.run("prism.app:create_app", factory=True, host=host, port=port, workers=workers,
                 log_level=settings.log_level, loop="uvloop", http="httptools",
-                access_log=False, server_header=False)
+                access_log=False, server_header=False, proxy_headers=False)
