@@ -19,9 +19,13 @@ class Verdict(NamedTuple):
     retry_after: int
 
 
+_make_verdict = tuple.__new__
+
+
 def verdict_of(count: int, limit: int, reset_after: float) -> Verdict:
     """The verdict for the `count`-th request of a window of `limit` (count includes this request)."""
-    reset_after = max(reset_after, 0.0)
-    if count <= limit:
-        return Verdict(True, limit, limit - count, reset_after, 0)
+    if reset_after < 0.0:
+        reset_after = 0.0
+    if count <= limit:  # every request that passes: the tuple made in C, without the named tuple's __new__
+        return _make_verdict(Verdict, (True, limit, limit - count, reset_after, 0))
     return Verdict(False, limit, 0, reset_after, max(1, math.ceil(reset_after)))

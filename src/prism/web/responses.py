@@ -32,7 +32,7 @@ async def send_json(send: Send, content: Any, status: int = 200, headers: Mappin
     body = render_json(content)
     raw: list[tuple[bytes, bytes]]
     if not headers and status == 200:  # the usual answer
-        raw = [(b"content-length", str(len(body)).encode("latin-1")), _CONTENT_TYPE]
+        raw = [(b"content-length", b"%d" % len(body)), _CONTENT_TYPE]
     else:
         raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()] if headers else []
         # Starlette's rules: Content-Length unless the status has no body; neither header twice.
