@@ -61,7 +61,7 @@ def entry_body(row: Any, seq: int, created_at_iso: str | None = None) -> dict[st
 
 
 def chain_hash(prev_hash: str, body: dict[str, Any]) -> str:
-    # sha256_hex(prev_hash ‖ canonical_json(body)), in one call: it runs for every entry written and verified.
+    # SHA-256 (hex) of prev_hash ‖ canonical_json(body), in one call: it runs for every entry written and verified.
     return hashlib.sha256(prev_hash.encode() + orjson.dumps(body, option=CANONICAL)).hexdigest()
 
 

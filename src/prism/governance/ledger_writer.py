@@ -192,7 +192,8 @@ class LedgerWriter:
                          unit.draft_for(appended_at, "refused", getattr(error, "code", "internal_error"),
                                         getattr(error, "status", 500)))
                 seq = head[0] + 1
-                row = entry_body(draft, seq, appended_iso)
+                # The batch's ISO text is the draft's own only if the draft took the batch's time.
+                row = entry_body(draft, seq, appended_iso if draft.created_at is appended_at else None)
                 digest = chain_hash(head[1], row)
                 # The hashed body becomes the row: the column takes the datetime, not the hashed text.
                 row.update(created_at=draft.created_at, prev_hash=head[1], hash=digest)

@@ -15,10 +15,6 @@ def canonical_json(value: Any) -> bytes:
     return orjson.dumps(value, option=CANONICAL)
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def digest(value: Any) -> str:
-    """`sha256_hex(canonical_json(value))`, in one call: every dispatch digests its arguments."""
+    """The SHA-256 (hex) of `canonical_json(value)`, in one call: every dispatch digests its arguments."""
     return hashlib.sha256(orjson.dumps(value, option=CANONICAL)).hexdigest()

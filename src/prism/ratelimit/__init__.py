@@ -6,12 +6,12 @@ from starlette.applications import Starlette
 
 from prism.config import Settings
 from prism.ratelimit.addresses import AddressResolver, parse_proxies
-from prism.ratelimit.guard import client_address, enforce_user_limit
+from prism.ratelimit.guard import client_address
 from prism.ratelimit.limiter import TIERS, RateLimiter, build_limiter
 from prism.ratelimit.middleware import RateLimitMiddleware
 from prism.ratelimit.verdict import Verdict
 
-__all__ = ["TIERS", "RateLimiter", "Verdict", "client_address", "enforce_user_limit", "install_rate_limits"]
+__all__ = ["TIERS", "RateLimiter", "Verdict", "client_address", "install_rate_limits"]
 
 
 def install_rate_limits(app: Starlette, settings: Settings) -> RateLimiter:

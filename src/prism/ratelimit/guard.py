@@ -69,17 +69,10 @@ async def authenticate_limited(scope: Scope, host: HostInfo, authorization: str 
             await limiter.auth_failed(address)
         raise
     if not scope["path"].startswith(MCP_PREFIX):  # the MCP door counts per tenant
-        # `enforce_user_limit`, written out: one coroutine fewer on every credentialed request.
         verdict = await limiter.hit(user_tier(auth), auth.user_id)
         if not verdict.allowed:
             raise over_limit(scope, verdict)
     return auth
-
-
-async def enforce_user_limit(scope: Scope, auth: AuthContext, limiter: RateLimiter) -> None:
-    verdict = await limiter.hit(user_tier(auth), auth.user_id)
-    if not verdict.allowed:
-        raise over_limit(scope, verdict)
 
 
 def user_tier(auth: AuthContext) -> str:
