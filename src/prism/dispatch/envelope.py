@@ -33,12 +33,9 @@ def call_from_envelope(tool_name: str, payload: Any, *, door: str) -> Call:
         raise InvalidArguments(f"{unknown[0]}: not an envelope field; send handler parameters inside "
                                "`arguments`", details={"field": unknown[0]})
     get = payload.get
-    mission_id, oversight_request_id = get("mission_id"), get("oversight_request_id")
     return Call(tool_name=tool_name, door=door, arguments=get("arguments", {}), operation=get("operation"),
-                app=get("app"), entity=get("entity"),
-                mission_id=None if mission_id is None else _id_field(payload, "mission_id"),
-                oversight_request_id=(None if oversight_request_id is None
-                                      else _id_field(payload, "oversight_request_id")))
+                app=get("app"), entity=get("entity"), mission_id=_id_field(payload, "mission_id"),
+                oversight_request_id=_id_field(payload, "oversight_request_id"))
 
 
 def _id_field(payload: dict[str, Any], name: str) -> str | None:
