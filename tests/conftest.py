@@ -1,27 +1,25 @@
 """Test fixtures: a real database (SQLite file or PostgreSQL), the real app, data built through services.
 
-PRISM_TEST_DATABASE_URL selects the engine (default: a fresh SQLite file). Every test builds its own
-tenant with a unique subdomain, so tests never see each other's data and need no cleanup.
+PRISM_TEST_DATABASE_URL selects the engine (default: a fresh SQLite file). When it names PostgreSQL it names
+the server only: the suite creates a database of its own there and drops it at the end, so no database the
+suite did not create is ever changed. Every test builds its own tenant with a unique subdomain, so tests never
+see each other's data and need no cleanup.
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-from collections.abc import AsyncIterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
-from sqlalchemy import text
 
 from prism.app import create_app
 from prism.config import Settings
-from prism.db import Database, normalize_url, one_shot_engine
+from prism.db import Database, normalize_url
 from prism.migrate import upgrade
 from prism.ratelimit import TIERS
 from tests.factories import Factory
-from tests.processes import TEST_SECRET_KEY_FILE
+from tests.processes import TEST_SECRET_KEY_FILE, scratch_database
 
 UNTHROTTLED = {**{f"rate_limit_{tier}": 10**9 for tier in TIERS}, "lockout_failures": 10**9}
 
@@ -43,26 +41,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.engine_independent)
 
 
-def _database_url(tmp_root: Path) -> str:
-    return normalize_url(os.environ.get("PRISM_TEST_DATABASE_URL") or f"sqlite:///{tmp_root / 'prism-test.db'}")
-
-
-async def _reset(url: str) -> None:
-    if url.startswith("sqlite"):
-        return
-    engine = one_shot_engine(url)
-    async with engine.begin() as conn:
-        await conn.execute(text("DROP SCHEMA IF EXISTS public CASCADE"))
-        await conn.execute(text("CREATE SCHEMA public"))
-    await engine.dispose()
-
-
 @pytest.fixture(scope="session")
-def database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    url = _database_url(tmp_path_factory.mktemp("db"))
-    asyncio.run(_reset(url))
-    upgrade(url)
-    return url
+def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with scratch_database(tmp_path_factory.mktemp("db"), "suite") as url:
+        upgrade(url)
+        yield normalize_url(url)
 
 
 @pytest.fixture(scope="session")
