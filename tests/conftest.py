@@ -15,7 +15,7 @@ import pytest
 
 from prism.app import create_app
 from prism.config import Settings
-from prism.db import Database, normalize_url
+from prism.storage import Database, normalize_url
 from prism.migrate import upgrade
 from prism.ratelimit import TIERS
 from tests.factories import Factory

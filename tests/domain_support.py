@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from prism.db import Database
+from prism.storage import Database
 from prism.models import OutboxEvent
 from tests.factories import Workspace
 

@@ -6,7 +6,7 @@ import itertools
 import os
 from dataclasses import dataclass, field
 
-from prism.db import Database
+from prism.storage import Database
 from prism.identity.service import add_to_organization, create_user
 from prism.keys.service import create_key
 from prism.models import Organization, Tenant

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from prism.db import Database
+from prism.storage import Database
 from prism.keys.service import lookup_of
 from prism.models import AuditEntry, OutboxEvent
 from tests.factories import Factory, Workspace

@@ -27,7 +27,7 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from prism.db import one_shot_engine
+from prism.storage import one_shot_engine
 
 T = TypeVar("T")
 HOST = "127.0.0.1"

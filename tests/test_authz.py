@@ -22,7 +22,7 @@ from prism.apps.spare_parts.models import SparePart
 from prism.auth import authenticator as authenticator_module
 from prism.auth.authenticator import Authenticator
 from prism.config import Settings
-from prism.db import Database
+from prism.storage import Database
 from prism.keys.service import lookup_of, revoke_key
 from prism.kit.timeutil import utcnow
 from prism.models import ApiKey, AuditEntry

@@ -13,7 +13,7 @@ import pytest
 
 from prism.app import create_app
 from prism.config import Settings
-from prism.db import Database
+from prism.storage import Database
 from prism.identity.service import create_user
 from tests.factories import Factory, Workspace, unique
 from tests.processes import TRACEBACK, CliResult, cli_json, free_port, query, run_cli, scratch_database

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 
 from prism.apps.documents.text import chunk_text, extract_text
-from prism.db import Database
+from prism.storage import Database
 from tests.domain_support import Caller, events
 from tests.factories import Factory
 

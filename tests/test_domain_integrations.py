@@ -16,7 +16,7 @@ from sqlalchemy import text
 
 from prism.apps.integrations.handlers import MAX_RESPONSE
 from prism.config import Settings, get_settings
-from prism.db import Database
+from prism.storage import Database
 from tests.domain_support import Caller
 from tests.factories import Factory
 from tests.webhooks_receiver import Answer, Receiver, RunningReceiver, TlsFiles, make_tls

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 import httpx
 
-from prism.db import Database
+from prism.storage import Database
 from tests.domain_support import Caller, events
 from tests.factories import Factory
 

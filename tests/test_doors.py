@@ -15,7 +15,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from prism.db import Database
+from prism.storage import Database
 from prism.governance.ledger import verify_chain
 from prism.keys.service import lookup_of
 from prism.models import ApiKey, AuditEntry

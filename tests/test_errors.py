@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from prism.db import Database
+from prism.storage import Database
 from tests.factories import Factory, Workspace
 
 CANONICAL = "/api/mcp/tools/prism_entity_crud/"

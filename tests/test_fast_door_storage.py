@@ -22,9 +22,9 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import QueuePool
 
-from prism import db as db_module
+from prism.storage import database as db_module
 from prism.apps.spare_parts.models import SparePart
-from prism.db import Database
+from prism.storage import Database
 from prism.dispatch.dispatcher import _holds_nul
 from prism.kit import timeutil
 from prism.kit.ids import new_id

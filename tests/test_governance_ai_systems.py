@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from prism.db import Database
+from prism.storage import Database
 from prism.keys.service import lookup_of
 from tests.factories import Factory
 from tests.governance_support import events, governed_key, ok, post

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from prism.db import Database
+from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import entries, events, ok, post
 

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from prism.db import Database
+from prism.storage import Database
 from prism.governance.models import ClientGovernance, GovernanceDecision
 from tests.factories import Factory, Workspace
 from tests.governance_support import SPEC_DECISION_FIELDS, entries, events, ok, post
@@ -61,7 +61,8 @@ async def _tie(client: httpx.AsyncClient, ws: Workspace, client_id: str) -> dict
                       {"name": "connected assistant", "risk_level": "high"})
     tied = await ok(client, ws, "config_manage/governance/persona/attach",
                     {"client_id": client_id, "persona_id": persona["id"]})
-    assert tied == {"client_id": client_id, "client_name": "Claude", "persona_id": persona["id"], "ai_system_id": None}
+    assert tied == {"client_id": client_id, "client_name": "Claude", "persona_id": persona["id"], "ai_system_id": None,
+                    "changed": True}
     tied = await ok(client, ws, "config_manage/governance/ai_system/attach",
                     {"client_id": client_id, "ai_system_id": system["id"]})
     assert tied["persona_id"] == persona["id"] and tied["ai_system_id"] == system["id"]

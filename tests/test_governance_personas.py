@@ -9,7 +9,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from prism.db import Database
+from prism.storage import Database
 from prism.governance.models import GovernanceDecision
 from prism.governance.policy import compile_patterns
 from tests.factories import Factory, Workspace

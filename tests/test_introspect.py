@@ -13,7 +13,7 @@ from pydantic import Field
 from prism.apps.params import Params
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import BUILTIN_ROLES, PermissionSet
-from prism.db import Database
+from prism.storage import Database
 from prism.registry import HandlerApp, HandlerCall, Registry
 from prism.registry.introspect import IntrospectParams, introspect
 from prism.registry.mega_tools import MEGA_TOOLS

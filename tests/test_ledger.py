@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import delete, select, update
 
 from prism.apps.spare_parts.models import SparePart
-from prism.db import Database
+from prism.storage import Database
 from prism.governance.ledger import audit_entries, chain_hash, entry_body
 from prism.identity.service import add_to_organization, require_user
 from prism.keys.service import create_key

@@ -10,7 +10,7 @@ from sqlalchemy import select, text
 from prism.apps.params import NoParams
 from prism.auth.authenticator import Authenticator
 from prism.config import Settings
-from prism.db import Database
+from prism.storage import Database
 from prism.dispatch.dispatcher import Call, Dispatcher
 from prism.governance.ledger import verify_chain
 from prism.models import AuditEntry

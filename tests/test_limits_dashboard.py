@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from prism.app import create_app
 from prism.config import Settings
-from prism.db import Database
+from prism.storage import Database
 from prism.models import ApiKey
 from tests.factories import PASSWORD, Factory
 

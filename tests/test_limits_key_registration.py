@@ -7,7 +7,7 @@ import uuid
 from sqlalchemy import select, update
 
 from prism.config import Settings
-from prism.db import Database
+from prism.storage import Database
 from prism.keys.service import DEFAULT_KEY_NAME, hash_key
 from prism.models import ApiKey, User
 from tests.factories import PASSWORD, Factory

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from prism.db import Database
+from prism.storage import Database
 from prism.oauth.models import OAuthClient
 from tests.factories import unique
 from tests.oauth_support import CLIENT_BODIES, OAUTH

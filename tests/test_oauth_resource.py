@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from sqlalchemy import select
 
 from prism.config import Settings
-from prism.db import Database
+from prism.storage import Database
 from prism.oauth.models import OAuthSigningKey
 from tests.factories import Factory, Workspace
 from tests.oauth_support import bearer, browser, register, tokens_for

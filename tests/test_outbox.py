@@ -8,7 +8,7 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from prism.db import Database
+from prism.storage import Database
 from prism.events.outbox import UnknownEventType, emit
 from prism.models import OutboxEvent
 from tests.factories import Factory

@@ -11,7 +11,7 @@ import httpx
 import numpy as np
 import pytest
 
-from prism.db import Database
+from prism.storage import Database
 from prism.registry import semantic
 from prism.registry.registry import build_registry
 from prism.registry.search import terms

@@ -14,7 +14,7 @@ from sqlalchemy import String, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from prism.db import Database
+from prism.storage import Database
 from prism.webhooks import signal
 
 pytestmark = pytest.mark.engine_independent

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from prism.db import Database
+from prism.storage import Database
 
 pytestmark = pytest.mark.engine_independent
 

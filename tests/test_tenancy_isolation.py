@@ -21,7 +21,7 @@ from prism.apps import BUILTIN_APP_MODULES
 from prism.apps.crud import repo as crud_repo
 from prism.apps.finance.models import Invoice, Vendor
 from prism.apps.spare_parts.models import SparePart
-from prism.db import Database
+from prism.storage import Database
 from prism.errors import NotFound
 from prism.models import AuditEntry, Base
 from prism.registry import Handler, Registry

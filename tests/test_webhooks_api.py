@@ -8,7 +8,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from prism.db import Database
+from prism.storage import Database
 from prism.webhooks.models import Webhook
 from tests.factories import Factory
 from tests.webhooks_fixtures import (  # noqa: F401

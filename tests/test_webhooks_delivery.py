@@ -10,7 +10,7 @@ import httpx
 import pytest
 import stripe
 
-from prism.db import Database
+from prism.storage import Database
 from prism.events.outbox import emit
 from prism.webhooks.signing import USER_AGENT, signature_header
 from prism.webhooks.worker import DeliveryWorker

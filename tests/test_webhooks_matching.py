@@ -8,7 +8,7 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from prism.db import Database
+from prism.storage import Database
 from prism.events.outbox import emit
 from prism.models import OutboxEvent
 from prism.webhooks.matching import ActiveWebhook, matches

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import event, text
 
 from prism.config import Settings
-from prism.db import Database
+from prism.storage import Database
 from prism.events.outbox import emit
 from prism.webhooks.worker import DeliveryWorker
 from tests.factories import Factory, Workspace

@@ -14,7 +14,7 @@ from sqlalchemy import func, insert, select
 
 from prism.app import create_app
 from prism.config import Settings
-from prism.db import Database
+from prism.storage import Database
 from prism.events.outbox import emit
 from prism.kit.timeutil import utcnow
 from prism.webhooks.matching import new_delivery_id

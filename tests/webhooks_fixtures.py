@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 
 from prism.app import create_app
 from prism.config import Settings
-from prism.db import Database
+from prism.storage import Database
 from prism.kit.timeutil import utcnow
 from prism.webhooks.worker import DeliveryWorker
 from tests.factories import Workspace

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from prism.auth.authenticator import Authenticator
 from prism.canonical import endpoints as canonical
 from prism.config import Settings, get_settings
-from prism.db import Database
+from prism.storage import Database
 from prism.dispatch.dispatcher import Dispatcher
 from prism.keys.endpoints import routes as key_routes
 from prism.kit.collector import collector_paused, start_serving

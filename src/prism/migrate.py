@@ -37,7 +37,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from prism.db import one_shot_engine
+from prism.storage import one_shot_engine
 
 if TYPE_CHECKING:
     from alembic.config import Config

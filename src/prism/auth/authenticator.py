@@ -20,7 +20,7 @@ from sqlalchemy import select
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import PermissionSet
 from prism.config import Settings, get_settings
-from prism.db import Database
+from prism.storage import Database
 from prism.errors import TenantNotFound, Unauthenticated
 from prism.keys.service import KEY_PREFIXES, keys_match, lookup_of, touch_keys
 from prism.kit.timeutil import utcnow

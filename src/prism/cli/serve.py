@@ -9,7 +9,7 @@ import uvicorn
 
 from prism.cli.output import emit
 from prism.config import get_settings
-from prism.db import Database
+from prism.storage import Database
 from prism.kit.collector import collector_paused
 from prism.migrate import upgrade
 from prism.seed import DemoWorkspace, is_empty, seed_demo

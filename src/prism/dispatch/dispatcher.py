@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.context import AuthContext
 from prism.config import Settings
-from prism.db import Database
+from prism.storage import Database
 from prism.errors import InvalidArguments, PermissionDenied, PrismError, ToolNotFound
 from prism.governance.gate import Gate
 from prism.governance.ledger import EntryDraft

@@ -31,7 +31,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from prism.db import Database
+from prism.storage import Database
 from prism.errors import Conflict, PrismError
 from prism.governance.ledger import EntryDraft, audit_entries, audit_heads, chain_hash, entry_body
 from prism.kit.prepared import Prepared, Processor

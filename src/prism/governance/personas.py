@@ -19,8 +19,8 @@ from prism.errors import Conflict, NotFound
 from prism.governance.models import AiSystem, ClientGovernance, Persona
 from prism.governance.policy import MAX_PATTERNS, validate_pattern
 from prism.kit.timeutil import utcnow
-from prism.models import ApiKey
-from prism.oauth.models import OAuthClient
+from prism.models import ApiKey, Membership
+from prism.oauth.models import OAuthClient, OAuthGrant
 from prism.tenancy.repository import OrgRepository, to_record
 
 Priority = Literal["low", "normal", "high", "critical"]
@@ -131,7 +131,8 @@ async def attach(session: AsyncSession, *, organization_id: str, column: str, va
                  ) -> dict[str, Any]:
     """Set the `persona_id` or `ai_system_id` (None unties it) of a key of the organization, or of an OAuth
     client's tokens in the organization (`client_id`, with the organization's `tenant_id`). The persona or AI
-    system must belong to the organization."""
+    system must belong to the organization. `changed` in the answer says whether anything was different
+    before: detaching what is not attached is a no-op, not an error."""
     if value is not None:
         model, label = (Persona, "persona") if column == "persona_id" else (AiSystem, "AI system")
         await OrgRepository(session, model, organization_id, label=label).get(value)
@@ -140,23 +141,29 @@ async def attach(session: AsyncSession, *, organization_id: str, column: str, va
         return await _attach_client(session, organization_id, tenant_id, client_id, column, value)
     assert key_ref is not None, "attach names a key or a client"
     key = await find_key(session, organization_id, key_ref)
+    before = getattr(key, column)
     await session.execute(update(ApiKey).where(ApiKey.id == key.id, ApiKey.organization_id == organization_id)
                           .values({column: value}).execution_options(synchronize_session=False))
     row = (await session.execute(select(ApiKey.persona_id, ApiKey.ai_system_id).where(ApiKey.id == key.id))).one()
     return {"key_id": key.id, "key_prefix": key.lookup, "persona_id": row.persona_id,
-            "ai_system_id": row.ai_system_id}
+            "ai_system_id": row.ai_system_id, "changed": before != value}
 
 
 async def _attach_client(session: AsyncSession, organization_id: str, tenant_id: str, client_id: str, column: str,
                          value: str | None) -> dict[str, Any]:
     client_name = (await session.execute(select(OAuthClient.client_name).where(
         OAuthClient.client_id == client_id))).scalar_one_or_none()
-    if client_name is None:
-        raise NotFound(f"OAuth client {client_id!r} not found", code="not_found")
     row = (await session.execute(select(ClientGovernance).where(
         ClientGovernance.organization_id == organization_id, ClientGovernance.client_id == client_id))
            ).scalar_one_or_none()
+    if client_name is None or (row is None and not await _authorized_in(session, organization_id, client_id)):
+        # Registrations are shared by every tenant: one no member of this organization ever authorized is
+        # another tenant's business, and answering as if it did not exist tells nothing about it.
+        raise NotFound(f"OAuth client {client_id!r} not found", code="not_found")
+    before = getattr(row, column) if row is not None else None
     if row is None:
+        if value is None:
+            return _client_record(client_id, client_name, None, None, changed=False)
         row = ClientGovernance(organization_id=organization_id, tenant_id=tenant_id, client_id=client_id)
         session.add(row)
     setattr(row, column, value)
@@ -165,8 +172,23 @@ async def _attach_client(session: AsyncSession, organization_id: str, tenant_id:
     if persona_id is None and ai_system_id is None:  # nothing left to say about this client here
         await session.delete(row)
     await session.flush()
+    return _client_record(client_id, client_name, persona_id, ai_system_id, changed=before != value)
+
+
+async def _authorized_in(session: AsyncSession, organization_id: str, client_id: str) -> bool:
+    """Whether the client's tokens may act in the organization: a grant made for it, or one made by a user who
+    is a member of it (such a token may name the organization in X-Organization-Context)."""
+    members = select(Membership.user_id).where(Membership.organization_id == organization_id)
+    found = (await session.execute(select(OAuthGrant.id).where(
+        OAuthGrant.client_id == client_id,
+        or_(OAuthGrant.organization_id == organization_id, OAuthGrant.user_id.in_(members))).limit(1))).first()
+    return found is not None
+
+
+def _client_record(client_id: str, client_name: str, persona_id: str | None, ai_system_id: str | None, *,
+                   changed: bool) -> dict[str, Any]:
     return {"client_id": client_id, "client_name": client_name, "persona_id": persona_id,
-            "ai_system_id": ai_system_id}
+            "ai_system_id": ai_system_id, "changed": changed}
 
 
 async def list_personas(session: AsyncSession, organization_id: str) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from prism.config import get_settings
-from prism.db import one_shot_engine
+from prism.storage import one_shot_engine
 from prism.tables import metadata as target_metadata_all
 
 config = context.config

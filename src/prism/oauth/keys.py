@@ -25,7 +25,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.config import Settings
-from prism.db import Database
+from prism.storage import Database
 from prism.kit.ids import random_token
 from prism.kit.secret import derived_key
 from prism.kit.timeutil import utcnow

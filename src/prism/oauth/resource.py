@@ -20,7 +20,7 @@ from sqlalchemy import select
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import PermissionSet
 from prism.config import Settings
-from prism.db import Database
+from prism.storage import Database
 from prism.errors import BadRequest, PermissionDenied, Unauthenticated
 from prism.governance.models import ClientGovernance
 from prism.models import Membership

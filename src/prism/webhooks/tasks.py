@@ -7,7 +7,7 @@ import contextlib
 import logging
 
 from prism.config import Settings
-from prism.db import Database
+from prism.storage import Database
 from prism.webhooks.worker import DeliveryWorker
 
 log = logging.getLogger("prism.webhooks")

@@ -29,7 +29,7 @@ from sqlalchemy import Integer, String, Table, Text, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from prism.config import Settings
-from prism.db import Database
+from prism.storage import Database
 from prism.kit.outbound import OutboundClient
 from prism.kit.timeutil import utcnow
 from prism.models import OutboxEvent
