@@ -19,7 +19,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.context import AuthContext
 from prism.config import Settings
-from prism.storage import Database
 from prism.errors import InvalidArguments, PermissionDenied, PrismError, ToolNotFound
 from prism.governance.gate import Gate
 from prism.governance.ledger import EntryDraft
@@ -27,6 +26,8 @@ from prism.governance.ledger_writer import LedgerWriter
 from prism.kit.canonical import digest
 from prism.registry import AfterCommit, Handler, HandlerCall, Registry
 from prism.registry.mega_tools import LEGACY_BINDINGS, SCOPE_OF_CLASS, mega_tool_of
+from prism.storage import Database
+from prism.tenancy.scope import acting_for
 
 
 @dataclass(slots=True)
@@ -144,7 +145,9 @@ class Dispatcher:
         """The slow part of a call whose audit entry is committed: outside any transaction, then recorded."""
         outcome = await deferred.send()
         async with self.ledger.db.write() as session:
-            return await deferred.record(HandlerCall(auth, session, self.registry, handler, self.settings), outcome)
+            with acting_for(session, auth.organization_id):
+                return await deferred.record(HandlerCall(auth, session, self.registry, handler, self.settings),
+                                             outcome)
 
     async def _governed_work(self, gate: Gate, params: BaseModel, session: AsyncSession) -> Any:
         assert gate.handler is not None
@@ -152,9 +155,11 @@ class Dispatcher:
         return await self._work(gate.auth, gate.handler, params, session)
 
     async def _work(self, auth: AuthContext, handler: Handler, params: BaseModel, session: AsyncSession) -> Any:
-        result = await handler.func(HandlerCall(auth, session, self.registry, handler, self.settings), params)
-        if not handler.read_only:  # surface constraint violations inside the handler's savepoint
-            await session.flush()
+        # The handler's session acts for the caller's organization: every statement it runs is limited to it.
+        with acting_for(session, auth.organization_id):
+            result = await handler.func(HandlerCall(auth, session, self.registry, handler, self.settings), params)
+            if not handler.read_only:  # surface constraint violations inside the handler's savepoint
+                await session.flush()
         return result
 
 

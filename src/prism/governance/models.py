@@ -11,9 +11,10 @@ from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueCon
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.models.base import Base, UTCDateTime, created_column, id_column
+from prism.tenancy.scope import OrgScoped
 
 
-class Persona(Base):
+class Persona(OrgScoped, Base):
     """A policy object attached to keys: allow / deny / oversight patterns over coordinates."""
 
     __tablename__ = "personas"
@@ -37,7 +38,7 @@ class Persona(Base):
     updated_at: Mapped[datetime] = created_column()
 
 
-class AiSystem(Base):
+class AiSystem(OrgScoped, Base):
     """A governance record for an AI system; keys tied to one produce a decision per dispatch."""
 
     __tablename__ = "ai_systems"
@@ -52,7 +53,7 @@ class AiSystem(Base):
     created_at: Mapped[datetime] = created_column()
 
 
-class ClientGovernance(Base):
+class ClientGovernance(OrgScoped, Base):
     """The persona and AI system of one OAuth client's tokens acting in one organization.
 
     A key belongs to one organization and carries its persona itself; an OAuth client is registered once
@@ -73,7 +74,7 @@ class ClientGovernance(Base):
     updated_at: Mapped[datetime] = created_column()
 
 
-class OversightRequest(Base):
+class OversightRequest(OrgScoped, Base):
     __tablename__ = "oversight_requests"
     __table_args__ = (Index("ix_oversight_requests_org_status", "organization_id", "status"),)
 
@@ -96,7 +97,7 @@ class OversightRequest(Base):
     created_at: Mapped[datetime] = created_column()
 
 
-class Mission(Base):
+class Mission(OrgScoped, Base):
     __tablename__ = "missions"
 
     id: Mapped[str] = id_column()
@@ -114,7 +115,7 @@ class Mission(Base):
     created_at: Mapped[datetime] = created_column()
 
 
-class GovernanceDecision(Base):
+class GovernanceDecision(OrgScoped, Base):
     __tablename__ = "governance_decisions"
     __table_args__ = (Index("ix_governance_decisions_org_created", "organization_id", "created_at"),)
 
@@ -134,7 +135,7 @@ class GovernanceDecision(Base):
     created_at: Mapped[datetime] = created_column()
 
 
-class GovernanceViolation(Base):
+class GovernanceViolation(OrgScoped, Base):
     """A violation found after the fact; unique per ledger entry and persona version (no double reports)."""
 
     __tablename__ = "governance_violations"

@@ -6,9 +6,10 @@ from sqlalchemy import JSON, BigInteger, ForeignKey, Integer, String, UniqueCons
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.models.base import Base, UTCDateTime
+from prism.tenancy.scope import OrgScoped
 
 
-class AuditHead(Base):
+class AuditHead(OrgScoped, Base):
     """The tip of one organization's chain. Appenders lock this row, so two processes never fork it."""
 
     __tablename__ = "audit_heads"
@@ -20,7 +21,7 @@ class AuditHead(Base):
     hash: Mapped[str] = mapped_column(String(64))
 
 
-class AuditEntry(Base):
+class AuditEntry(OrgScoped, Base):
     """One dispatch, allowed or refused. `hash = sha256(prev_hash ‖ canonical JSON of the entry)`."""
 
     __tablename__ = "audit_entries"

@@ -6,6 +6,7 @@ from sqlalchemy import JSON, Boolean, ForeignKey, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.models.base import Base, created_column, id_column
+from prism.tenancy.scope import OrgScoped
 
 
 class User(Base):
@@ -33,7 +34,7 @@ class Role(Base):
     is_builtin: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
-class Membership(Base):
+class Membership(OrgScoped, Base):
     __tablename__ = "memberships"
     __table_args__ = (UniqueConstraint("user_id", "organization_id"),)
 

@@ -6,9 +6,10 @@ from sqlalchemy import ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.models.base import Base, UTCDateTime, created_column, id_column
+from prism.tenancy.scope import OrgScoped
 
 
-class ApiKey(Base):
+class ApiKey(OrgScoped, Base):
     """An API key: only its SHA-256 is stored; `lookup` (the first characters) finds the row."""
 
     __tablename__ = "api_keys"

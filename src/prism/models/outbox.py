@@ -6,9 +6,10 @@ from sqlalchemy import ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.models.base import Base, UTCDateTime
+from prism.tenancy.scope import OrgScoped
 
 
-class OutboxEvent(Base):
+class OutboxEvent(OrgScoped, Base):
     """One event, written in the same transaction as the change that caused it.
 
     `payload` holds the exact envelope bytes that receivers get (sorted keys, compact separators), so

@@ -16,6 +16,7 @@ from sqlalchemy import JSON, ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.models.base import Base, UTCDateTime, created_column, id_column
+from prism.tenancy.scope import OrgScoped
 
 
 class OAuthClient(Base):
@@ -47,7 +48,7 @@ class OAuthSigningKey(Base):
     retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
-class OAuthGrant(Base):
+class OAuthGrant(OrgScoped, Base):
     """One authorization (a token family): every access and refresh token issued from one code."""
 
     __tablename__ = "oauth_grants"
@@ -64,7 +65,7 @@ class OAuthGrant(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
-class OAuthCode(Base):
+class OAuthCode(OrgScoped, Base):
     __tablename__ = "oauth_codes"
 
     id: Mapped[str] = id_column()

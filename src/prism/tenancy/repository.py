@@ -1,8 +1,10 @@
-"""The one place organization scoping lives.
+"""Reading and adding one organization's records.
 
-Every tenant-scoped query starts from `OrgRepository.base()`, which already filters the caller's
-organization; an id of another organization is therefore simply "not found" (404), never forbidden,
-so nothing about its existence leaks. tests/test_tenancy_isolation.py enforces this.
+Queries of an organization's records start from `OrgRepository.base()`, limited to that organization: in a
+dispatched call by the session itself, which acts for the caller's organization and filters every statement
+(prism.tenancy.scope); elsewhere by the criterion the repository writes. An id of another organization is
+therefore simply "not found" (404), never forbidden, so nothing about its existence leaks.
+tests/test_tenancy_isolation.py and tests/test_tenancy_scope.py enforce this.
 """
 
 from __future__ import annotations
@@ -10,15 +12,14 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Select, bindparam, func, or_, select
-from sqlalchemy.engine import Dialect
+from sqlalchemy import Select, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
 from prism.errors import InvalidArguments, NotFound
-from prism.kit.prepared import Prepared, Processor
-from prism.kit.timeutil import iso, iso_of_sqlite_text
-from prism.models.base import Base, UTCDateTime
+from prism.kit.timeutil import iso
+from prism.models.base import Base
+from prism.tenancy.scope import acting_organization
 
 M = TypeVar("M", bound=Base)
 
@@ -39,51 +40,16 @@ def to_record(row: Base) -> dict[str, Any]:
     return {c.key: _json_ready(getattr(row, c.key)) for c in row.__table__.columns if c.key not in HIDDEN_COLUMNS}
 
 
-def _temporal(column: Any) -> bool:
-    """Whether the column's values may be dates or datetimes: its Python type is one, or does not rule them
-    out (`object`, what a type that does not say reports, as UTCDateTime does)."""
-    try:
-        python_type = column.type.python_type
-    except NotImplementedError:
-        return True
-    return not isinstance(python_type, type) or issubclass(python_type, date) or issubclass(date, python_type)
+def _shown_columns(model: type[Base]) -> tuple[Any, ...]:
+    """The model's attributes of the columns a record shows, in table order (as `to_record` shows them)."""
+    columns = _SHOWN.get(model)
+    if columns is None:
+        columns = _SHOWN[model] = tuple(getattr(model, c.key) for c in model.__table__.columns
+                                        if c.key not in HIDDEN_COLUMNS)
+    return columns
 
 
-def _read_for_json(column: Any, dialect: Dialect, processor: Processor | None) -> Processor | None:
-    """A column of a prepared read, read as `to_record` presents it: dates and datetimes as ISO text.
-
-    Only the columns that may hold dates are converted at all; a UTCDateTime on SQLite goes from its stored
-    text to ISO text directly (falling back to the full conversion for text of any other form).
-    """
-    if not _temporal(column):
-        return processor
-    convert: Processor = _json_ready if processor is None else (lambda value: _json_ready(processor(value)))
-    if dialect.name != "sqlite" or type(column.type) is not UTCDateTime:
-        return convert
-
-    def read(value: Any) -> Any:
-        if type(value) is str:
-            text = iso_of_sqlite_text(value)
-            if text is not None:
-                return text
-        return convert(value)
-
-    return read
-
-
-class _ByIdRead:
-    """A table's read by id on the prepared path: the columns `to_record` shows, in its form and order."""
-
-    __slots__ = ("prepared",)
-
-    def __init__(self, table: Any) -> None:
-        shown = [c for c in table.columns if c.key not in HIDDEN_COLUMNS]
-        self.prepared = Prepared(select(*shown).where(
-            table.c.organization_id == bindparam("org_id"), table.c.id == bindparam("record_id")),
-            read_column=_read_for_json)
-
-
-_BY_ID: dict[type[Base], _ByIdRead] = {}
+_SHOWN: dict[type[Base], tuple[Any, ...]] = {}
 
 
 class OrgRepository(Generic[M]):
@@ -95,8 +61,23 @@ class OrgRepository(Generic[M]):
         self.label = label or model.__tablename__
 
     def base(self) -> Select[M]:
+        return self._scoped(select(self.model))
+
+    def _scoped(self, stmt: Select[Any]) -> Select[Any]:
+        """The statement, limited to the repository's organization.
+
+        A session acting for that organization (every dispatched call's) adds the criterion to each statement
+        itself (prism.tenancy.scope), so it is not written twice; anywhere else (the webhook API, the CLI) the
+        repository writes it. A session acting for another organization is a mistake, not a query to run.
+        """
+        acting = acting_organization(self.session)
+        if acting == self.organization_id:
+            return stmt
+        if acting is not None:
+            raise RuntimeError(f"a repository of organization {self.organization_id!r} used in a session acting "
+                               f"for {acting!r}")
         org_column: InstrumentedAttribute[str] = self.model.organization_id  # type: ignore[attr-defined]
-        return select(self.model).where(org_column == self.organization_id)
+        return stmt.where(org_column == self.organization_id)
 
     async def get(self, record_id: str) -> M:
         """The ORM object (to change or delete it); another organization's id is not found."""
@@ -107,14 +88,14 @@ class OrgRepository(Generic[M]):
         return row
 
     async def get_record(self, record_id: str) -> dict[str, Any]:
-        """The record as JSON-ready data, read on the prepared path (reads by id are the hot path)."""
-        read = _BY_ID.get(self.model)
-        if read is None:
-            read = _BY_ID[self.model] = _ByIdRead(self.model.__table__)
-        values = await read.prepared.fetch_one(self.session, org_id=self.organization_id, record_id=record_id)
+        """The record as `to_record` shows it, reading only the columns it shows (reads by id are the hot path:
+        no ORM object is built)."""
+        columns = _shown_columns(self.model)
+        stmt = self._scoped(select(*columns).where(self.model.id == record_id))  # type: ignore[attr-defined]
+        values = (await self.session.execute(stmt)).first()
         if values is None:
             raise NotFound(f"{self.label} {record_id!r} not found", code="not_found")
-        return values
+        return {column.key: _json_ready(value) for column, value in zip(columns, values, strict=True)}
 
     def add(self, **values: Any) -> M:
         row = self.model(organization_id=self.organization_id, **values)

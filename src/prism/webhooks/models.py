@@ -9,9 +9,10 @@ from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.models.base import Base, UTCDateTime, created_column
+from prism.tenancy.scope import OrgScoped
 
 
-class Webhook(Base):
+class Webhook(OrgScoped, Base):
     """A receiver of an organization's events.
 
     `sealed` holds the signing secret and the custom headers (which often carry an Authorization value),
@@ -43,7 +44,7 @@ class Webhook(Base):
     updated_at: Mapped[datetime] = created_column()
 
 
-class WebhookDelivery(Base):
+class WebhookDelivery(OrgScoped, Base):
     """One event for one webhook. `due_at` is when a worker should try next (null once final);
     `claimed_until` is the lease of the worker trying it now."""
 

@@ -7,9 +7,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.apps.columns import moment, org_id, ref, status, updated_column
 from prism.models.base import Base, created_column, id_column
+from prism.tenancy.scope import OrgScoped
 
 
-class Agent(Base):
+class Agent(OrgScoped, Base):
     """An agent definition: what model runs it, with which instructions and step limit."""
 
     __tablename__ = "agents_agents"
@@ -27,7 +28,7 @@ class Agent(Base):
     updated_at: Mapped[datetime] = updated_column()
 
 
-class AgentInstance(Base):
+class AgentInstance(OrgScoped, Base):
     """One run of an agent on a task: spawned → running → completed | failed, or cancelled."""
 
     __tablename__ = "agents_instances"
@@ -47,7 +48,7 @@ class AgentInstance(Base):
     updated_at: Mapped[datetime] = updated_column()
 
 
-class AgentStep(Base):
+class AgentStep(OrgScoped, Base):
     """What a running instance did, in order (thoughts, tool calls, observations, messages)."""
 
     __tablename__ = "agents_steps"

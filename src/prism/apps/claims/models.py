@@ -7,9 +7,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.apps.columns import moment, org_id, ref, status, updated_column
 from prism.models.base import Base, created_column, id_column
+from prism.tenancy.scope import OrgScoped
 
 
-class Payer(Base):
+class Payer(OrgScoped, Base):
     __tablename__ = "claims_payers"
     __table_args__ = (UniqueConstraint("organization_id", "code"),)
 
@@ -23,7 +24,7 @@ class Payer(Base):
     created_at: Mapped[datetime] = created_column()
 
 
-class Patient(Base):
+class Patient(OrgScoped, Base):
     __tablename__ = "claims_patients"
     __table_args__ = (UniqueConstraint("organization_id", "member_id"),)
 
@@ -37,7 +38,7 @@ class Patient(Base):
     created_at: Mapped[datetime] = created_column()
 
 
-class Claim(Base):
+class Claim(OrgScoped, Base):
     __tablename__ = "claims_claims"
     __table_args__ = (UniqueConstraint("organization_id", "number"),)
 
@@ -61,7 +62,7 @@ class Claim(Base):
     updated_at: Mapped[datetime] = updated_column()
 
 
-class ClaimLine(Base):
+class ClaimLine(OrgScoped, Base):
     __tablename__ = "claims_claim_lines"
 
     id: Mapped[str] = id_column()

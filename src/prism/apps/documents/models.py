@@ -7,9 +7,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.apps.columns import moment, org_id, ref, status, updated_column
 from prism.models.base import Base, created_column, id_column
+from prism.tenancy.scope import OrgScoped
 
 
-class Collection(Base):
+class Collection(OrgScoped, Base):
     __tablename__ = "documents_collections"
     __table_args__ = (UniqueConstraint("organization_id", "name"),)
 
@@ -20,7 +21,7 @@ class Collection(Base):
     created_at: Mapped[datetime] = created_column()
 
 
-class Document(Base):
+class Document(OrgScoped, Base):
     __tablename__ = "documents_documents"
 
     id: Mapped[str] = id_column()
@@ -42,7 +43,7 @@ class Document(Base):
     updated_at: Mapped[datetime] = updated_column()
 
 
-class DocumentChunk(Base):
+class DocumentChunk(OrgScoped, Base):
     __tablename__ = "documents_chunks"
     __table_args__ = (UniqueConstraint("document_id", "seq"),)
 

@@ -7,9 +7,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.kit.timeutil import utcnow
 from prism.models.base import Base, UTCDateTime, created_column, id_column
+from prism.tenancy.scope import OrgScoped
 
 
-class Vendor(Base):
+class Vendor(OrgScoped, Base):
     __tablename__ = "finance_vendors"
 
     id: Mapped[str] = id_column()
@@ -23,7 +24,7 @@ class Vendor(Base):
     created_at: Mapped[datetime] = created_column()
 
 
-class Invoice(Base):
+class Invoice(OrgScoped, Base):
     __tablename__ = "finance_invoices"
     __table_args__ = (UniqueConstraint("organization_id", "vendor_id", "number"),)
 
@@ -43,7 +44,7 @@ class Invoice(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
 
 
-class Payment(Base):
+class Payment(OrgScoped, Base):
     """Money paid to a vendor against one invoice; several partial payments may settle an invoice."""
 
     __tablename__ = "finance_payments"
@@ -64,7 +65,7 @@ class Payment(Base):
     created_at: Mapped[datetime] = created_column()
 
 
-class PurchaseOrder(Base):
+class PurchaseOrder(OrgScoped, Base):
     """An order placed with a vendor: draft → approved → received → closed, or cancelled before receipt."""
 
     __tablename__ = "finance_purchase_orders"

@@ -8,9 +8,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.apps.columns import moment, org_id, ref, status
 from prism.models.base import Base, created_column, id_column
+from prism.tenancy.scope import OrgScoped
 
 
-class Endpoint(Base):
+class Endpoint(OrgScoped, Base):
     """A configured outbound HTTPS endpoint of an external system."""
 
     __tablename__ = "integrations_endpoints"
@@ -30,7 +31,7 @@ class Endpoint(Base):
     created_at: Mapped[datetime] = created_column()
 
 
-class CallLog(Base):
+class CallLog(OrgScoped, Base):
     """One outbound call: what was asked, what came back (first 1000 characters), how long it took."""
 
     __tablename__ = "integrations_call_logs"

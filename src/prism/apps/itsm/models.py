@@ -7,9 +7,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.apps.columns import moment, org_id, ref, status, updated_column
 from prism.models.base import Base, UTCDateTime, created_column, id_column
+from prism.tenancy.scope import OrgScoped
 
 
-class Service(Base):
+class Service(OrgScoped, Base):
     """A business service tickets are raised against (email, VPN, ERP ...)."""
 
     __tablename__ = "itsm_services"
@@ -25,7 +26,7 @@ class Service(Base):
     created_at: Mapped[datetime] = created_column()
 
 
-class SlaPolicy(Base):
+class SlaPolicy(OrgScoped, Base):
     """Hours to resolve a ticket of one priority; a new ticket's sla_due_at comes from here."""
 
     __tablename__ = "itsm_sla_policies"
@@ -39,7 +40,7 @@ class SlaPolicy(Base):
     created_at: Mapped[datetime] = created_column()
 
 
-class Ticket(Base):
+class Ticket(OrgScoped, Base):
     __tablename__ = "itsm_tickets"
     __table_args__ = (UniqueConstraint("organization_id", "number"),)
 
@@ -62,7 +63,7 @@ class Ticket(Base):
     updated_at: Mapped[datetime] = updated_column()
 
 
-class TicketComment(Base):
+class TicketComment(OrgScoped, Base):
     __tablename__ = "itsm_ticket_comments"
 
     id: Mapped[str] = id_column()

@@ -7,9 +7,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.apps.columns import moment, org_id, ref, status, updated_column
 from prism.models.base import Base, UTCDateTime, created_column, id_column
+from prism.tenancy.scope import OrgScoped
 
 
-class Asset(Base):
+class Asset(OrgScoped, Base):
     __tablename__ = "maintenance_assets"
     __table_args__ = (UniqueConstraint("organization_id", "tag"),)
 
@@ -26,7 +27,7 @@ class Asset(Base):
     updated_at: Mapped[datetime] = updated_column()
 
 
-class WorkOrder(Base):
+class WorkOrder(OrgScoped, Base):
     __tablename__ = "maintenance_work_orders"
 
     id: Mapped[str] = id_column()
@@ -49,7 +50,7 @@ class WorkOrder(Base):
     updated_at: Mapped[datetime] = updated_column()
 
 
-class WorkOrderPart(Base):
+class WorkOrderPart(OrgScoped, Base):
     """A spare part issued from stock to a work order (stock goes down; deleting the line returns it)."""
 
     __tablename__ = "maintenance_wo_parts"
@@ -64,7 +65,7 @@ class WorkOrderPart(Base):
     created_at: Mapped[datetime] = created_column()
 
 
-class MaintenancePlan(Base):
+class MaintenancePlan(OrgScoped, Base):
     """Preventive maintenance: a work order every interval_days, generated when next_due arrives."""
 
     __tablename__ = "maintenance_plans"
@@ -80,7 +81,7 @@ class MaintenancePlan(Base):
     created_at: Mapped[datetime] = created_column()
 
 
-class MeterReading(Base):
+class MeterReading(OrgScoped, Base):
     __tablename__ = "maintenance_meter_readings"
 
     id: Mapped[str] = id_column()

@@ -7,9 +7,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.apps.columns import moment, org_id, ref, status
 from prism.models.base import Base, created_column, id_column
+from prism.tenancy.scope import OrgScoped
 
 
-class Channel(Base):
+class Channel(OrgScoped, Base):
     __tablename__ = "notifications_channels"
     __table_args__ = (UniqueConstraint("organization_id", "name"),)
 
@@ -22,7 +23,7 @@ class Channel(Base):
     created_at: Mapped[datetime] = created_column()
 
 
-class Template(Base):
+class Template(OrgScoped, Base):
     __tablename__ = "notifications_templates"
     __table_args__ = (UniqueConstraint("organization_id", "name"),)
 
@@ -35,7 +36,7 @@ class Template(Base):
     created_at: Mapped[datetime] = created_column()
 
 
-class Notification(Base):
+class Notification(OrgScoped, Base):
     """A message to one user (recipient_user_id) or to a channel (channel_id); exactly one is set."""
 
     __tablename__ = "notifications_items"

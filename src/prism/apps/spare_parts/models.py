@@ -7,9 +7,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.kit.timeutil import utcnow
 from prism.models.base import Base, UTCDateTime, created_column, id_column
+from prism.tenancy.scope import OrgScoped
 
 
-class SparePart(Base):
+class SparePart(OrgScoped, Base):
     __tablename__ = "spare_parts"
     __table_args__ = (UniqueConstraint("organization_id", "sku"),)
 
@@ -29,7 +30,7 @@ class SparePart(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
 
 
-class StockMovement(Base):
+class StockMovement(OrgScoped, Base):
     """One change of a part's stock: received (+), issued (-) or a count adjustment (±)."""
 
     __tablename__ = "spare_parts_stock_movements"
