@@ -38,10 +38,10 @@ from prism.app import create_app
 from prism.apps.spare_parts.models import SparePart
 from prism.canonical import endpoints as canonical_endpoints
 from prism.config import Settings
-from prism.storage import Database
 from prism.governance import ledger_writer
 from prism.migrate import upgrade_async
 from prism.seed import seed_demo
+from prism.storage import Database
 from prism.tenancy.hosts import classify_host
 
 TOOL_PATH = "/api/mcp/tools/prism_entity_crud/"

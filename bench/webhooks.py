@@ -44,11 +44,11 @@ from bench.harness import (  # noqa: E402
 )
 from bench.pgdb import throwaway_database  # noqa: E402
 from prism.config import Settings  # noqa: E402
-from prism.storage import Database  # noqa: E402
 from prism.events.outbox import emit  # noqa: E402
 from prism.kit.timeutil import utcnow  # noqa: E402
 from prism.migrate import upgrade  # noqa: E402
 from prism.models import OutboxEvent  # noqa: E402
+from prism.storage import Database  # noqa: E402
 from prism.webhooks.models import WebhookDelivery  # noqa: E402
 from prism.webhooks.schemas import WebhookCreate  # noqa: E402
 from prism.webhooks.service import create_webhook  # noqa: E402

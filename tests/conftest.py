@@ -15,9 +15,9 @@ import pytest
 
 from prism.app import create_app
 from prism.config import Settings
-from prism.storage import Database, normalize_url
 from prism.migrate import upgrade
 from prism.ratelimit import TIERS
+from prism.storage import Database, normalize_url
 from tests.factories import Factory
 from tests.processes import TEST_SECRET_KEY_FILE, scratch_database
 

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from prism.storage import Database
 from prism.models import OutboxEvent
+from prism.storage import Database
 from tests.factories import Workspace
 
 

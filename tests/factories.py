@@ -6,10 +6,10 @@ import itertools
 import os
 from dataclasses import dataclass, field
 
-from prism.storage import Database
 from prism.identity.service import add_to_organization, create_user
 from prism.keys.service import create_key
 from prism.models import Organization, Tenant
+from prism.storage import Database
 from prism.tenancy.service import create_organization, create_tenant
 
 _counter = itertools.count()

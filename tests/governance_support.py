@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from prism.storage import Database
 from prism.keys.service import lookup_of
 from prism.models import AuditEntry, OutboxEvent
+from prism.storage import Database
 from tests.factories import Factory, Workspace
 
 SPEC_DECISION_FIELDS = {"decision_id", "decision", "decision_type", "primary_reason", "ai_system",

@@ -22,12 +22,12 @@ from prism.apps.spare_parts.models import SparePart
 from prism.auth import authenticator as authenticator_module
 from prism.auth.authenticator import Authenticator
 from prism.config import Settings
-from prism.storage import Database
 from prism.keys.service import lookup_of, revoke_key
 from prism.kit.timeutil import utcnow
 from prism.models import ApiKey, AuditEntry
 from prism.registry import HandlerApp, HandlerCall, Registry
 from prism.registry.registry import load_app
+from prism.storage import Database
 from prism.tenancy.hosts import classify_host
 from tests.factories import Factory, Workspace
 

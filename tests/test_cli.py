@@ -13,8 +13,8 @@ import pytest
 
 from prism.app import create_app
 from prism.config import Settings
-from prism.storage import Database
 from prism.identity.service import create_user
+from prism.storage import Database
 from tests.factories import Factory, Workspace, unique
 from tests.processes import TRACEBACK, CliResult, cli_json, free_port, query, run_cli, scratch_database
 

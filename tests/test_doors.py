@@ -15,10 +15,10 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from prism.storage import Database
 from prism.governance.ledger import verify_chain
 from prism.keys.service import lookup_of
 from prism.models import ApiKey, AuditEntry
+from prism.storage import Database
 from tests.factories import Factory, Workspace
 
 CALL = "/api/v1/dev/call/"

@@ -22,14 +22,14 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import QueuePool
 
-from prism.storage import database as db_module
 from prism.apps.spare_parts.models import SparePart
-from prism.storage import Database
 from prism.dispatch.dispatcher import _holds_nul
 from prism.kit import timeutil
 from prism.kit.ids import new_id
 from prism.kit.timeutil import iso, iso_of_sqlite_text, sqlite_text_of
 from prism.models.base import UTCDateTime
+from prism.storage import Database
+from prism.storage import database as db_module
 from prism.tenancy.repository import OrgRepository, to_record
 from tests.factories import Factory, unique
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from prism.storage import Database
 from prism.keys.service import lookup_of
+from prism.storage import Database
 from tests.factories import Factory
 from tests.governance_support import events, governed_key, ok, post
 

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from prism.storage import Database
 from prism.governance.models import ClientGovernance, GovernanceDecision
+from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import SPEC_DECISION_FIELDS, entries, events, ok, post
 from tests.oauth_support import CLIENT_BODIES, bearer, browser, register, tokens_for

@@ -9,9 +9,9 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from prism.storage import Database
 from prism.governance.models import GovernanceDecision
 from prism.governance.policy import compile_patterns
+from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import SPEC_DECISION_FIELDS, entries, events, governed_key, ok, post
 

@@ -13,11 +13,11 @@ from pydantic import Field
 from prism.apps.params import Params
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import BUILTIN_ROLES, PermissionSet
-from prism.storage import Database
 from prism.registry import HandlerApp, HandlerCall, Registry
 from prism.registry.introspect import IntrospectParams, introspect
 from prism.registry.mega_tools import MEGA_TOOLS
 from prism.registry.search import index_for, split_words, stem
+from prism.storage import Database
 from tests.factories import Factory, Workspace
 
 URL = "/api/v1/dev/introspect/"

@@ -14,11 +14,11 @@ import pytest
 from sqlalchemy import delete, select, update
 
 from prism.apps.spare_parts.models import SparePart
-from prism.storage import Database
 from prism.governance.ledger import audit_entries, chain_hash, entry_body
 from prism.identity.service import add_to_organization, require_user
 from prism.keys.service import create_key
 from prism.models import Organization, Tenant
+from prism.storage import Database
 from prism.tenancy.service import create_organization
 from tests.factories import Factory, Workspace
 from tests.processes import TRACEBACK, CliResult, run_cli

@@ -10,8 +10,8 @@ from sqlalchemy import select
 
 from prism.app import create_app
 from prism.config import Settings
-from prism.storage import Database
 from prism.models import ApiKey
+from prism.storage import Database
 from tests.factories import PASSWORD, Factory
 
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')

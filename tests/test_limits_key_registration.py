@@ -7,9 +7,9 @@ import uuid
 from sqlalchemy import select, update
 
 from prism.config import Settings
-from prism.storage import Database
 from prism.keys.service import DEFAULT_KEY_NAME, hash_key
 from prism.models import ApiKey, User
+from prism.storage import Database
 from tests.factories import PASSWORD, Factory
 from tests.limits_support import client_for, limited_app
 

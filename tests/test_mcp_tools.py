@@ -10,8 +10,8 @@ from sqlalchemy import select
 
 from prism.app import create_app
 from prism.config import Settings
-from prism.storage import Database
 from prism.models.audit import AuditEntry
+from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.test_mcp_protocol import LIST_PARTS, call, headers_for, initialize, rpc, tool_text
 

@@ -13,8 +13,8 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
 
-from prism.storage import one_shot_engine
 from prism.migrate import alembic_config, create_at_newest, migrate_with_alembic, newest_revision, upgrade
+from prism.storage import one_shot_engine
 from prism.tables import metadata
 from tests.processes import scratch_database
 

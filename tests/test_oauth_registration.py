@@ -9,8 +9,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from prism.storage import Database
 from prism.oauth.models import OAuthClient
+from prism.storage import Database
 from tests.factories import unique
 from tests.oauth_support import CLIENT_BODIES, OAUTH
 

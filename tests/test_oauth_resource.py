@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives import serialization
 from sqlalchemy import select
 
 from prism.config import Settings
-from prism.storage import Database
 from prism.oauth.models import OAuthSigningKey
+from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.oauth_support import bearer, browser, register, tokens_for
 from tests.processes import run_cli

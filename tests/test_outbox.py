@@ -8,9 +8,9 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from prism.storage import Database
 from prism.events.outbox import UnknownEventType, emit
 from prism.models import OutboxEvent
+from prism.storage import Database
 from tests.factories import Factory
 
 

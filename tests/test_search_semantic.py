@@ -11,10 +11,10 @@ import httpx
 import numpy as np
 import pytest
 
-from prism.storage import Database
 from prism.registry import semantic
 from prism.registry.registry import build_registry
 from prism.registry.search import terms
+from prism.storage import Database
 from tests.factories import Factory, Workspace
 
 URL = "/api/v1/dev/introspect/"

@@ -21,10 +21,10 @@ from prism.apps import BUILTIN_APP_MODULES
 from prism.apps.crud import repo as crud_repo
 from prism.apps.finance.models import Invoice, Vendor
 from prism.apps.spare_parts.models import SparePart
-from prism.storage import Database
 from prism.errors import NotFound
 from prism.models import AuditEntry, Base
 from prism.registry import Handler, Registry
+from prism.storage import Database
 from prism.tenancy.repository import OrgRepository
 from tests.factories import Factory
 

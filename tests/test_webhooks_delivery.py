@@ -10,8 +10,8 @@ import httpx
 import pytest
 import stripe
 
-from prism.storage import Database
 from prism.events.outbox import emit
+from prism.storage import Database
 from prism.webhooks.signing import USER_AGENT, signature_header
 from prism.webhooks.worker import DeliveryWorker
 from tests.factories import Factory, Workspace

@@ -8,9 +8,9 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from prism.storage import Database
 from prism.events.outbox import emit
 from prism.models import OutboxEvent
+from prism.storage import Database
 from prism.webhooks.matching import ActiveWebhook, matches
 from prism.webhooks.models import WebhookDelivery
 from tests.factories import Factory, Workspace

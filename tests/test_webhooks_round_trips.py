@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import event, text
 
 from prism.config import Settings
-from prism.storage import Database
 from prism.events.outbox import emit
+from prism.storage import Database
 from prism.webhooks.worker import DeliveryWorker
 from tests.factories import Factory, Workspace
 from tests.webhooks_fixtures import (  # noqa: F401

@@ -14,9 +14,9 @@ from sqlalchemy import func, insert, select
 
 from prism.app import create_app
 from prism.config import Settings
-from prism.storage import Database
 from prism.events.outbox import emit
 from prism.kit.timeutil import utcnow
+from prism.storage import Database
 from prism.webhooks.matching import new_delivery_id
 from prism.webhooks.models import WebhookDelivery
 from prism.webhooks.worker import OUTCOMES_WAITING_PER_SLOT, DeliveryWorker

@@ -18,8 +18,8 @@ from starlette.applications import Starlette
 
 from prism.app import create_app
 from prism.config import Settings
-from prism.storage import Database
 from prism.kit.timeutil import utcnow
+from prism.storage import Database
 from prism.webhooks.worker import DeliveryWorker
 from tests.factories import Workspace
 from tests.webhooks_receiver import Receiver, RunningReceiver, TlsFiles, make_tls

@@ -20,12 +20,12 @@ from sqlalchemy import select
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import PermissionSet
 from prism.config import Settings, get_settings
-from prism.storage import Database
 from prism.errors import TenantNotFound, Unauthenticated
 from prism.keys.service import KEY_PREFIXES, keys_match, lookup_of, touch_keys
 from prism.kit.timeutil import utcnow
 from prism.models import ApiKey, Membership, Organization, Role, Tenant, User
 from prism.oauth.resource import AccessTokens
+from prism.storage import Database
 from prism.tenancy.hosts import HostInfo
 
 

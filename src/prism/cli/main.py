@@ -13,13 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism.cli.governance import governance_cli, persona_cli
 from prism.cli.output import emit, fail
 from prism.config import get_settings
-from prism.storage import Database
 from prism.errors import PrismError
 from prism.governance.ledger import verify_chain
 from prism.identity.service import add_to_organization, create_user, require_user
 from prism.keys.service import create_key, revoke_key
 from prism.kit.timeutil import iso
 from prism.oauth.cli import keys_cli
+from prism.storage import Database
 from prism.tenancy.service import (
     create_organization,
     create_tenant,

@@ -9,10 +9,10 @@ import uvicorn
 
 from prism.cli.output import emit
 from prism.config import get_settings
-from prism.storage import Database
 from prism.kit.collector import collector_paused
 from prism.migrate import upgrade
 from prism.seed import DemoWorkspace, is_empty, seed_demo
+from prism.storage import Database
 
 
 async def _seed_if_empty(url: str) -> DemoWorkspace | None:

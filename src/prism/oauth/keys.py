@@ -25,11 +25,11 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.config import Settings
-from prism.storage import Database
 from prism.kit.ids import random_token
 from prism.kit.secret import derived_key
 from prism.kit.timeutil import utcnow
 from prism.oauth.models import OAuthSigningKey
+from prism.storage import Database
 
 log = logging.getLogger("prism.oauth")
 KEY_BITS = 2048

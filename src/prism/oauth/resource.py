@@ -20,7 +20,6 @@ from sqlalchemy import select
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import PermissionSet
 from prism.config import Settings
-from prism.storage import Database
 from prism.errors import BadRequest, PermissionDenied, Unauthenticated
 from prism.governance.models import ClientGovernance
 from prism.models import Membership
@@ -30,6 +29,7 @@ from prism.oauth.models import OAuthGrant
 from prism.oauth.repository import GRANT_CONTEXT_QUERY, MEMBERSHIP_CONTEXT_QUERY
 from prism.oauth.tokens import AccessClaims, verify_access_token
 from prism.registry.mega_tools import PLATFORM_SCOPES
+from prism.storage import Database
 from prism.tenancy.hosts import HostInfo
 
 
