@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from http import HTTPStatus
 
+from prism.kit.nul import without_nul
 from prism.kit.outbound import OutboundAnswer, OutboundClient, OutboundFailed, OutboundTimeout
 from prism.webhooks.signing import SIGNATURE_HEADER, USER_AGENT, signature_header
 
@@ -68,10 +69,11 @@ async def attempt(client: OutboundClient, *, url: str, body: bytes, headers: dic
                                    read_at_most=_READ_AT_MOST)
     except OutboundTimeout as exc:
         return Attempt(False, None, "", str(exc), None)
-    except OutboundFailed as exc:
-        return Attempt(False, None, "", str(exc), None)
+    except OutboundFailed as exc:  # the message may quote what the receiver sent
+        return Attempt(False, None, "", without_nul(str(exc)), None)
     status = answer.status
-    text = answer.body.decode("utf-8", errors="replace")[:STORED_BODY_CHARS]
+    # The receiver's text is stored; PostgreSQL cannot store NUL, and refusing the answer is not ours to do.
+    text = without_nul(answer.body.decode("utf-8", errors="replace"))[:STORED_BODY_CHARS]
     if 200 <= status < 300:
         return Attempt(True, status, text, None, None)
     error = f"HTTP {status}: {_reason(status)}"

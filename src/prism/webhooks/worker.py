@@ -29,11 +29,11 @@ from sqlalchemy import Integer, String, Table, Text, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from prism.config import Settings
-from prism.storage import Database
 from prism.kit.outbound import OutboundClient
 from prism.kit.timeutil import utcnow
 from prism.models import OutboxEvent
 from prism.models.base import UTCDateTime
+from prism.storage import Database, unavailable_error
 from prism.webhooks import postgres_queue, signal
 from prism.webhooks.models import Webhook, WebhookDelivery
 from prism.webhooks.sender import Attempt, attempt, delivery_headers
@@ -83,6 +83,20 @@ def _job(row: Any) -> Job:
                retry_delay_seconds=row.retry_delay_seconds, timeout_seconds=row.timeout_seconds)
 
 
+# An outcome waiting to be written: the job, its column values, whether the receiver answered 410 Gone, and
+# the future its `record` call waits on.
+Outcome = tuple[Job, dict[str, Any], bool, "asyncio.Future[None]"]
+
+
+def _settle(outcomes: list[Outcome], error: Exception | None) -> None:
+    for *_, future in outcomes:
+        if not future.done():
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)
+
+
 def retry_delay(base: int, attempts_made: int) -> int:
     """Seconds between attempt n (= attempts_made) and attempt n+1."""
     return int(base * 2 ** (attempts_made - 1))
@@ -106,7 +120,7 @@ class DeliveryWorker:
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()  # deliveries being sent or waiting for their outcome's write
         self._sending = 0  # of those, the ones being sent (each holds one of `concurrency` slots)
-        self._results: list[tuple[Job, dict[str, Any], bool, asyncio.Future[None]]] = []
+        self._results: list[Outcome] = []
         self._results_ready = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         # PostgreSQL: claims and successes are single statements, each its own transaction (postgres_queue).
@@ -212,7 +226,7 @@ class DeliveryWorker:
                 outcome, counts = await self._send(job)
             finally:
                 self._sent()
-            await self._record(job, outcome, count_attempt=counts)
+            await self.record(job, outcome, count_attempt=counts)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -233,11 +247,12 @@ class DeliveryWorker:
                                 timeout_seconds=job.timeout_seconds)
         return outcome, True
 
-    async def _record(self, job: Job, outcome: Attempt, *, count_attempt: bool = True) -> None:
-        """Queue the outcome for the next results transaction and wait until it is written.
+    async def record(self, job: Job, outcome: Attempt, *, count_attempt: bool = True) -> None:
+        """Queue the outcome of a claimed job for the next results write and wait until it is written.
 
-        Outcomes finishing together are written in ONE transaction: a commit per delivery would make the
-        database, not the receivers, the limit of a worker's throughput."""
+        Outcomes finishing together are written together: a commit per delivery would make the database,
+        not the receivers, the limit of a worker's throughput. Raises when this outcome could not be written
+        (its lease runs out and the delivery is sent again); never because another outcome could not."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._results.append((job, self._outcome_values(job, outcome, count_attempt), outcome.status_code == 410,
                               future))
@@ -276,16 +291,33 @@ class DeliveryWorker:
             try:
                 await self._write_batch(batch)
             except Exception as exc:
-                log.exception("could not record %d webhook delivery outcomes", len(batch))
-                for *_, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
+                if len(batch) == 1 or unavailable_error(exc) is not None:
+                    log.exception("could not record %d webhook delivery outcomes", len(batch))
+                    _settle(batch, exc)
+                else:
+                    # One outcome the database refuses must not cost the others: unwritten, their leases
+                    # would run out and their receivers would get them again. Each is written on its own.
+                    log.warning("could not record %d webhook delivery outcomes together (%s); recording each "
+                                "on its own", len(batch), exc)
+                    await self._write_each(batch)
                 continue
-            for *_, future in batch:
-                if not future.done():
-                    future.set_result(None)
+            _settle(batch, None)
 
-    async def _write_batch(self, batch: list[tuple[Job, dict[str, Any], bool, asyncio.Future[None]]]) -> None:
+    async def _write_each(self, batch: list[Outcome]) -> None:
+        for index, outcome in enumerate(batch):
+            try:
+                await self._write_batch([outcome])
+            except Exception as exc:
+                if unavailable_error(exc) is not None:  # an outage, not this outcome: the rest would fail too
+                    log.exception("could not record %d webhook delivery outcomes", len(batch) - index)
+                    _settle(batch[index:], exc)
+                    return
+                log.exception("could not record the outcome of delivery %s", outcome[0].delivery_id)
+                _settle([outcome], exc)
+            else:
+                _settle([outcome], None)
+
+    async def _write_batch(self, batch: list[Outcome]) -> None:
         """Successes (nearly everything) in one statement; retries and failures one by one, with their
         accounting. Every write applies only while the claim is still ours (a lease taken over is not)."""
         successes = [(job, values) for job, values, _, _ in batch if values["status"] == "success"]
