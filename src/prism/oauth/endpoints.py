@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from prism.errors import PrismError
+from prism.kit.nul import refuse_nul_in_form
 from prism.kit.timeutil import utcnow
 from prism.oauth.errors import GrantReplayed, InvalidGrant, OAuthError
 from prism.oauth.issuer import issuer_for
@@ -78,7 +79,10 @@ def _basic_credentials(request: Request) -> tuple[str | None, str | None]:
     except (binascii.Error, UnicodeDecodeError):
         raise OAuthError("malformed Basic credentials", code="invalid_client", status=401) from None
     client_id, _, secret = decoded.partition(":")
-    return unquote(client_id), unquote(secret)
+    client_id, secret = unquote(client_id), unquote(secret)
+    # Credentials are client input like a form's fields, and reach the database the same way.
+    refuse_nul_in_form([("client_id", client_id), ("client_secret", secret)])
+    return client_id, secret
 
 
 async def token(request: Request) -> Response:
