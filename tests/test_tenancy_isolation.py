@@ -4,11 +4,7 @@ door. Another organization's id is simply not found (404), never forbidden (403)
 
 from __future__ import annotations
 
-import inspect
-import re
-import types
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,11 +14,10 @@ import pytest
 from sqlalchemy import func, select
 
 from prism.apps import BUILTIN_APP_MODULES
-from prism.apps.crud import repo as crud_repo
 from prism.apps.finance.models import Invoice, Vendor
 from prism.apps.spare_parts.models import SparePart
 from prism.errors import NotFound
-from prism.models import AuditEntry, Base
+from prism.models import AuditEntry
 from prism.registry import Handler, Registry
 from prism.storage import Database
 from prism.tenancy.repository import OrgRepository
@@ -30,7 +25,7 @@ from tests.factories import Factory
 
 DOORS = ("canonical", "prism_path", "sandbox")
 NEIGHBOURS = ("same_tenant", "other_tenant")
-MODELS = {"spare_part": SparePart, "vendor": Vendor, "invoice": Invoice}
+MODELS: dict[str, Any] = {"spare_part": SparePart, "vendor": Vendor, "invoice": Invoice}
 APP_OF = {"spare_part": "spare_parts", "vendor": "finance", "invoice": "finance"}
 # Entities whose list is the same for everyone (not organization data).
 GLOBAL_ENTITIES = {("core", "webhook_event")}
@@ -165,10 +160,11 @@ async def test_another_organizations_ids_are_not_found_and_stay_unchanged(
     before = await snapshot(db, theirs)
     mine_before = (await snapshot(db, mine))["ledger"]
     attempts = 0
-    changes = {"spare_part": {"quantity": 0, "name": "stolen"}, "invoice": {"status": "approved", "memo": "x"}}
+    changes: dict[str, dict[str, Any]] = {"spare_part": {"quantity": 0, "name": "stolen"},
+                                          "invoice": {"status": "approved", "memo": "x"}}
     for entity in MODELS:
         for their_id in theirs.ids(entity):
-            operations = [("read", {"id": their_id})]
+            operations: list[tuple[str, dict[str, Any]]] = [("read", {"id": their_id})]
             if entity in changes:
                 operations.append(("update", {"id": their_id, **changes[entity]}))
             if entity == "spare_part":
@@ -251,83 +247,10 @@ async def test_org_repository_filters_the_callers_organization(world: World, db:
         assert page["total"] == 2 and "organization_id" not in page["items"][0]
 
 
-# --- structure: every handler, present and future -----------------------------------------------------
-
-
-def _org_scoped_models() -> list[type[Any]]:
-    return [m.class_ for m in Base.registry.mappers if "organization_id" in m.columns]
-
-
-def _reachable(func: Callable[..., Any]) -> tuple[list[Any], str]:
-    """Module globals a handler uses, directly or through helper functions of its module; and their source."""
-    functions: list[Any] = []
-    used: list[Any] = []
-    pending = [func]
-    while pending:
-        current = pending.pop()
-        if any(current is f for f in functions):
-            continue
-        functions.append(current)
-        codes, names = [current.__code__], set()
-        while codes:
-            code = codes.pop()
-            names |= set(code.co_names)
-            codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-        for name in names:
-            obj = current.__globals__.get(name)
-            if obj is None:
-                continue
-            used.append(obj)
-            if inspect.isfunction(obj) and obj.__module__ == current.__module__:
-                pending.append(obj)
-    return used, "\n".join(inspect.getsource(f) for f in functions)
-
-
-# The organization's repository, and the apps' shared way to open it (prism.apps.crud.repo).
-SCOPED_ACCESS = (OrgRepository, crud_repo)
-ORG_FILTER = re.compile(r"\.organization_id\s*==\s*call\.organization_id")
-
-
-def _scoping(func: Callable[..., Any]) -> tuple[list[str], bool]:
-    """The organization-scoped models a handler touches, and whether it scopes them."""
-    used, source = _reachable(func)
-    models = [m.__name__ for m in _org_scoped_models() if any(u is m for u in used)]
-    return models, any(u in SCOPED_ACCESS for u in used) or ORG_FILTER.search(source) is not None
-
-
-async def _rogue_handler(call: Any, p: Any) -> Any:
-    return (await call.session.execute(select(SparePart))).scalars().all()
-
-
-async def _rogue_helper(call: Any) -> Any:
-    return await call.session.get(Vendor, "x")
-
-
-async def _rogue_through_helper(call: Any, p: Any) -> Any:
-    return await _rogue_helper(call)
-
-
-def test_the_scoping_inspection_flags_an_unscoped_handler() -> None:
-    assert _scoping(_rogue_handler) == (["SparePart"], False)
-    assert _scoping(_rogue_through_helper) == (["Vendor"], False)
-
-
-def test_every_handler_touching_organization_data_goes_through_the_org_repository_or_filters_it(
-        app: Any) -> None:
-    registry: Registry = app.state.registry
-    org_models = _org_scoped_models()
-    assert SparePart in org_models and Invoice in org_models and Vendor in org_models
-    touching: set[str] = set()
-    for handler in registry:
-        models, scoped = _scoping(handler.func)
-        if not models:
-            continue
-        touching.add(handler.path)
-        assert scoped, f"{handler.path} uses {models} without OrgRepository or an organization_id filter"
-    expected = {f"entity_crud/spare_parts/spare_part/{op}" for op in ("list", "read", "create", "update", "delete")}
-    expected |= {"entity_crud/finance/invoice/list", "entity_crud/finance/vendor/read",
-                 "report_query/finance/invoice/agingApSummary"}
-    assert expected <= touching  # the inspection sees what it must see
+# --- every handler, present and future ----------------------------------------------------------------
+# Handlers are not inspected for a filter: the session they run in limits every statement to the caller's
+# organization (tests/test_tenancy_scope.py shows a handler that filters nothing). Here every built-in
+# handler is called with the neighbour's ids and must reveal nothing of them.
 
 
 def _builtin(registry: Registry) -> list[Handler]:

@@ -68,6 +68,12 @@ async def wipe(call: HandlerCall, _: Nothing) -> dict[str, Any]:
     return {}
 
 
+@careless.handler("report_query", "everything", "actingFor", params=Nothing, scope="read", permission=None,
+                  description="Which organization the handler's session acts for.")
+async def acting_for_whom(call: HandlerCall, _: Nothing) -> dict[str, Any]:
+    return {"organization_id": acting_organization(call.session)}
+
+
 @pytest.fixture(scope="module")
 async def careless_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     registry = Registry()
@@ -119,6 +125,19 @@ async def test_a_handler_that_filters_nothing_sees_only_its_callers_organization
         "joined": [["INV-1", "mine vendor"]], "vendors_of_invoices": ["mine vendor"]}
     across = await call(careless_client, mine, "report_query", "everything", "peekAcross", {})
     assert across["count"] >= 4  # the opt-out sees both organizations' parts (and any other test's)
+
+
+async def test_every_door_runs_a_handler_in_a_session_acting_for_the_callers_organization(
+        careless_client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    envelope = {"app": "careless", "entity": "everything", "operation": "actingFor", "arguments": {}}
+    canonical = await careless_client.post("/api/mcp/tools/prism_report_query/", headers=ws.headers(),
+                                           json=envelope)
+    by_path = await careless_client.post("/prism/report_query/careless/everything/actingFor", headers=ws.headers(),
+                                         json={})
+    sandbox = await careless_client.post("/api/v1/dev/call/", headers=ws.headers(),
+                                         json={"name": "prism_report_query", "arguments": envelope})
+    assert canonical.json()["data"] == by_path.json()["data"] == sandbox.json() == {"organization_id": ws.org.id}
 
 
 async def test_a_handler_that_filters_nothing_changes_only_its_callers_organization(

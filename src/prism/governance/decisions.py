@@ -17,6 +17,7 @@ from prism.auth.context import AuthContext
 from prism.events.outbox import emit
 from prism.governance.models import AiSystem, GovernanceDecision
 from prism.kit.timeutil import utcnow
+from prism.tenancy.scope import acting_for
 
 DECISION_TYPE = "agent_action"
 # Refusals that are a policy saying no (the rest — unknown tool, bad arguments, a handler's own error —
@@ -40,8 +41,9 @@ class Outcome:
 
 async def record_decision(session: AsyncSession, auth: AuthContext, outcome: Outcome) -> dict[str, Any]:
     assert auth.ai_system_id is not None
-    system = (await session.execute(select(AiSystem.name, AiSystem.risk_level).where(
-        AiSystem.id == auth.ai_system_id, AiSystem.organization_id == auth.organization_id))).first()
+    with acting_for(session, auth.organization_id):
+        system = (await session.execute(select(AiSystem.name, AiSystem.risk_level).where(
+            AiSystem.id == auth.ai_system_id))).first()
     blocked = outcome.error_code in BLOCKING_CODES
     if blocked:
         reason = f"{outcome.error_code}: {outcome.message}"

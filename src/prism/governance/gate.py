@@ -16,6 +16,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.context import AuthContext
@@ -25,6 +26,7 @@ from prism.governance.decisions import Outcome, record_decision
 from prism.governance.models import Persona
 from prism.governance.policy import CompiledPolicy, compiled
 from prism.kit.canonical import digest
+from prism.tenancy.scope import acting_for
 
 if TYPE_CHECKING:
     from prism.dispatch.dispatcher import Call
@@ -99,8 +101,8 @@ class Gate:
 
 
 async def _policy(session: AsyncSession, auth: AuthContext) -> CompiledPolicy:
-    persona = (await session.execute(Persona.__table__.select().where(
-        Persona.id == auth.persona_id, Persona.organization_id == auth.organization_id))).first()
+    with acting_for(session, auth.organization_id):
+        persona = (await session.execute(select(Persona).where(Persona.id == auth.persona_id))).scalar_one_or_none()
     if persona is None:  # fail closed: a key whose persona vanished may do nothing
         raise Blocked("this credential's persona no longer exists; nothing is allowed until a persona is attached",
                       details={"persona_id": auth.persona_id})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Table, update
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.errors import BudgetExceeded, Conflict, NotFound
@@ -17,8 +17,7 @@ from prism.events.outbox import emit
 from prism.governance.models import Mission
 from prism.kit.timeutil import utcnow
 from prism.tenancy.repository import OrgRepository, to_record
-
-missions: Table = Mission.__table__  # type: ignore[assignment]
+from prism.tenancy.scope import acting_for
 
 # planning → active → completed; planning/active → cancelled; active → failed.
 TRANSITIONS: dict[str, frozenset[str]] = {
@@ -37,11 +36,12 @@ def repository(session: AsyncSession, organization_id: str) -> OrgRepository[Mis
 
 async def charge(session: AsyncSession, organization_id: str, mission_id: str, cost: int) -> None:
     """Add `cost` to the mission's spend, or refuse: 404 unknown, 409 not active, 403 budget_exceeded."""
-    result = await session.execute(
-        update(missions)
-        .where(missions.c.id == mission_id, missions.c.organization_id == organization_id,
-               missions.c.status == "active", missions.c.spent + cost <= missions.c.budget_ceiling)
-        .values(spent=missions.c.spent + cost))
+    with acting_for(session, organization_id):
+        result = await session.execute(
+            update(Mission)
+            .where(Mission.id == mission_id, Mission.status == "active",
+                   Mission.spent + cost <= Mission.budget_ceiling)
+            .values(spent=Mission.spent + cost).execution_options(synchronize_session=False))
     if result.rowcount == 1:  # type: ignore[attr-defined]
         return
     mission = await require_mission(session, organization_id, mission_id)
@@ -58,13 +58,14 @@ async def note_exceeded(session: AsyncSession, *, organization_id: str, tenant_i
                         cost: int, coordinate: str) -> bool:
     """Mark the first refusal for budget and emit `mission.budget_exceeded` — once per mission, ever."""
     moment = utcnow()
-    result = await session.execute(
-        update(missions)
-        .where(missions.c.id == mission_id, missions.c.organization_id == organization_id,
-               missions.c.budget_exceeded_at.is_(None))
-        .values(budget_exceeded_at=moment)
-        .returning(missions.c.name, missions.c.spent, missions.c.budget_ceiling))
-    row = result.first()
+    with acting_for(session, organization_id):
+        result = await session.execute(
+            update(Mission)
+            .where(Mission.id == mission_id, Mission.budget_exceeded_at.is_(None))
+            .values(budget_exceeded_at=moment)
+            .returning(Mission.name, Mission.spent, Mission.budget_ceiling)
+            .execution_options(synchronize_session=False))
+        row = result.first()
     if row is None:
         return False
     await emit(session, organization_id=organization_id, tenant_id=tenant_id, event_type="mission.budget_exceeded",

@@ -12,7 +12,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, update
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.context import AuthContext
@@ -21,8 +21,8 @@ from prism.events.outbox import emit, timestamp
 from prism.governance.models import OversightRequest
 from prism.kit.timeutil import utcnow
 from prism.tenancy.repository import OrgRepository, to_record
+from prism.tenancy.scope import acting_for
 
-oversight_requests: Table = OversightRequest.__table__  # type: ignore[assignment]
 PRIORITIES = ("low", "normal", "high", "critical")
 
 
@@ -95,11 +95,11 @@ async def consume(session: AsyncSession, auth: AuthContext, *, request_id: str, 
     if now > use_by(request):
         raise Conflict(f"the approval of oversight request {request_id} has expired",
                        code="oversight_request_expired")
-    result = await session.execute(
-        update(oversight_requests)
-        .where(oversight_requests.c.id == request_id, oversight_requests.c.organization_id == auth.organization_id,
-               oversight_requests.c.status == "approved")
-        .values(status="consumed", consumed_at=now))
+    with acting_for(session, auth.organization_id):
+        result = await session.execute(
+            update(OversightRequest)
+            .where(OversightRequest.id == request_id, OversightRequest.status == "approved")
+            .values(status="consumed", consumed_at=now).execution_options(synchronize_session=False))
     if result.rowcount != 1:  # type: ignore[attr-defined]  # a concurrent call used it first
         raise Conflict(f"oversight request {request_id} has already been used; an approval runs one call",
                        code="oversight_request_used")

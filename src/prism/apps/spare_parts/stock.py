@@ -140,7 +140,6 @@ async def usage(call: HandlerCall, p: UsageParams) -> dict[str, Any]:
     stmt = (select(SparePart.id, SparePart.sku, SparePart.name, func.coalesce(issued, 0),
                    func.count().filter(StockMovement.kind == "issued"), func.coalesce(received, 0))
             .join(SparePart, SparePart.id == StockMovement.spare_part_id)
-            .where(StockMovement.organization_id == call.organization_id)
             .group_by(SparePart.id, SparePart.sku, SparePart.name))
     if p.after:
         stmt = stmt.where(StockMovement.created_at > p.after)
