@@ -251,7 +251,7 @@ async def test_the_tenant_ceiling_gives_429_with_retry_after_and_x_ratelimit_on_
 async def test_a_content_length_that_is_not_ascii_digits_is_never_a_500(app: Any, factory: Factory,
                                                                          declared: bytes) -> None:
     """Latin-1 b"\\xb2" is "²", which str.isdigit() accepts and int() refuses."""
-    from tests.test_fast_door import call as raw_call  # the raw ASGI driver: httpx would fix the header up
+    from tests.test_canonical_door_asgi import call as raw_call  # the raw ASGI driver: httpx would fix the header up
 
     ws = await factory.workspace()
     headers = [(k.lower().encode(), v.encode()) for k, v in headers_for(ws).items()]

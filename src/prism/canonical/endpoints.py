@@ -1,9 +1,8 @@
 """Canonical dispatch: POST /api/mcp/tools/<tool_name>/ and POST /prism/{mega_tool}/{app}/{entity}/{operation}.
 
-Both answer the PrismResponse envelope on every branch. They are plain ASGI apps (routed by Starlette,
-and the first also called directly by `PrismApp`): they read the scope's headers once, the body from
-`receive`, and send the answer without Request and Response objects, which on this path would cost more
-than authentication does.
+Both answer the PrismResponse envelope on every branch, rendered by `prism.edge.doors.ENVELOPE`. They are plain
+ASGI apps behind the router and the edge: the caller and the headers come from the request's context, the body
+from `receive`, and the answer goes to `send` without Request and Response objects.
 """
 
 from __future__ import annotations
@@ -14,33 +13,26 @@ from typing import Any
 
 from prism.dispatch.dispatcher import Call
 from prism.dispatch.envelope import call_from_envelope, with_governance_headers
+from prism.edge.context import request_context
+from prism.edge.doors import ENVELOPE
 from prism.errors import PrismError
 from prism.registry.mega_tools import tool_name as wire_name
-from prism.web.requests import Receive, Scope, authenticate_head, head_of, parse_json, parse_json_object, read_body
-from prism.web.responses import Send, error_headers, send_json
+from prism.web.requests import Receive, Scope, declared_length, parse_json, parse_json_object, read_body
+from prism.web.responses import Send, send_json
 
 # What a door answers: (JSON body, status, extra headers).
 Answer = tuple[dict[str, Any], int, "dict[str, str] | None"]
 
 
-def envelope_error(exc: PrismError, tool_name: str) -> Answer:
-    body: dict[str, Any] = {"success": False, "error": exc.code, "message": exc.message, "tool_name": tool_name}
-    if exc.details:
-        body["details"] = exc.details
-    return body, exc.status, error_headers(exc)
-
-
 async def _dispatch(scope: Scope, receive: Receive, tool_name: str, build: Callable[[bytes], Call]) -> Answer:
-    """Authenticate, read the body into a Call (`build`), dispatch: the envelope of the outcome."""
-    head = head_of(scope)
+    """Read the body into a Call (`build`) and dispatch it for the edge's caller: the envelope of the outcome."""
+    context = request_context(scope)
     try:
-        auth = await authenticate_head(scope, head)
-        call = build(await read_body(receive, head.content_length))
-        if head.governance:
-            call = with_governance_headers(call, head.governance)
+        auth = context.caller()
+        call = with_governance_headers(build(await read_body(receive, declared_length(scope))), context.headers)
         _, data = await scope["app"].state.dispatcher.dispatch(auth, call)
     except PrismError as exc:
-        return envelope_error(exc, tool_name)
+        return ENVELOPE.body(exc, scope), exc.status, ENVELOPE.headers(exc, scope)
     return {"success": True, "data": data, "tool_name": tool_name}, 200, None
 
 
@@ -50,8 +42,8 @@ class _Door(ABC):
 
     @abstractmethod
     def answer(self, scope: Scope, receive: Receive) -> Awaitable[Answer]:
-        """The answer to send; an unexpected exception propagates (the caller answers 500). Doors hand back
-        `_dispatch`'s coroutine rather than awaiting it in one of their own."""
+        """The answer to send; an unexpected exception propagates (the entrance answers 503 for an unavailable
+        database, Starlette 500 for anything else)."""
 
 
 class ToolDoor(_Door):

@@ -6,14 +6,15 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
+from prism.edge.context import request_context
+from prism.edge.doors import PAGE, PLAIN, door_routes
 from prism.errors import PrismError, Unauthenticated
 from prism.keys import dashboard
 from prism.keys.registration import check_credentials, parse_request, register_key
 from prism.kit.timeutil import iso
 from prism.models import User
-from prism.ratelimit import client_address
 from prism.web.requests import host_of, read_json_object
 from prism.web.responses import error_headers, json_response
 
@@ -45,22 +46,17 @@ async def register(request: Request) -> Response:
                 "organization_name": organization.name, "expires_at": iso(key.expires_at),
             }
     except Unauthenticated as exc:
-        await request.app.state.rate_limiter.auth_failed(client_address(request))
+        await request.app.state.rate_limiter.auth_failed(request_context(request.scope).address)
         return _error(exc)
     except PrismError as exc:
         return _error(exc)
     return json_response(body, 201, NO_STORE)
 
 
-def _both(path: str, endpoint: Any, methods: list[str]) -> list[BaseRoute]:
-    bare = path.rstrip("/")
-    return [Route(bare, endpoint, methods=methods), Route(bare + "/", endpoint, methods=methods)]
-
-
 def routes() -> list[BaseRoute]:
     return [
-        *_both("/api/mcp/api-keys/register/", register, ["POST"]),
-        *_both(dashboard.DASHBOARD_PATH, dashboard.show, ["GET"]),
-        *_both(dashboard.DASHBOARD_PATH, dashboard.mint, ["POST"]),
-        *_both(dashboard.DASHBOARD_PATH + "{key_id}/revoke/", dashboard.revoke, ["POST"]),
+        *door_routes("/api/mcp/api-keys/register/", register, ["POST"], PLAIN),
+        *door_routes(dashboard.DASHBOARD_PATH, dashboard.show, ["GET"], PAGE),
+        *door_routes(dashboard.DASHBOARD_PATH, dashboard.mint, ["POST"], PAGE),
+        *door_routes(dashboard.DASHBOARD_PATH + "{key_id}/revoke/", dashboard.revoke, ["POST"], PAGE),
     ]

@@ -5,8 +5,9 @@
     DELETE                    405 — sessions are signed tokens, nothing server-side to end (docs/mcp.md)
     OPTIONS                   CORS preflight, no authentication
 
-Every answer carries X-RateLimit-* (the tenant's window, or the address's before the caller is known: see
-limits.py); a 401 names the protected-resource metadata.
+The edge (prism.edge) has authenticated the caller and counted the request; every answer carries X-RateLimit-*
+of the window it was counted in (the tenant's, or the address's before the caller is known), and refusals take
+the JSON-RPC shape of prism.mcp_server.refusals; a 401 names the protected-resource metadata.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs
 
-from starlette.routing import BaseRoute, Route
+from starlette.datastructures import Headers
+from starlette.routing import BaseRoute
 
 from prism.auth.context import AuthContext
-from prism.errors import PrismError
+from prism.edge.context import request_context
+from prism.edge.doors import door_routes
+from prism.errors import Unauthenticated
 from prism.kit.secret import derived_key
 from prism.mcp_server import jsonrpc, protocol
 from prism.mcp_server.http import (
     ALLOWED_METHODS,
-    Headers,
     Receive,
     Scope,
     Send,
@@ -36,46 +39,37 @@ from prism.mcp_server.http import (
 )
 from prism.mcp_server.jsonrpc import RpcError
 from prism.mcp_server.legacy_sse import LegacyStreams, serve_stream
-from prism.mcp_server.limits import RateLimited, limit, limit_unattributed
+from prism.mcp_server.refusals import JSON_RPC, PATH, rate_headers
 from prism.mcp_server.sessions import SUPPORTED_VERSIONS, SessionSigner
-from prism.tenancy.hosts import classify_host
 
-PATH = "/api/mcp/sse"
 DISCOVER = "server/discover"
 # Versions a client may name in MCP-Protocol-Version: ours, plus the newer handshake revisions whose clients
 # accept our answer to `initialize` and keep talking 2025-03-26 messages.
 HEADER_VERSIONS = frozenset({*SUPPORTED_VERSIONS, "2025-06-18", "2025-11-25"})
-_PRISM_STATUS_TO_RPC = {401: jsonrpc.UNAUTHORIZED, 404: jsonrpc.INVALID_REQUEST, 413: jsonrpc.PAYLOAD_TOO_LARGE}
 
 
 class McpDoor:
     """A plain ASGI app (Starlette mounts it as is): the whole protocol, no per-request framework objects."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = Headers(scope)
+        context = request_context(scope)
+        headers = context.headers
         origin = headers.get("origin")
         method = scope["method"]
-        extra = cors_headers(origin)
-        state = scope["app"].state
-        try:
-            if method not in ("GET", "POST"):  # OPTIONS (preflight) included: answered before any caller is known
-                limits = await limit_unattributed(scope, headers.get("x-forwarded-for"))
-                if method == "OPTIONS":
-                    await preflight(send, origin, limits)
-                else:
-                    await _method_not_allowed(send, [*extra, *limits])
-                return
-            try:
-                auth = await state.authenticator.authenticate(headers.get("authorization"), _host(scope, headers),
-                                                              headers.get("x-organization-context"))
-            except PrismError as exc:
-                limits = await limit_unattributed(scope, headers.get("x-forwarded-for"))
-                await _refuse(send, scope, headers, exc, [*extra, *limits])
-                return
-            extra += await limit(state, auth)
-        except RateLimited as exc:
-            await respond_json(send, 429, exc.error.body(None), [*extra, *exc.headers])
+        extra = [*cors_headers(origin), *_encode(rate_headers(scope))]
+        if method == "OPTIONS":  # the preflight: answered before any caller is known
+            await preflight(send, origin, extra)
             return
+        if method not in ("GET", "POST"):
+            await _method_not_allowed(send, extra)
+            return
+        if context.auth is None:
+            error = context.auth_error or Unauthenticated("Authorization: Bearer <key> is required",
+                                                          code="authentication_required")
+            await respond_json(send, error.status, JSON_RPC.body(error, scope),
+                               [*cors_headers(origin), *_encode(JSON_RPC.headers(error, scope) or {})])
+            return
+        auth = context.auth
         raw_query = scope.get("query_string", b"")
         query = parse_qs(raw_query.decode("latin-1")) if raw_query else {}
         if method == "GET":
@@ -203,39 +197,10 @@ async def _answer(send: Send, answers: list[dict[str, Any]], batch: bool, want_j
         await respond_sse(send, answers, headers)
 
 
-async def _refuse(send: Send, scope: Scope, headers: Headers, exc: PrismError,
-                  extra: list[tuple[bytes, bytes]]) -> None:
-    body = RpcError(_PRISM_STATUS_TO_RPC.get(exc.status, jsonrpc.INVALID_REQUEST), exc.message,
-                    data={"error": exc.code}).body(None)
-    out = list(extra)
-    if exc.status == 401:
-        metadata = f"{_origin(scope, headers)}/.well-known/oauth-protected-resource{PATH}"
-        challenge = f'Bearer resource_metadata="{metadata}"'
-        if headers.get("authorization"):
-            challenge += ', error="invalid_token"'
-        out.append((b"www-authenticate", challenge.encode()))
-    await respond_json(send, exc.status, body, out)
-
-
 async def _method_not_allowed(send: Send, extra: list[tuple[bytes, bytes]]) -> None:
     body = RpcError(jsonrpc.INVALID_REQUEST, "Method not allowed: POST messages; GET opens a legacy SSE stream "
                     "(without session headers); sessions end by themselves", data={"error": "method_not_allowed"})
     await respond_json(send, 405, body.body(None), [*extra, (b"allow", ALLOWED_METHODS.encode())])
-
-
-def _host(scope: Scope, headers: Headers) -> Any:
-    return classify_host(headers.get("host") or "", scope["app"].state.settings.base_domain)
-
-
-def _origin(scope: Scope, headers: Headers) -> str:
-    """The public origin of this host: the scheme (and port) from configuration, the name from Host."""
-    settings = scope["app"].state.settings
-    host = "".join(c for c in headers.get("host") or "" if c.isalnum() or c in ".-:[]") or "localhost"
-    if settings.public_port is not None:
-        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        default = {"http": 80, "https": 443}.get(settings.public_scheme)
-        host = name if settings.public_port == default else f"{name}:{settings.public_port}"
-    return f"{settings.public_scheme}://{host}"
 
 
 def _signer(state: Any) -> SessionSigner:
@@ -258,7 +223,10 @@ def _context(state: Any, auth: AuthContext) -> protocol.Context:
     return protocol.Context(auth, state.dispatcher, state.registry, state.settings.mcp_tools_page_size)
 
 
+def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
+
+
 def routes() -> list[BaseRoute]:
-    door = McpDoor()
     # Both spellings answered directly: MCP clients do not follow redirects on this path.
-    return [Route(PATH, door), Route(PATH + "/", door)]
+    return door_routes(PATH, McpDoor(), ["GET", "POST", "DELETE", "OPTIONS"], JSON_RPC)

@@ -26,21 +26,6 @@ EXPOSED_HEADERS = ("Mcp-Session-Id, WWW-Authenticate, X-RateLimit-Limit, X-RateL
 ALLOWED_HEADERS = "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID"
 
 
-class Headers:
-    """The request headers, lower-cased names, first value wins (as Starlette does)."""
-
-    __slots__ = ("_values",)
-
-    def __init__(self, scope: Scope) -> None:
-        values: dict[str, str] = {}
-        for name, value in scope["headers"]:
-            values.setdefault(name.decode("latin-1"), value.decode("latin-1"))
-        self._values = values
-
-    def get(self, name: str) -> str | None:
-        return self._values.get(name)
-
-
 async def read_body(receive: Receive, declared: str | None) -> bytes:
     """prism.web.requests.read_body, with its refusal as the JSON-RPC error this door answers. A client that
     went away mid-body gets an empty body: there is nobody left to answer."""

@@ -2,39 +2,37 @@
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute, Route
+from collections.abc import Callable
+from typing import Any
 
+from starlette.routing import BaseRoute
+
+from prism.edge.doors import OAUTH, PAGE, PLAIN, Door, door_routes
 from prism.oauth import authorize, discovery, endpoints
 from prism.web import login
 
 
-def _both(path: str, endpoint: object, methods: list[str]) -> list[BaseRoute]:
-    """The path with and without its trailing slash, answered directly (never a redirect)."""
-    bare = path.rstrip("/")
-    return [Route(bare, endpoint, methods=methods), Route(bare + "/", endpoint, methods=methods)]  # type: ignore[arg-type]
-
-
-def _cors(path: str, endpoint: object, methods: list[str]) -> list[BaseRoute]:
-    return [*_both(path, endpoint, methods), *_both(path, endpoint=endpoints.preflight, methods=["OPTIONS"])]
+def _cors(path: str, endpoint: Callable[..., Any], methods: list[str], door: Door) -> list[BaseRoute]:
+    return [*door_routes(path, endpoint, methods, door), *door_routes(path, endpoints.preflight, ["OPTIONS"], door)]
 
 
 def routes() -> list[BaseRoute]:
     oauth = "/api/mcp/oauth"
     well_known = "/.well-known"
     return [
-        *_both("/login/", login.login_page, ["GET"]),
-        *_both("/login/", login.login_submit, ["POST"]),
-        *_both("/logout/", login.logout, ["POST"]),
-        *_cors(f"{oauth}/register/", endpoints.register, ["POST"]),
-        *_both(f"{oauth}/authorize/", authorize.authorize_page, ["GET"]),
-        *_both(f"{oauth}/authorize/", authorize.authorize_decision, ["POST"]),
-        *_cors(f"{oauth}/token/", endpoints.token, ["POST"]),
-        *_cors(f"{oauth}/revoke/", endpoints.revoke, ["POST"]),
-        *_cors(f"{oauth}/userinfo/", endpoints.userinfo, ["GET", "POST"]),
-        *_cors(f"{well_known}/oauth-authorization-server", discovery.oauth_authorization_server, ["GET"]),
-        *_cors(f"{well_known}/openid-configuration", discovery.openid_configuration, ["GET"]),
-        *_cors(f"{well_known}/jwks.json", discovery.jwks, ["GET"]),
-        *_cors(f"{well_known}/oauth-protected-resource", discovery.oauth_protected_resource, ["GET"]),
+        *door_routes("/login/", login.login_page, ["GET"], PAGE),
+        *door_routes("/login/", login.login_submit, ["POST"], PAGE),
+        *door_routes("/logout/", login.logout, ["POST"], PAGE),
+        *_cors(f"{oauth}/register/", endpoints.register, ["POST"], OAUTH),
+        *door_routes(f"{oauth}/authorize/", authorize.authorize_page, ["GET"], PAGE),
+        *door_routes(f"{oauth}/authorize/", authorize.authorize_decision, ["POST"], PAGE),
+        *_cors(f"{oauth}/token/", endpoints.token, ["POST"], OAUTH),
+        *_cors(f"{oauth}/revoke/", endpoints.revoke, ["POST"], OAUTH),
+        *_cors(f"{oauth}/userinfo/", endpoints.userinfo, ["GET", "POST"], OAUTH),
+        *_cors(f"{well_known}/oauth-authorization-server", discovery.oauth_authorization_server, ["GET"], PLAIN),
+        *_cors(f"{well_known}/openid-configuration", discovery.openid_configuration, ["GET"], PLAIN),
+        *_cors(f"{well_known}/jwks.json", discovery.jwks, ["GET"], PLAIN),
+        *_cors(f"{well_known}/oauth-protected-resource", discovery.oauth_protected_resource, ["GET"], PLAIN),
         *_cors(f"{well_known}/oauth-protected-resource/api/mcp/sse", discovery.oauth_protected_resource_mcp,
-               ["GET"]),
+               ["GET"], PLAIN),
     ]

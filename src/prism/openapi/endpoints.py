@@ -1,7 +1,7 @@
 """GET /.well-known/openapi.json: the developer descriptor on the portal host, the tenant descriptor elsewhere.
 
-Discovery documents are exempt from rate limits (SPEC.md "Limits"), so a credential here is checked
-against the failed-authentication lockout but not counted in the caller's per-user tier.
+Discovery documents are exempt from rate limits (SPEC.md "Limits"): the edge checks a credential here against
+the failed-authentication lockout but counts it in no tier (prism.edge.paths).
 """
 
 from __future__ import annotations
@@ -10,22 +10,23 @@ from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
 from prism.auth.context import AuthContext
-from prism.errors import PrismError, Unauthenticated
+from prism.edge.context import request_context
+from prism.edge.doors import PLAIN, door_routes
+from prism.errors import PrismError, TenantNotFound
 from prism.oauth.issuer import issuer_for
 from prism.openapi.developer import developer_document, serialized
 from prism.openapi.tenant import rendered, tenant_descriptor
-from prism.ratelimit.guard import client_address, locked_out_error
 from prism.web.requests import host_of
-from prism.web.responses import error_headers, json_response
+from prism.web.responses import json_response
 
 PATH = "/.well-known/openapi.json"
 
 
 def routes() -> list[BaseRoute]:
-    return [Route(PATH, openapi_json, methods=["GET"])]
+    return door_routes(PATH, openapi_json, ["GET"], PLAIN)
 
 
 def etag_matches(if_none_match: str | None, etag: str) -> bool:
@@ -57,24 +58,14 @@ async def _answer(request: Request, etags: tuple[str, ...], body: Callable[[], A
     return Response(await body(), media_type="application/json", headers=headers)
 
 
-async def _caller(request: Request) -> AuthContext | None:
-    host = host_of(request)
-    state = request.app.state
-    authorization = request.headers.get("authorization")
-    if not authorization:
-        if host.kind == "tenant":
-            await state.authenticator.require_tenant_host(host)
-        return None
-    address = client_address(request)
-    left = await state.rate_limiter.locked_out(address)
-    if left is not None:
-        raise locked_out_error(address, left)
-    try:
-        auth: AuthContext = await state.authenticator.authenticate(authorization, host)
-    except Unauthenticated:
-        await state.rate_limiter.auth_failed(address)
-        raise
-    return auth
+def _caller(request: Request) -> AuthContext | None:
+    """The caller when the request presents a credential (the full descriptor), None for the anonymous one."""
+    context = request_context(request.scope)
+    if context.auth is not None:
+        return context.auth
+    if context.headers.get("authorization") or isinstance(context.auth_error, TenantNotFound):
+        return context.caller()  # raises: the credential was refused, or the tenant host is unknown
+    return None
 
 
 async def openapi_json(request: Request) -> Response:
@@ -95,9 +86,9 @@ async def openapi_json(request: Request) -> Response:
 
         return await _answer(request, (etag,), developer_body, "public, no-cache")
     try:
-        auth = await _caller(request)
+        auth = _caller(request)
     except PrismError as exc:
-        return json_response({"error": exc.code, "message": exc.message}, exc.status, error_headers(exc))
+        return json_response(PLAIN.body(exc, request.scope), exc.status, PLAIN.headers(exc, request.scope))
     built = await tenant_descriptor(state.registry, auth)
     origin = issuer_for(request)
     gzipped = accepts_gzip(request)

@@ -14,17 +14,15 @@ from starlette.responses import Response
 from prism import API_VERSION, __version__
 from prism.dispatch.dispatcher import Call
 from prism.dispatch.envelope import call_from_envelope, with_governance_headers
+from prism.edge.doors import PLAIN, SANDBOX_CALL
 from prism.errors import BadRequest, PrismError
 from prism.registry.catalog import tool_catalog
-from prism.web.requests import authenticate, read_json_object
-from prism.web.responses import error_headers, json_response
+from prism.web.requests import caller, read_json_object
+from prism.web.responses import json_response
 
 
-def _error(exc: PrismError, **extra: Any) -> Response:
-    body: dict[str, Any] = {"error": exc.code, "message": exc.message, **extra}
-    if exc.details:
-        body["details"] = exc.details
-    return json_response(body, exc.status, error_headers(exc))
+def _error(exc: PrismError, request: Request) -> Response:
+    return json_response(PLAIN.body(exc, request.scope), exc.status, PLAIN.headers(exc, request.scope))
 
 
 async def ping(request: Request) -> Response:
@@ -33,19 +31,19 @@ async def ping(request: Request) -> Response:
 
 async def me(request: Request) -> Response:
     try:
-        auth = await authenticate(request)
+        auth = caller(request)
         _, data = await request.app.state.dispatcher.dispatch(
             auth, Call(tool_name="prism_whoami", door="sandbox", arguments={}))
     except PrismError as exc:
-        return _error(exc)
+        return _error(exc, request)
     return json_response(data)
 
 
 async def tools(request: Request) -> Response:
     try:
-        auth = await authenticate(request)
+        auth = caller(request)
     except PrismError as exc:
-        return _error(exc)
+        return _error(exc, request)
     q = request.query_params
     return json_response(tool_catalog(request.app.state.registry, auth, category=q.get("category") or None,
                                       search=q.get("search") or None))
@@ -53,7 +51,7 @@ async def tools(request: Request) -> Response:
 
 async def introspect(request: Request) -> Response:
     try:
-        auth = await authenticate(request)
+        auth = caller(request)
         if request.method == "POST":
             arguments: dict[str, Any] = await read_json_object(request, required=False)
         else:
@@ -61,14 +59,14 @@ async def introspect(request: Request) -> Response:
         _, data = await request.app.state.dispatcher.dispatch(
             auth, Call(tool_name="prism_introspect", door="sandbox", arguments=arguments))
     except PrismError as exc:
-        return _error(exc)
+        return _error(exc, request)
     return json_response(data)
 
 
 async def call(request: Request) -> Response:
     tool_name: str | None = None
     try:
-        auth = await authenticate(request)
+        auth = caller(request)
         body = await read_json_object(request)
         name = body.get("name")
         if not isinstance(name, str) or not name:
@@ -79,5 +77,6 @@ async def call(request: Request) -> Response:
             auth, with_governance_headers(call_from_envelope(name, body.get("arguments", {}), door="sandbox"),
                                           request.headers))
     except PrismError as exc:
-        return _error(exc, tool_name=tool_name)
+        return json_response(SANDBOX_CALL.body(exc, request.scope, tool_name), exc.status,
+                             SANDBOX_CALL.headers(exc, request.scope))
     return json_response(data)

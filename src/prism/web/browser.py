@@ -41,9 +41,10 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from prism.config import Settings
 from prism.errors import PrismError
+from prism.kit.nul import refuse_nul_in_form
 from prism.kit.secret import derived_key
 from prism.models import User
-from prism.web.requests import head_of, read_body
+from prism.web.requests import declared_length, read_body
 
 SESSION_COOKIE = "prism_session"
 CSP = ("default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; script-src 'self'; "
@@ -164,12 +165,16 @@ async def signed_in_user(request: Request) -> User | None:
 
 
 async def read_form(request: Request, *, check_csrf: bool = True) -> dict[str, str]:
-    """A urlencoded form as a dict (last value wins), its CSRF token checked against the session."""
-    body = await read_body(request.receive, head_of(request.scope).content_length)
-    form = dict(parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True))
+    """A urlencoded form as a dict (last value wins), its CSRF token checked against the session. A field
+    holding NUL is refused, naming it (see prism.kit.nul)."""
+    body = await read_body(request.receive, declared_length(request.scope))
+    fields = parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True)
+    refuse_nul_in_form(fields)
+    form = dict(fields)
     if check_csrf:
         sent = form.get("csrf_token", "")
-        if not sent or not hmac.compare_digest(sent, browser_session(request).csrf_token):
+        # As bytes: compare_digest refuses str with characters beyond ASCII (TypeError, a 500).
+        if not sent or not hmac.compare_digest(sent.encode(), browser_session(request).csrf_token.encode()):
             raise CsrfRejected("the form expired or did not come from this site; reload the page and try again")
     return form
 

@@ -7,16 +7,15 @@ attempts count towards the address lockout of the rate limiter, when one is conf
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
 from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from prism.edge.context import request_context
 from prism.errors import PrismError
 from prism.identity.passwords import hash_password, verify_password
 from prism.identity.service import get_user
-from prism.ratelimit.guard import client_address
 from prism.web.browser import browser_session, read_form, redirect, render, safe_next, sign_in, sign_out
 
 BAD_CREDENTIALS = "Wrong email or password."
@@ -28,22 +27,8 @@ def _dummy_hash() -> str:
     return hash_password("no user has this password")
 
 
-def _client_address(request: Request) -> str:
-    return client_address(request)
-
-
-async def _locked_out(request: Request) -> float | None:
-    limiter: Any = getattr(request.app.state, "rate_limiter", None)
-    if limiter is None:
-        return None
-    left: float | None = await limiter.locked_out(_client_address(request))
-    return left
-
-
 async def _count_failure(request: Request) -> None:
-    limiter: Any = getattr(request.app.state, "rate_limiter", None)
-    if limiter is not None:
-        await limiter.auth_failed(_client_address(request))
+    await request.app.state.rate_limiter.auth_failed(request_context(request.scope).address)
 
 
 async def login_page(request: Request) -> Response:
@@ -61,10 +46,6 @@ async def login_submit(request: Request) -> Response:
     next_path = safe_next(form.get("next"))
     email = form.get("email", "").strip()
     context = {"next": next_path, "email": email}
-    left = await _locked_out(request)
-    if left is not None:
-        return render(request, "login.html", {**context, "error": "Too many failed sign-ins from your address. "
-                                              f"Try again in {int(left) + 1} seconds."}, status=429)
     async with request.app.state.db.read() as session:
         user = await get_user(session, email) if email else None
     password_ok = verify_password(user.password_hash if user else _dummy_hash(), form.get("password", ""))

@@ -16,10 +16,12 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import PermissionSet
+from prism.edge.doors import PAGE as PAGE_DOOR
+from prism.edge.doors import door_routes
 from prism.errors import NotFound, PrismError
 from prism.kit.timeutil import utcnow
 from prism.models import Membership, Organization, Role, Tenant, User
@@ -129,9 +131,8 @@ async def resend(request: Request) -> Response:
 
 
 def routes() -> list[BaseRoute]:
-    bare = PAGE.rstrip("/")
     return [
-        Route(bare, page, methods=["GET"]), Route(PAGE, page, methods=["GET"]),
-        Route(PAGE + "{webhook_id}/test/", send_test, methods=["POST"]),
-        Route(PAGE + "{webhook_id}/deliveries/{delivery_id}/resend/", resend, methods=["POST"]),
+        *door_routes(PAGE, page, ["GET"], PAGE_DOOR),
+        *door_routes(PAGE + "{webhook_id}/test/", send_test, ["POST"], PAGE_DOOR),
+        *door_routes(PAGE + "{webhook_id}/deliveries/{delivery_id}/resend/", resend, ["POST"], PAGE_DOOR),
     ]

@@ -12,11 +12,12 @@ from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
 from prism.auth.context import AuthContext
+from prism.edge.doors import PLAIN, door_routes
 from prism.errors import PrismError
-from prism.web.requests import authenticate, read_json
+from prism.web.requests import caller, read_json
 from prism.web.responses import challenge_headers, json_response
 from prism.webhooks import service
 from prism.webhooks.schemas import DeliveryQuery, WebhookCreate, WebhookQuery, WebhookUpdate, parse
@@ -37,7 +38,7 @@ async def _answer(request: Request, work: Work, *, status: int = 200, read_only:
     """Authenticate, read the body (after authentication: strangers learn nothing about its rules), run the
     work in one transaction committed before answering, render."""
     try:
-        auth = await authenticate(request)
+        auth = caller(request)
         body = parse(body_model, await read_json(request)) if body_model is not None else None
         db = request.app.state.db
         async with db.read() if read_only else db.write() as session:
@@ -100,8 +101,7 @@ async def resend(request: Request) -> Response:
 
 
 def _both(path: str, endpoint: Callable[[Request], Awaitable[Response]], methods: list[str]) -> list[BaseRoute]:
-    bare = (BASE + path).rstrip("/")
-    return [Route(bare, endpoint, methods=methods), Route(bare + "/", endpoint, methods=methods)]
+    return door_routes(BASE + path, endpoint, methods, PLAIN)
 
 
 def routes() -> list[BaseRoute]:

@@ -1,0 +1,140 @@
+"""Each door's error shape, in one renderer per door, and the entrance every route is reached through.
+
+A route is built with the door it belongs to (`door_routes`). Its entrance renders the edge's refusal (a
+lockout, a limit, a malformed request) in that door's shape before the endpoint runs, an unavailable database
+(pool exhausted, SQLite locked past its timeout) as a 503 in the same shape, and any other failure as a 500
+in the same shape. Doors render their own
+refusals with the same `Door.body`, so a refusal looks the same whoever decided it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.routing import BaseRoute, Route, request_response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from prism.edge.context import request_context
+from prism.errors import PrismError
+from prism.registry.mega_tools import tool_name as wire_name
+from prism.storage import unavailable_error
+from prism.web.responses import error_headers, send_json
+
+log = logging.getLogger("prism")
+
+
+class Door:
+    """The plain shape: `{error, message}` (and `details` when the error has them)."""
+
+    def body(self, error: PrismError, scope: Scope) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": error.code, "message": error.message}
+        if error.details:
+            body["details"] = error.details
+        return body
+
+    def headers(self, error: PrismError, scope: Scope) -> dict[str, str] | None:
+        return error_headers(error)
+
+    async def refuse(self, scope: Scope, receive: Receive, send: Send, error: PrismError) -> None:
+        await send_json(send, self.body(error, scope), error.status, self.headers(error, scope))
+
+
+class EnvelopeDoor(Door):
+    """The canonical envelope `{success: false, error, message, tool_name}` (SPEC.md "Canonical tool dispatch")."""
+
+    def body(self, error: PrismError, scope: Scope) -> dict[str, Any]:
+        params = scope.get("path_params", {})
+        tool_name = params.get("tool_name") or wire_name(params.get("mega_tool", ""))
+        return {"success": False, **super().body(error, scope), "tool_name": tool_name}
+
+
+class SandboxCallDoor(Door):
+    """`{error, message, tool_name}` of /api/v1/dev/call/: the tool is unknown until the body is read."""
+
+    def body(self, error: PrismError, scope: Scope, tool_name: str | None = None) -> dict[str, Any]:
+        return {**super().body(error, scope), "tool_name": tool_name}
+
+
+class OAuthDoor(Door):
+    """RFC 6749 errors: `{error, error_description}`."""
+
+    def body(self, error: PrismError, scope: Scope) -> dict[str, Any]:
+        return {"error": error.code, "error_description": error.message}
+
+
+class PageDoor(Door):
+    """Pages a person reads: the refusal as a page, not JSON."""
+
+    async def refuse(self, scope: Scope, receive: Receive, send: Send, error: PrismError) -> None:
+        from prism.web.browser import render  # imported late: the browser module imports the doors' readers
+
+        heading = "Too many requests" if error.status == 429 else "Request refused"
+        response = render(Request(scope, receive), "message.html",
+                          {"heading": heading, "error": error.code, "message": error.message},
+                          status=error.status)
+        response.headers.update(self.headers(error, scope) or {})
+        await response(scope, receive, send)
+
+
+PLAIN = Door()
+ENVELOPE = EnvelopeDoor()
+SANDBOX_CALL = SandboxCallDoor()
+OAUTH = OAuthDoor()
+PAGE = PageDoor()
+
+
+class Entrance:
+    """The ASGI app of one route: the edge's refusal or the endpoint, and a 503 for an unavailable database."""
+
+    def __init__(self, app: ASGIApp, door: Door) -> None:
+        self.app = app
+        self.door = door
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refusal = request_context(scope).refusal
+        if refusal is not None:
+            await self.door.refuse(scope, receive, send, refusal)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except ClientDisconnect:
+            return  # the client left before its request was read: nobody to answer, nothing was run
+        except HTTPException:
+            raise  # Starlette's own answers
+        except Exception as exc:
+            if started:
+                raise
+            error: PrismError | None = unavailable_error(exc)
+            if error is None:
+                log.error("unhandled error on %s %s", scope["method"], scope["path"], exc_info=exc)
+                error = PrismError("internal server error")
+            await self.door.refuse(scope, receive, send, error)
+
+
+Endpoint = Callable[..., Any]
+
+
+def door_routes(path: str, endpoint: Endpoint | ASGIApp, methods: list[str], door: Door) -> list[BaseRoute]:
+    """The path with and without its trailing slash, answered directly (never a redirect), through `door`.
+
+    `endpoint` is a Starlette endpoint (a function taking a Request) or an ASGI app (the raw doors)."""
+    app: ASGIApp = request_response(endpoint) if _is_function(endpoint) else endpoint  # type: ignore[arg-type]
+    entrance = Entrance(app, door)
+    bare = path.rstrip("/")
+    return [Route(bare, entrance, methods=methods), Route(bare + "/", entrance, methods=methods)]
+
+
+def _is_function(endpoint: object) -> bool:
+    return inspect.isfunction(endpoint) or inspect.ismethod(endpoint)

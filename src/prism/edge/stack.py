@@ -1,0 +1,138 @@
+"""The edge: one pure-ASGI middleware in front of every route, doors and pages alike.
+
+For each HTTP request, in order: the client address, a malformed request line, the failed-authentication
+lockout, the Bearer credential (on paths that take one), then the rate limits. What it learns goes into the
+request's `RequestContext`; it never answers by itself. A refusal is left in `context.refusal` for the door
+the router picks, which renders it in its own shape (prism.edge.doors), so the edge needs to know nothing of
+the doors' error shapes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from prism.edge.context import SCOPE_KEY, RequestContext
+from prism.edge.paths import PathPolicy, policy_for
+from prism.errors import PrismError, RateLimited, Unauthenticated
+from prism.kit.nul import nul_refusal
+from prism.ratelimit.addresses import AddressResolver
+from prism.ratelimit.headers import ratelimit_429_headers
+from prism.ratelimit.limiter import RateLimiter
+from prism.ratelimit.verdict import Verdict
+from prism.storage import unavailable_error
+from prism.tenancy.hosts import classify_host
+
+if TYPE_CHECKING:  # the authenticator is the app's, read per request: importing it here would be circular
+    from prism.auth.authenticator import Authenticator
+
+# Users whose role grants this permission (owner and admin: `*`; a custom role may name it) get the admin
+# ceiling instead of the authenticated one.
+ADMIN_PERMISSION = "admin.access"
+
+
+class LockedOut(RateLimited):
+    code = "too_many_failed_attempts"
+
+
+class Edge:
+    def __init__(self, app: ASGIApp, *, limiter: RateLimiter, addresses: AddressResolver, base_domain: str) -> None:
+        self.app = app
+        self.limiter = limiter
+        self.addresses = addresses
+        self.base_domain = base_domain
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope[SCOPE_KEY] = await self.context_of(scope)
+        elif scope["type"] == "lifespan":
+            send = self._closing(send)
+        await self.app(scope, receive, send)
+
+    async def context_of(self, scope: Scope) -> RequestContext:
+        headers = Headers(scope=scope)
+        client = scope.get("client")
+        forwarded = headers.get("x-forwarded-for") if self.addresses.proxies else None
+        address = self.addresses.resolve(client[0] if client else None, forwarded)
+        context = RequestContext(headers, classify_host(headers.get("host", ""), self.base_domain), address)
+        try:
+            await self._admit(scope, context, policy_for(_route_path(scope)))
+        except PrismError as refusal:
+            context.refusal = refusal
+        except Exception as exc:  # the credential's lookup found the database busy: a 503 the door renders
+            unavailable = unavailable_error(exc)
+            if unavailable is None:
+                raise
+            context.refusal = unavailable
+        return context
+
+    async def _admit(self, scope: Scope, context: RequestContext, policy: PathPolicy) -> None:
+        malformed = nul_refusal(scope)
+        if malformed is not None:
+            raise malformed
+        limiter = self.limiter
+        if policy.lockout:
+            left = await limiter.locked_out(context.address)
+            if left is not None:
+                raise locked_out(context.address, left)
+        for tier in policy.address_tiers:
+            self._count(context, await limiter.hit(tier, context.address))
+        if not policy.takes_bearer or scope["method"] not in policy.credential_methods:
+            if policy.caller_tier is not None:  # a door of callers, asked before any caller is known
+                self._count(context, await limiter.hit("anonymous", context.address))
+            return
+        authenticator: Authenticator = scope["app"].state.authenticator
+        authorization = context.headers.get("authorization")
+        try:
+            context.auth = await authenticator.authenticate(authorization, context.host,
+                                                            context.headers.get("x-organization-context"))
+        except PrismError as exc:
+            context.auth_error = exc
+            if authorization and isinstance(exc, Unauthenticated):
+                await limiter.auth_failed(context.address)
+            if policy.caller_tier is not None:
+                self._count(context, await limiter.hit("anonymous", context.address))
+            return
+        if policy.caller_tier == "mcp":
+            self._count(context, await limiter.hit("mcp", context.auth.tenant_id))
+        elif policy.caller_tier == "user":
+            tier = "admin" if context.auth.permissions.allows(ADMIN_PERMISSION) else "authenticated"
+            self._count(context, await limiter.hit(tier, context.auth.user_id))
+
+    @staticmethod
+    def _count(context: RequestContext, verdict: Verdict) -> None:
+        context.verdict = verdict
+        if not verdict.allowed:
+            raise over_limit(verdict)
+
+    def _closing(self, send: Send) -> Send:
+        async def closing_send(message: Message) -> None:
+            if message["type"] == "lifespan.shutdown.complete":
+                await self.limiter.close()
+            await send(message)
+
+        return closing_send
+
+
+def _route_path(scope: Scope) -> str:
+    """The path the router matches: the request's path without the root path it is mounted under."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root):] if root and path.startswith(root) else path
+
+
+def locked_out(address: str, seconds_left: float) -> LockedOut:
+    seconds = max(1, math.ceil(seconds_left))
+    error = LockedOut(f"too many failed authentication attempts from {address}; retry in {seconds} s")
+    error.headers = {"Retry-After": str(seconds)}
+    return error
+
+
+def over_limit(verdict: Verdict) -> RateLimited:
+    error = RateLimited(f"rate limit of {verdict.limit} requests per minute reached; "
+                        f"retry in {verdict.retry_after} s")
+    error.headers = ratelimit_429_headers(verdict)
+    return error

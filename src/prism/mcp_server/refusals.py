@@ -1,0 +1,53 @@
+"""The MCP door's error shape: a JSON-RPC error without an id, and X-RateLimit-* on every answer (SPEC.md "Limits").
+
+The rate-limit window a request was counted in is the edge's (the tenant's, or the address's before the caller
+is known); a locked-out address is described as a window of the lockout's size, exhausted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.types import Scope
+
+from prism.edge.context import request_context
+from prism.edge.doors import Door
+from prism.edge.stack import LockedOut
+from prism.errors import PrismError
+from prism.mcp_server import jsonrpc
+from prism.mcp_server.jsonrpc import RpcError
+from prism.oauth.issuer import issuer_for
+from prism.ratelimit.headers import x_ratelimit_headers
+
+PATH = "/api/mcp/sse"
+_RPC_CODE = {401: jsonrpc.UNAUTHORIZED, 413: jsonrpc.PAYLOAD_TOO_LARGE, 429: jsonrpc.RATE_LIMITED}
+
+
+def rate_headers(scope: Scope) -> dict[str, str]:
+    """X-RateLimit-* of the window this request was counted in."""
+    verdict = request_context(scope).verdict
+    return x_ratelimit_headers(verdict) if verdict is not None else {}
+
+
+class JsonRpcDoor(Door):
+    def body(self, error: PrismError, scope: Scope) -> dict[str, Any]:
+        code = _RPC_CODE.get(error.status, jsonrpc.INTERNAL_ERROR if error.status >= 500 else jsonrpc.INVALID_REQUEST)
+        return RpcError(code, error.message, data={"error": error.code}).body(None)
+
+    def headers(self, error: PrismError, scope: Scope) -> dict[str, str] | None:
+        headers = {**rate_headers(scope), **(getattr(error, "headers", None) or {})}
+        if isinstance(error, LockedOut):
+            failures = scope["app"].state.rate_limiter.lockout.failures
+            headers.update({"X-RateLimit-Limit": str(failures), "X-RateLimit-Remaining": "0",
+                            "X-RateLimit-Reset": headers.get("Retry-After", "1")})
+        if error.status == 401:
+            metadata = f"{issuer_for(Request(scope))}/.well-known/oauth-protected-resource{PATH}"
+            challenge = f'Bearer resource_metadata="{metadata}"'
+            if request_context(scope).headers.get("authorization"):
+                challenge += ', error="invalid_token"'
+            headers["WWW-Authenticate"] = challenge
+        return headers
+
+
+JSON_RPC = JsonRpcDoor()
