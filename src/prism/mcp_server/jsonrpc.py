@@ -11,6 +11,9 @@ from typing import Any
 
 import orjson
 
+from prism.errors import BadRequest
+from prism.kit.nul import refuse_nul_in_json
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -65,6 +68,10 @@ def parse_body(body: bytes) -> tuple[list[Message | RpcError], bool]:
         value = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise RpcError(PARSE_ERROR, f"body is not valid JSON: {exc}", data={"error": "invalid_json"}) from None
+    try:
+        refuse_nul_in_json(body, value)  # PostgreSQL cannot store it, and tool names reach the ledger
+    except BadRequest as exc:
+        raise RpcError(INVALID_PARAMS, exc.message, data={"error": exc.code, **exc.details}) from None
     if isinstance(value, list):
         if not value:
             raise RpcError(INVALID_REQUEST, "an empty batch is not a JSON-RPC message",
