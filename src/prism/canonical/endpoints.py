@@ -13,6 +13,7 @@ from typing import Any
 
 from prism.dispatch.dispatcher import Call
 from prism.dispatch.envelope import call_from_envelope, with_governance_headers
+from prism.dispatch.response import success_envelope
 from prism.edge.context import request_context
 from prism.edge.doors import ENVELOPE
 from prism.errors import PrismError
@@ -33,7 +34,7 @@ async def _dispatch(scope: Scope, receive: Receive, tool_name: str, build: Calla
         _, data = await scope["app"].state.dispatcher.dispatch(auth, call)
     except PrismError as exc:
         return ENVELOPE.body(exc, scope), exc.status, ENVELOPE.headers(exc, scope)
-    return {"success": True, "data": data, "tool_name": tool_name}, 200, None
+    return success_envelope(data, tool_name), 200, None
 
 
 class _Door(ABC):

@@ -19,6 +19,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.routing import BaseRoute, Route, request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from prism.dispatch.response import failure_envelope
 from prism.edge.context import request_context
 from prism.errors import PrismError
 from prism.registry.mega_tools import tool_name as wire_name
@@ -49,8 +50,7 @@ class EnvelopeDoor(Door):
 
     def body(self, error: PrismError, scope: Scope) -> dict[str, Any]:
         params = scope.get("path_params", {})
-        tool_name = params.get("tool_name") or wire_name(params.get("mega_tool", ""))
-        return {"success": False, **super().body(error, scope), "tool_name": tool_name}
+        return failure_envelope(error, params.get("tool_name") or wire_name(params.get("mega_tool", "")))
 
 
 class SandboxCallDoor(Door):

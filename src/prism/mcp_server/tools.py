@@ -17,6 +17,7 @@ import orjson
 from prism.auth.context import AuthContext
 from prism.dispatch.dispatcher import Dispatcher
 from prism.dispatch.envelope import call_from_envelope
+from prism.dispatch.response import failure_envelope, success_envelope
 from prism.errors import PrismError
 from prism.mcp_server.jsonrpc import INVALID_PARAMS, RpcError
 from prism.registry.catalog import MEGA_TOOL_CATEGORY, tool_catalog
@@ -135,13 +136,10 @@ async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str,
             # The specification makes an unknown tool a protocol error; the refusal is in the ledger already.
             raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}", data={"error": "tool_not_found"}) from None
         return error_result(exc, name)
-    text = orjson.dumps({"success": True, "data": data, "tool_name": name}, option=orjson.OPT_NON_STR_KEYS)
+    text = orjson.dumps(success_envelope(data, name), option=orjson.OPT_NON_STR_KEYS)
     return {"content": [{"type": "text", "text": text.decode()}], "isError": False}
 
 
 def error_result(exc: PrismError, tool_name: str) -> dict[str, Any]:
-    body: dict[str, Any] = {"success": False, "error": exc.code, "message": exc.message, "tool_name": tool_name}
-    if exc.details:
-        body["details"] = exc.details
-    text = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS).decode()
+    text = orjson.dumps(failure_envelope(exc, tool_name), option=orjson.OPT_NON_STR_KEYS).decode()
     return {"content": [{"type": "text", "text": text}], "isError": True}
