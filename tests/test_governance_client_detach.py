@@ -11,7 +11,10 @@ import pytest
 from sqlalchemy import func, select
 
 from prism.governance.models import ClientGovernance
+from prism.identity.service import add_to_organization
+from prism.models import User
 from prism.storage import Database
+from prism.tenancy.service import create_organization
 from tests.factories import Factory, Workspace
 from tests.governance_support import ok, post
 from tests.oauth_support import CLIENT_BODIES, browser, register, tokens_for
@@ -81,3 +84,21 @@ async def test_an_oauth_client_only_another_organization_authorized_is_not_found
     await ok(client, other, ATTACH["ai_system"][0], {"client_id": client_id, "ai_system_id": theirs["id"]})
     assert (await ok(client, other, ATTACH["ai_system"][0], {"client_id": client_id, "ai_system_id": None}))[
         "changed"] is True
+
+
+async def test_a_client_authorized_by_a_member_may_be_tied_in_every_organization_of_that_member(
+        app: object, client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    client_id = await _authorized_client(app, ws)  # consented for the workspace's organization
+    async with db.write() as session:
+        second = await create_organization(session, ws.tenant, name="Second org")
+        owner = (await session.execute(select(User).where(User.email == ws.emails["owner"]))).scalar_one()
+        await add_to_organization(session, owner, second, role="member")
+    # The owner's tokens may act in the second organization too (X-Organization-Context): its own admin can
+    # govern the client there although nobody consented for that organization.
+    await factory.add_key(ws, "second_admin", role="owner", org=second)
+    made = await ok(client, ws, "config_manage/governance/ai_system/create",
+                    {"name": "in the second org", "risk_level": "high"}, label="second_admin")
+    tied = await ok(client, ws, ATTACH["ai_system"][0], {"client_id": client_id, "ai_system_id": made["id"]},
+                    label="second_admin")
+    assert tied["ai_system_id"] == made["id"] and tied["changed"] is True

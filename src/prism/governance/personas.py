@@ -22,6 +22,7 @@ from prism.kit.timeutil import utcnow
 from prism.models import ApiKey, Membership
 from prism.oauth.models import OAuthClient, OAuthGrant
 from prism.tenancy.repository import OrgRepository, to_record
+from prism.tenancy.scope import across_organizations
 
 Priority = Literal["low", "normal", "high", "critical"]
 
@@ -179,9 +180,11 @@ async def _authorized_in(session: AsyncSession, organization_id: str, client_id:
     """Whether the client's tokens may act in the organization: a grant made for it, or one made by a user who
     is a member of it (such a token may name the organization in X-Organization-Context)."""
     members = select(Membership.user_id).where(Membership.organization_id == organization_id)
-    found = (await session.execute(select(OAuthGrant.id).where(
+    # Across organizations on purpose: a member's grant made for another of their organizations is what lets
+    # the client act here, and only whether one exists is read (never the grant itself).
+    found = (await session.execute(across_organizations(select(OAuthGrant.id).where(
         OAuthGrant.client_id == client_id,
-        or_(OAuthGrant.organization_id == organization_id, OAuthGrant.user_id.in_(members))).limit(1))).first()
+        or_(OAuthGrant.organization_id == organization_id, OAuthGrant.user_id.in_(members))).limit(1)))).first()
     return found is not None
 
 
