@@ -38,10 +38,10 @@ from bench.harness import (
     machine,
     pinned,
     prism_cli,
-    proc_cpu_seconds,
     spawn,
     start_prism,
     system_busy_seconds,
+    tree_cpu_seconds,
     write_result,
 )
 from bench.loadgen import run_wrk, write_post_script
@@ -65,6 +65,8 @@ class Plan:
     db_name: str | None  # PostgreSQL database whose backends' CPU is accounted
     raw_log: Path
     rounds: int = 1  # governed then floor, this many times over
+    workers: int = 1  # Uvicorn worker processes of each side
+    redis_url: str | None = None  # PRISM_REDIS_URL of the governed side
 
 
 def parse_args() -> argparse.Namespace:
@@ -79,6 +81,8 @@ def parse_args() -> argparse.Namespace:
                    help="postgresql://user@host:port/prism_bench* (created now, dropped after); default SQLite")
     p.add_argument("--rounds", type=int, default=1,
                    help="measure the two sides alternately this many times; the ratio is the median of the rounds'")
+    p.add_argument("--workers", type=int, default=1, help="Uvicorn workers of each side (PostgreSQL only)")
+    p.add_argument("--redis-url", default=None, help="PRISM_REDIS_URL for the governed side (shared limits)")
     p.add_argument("--pin", action="store_true",
                    help="put the servers on CPU 0 and wrk on the other CPUs (steadier only on an idle machine)")
     return p.parse_args()
@@ -106,10 +110,10 @@ def capture(base_url: str, key: str) -> tuple[bytes, bytes]:
     return body, answer.content
 
 
-def start_floor(body_file: Path, *, cwd: Path, cpus: str | None) -> Server:
+def start_floor(body_file: Path, *, cwd: Path, cpus: str | None, workers: int) -> Server:
     port = free_port()
     command = pinned([sys.executable, "-m", "uvicorn", "bench.floor_app:app", "--host", LOOPBACK,
-                      "--port", str(port), "--workers", "1", "--loop", "uvloop", "--http", "httptools",
+                      "--port", str(port), "--workers", str(workers), "--loop", "uvloop", "--http", "httptools",
                       "--no-access-log", "--no-server-header", "--no-proxy-headers", "--log-level", "warning"], cpus)
     env = bench_env(PRISM_BENCH_FLOOR_BODY=str(body_file), PRISM_BENCH_FLOOR_PATH=TOOL_PATH)
     return spawn("floor", command, env=env, cwd=cwd, port=port, log_path=cwd / "floor.log")
@@ -138,7 +142,7 @@ def measure(server: Server, script: Path, plan: Plan) -> dict[str, Any]:
 
 def cpu_now(pid: int, db_name: str | None) -> tuple[float, float, float, float]:
     """CPU seconds so far: the server, finished wrk runs, our PostgreSQL backends, the whole machine."""
-    return (proc_cpu_seconds(pid), children_cpu_seconds(), backend_cpu_seconds(db_name) if db_name else 0.0,
+    return (tree_cpu_seconds(pid), children_cpu_seconds(), backend_cpu_seconds(db_name) if db_name else 0.0,
             system_busy_seconds())
 
 
@@ -146,14 +150,15 @@ def run(database_url: str, workdir: Path, plan: Plan) -> dict[str, Any]:
     """Both sides under the same load, then the audit chain of the governed side."""
     servers: list[Server] = []
     try:
+        redis = {"PRISM_REDIS_URL": plan.redis_url} if plan.redis_url else {}
         prism, banner = start_prism(database_url=database_url, cwd=workdir, log_path=workdir / "prism.log",
-                                    cpus=plan.server_cpus)
+                                    cpus=plan.server_cpus, workers=plan.workers, extra_env=redis)
         servers.append(prism)
         prism.wait_ready()
         key = banner["api_key"]
         request_body, response_body = capture(prism.base_url, key)
         (workdir / "body.json").write_bytes(response_body)
-        floor = start_floor(workdir / "body.json", cwd=workdir, cpus=plan.server_cpus)
+        floor = start_floor(workdir / "body.json", cwd=workdir, cpus=plan.server_cpus, workers=plan.workers)
         servers.append(floor)
         floor.wait_ready()
         if httpx.post(floor.base_url + TOOL_PATH, content=request_body).content != response_body:
@@ -200,14 +205,15 @@ def main() -> None:
         db_name = stack.enter_context(throwaway_database(args.database_url)) if args.database_url else None
         database_url = args.database_url or f"sqlite:///{workdir / 'prism.db'}"
         plan = Plan(args.connections, args.threads, args.duration, args.warmup, server_cpus, wrk_cpus, db_name,
-                    raw_log, args.rounds)
+                    raw_log, args.rounds, args.workers, args.redis_url)
         outcome = run(database_url, workdir, plan)
     report: dict[str, Any] = {
         "benchmark": "dispatch", "backend": backend, "started_at": stamp, "machine": machine(),
         "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "rounds": args.rounds,
                      "connections": args.connections,
                      "threads": args.threads, "server_cpus": server_cpus, "wrk_cpus": wrk_cpus,
-                     "uvicorn": "1 worker, uvloop, httptools, access log, server header and proxy headers off"},
+                     "workers": args.workers, "redis": bool(args.redis_url),
+                     "uvicorn": "uvloop, httptools, access log, server header and proxy headers off"},
         **outcome, "raw_wrk_log": str(raw_log.relative_to(RESULTS.parent.parent)),
     }
     print_summary(report, write_result(f"dispatch-{backend}-{stamp}", report))

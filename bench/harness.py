@@ -71,6 +71,19 @@ def proc_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """`proc_cpu_seconds` of a process and its live children (a server's worker processes)."""
+    total = proc_cpu_seconds(pid)
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # exited meanwhile
+            continue
+        if int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def backend_cpu_seconds(database: str) -> float:
     """CPU time of the live PostgreSQL backends serving `database` (their titles name it)."""
     total = 0.0
@@ -174,13 +187,14 @@ def spawn(name: str, command: Sequence[str], *, env: Mapping[str, str], cwd: Pat
 
 
 def start_prism(*, database_url: str, cwd: Path, log_path: Path, cpus: str | None = None,
-                extra_env: Mapping[str, str] | None = None) -> tuple[Server, dict[str, Any]]:
-    """`prism serve --json` on a free port: (server, its start-up banner). One Uvicorn worker."""
+                extra_env: Mapping[str, str] | None = None, workers: int = 1) -> tuple[Server, dict[str, Any]]:
+    """`prism serve --json` on a free port: (server, its start-up banner)."""
     port = free_port()
     # The rate limiter keeps running, with ceilings no benchmark reaches (one client, one user, one address).
     env = bench_env(**{**RAISED_CEILINGS, "PRISM_DATABASE_URL": database_url, "PRISM_LOG_LEVEL": "warning",
                        **(extra_env or {})})
-    command = pinned([PRISM, "serve", "--host", LOOPBACK, "--port", str(port), "--workers", "1", "--json"], cpus)
+    command = pinned([PRISM, "serve", "--host", LOOPBACK, "--port", str(port), "--workers", str(workers), "--json"],
+                     cpus)
     server = spawn("prism", command, env=env, cwd=cwd, port=port, log_path=log_path)
     try:
         return server, read_banner(server)
