@@ -136,7 +136,7 @@ class McpDoor:
             return
         state = scope["app"].state
         streams = _streams(state)
-        stream = streams.open(auth)
+        stream = await streams.open(auth)
         endpoint = f"{scope.get('root_path', '')}{scope['path']}?session_id={stream.id}"
         await serve_stream(streams, stream, endpoint, receive, send, extra,
                            keepalive=state.settings.mcp_sse_keepalive_seconds)
@@ -144,11 +144,11 @@ class McpDoor:
     async def _legacy_post(self, scope: Scope, receive: Receive, send: Send, headers: Headers, auth: AuthContext,
                            extra: list[tuple[bytes, bytes]], stream_id: str) -> None:
         state = scope["app"].state
-        stream = _streams(state).find(stream_id, auth)
+        streams = _streams(state)
         try:
-            if stream is None:
-                raise _status(404, RpcError(jsonrpc.SESSION_NOT_FOUND, "Session not found: the stream is closed, "
-                                            "on another process, or opened by another credential",
+            if not await streams.is_open_for(stream_id, auth):
+                raise _status(404, RpcError(jsonrpc.SESSION_NOT_FOUND, "Session not found: the stream is closed "
+                                            "or was opened by another credential",
                                             data={"error": "session_not_found"}))
             _check_content_type(headers)
             messages, _ = jsonrpc.parse_body(await read_body(receive, headers.get("content-length")))
@@ -159,8 +159,7 @@ class McpDoor:
             await respond_json(send, 413 if exc.code == jsonrpc.PAYLOAD_TOO_LARGE else 400, exc.body(None), extra)
             return
         await respond(send, 202, b"Accepted", extra, content_type=b"text/plain")
-        for answer in await _answer_all(_context(state, auth), messages):
-            stream.outbox.put_nowait(answer)
+        await streams.send(stream_id, await _answer_all(_context(state, auth), messages))
 
 
 class _HttpError(Exception):
@@ -215,7 +214,7 @@ def _signer(state: Any) -> SessionSigner:
 def _streams(state: Any) -> LegacyStreams:
     streams: LegacyStreams | None = getattr(state, "mcp_streams", None)
     if streams is None:
-        streams = state.mcp_streams = LegacyStreams()
+        streams = state.mcp_streams = LegacyStreams(state.settings, state.db)
     return streams
 
 

@@ -2,8 +2,12 @@
 
 GET opens an event stream whose first event, `endpoint`, names the URL to POST messages to
 (`<path>?session_id=<id>`); each response is sent back on the stream as a `message` event. Idle streams
-carry a keep-alive comment. The stream lives in the process that opened it, so its POSTs must reach that
-process (one process, or sticky routing by `session_id`); the streamable HTTP transport has no such need.
+carry a keep-alive comment.
+
+The stream lives in the process that opened it, but its POSTs may land on any process of the deployment: the
+stream is claimed through a relay (prism.mcp_server.relay) before its endpoint is announced, the process a POST
+lands on checks that claim and runs the messages, and the answers travel back to the owner through the relay
+(directly, when the POST landed on the owner itself).
 """
 
 from __future__ import annotations
@@ -11,54 +15,120 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prism.auth.context import AuthContext
+from prism.config import Settings
 from prism.mcp_server.http import Receive, Send
 from prism.mcp_server.jsonrpc import dumps
+from prism.mcp_server.relay import REFRESH_SECONDS, RelayUnavailable, StreamOwner, relay_for
+
+if TYPE_CHECKING:
+    from prism.storage import Database
 
 log = logging.getLogger("prism.mcp")
 _CLOSED = object()
+# What `open` issues: anything else named in a POST is no stream, and is refused before any store is asked.
+_STREAM_ID = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(eq=False)
 class LegacyStream:
     id: str
-    tenant_id: str
-    credential_id: str
+    owner: StreamOwner
+    # JSON-RPC messages to write, already encoded (a relayed one arrives as bytes), or _CLOSED.
     outbox: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
-
-    def owned_by(self, auth: AuthContext) -> bool:
-        return auth.tenant_id == self.tenant_id and auth.credential_id == self.credential_id
 
 
 class LegacyStreams:
-    """The open legacy streams of this process."""
+    """The open legacy streams of this process, and the relay that shares them with the deployment's others."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Settings, db: Database) -> None:
         self._streams: dict[str, LegacyStream] = {}
+        self.relay = relay_for(settings, db, self)
+        self._refresher: asyncio.Task[None] | None = None
 
     def __len__(self) -> int:
         return len(self._streams)
 
-    def open(self, auth: AuthContext) -> LegacyStream:
-        stream = LegacyStream(secrets.token_urlsafe(24), auth.tenant_id, auth.credential_id)
+    async def open(self, auth: AuthContext) -> LegacyStream:
+        """A new stream, claimed for `auth`'s credential. RelayUnavailable when it cannot be shared."""
+        stream = LegacyStream(secrets.token_hex(20), StreamOwner.of(auth))
         self._streams[stream.id] = stream
+        try:
+            await self.relay.claim(stream.id, stream.owner)
+        except BaseException:
+            await self.close(stream)
+            raise
+        if self.relay.shared and self._refresher is None:
+            self._refresher = asyncio.create_task(self._refresh_forever())
         return stream
 
-    def find(self, stream_id: str, auth: AuthContext) -> LegacyStream | None:
-        """The stream, if it is open here and was opened by this same credential."""
+    async def is_open_for(self, stream_id: str, auth: AuthContext) -> bool:
+        """Whether the stream is open, in any process, and was opened by this same credential."""
         stream = self._streams.get(stream_id)
-        return stream if stream is not None and stream.owned_by(auth) else None
+        if stream is not None:
+            return stream.owner.matches(auth)
+        if not _STREAM_ID.fullmatch(stream_id):
+            return False
+        owner = await self.relay.owner(stream_id)
+        return owner is not None and owner.matches(auth)
 
-    def close(self, stream: LegacyStream) -> None:
-        self._streams.pop(stream.id, None)
+    async def send(self, stream_id: str, messages: list[Any]) -> None:
+        """Write JSON-RPC messages on the stream, wherever it is open. Called once the POST is answered: a
+        failure can only be logged (the stream's client learns of it by the answer that never comes)."""
+        for message in messages:
+            encoded = dumps(message)
+            if stream_id in self._streams:
+                self.deliver(stream_id, encoded)
+                continue
+            try:
+                await self.relay.publish(stream_id, encoded)
+            except RelayUnavailable:
+                log.warning("an answer for legacy SSE stream %s could not be relayed", stream_id, exc_info=True)
+                return
+
+    def deliver(self, stream_id: str, message: bytes) -> None:
+        stream = self._streams.get(stream_id)
+        if stream is not None:  # else it closed meanwhile: nobody is left to read the answer
+            stream.outbox.put_nowait(message)
+
+    def lost(self, stream_id: str) -> None:
+        stream = self._streams.get(stream_id)
+        if stream is not None:
+            stream.outbox.put_nowait(_CLOSED)
+
+    async def close(self, stream: LegacyStream) -> None:
+        if self._streams.pop(stream.id, None) is None:
+            return
+        if not self._streams and self._refresher is not None:
+            self._refresher.cancel()
+            self._refresher = None
+        await self.relay.release(stream.id)
 
     def close_all(self) -> None:
         for stream in list(self._streams.values()):
             stream.outbox.put_nowait(_CLOSED)
+
+    async def aclose(self) -> None:
+        """End every stream and close the relay's connections (the app's shutdown)."""
+        self.close_all()
+        if self._refresher is not None:
+            self._refresher.cancel()
+            self._refresher = None
+        await self.relay.close()
+
+    async def _refresh_forever(self) -> None:
+        while True:
+            await asyncio.sleep(REFRESH_SECONDS)
+            try:
+                await self.relay.refresh(list(self._streams))
+            except RelayUnavailable:  # the claims last STREAM_TTL_SECONDS: the next round may still save them
+                log.warning("could not refresh the claims of %d legacy SSE stream(s)", len(self._streams),
+                            exc_info=True)
 
 
 async def serve_stream(streams: LegacyStreams, stream: LegacyStream, endpoint: str, receive: Receive, send: Send,
@@ -84,16 +154,16 @@ async def serve_stream(streams: LegacyStreams, stream: LegacyStream, endpoint: s
                 continue
             if item is _CLOSED:
                 break
-            await _event(send, b"event: message\ndata: " + dumps(item) + b"\n\n")
+            await _event(send, b"event: message\ndata: " + item + b"\n\n")
         with contextlib.suppress(OSError):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
     except OSError:
         log.debug("legacy SSE client %s went away", stream.id)
     finally:
-        streams.close(stream)
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
+        await streams.close(stream)
 
 
 async def _event(send: Send, chunk: bytes) -> None:

@@ -1,0 +1,132 @@
+"""Legacy SSE streams across processes: who owns a stream, and how an answer reaches the process holding it.
+
+A legacy stream is one long HTTP response, held by the process that opened it; the client then POSTs its
+messages to `?session_id=<stream>`, and behind a load balancer (or `prism serve --workers N`) those POSTs land
+on any process. The process a POST lands on checks the stream's claim (open, and opened by this same tenant
+and credential), runs the messages through its own dispatcher, and publishes each JSON-RPC answer on the
+stream's channel; the owning process, subscribed to that channel while the stream is open, writes it out.
+
+Three relays, chosen by configuration (`relay_for`), so that nothing is shared where nothing needs to be:
+
+- Redis (PRISM_REDIS_URL set): a key with a TTL per stream, pub/sub per stream (prism.mcp_server.relay_redis);
+- PostgreSQL (the database, without Redis): a row per stream, LISTEN/NOTIFY (prism.mcp_server.relay_postgres);
+- in-process (SQLite, which serves from one process): the open streams of this process are all there is.
+
+A claim lives STREAM_TTL_SECONDS past its last refresh, and the owner refreshes it every REFRESH_SECONDS, so
+a process that died without closing its streams stops answering for them within a minute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from prism.auth.context import AuthContext
+from prism.config import Settings
+from prism.storage import DatabaseUnavailable
+
+if TYPE_CHECKING:
+    from prism.storage import Database
+
+STREAM_TTL_SECONDS = 60
+REFRESH_SECONDS = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOwner:
+    """The credential a stream was opened with: only the same one may post to it."""
+
+    tenant_id: str
+    credential_kind: str
+    credential_id: str
+
+    @classmethod
+    def of(cls, auth: AuthContext) -> StreamOwner:
+        return cls(auth.tenant_id, auth.credential_kind, auth.credential_id)
+
+    def matches(self, auth: AuthContext) -> bool:
+        return self == StreamOwner.of(auth)
+
+
+class StreamSink(Protocol):
+    """The owning process's side: where a relay hands what arrives for one of its streams."""
+
+    def deliver(self, stream_id: str, message: bytes) -> None:
+        """One JSON-RPC message (JSON bytes) for the stream, to be written on it."""
+
+    def lost(self, stream_id: str) -> None:
+        """The relay can no longer bring messages to this stream: end it, so the client reconnects."""
+
+
+class RelayUnavailable(DatabaseUnavailable):
+    """The store the streams are shared through (PostgreSQL or Redis) cannot be reached: 503, Retry-After.
+
+    A kind of DatabaseUnavailable so that every door renders it as it renders an unreachable database."""
+
+    code = "relay_unavailable"
+
+    def __init__(self) -> None:
+        super().__init__("legacy SSE streams cannot be shared between processes right now; try again shortly")
+
+
+class Relay(Protocol):
+    # False for the in-process relay: there is no claim to refresh and no one else to publish to.
+    shared: bool
+
+    async def claim(self, stream_id: str, owner: StreamOwner) -> None:
+        """Subscribe to the stream's channel, then record the claim: once this returns, a POST landing on any
+        process finds the stream and its answers reach this one. RelayUnavailable when the store is down."""
+
+    async def refresh(self, stream_ids: Collection[str]) -> None:
+        """Push the claims of these open streams of this process forward by STREAM_TTL_SECONDS."""
+
+    async def release(self, stream_id: str) -> None:
+        """Unsubscribe and drop the claim; never raises (an unreleased claim expires by itself)."""
+
+    async def owner(self, stream_id: str) -> StreamOwner | None:
+        """Who the stream was opened for, if it is open in some process. RelayUnavailable when the store is down."""
+
+    async def publish(self, stream_id: str, message: bytes) -> None:
+        """Send one JSON-RPC message to the process holding the stream. RelayUnavailable when the store is down."""
+
+    async def close(self) -> None:
+        """Release every claim still held and close the relay's connections."""
+
+
+class InProcessRelay:
+    """One process serves every request (SQLite): a stream not open here is not open anywhere."""
+
+    shared = False
+
+    async def claim(self, stream_id: str, owner: StreamOwner) -> None:
+        return None
+
+    async def refresh(self, stream_ids: Collection[str]) -> None:
+        return None
+
+    async def release(self, stream_id: str) -> None:
+        return None
+
+    async def owner(self, stream_id: str) -> StreamOwner | None:
+        return None
+
+    async def publish(self, stream_id: str, message: bytes) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+def relay_for(settings: Settings, db: Database, sink: StreamSink) -> Relay:
+    """Redis when configured (it is built for this, and spares the database), else PostgreSQL when that is the
+    database, else in-process."""
+    if settings.redis_url:
+        from prism.mcp_server.relay_redis import RedisRelay  # only deployments with Redis import the client
+
+        return RedisRelay(settings.redis_url, sink)
+    if not db.is_sqlite:
+        from prism.mcp_server.relay_postgres import PostgresRelay
+
+        return PostgresRelay(db, sink)
+    return InProcessRelay()

@@ -1,0 +1,216 @@
+"""The legacy SSE relay over PostgreSQL: a claim row per open stream, and LISTEN/NOTIFY on a channel per stream.
+
+Claims are rows of `mcp_legacy_streams` (prism.mcp_server.models) written through the process's pool. The
+notifications of this process's streams arrive on ONE connection of its own (asyncpg's `add_listener` on the
+driver connection of a pool-less engine), opened with the process's first open stream and closed with its last;
+each stream LISTENs on `prism_sse_<stream id>` while it is open. Should that connection drop, every stream it
+served is ended, so its clients reconnect rather than wait for answers that can no longer come.
+
+A NOTIFY payload holds at most 8000 bytes and answers (a page of tools, a report) are often larger, so a message
+goes out as numbered chunks of at most CHUNK_BYTES, all from one transaction: PostgreSQL delivers the
+notifications of a transaction together and in the order they were sent, and the owner joins them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import Collection
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, bindparam, delete, func, insert, select, text, update
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.types import Text
+
+from prism.mcp_server.models import LegacyStreamClaim as Claim
+from prism.mcp_server.relay import STREAM_TTL_SECONDS, RelayUnavailable, StreamOwner, StreamSink
+from prism.storage import Database, one_shot_engine
+
+log = logging.getLogger("prism.mcp")
+
+CHANNEL_PREFIX = "prism_sse_"
+# Payload room left for JSON once the chunk's header (`<message id>:<index>:<count>:`) is in.
+CHUNK_BYTES = 7800
+# Messages whose chunks are still arriving, at most: chunks of one message come back to back, so more than one
+# at a time only happens when a connection dropped mid-message; the oldest is then given up.
+MAX_PARTIAL_MESSAGES = 8
+# The chunks of one message, in order, in one round trip (volatile calls in a sorted SELECT run after the sort).
+_NOTIFY = text("SELECT pg_notify(:channel, c.chunk) FROM unnest(:chunks) WITH ORDINALITY AS c(chunk, n) "
+               "ORDER BY c.n").bindparams(bindparam("chunks", type_=ARRAY(Text)))
+
+
+def chunks(message: bytes, size: int = CHUNK_BYTES) -> list[str]:
+    """`message` (UTF-8 JSON) in pieces of at most `size` bytes, never cutting a character in two."""
+    pieces: list[str] = []
+    start = 0
+    while start < len(message):
+        end = min(start + size, len(message))
+        while end < len(message) and message[end] & 0xC0 == 0x80:  # a continuation byte: back off
+            end -= 1
+        pieces.append(message[start:end].decode())
+        start = end
+    return pieces
+
+
+class _Partials:
+    """Chunks of the messages whose last chunk has not arrived yet, bounded by MAX_PARTIAL_MESSAGES."""
+
+    def __init__(self) -> None:
+        self._parts: dict[str, list[str]] = {}
+
+    def add(self, payload: str) -> bytes | None:
+        """The whole message once `payload` completes it; None while chunks are missing (or it is malformed)."""
+        message_id, index, count, data = payload.split(":", 3)
+        if count == "1":
+            return data.encode()
+        parts = self._parts.setdefault(message_id, [])
+        if int(index) != len(parts):  # a chunk went missing: the message can never be whole
+            del self._parts[message_id]
+            return None
+        parts.append(data)
+        if len(parts) == int(count):
+            del self._parts[message_id]
+            return "".join(parts).encode()
+        while len(self._parts) > MAX_PARTIAL_MESSAGES:
+            del self._parts[next(iter(self._parts))]
+        return None
+
+
+class PostgresRelay:
+    shared = True
+
+    def __init__(self, db: Database, sink: StreamSink) -> None:
+        self._db = db
+        self._sink = sink
+        self._partials = _Partials()
+        # The listening connection and what owns it; all three set together, under the lock.
+        self._engine: AsyncEngine | None = None
+        self._connection: AsyncConnection | None = None
+        self._driver: Any = None
+        self._listening: set[str] = set()
+        self._lock = asyncio.Lock()  # one LISTEN/UNLISTEN/connect at a time on the listening connection
+
+    async def claim(self, stream_id: str, owner: StreamOwner) -> None:
+        try:
+            async with self._lock:
+                driver = self._driver or await self._open_listener()
+                await driver.add_listener(CHANNEL_PREFIX + stream_id, self._on_notification)
+                self._listening.add(stream_id)
+            async with self._db.write() as session:
+                # Claims of processes that died are purged here, so the table holds only what is open.
+                await session.execute(delete(Claim).where(Claim.expires_at < func.now()))
+                await session.execute(insert(Claim).values(
+                    id=stream_id, tenant_id=owner.tenant_id, credential_kind=owner.credential_kind,
+                    credential_id=owner.credential_id, expires_at=_expiry()))
+        except Exception as exc:
+            log.warning("could not claim legacy SSE stream %s in PostgreSQL", stream_id, exc_info=True)
+            raise RelayUnavailable() from exc
+
+    async def refresh(self, stream_ids: Collection[str]) -> None:
+        try:
+            async with self._db.write() as session:
+                await session.execute(update(Claim).where(Claim.id.in_(list(stream_ids)))
+                                      .values(expires_at=_expiry()))
+        except Exception as exc:
+            raise RelayUnavailable() from exc
+
+    async def release(self, stream_id: str) -> None:
+        async with self._lock:
+            if stream_id in self._listening:
+                self._listening.discard(stream_id)
+                if self._driver is not None:
+                    with contextlib.suppress(Exception):  # a dropped connection listens to nothing anyway
+                        await self._driver.remove_listener(CHANNEL_PREFIX + stream_id, self._on_notification)
+                if not self._listening:
+                    await self._close_listener()
+        try:
+            async with self._db.write() as session:
+                await session.execute(delete(Claim).where(Claim.id == stream_id))
+        except Exception:
+            log.warning("could not drop the claim of legacy SSE stream %s; it expires by itself", stream_id,
+                        exc_info=True)
+
+    async def owner(self, stream_id: str) -> StreamOwner | None:
+        try:
+            async with self._db.read() as session:
+                row = (await session.execute(select(Claim.tenant_id, Claim.credential_kind, Claim.credential_id)
+                                             .where(Claim.id == stream_id, Claim.expires_at > func.now()))).first()
+        except Exception as exc:
+            raise RelayUnavailable() from exc
+        return StreamOwner(row.tenant_id, row.credential_kind, row.credential_id) if row is not None else None
+
+    async def publish(self, stream_id: str, message: bytes) -> None:
+        message_id = secrets.token_hex(8)
+        pieces = chunks(message)
+        payloads = [f"{message_id}:{i}:{len(pieces)}:{piece}" for i, piece in enumerate(pieces)]
+        try:
+            async with self._db.write() as session:
+                await session.execute(_NOTIFY, {"channel": CHANNEL_PREFIX + stream_id, "chunks": payloads})
+        except Exception as exc:
+            raise RelayUnavailable() from exc
+
+    async def close(self) -> None:
+        async with self._lock:
+            self._listening.clear()
+            await self._close_listener()
+
+    def listening(self) -> frozenset[str]:
+        """The streams this process listens for."""
+        return frozenset(self._listening)
+
+    @property
+    def connected(self) -> bool:
+        """Whether this process holds its listening connection (only while one of its streams is open)."""
+        return self._driver is not None
+
+    async def _open_listener(self) -> Any:
+        engine = one_shot_engine(self._db.url)
+        try:
+            connection = await engine.connect()
+            driver = (await connection.get_raw_connection()).driver_connection
+            if driver is None:
+                raise RuntimeError("the pool handed out a connection without its driver connection")
+            driver.add_termination_listener(self._on_terminated)
+        except BaseException:
+            await engine.dispose()
+            raise
+        self._engine, self._connection, self._driver = engine, connection, driver
+        return driver
+
+    async def _close_listener(self) -> None:
+        engine, connection = self._engine, self._connection
+        self._engine = self._connection = self._driver = None  # first: its termination is no surprise now
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                await connection.close()
+        if engine is not None:
+            await engine.dispose()
+
+    def _on_notification(self, _connection: Any, _pid: int, channel: str, payload: str) -> None:
+        try:
+            message = self._partials.add(payload)
+        except ValueError:
+            log.warning("ignored a malformed notification on %s", channel)
+            return
+        if message is not None:
+            self._sink.deliver(channel.removeprefix(CHANNEL_PREFIX), message)
+
+    async def _on_terminated(self, connection: Any) -> None:
+        async with self._lock:
+            if connection is not self._driver:  # closed on purpose, or an older connection
+                return
+            lost = sorted(self._listening)
+            self._listening.clear()
+            await self._close_listener()
+        log.warning("the PostgreSQL connection listening for %d legacy SSE stream(s) dropped; ending them", len(lost))
+        for stream_id in lost:
+            self._sink.lost(stream_id)
+
+
+def _expiry() -> ColumnElement[Any]:
+    # The database's clock, not this host's: every process of the deployment judges expiry by the same one.
+    return func.now() + timedelta(seconds=STREAM_TTL_SECONDS)
