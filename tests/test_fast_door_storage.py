@@ -2,25 +2,19 @@
 
 - a record read on the prepared path equals `to_record` of the ORM row (dates as ISO text, SQLite's stored
   text converted directly);
-- the prepared path still flushes pending ORM changes first, and finds the driver of each new transaction;
-- `Database.write()`/`read()` commit, roll back and release their connection; a BEGIN that cannot get
-  SQLite's lock fails as a SQLAlchemy OperationalError (what the CLI reports cleanly);
+- the prepared path still flushes pending ORM changes first, and reads in each new transaction;
 - the dispatcher's NUL check answers as its plain walk does.
 """
 
 from __future__ import annotations
 
 import random
-import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import select
 from sqlalchemy.dialects import sqlite
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.pool import QueuePool
 
 from prism.apps.spare_parts.models import SparePart
 from prism.dispatch.dispatcher import _holds_nul
@@ -29,7 +23,6 @@ from prism.kit.ids import new_id
 from prism.kit.timeutil import iso, iso_of_sqlite_text, sqlite_text_of
 from prism.models.base import UTCDateTime
 from prism.storage import Database
-from prism.storage import database as db_module
 from prism.tenancy.repository import OrgRepository, to_record
 from tests.factories import Factory, unique
 
@@ -135,55 +128,6 @@ async def test_each_transaction_reads_on_its_own_connection(db: Database, factor
     async with db.read() as s:
         repo_reads.append((await OrgRepository(s, SparePart, ws.org.id).get_record(part.id))["name"])
     assert repo_reads == ["First", "Second", "Third"]
-
-
-async def test_write_commits_rolls_back_and_releases_its_connection(db: Database, factory: Factory) -> None:
-    ws = await factory.workspace(roles=("owner",))
-    sku = unique("sku")
-    with pytest.raises(RuntimeError):
-        async with db.write() as s:
-            s.add(SparePart(organization_id=ws.org.id, sku=sku, name="Rolled back"))
-            await s.flush()
-            raise RuntimeError("refused")
-    async with db.read() as s:
-        assert (await s.execute(select(SparePart).where(SparePart.sku == sku))).first() is None
-    async with db.write() as s:
-        s.add(SparePart(organization_id=ws.org.id, sku=sku, name="Committed"))
-    async with db.read() as s:
-        assert (await s.execute(select(SparePart.name).where(SparePart.sku == sku))).scalar_one() == "Committed"
-        assert s.in_transaction()
-    assert not s.in_transaction()
-    # On SQLite the ledger writer's batches keep one write connection (prism.sqlite_batch); nothing else may.
-    ledger_held = 1 if db._held is not None and db._held.is_open else 0
-    for engine in {db.engine, db.read_engine}:
-        pool = cast(QueuePool, engine.sync_engine.pool)
-        assert pool.checkedout() == (ledger_held if engine is db.engine else 0), pool.status()
-
-
-async def test_a_begin_that_cannot_get_the_lock_is_a_sqlalchemy_error(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(db_module, "SQLITE_BUSY_TIMEOUT_SECONDS", 0.05)
-    path = tmp_path / "locked.db"
-    with sqlite3.connect(path) as setup:
-        setup.execute("CREATE TABLE t (x INTEGER)")
-    database = Database(f"sqlite:///{path}")
-    holder = sqlite3.connect(path, isolation_level=None)
-    try:
-        holder.execute("PRAGMA journal_mode=WAL")
-        holder.execute("BEGIN IMMEDIATE")
-        with pytest.raises(OperationalError) as raised:
-            async with database.write() as s:
-                await s.execute(text("INSERT INTO t VALUES (1)"))
-        assert isinstance(raised.value.orig, sqlite3.OperationalError)
-        assert "BEGIN IMMEDIATE" in str(raised.value)
-        holder.execute("ROLLBACK")
-        async with database.write() as s:  # the failed begin left nothing behind
-            await s.execute(text("INSERT INTO t VALUES (2)"))
-        async with database.read() as s:
-            assert (await s.execute(text("SELECT count(*) FROM t"))).scalar_one() == 1
-    finally:
-        holder.close()
-        await database.dispose()
 
 
 def _walk(value: Any) -> bool:

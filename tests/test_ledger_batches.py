@@ -10,12 +10,12 @@ from sqlalchemy import select, text
 from prism.apps.params import NoParams
 from prism.auth.authenticator import Authenticator
 from prism.config import Settings
-from prism.storage import Database
 from prism.dispatch.dispatcher import Call, Dispatcher
 from prism.governance.ledger import verify_chain
 from prism.models import AuditEntry
 from prism.registry import HandlerApp, HandlerCall
 from prism.registry.registry import build_registry
+from prism.storage import Database
 from prism.tenancy.hosts import classify_host
 from tests.factories import Factory
 
@@ -56,27 +56,6 @@ async def test_a_read_failing_in_the_database_leaves_the_rest_of_its_batch_answe
         report = await verify_chain(session, ws.org.id)
     assert len(entries) == 40 and report.valid, report
     assert [e.outcome for e in entries if e.coordinate == "report_query/faulty/probe/explode"] == ["refused"] * 4
-
-
-async def test_the_ledger_insert_binds_each_value_as_sqlalchemy_would(db: Database) -> None:
-    """The append's cheaper writers (`detail` straight through the JSON serializer, `created_at` straight to
-    SQLite's text) give the very values SQLAlchemy's own processors give, on the engine in use."""
-    from prism.governance.ledger import audit_entries
-    from prism.governance.ledger_writer import _INSERT_ENTRIES
-    from prism.kit.timeutil import utcnow
-
-    dialect = db.engine.dialect
-    compiled = _INSERT_ENTRIES._compiled(dialect)
-    row = {"organization_id": "o", "seq": 7, "tenant_id": "t", "created_at": utcnow(), "actor_user_id": None,
-           "credential_id": "c", "door": "rest", "tool_name": "prism_entity_crud", "coordinate": "a/b/c/d",
-           "arguments_digest": "0" * 64, "outcome": "refused", "error_code": "x",
-           "detail": {"status": 403, "cost": 2, "persona": {"é": [1, None, True]}}, "prev_hash": "1" * 64,
-           "hash": "2" * 64}
-    expected = []
-    for name in compiled.param_names:
-        process = audit_entries.c[name].type._cached_bind_processor(dialect)
-        expected.append(process(row[name]) if process else row[name])
-    assert compiled.args(row) == expected
 
 
 async def test_a_dispatch_does_not_ask_asyncio_for_the_running_loop(

@@ -18,6 +18,15 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PRISM_", extra="ignore")
 
     database_url: str = Field(default_factory=_default_database_url)
+    # Connections one process keeps open to PostgreSQL, the extra ones it may open under load, and how long a
+    # transaction waits for a free one before answering 503 database_unavailable. Every process (each
+    # `prism serve` worker, `prism worker`) has its own pool: processes x (pool_size + max_overflow) must stay
+    # below the server's max_connections (docs/architecture.md "Storage"). SQLite uses the same pool limits.
+    database_pool_size: int = Field(default=10, ge=1)
+    database_max_overflow: int = Field(default=5, ge=0)
+    database_pool_timeout_seconds: float = Field(default=5.0, gt=0)
+    # SQLite: how long a writer waits for another process's write lock before answering 503.
+    database_busy_timeout_seconds: float = Field(default=10.0, gt=0)
     redis_url: str | None = None
     base_domain: str = "localhost"
     public_scheme: str = "http"

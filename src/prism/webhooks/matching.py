@@ -1,9 +1,14 @@
 """Which active webhooks of an organization want an event, and the delivery rows that follow.
 
 Called by `prism.events.outbox.emit` inside the transaction that records the event, so an event and its
-deliveries commit (or vanish) together. Organizations without webhooks pay one indexed query per
-transaction: the active webhooks of an organization are loaded once and kept on the session for the rest
-of its transaction (a ledger batch emitting many events asks once).
+deliveries commit (or vanish) together.
+
+The active webhooks of an organization are read once per transaction and kept for the rest of that transaction
+only (a ledger batch emitting many events asks once): a webhook created, changed or deleted is honoured by the
+next transaction. Deliveries are inserted from a SELECT of the webhooks still active at that moment, so a webhook
+deleted meanwhile (by another process, or in a SAVEPOINT rolled back) is skipped rather than failing the
+transaction on its foreign key; on PostgreSQL that SELECT also takes a KEY SHARE lock on the rows it reads, so
+a concurrent delete waits for this transaction instead of removing a row under it.
 """
 
 from __future__ import annotations
@@ -14,11 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select
+from sqlalchemy import Table, bindparam, insert, literal, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.events.catalog import GOVERNANCE_EVENT_TYPES
-from prism.kit.prepared import Prepared
 from prism.webhooks.models import Webhook, WebhookDelivery
 from prism.webhooks.signal import wake_workers_after_commit
 
@@ -68,19 +72,28 @@ def matches(webhook: ActiveWebhook, event_type: str, data: dict[str, Any]) -> bo
 
 
 async def active_webhooks(session: AsyncSession, organization_ids: Iterable[str]) -> dict[str, list[ActiveWebhook]]:
-    """Active webhooks per organization, from the transaction's cache or one query for the missing ones."""
-    cache: dict[str, list[ActiveWebhook]] = session.info.setdefault(_CACHE, {})
-    missing = sorted(set(organization_ids) - set(cache))
-    for org_id in missing:  # a batch names one or two organizations: one indexed, prepared read each
-        cache[org_id] = [ActiveWebhook(r["id"], frozenset(r["events"] or ()), dict(r["filters"] or {}))
-                         for r in await _ACTIVE_OF_ORGANIZATION.fetch_all(session, org_id=org_id)]
-    return {org_id: cache[org_id] for org_id in organization_ids}
+    """Active webhooks per organization, as read earlier in this transaction or by one query for the rest."""
+    cache = _transaction_cache(session)
+    wanted = set(organization_ids)
+    missing = wanted - cache.keys()
+    if missing:
+        for org_id in missing:
+            cache[org_id] = []
+        rows = await session.execute(
+            select(_webhooks.c.organization_id, _webhooks.c.id, _webhooks.c.events, _webhooks.c.filters)
+            .where(_webhooks.c.organization_id.in_(missing), _webhooks.c.is_active.is_(True)))
+        for org_id, webhook_id, events, filters in rows:
+            cache[org_id].append(ActiveWebhook(webhook_id, frozenset(events or ()), dict(filters or {})))
+    return {org_id: cache[org_id] for org_id in wanted}
 
 
-# Asked on every ledger batch (for audit.entry_created) and every emitted event: the prepared path.
-_ACTIVE_OF_ORGANIZATION = Prepared(
-    select(Webhook.__table__.c.id, Webhook.__table__.c.events, Webhook.__table__.c.filters)
-    .where(Webhook.__table__.c.organization_id == bindparam("org_id"), Webhook.__table__.c.is_active.is_(True)))
+def _transaction_cache(session: AsyncSession) -> dict[str, list[ActiveWebhook]]:
+    """The webhooks read in the session's current transaction; a new transaction starts with none."""
+    transaction = session.sync_session.get_transaction()
+    kept: tuple[object, dict[str, list[ActiveWebhook]]] | None = session.info.get(_CACHE)
+    if kept is None or kept[0] is not transaction:
+        kept = session.info[_CACHE] = (transaction, {})
+    return kept[1]
 
 
 def forget_active_webhooks(session: AsyncSession) -> None:
@@ -96,16 +109,39 @@ async def subscribed_organizations(session: AsyncSession, organization_ids: Iter
 
 async def fan_out(session: AsyncSession, *, organization_id: str, event_id: str, event_type: str,
                   data: dict[str, Any], moment: datetime) -> list[str]:
-    """Write one PENDING delivery per matching webhook; returns their ids."""
+    """Write one PENDING delivery per matching webhook; returns the ids given to them (a webhook that stopped
+    being active meanwhile gets none, and its id names no row)."""
     hooks = (await active_webhooks(session, [organization_id]))[organization_id]
     targets = [h.id for h in hooks if matches(h, event_type, data)]
     if not targets:
         return []
-    rows: list[dict[str, Any]] = [
-        {"id": new_delivery_id(), "organization_id": organization_id, "webhook_id": webhook_id,
-         "event_id": event_id, "event_type": event_type, "status": "pending", "attempt_count": 0,
-         "response_body": "", "is_test": False, "due_at": moment, "created_at": moment}
-        for webhook_id in targets]
-    await session.execute(insert(WebhookDelivery), rows)
+    rows = [{"delivery_id": new_delivery_id(), "webhook_id": webhook_id, "organization": organization_id,
+             "event": event_id, "type": event_type, "moment": moment} for webhook_id in targets]
+    await session.execute(_INSERT_DELIVERY_FOR_ACTIVE_WEBHOOK, rows)
     wake_workers_after_commit(session)
-    return [str(r["id"]) for r in rows]
+    return [str(r["delivery_id"]) for r in rows]
+
+
+_webhooks: Table = Webhook.__table__  # type: ignore[assignment]
+_deliveries: Table = WebhookDelivery.__table__  # type: ignore[assignment]
+
+
+def _typed(name: str, column: str) -> Any:
+    return bindparam(name, type_=_deliveries.c[column].type)
+
+
+def _constant(value: Any, column: str) -> Any:
+    return literal(value, _deliveries.c[column].type)
+
+
+# A PENDING delivery of an event to one webhook, written only while the webhook is active (module docstring).
+_INSERT_DELIVERY_FOR_ACTIVE_WEBHOOK = insert(_deliveries).from_select(
+    ["id", "organization_id", "webhook_id", "event_id", "event_type", "status", "attempt_count", "response_body",
+     "is_test", "due_at", "created_at"],
+    select(_typed("delivery_id", "id"), _webhooks.c.organization_id, _webhooks.c.id, _typed("event", "event_id"),
+           _typed("type", "event_type"), _constant("pending", "status"), _constant(0, "attempt_count"),
+           _constant("", "response_body"), _constant(False, "is_test"), _typed("moment", "due_at"),
+           _typed("moment", "created_at"))
+    .where(_webhooks.c.id == bindparam("webhook_id"), _webhooks.c.organization_id == bindparam("organization"),
+           _webhooks.c.is_active.is_(True))
+    .with_for_update(read=True, key_share=True))

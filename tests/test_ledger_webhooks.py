@@ -1,0 +1,117 @@
+"""The ledger's events reach the webhooks active when each call is recorded: a webhook created, changed or deleted
+between two calls of an organization is honoured on the very next call, and no change to webhooks can make a
+governed call fail."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import delete, func, select
+
+from prism.storage import Database
+from prism.webhooks.models import Webhook, WebhookDelivery
+from tests.factories import Factory, Workspace
+from tests.governance_support import governed_key, post
+from tests.webhooks_fixtures import (  # noqa: F401
+    BASE,
+    create_hook,
+    deliveries_of,
+    hook_app_fixture,
+    hook_client_fixture,
+    hook_db_fixture,
+    hook_settings_fixture,
+    tls_fixture,
+)
+
+URL = "https://127.0.0.1:9/ledger-webhooks"
+LEDGER_EVENTS = ["governance.decision.allow", "audit.entry_created"]
+
+
+async def _governed_call(client: httpx.AsyncClient, ws: Workspace, label: str) -> None:
+    """A call recorded in the ledger with a governance decision (the key's AI system makes one)."""
+    response = await post(client, ws, "entity_crud/spare_parts/spare_part/list", {}, label=label)
+    assert response.status_code == 200, response.text
+
+
+async def _agent(factory: Factory, client: httpx.AsyncClient) -> tuple[Workspace, dict[str, Any]]:
+    """A workspace whose key `agent` records decisions; building it already runs ledgered calls, so the ledger
+    has looked at the organization's webhooks (none yet) before the test's first one."""
+    ws = await factory.workspace(roles=("owner",))
+    made = await governed_key(factory, client, ws, "agent", risk_level="high")
+    await _governed_call(client, ws, "agent")
+    return ws, made["ai_system"]
+
+
+@pytest.fixture(autouse=True)
+async def _no_deliveries_left_behind(hook_db: Database) -> AsyncIterator[None]:
+    """The webhooks here point nowhere: their deliveries go, so that no worker of a later test tries them."""
+    yield
+    async with hook_db.write() as session:
+        await session.execute(delete(Webhook).where(Webhook.url == URL))
+
+
+async def _event_types(client: httpx.AsyncClient, ws: Workspace, webhook_id: str) -> list[str]:
+    return sorted(d["event_type"] for d in await deliveries_of(client, ws, webhook_id))
+
+
+async def test_a_webhook_created_after_the_organizations_first_call_gets_the_next_calls_events(
+        hook_client: httpx.AsyncClient, factory: Factory) -> None:
+    ws, _system = await _agent(factory, hook_client)
+    hook = await create_hook(hook_client, ws, URL, events=LEDGER_EVENTS)
+    await _governed_call(hook_client, ws, "agent")
+    assert await _event_types(hook_client, ws, hook["id"]) == sorted(LEDGER_EVENTS)
+
+
+async def test_deleting_a_webhook_the_ledger_has_delivered_to_leaves_the_next_calls_answered(
+        hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    kept = await create_hook(hook_client, ws, URL, events=LEDGER_EVENTS)
+    dropped = await create_hook(hook_client, ws, URL, events=LEDGER_EVENTS)
+    await governed_key(factory, hook_client, ws, "agent", risk_level="high")  # the ledger sees both webhooks
+    await _governed_call(hook_client, ws, "agent")
+    response = await hook_client.delete(f"{BASE}{dropped['id']}/", headers=ws.headers())
+    assert response.status_code == 204, response.text
+    for _ in range(3):
+        await _governed_call(hook_client, ws, "agent")
+    assert (await _event_types(hook_client, ws, kept["id"])).count("governance.decision.allow") == 4
+    async with hook_db.read() as session:
+        left = (await session.execute(select(func.count()).select_from(WebhookDelivery).where(
+            WebhookDelivery.webhook_id == dropped["id"]))).scalar_one()
+    assert left == 0
+
+
+async def test_a_webhook_switched_off_gets_nothing_from_the_next_call_and_again_once_switched_on(
+        hook_client: httpx.AsyncClient, factory: Factory) -> None:
+    ws, _system = await _agent(factory, hook_client)
+    hook = await create_hook(hook_client, ws, URL, events=["audit.entry_created"])
+    await _governed_call(hook_client, ws, "agent")
+    await hook_client.patch(f"{BASE}{hook['id']}/", json={"is_active": False}, headers=ws.headers())
+    await _governed_call(hook_client, ws, "agent")
+    assert await _event_types(hook_client, ws, hook["id"]) == ["audit.entry_created"]
+    await hook_client.patch(f"{BASE}{hook['id']}/", json={"is_active": True}, headers=ws.headers())
+    await _governed_call(hook_client, ws, "agent")
+    assert await _event_types(hook_client, ws, hook["id"]) == ["audit.entry_created"] * 2
+
+
+async def test_changed_events_and_filters_of_a_webhook_apply_to_the_next_call(
+        hook_client: httpx.AsyncClient, factory: Factory) -> None:
+    ws, system = await _agent(factory, hook_client)
+    hook = await create_hook(hook_client, ws, URL, events=["governance.decision.allow"],
+                             filters={"ai_system_ids": ["another-system"]})
+    await _governed_call(hook_client, ws, "agent")
+    assert await _event_types(hook_client, ws, hook["id"]) == []
+
+    response = await hook_client.patch(f"{BASE}{hook['id']}/", json={"filters": {"ai_system_ids": [system["id"]]}},
+                                       headers=ws.headers())
+    assert response.status_code == 200, response.text
+    await _governed_call(hook_client, ws, "agent")
+    assert await _event_types(hook_client, ws, hook["id"]) == ["governance.decision.allow"]
+
+    response = await hook_client.patch(f"{BASE}{hook['id']}/", json={"events": ["audit.entry_created"], "filters": {}},
+                                       headers=ws.headers())
+    assert response.status_code == 200, response.text
+    await _governed_call(hook_client, ws, "agent")
+    assert await _event_types(hook_client, ws, hook["id"]) == ["audit.entry_created", "governance.decision.allow"]

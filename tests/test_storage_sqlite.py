@@ -1,0 +1,172 @@
+"""SQLite specifics: WAL with SQLite's own checkpoints, write transactions that take the write lock at once,
+statements that wait for a lock off the event loop, and a Database that can be disposed at any moment."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
+
+from prism.storage import Database, DatabaseUnavailable, StorageOptions, unavailable_error
+
+pytestmark = pytest.mark.engine_independent
+
+QUICK = StorageOptions(pool_size=5, max_overflow=5, pool_timeout_seconds=5, busy_timeout_seconds=0.3)
+
+
+def _prepare(path: Path) -> str:
+    setup = sqlite3.connect(path, isolation_level=None)
+    setup.execute("PRAGMA journal_mode=WAL")
+    setup.execute("CREATE TABLE t (x TEXT)")
+    setup.close()
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+async def database(tmp_path: Path) -> AsyncIterator[Database]:
+    db = Database(_prepare(tmp_path / "storage.db"), QUICK)
+    yield db
+    await db.dispose()
+
+
+class LockHolder:
+    """Another connection holding SQLite's write lock (BEGIN IMMEDIATE) until released."""
+
+    def __init__(self, path: str) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn.execute("BEGIN IMMEDIATE")
+        self.released = False
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.conn.execute("ROLLBACK")
+            self.conn.close()
+
+
+async def test_connections_use_wal_foreign_keys_the_busy_timeout_and_sqlites_own_checkpoints(
+        database: Database) -> None:
+    async with database.write() as session:
+        pragmas = {name: (await session.execute(text(f"PRAGMA {name}"))).scalar_one()
+                   for name in ("journal_mode", "foreign_keys", "busy_timeout", "wal_autocheckpoint")}
+    assert pragmas == {"journal_mode": "wal", "foreign_keys": 1, "busy_timeout": 300, "wal_autocheckpoint": 1000}
+
+
+async def test_a_write_takes_the_write_lock_at_its_begin(database: Database) -> None:
+    other = sqlite3.connect(database.engine.url.database or "", timeout=0, isolation_level=None)
+    try:
+        async with database.write() as session:
+            await session.execute(text("SELECT count(*) FROM t"))  # only a read so far, yet the lock is taken
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                other.execute("BEGIN IMMEDIATE")
+        other.execute("BEGIN IMMEDIATE")  # released with the commit
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
+
+
+async def test_while_another_connection_holds_the_write_lock_reads_answer_and_a_write_fails_as_unavailable(
+        database: Database) -> None:
+    async with database.write() as session:
+        await session.execute(text("INSERT INTO t VALUES ('before')"))
+    holder = LockHolder(database.engine.url.database or "")
+    try:
+        async with database.read() as session:
+            assert (await session.execute(text("SELECT x FROM t"))).scalars().all() == ["before"]
+        started = time.monotonic()
+        with pytest.raises(OperationalError) as raised:
+            async with database.write() as session:
+                await session.execute(text("INSERT INTO t VALUES ('waits')"))
+        assert time.monotonic() - started >= 0.25  # it waited for the busy timeout
+        error = unavailable_error(raised.value)
+        assert isinstance(error, DatabaseUnavailable)
+        assert (error.status, error.code, error.headers) == (503, "database_unavailable", {"Retry-After": "2"})
+    finally:
+        holder.release()
+    async with database.write() as session:  # the failed begin left nothing behind
+        await session.execute(text("INSERT INTO t VALUES ('after')"))
+    async with database.read() as session:
+        assert (await session.execute(text("SELECT x FROM t ORDER BY rowid"))).scalars().all() == ["before", "after"]
+
+
+async def test_a_writer_waiting_for_another_connections_lock_leaves_the_event_loop_free(tmp_path: Path) -> None:
+    options = StorageOptions(pool_size=5, max_overflow=5, pool_timeout_seconds=5, busy_timeout_seconds=5)
+    database = Database(_prepare(tmp_path / "wait.db"), options)
+    holder = LockHolder(database.engine.url.database or "")
+    try:
+        async def write() -> None:
+            async with database.write() as session:
+                await session.execute(text("INSERT INTO t VALUES ('waited')"))
+
+        writing = asyncio.create_task(write())
+        worst_lag = 0.0
+        for _ in range(40):  # 0.4 s of 10 ms ticks while the writer waits for the lock
+            before = time.monotonic()
+            await asyncio.sleep(0.01)
+            worst_lag = max(worst_lag, time.monotonic() - before - 0.01)
+        assert not writing.done()
+        holder.release()
+        await asyncio.wait_for(writing, 5)
+    finally:
+        holder.release()
+        await database.dispose()
+    assert worst_lag < 0.1, f"the loop stalled {worst_lag * 1000:.0f} ms"
+
+
+def _threads() -> set[threading.Thread]:
+    return set(threading.enumerate())
+
+
+async def test_databases_opened_written_and_disposed_mid_write_many_times_leave_nothing_running(
+        tmp_path: Path) -> None:
+    url = _prepare(tmp_path / "churn.db")
+    before = _threads()
+    for round_ in range(20):
+        database = Database(url, QUICK)
+
+        async def write(i: int, db: Database = database, r: int = round_) -> None:
+            async with db.write() as session:
+                for j in range(20):  # enough pages for SQLite's own checkpoints to run now and then
+                    await session.execute(text("INSERT INTO t VALUES (:x)"), {"x": f"{r}.{i}.{j}" + "x" * 4000})
+
+        writes = [asyncio.create_task(write(i)) for i in range(12)]
+        # Disposed a quarter of a second in, at slightly different moments each round: writes are under way, and
+        # the WAL has grown enough for checkpoints to be running too.
+        await asyncio.sleep(0.26 + 0.01 * (round_ % 5))
+        await database.dispose()
+        await asyncio.gather(*writes)
+        await database.dispose()  # the writes may have opened connections after the first
+    leftover = [t for t in _threads() - before if t.is_alive()]
+    deadline = time.monotonic() + 5
+    while leftover and time.monotonic() < deadline:  # a closed connection's thread ends just after the close
+        await asyncio.sleep(0.05)
+        leftover = [t for t in leftover if t.is_alive()]
+    assert leftover == []
+    check = sqlite3.connect(tmp_path / "churn.db")
+    try:
+        assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert check.execute("SELECT count(*) FROM t").fetchone() == (20 * 12 * 20,)
+    finally:
+        check.close()
+
+
+async def test_the_wal_stays_small_under_steady_writes(database: Database, tmp_path: Path) -> None:
+    for round_ in range(150):
+        async with database.write() as session:
+            for i in range(20):
+                await session.execute(text("INSERT INTO t VALUES (:x)"), {"x": f"{round_}.{i}" + "x" * 4_000})
+    # 12 MB written: SQLite's automatic checkpoint (at 1,000 pages, ~4 MB) starts the WAL again from its
+    # beginning each time, so the file never holds much more than that.
+    assert (tmp_path / "storage.db-wal").stat().st_size < 5_000_000
+
+
+def test_an_in_memory_database_is_refused() -> None:
+    with pytest.raises(ValueError, match="file"):
+        Database("sqlite:///:memory:", QUICK)
