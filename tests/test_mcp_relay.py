@@ -7,14 +7,20 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 import redis
 
+from prism.app import create_app
+from prism.config import Settings
 from prism.mcp_server.relay import Relay, StreamOwner
 from prism.mcp_server.relay_postgres import CHUNK_BYTES, PostgresRelay, chunks
 from prism.mcp_server.relay_redis import RedisRelay, channel, claim_key
 from prism.storage import Database
+from tests.factories import Factory
+from tests.processes import free_port
 from tests.test_limits_limiter import REDIS_URL, redis_available
+from tests.test_mcp_protocol import PATH, rpc
 
 OWNER = StreamOwner("tenant", "api_key", "key-1")
 # Several NOTIFY payloads' worth, with characters of 2 and 3 bytes sitting on every possible chunk boundary.
@@ -109,3 +115,23 @@ async def test_releasing_the_last_stream_closes_what_listened_for_it(relays: tup
         assert client.pubsub_numsub(channel(first), channel(second)) == [
             (channel(first).encode(), 0), (channel(second).encode(), 0)]
         assert client.exists(claim_key(first), claim_key(second)) == 0
+
+
+async def test_a_stream_that_cannot_be_shared_is_refused_with_503_in_the_json_rpc_shape(
+        settings: Settings, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    unreachable = settings.model_copy(update={"redis_url": f"redis://127.0.0.1:{free_port()}/0"})
+    app = create_app(unreachable)
+    headers = {"Authorization": f"Bearer {ws.keys['owner']}"}
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http:
+        try:
+            opened = await http.get(PATH, headers={**headers, "Accept": "text/event-stream"})
+            posted = await http.post(f"{PATH}?session_id={'ab' * 20}", json=rpc("ping"),
+                                     headers={**headers, "Content-Type": "application/json"})
+        finally:
+            await app.state.mcp_streams.aclose()
+    for answer in (opened, posted):
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["error"]["data"]["error"] == "relay_unavailable"
+        assert int(answer.headers["retry-after"]) > 0
