@@ -14,6 +14,7 @@ from starlette.requests import ClientDisconnect
 from prism.mcp_server.jsonrpc import PAYLOAD_TOO_LARGE, RpcError, dumps
 from prism.web.requests import MAX_BODY_BYTES, PayloadTooLarge
 from prism.web.requests import read_body as web_read_body
+from prism.web.responses import send_answer
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -55,8 +56,7 @@ async def preflight(send: Send, origin: str | None, limits: list[tuple[bytes, by
     headers = [*cors_headers(origin), (b"access-control-allow-methods", ALLOWED_METHODS.encode()),
                (b"access-control-allow-headers", ALLOWED_HEADERS.encode()), (b"access-control-max-age", b"86400"),
                (b"content-length", b"0"), *limits]
-    await send({"type": "http.response.start", "status": 204, "headers": headers})
-    await send({"type": "http.response.body", "body": b""})
+    await send_answer(send, 204, b"", headers)
 
 
 async def respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]],
@@ -65,8 +65,7 @@ async def respond(send: Send, status: int, body: bytes, headers: list[tuple[byte
            (b"cache-control", b"no-store"), *headers]
     if not body:
         out = out[1:]
-    await send({"type": "http.response.start", "status": status, "headers": out})
-    await send({"type": "http.response.body", "body": body})
+    await send_answer(send, status, body, out)
 
 
 async def respond_json(send: Send, status: int, value: Any, headers: list[tuple[bytes, bytes]]) -> None:

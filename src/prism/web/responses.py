@@ -1,4 +1,5 @@
-"""JSON answers: a Starlette Response for endpoints, or straight to ASGI `send` for raw doors — same bytes."""
+"""Answers: a Starlette Response for endpoints; for raw ASGI doors `send_json`, and `send_answer` under it, the one
+function that writes a whole answer to `send` (the MCP door's answers go through it too)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,12 @@ async def send_json(send: Send, content: Any, status: int = 200, headers: Mappin
             raw.append((b"content-length", str(len(body)).encode("latin-1")))
         if b"content-type" not in names:
             raw.append(_CONTENT_TYPE)
-    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send_answer(send, status, body, raw)
+
+
+async def send_answer(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    """A whole answer: its start with `headers` as given (names lower-case), then its body in one message."""
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
