@@ -116,7 +116,8 @@ class Entrance:
         except Exception as exc:
             if started:
                 raise
-            error: PrismError | None = unavailable_error(exc)
+            # A domain error no endpoint caught (a relay or database out of reach) keeps its status and headers.
+            error = exc if isinstance(exc, PrismError) else unavailable_error(exc)
             if error is None:
                 log.error("unhandled error on %s %s", scope["method"], scope["path"], exc_info=exc)
                 error = PrismError("internal server error")
