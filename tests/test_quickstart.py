@@ -133,11 +133,3 @@ def test_a_database_that_cannot_be_prepared_stops_serve_with_its_error(workdir: 
     assert "unable to open database file" in done.stderr
     assert "Prism listening" not in done.stdout
 
-
-def test_serve_with_two_workers_seeds_before_its_workers_start(servers: ServerPool, workdir: Path) -> None:
-    server = servers.start("--json", "--workers", "2", env=clean_env(), cwd=workdir)
-    banner = server.banner_json()
-    assert banner["seeded"] is True
-    answer = run_curl(banner["curl"])
-    assert answer["success"] is True and {p["sku"] for p in answer["data"]["items"]} == SEEDED_SKUS
-    assert_clean(server)

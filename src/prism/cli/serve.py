@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import typer
 import uvicorn
 
 from prism.cli.output import emit
@@ -12,7 +13,12 @@ from prism.config import get_settings
 from prism.kit.collector import collector_paused
 from prism.migrate import upgrade
 from prism.seed import DemoWorkspace, is_empty, seed_demo
-from prism.storage import Database
+from prism.storage import Database, backend_of
+
+# SQLite has one writer at a time and the webhook queue one claimer on it: several worker processes would only
+# queue behind each other's write lock (docs/architecture.md "Storage"). Exit code 2: a refused option.
+SQLITE_WORKERS_REFUSAL = ("--workers {workers} needs PostgreSQL: SQLite serves from one process. Run --workers 1, "
+                          "or set PRISM_DATABASE_URL to a PostgreSQL database to run several workers.")
 
 
 async def _seed_if_empty(url: str) -> DemoWorkspace | None:
@@ -49,6 +55,9 @@ def _banner(demo: DemoWorkspace | None, host: str, port: int) -> tuple[dict[str,
 def serve(*, host: str, port: int, workers: int, as_json: bool) -> None:
     """Migrate, seed the demo workspace on an empty database, print the banner, run Uvicorn."""
     settings = get_settings()
+    if workers > 1 and backend_of(settings.database_url) == "sqlite":
+        typer.echo(f"error: {SQLITE_WORKERS_REFUSAL.format(workers=workers)} (sqlite_single_process)", err=True)
+        raise typer.Exit(code=2)
     with collector_paused():  # a no-op when `prism serve` already paused it for the whole start-up
         upgrade(settings.database_url)
         demo = asyncio.run(_seed_if_empty(settings.database_url)) if settings.seed_demo else None

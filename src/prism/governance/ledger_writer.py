@@ -152,6 +152,9 @@ class LedgerWriter:
     async def _commit(self, batch: list[_Unit], *, isolate_reads: bool) -> list[tuple[Any, BaseException | None]]:
         outcomes: dict[int, tuple[Any, BaseException | None]] = {}
         async with self.db.write() as session:
+            # The transaction begins before any unit runs: not getting the database (no pool connection in time,
+            # SQLite's write lock held elsewhere past the busy timeout) fails the batch, not its first handler.
+            await session.connection()
             # Reads first, before any head is locked: they change nothing, so the heads (which every
             # writer of the organization waits for) are held only for the writes and the appends.
             # On PostgreSQL a failed statement aborts the whole transaction: reads run without a

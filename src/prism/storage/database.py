@@ -10,15 +10,14 @@ A session lives exactly as long as its transaction: nothing a transaction loaded
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from prism.config import get_settings
-from prism.storage.engines import StorageOptions, normalize_url, postgres_engine
+from prism.storage.engines import StorageOptions, backend_of, normalize_url, postgres_engine
+from prism.storage.errors import DatabaseUnavailable
 from prism.storage.sqlite import READ_BEGIN, WRITE_BEGIN, sqlite_engine
 
 
@@ -30,7 +29,7 @@ class Database:
 
     def __init__(self, url: str, options: StorageOptions | None = None) -> None:
         self.url = normalize_url(url)
-        self.dialect = make_url(self.url).get_backend_name()
+        self.dialect = backend_of(self.url)
         self.options = options or StorageOptions.from_settings(get_settings())
         if self.is_sqlite:
             self.engine = sqlite_engine(self.url, self.options, begin=WRITE_BEGIN)
@@ -68,12 +67,29 @@ class Database:
         self._in_flight += 1  # counted while waiting for its turn too: dispose() waits for queued writers
         self._all_ended.clear()
         try:
-            async with turn or contextlib.nullcontext(), sessions() as session, session.begin():
+            async with self._turn_of(turn), sessions() as session, session.begin():
                 yield session
         finally:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._all_ended.set()
+
+    @asynccontextmanager
+    async def _turn_of(self, turn: asyncio.Lock | None) -> AsyncIterator[None]:
+        """This process's writers queue for SQLite's one write lock here. A writer waits for its turn no longer
+        than it would wait for another process's lock: the busy timeout, then DatabaseUnavailable."""
+        if turn is None:
+            yield
+            return
+        try:
+            async with asyncio.timeout(self.options.busy_timeout_seconds):
+                await turn.acquire()
+        except TimeoutError:
+            raise DatabaseUnavailable() from None
+        try:
+            yield
+        finally:
+            turn.release()
 
     async def dispose(self) -> None:
         """Close every connection, once the transactions in flight have ended (they are not cut off: a

@@ -50,6 +50,11 @@ def normalize_url(url: str) -> str:
     return parsed.set(drivername=driver).render_as_string(hide_password=False) if driver else url
 
 
+def backend_of(url: str) -> str:
+    """"sqlite" or "postgresql"."""
+    return make_url(normalize_url(url)).get_backend_name()
+
+
 def pool_options(options: StorageOptions) -> dict[str, Any]:
     return {"pool_size": options.pool_size, "max_overflow": options.max_overflow,
             "pool_timeout": options.pool_timeout_seconds}
