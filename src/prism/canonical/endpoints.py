@@ -17,6 +17,7 @@ from prism.dispatch.response import success_envelope
 from prism.edge.context import request_context
 from prism.edge.doors import ENVELOPE
 from prism.errors import PrismError
+from prism.idempotency import REPLAYED_HEADERS, Replay, key_from_headers
 from prism.registry.mega_tools import tool_name as wire_name
 from prism.web.requests import Receive, Scope, declared_length, parse_json, parse_json_object, read_body
 from prism.web.responses import Send, send_json
@@ -30,10 +31,14 @@ async def _dispatch(scope: Scope, receive: Receive, tool_name: str, build: Calla
     context = request_context(scope)
     try:
         auth = context.caller()
+        key = key_from_headers(context.headers)
         call = with_governance_headers(build(await read_body(receive, declared_length(scope))), context.headers)
+        call.idempotency_key = key
         _, data = await scope["app"].state.dispatcher.dispatch(auth, call)
-    except PrismError as exc:
+    except PrismError as exc:  # a replayed refusal carries its Idempotent-Replayed header
         return ENVELOPE.body(exc, scope), exc.status, ENVELOPE.headers(exc, scope)
+    if type(data) is Replay:
+        return success_envelope(data.data, tool_name), 200, REPLAYED_HEADERS
     return success_envelope(data, tool_name), 200, None
 
 

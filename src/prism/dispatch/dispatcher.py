@@ -23,6 +23,7 @@ from prism.errors import InvalidArguments, PermissionDenied, PrismError, ToolNot
 from prism.governance.gate import Gate
 from prism.governance.ledger import EntryDraft
 from prism.governance.ledger_writer import LedgerWriter
+from prism.idempotency import IdempotencyKeys, ReplayedRefusal, Ticket
 from prism.kit.canonical import digest
 from prism.registry import AfterCommit, Handler, HandlerCall, Registry
 from prism.registry.mega_tools import LEGACY_BINDINGS, SCOPE_OF_CLASS, mega_tool_of
@@ -43,6 +44,8 @@ class Call:
     # Governance inputs a door passes through (header or envelope field); see docs/governance.md.
     mission_id: str | None = None
     oversight_request_id: str | None = None
+    # The client's Idempotency-Key (docs/idempotency.md): the call runs once per credential and key.
+    idempotency_key: str | None = None
 
     def coordinate_label(self) -> str:
         mega_tool = mega_tool_of(self.tool_name)
@@ -58,6 +61,7 @@ class Dispatcher:
         self.registry = registry
         self.settings = settings
         self.ledger = LedgerWriter(db)
+        self.idempotency = IdempotencyKeys(db, settings)
 
     async def close(self) -> None:
         await self.ledger.close()
@@ -111,7 +115,11 @@ class Dispatcher:
         if not auth.permissions.allows(handler.permission):
             raise PermissionDenied(f"role {auth.role!r} lacks permission {handler.permission}")
 
-    async def dispatch(self, auth: AuthContext, call: Call) -> tuple[Handler, Any]:
+    async def dispatch(self, auth: AuthContext, call: Call) -> tuple[Handler | None, Any]:
+        """The handler and its data; a call with an idempotency key that repeats an earlier one gets the earlier
+        outcome instead: its data as a `Replay`, or its refusal raised again (`ReplayedRefusal`)."""
+        if call.idempotency_key is not None:
+            return await self._dispatch_once(auth, call, call.idempotency_key)
         # Personas, missions and AI systems cost only the calls that have them (the hot path checks three
         # attributes): a Gate checks the policy and budget in the ledger transaction and records decisions.
         gate = (None if auth.persona_id is None and auth.ai_system_id is None and call.mission_id is None
@@ -141,6 +149,70 @@ class Dispatcher:
             result = await self._after_commit(auth, handler, result)
         return handler, result
 
+    async def _dispatch_once(self, auth: AuthContext, call: Call, key: str) -> tuple[Handler | None, Any]:
+        """`dispatch` for a call with an idempotency key: one ledger unit claims the key (prism.idempotency.ticket),
+        then refuses, runs or replays; it always writes (after the audit head is locked), as the key's row does."""
+        await self.idempotency.purge_now_and_then()
+        # Two requests are the same when door, organization acted in, coordinate as sent, governance inputs and
+        # arguments (canonical JSON) are.
+        ticket = self.idempotency.ticket(auth, key, stable_digest([
+            call.door, auth.organization_id, call.tool_name, call.app, call.entity, call.operation,
+            call.mission_id, call.oversight_request_id, call.arguments]))
+        gate = (None if auth.persona_id is None and auth.ai_system_id is None and call.mission_id is None
+                else Gate(auth, call))
+        handler: Handler | None = None
+        params: BaseModel | None = None
+        refusal: PrismError | None = None
+        try:
+            handler = self.resolve(call)
+            params = self.validate(handler, call.arguments)
+            self.authorize(auth, handler)
+        except PrismError as exc:
+            refusal = exc
+        if gate is not None:
+            gate.handler = handler
+
+        async def work(session: AsyncSession) -> Any:
+            replay = await ticket.claim(session)
+            if replay is not None:
+                return replay
+            if refusal is not None:
+                raise refusal
+            assert handler is not None and params is not None
+            result = await (self._governed_work(gate, params, session) if gate is not None
+                            else self._work(auth, handler, params, session))
+            if type(result) is not AfterCommit:
+                ticket.ran(result)
+            return result
+
+        async def finish(session: AsyncSession, error: BaseException | None) -> None:
+            if gate is not None and ticket.replay is None:  # a replay decides nothing and spends nothing
+                await gate.finish(session, error)
+            await ticket.finish(session, error)
+
+        def draft_for(appended_at: datetime, outcome: str, error_code: str | None, status: int) -> EntryDraft:
+            draft = (_governed_draft(gate, appended_at, outcome, error_code, status) if gate is not None
+                     else _draft(auth, call, handler, appended_at, outcome, error_code, status))
+            return ticket.mark(draft)
+
+        result = await self.ledger.run(auth.organization_id, work, draft_for, writes=True, finish=finish)
+        if type(result) is AfterCommit:
+            assert handler is not None
+            result = await self._complete_after_commit(auth, handler, result, ticket)
+        elif isinstance(result, ReplayedRefusal):
+            raise result  # the first call's refusal, again
+        return handler, result
+
+    async def _complete_after_commit(self, auth: AuthContext, handler: Handler, deferred: AfterCommit[Any],
+                                     ticket: Ticket) -> Any:
+        try:
+            data = await self._after_commit(auth, handler, deferred)
+        except Exception as exc:
+            await ticket.complete(error=exc)
+            raise
+        await ticket.complete(data)
+        return data
+
     async def _after_commit(self, auth: AuthContext, handler: Handler, deferred: AfterCommit[Any]) -> Any:
         """The slow part of a call whose audit entry is committed: outside any transaction, then recorded."""
         outcome = await deferred.send()
@@ -163,15 +235,19 @@ class Dispatcher:
         return result
 
 
-def _draft(auth: AuthContext, call: Call, handler: Handler | None, appended_at: datetime, outcome: str,
-           error_code: str | None, status: int) -> EntryDraft:
+def stable_digest(value: Any) -> str:
+    """SHA-256 of canonical JSON; of the value's text when it is not JSON (or nested deeper than JSON goes)."""
     try:
-        arguments_digest = digest(call.arguments)
+        return digest(value)
     except TypeError:
         try:
-            arguments_digest = digest(repr(call.arguments))
+            return digest(repr(value))
         except RecursionError:  # nested deeper than repr() can go; the entry must still be written
-            arguments_digest = digest("<arguments nested too deeply>")
+            return digest("<arguments nested too deeply>")
+
+
+def _draft(auth: AuthContext, call: Call, handler: Handler | None, appended_at: datetime, outcome: str,
+           error_code: str | None, status: int) -> EntryDraft:
     if handler is not None:  # the tool and coordinate were found in the registry: its names, as they are
         tool_name, coordinate, cost = call.tool_name, handler.path, handler.cost
     else:  # client-chosen names land in text columns, which cannot hold NUL on PostgreSQL
@@ -180,7 +256,8 @@ def _draft(auth: AuthContext, call: Call, handler: Handler | None, appended_at: 
     return EntryDraft(
         organization_id=auth.organization_id, tenant_id=auth.tenant_id, created_at=appended_at,
         actor_user_id=auth.user_id, credential_id=auth.credential_id, door=call.door, tool_name=tool_name,
-        coordinate=coordinate, arguments_digest=arguments_digest, outcome=outcome, error_code=error_code,
+        coordinate=coordinate, arguments_digest=stable_digest(call.arguments), outcome=outcome,
+        error_code=error_code,
         detail={"status": status, "cost": cost},
     )
 

@@ -19,6 +19,7 @@ from prism.dispatch.dispatcher import Dispatcher
 from prism.dispatch.envelope import call_from_envelope
 from prism.dispatch.response import failure_envelope, success_envelope
 from prism.errors import PrismError
+from prism.idempotency import InvalidIdempotencyKey, Replay, ReplayedRefusal, key_from_meta
 from prism.mcp_server.jsonrpc import INVALID_PARAMS, RpcError
 from prism.registry.catalog import MEGA_TOOL_CATEGORY, tool_catalog
 from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, mega_tool_of
@@ -43,6 +44,9 @@ TITLES = {
     "prism_introspect": "Explore Prism",
 }
 
+
+# In the `_meta` of a tools/call result that repeats the first answer of its idempotency key.
+REPLAYED_META = "idempotentReplayed"
 
 _LISTS: WeakKeyDictionary[Registry, dict[tuple[frozenset[str], tuple[str, ...]], list[dict[str, Any]]]] = (
     WeakKeyDictionary())
@@ -129,15 +133,31 @@ async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str,
     if arguments is not None and not isinstance(arguments, dict):
         raise RpcError(INVALID_PARAMS, "arguments: must be a JSON object", data={"error": "invalid_arguments"})
     try:
+        key = key_from_meta(params)
+    except InvalidIdempotencyKey as exc:
+        raise RpcError(INVALID_PARAMS, exc.message, data={"error": exc.code, **exc.details}) from None
+    try:
         call = call_from_envelope(name, arguments or {}, door="mcp")
+        call.idempotency_key = key
         _, data = await dispatcher.dispatch(auth, call)
     except PrismError as exc:
         if exc.code == "tool_not_found" and not is_known_tool(name):
             # The specification makes an unknown tool a protocol error; the refusal is in the ledger already.
             raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}", data={"error": "tool_not_found"}) from None
-        return error_result(exc, name)
-    text = orjson.dumps(success_envelope(data, name), option=orjson.OPT_NON_STR_KEYS)
+        return _replayed(error_result(exc, name)) if isinstance(exc, ReplayedRefusal) else error_result(exc, name)
+    if type(data) is Replay:
+        return _replayed(_success_result(data.data, name))
+    return _success_result(data, name)
+
+
+def _success_result(data: Any, tool_name: str) -> dict[str, Any]:
+    text = orjson.dumps(success_envelope(data, tool_name), option=orjson.OPT_NON_STR_KEYS)
     return {"content": [{"type": "text", "text": text.decode()}], "isError": False}
+
+
+def _replayed(result: dict[str, Any]) -> dict[str, Any]:
+    """A result repeated for an idempotency key says so, as HTTP doors do with Idempotent-Replayed."""
+    return {**result, "_meta": {REPLAYED_META: True}}
 
 
 def error_result(exc: PrismError, tool_name: str) -> dict[str, Any]:

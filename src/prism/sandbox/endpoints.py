@@ -14,8 +14,10 @@ from starlette.responses import Response
 from prism import API_VERSION, __version__
 from prism.dispatch.dispatcher import Call
 from prism.dispatch.envelope import call_from_envelope, with_governance_headers
+from prism.edge.context import request_context
 from prism.edge.doors import PLAIN, SANDBOX_CALL
 from prism.errors import BadRequest, PrismError
+from prism.idempotency import REPLAYED_HEADERS, Replay, key_from_headers
 from prism.registry.catalog import tool_catalog
 from prism.web.requests import caller, read_json_object
 from prism.web.responses import json_response
@@ -67,16 +69,20 @@ async def call(request: Request) -> Response:
     tool_name: str | None = None
     try:
         auth = caller(request)
+        key = key_from_headers(request_context(request.scope).headers)
         body = await read_json_object(request)
         name = body.get("name")
         if not isinstance(name, str) or not name:
             raise BadRequest("name: required, the tool to call (for example prism_entity_crud)",
                              code="missing_name", details={"field": "name"})
         tool_name = name
-        _, data = await request.app.state.dispatcher.dispatch(
-            auth, with_governance_headers(call_from_envelope(name, body.get("arguments", {}), door="sandbox"),
-                                          request.headers))
-    except PrismError as exc:
+        dispatched = with_governance_headers(call_from_envelope(name, body.get("arguments", {}), door="sandbox"),
+                                             request.headers)
+        dispatched.idempotency_key = key
+        _, data = await request.app.state.dispatcher.dispatch(auth, dispatched)
+    except PrismError as exc:  # a replayed refusal carries its Idempotent-Replayed header
         return json_response(SANDBOX_CALL.body(exc, request.scope, tool_name), exc.status,
                              SANDBOX_CALL.headers(exc, request.scope))
+    if type(data) is Replay:
+        return json_response(data.data, headers=REPLAYED_HEADERS)
     return json_response(data)

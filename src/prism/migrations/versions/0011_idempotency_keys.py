@@ -6,6 +6,11 @@ Revises: 0010_grant_organizations
 
 from collections.abc import Sequence
 
+import sqlalchemy as sa
+from alembic import op
+
+import prism.models.base
+
 revision: str = "0011_idempotency_keys"
 down_revision: str | None = "0010_grant_organizations"
 branch_labels: str | Sequence[str] | None = None
@@ -13,8 +18,19 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    pass
+    op.create_table(
+        "idempotency_keys",
+        sa.Column("id", sa.String(length=64), nullable=False),
+        sa.Column("fingerprint", sa.String(length=64), nullable=False),
+        sa.Column("status", sa.Integer(), nullable=True),
+        sa.Column("answer", sa.Text(), nullable=True),
+        sa.Column("created_at", prism.models.base.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("expires_at", prism.models.base.UTCDateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_idempotency_keys")),
+    )
+    op.create_index(op.f("ix_idempotency_keys_expires_at"), "idempotency_keys", ["expires_at"])
 
 
 def downgrade() -> None:
-    pass
+    op.drop_index(op.f("ix_idempotency_keys_expires_at"), table_name="idempotency_keys")
+    op.drop_table("idempotency_keys")

@@ -1,0 +1,182 @@
+"""A call that carries an Idempotency-Key, through its one ledger unit: claim the key, run or replay, keep the answer.
+
+Everything happens in the ledger transaction of the call (prism.governance.ledger_writer), which already
+serializes the writes of one organization across processes (its audit head is locked first: FOR UPDATE on
+PostgreSQL, BEGIN IMMEDIATE on SQLite):
+
+- `claim` (inside the unit's SAVEPOINT, before the handler) reads the key's row. No row (or an expired one):
+  the row is inserted, unanswered, and the call runs. A row for another request: 409 idempotency_key_reused.
+  A row with an answer: that answer is the outcome, and the handler does not run. A row without one: its
+  call committed but its outbound part (registry.AfterCommit) is still running: 409 idempotency_key_in_progress.
+- `finish` (after the unit, in the same transaction) keeps the answer: the data of a call that ran, or its
+  refusal (any 4xx, and 202 oversight_required). The answer commits with the handler's writes and the audit
+  entry, or none of them do. A 5xx is Prism's failure, not an answer: the unit's savepoint took the row with
+  it and a retry runs the call.
+
+So concurrent repeats of one call wait for the first (the head lock) and then replay it. The same credential
+may act in several organizations (an OAuth grant); their transactions do not share a head, so the row's
+insert skips a conflict (ON CONFLICT DO NOTHING, which on PostgreSQL waits for the other transaction) and the
+row that won decides.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.config import Settings
+from prism.errors import PrismError
+from prism.idempotency.answers import Replay, ReplayedRefusal, open_answer, seal_data, seal_refusal
+from prism.idempotency.keys import IdempotencyKeyInProgress, IdempotencyKeyReused
+from prism.idempotency.models import IdempotencyRecord
+from prism.kit.timeutil import utcnow
+from prism.storage import Database
+
+if TYPE_CHECKING:
+    from prism.auth.context import AuthContext
+    from prism.governance.ledger import EntryDraft
+
+log = logging.getLogger("prism.idempotency")
+
+KEEP_FOR = timedelta(hours=24)
+# Expired rows are deleted by the calls that carry keys: at most once per interval per process, a bounded batch.
+PURGE_INTERVAL_SECONDS = 600.0
+PURGE_BATCH = 1000
+# What the doors answer for an exception that is not a PrismError (prism.edge.doors.Entrance).
+_INTERNAL = PrismError("internal server error")
+
+
+
+class IdempotencyKeys:
+    """The keys of one process's dispatcher: tickets for keyed calls, and the purge of expired rows."""
+
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.settings = settings
+        self._next_purge = 0.0
+
+    def ticket(self, auth: AuthContext, key: str, fingerprint: str) -> Ticket:
+        record_id = hashlib.sha256(f"{auth.credential_kind}\x1f{auth.credential_id}\x1f{key}".encode()).hexdigest()
+        return Ticket(self, record_id, fingerprint)
+
+    async def purge_now_and_then(self) -> None:
+        now = time.monotonic()
+        if now < self._next_purge:
+            return
+        self._next_purge = now + PURGE_INTERVAL_SECONDS
+        try:
+            await self.purge_expired()
+        except Exception:  # the purge is housekeeping: the call it rode on goes ahead
+            log.warning("could not purge expired idempotency keys", exc_info=True)
+
+    async def purge_expired(self) -> int:
+        expired = select(IdempotencyRecord.id).where(IdempotencyRecord.expires_at <= utcnow()).limit(PURGE_BATCH)
+        async with self.db.write() as session:
+            result = await session.execute(delete(IdempotencyRecord).where(IdempotencyRecord.id.in_(expired)))
+        count: int = result.rowcount  # type: ignore[attr-defined]
+        return count
+
+
+class Ticket:
+    __slots__ = ("claimed", "fingerprint", "keys", "record_id", "replay", "sealed_data")
+
+    def __init__(self, keys: IdempotencyKeys, record_id: str, fingerprint: str) -> None:
+        self.keys = keys
+        self.record_id = record_id
+        self.fingerprint = fingerprint
+        self.claimed = False  # this call inserted the row: its answer is the key's
+        self.replay: Replay | ReplayedRefusal | None = None
+        self.sealed_data: str | None = None
+
+    async def claim(self, session: AsyncSession) -> Replay | ReplayedRefusal | None:
+        """The stored outcome to replay, or None when this call holds the key and runs."""
+        # A batch the ledger runs again starts from a clean slate.
+        self.claimed, self.replay, self.sealed_data = False, None, None
+        now = utcnow()
+        row = await self._row(session)
+        if row is not None and row.expires_at <= now:
+            await session.execute(delete(IdempotencyRecord).where(IdempotencyRecord.id == self.record_id,
+                                                                  IdempotencyRecord.expires_at <= now))
+            row = None
+        if row is None:
+            if await self._insert(session, status=None, answer=None):
+                self.claimed = True
+                return None
+            row = await self._row(session)  # another organization's call of this credential took the key first
+        if row is None or row.fingerprint != self.fingerprint:
+            raise IdempotencyKeyReused("this Idempotency-Key was used for another request (another body, tool, "
+                                       "door or organization); send a new key for a new request")
+        if row.status is None or row.answer is None:
+            raise IdempotencyKeyInProgress("the call that first used this Idempotency-Key has not finished; "
+                                           "retry in a moment to get its answer")
+        self.replay = open_answer(self.keys.settings, self.record_id, row.status, row.answer)
+        return self.replay
+
+    def ran(self, data: Any) -> None:
+        """The handler's data, sealed inside its savepoint: data no door could send undoes the call (500)."""
+        self.sealed_data = seal_data(self.keys.settings, self.record_id, data)
+
+    async def finish(self, session: AsyncSession, error: BaseException | None) -> None:
+        if not self.claimed:
+            return  # a replay, or refused for the key itself: the row keeps the first call's answer
+        if error is None:
+            if self.sealed_data is not None:  # else the answer comes after the commit (`complete`)
+                await session.execute(update(IdempotencyRecord).where(IdempotencyRecord.id == self.record_id)
+                                      .values(status=200, answer=self.sealed_data))
+        elif isinstance(error, PrismError) and error.status < 500:
+            # The unit's savepoint took the claimed row with it: the refusal is the key's answer.
+            await self._insert(session, status=error.status,
+                               answer=seal_refusal(self.keys.settings, self.record_id, error))
+
+    async def complete(self, data: Any = None, error: BaseException | None = None) -> None:
+        """The answer of a call whose outbound part ran after its commit, in a transaction of its own.
+
+        Whatever it is, even a failure, it is the key's answer: running the call again could send the outbound
+        request twice. If it cannot be stored the key stays in progress until it expires.
+        """
+        settings = self.keys.settings
+        if error is None:
+            status, sealed = 200, seal_data(settings, self.record_id, data)
+        else:
+            refusal = error if isinstance(error, PrismError) else _INTERNAL
+            status, sealed = refusal.status, seal_refusal(settings, self.record_id, refusal)
+        try:
+            async with self.keys.db.write() as session:
+                await session.execute(update(IdempotencyRecord).where(
+                    IdempotencyRecord.id == self.record_id, IdempotencyRecord.status.is_(None))
+                    .values(status=status, answer=sealed))
+        except Exception:
+            log.warning("could not store the answer of idempotency key %s", self.record_id, exc_info=True)
+
+    def mark(self, draft: EntryDraft) -> EntryDraft:
+        """The call's audit entry names the key's row; a replay's says so, with the status it replayed."""
+        draft.detail["idempotency_key"] = self.record_id
+        replay = self.replay
+        if replay is not None:
+            draft.outcome = "replayed"
+            draft.error_code = replay.code if isinstance(replay, ReplayedRefusal) else None
+            draft.detail.update(status=replay.status if isinstance(replay, ReplayedRefusal) else 200, cost=0)
+        return draft
+
+    async def _row(self, session: AsyncSession) -> Any:
+        return (await session.execute(
+            select(IdempotencyRecord.fingerprint, IdempotencyRecord.status, IdempotencyRecord.answer,
+                   IdempotencyRecord.expires_at).where(IdempotencyRecord.id == self.record_id))).first()
+
+    async def _insert(self, session: AsyncSession, *, status: int | None, answer: str | None) -> bool:
+        """Insert the key's row unless one exists; whether this call inserted it."""
+        dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+        now = utcnow()
+        statement = dialect.insert(IdempotencyRecord).values(
+            id=self.record_id, fingerprint=self.fingerprint, status=status, answer=answer, created_at=now,
+            expires_at=now + KEEP_FOR).on_conflict_do_nothing(index_elements=["id"])
+        result = await session.execute(statement)
+        inserted: int = result.rowcount  # type: ignore[attr-defined]
+        return inserted == 1
