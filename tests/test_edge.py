@@ -156,10 +156,12 @@ async def test_a_bogus_credential_on_a_page_counts_as_anonymous(settings: Settin
     """Pages never check a Bearer credential, so presenting one (valid or not) does not leave the address's
     anonymous window."""
     application = create_app(settings.model_copy(update={"rate_limit_anonymous": 3}))
+    pages = ["/no/such/page", "/keys/", "/admin/integrations/webhooks/", "/api/v1/dev/ping/"]
     async with serving(application) as client:
         bogus = {"Authorization": "Bearer whatever"}
-        statuses = [(await client.get("/no/such/page", headers=bogus)).status_code for _ in range(4)]
-    assert statuses == [404, 404, 404, 429]
+        statuses = [(await client.get(page, headers=bogus)).status_code for page in pages]
+    assert statuses[:3] == [404, 303, 303], statuses  # the pages send a stranger to the login page
+    assert statuses[3] == 429
 
 
 @asynccontextmanager
@@ -187,6 +189,9 @@ async def test_an_exhausted_pool_is_a_503_in_each_doors_shape(settings: Settings
                 "call": await client.post("/api/v1/dev/call/", headers=ws.headers(), json={"name": "prism_whoami"}),
                 "mcp": await client.post("/api/mcp/sse", headers={**ws.headers(), **MCP_HEADERS}, json=MCP_INIT),
                 "webhooks": await client.get("/api/v1/risk-assessment/governance/webhooks/", headers=ws.headers()),
+                "path": await client.post("/prism/entity_crud/spare_parts/spare_part/list", headers=ws.headers()),
+                "oauth": await client.post("/api/mcp/oauth/token/", data={"grant_type": "refresh_token",
+                                                                          "refresh_token": "rt_unknown"}),
             }
         for name, answer in answers.items():
             assert answer.status_code == 503, (name, answer.text)
@@ -197,5 +202,8 @@ async def test_an_exhausted_pool_is_a_503_in_each_doors_shape(settings: Settings
         assert answers["call"].json()["error"] == "database_unavailable"
         assert answers["mcp"].json()["error"]["data"] == {"error": "database_unavailable"}
         assert answers["webhooks"].json()["error"] == "database_unavailable"
+        assert answers["path"].json()["tool_name"] == "prism_entity_crud"
+        assert answers["oauth"].json() == {"error": "database_unavailable",
+                                           "error_description": answers["oauth"].json()["error_description"]}
         # Once the connections are back, everything answers again.
         assert (await client.post(CANONICAL, headers=ws.headers(), json=LIST)).status_code == 200

@@ -34,6 +34,7 @@ from prism.registry import Registry, search
 from prism.registry.registry import build_registry
 from prism.sandbox import endpoints as sandbox
 from prism.storage import Database
+from prism.storage.engines import StorageOptions
 from prism.web.responses import json_response
 from prism.webhooks import tasks as webhook_tasks
 from prism.webhooks.endpoints import routes as webhook_routes
@@ -102,7 +103,7 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        db = Database(settings.database_url)
+        db = Database(settings.database_url, StorageOptions.from_settings(settings))
         app.state.db = db
         app.state.authenticator = Authenticator(db, cache_seconds=settings.credential_cache_seconds,
                                                 settings=settings)
@@ -119,6 +120,9 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
             if app.state.webhook_worker is not None:
                 await app.state.webhook_worker.stop()
             await app.state.dispatcher.close()
+            streams = getattr(app.state, "mcp_streams", None)  # made with the first legacy MCP stream
+            if streams is not None:
+                await streams.aclose()
             await app.state.authenticator.flush_touches()
             await db.dispose()
 
