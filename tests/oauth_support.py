@@ -7,7 +7,7 @@ import hashlib
 import html
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -79,9 +79,15 @@ def authorize_params(client_id: str, challenge: str, *, redirect_uri: str = CLAU
             "code_challenge_method": "S256", "state": "state-123", **extra}
 
 
+def offered_organizations(page: str) -> list[str]:
+    """The ids of the organizations a consent page offers, in its order (one checkbox each)."""
+    return re.findall(r'name="organization:([^"]+)"', page)
+
+
 async def consent(c: httpx.AsyncClient, params: dict[str, str], *, email: str, decision: str = "allow",
-                  organization: str | None = None) -> httpx.Response:
-    """GET authorize (signing in first when asked), then answer the consent page."""
+                  organizations: Sequence[str] | None = None) -> httpx.Response:
+    """GET authorize (signing in first when asked), then answer the consent page, choosing `organizations`
+    (by default the first one offered)."""
     page = await c.get(f"{OAUTH}/authorize/", params=params)
     if page.status_code == 303 and page.headers["location"].startswith("/login/"):
         next_path = query_of(page.headers["location"])["next"]
@@ -90,26 +96,30 @@ async def consent(c: httpx.AsyncClient, params: dict[str, str], *, email: str, d
         page = await c.get(signed.headers["location"])
     assert page.status_code == 200, page.text
     form = {"csrf_token": field(page.text, "csrf_token"), "request": field(page.text, "request"), "decision": decision}
-    chosen = organization or (re.search(r'<option value="([^"]+)"', page.text) or [None, None])[1]
-    if chosen:
-        form["organization"] = chosen
+    chosen = offered_organizations(page.text)[:1] if organizations is None else organizations
+    form.update({f"organization:{organization_id}": "yes" for organization_id in chosen})
     return await c.post(f"{OAUTH}/authorize/", data=form)
 
 
 async def get_code(c: httpx.AsyncClient, client_id: str, challenge: str, *, email: str,
-                   redirect_uri: str = CLAUDE_REDIRECT, **extra: str) -> str:
-    answer = await consent(c, authorize_params(client_id, challenge, redirect_uri=redirect_uri, **extra), email=email)
+                   redirect_uri: str = CLAUDE_REDIRECT, organizations: Sequence[str] | None = None,
+                   **extra: str) -> str:
+    answer = await consent(c, authorize_params(client_id, challenge, redirect_uri=redirect_uri, **extra), email=email,
+                           organizations=organizations)
     assert answer.status_code == 302, answer.text
     return query_of(answer.headers["location"])["code"]
 
 
 async def tokens_for(c: httpx.AsyncClient, ws: Workspace, *, label: str = "owner",
-                     client: dict[str, Any] | None = None, **extra: str) -> dict[str, Any]:
-    """Register (unless given a client), authorize as the workspace user, exchange the code."""
+                     client: dict[str, Any] | None = None, organizations: Sequence[str] | None = None,
+                     **extra: str) -> dict[str, Any]:
+    """Register (unless given a client), authorize as the workspace user for `organizations` (by default the
+    first one the consent page offers), exchange the code."""
     client = client or await register(c)
     verifier, challenge = pkce()
     redirect_uri = client["redirect_uris"][0]
-    code = await get_code(c, client["client_id"], challenge, email=ws.emails[label], redirect_uri=redirect_uri, **extra)
+    code = await get_code(c, client["client_id"], challenge, email=ws.emails[label], redirect_uri=redirect_uri,
+                          organizations=organizations, **extra)
     form = {"grant_type": "authorization_code", "code": code, "code_verifier": verifier,
             "client_id": client["client_id"], "redirect_uri": redirect_uri}
     if "client_secret" in client:

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from authlib.integrations.httpx_client import AsyncOAuth2Client  # type: ignore[import-untyped]
 
-from tests.oauth_support import field
+from tests.oauth_support import field, offered_organizations
 from tests.processes import Server, ServerPool, clean_env, run_cli, scratch_database
 
 EMAIL = "owner@authlib.example.com"
@@ -58,7 +58,7 @@ async def _browser_consent(authorization_url: str) -> str:
         assert consent.status_code == 200, consent.text
         answer = await browser.post(str(consent.url).split("?")[0], data={
             "csrf_token": field(consent.text, "csrf_token"), "request": field(consent.text, "request"),
-            "organization": consent.text.split('<option value="')[1].split('"')[0], "decision": "allow"})
+            f"organization:{offered_organizations(consent.text)[0]}": "yes", "decision": "allow"})
         assert answer.status_code == 302, answer.text
         return answer.headers["location"]
 

@@ -170,7 +170,7 @@ async def test_an_organization_of_another_tenant_cannot_be_chosen(app: object, f
     async with browser(app, ws.host) as c:
         client = await register(c)
         answer = await consent(c, authorize_params(client["client_id"], pkce()[1]), email=ws.emails["owner"],
-                               organization=other.org.id)
+                               organizations=[other.org.id])
     assert answer.status_code == 400 and "location" not in answer.headers
 
 

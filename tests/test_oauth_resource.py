@@ -214,7 +214,7 @@ async def test_registration_and_tokens_are_per_client(app: object, factory: Fact
     assert _segments(tokens["access_token"])[1]["client_id"] == first["client_id"]
 
 
-async def test_x_organization_context_moves_a_token_between_its_users_organizations_and_no_further(
+async def test_x_organization_context_moves_a_token_between_its_consented_organizations_and_no_further(
         app: object, db: Database, factory: Factory) -> None:
     from prism.identity.service import add_to_organization
     from prism.models import User
@@ -227,7 +227,7 @@ async def test_x_organization_context_moves_a_token_between_its_users_organizati
         await add_to_organization(s, user, second, role="viewer")
     whoami = "/api/mcp/tools/prism_whoami/"
     async with browser(app, ws.host) as c:
-        token = (await tokens_for(c, ws))["access_token"]
+        token = (await tokens_for(c, ws, organizations=[ws.org.id, second.id]))["access_token"]
         granted = await c.post(whoami, headers=bearer(token), json={})
         moved = await c.post(whoami, headers={**bearer(token), "X-Organization-Context": second.id}, json={})
         as_public_id = await c.post(whoami, json={}, headers={
@@ -244,6 +244,6 @@ async def test_x_organization_context_moves_a_token_between_its_users_organizati
     assert moved.json()["data"]["organization"] == {"id": second.id, "name": "Second org", "role": "viewer"}
     assert as_public_id.json()["data"]["organization"]["id"] == second.id
     assert write.status_code == 403 and write.json()["error"] == "permission_denied"
-    assert not_member.status_code == 403 and not_member.json()["error"] == "organization_forbidden"
+    assert not_member.status_code == 403 and not_member.json()["error"] == "organization_not_consented"
     assert garbage.status_code == 400 and garbage.json()["error"] == "invalid_organization_context"
     assert key.json()["data"]["organization"]["id"] == ws.org.id

@@ -1,9 +1,13 @@
-"""GET/POST /api/mcp/oauth/authorize/: validate the request, sign in, consent (pick an organization), redirect.
+"""GET/POST /api/mcp/oauth/authorize/: validate the request, sign in, consent (choose organizations), redirect.
 
 Until the client and its redirect URI are known to belong together, errors are shown on a page (never
 redirected: that would make Prism an open redirector). After that, errors go back to the client with
 `error`, `state` and `iss` (RFC 9207). The validated request travels from the consent page to its POST
 sealed with a key derived from the master secret and bound to the signed-in user.
+
+The user consents the client to one or more of their organizations (those of the host's tenant on a tenant
+host, those of every tenant on the platform host): its tokens act in those only, and in the first of them
+(in the page's order) when a request names none.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from starlette.responses import Response
 
 from prism.errors import PrismError
 from prism.kit.secret import seal, unseal
+from prism.models import User
 from prism.oauth import repository as repo
 from prism.oauth.errors import AuthorizeError, OAuthError
 from prism.oauth.issuer import MCP_PATH, issuer_for
@@ -31,6 +36,7 @@ from prism.web.requests import host_of
 CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 SEAL_PURPOSE = "oauth-authorize-request"
 CONSENT_SECONDS = 600
+ORGANIZATION_FIELD = "organization:"  # + an organization id: the name of its checkbox on the consent page
 
 
 @dataclass(frozen=True)
@@ -125,13 +131,48 @@ def _error_response(request: Request, exc: AuthorizeError) -> Response:
                                             "error": exc.code, "message": exc.message}, status=400)
 
 
-async def _organizations(request: Request, user_id: str) -> list[dict[str, str]]:
+@dataclass(frozen=True)
+class OfferedOrganization:
+    id: str
+    name: str
+    tenant_subdomain: str
+    tenant_name: str
+
+
+async def _offered(request: Request, user_id: str) -> list[OfferedOrganization]:
+    """The organizations the consent page offers, by tenant then name: the order that picks the default."""
     host = host_of(request)
     async with request.app.state.db.read() as session:
         rows = await repo.organizations_of(session, user_id, host.subdomain if host.kind == "tenant" else None)
-    on_platform = host.kind != "tenant"
-    return [{"id": org.id, "name": org.name, "tenant": (tenant.name or tenant.subdomain) if on_platform else ""}
+    return [OfferedOrganization(org.id, org.name, tenant.subdomain, tenant.name or tenant.subdomain)
             for org, tenant in rows]
+
+
+def _by_tenant(offered: list[OfferedOrganization]) -> list[dict[str, Any]]:
+    groups: list[dict[str, Any]] = []
+    for org in offered:
+        if not groups or groups[-1]["subdomain"] != org.tenant_subdomain:
+            groups.append({"subdomain": org.tenant_subdomain, "name": org.tenant_name, "organizations": []})
+        groups[-1]["organizations"].append(org)
+    return groups
+
+
+def _chosen(form: dict[str, str]) -> set[str]:
+    # One checkbox per organization, each its own field: a form is read as one value per name.
+    return {name.removeprefix(ORGANIZATION_FIELD) for name in form if name.startswith(ORGANIZATION_FIELD)}
+
+
+async def _consent_page(request: Request, target: AuthorizeRequest, user: User, here: str, *,
+                        error: str | None = None) -> Response:
+    offered = await _offered(request, user.id)
+    sealed = seal(request.app.state.settings, SEAL_PURPOSE,
+                  {"r": asdict(target), "u": user.id, "h": here, "exp": int(time.time()) + CONSENT_SECONDS})
+    host = host_of(request)
+    return render(request, "consent.html", {
+        "client_name": target.client_name, "email": user.email, "redirect_display": target.redirect_uri,
+        "scopes": target.scope.split(), "groups": _by_tenant(offered), "only_one": len(offered) == 1,
+        "on_platform": host.kind != "tenant", "field_prefix": ORGANIZATION_FIELD, "error": error,
+        "request_token": sealed, "here": here, "tenant_name": host.subdomain}, status=400 if error else 200)
 
 
 async def authorize_page(request: Request) -> Response:
@@ -142,13 +183,7 @@ async def authorize_page(request: Request) -> Response:
     user = await signed_in_user(request)
     if user is None:
         return redirect(request, browser_login_url(request))
-    sealed = seal(request.app.state.settings, SEAL_PURPOSE,
-                  {"r": asdict(target), "u": user.id, "exp": int(time.time()) + CONSENT_SECONDS})
-    here = request.url.path + "?" + request.url.query
-    return render(request, "consent.html", {
-        "client_name": target.client_name, "email": user.email, "redirect_display": target.redirect_uri,
-        "scopes": target.scope.split(), "organizations": await _organizations(request, user.id),
-        "request_token": sealed, "here": here, "tenant_name": host_of(request).subdomain})
+    return await _consent_page(request, target, user, request.url.path + "?" + request.url.query)
 
 
 async def authorize_decision(request: Request) -> Response:
@@ -170,15 +205,19 @@ async def authorize_decision(request: Request) -> Response:
     if form.get("decision") != "allow":
         return _back_to_client(request, target, {"error": "access_denied",
                                                  "error_description": "the user denied the request"})
-    allowed = {org["id"] for org in await _organizations(request, user.id)}
-    chosen = form.get("organization") or None
-    if (chosen is None and allowed) or (chosen is not None and chosen not in allowed):
+    offered = [org.id for org in await _offered(request, user.id)]
+    chosen = _chosen(form)
+    if not chosen <= set(offered):
         return render(request, "message.html", {"heading": "Unknown organization", "error": "invalid_request",
-                                                "message": "Pick one of your organizations."}, status=400)
+                                                "message": "Choose among the organizations the page offers."},
+                      status=400)
+    if offered and not chosen:
+        return await _consent_page(request, target, user, str(data.get("h", "")),
+                                   error="Choose at least one organization.")
     async with request.app.state.db.write() as session:
         code = await create_code(
             session, request.app.state.settings, client_id=target.client_id, user_id=user.id,
-            organization_id=chosen, redirect_uri=target.redirect_uri, redirect_uri_sent=target.redirect_uri_sent,
-            code_challenge=target.code_challenge, scope=target.scope, issuer=target.issuer,
-            audience=target.audience)
+            organization_ids=[org for org in offered if org in chosen], redirect_uri=target.redirect_uri,
+            redirect_uri_sent=target.redirect_uri_sent, code_challenge=target.code_challenge, scope=target.scope,
+            issuer=target.issuer, audience=target.audience)
     return _back_to_client(request, target, {"code": code})

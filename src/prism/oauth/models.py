@@ -56,13 +56,25 @@ class OAuthGrant(OrgScoped, Base):
     id: Mapped[str] = id_column()
     client_id: Mapped[str] = mapped_column(String(128), index=True)
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    # None when the user authorized without an organization: its tokens get 403 session_incomplete.
+    # The default organization: the one its tokens act in when a request names none (the `org` claim). It is
+    # also one of the grant's organizations (`OAuthGrantOrganization`). None when the user authorized without
+    # an organization: its tokens get 403 session_incomplete.
     organization_id: Mapped[str | None] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
     scope: Mapped[str] = mapped_column(Text)
     issuer: Mapped[str] = mapped_column(String(512))
     audience: Mapped[str] = mapped_column(String(512))
     created_at: Mapped[datetime] = created_column()
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class OAuthGrantOrganization(OrgScoped, Base):
+    """An organization the user consented the grant to act in: its tokens act in these and nowhere else."""
+
+    __tablename__ = "oauth_grant_organizations"
+
+    grant_id: Mapped[str] = mapped_column(ForeignKey("oauth_grants.id", ondelete="CASCADE"), primary_key=True)
+    organization_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"),
+                                                 primary_key=True, index=True)
 
 
 class OAuthCode(OrgScoped, Base):
@@ -84,6 +96,9 @@ class OAuthCode(OrgScoped, Base):
     # The grant the code was exchanged for: revoked when the code is replayed.
     grant_id: Mapped[str | None] = mapped_column(String(36))
     created_at: Mapped[datetime] = created_column()
+    # Every organization chosen on the consent page, the default (`organization_id`) first. (Last: a column
+    # added by a migration comes last in the table, and a database created from the models must match.)
+    organization_ids: Mapped[list[str]] = mapped_column(JSON)
 
 
 class OAuthRefreshToken(Base):

@@ -8,7 +8,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.models import Membership, Organization, Role, Tenant, User
-from prism.oauth.models import OAuthClient, OAuthCode, OAuthGrant, OAuthRefreshToken
+from prism.oauth.models import OAuthClient, OAuthCode, OAuthGrant, OAuthGrantOrganization, OAuthRefreshToken
 
 
 async def client_by_id(session: AsyncSession, client_id: str) -> OAuthClient | None:
@@ -64,29 +64,31 @@ async def organizations_of(session: AsyncSession, user_id: str, tenant_subdomain
     return [(org, tenant) for org, tenant in (await session.execute(stmt)).all()]
 
 
+# The grant behind an access token: revocation, its user, its client, and its default organization (named
+# in userinfo). Where the token may act is CONSENTED_MEMBERSHIPS_QUERY's business.
 GRANT_CONTEXT_QUERY = (
     select(OAuthGrant.id, OAuthGrant.revoked_at, OAuthGrant.created_at, OAuthGrant.client_id,
            OAuthGrant.organization_id, User.id.label("user_id"), User.email, User.is_active,
-           OAuthClient.client_name, Role.name.label("role"), Role.permissions,
-           Organization.name.label("org_name"), Tenant.id.label("tenant_id"), Tenant.subdomain,
-           Tenant.name.label("tenant_name"))
+           OAuthClient.client_name, Organization.name.label("org_name"), Tenant.subdomain)
     .join(User, User.id == OAuthGrant.user_id)
     .outerjoin(OAuthClient, OAuthClient.client_id == OAuthGrant.client_id)
     .outerjoin(Organization, Organization.id == OAuthGrant.organization_id)
     .outerjoin(Tenant, Tenant.id == Organization.tenant_id)
-    .outerjoin(Membership, (Membership.user_id == OAuthGrant.user_id)
-               & (Membership.organization_id == OAuthGrant.organization_id))
-    .outerjoin(Role, Role.id == Membership.role_id)
 )
 
 
-# The caller's membership in another organization, for `X-Organization-Context` (tokens only).
-MEMBERSHIP_CONTEXT_QUERY = (
+# Each organization a grant was consented for, with the grant's user's role there today: `role` is None once
+# the user is no longer a member (the token then has no power there). Filter by grant id.
+CONSENTED_MEMBERSHIPS_QUERY = (
     select(Role.name.label("role"), Role.permissions, Organization.id.label("organization_id"),
            Organization.name.label("org_name"), Tenant.id.label("tenant_id"), Tenant.subdomain,
            Tenant.name.label("tenant_name"))
-    .select_from(Membership)
-    .join(Role, Role.id == Membership.role_id)
-    .join(Organization, Organization.id == Membership.organization_id)
+    .select_from(OAuthGrantOrganization)
+    .join(OAuthGrant, OAuthGrant.id == OAuthGrantOrganization.grant_id)
+    .join(Organization, Organization.id == OAuthGrantOrganization.organization_id)
     .join(Tenant, Tenant.id == Organization.tenant_id)
+    .outerjoin(Membership, (Membership.user_id == OAuthGrant.user_id)
+               & (Membership.organization_id == OAuthGrantOrganization.organization_id))
+    .outerjoin(Role, Role.id == Membership.role_id)
 )
+

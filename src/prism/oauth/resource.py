@@ -1,10 +1,16 @@
 """The resource side: an access token presented as Bearer → AuthContext.
 
 The signature, issuer, audience and expiry are checked on every request with no database access. The
-grant behind the token (revocation, the user's membership and role) is one indexed read by primary key,
-kept in process for `credential_cache_seconds` like API keys; a revocation made in this process is seen
-at once, one made in another process within that window. So is the persona and AI system the organization
-ties the token's client to (`ClientGovernance`): one more indexed read, cached the same way.
+grant behind the token (revocation, its user, the organizations the user consented it for and the user's
+membership and role in each of them today) is read by grant id, kept in process for
+`credential_cache_seconds` like API keys; a revocation made in this process is seen at once, one made in
+another process within that window, and so is a membership ended or a role changed. So is the persona and AI
+system the organization ties the token's client to (`ClientGovernance`): one more indexed read, cached the
+same way.
+
+A token acts only in its grant's organizations: in the default one when the request names none, else in the
+one `X-Organization-Context` names, which must be one of them (403 organization_not_consented) and one the
+user is still a member of (403 organization_forbidden).
 """
 
 from __future__ import annotations
@@ -22,11 +28,10 @@ from prism.auth.permissions import PermissionSet
 from prism.config import Settings
 from prism.errors import BadRequest, PermissionDenied, Unauthenticated
 from prism.governance.models import ClientGovernance
-from prism.models import Membership
 from prism.oauth.errors import SessionIncomplete
 from prism.oauth.keys import KeyRing
-from prism.oauth.models import OAuthGrant
-from prism.oauth.repository import GRANT_CONTEXT_QUERY, MEMBERSHIP_CONTEXT_QUERY
+from prism.oauth.models import OAuthGrant, OAuthGrantOrganization
+from prism.oauth.repository import CONSENTED_MEMBERSHIPS_QUERY, GRANT_CONTEXT_QUERY
 from prism.oauth.tokens import AccessClaims, verify_access_token
 from prism.registry.mega_tools import PLATFORM_SCOPES
 from prism.storage import Database
@@ -35,7 +40,15 @@ from prism.tenancy.hosts import HostInfo
 
 @dataclass(frozen=True, slots=True)
 class _Grant:
-    row: Any  # a GRANT_CONTEXT_QUERY row; None fields when the grant has no organization
+    row: Any  # a GRANT_CONTEXT_QUERY row, or None for an unknown grant
+    # organization id → a CONSENTED_MEMBERSHIPS_QUERY row (role None: the user is no longer a member there)
+    organizations: dict[str, Any]
+    fetched: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    row: Any
     fetched: float
 
 
@@ -50,47 +63,61 @@ class AccessTokens:
         self.ring = KeyRing(db, settings)
         self._grants: dict[str, _Grant] = {}
         self._permission_sets: dict[tuple[str, ...], PermissionSet] = {}
-        self._memberships: dict[tuple[str, str], _Grant] = {}
-        self._governance: dict[tuple[str, str], _Grant] = {}  # (client_id, organization_id)
+        self._governance: dict[tuple[str, str], _Cached] = {}  # (client_id, organization_id)
 
     def forget(self, grant_id: str) -> None:
         """Drop a cached grant (after revoking it here) so the next request sees the revocation."""
         self._grants.pop(grant_id, None)
 
-    async def _grant(self, grant_id: str) -> Any:
+    async def _grant(self, grant_id: str) -> _Grant:
         hit = self._grants.get(grant_id)
         if hit is None or time.monotonic() - hit.fetched > self.settings.credential_cache_seconds:
             async with self.db.read() as session:
                 row = (await session.execute(GRANT_CONTEXT_QUERY.where(OAuthGrant.id == grant_id))).first()
-            hit = _Grant(row, time.monotonic())
+                consented = (await session.execute(CONSENTED_MEMBERSHIPS_QUERY.where(
+                    OAuthGrantOrganization.grant_id == grant_id))).all()
+            hit = _Grant(row, {org.organization_id: org for org in consented}, time.monotonic())
             self._grants[grant_id] = hit
-        return hit.row
+        return hit
 
-    async def claims(self, token: str, host: HostInfo) -> tuple[AccessClaims, Any]:
-        """Verified claims and the live grant row; refuses revoked grants and inactive users."""
+    async def _verified(self, token: str, host: HostInfo) -> tuple[AccessClaims, _Grant]:
         claims = await verify_access_token(self.ring, token, hostname=host.hostname,
                                            scheme=self.settings.public_scheme)
-        row = await self._grant(claims.grant_id)
+        grant = await self._grant(claims.grant_id)
+        row = grant.row
         if row is None or row.revoked_at is not None:
             raise _invalid("access token revoked")
         if not row.is_active:
             raise _invalid("user is inactive")
         if row.user_id != claims.subject or row.client_id != claims.client_id:
             raise _invalid("access token does not match its grant")
-        return claims, row
+        return claims, grant
+
+    async def claims(self, token: str, host: HostInfo) -> tuple[AccessClaims, Any]:
+        """Verified claims and the live grant row; refuses revoked grants and inactive users."""
+        claims, grant = await self._verified(token, host)
+        return claims, grant.row
 
     async def authenticate(self, token: str, host: HostInfo, organization_context: str | None = None) -> AuthContext:
-        """The token's caller, in the grant's organization or — for a user in several — the one named by
-        `X-Organization-Context` (an organization id, plain or as `org_<hex>`)."""
-        claims, row = await self.claims(token, host)
-        org = row
+        """The token's caller in one of the organizations its grant was consented for: the default one, or the
+        one named by `X-Organization-Context` (see `organization_id_of` for the accepted forms)."""
+        claims, grant = await self._verified(token, host)
+        row = grant.row
         if organization_context:
-            org = await self._membership(row.user_id, organization_context)
+            organization_id = organization_id_of(organization_context)
+            if organization_id not in grant.organizations:
+                raise PermissionDenied("X-Organization-Context names an organization this token was not consented "
+                                       "for: authorize again and choose it on the consent page",
+                                       code="organization_not_consented")
         elif row.organization_id is None or claims.organization_id is None:
-            raise SessionIncomplete("this token carries no organization: authorize again and pick an organization "
-                                    "on the consent page, or name one in X-Organization-Context")
-        elif row.role is None:
-            raise _invalid("the token's user is no longer a member of its organization")
+            raise SessionIncomplete("this token carries no organization: authorize again and choose an "
+                                    "organization on the consent page")
+        else:
+            organization_id = row.organization_id
+        org = grant.organizations.get(organization_id)
+        if org is None or org.role is None:
+            raise PermissionDenied("the token's user is no longer a member of this organization",
+                                   code="organization_forbidden")
         if host.kind == "tenant" and host.subdomain != org.subdomain:
             raise _invalid("this credential belongs to another tenant")
         patterns = tuple(org.permissions)
@@ -118,27 +145,15 @@ class AccessTokens:
                     select(ClientGovernance.persona_id, ClientGovernance.ai_system_id).where(
                         ClientGovernance.client_id == client_id,
                         ClientGovernance.organization_id == organization_id))).first()
-            hit = _Grant(row, time.monotonic())
+            hit = _Cached(row, time.monotonic())
             self._governance[key] = hit
         return hit.row
 
-    async def _membership(self, user_id: str, organization_context: str) -> Any:
-        organization_id = _organization_id(organization_context)
-        key = (user_id, organization_id)
-        hit = self._memberships.get(key)
-        if hit is None or time.monotonic() - hit.fetched > self.settings.credential_cache_seconds:
-            async with self.db.read() as session:
-                row = (await session.execute(MEMBERSHIP_CONTEXT_QUERY.where(
-                    Membership.user_id == user_id, Membership.organization_id == organization_id))).first()
-            hit = _Grant(row, time.monotonic())
-            self._memberships[key] = hit
-        if hit.row is None:
-            raise PermissionDenied("X-Organization-Context names an organization this user is not a member of",
-                                   code="organization_forbidden")
-        return hit.row
 
-
-def _organization_id(value: str) -> str:
+def organization_id_of(value: str) -> str:
+    """The organization an X-Organization-Context value names: its id as a UUID in any form Python's `uuid`
+    reads (hyphenated or 32 hex digits, either case, in braces or as `urn:uuid:`), optionally after `org_`
+    (the prefixed form, `org_<hex>`); surrounding whitespace is ignored."""
     text = value.strip()
     try:
         return str(uuid.UUID(text[4:] if text.startswith("org_") else text))

@@ -7,7 +7,7 @@ import hashlib
 import hmac
 import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -19,7 +19,7 @@ from prism.kit.timeutil import utcnow
 from prism.oauth import repository as repo
 from prism.oauth.errors import GrantReplayed, InvalidClient, InvalidGrant, OAuthError
 from prism.oauth.keys import KeyRing
-from prism.oauth.models import OAuthClient, OAuthCode, OAuthGrant, OAuthRefreshToken
+from prism.oauth.models import OAuthClient, OAuthCode, OAuthGrant, OAuthGrantOrganization, OAuthRefreshToken
 from prism.oauth.schemas import ClientRegistration, invalid_metadata, normalize_scope
 from prism.oauth.tokens import hash_secret, issue_access_token, new_secret, verify_access_token
 
@@ -86,11 +86,13 @@ async def authenticate_client(session: AsyncSession, client_id: str | None, secr
 
 
 async def create_code(session: AsyncSession, settings: Settings, *, client_id: str, user_id: str,
-                      organization_id: str | None, redirect_uri: str, redirect_uri_sent: bool, code_challenge: str,
+                      organization_ids: list[str], redirect_uri: str, redirect_uri_sent: bool, code_challenge: str,
                       scope: str, issuer: str, audience: str) -> str:
+    """A code for the organizations chosen on the consent page; the first is the grant's default."""
     code = new_secret(CODE_PREFIX)
     session.add(OAuthCode(
-        code_hash=hash_secret(code), client_id=client_id, user_id=user_id, organization_id=organization_id,
+        code_hash=hash_secret(code), client_id=client_id, user_id=user_id,
+        organization_id=organization_ids[0] if organization_ids else None, organization_ids=list(organization_ids),
         redirect_uri=redirect_uri, redirect_uri_sent=redirect_uri_sent, code_challenge=code_challenge, scope=scope,
         issuer=issuer, audience=audience, expires_at=utcnow() + timedelta(seconds=settings.oauth_code_seconds)))
     await session.flush()
@@ -121,6 +123,17 @@ async def _issue(session: AsyncSession, ctx: TokenContext, grant: OAuthGrant, sc
             "refresh_token": refresh, "scope": scope}
 
 
+async def _create_grant(session: AsyncSession, code: OAuthCode, now: datetime) -> OAuthGrant:
+    """The grant a code becomes: its tokens act in the code's organizations only (the first one by default)."""
+    grant = OAuthGrant(client_id=code.client_id, user_id=code.user_id, organization_id=code.organization_id,
+                       scope=code.scope, issuer=code.issuer, audience=code.audience, created_at=now)
+    session.add(grant)
+    await session.flush()
+    session.add_all(OAuthGrantOrganization(grant_id=grant.id, organization_id=organization_id)
+                    for organization_id in code.organization_ids)
+    return grant
+
+
 async def exchange_code(session: AsyncSession, ctx: TokenContext, client: OAuthClient, *, code: str | None,
                         verifier: str | None, redirect_uri: str | None) -> dict[str, Any]:
     if not code:
@@ -145,10 +158,7 @@ async def exchange_code(session: AsyncSession, ctx: TokenContext, client: OAuthC
         raise InvalidGrant("code_verifier is required: 43-128 characters of A-Z a-z 0-9 - . _ ~")
     if not hmac.compare_digest(s256(verifier), row.code_challenge):
         raise InvalidGrant("code_verifier does not match the code_challenge")
-    grant = OAuthGrant(client_id=client.client_id, user_id=row.user_id, organization_id=row.organization_id,
-                       scope=row.scope, issuer=row.issuer, audience=row.audience, created_at=now)
-    session.add(grant)
-    await session.flush()
+    grant = await _create_grant(session, row, now)
     row.grant_id = grant.id
     return await _issue(session, ctx, grant, row.scope)
 
