@@ -23,7 +23,6 @@ from prism.edge.doors import ENVELOPE, PLAIN, SANDBOX_CALL, door_routes
 from prism.edge.stack import Edge
 from prism.errors import NotFound, PrismError
 from prism.keys.endpoints import routes as key_routes
-from prism.kit.collector import collector_paused
 from prism.mcp_server import endpoints as mcp_door
 from prism.oauth.challenge import ResourceMetadataChallenge
 from prism.oauth.routes import routes as oauth_routes
@@ -96,10 +95,8 @@ async def _flush_touches_forever(authenticator: Authenticator, interval: float) 
 
 def create_app(settings: Settings | None = None, *, registry: Registry | None = None) -> Starlette:
     settings = settings or get_settings()
-    with collector_paused():
-        registry = registry or build_registry(s for s in settings.apps.split(",") if s.strip())
-        # Build the capability-search index now rather than on the first search request.
-        search.warm([registry])
+    registry = registry or build_registry(s for s in settings.apps.split(",") if s.strip())
+    search.warm([registry])  # the capability-search index now rather than on the first search request
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -55,8 +55,8 @@ def serve_command(host: str = typer.Option("127.0.0.1", "--host"), port: int = t
     from prism.kit.collector import pause_until_serving
 
     if workers == 1:
-        # This process becomes the server: no garbage collection until its lifespan starts serving
-        # (prism.kit.collector). With more workers, each is a fresh process and this one supervises them.
+        # This process becomes the server: no garbage collection until its app is built (prism.cli.serve.
+        # serving_app). With more workers, each is a fresh process and this one supervises them.
         pause_until_serving()
     from prism.cli.serve import serve  # the server stack loads only for this command
 

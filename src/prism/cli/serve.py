@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any
 
 import typer
 import uvicorn
+from starlette.applications import Starlette
 
 from prism.cli.output import emit
 from prism.config import get_settings
-from prism.kit.collector import collector_paused
+from prism.kit.collector import collector_paused, start_serving
 from prism.migrate import upgrade
 from prism.seed import DemoWorkspace, is_empty, seed_demo
 from prism.storage import Database, backend_of
+
+# Allocations between collections of the youngest generation in a served process (Python's default: 700); the
+# measurements behind the number are in bench/README.md.
+YOUNG_GENERATION_THRESHOLD = 5000
 
 # SQLite has one writer at a time and the webhook queue one claimer on it: several worker processes would only
 # queue behind each other's write lock (docs/architecture.md "Storage"). Exit code 2: a refused option.
@@ -65,6 +71,19 @@ def serve(*, host: str, port: int, workers: int, as_json: bool) -> None:
     emit(as_json, data, text)
     # proxy_headers off: X-Forwarded-For counts only from PRISM_TRUSTED_PROXIES (prism.ratelimit.addresses), and
     # Uvicorn's own handling would trust loopback by default and rewrite the client address before Prism sees it.
-    uvicorn.run("prism.app:create_app", factory=True, host=host, port=port, workers=workers,
+    uvicorn.run("prism.cli.serve:serving_app", factory=True, host=host, port=port, workers=workers,
                 log_level=settings.log_level, loop="uvloop", http="httptools",
                 access_log=False, server_header=False, proxy_headers=False)
+
+
+def serving_app() -> Starlette:
+    """The app of one `prism serve` worker process. The collector is kept out of start-up, and what start-up built
+    (registry, schemas, search index: it lives as long as the process) is frozen out of its reach before it
+    resumes (prism.kit.collector). This is process-wide tuning, so it lives here, not in the app factory."""
+    from prism.app import create_app  # the server stack loads only in a serving process
+
+    with collector_paused():
+        app = create_app()
+    start_serving()
+    gc.set_threshold(YOUNG_GENERATION_THRESHOLD, *gc.get_threshold()[1:])
+    return app

@@ -6,7 +6,7 @@ count of allocations, walks that growing heap again and again for nothing: with 
 about half of the time spent declaring them and a third of the imports. Switching it back on is not
 free either: the next allocation starts a collection of everything allocated meanwhile (0.3 s for
 10,000 handlers). Only `gc.freeze()` moves those objects out of its reach at no cost, so a server
-that paused the collector resumes it after freezing, once start-up is over (the app's lifespan).
+that paused the collector resumes it after freezing, once start-up is over (`prism.cli.serve.serving_app`).
 """
 
 from __future__ import annotations
