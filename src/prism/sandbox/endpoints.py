@@ -69,13 +69,13 @@ async def call(request: Request) -> Response:
     tool_name: str | None = None
     try:
         auth = caller(request)
-        key = key_from_headers(request_context(request.scope).headers)
         body = await read_json_object(request)
         name = body.get("name")
         if not isinstance(name, str) or not name:
             raise BadRequest("name: required, the tool to call (for example prism_entity_crud)",
                              code="missing_name", details={"field": "name"})
         tool_name = name
+        key = key_from_headers(request_context(request.scope).headers)
         dispatched = with_governance_headers(call_from_envelope(name, body.get("arguments", {}), door="sandbox"),
                                              request.headers)
         dispatched.idempotency_key = key
