@@ -1,8 +1,7 @@
 """What the canonical door's storage shortcuts must keep exactly as SQLAlchemy's own path had it.
 
-- a record read on the prepared path equals `to_record` of the ORM row (dates as ISO text, SQLite's stored
-  text converted directly);
-- the prepared path still flushes pending ORM changes first, and reads in each new transaction;
+- a record read by id equals `to_record` of the ORM row (dates as ISO text);
+- a read by id still flushes pending ORM changes first, and reads in each new transaction;
 - the dispatcher's NUL check answers as its plain walk does.
 """
 
@@ -103,7 +102,7 @@ async def test_a_record_read_by_id_is_to_record_of_its_row(db: Database, factory
     assert record is not None
 
 
-async def test_the_prepared_path_flushes_pending_changes_first(db: Database, factory: Factory) -> None:
+async def test_a_read_by_id_flushes_pending_changes_first(db: Database, factory: Factory) -> None:
     ws = await factory.workspace(roles=("owner",))
     async with db.write() as s:
         part = SparePart(id=new_id(), organization_id=ws.org.id, sku=unique("sku"), name="Pending")
