@@ -4,9 +4,12 @@
  *   const prism = new PrismClient({ baseUrl: "https://acme.prism.example", apiKey: "ck_..." });
  *   const page = await prism.dispatch("entity_crud", "finance", "invoice", "list", { status: "approved" });
  *
- * 429, 502, 503 and 504 are retried up to `maxRetries` times, waiting Retry-After when Prism sends it, else
- * exponential backoff with full jitter. `timeoutMs` bounds each attempt.
+ * A 429 is retried, and a 502, 503, 504 or broken connection only when sending the call again cannot run it
+ * twice: a read, or a call carrying an idempotency key (see `send`). Up to `maxRetries` retries, waiting
+ * Retry-After when Prism sends it, else exponential backoff with full jitter. `timeoutMs` bounds each attempt.
  */
+import { randomUUID } from "node:crypto";
+
 import { errorFor, PrismApiError, PrismConnectionError, PrismTimeoutError } from "./errors.js";
 import type {
   Delivery, Descriptor, Identity, IntrospectParams, ListOf, Ping, PrismResponse, ToolCatalog, Webhook,
@@ -19,6 +22,9 @@ export { constructEvent, sign, SIGNATURE_HEADER, verifySignature } from "./webho
 
 export const VERSION = "0.4.0";
 export const RETRY_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
+/** Retried only for a call that cannot run twice: a gateway may answer them after Prism ran the call. */
+export const GATEWAY_STATUSES: ReadonlySet<number> = new Set([502, 503, 504]);
+export const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"]);
 const WEBHOOKS = "/api/v1/risk-assessment/governance/webhooks/";
 
 export interface PrismClientOptions {
@@ -27,16 +33,26 @@ export interface PrismClientOptions {
   apiKey?: string;
   /** Per attempt, in milliseconds (default 30 000). */
   timeoutMs?: number;
-  /** Retries of 429/502/503/504 (default 3). */
+  /** Retries of 429, and of 502/503/504 and broken connections for calls that cannot run twice (default 3). */
   maxRetries?: number;
   /** Backoff without Retry-After: random(0, backoffBaseMs * 2^attempt), at most backoffMaxMs. */
   backoffBaseMs?: number;
   backoffMaxMs?: number;
-  /** A Retry-After longer than this is cut to it (default 120 000). */
+  /** The longest Retry-After waited for (default 120 000); a longer one is thrown at once, with `retryAfter`. */
   maxRetryAfterMs?: number;
   headers?: Record<string, string>;
   /** Another fetch implementation (defaults to the global one). */
   fetch?: typeof fetch;
+}
+
+/**
+ * Per dispatching call (`dispatch`, `callTool`, `call`). `idempotencyKey`: the key sent on every attempt of the
+ * call, so that Prism runs it once however often it is sent; by default a random UUID4 per call, `false` for
+ * none (then a 502/503/504 or a broken connection is thrown at once, since Prism may have run the call).
+ * Webhook management keeps no answers by key: its POST and PATCH carry none and are not retried on those.
+ */
+export interface IdempotencyOptions {
+  idempotencyKey?: string | false;
 }
 
 interface Request {
@@ -45,6 +61,7 @@ interface Request {
   query?: Record<string, string | number | boolean | undefined | null>;
   body?: unknown;
   headers?: Record<string, string>;
+  idempotencyKey?: string;
 }
 
 interface Answer { status: number; headers: Headers; body: unknown }
@@ -76,9 +93,18 @@ export class PrismClient {
     this.fetchImpl = options.fetch ?? globalThis.fetch;
   }
 
-  /** Wait before retry number `attempt` (0-based). */
-  retryDelayMs(attempt: number, retryAfter: number | null): number {
-    if (retryAfter !== null) return Math.min(retryAfter * 1000, this.options.maxRetryAfterMs ?? 120_000);
+  /**
+   * Wait before retry number `attempt` (0-based), or null when Prism asks for a longer wait than
+   * maxRetryAfterMs: sleeping past the caller's cap would hold it longer than it allowed, and retrying sooner
+   * than asked only earns another refusal, so the caller gets the answer (and its `retryAfter`) at once.
+   */
+  retryDelayMs(attempt: number, retryAfter: number | null): number | null {
+    if (retryAfter === null) return this.backoffMs(attempt);
+    return retryAfter * 1000 <= (this.options.maxRetryAfterMs ?? 120_000) ? retryAfter * 1000 : null;
+  }
+
+  /** Exponential backoff with full jitter: random(0, backoffBaseMs * 2^attempt), at most backoffMaxMs. */
+  backoffMs(attempt: number): number {
     const ceiling = Math.min(this.options.backoffMaxMs ?? 30_000, (this.options.backoffBaseMs ?? 500) * 2 ** attempt);
     return Math.random() * ceiling;
   }
@@ -97,6 +123,7 @@ export class PrismClient {
       ...(this.options.apiKey ? { Authorization: `Bearer ${this.options.apiKey}` } : {}),
       ...(request.body !== undefined ? { "Content-Type": "application/json" } : {}),
       ...this.options.headers, ...request.headers,
+      ...(request.idempotencyKey !== undefined ? { "Idempotency-Key": request.idempotencyKey } : {}),
     };
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), this.timeoutMs);
@@ -121,13 +148,40 @@ export class PrismClient {
     }
   }
 
-  /** Send with the retry policy; the last answer (an error status included) is returned. */
+  /**
+   * Send with the retry policy; the last answer (an error status included) is returned. A 502/503/504 or a
+   * broken connection may come after Prism ran the call (a gateway timing out, a connection cut on the way
+   * back): it is sent again only when that cannot run it twice.
+   */
   async send(request: Request): Promise<Answer> {
+    const repeatable = IDEMPOTENT_METHODS.has(request.method) || request.idempotencyKey !== undefined;
     for (let attempt = 0; ; attempt++) {
-      const answer = await this.attempt(request);
-      if (!RETRY_STATUSES.has(answer.status) || attempt >= this.maxRetries) return answer;
-      await sleep(this.retryDelayMs(attempt, retryAfterSeconds(answer.headers.get("retry-after"))));
+      let answer: Answer;
+      try {
+        answer = await this.attempt(request);
+      } catch (error) {
+        if (!(error instanceof PrismConnectionError)) throw error;
+        if (!repeatable) {
+          throw new PrismConnectionError(`${error.message} (not sent again: it carries no idempotency key, `
+                                         + "so Prism may have run it)");
+        }
+        if (attempt >= this.maxRetries) throw error;
+        await sleep(this.backoffMs(attempt));
+        continue;
+      }
+      const transient = answer.status === 429 || (GATEWAY_STATUSES.has(answer.status) && repeatable);
+      if (!transient || attempt >= this.maxRetries) return answer;
+      const wait = this.retryDelayMs(attempt, retryAfterSeconds(answer.headers.get("retry-after")));
+      if (wait === null) return answer;
+      await sleep(wait);
     }
+  }
+
+  /** A call that dispatches carries its idempotency key (drawn once, so every retry sends it). */
+  private dispatching(request: Request, options: IdempotencyOptions): Request {
+    const key = options.idempotencyKey ?? randomUUID();
+    if (key === "") throw new TypeError("an idempotency key cannot be empty; pass false to send none");
+    return key === false ? request : { ...request, idempotencyKey: key };
   }
 
   private async json<T>(request: Request, okStatuses: readonly number[] = []): Promise<T> {
@@ -162,32 +216,36 @@ export class PrismClient {
     return this.json({ method: "GET", path: "/api/v1/dev/tools/", query: filter });
   }
 
+  /** GET, not POST with the same parameters: a read, so a gateway's 502/504 can be retried. */
   introspect<T = Record<string, unknown>>(params: IntrospectParams = {}): Promise<T> {
-    return this.json({ method: "POST", path: "/api/v1/dev/introspect/", body: params });
+    return this.json({ method: "GET", path: "/api/v1/dev/introspect/", query: { ...params } });
   }
 
   /** POST /api/v1/dev/call/: the bare tool result. */
-  call<T = unknown>(name: string, args: Record<string, unknown> = {}): Promise<T> {
-    return this.json({ method: "POST", path: "/api/v1/dev/call/", body: { name, arguments: args } });
+  call<T = unknown>(name: string, args: Record<string, unknown> = {}, options: IdempotencyOptions = {}):
+      Promise<T> {
+    return this.json(this.dispatching({ method: "POST", path: "/api/v1/dev/call/", body: { name, arguments: args } },
+                                 options));
   }
 
   // --- canonical dispatch ----------------------------------------------------------------------------
 
   /** POST /prism/{megaTool}/{app}/{entity}/{operation}: the envelope's `data`. */
   dispatch<T = unknown>(megaTool: string, app: string, entity: string, operation: string,
-                        args: Record<string, unknown> = {}, options: { missionId?: string } = {}): Promise<T> {
-    return this.envelope({
+                        args: Record<string, unknown> = {}, options: { missionId?: string } & IdempotencyOptions = {}):
+      Promise<T> {
+    return this.envelope(this.dispatching({
       method: "POST", path: `/prism/${seg(megaTool)}/${seg(app)}/${seg(entity)}/${seg(operation)}`, body: args,
       headers: options.missionId ? { "X-Prism-Mission": options.missionId } : {},
-    });
+    }, options));
   }
 
   /** POST /api/mcp/tools/<toolName>/ with the envelope {app, entity, operation, arguments}. */
   callTool<T = unknown>(toolName: string, envelope: {
     app: string; entity: string; operation: string; arguments?: Record<string, unknown>;
-  }): Promise<T> {
-    return this.envelope({ method: "POST", path: `/api/mcp/tools/${seg(toolName)}/`,
-                           body: { arguments: {}, ...envelope } });
+  }, options: IdempotencyOptions = {}): Promise<T> {
+    return this.envelope(this.dispatching({ method: "POST", path: `/api/mcp/tools/${seg(toolName)}/`,
+                                       body: { arguments: {}, ...envelope } }, options));
   }
 
   /** The host's OpenAPI descriptor; with `etag`, `document` is null while it is unchanged. */

@@ -17,13 +17,13 @@ from prism_client.errors import (
     ServerError,
     WebhookSignatureError,
 )
+from prism_client.retries import GENERATED_KEY, IdempotencyKey, RetryPolicy
 from prism_client.webhooks import construct_event, sign, verify_signature
 
 __version__ = "0.4.0"
 __all__ = [
-    "AsyncPrismClient", "AuthenticationError", "BadRequestError", "ConflictError", "NotFoundError",
-    "OversightRequiredError", "PermissionDeniedError", "PrismAPIError", "PrismClient", "PrismConnectionError",
-    "PrismError",
-    "PrismTimeoutError", "RateLimitError", "ServerError", "WebhookSignatureError", "construct_event", "sign",
-    "verify_signature",
+    "GENERATED_KEY", "AsyncPrismClient", "AuthenticationError", "BadRequestError", "ConflictError",
+    "IdempotencyKey", "NotFoundError", "OversightRequiredError", "PermissionDeniedError", "PrismAPIError",
+    "PrismClient", "PrismConnectionError", "PrismError", "PrismTimeoutError", "RateLimitError", "RetryPolicy",
+    "ServerError", "WebhookSignatureError", "construct_event", "sign", "verify_signature",
 ]

@@ -1,41 +1,22 @@
-"""What the sync and async clients share: building requests, the retry policy, reading answers.
+"""What the sync and async clients share: building requests and reading answers (when to retry: retries.py).
 
-Only sending and sleeping differ between the two clients; everything that decides is here.
+Only sending and sleeping differ between the two clients; everything that decides is here or in retries.py.
 """
 
 from __future__ import annotations
 
-import email.utils
-import random
-import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
-from prism_client.errors import PrismAPIError, error_for
+from prism_client.errors import PrismAPIError, PrismConnectionError, error_for
+from prism_client.retries import IDEMPOTENT_METHODS, retry_after_seconds
 
-RETRY_STATUSES = frozenset({429, 502, 503, 504})
 USER_AGENT = "prism-client-python/0.4.0"
 WEBHOOKS = "/api/v1/risk-assessment/governance/webhooks/"
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """429/502/503/504 are retried up to `max_retries` times. The wait is Retry-After when Prism sends it
-    (capped at `max_retry_after`), else exponential backoff with full jitter: random(0, base * 2^n), at
-    most `backoff_max`."""
-
-    max_retries: int = 3
-    backoff_base: float = 0.5
-    backoff_max: float = 30.0
-    max_retry_after: float = 120.0
-
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_retry_after)
-        return random.uniform(0, min(self.backoff_max, self.backoff_base * (2 ** attempt)))
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 @dataclass(frozen=True)
@@ -48,10 +29,20 @@ class Call:
     headers: dict[str, str] = field(default_factory=dict)
     # Answers that are not errors for this call (304 for a conditional descriptor fetch).
     ok_statuses: frozenset[int] = frozenset()
+    # Sent on every attempt of this call, so that Prism runs it once however often it is sent.
+    idempotency_key: str | None = None
+
+    @property
+    def repeatable(self) -> bool:
+        """Whether sending this call again cannot run it twice (see retries.py)."""
+        return self.method in IDEMPOTENT_METHODS or self.idempotency_key is not None
 
     def build(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
         params = {k: _query_value(v) for k, v in (self.params or {}).items() if v is not None}
-        kwargs: dict[str, Any] = {"params": params or None, "headers": self.headers or None}
+        headers = dict(self.headers)
+        if self.idempotency_key is not None:
+            headers[IDEMPOTENCY_HEADER] = self.idempotency_key
+        kwargs: dict[str, Any] = {"params": params or None, "headers": headers or None}
         if self.form is not None:
             kwargs["data"] = self.form
         elif self.json is not None:
@@ -77,23 +68,11 @@ def default_headers(api_key: str | None, extra: dict[str, str] | None) -> dict[s
     return headers
 
 
-def retry_after_seconds(response: httpx.Response) -> float | None:
-    """Retry-After as seconds: delta-seconds or an HTTP date (RFC 9110 10.2.3)."""
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def should_retry(response: httpx.Response, attempt: int, policy: RetryPolicy) -> bool:
-    return response.status_code in RETRY_STATUSES and attempt < policy.max_retries
+def connection_error(call: Call, exc: Exception) -> PrismConnectionError:
+    if call.repeatable:
+        return PrismConnectionError(f"{call.method} {call.path}: {exc}")
+    return PrismConnectionError(f"{call.method} {call.path}: {exc} (not sent again: it carries no idempotency key, "
+                                "so Prism may have run it)")
 
 
 def body_of(response: httpx.Response) -> Any:

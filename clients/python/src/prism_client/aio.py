@@ -8,8 +8,9 @@ from typing import Any, cast
 import httpx
 
 from prism_client import operations as ops
-from prism_client._core import Call, RetryPolicy, check, default_headers, retry_after_seconds, should_retry, unwrap
-from prism_client.errors import PrismConnectionError, PrismTimeoutError
+from prism_client._core import Call, check, connection_error, default_headers, unwrap
+from prism_client.errors import PrismTimeoutError
+from prism_client.retries import GENERATED_KEY, IdempotencyKey, RetryPolicy
 from prism_client.types import (
     Delivery,
     DeliveryList,
@@ -28,7 +29,11 @@ class AsyncPrismClient:
         async with AsyncPrismClient("https://acme.prism.example", api_key="ck_...") as prism:
             page = await prism.dispatch("entity_crud", "finance", "invoice", "list", {"status": "approved"})
 
-    429, 502, 503 and 504 are retried (`max_retries`, Retry-After honoured); `timeout` bounds each attempt.
+    A 429 is retried, and a 502, 503, 504 or broken connection when sending the call again cannot run it twice:
+    a read, or a call carrying an idempotency key. `dispatch`, `call_tool` and `call` send one (a random UUID4,
+    the same on each retry) unless given `idempotency_key` (a key of the caller's, or None for none). Retries:
+    `max_retries`, Retry-After honoured up to `max_retry_after` (longer: raised at once, with `retry_after`).
+    `timeout` bounds each attempt.
     """
 
     def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float = 30.0, max_retries: int = 3,
@@ -56,11 +61,15 @@ class AsyncPrismClient:
             except httpx.TimeoutException as exc:
                 raise PrismTimeoutError(f"{call.method} {call.path}: no answer in time ({exc})") from exc
             except httpx.TransportError as exc:
-                raise PrismConnectionError(f"{call.method} {call.path}: {exc}") from exc
-            if not should_retry(response, attempt, self.retry):
-                return response
-            await response.aclose()
-            await asyncio.sleep(self.retry.delay(attempt, retry_after_seconds(response)))
+                wait = self.retry.wait_after_broken_connection(attempt=attempt, repeatable=call.repeatable)
+                if wait is None:
+                    raise connection_error(call, exc) from exc
+            else:
+                wait = self.retry.wait_after_answer(response, attempt=attempt, repeatable=call.repeatable)
+                if wait is None:
+                    return response
+                await response.aclose()
+            await asyncio.sleep(wait)
             attempt += 1
 
     async def _json(self, call: Call) -> Any:
@@ -80,24 +89,27 @@ class AsyncPrismClient:
     async def introspect(self, **params: Any) -> dict[str, Any]:
         return cast(dict[str, Any], await self._json(ops.introspect(params)))
 
-    async def call(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+    async def call(self, name: str, arguments: dict[str, Any] | None = None, *,
+                   idempotency_key: IdempotencyKey = GENERATED_KEY) -> Any:
         """POST /api/v1/dev/call/: the bare tool result."""
-        return await self._json(ops.sandbox_call(name, arguments))
+        return await self._json(ops.sandbox_call(name, arguments, idempotency_key))
 
     # --- canonical dispatch --------------------------------------------------------------------------
 
     async def dispatch(self, mega_tool: str, app: str, entity: str, operation: str,
-                 arguments: dict[str, Any] | None = None, *, mission_id: str | None = None) -> Any:
+                       arguments: dict[str, Any] | None = None, *, mission_id: str | None = None,
+                       idempotency_key: IdempotencyKey = GENERATED_KEY) -> Any:
         """POST /prism/{mega_tool}/{app}/{entity}/{operation}: the `data` of the envelope."""
-        call = ops.dispatch(mega_tool, app, entity, operation, arguments, mission_id)
+        call = ops.dispatch(mega_tool, app, entity, operation, arguments, mission_id, idempotency_key)
         response = await self.request(call)
         return unwrap(check(response, call), response.status_code)
 
     async def call_tool(self, tool_name: str, *, app: str, entity: str, operation: str,
-                  arguments: dict[str, Any] | None = None) -> Any:
+                        arguments: dict[str, Any] | None = None,
+                        idempotency_key: IdempotencyKey = GENERATED_KEY) -> Any:
         """POST /api/mcp/tools/<tool_name>/ with the envelope: the `data` of the answer."""
         call = ops.call_tool(tool_name, {"app": app, "entity": entity, "operation": operation,
-                                         "arguments": arguments or {}})
+                                         "arguments": arguments or {}}, idempotency_key)
         response = await self.request(call)
         return unwrap(check(response, call), response.status_code)
 

@@ -51,11 +51,14 @@ class ConflictError(PrismAPIError):
 
 
 class RateLimitError(PrismAPIError):
-    """429 after every retry was spent; `retry_after` says how long Prism asked to wait."""
+    """429 after every retry was spent, or at once when Prism asks for a longer wait than `max_retry_after`;
+    `retry_after` says how long Prism asked to wait."""
 
 
 class ServerError(PrismAPIError):
-    """5xx (502/503/504 only after every retry was spent)."""
+    """5xx. A 502/503/504 comes after every retry was spent, at once when Prism asks for a longer wait than
+    `max_retry_after` (`retry_after`), or at once for a call sent without an idempotency key: a gateway's
+    502/504 does not say whether Prism ran it."""
 
 
 class PrismTimeoutError(PrismError):
@@ -63,7 +66,8 @@ class PrismTimeoutError(PrismError):
 
 
 class PrismConnectionError(PrismError):
-    """Prism could not be reached."""
+    """Prism could not be reached, or the connection broke before the answer came (for a call sent without an
+    idempotency key, Prism may have run it)."""
 
 
 class WebhookSignatureError(PrismError):

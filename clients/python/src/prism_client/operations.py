@@ -1,10 +1,16 @@
-"""Each Prism endpoint as a request description; both clients send these and read the answers alike."""
+"""Each Prism endpoint as a request description; both clients send these and read the answers alike.
+
+The calls that dispatch (canonical, door, sandbox call) are built by `_dispatching`, which gives each its
+idempotency key: Prism keeps their answers by key, so a retry of one cannot run it twice. Webhook management
+keeps no answers by key: its POST and PATCH carry none, so a 502/503/504 there is raised, not retried.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from prism_client._core import Call, coordinate_path, tool_path, webhook_path
+from prism_client.retries import IdempotencyKey, idempotency_key_for
 
 DESCRIPTOR_PATH = "/.well-known/openapi.json"
 INTROSPECT_FIELDS = ("dimension", "mega_tool", "app", "entity", "operation", "query", "rerank", "from_node",
@@ -27,21 +33,23 @@ def introspect(params: dict[str, Any]) -> Call:
     unknown = sorted(set(params) - set(INTROSPECT_FIELDS))
     if unknown:
         raise TypeError(f"unknown introspect parameter {unknown[0]!r}; expected one of {INTROSPECT_FIELDS}")
-    return Call("POST", "/api/v1/dev/introspect/", json={k: v for k, v in params.items() if v is not None})
+    # GET, not POST with the same parameters: a read, so a gateway's 502/504 can be retried.
+    return Call("GET", "/api/v1/dev/introspect/", params=params)
 
 
-def sandbox_call(name: str, arguments: dict[str, Any] | None) -> Call:
-    return Call("POST", "/api/v1/dev/call/", json={"name": name, "arguments": arguments or {}})
+def sandbox_call(name: str, arguments: dict[str, Any] | None, key: IdempotencyKey) -> Call:
+    return _dispatching("/api/v1/dev/call/", key, json={"name": name, "arguments": arguments or {}})
 
 
 def dispatch(mega_tool: str, app: str, entity: str, operation: str, arguments: dict[str, Any] | None,
-             mission_id: str | None) -> Call:
+             mission_id: str | None, key: IdempotencyKey) -> Call:
     headers = {"X-Prism-Mission": mission_id} if mission_id else {}
-    return Call("POST", coordinate_path(mega_tool, app, entity, operation), json=arguments or {}, headers=headers)
+    return _dispatching(coordinate_path(mega_tool, app, entity, operation), key, json=arguments or {},
+                        headers=headers)
 
 
-def call_tool(tool_name: str, envelope: dict[str, Any]) -> Call:
-    return Call("POST", tool_path(tool_name), json=envelope)
+def call_tool(tool_name: str, envelope: dict[str, Any], key: IdempotencyKey) -> Call:
+    return _dispatching(tool_path(tool_name), key, json=envelope)
 
 
 def descriptor(etag: str | None) -> Call:
@@ -82,6 +90,11 @@ def get_delivery(webhook_id: str, delivery_id: str) -> Call:
 
 def test_webhook(webhook_id: str) -> Call:
     return Call("POST", webhook_path(webhook_id, "test"))
+
+
+def _dispatching(path: str, key: IdempotencyKey, *, json: Any, headers: dict[str, str] | None = None) -> Call:
+    # The key is drawn here, once per logical call: every retry of the call sends the same one.
+    return Call("POST", path, json=json, headers=headers or {}, idempotency_key=idempotency_key_for(key))
 
 
 def _present(fields: dict[str, Any]) -> dict[str, Any]:
