@@ -1,0 +1,104 @@
+"""Which outcomes a key keeps: a handler's data and its refusals, the final answer of a call whose outbound part
+runs after its commit (a repeat meanwhile is 409 idempotency_key_in_progress), and never Prism's own failure,
+which the handler's savepoint undid: a retry runs the call."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import BaseModel
+
+from prism.app import create_app
+from prism.apps import BUILTIN_APP_MODULES
+from prism.config import Settings
+from prism.registry import AfterCommit, HandlerApp, HandlerCall, Registry
+from prism.registry.registry import load_app
+from tests.factories import Factory, Workspace
+
+once = HandlerApp("once", description="Handlers that count how often they run.")
+RUNS: Counter[str] = Counter()
+SEND_STARTED = asyncio.Event()
+RELEASE_SEND = asyncio.Event()
+
+
+class Named(BaseModel):
+    name: str
+
+
+@once.handler("entity_crud", "counter", "flaky", params=Named, scope="write", permission=None,
+              description="Fails with an unexpected error on its first run, succeeds after.")
+async def flaky(call: HandlerCall, p: Named) -> dict[str, Any]:
+    RUNS[p.name] += 1
+    if RUNS[p.name] == 1:
+        raise RuntimeError("a bug in a handler")
+    return {"runs": RUNS[p.name]}
+
+
+@once.handler("integration_call", "outbound", "send", params=Named, scope="execute", permission=None,
+              description="Sends after its call is committed, once RELEASE_SEND is set.")
+async def send_later(call: HandlerCall, p: Named) -> AfterCommit[int]:
+    async def send() -> int:
+        SEND_STARTED.set()
+        await RELEASE_SEND.wait()
+        RUNS[p.name] += 1
+        return RUNS[p.name]
+
+    async def record(_call: HandlerCall, sent: int) -> dict[str, Any]:
+        return {"sent": sent}
+
+    return AfterCommit(send, record)
+
+
+@pytest.fixture(scope="module")
+async def once_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    registry = Registry()
+    for spec in BUILTIN_APP_MODULES:
+        registry.add_app(load_app(spec))
+    registry.add_app(once)
+    application = create_app(settings, registry=registry.freeze())
+    async with application.router.lifespan_context(application), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=application), base_url="http://localhost") as client:
+        yield client
+
+
+async def call(client: httpx.AsyncClient, ws: Workspace, coordinate: str, name: str, key: str) -> httpx.Response:
+    return await client.post(f"/prism/{coordinate}", headers={**ws.headers(), "Idempotency-Key": key},
+                             json={"name": name})
+
+
+async def test_a_call_that_failed_unexpectedly_keeps_nothing_and_its_retry_runs(
+        once_client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace()
+    name, key = f"flaky-{uuid.uuid4()}", str(uuid.uuid4())
+    failed = await call(once_client, ws, "entity_crud/once/counter/flaky", name, key)
+    assert failed.status_code == 500 and failed.json()["error"] == "internal_error"
+    retried = await call(once_client, ws, "entity_crud/once/counter/flaky", name, key)
+    assert retried.status_code == 200 and retried.json()["data"] == {"runs": 2}
+    replayed = await call(once_client, ws, "entity_crud/once/counter/flaky", name, key)
+    assert replayed.content == retried.content and replayed.headers["idempotent-replayed"] == "true"
+    assert RUNS[name] == 2
+
+
+async def test_a_call_finishing_after_its_commit_is_in_progress_then_replays_its_final_answer(
+        once_client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace()
+    name, key = f"send-{uuid.uuid4()}", str(uuid.uuid4())
+    SEND_STARTED.clear()
+    RELEASE_SEND.clear()
+    first = asyncio.create_task(call(once_client, ws, "integration_call/once/outbound/send", name, key))
+    await asyncio.wait_for(SEND_STARTED.wait(), 30)  # the first call has committed and is sending
+    busy = await call(once_client, ws, "integration_call/once/outbound/send", name, key)
+    assert busy.status_code == 409 and busy.json()["error"] == "idempotency_key_in_progress", busy.text
+    assert busy.headers["retry-after"] == "1"
+    RELEASE_SEND.set()
+    done = await first
+    assert done.status_code == 200 and done.json()["data"] == {"sent": 1}
+    again = await call(once_client, ws, "integration_call/once/outbound/send", name, key)
+    assert again.content == done.content and again.headers["idempotent-replayed"] == "true"
+    assert RUNS[name] == 1
