@@ -4,6 +4,7 @@ governed call fail."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -115,3 +116,23 @@ async def test_changed_events_and_filters_of_a_webhook_apply_to_the_next_call(
     assert response.status_code == 200, response.text
     await _governed_call(hook_client, ws, "agent")
     assert await _event_types(hook_client, ws, hook["id"]) == ["audit.entry_created", "governance.decision.allow"]
+
+
+async def test_webhooks_created_and_deleted_while_calls_are_recorded_never_fail_a_call(
+        hook_client: httpx.AsyncClient, factory: Factory) -> None:
+    ws, _system = await _agent(factory, hook_client)
+
+    async def churn() -> None:
+        for _ in range(8):
+            hook = await create_hook(hook_client, ws, URL, events=LEDGER_EVENTS)
+            await asyncio.sleep(0)
+            response = await hook_client.delete(f"{BASE}{hook['id']}/", headers=ws.headers())
+            assert response.status_code == 204, response.text
+
+    async def calls() -> list[int]:
+        answers = await asyncio.gather(*(
+            post(hook_client, ws, "entity_crud/spare_parts/spare_part/list", {}, label="agent") for _ in range(24)))
+        return [a.status_code for a in answers]
+
+    _churned, statuses = await asyncio.gather(churn(), calls())
+    assert statuses == [200] * 24
