@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
@@ -16,6 +17,8 @@ from tests.processes import Server, ServerPool, clean_env, free_port, run_cli, s
 
 CHROMIUM = Path("/usr/bin/chromium")
 EMAIL = "owner@browser.example.com"
+STUDIO_EMAIL = "owner@studio.example.com"
+STUDIO_ORGS: dict[str, str] = {}  # organization name -> id, filled by the server fixture
 PASSWORD = "browser owner password"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
@@ -28,10 +31,20 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     log_dir: Path = tmp_path_factory.mktemp("oauth-browser")
     secret = secrets.token_urlsafe(40)
     with scratch_database(log_dir, "browser") as url:
+        def cli(*args: str) -> Any:
+            done = run_cli(*args, "--json", database_url=url, cwd=log_dir, PRISM_SECRET_KEY=secret)
+            assert done.returncode == 0, str(done)
+            return done.json
+
         assert run_cli("migrate", database_url=url, cwd=log_dir, PRISM_SECRET_KEY=secret).returncode == 0
-        made = run_cli("tenant", "create", "shop", "--name", "Shop", "--admin-email", EMAIL, "--admin-password",
-                       PASSWORD, database_url=url, cwd=log_dir, PRISM_SECRET_KEY=secret)
-        assert made.returncode == 0, str(made)
+        cli("tenant", "create", "shop", "--name", "Shop", "--admin-email", EMAIL, "--admin-password", PASSWORD)
+        # A second tenant whose owner is in three organizations: Studio (made with the tenant), Sandbox, Production.
+        STUDIO_ORGS["Studio"] = cli("tenant", "create", "studio", "--name", "Studio Works", "--admin-email",
+                                    STUDIO_EMAIL, "--admin-password", PASSWORD)["organization"]["id"]
+        for name in ("Sandbox", "Production"):
+            STUDIO_ORGS[name] = cli("org", "create", name, "--tenant", "studio")["id"]
+            cli("user", "add-to-org", STUDIO_EMAIL, "--tenant", "studio", "--org", STUDIO_ORGS[name], "--role",
+                "owner")
         pool = ServerPool(log_dir)
         try:
             yield pool.start(env=clean_env(PRISM_DATABASE_URL=url, PRISM_SEED_DEMO="false", PRISM_SECRET_KEY=secret))
@@ -73,7 +86,7 @@ async def test_a_person_signs_in_picks_the_organization_and_the_client_gets_a_wo
             await page.click("#sign-in")
             await page.wait_for_selector("#allow")
             assert "Browser test app" in await page.inner_text("h1")
-            assert "Shop" in await page.inner_text("#organization")
+            assert "Shop" in await page.inner_text("fieldset.tenant")  # its only organization, chosen already
             await page.click("#allow")
             await page.wait_for_timeout(200)
             for _ in range(50):
@@ -107,3 +120,66 @@ async def test_the_consent_page_cannot_be_framed_by_another_site(server: Server)
         finally:
             await chromium.close()
     assert "Sign in to Prism" not in content
+
+
+async def test_a_person_consents_to_two_organizations_and_the_token_acts_in_those_and_no_third(
+        server: Server) -> None:
+    callback = f"http://127.0.0.1:{free_port()}/callback"
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+        client = (await http.post("/api/mcp/oauth/register/", json={
+            "client_name": "Two organizations app", "redirect_uris": [callback]})).json()
+    verifier, challenge = pkce()
+    authorize = f"{server.base_url}/api/mcp/oauth/authorize/?" + urlencode({
+        "response_type": "code", "client_id": client["client_id"], "redirect_uri": callback, "state": "two",
+        "code_challenge": challenge, "code_challenge_method": "S256", "scope": "mcp:read"})
+    landed: list[str] = []
+
+    async def catch_callback(route: Route) -> None:
+        landed.append(route.request.url)
+        await route.fulfill(status=200, body="done")
+
+    async with async_playwright() as p:
+        chromium = await p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        try:
+            page = await chromium.new_page()
+            await page.route(f"{callback}**", catch_callback)
+            await page.goto(authorize)
+            await page.fill("#email", STUDIO_EMAIL)
+            await page.fill("#password", PASSWORD)
+            await page.click("#sign-in")
+            await page.wait_for_selector("#allow")
+            # The server's address is the platform host: the page says whose organizations it offers.
+            offered = await page.inner_text("#organizations-offered")
+            assert "platform host" in offered and "Studio Works (studio)" in offered
+            assert "Workspace Studio Works (studio)" in await page.inner_text("fieldset.tenant")
+            await page.click("#allow")  # nothing chosen yet: the page asks again
+            assert "Choose at least one organization" in await page.inner_text("#consent-error")
+            await page.get_by_label("Sandbox").check()
+            await page.get_by_label("Production").check()
+            await page.click("#allow")
+            for _ in range(50):
+                if landed:
+                    break
+                await page.wait_for_timeout(100)
+        finally:
+            await chromium.close()
+
+    assert landed, "the browser was never sent back to the client"
+    returned = {k: v[0] for k, v in parse_qs(urlsplit(landed[0]).query).items()}
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+        token = await http.post("/api/mcp/oauth/token/", data={
+            "grant_type": "authorization_code", "code": returned["code"], "code_verifier": verifier,
+            "client_id": client["client_id"], "redirect_uri": callback})
+        assert token.status_code == 200, token.text
+        bearer = {"Authorization": f"Bearer {token.json()['access_token']}"}
+
+        async def me_in(organization: str | None) -> httpx.Response:
+            return await http.get("/api/v1/dev/me/", headers=bearer | (
+                {"X-Organization-Context": STUDIO_ORGS[organization]} if organization else {}))
+
+        default, sandbox, production, third = (await me_in(None), await me_in("Sandbox"), await me_in("Production"),
+                                               await me_in("Studio"))
+    # Production is listed before Sandbox, so it is the default.
+    assert [a.json()["organization"]["id"] for a in (default, sandbox, production)] == [
+        STUDIO_ORGS["Production"], STUDIO_ORGS["Sandbox"], STUDIO_ORGS["Production"]]
+    assert third.status_code == 403 and third.json()["error"] == "organization_not_consented"
