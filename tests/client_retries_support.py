@@ -60,15 +60,15 @@ class Gateway:
     base_url: str = ""
     passages: list[Passage] = field(default_factory=list)
     _failures: list[Failure] = field(default_factory=list)
-    _refusals: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    _refusals: list[tuple[int, dict[str, str], dict[str, Any]]] = field(default_factory=list)
 
     def fail_after_forwarding(self, *failures: Failure) -> None:
         """The next requests reach Prism; their clients get these failures instead of Prism's answers."""
         self._failures.extend(failures)
 
-    def refuse(self, status: int, headers: dict[str, str]) -> None:
+    def refuse(self, status: int, headers: dict[str, str], body: dict[str, Any] | None = None) -> None:
         """The next request gets this answer without reaching Prism."""
-        self._refusals.append((status, headers))
+        self._refusals.append((status, headers, body or {"error": f"http_{status}", "message": "refused"}))
 
     def paths(self, method: str) -> list[str]:
         return [p.path for p in self.passages if p.method == method]
@@ -77,10 +77,9 @@ class Gateway:
         body = await request.read()
         key = request.headers.get("Idempotency-Key")
         if self._refusals:
-            status, headers = self._refusals.pop(0)
+            status, headers, refusal = self._refusals.pop(0)
             self.passages.append(Passage(request.method, request.path, key, None, False))
-            return web.json_response({"error": f"http_{status}", "message": "the gateway refused"}, status=status,
-                                     headers=headers)
+            return web.json_response(refusal, status=status, headers=headers)
         forwarded = {k: v for k, v in request.headers.items() if k.lower() not in NOT_FORWARDED}
         async with self.session.request(request.method, self.upstream + request.path_qs, headers=forwarded,
                                         data=body, allow_redirects=False) as answer:

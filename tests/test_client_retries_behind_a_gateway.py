@@ -189,3 +189,20 @@ async def test_a_webhook_create_is_not_sent_again_after_a_gateway_failure(
     assert [(p.method, p.idempotency_key) for p in gateway.passages] == [("POST", None)]
     async with AsyncPrismClient(live_prism.base_url, ws.keys["owner"], timeout=10) as prism:
         assert (await prism.list_webhooks())["count"] == 1
+
+
+@pytest.mark.engine_independent
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_a_repeat_answered_key_in_progress_is_sent_again_after_the_wait(
+        client: str, gateway: Gateway, factory: Factory, typescript: str) -> None:
+    # Prism's answer to a repeat that came while the keyed call was still finishing (its outbound part running),
+    # played by the gateway: a live Prism gives it only while a call to another service is under way.
+    ws = await factory.workspace(roles=("owner",))
+    gateway.refuse(409, {"Retry-After": "1"}, {
+        "success": False, "error": "idempotency_key_in_progress", "tool_name": "prism_entity_crud",
+        "message": "the call that first used this key is still finishing; retry shortly"})
+    outcome = await invoke(client, gateway.base_url, ws.keys["owner"], create_ticket(unique("Jam ")),
+                           typescript=typescript)
+    assert outcome.error is None and outcome.seconds >= 0.95
+    first, second = gateway.passages
+    assert first.idempotency_key is not None and second.idempotency_key == first.idempotency_key

@@ -65,6 +65,20 @@ def test_retries_stop_after_max_retries_and_the_error_keeps_its_code_and_retry_a
     assert limited.value.code == "rate_limited" and limited.value.retry_after == 0
 
 
+def test_a_503_to_a_call_sent_without_an_idempotency_key_is_raised_at_once() -> None:
+    with scripted(Reply(503, {"error": "unavailable", "message": "try later"}), Reply(200, PONG)) as server:
+        with PrismClient(server.base_url, backoff_base=0) as prism, pytest.raises(ServerError) as failed:
+            prism.dispatch("entity_crud", "itsm", "ticket", "create", {"title": "x"}, idempotency_key=None)
+    assert len(server.seen) == 1 and failed.value.status == 503
+
+
+def test_an_empty_idempotency_key_is_refused_before_anything_is_sent() -> None:
+    with scripted(Reply(200, PONG)) as server:
+        with PrismClient(server.base_url) as prism, pytest.raises(ValueError, match="pass None"):
+            prism.call("prism_whoami", idempotency_key="")
+    assert server.seen == []
+
+
 def test_other_errors_are_not_retried() -> None:
     with scripted(Reply(500, {"error": "internal_error", "message": "boom"})) as server:
         with PrismClient(server.base_url) as prism, pytest.raises(ServerError) as failed:

@@ -25,6 +25,8 @@ export const RETRY_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504])
 /** Retried only for a call that cannot run twice: a gateway may answer them after Prism ran the call. */
 export const GATEWAY_STATUSES: ReadonlySet<number> = new Set([502, 503, 504]);
 export const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"]);
+/** Prism's 409 for a repeat of a keyed call that is still finishing: sent again, it gets that call's answer. */
+const KEY_IN_PROGRESS = "idempotency_key_in_progress";
 const WEBHOOKS = "/api/v1/risk-assessment/governance/webhooks/";
 
 export interface PrismClientOptions {
@@ -67,6 +69,8 @@ interface Request {
 interface Answer { status: number; headers: Headers; body: unknown }
 
 const seg = (value: string): string => encodeURIComponent(value);
+const keyInProgress = (answer: Answer): boolean => answer.status === 409 && typeof answer.body === "object"
+  && answer.body !== null && (answer.body as { error?: unknown }).error === KEY_IN_PROGRESS;
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Retry-After in seconds: delta-seconds or an HTTP date. */
@@ -169,7 +173,8 @@ export class PrismClient {
         await sleep(this.backoffMs(attempt));
         continue;
       }
-      const transient = answer.status === 429 || (GATEWAY_STATUSES.has(answer.status) && repeatable);
+      const transient = answer.status === 429
+        || (repeatable && (GATEWAY_STATUSES.has(answer.status) || keyInProgress(answer)));
       if (!transient || attempt >= this.maxRetries) return answer;
       const wait = this.retryDelayMs(attempt, retryAfterSeconds(answer.headers.get("retry-after")));
       if (wait === null) return answer;

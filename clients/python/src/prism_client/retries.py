@@ -3,8 +3,9 @@
 A gateway in front of Prism (nginx, a cloud load balancer) may answer 502 or 504 after Prism ran the call, and
 a connection may break after the request left. Sending such a call again is safe only when running it twice
 changes nothing: the method is idempotent, or the call carries an Idempotency-Key, with which Prism answers a
-repeat with the first call's stored answer instead of running it again. A 429 is always retried: Prism refuses a
-limited call before running it.
+repeat with the first call's stored answer instead of running it again. A repeat that comes while the first call
+is still finishing gets 409 idempotency_key_in_progress: sent again, it gets that answer. A 429 is always
+retried: Prism refuses a limited call before running it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import httpx
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 GATEWAY_STATUSES = frozenset({502, 503, 504})
 RATE_LIMITED = 429
+KEY_IN_PROGRESS = "idempotency_key_in_progress"
 
 
 class _Generated(enum.Enum):
@@ -73,7 +75,8 @@ class RetryPolicy:
     def wait_after_answer(self, response: httpx.Response, *, attempt: int, repeatable: bool) -> float | None:
         """Seconds to wait before sending the call again, or None when this answer is the caller's."""
         status = response.status_code
-        transient = status == RATE_LIMITED or (status in GATEWAY_STATUSES and repeatable)
+        unfinished = status in GATEWAY_STATUSES or _key_in_progress(response)
+        transient = status == RATE_LIMITED or (repeatable and unfinished)
         if not transient or attempt >= self.max_retries:
             return None
         retry_after = retry_after_seconds(response)
@@ -91,3 +94,13 @@ class RetryPolicy:
 
     def backoff(self, attempt: int) -> float:
         return random.uniform(0, min(self.backoff_max, self.backoff_base * (2 ** attempt)))
+
+
+def _key_in_progress(response: httpx.Response) -> bool:
+    if response.status_code != 409 or "json" not in response.headers.get("content-type", ""):
+        return False
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("error") == KEY_IN_PROGRESS
