@@ -107,9 +107,15 @@ async def test_a_token_is_refused_in_an_organization_of_its_user_it_was_not_cons
             **bearer(token), "X-Organization-Context": production.id})
         on_the_path_door = await c.post("/prism/entity_crud/spare_parts/spare_part/list", json={}, headers={
             **bearer(token), "X-Organization-Context": production.id})
+        on_the_mcp_door = await c.post("/api/mcp/sse", json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                                              "params": {}}, headers={
+            **bearer(token), "X-Organization-Context": production.id, "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream"})
     assert _acting_in(default) == sandbox.id
     for answer in (to_production, to_main, to_someone_elses, write, on_the_path_door):
         _refused(answer, "organization_not_consented")
+    assert on_the_mcp_door.status_code == 403, on_the_mcp_door.text
+    assert on_the_mcp_door.json()["error"]["data"]["error"] == "organization_not_consented"
 
 
 async def test_a_platform_host_token_is_refused_in_another_tenants_organization_it_was_not_consented_for(
