@@ -34,6 +34,7 @@ from prism.kit.timeutil import utcnow
 from prism.models import OutboxEvent
 from prism.models.base import UTCDateTime
 from prism.storage import Database, unavailable_error
+from prism.storage.errors import RETRY_AFTER_SECONDS
 from prism.webhooks import postgres_queue, signal
 from prism.webhooks.models import Webhook, WebhookDelivery
 from prism.webhooks.sender import Attempt, attempt, delivery_headers
@@ -185,9 +186,13 @@ class DeliveryWorker:
     async def _claim_logged(self, limit: int) -> list[Job]:
         try:
             return await self.claim(limit)
-        except Exception:
-            log.exception("could not claim webhook deliveries")
-            await asyncio.sleep(self.settings.webhook_poll_seconds)
+        except Exception as exc:
+            busy = unavailable_error(exc)
+            if busy is None:
+                log.exception("could not claim webhook deliveries")
+            else:  # expected while the database is busy or restarting: one line, then wait as it asks
+                log.warning("could not claim webhook deliveries: %s", busy.message)
+            await asyncio.sleep(max(self.settings.webhook_poll_seconds, RETRY_AFTER_SECONDS if busy else 0))
             return []
 
     async def claim(self, limit: int) -> list[Job]:
