@@ -21,7 +21,6 @@ export type * from "./types.js";
 export { constructEvent, sign, SIGNATURE_HEADER, verifySignature } from "./webhooks.js";
 
 export const VERSION = "0.4.0";
-export const RETRY_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
 /** Retried only for a call that cannot run twice: a gateway may answer them after Prism ran the call. */
 export const GATEWAY_STATUSES: ReadonlySet<number> = new Set([502, 503, 504]);
 export const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"]);
