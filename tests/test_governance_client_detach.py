@@ -86,19 +86,27 @@ async def test_an_oauth_client_only_another_organization_authorized_is_not_found
         "changed"] is True
 
 
-async def test_a_client_authorized_by_a_member_may_be_tied_in_every_organization_of_that_member(
+async def test_a_client_may_be_tied_only_in_the_organizations_its_grants_consented_to(
         app: object, client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
     ws = await factory.workspace(roles=("owner",))
-    client_id = await _authorized_client(app, ws)  # consented for the workspace's organization
     async with db.write() as session:
         second = await create_organization(session, ws.tenant, name="Second org")
+        third = await create_organization(session, ws.tenant, name="Third org")
         owner = (await session.execute(select(User).where(User.email == ws.emails["owner"]))).scalar_one()
         await add_to_organization(session, owner, second, role="member")
-    # The owner's tokens may act in the second organization too (X-Organization-Context): its own admin can
-    # govern the client there although nobody consented for that organization.
+        await add_to_organization(session, owner, third, role="member")
+    async with browser(app, ws.host) as c:  # the owner consents for the workspace's organization and the second
+        registered = await register(c, {**CLIENT_BODIES["cursor"], "client_name": f"Agent {uuid.uuid4().hex[:8]}"})
+        tokens = await tokens_for(c, ws, client=registered, organizations=[ws.org.id, second.id])
+    client_id = str(tokens["client"]["client_id"])
     await factory.add_key(ws, "second_admin", role="owner", org=second)
+    await factory.add_key(ws, "third_admin", role="owner", org=third)
     made = await ok(client, ws, "config_manage/governance/ai_system/create",
                     {"name": "in the second org", "risk_level": "high"}, label="second_admin")
     tied = await ok(client, ws, ATTACH["ai_system"][0], {"client_id": client_id, "ai_system_id": made["id"]},
                     label="second_admin")
     assert tied["ai_system_id"] == made["id"] and tied["changed"] is True
+    # The third organization is the owner's too, but no grant names it: the client's tokens cannot act there.
+    refused = await post(client, ws, ATTACH["ai_system"][0], {"client_id": client_id, "ai_system_id": None},
+                         label="third_admin")
+    assert refused.status_code == 404 and refused.json()["error"] == "not_found", refused.text

@@ -19,8 +19,8 @@ from prism.errors import Conflict, NotFound
 from prism.governance.models import AiSystem, ClientGovernance, Persona
 from prism.governance.policy import MAX_PATTERNS, validate_pattern
 from prism.kit.timeutil import utcnow
-from prism.models import ApiKey, Membership
-from prism.oauth.models import OAuthClient, OAuthGrant
+from prism.models import ApiKey
+from prism.oauth.models import OAuthClient, OAuthGrant, OAuthGrantOrganization
 from prism.tenancy.repository import OrgRepository, to_record
 from prism.tenancy.scope import across_organizations
 
@@ -177,14 +177,14 @@ async def _attach_client(session: AsyncSession, organization_id: str, tenant_id:
 
 
 async def _authorized_in(session: AsyncSession, organization_id: str, client_id: str) -> bool:
-    """Whether the client's tokens may act in the organization: a grant made for it, or one made by a user who
-    is a member of it (such a token may name the organization in X-Organization-Context)."""
-    members = select(Membership.user_id).where(Membership.organization_id == organization_id)
-    # Across organizations on purpose: a member's grant made for another of their organizations is what lets
-    # the client act here, and only whether one exists is read (never the grant itself).
-    found = (await session.execute(across_organizations(select(OAuthGrant.id).where(
-        OAuthGrant.client_id == client_id,
-        or_(OAuthGrant.organization_id == organization_id, OAuthGrant.user_id.in_(members))).limit(1)))).first()
+    """Whether the client's tokens may act in the organization: one of its grants was consented for it (a grant
+    may name several organizations; its tokens act in those alone, docs/oauth.md)."""
+    # Across organizations on purpose: the grant may belong to another organization (its default) and still name
+    # this one; only whether one exists is read, never the grant itself.
+    named = OAuthGrantOrganization
+    consented = select(named.grant_id).join(OAuthGrant, OAuthGrant.id == named.grant_id).where(
+        OAuthGrant.client_id == client_id, named.organization_id == organization_id)
+    found = (await session.execute(across_organizations(consented.limit(1)))).first()
     return found is not None
 
 
