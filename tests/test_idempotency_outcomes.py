@@ -1,6 +1,6 @@
 """Which outcomes a key keeps: a handler's data and its refusals, the final answer of a call whose outbound part
 runs after its commit (a repeat meanwhile is 409 idempotency_key_in_progress), and never Prism's own failure,
-which the handler's savepoint undid: a retry runs the call."""
+which the handler's savepoint undid: a retry runs the call. A replay spends nothing of a mission's budget."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from prism.config import Settings
 from prism.registry import AfterCommit, HandlerApp, HandlerCall, Registry
 from prism.registry.registry import load_app
 from tests.factories import Factory, Workspace
+from tests.governance_support import ok, post
 
 once = HandlerApp("once", description="Handlers that count how often they run.")
 RUNS: Counter[str] = Counter()
@@ -102,3 +103,19 @@ async def test_a_call_finishing_after_its_commit_is_in_progress_then_replays_its
     again = await call(once_client, ws, "integration_call/once/outbound/send", name, key)
     assert again.content == done.content and again.headers["idempotent-replayed"] == "true"
     assert RUNS[name] == 1
+
+
+async def test_a_replay_under_a_mission_spends_nothing_and_the_mission_in_the_header_is_part_of_the_request(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    made = await ok(client, ws, "mission_control/missions/mission/create", {"name": "close", "budget_ceiling": 5})
+    await ok(client, ws, "mission_control/missions/mission/start", {"id": made["id"]})
+    key = str(uuid.uuid4())
+    keyed = {"X-Prism-Mission": made["id"], "Idempotency-Key": key}
+    answers = [await post(client, ws, "entity_crud/spare_parts/spare_part/list", {}, headers=keyed)
+               for _ in range(3)]
+    assert [a.status_code for a in answers] == [200, 200, 200]
+    assert [a.headers.get("idempotent-replayed") for a in answers] == [None, "true", "true"]
+    assert (await ok(client, ws, "mission_control/missions/mission/read", {"id": made["id"]}))["spent"] == 1
+    outside = await post(client, ws, "entity_crud/spare_parts/spare_part/list", {}, headers={"Idempotency-Key": key})
+    assert outside.status_code == 409 and outside.json()["error"] == "idempotency_key_reused"
