@@ -68,10 +68,16 @@ class Settings(BaseSettings):
     # ./prism-secret.key). Every process of one deployment must see the same secret.
     secret_key: str | None = None
     secret_key_file: str = Field(default_factory=lambda: str(Path.cwd() / "prism-secret.key"))
-    # OAuth lifetimes (seconds): authorization code, access token, refresh token (30 days).
+    # OAuth lifetimes (seconds): authorization code, access token, refresh token (30 days, idle: each
+    # rotation starts it again).
     oauth_code_seconds: int = 120
     oauth_access_token_seconds: int = 3600
     oauth_refresh_token_seconds: int = 30 * 24 * 3600
+    # A refresh token presented again by its client this soon after it was rotated answers the pair that
+    # rotation issued (two tabs or workers refreshing at once) instead of revoking the grant; 0 turns it off.
+    oauth_refresh_grace_seconds: float = Field(default=10.0, ge=0)
+    # However often it is refreshed, a grant ends this many days after the user consented (docs/oauth.md).
+    oauth_grant_max_age_days: float = Field(default=90, gt=0)
     # Browser login sessions (login and consent pages, dashboards) last this long.
     browser_session_seconds: int = 12 * 3600
 

@@ -19,13 +19,13 @@ from prism.kit.nul import refuse_nul_in_form
 from prism.kit.timeutil import utcnow
 from prism.oauth.errors import GrantReplayed, InvalidGrant, OAuthError
 from prism.oauth.issuer import issuer_for
+from prism.oauth.refresh import refresh_tokens
 from prism.oauth.repository import revoke_grant
 from prism.oauth.schemas import parse_registration
 from prism.oauth.service import (
     TokenContext,
     authenticate_client,
     exchange_code,
-    refresh_tokens,
     register_client,
     registration_body,
     revoke_token,

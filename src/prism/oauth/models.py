@@ -4,7 +4,8 @@ Clients are global (Dynamic Client Registration is anonymous and happens before 
 Codes, grants and refresh tokens are credentials: like API keys they are found by the hash of a secret
 the caller presents, before any organization is known, so they are looked up by that hash, not through
 an organization repository. Nothing secret is stored in plaintext: client secrets, codes and refresh
-tokens as SHA-256, signing keys encrypted (see prism.oauth.keys).
+tokens as SHA-256, signing keys encrypted (see prism.oauth.keys), the pair a refresh token was rotated
+into encrypted under a key only that refresh token opens (see prism.oauth.refresh).
 """
 
 from __future__ import annotations
@@ -111,3 +112,7 @@ class OAuthRefreshToken(Base):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
     used_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     created_at: Mapped[datetime] = created_column()
+    # The access and refresh token this one was rotated into, sealed so that only the holder of this token
+    # can open them, kept for the refresh grace window (prism.oauth.refresh), then cleared. (Last, where its
+    # migration added it, so created and migrated databases have one column order.)
+    successor_sealed: Mapped[str | None] = mapped_column(Text)

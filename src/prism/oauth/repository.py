@@ -44,6 +44,25 @@ async def claim_refresh(session: AsyncSession, token_id: str, now: datetime) -> 
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
+async def store_successor(session: AsyncSession, token_id: str, sealed: str) -> None:
+    await session.execute(update(OAuthRefreshToken).where(OAuthRefreshToken.id == token_id)
+                          .values(successor_sealed=sealed))
+
+
+async def successor_of(session: AsyncSession, token_id: str) -> tuple[datetime | None, str | None]:
+    """(used_at, successor_sealed) as committed now: read after losing a claim, so the winner's row is seen."""
+    row = (await session.execute(select(OAuthRefreshToken.used_at, OAuthRefreshToken.successor_sealed)
+                                 .where(OAuthRefreshToken.id == token_id))).first()
+    return (row[0], row[1]) if row is not None else (None, None)
+
+
+async def forget_successors(session: AsyncSession, grant_id: str, used_before: datetime) -> None:
+    """Clear the sealed pairs of the grant's tokens rotated before `used_before` (past their grace window)."""
+    await session.execute(update(OAuthRefreshToken).where(
+        OAuthRefreshToken.grant_id == grant_id, OAuthRefreshToken.successor_sealed.is_not(None),
+        OAuthRefreshToken.used_at < used_before).values(successor_sealed=None))
+
+
 async def revoke_grant(session: AsyncSession, grant_id: str, now: datetime) -> None:
     await session.execute(update(OAuthGrant).where(OAuthGrant.id == grant_id, OAuthGrant.revoked_at.is_(None))
                           .values(revoked_at=now))

@@ -20,7 +20,7 @@ from prism.oauth import repository as repo
 from prism.oauth.errors import GrantReplayed, InvalidClient, InvalidGrant, OAuthError
 from prism.oauth.keys import KeyRing
 from prism.oauth.models import OAuthClient, OAuthCode, OAuthGrant, OAuthGrantOrganization, OAuthRefreshToken
-from prism.oauth.schemas import ClientRegistration, invalid_metadata, normalize_scope
+from prism.oauth.schemas import ClientRegistration, invalid_metadata
 from prism.oauth.tokens import hash_secret, issue_access_token, new_secret, verify_access_token
 
 VERIFIER = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
@@ -110,7 +110,7 @@ class TokenContext:
     issuer: str  # of the host the token endpoint was called on
 
 
-async def _issue(session: AsyncSession, ctx: TokenContext, grant: OAuthGrant, scope: str) -> dict[str, Any]:
+async def issue_tokens(session: AsyncSession, ctx: TokenContext, grant: OAuthGrant, scope: str) -> dict[str, Any]:
     refresh = new_secret(REFRESH_PREFIX)
     session.add(OAuthRefreshToken(
         token_hash=hash_secret(refresh), grant_id=grant.id,
@@ -160,35 +160,7 @@ async def exchange_code(session: AsyncSession, ctx: TokenContext, client: OAuthC
         raise InvalidGrant("code_verifier does not match the code_challenge")
     grant = await _create_grant(session, row, now)
     row.grant_id = grant.id
-    return await _issue(session, ctx, grant, row.scope)
-
-
-async def refresh_tokens(session: AsyncSession, ctx: TokenContext, client: OAuthClient, *,
-                         refresh_token: str | None, scope: str | None) -> dict[str, Any]:
-    if not refresh_token:
-        raise OAuthError("refresh_token is required")
-    if "refresh_token" not in client.grant_types:
-        raise OAuthError("this client is not registered for the refresh_token grant", code="unauthorized_client")
-    found = await repo.refresh_by_hash(session, hash_secret(refresh_token))
-    if found is None or found[1].client_id != client.client_id:
-        raise InvalidGrant("unknown refresh token")
-    token, grant = found
-    now = utcnow()
-    if token.used_at is not None or not await repo.claim_refresh(session, token.id, now):
-        # A rotated refresh token came back: someone holds a copy. Revoke the whole family.
-        raise GrantReplayed("refresh token already used; every token of this authorization is revoked",
-                            grant_id=grant.id)
-    if grant.revoked_at is not None:
-        raise InvalidGrant("the authorization was revoked")
-    if token.expires_at <= now:
-        raise InvalidGrant("refresh token expired")
-    if grant.issuer != ctx.issuer:
-        raise InvalidGrant("refresh token was issued on another host")
-    granted = grant.scope.split()
-    wanted = normalize_scope(scope)
-    if wanted is not None and any(s not in granted for s in wanted.split()):
-        raise OAuthError("a refresh cannot widen the granted scope", code="invalid_scope")
-    return await _issue(session, ctx, grant, wanted or grant.scope)
+    return await issue_tokens(session, ctx, grant, row.scope)
 
 
 async def revoke_token(session: AsyncSession, ring: KeyRing, settings: Settings, token: str, *,

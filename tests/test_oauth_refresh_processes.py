@@ -1,0 +1,57 @@
+"""Two `prism serve` processes on one database (PostgreSQL in its pass) refreshing one token at the same moment:
+both answer the same rotated pair, and the grant lives on."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.factories import Factory
+from tests.oauth_support import OAUTH, bearer, browser, tokens_for
+from tests.processes import TRACEBACK, Server, ServerPool, clean_env
+
+TOKEN = f"{OAUTH}/token/"
+ME = "/api/v1/dev/me/"
+ROUNDS = 5
+
+
+@pytest.fixture(scope="module")
+def two_servers(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server]]:
+    log_dir = tmp_path_factory.mktemp("oauth-refresh-processes")
+    pool = ServerPool(log_dir)
+    env = clean_env(PRISM_DATABASE_URL=database_url, PRISM_SEED_DEMO="false", PRISM_CREDENTIAL_CACHE_SECONDS="0",
+                    PRISM_LOG_LEVEL="warning", PRISM_WEBHOOK_WORKER_IN_PROCESS="false")
+    try:
+        servers = [pool.start(env=env, ready=False) for _ in range(2)]
+        for server in servers:
+            server.wait_ready(timeout=120)
+        yield servers
+        assert not [s.stderr for s in servers if TRACEBACK in s.stderr]
+    finally:
+        pool.stop_all()
+
+
+async def test_two_processes_refreshing_one_token_at_once_both_answer_the_same_pair(
+        app: object, factory: Factory, two_servers: list[Server]) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        tokens = await tokens_for(c, ws)
+    client_id = tokens["client"]["client_id"]
+    # Addressed as the tenant's host (no port), both processes are the issuer that issued the tokens.
+    headers = {"Host": ws.host}
+    current: dict[str, Any] = tokens
+    async with httpx.AsyncClient(timeout=30, headers=headers) as http:
+        for _ in range(ROUNDS):
+            form = {"grant_type": "refresh_token", "client_id": client_id, "refresh_token": current["refresh_token"]}
+            answers = await asyncio.gather(*(http.post(s.base_url + TOKEN, data=form) for s in two_servers))
+            assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
+            pairs = [(a.json()["access_token"], a.json()["refresh_token"]) for a in answers]
+            assert pairs[0] == pairs[1]
+            assert pairs[0][1] != current["refresh_token"]
+            current = answers[0].json()
+        me = [await http.get(s.base_url + ME, headers=bearer(current["access_token"])) for s in two_servers]
+    assert [m.status_code for m in me] == [200, 200], [m.text for m in me]
