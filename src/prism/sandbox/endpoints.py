@@ -75,9 +75,10 @@ async def call(request: Request) -> Response:
             raise BadRequest("name: required, the tool to call (for example prism_entity_crud)",
                              code="missing_name", details={"field": "name"})
         tool_name = name
-        key = key_from_headers(request_context(request.scope).headers)
+        headers = request_context(request.scope).headers
+        key = key_from_headers(headers)
         dispatched = with_governance_headers(call_from_envelope(name, body.get("arguments", {}), door="sandbox"),
-                                             request.headers)
+                                             headers)
         dispatched.idempotency_key = key
         _, data = await request.app.state.dispatcher.dispatch(auth, dispatched)
     except PrismError as exc:  # a replayed refusal carries its Idempotent-Replayed header
