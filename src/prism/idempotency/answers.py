@@ -11,19 +11,15 @@ none of it readable. The master secret changing makes old answers unreadable: a 
 
 from __future__ import annotations
 
-import base64
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from prism.config import Settings
 from prism.errors import PrismError
 from prism.idempotency.keys import REPLAYED_HEADER
-from prism.kit.secret import derived_key
+from prism.kit.secret import Undecryptable, decrypt, derived_key, encrypt
 
 REPLAYED_HEADERS = {REPLAYED_HEADER: "true"}
 
@@ -45,10 +41,6 @@ class AnswerUnreadable(PrismError):
     code, status = "idempotency_answer_unreadable", 500
 
 
-def _cipher(settings: Settings) -> AESGCM:
-    return AESGCM(derived_key(settings, "idempotency-answers"))
-
-
 def seal_data(settings: Settings, record_id: str, data: Any) -> str:
     """A successful call's data, sealed. Raises TypeError when the data is not JSON (the door could not send it)."""
     return _seal(settings, record_id, {"data": data})
@@ -59,10 +51,9 @@ def seal_refusal(settings: Settings, record_id: str, error: PrismError) -> str:
 
 
 def open_answer(settings: Settings, record_id: str, status: int, sealed: str) -> Replay | ReplayedRefusal:
-    raw = base64.b64decode(sealed)
     try:
-        answer = orjson.loads(_cipher(settings).decrypt(raw[:12], raw[12:], record_id.encode()))
-    except InvalidTag:
+        answer = orjson.loads(decrypt(derived_key(settings, "idempotency-answers"), sealed, record_id))
+    except Undecryptable:
         raise AnswerUnreadable("the stored answer of this Idempotency-Key cannot be read (the master secret "
                                "changed); send the request with a new key") from None
     if "data" in answer:
@@ -73,5 +64,4 @@ def open_answer(settings: Settings, record_id: str, status: int, sealed: str) ->
 def _seal(settings: Settings, record_id: str, answer: dict[str, Any]) -> str:
     # The JSON the doors write (prism.web.responses.render_json): what a door can send, this can store.
     plain = orjson.dumps(answer, option=orjson.OPT_NON_STR_KEYS)
-    nonce = os.urandom(12)
-    return base64.b64encode(nonce + _cipher(settings).encrypt(nonce, plain, record_id.encode())).decode()
+    return encrypt(derived_key(settings, "idempotency-answers"), plain, record_id)

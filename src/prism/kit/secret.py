@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from prism.config import Settings
@@ -68,3 +70,26 @@ def unseal(settings: Settings, purpose: str, sealed: str) -> dict[str, Any] | No
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
+
+
+NONCE_BYTES = 12
+
+
+class Undecryptable(ValueError):
+    """Encrypted text that does not open: another key (the master secret changed), another row, or altered."""
+
+
+def encrypt(key: bytes, plain: bytes, bound_to: str) -> str:
+    """`plain` under AES-256-GCM with `key`, as base64 text (nonce, then ciphertext). `bound_to` (the id of the row
+    it is stored in) is authenticated with it, so encrypted text copied onto another row does not open."""
+    nonce = os.urandom(NONCE_BYTES)
+    return base64.b64encode(nonce + AESGCM(key).encrypt(nonce, plain, bound_to.encode())).decode()
+
+
+def decrypt(key: bytes, stored: str, bound_to: str) -> bytes:
+    """What `encrypt` encrypted; `Undecryptable` when it does not open."""
+    try:
+        raw = base64.b64decode(stored, validate=True)
+        return AESGCM(key).decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], bound_to.encode())
+    except (InvalidTag, ValueError) as exc:
+        raise Undecryptable(f"encrypted value of {bound_to} does not open") from exc

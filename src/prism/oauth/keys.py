@@ -11,22 +11,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import os
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.config import Settings
 from prism.kit.ids import random_token
-from prism.kit.secret import derived_key
+from prism.kit.secret import Undecryptable, decrypt, derived_key, encrypt
 from prism.kit.timeutil import utcnow
 from prism.oauth.models import OAuthSigningKey
 from prism.storage import Database
@@ -44,18 +41,12 @@ def _b64(n: int) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
-def _cipher(settings: Settings) -> AESGCM:
-    return AESGCM(derived_key(settings, "oauth-signing-keys"))
-
-
 def encrypt_private_key(settings: Settings, kid: str, pem: bytes) -> str:
-    nonce = os.urandom(12)
-    return base64.b64encode(nonce + _cipher(settings).encrypt(nonce, pem, kid.encode())).decode()
+    return encrypt(derived_key(settings, "oauth-signing-keys"), pem, kid)
 
 
 def decrypt_private_key(settings: Settings, kid: str, stored: str) -> rsa.RSAPrivateKey:
-    raw = base64.b64decode(stored)
-    pem = _cipher(settings).decrypt(raw[:12], raw[12:], kid.encode())
+    pem = decrypt(derived_key(settings, "oauth-signing-keys"), stored, kid)
     key = serialization.load_pem_private_key(pem, password=None)
     assert isinstance(key, rsa.RSAPrivateKey)
     return key
@@ -132,7 +123,7 @@ class KeyRing:
                 continue
             try:
                 return row.kid, decrypt_private_key(self.settings, row.kid, row.private_key_encrypted)
-            except InvalidTag:
+            except Undecryptable:
                 log.warning("signing key %s was encrypted under another master secret; not signing with it. "
                             "Every process of a deployment needs the same PRISM_SECRET_KEY.", row.kid)
         return None, None

@@ -20,21 +20,17 @@ refreshed.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import math
-import os
 from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.config import Settings
-from prism.kit.secret import derived_key
+from prism.kit.secret import Undecryptable, decrypt, derived_key, encrypt
 from prism.kit.timeutil import utcnow
 from prism.oauth import repository as repo
 from prism.oauth.errors import GrantReplayed, InvalidGrant, OAuthError
@@ -42,8 +38,6 @@ from prism.oauth.models import OAuthClient, OAuthGrant, OAuthRefreshToken
 from prism.oauth.schemas import normalize_scope
 from prism.oauth.service import TokenContext, issue_tokens
 from prism.oauth.tokens import hash_secret
-
-NONCE_BYTES = 12
 
 
 async def refresh_tokens(session: AsyncSession, ctx: TokenContext, client: OAuthClient, *,
@@ -116,24 +110,21 @@ def _narrowed_scope(grant: OAuthGrant, scope: str | None) -> str:
     return wanted or grant.scope
 
 
-def _cipher(settings: Settings, refresh_token: str) -> AESGCM:
+def _key(settings: Settings, refresh_token: str) -> bytes:
     """A key only the spent refresh token opens (the database holds its hash, never the token)."""
     master = derived_key(settings, "oauth-refresh-successor")
-    return AESGCM(hmac.new(master, refresh_token.encode(), hashlib.sha256).digest())
+    return hmac.new(master, refresh_token.encode(), hashlib.sha256).digest()
 
 
 def _seal(settings: Settings, refresh_token: str, token_id: str, answer: dict[str, Any]) -> str:
-    nonce = os.urandom(NONCE_BYTES)
-    # The token's row id as associated data: a sealed pair copied onto another row does not open.
-    sealed = _cipher(settings, refresh_token).encrypt(nonce, orjson.dumps(answer), token_id.encode())
-    return base64.b64encode(nonce + sealed).decode()
+    # Bound to the token's row: a sealed pair copied onto another row does not open.
+    return encrypt(_key(settings, refresh_token), orjson.dumps(answer), token_id)
 
 
 def _open(settings: Settings, refresh_token: str, token_id: str, stored: str) -> dict[str, Any] | None:
-    raw = base64.b64decode(stored)
     try:
-        plain = _cipher(settings, refresh_token).decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], token_id.encode())
-    except InvalidTag:  # another master secret: no pair to give, so the reuse is treated as one
+        plain = decrypt(_key(settings, refresh_token), stored, token_id)
+    except Undecryptable:  # another master secret: no pair to give, so the reuse is treated as one
         return None
     answer = orjson.loads(plain)
     return answer if isinstance(answer, dict) else None

@@ -7,19 +7,15 @@ the exact bytes sent. That is the scheme of Stripe's `WebhookSignature.verify_he
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
-import os
 from typing import Any
 
 import orjson
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from prism.config import Settings
 from prism.kit.ids import random_token
-from prism.kit.secret import derived_key
+from prism.kit.secret import Undecryptable, decrypt, derived_key, encrypt
 from prism.webhooks.schemas import SECRET_PREFIX
 
 SIGNATURE_HEADER = "X-Governance-Signature"
@@ -35,16 +31,11 @@ def signature_header(secret: str, body: bytes, timestamp: int) -> str:
     return f"t={timestamp},v1={mac}"
 
 
-def _cipher(settings: Settings) -> AESGCM:
-    return AESGCM(derived_key(settings, "webhook-secrets"))
-
-
 def seal(settings: Settings, webhook_id: str, secret: str, headers: dict[str, str]) -> str:
     """Encrypt the secret and custom headers; the webhook id is bound in, so a sealed value cannot be
     copied onto another webhook."""
-    nonce = os.urandom(12)
     plain = orjson.dumps({"secret": secret, "headers": headers})
-    return base64.b64encode(nonce + _cipher(settings).encrypt(nonce, plain, webhook_id.encode())).decode()
+    return encrypt(derived_key(settings, "webhook-secrets"), plain, webhook_id)
 
 
 class SealBroken(RuntimeError):
@@ -52,10 +43,9 @@ class SealBroken(RuntimeError):
 
 
 def unseal(settings: Settings, webhook_id: str, sealed: str) -> tuple[str, dict[str, str]]:
-    raw = base64.b64decode(sealed)
     try:
-        plain = _cipher(settings).decrypt(raw[:12], raw[12:], webhook_id.encode())
-    except InvalidTag:
+        plain = decrypt(derived_key(settings, "webhook-secrets"), sealed, webhook_id)
+    except Undecryptable:
         raise SealBroken(f"webhook {webhook_id}: secret cannot be decrypted with this master secret") from None
     data: dict[str, Any] = orjson.loads(plain)
     return str(data["secret"]), dict(data["headers"])
