@@ -144,6 +144,10 @@ async def test_a_lockout_is_rendered_in_each_doors_own_shape(locked_out: tuple[h
     assert rpc["jsonrpc"] == "2.0" and rpc["id"] is None and rpc["error"]["data"] == {
         "error": "too_many_failed_attempts"}
     assert answer.headers["x-ratelimit-remaining"] == "0"
+    from_a_page = await client.post("/api/mcp/sse", json=MCP_INIT, headers={
+        **ws.headers(), **MCP_HEADERS, "Origin": "https://inspector.example"})
+    assert from_a_page.headers["access-control-allow-origin"] == "*"  # a browser client can read the refusal
+    assert "retry-after" in from_a_page.headers["access-control-expose-headers"].lower()
     oauth = _refused(await client.post("/api/mcp/oauth/token/", data={"grant_type": "refresh_token"}))
     assert set(oauth) == {"error", "error_description"}
     page = await client.get("/keys/")
@@ -207,3 +211,31 @@ async def test_an_exhausted_pool_is_a_503_in_each_doors_shape(settings: Settings
                                            "error_description": answers["oauth"].json()["error_description"]}
         # Once the connections are back, everything answers again.
         assert (await client.post(CANONICAL, headers=ws.headers(), json=LIST)).status_code == 200
+
+
+@pytest.mark.engine_independent
+async def test_an_unreachable_database_is_a_503_in_each_doors_shape(settings: Settings, factory: Factory) -> None:
+    """A server nobody listens for (a PostgreSQL down or restarting): not a 500."""
+    ws = await factory.workspace()
+    application = create_app(settings.model_copy(update={"database_url": "postgresql://prism@127.0.0.1:1/gone"}))
+    async with serving(application) as client:
+        canonical = await client.post(CANONICAL, headers=ws.headers(), json=LIST)
+        mcp = await client.post("/api/mcp/sse", headers={**ws.headers(), **MCP_HEADERS}, json=MCP_INIT)
+    assert canonical.status_code == 503 and canonical.headers["retry-after"].isdigit(), canonical.text
+    assert canonical.json()["error"] == "database_unavailable" and canonical.json()["success"] is False
+    assert mcp.status_code == 503 and mcp.json()["error"]["data"] == {"error": "database_unavailable"}
+
+
+async def test_failed_client_secrets_and_userinfo_tokens_count_toward_the_lockout(settings: Settings) -> None:
+    """Pages that check a credential themselves (the OAuth token endpoint's client secret, userinfo's token)
+    count their failures like the edge does."""
+    application = create_app(settings.model_copy(update={"lockout_failures": 2}))
+    async with serving(application) as client:
+        wrong_secret = await client.post("/api/mcp/oauth/token/", data={
+            "grant_type": "refresh_token", "refresh_token": "rt_x", "client_id": "prism-nobody",
+            "client_secret": "wrong"})
+        assert wrong_secret.status_code == 401 and wrong_secret.json()["error"] == "invalid_client"
+        bad_token = await client.get("/api/mcp/oauth/userinfo/", headers={"Authorization": "Bearer not-a-jwt"})
+        assert bad_token.status_code == 401
+        locked = await client.get("/api/v1/dev/ping/")
+    assert locked.status_code == 429 and locked.json()["error"] == "too_many_failed_attempts"

@@ -48,8 +48,8 @@ class _Door(ABC):
 
     @abstractmethod
     def answer(self, scope: Scope, receive: Receive) -> Awaitable[Answer]:
-        """The answer to send; an unexpected exception propagates (the entrance answers 503 for an unavailable
-        database, Starlette 500 for anything else)."""
+        """The answer to send; an unexpected exception propagates to the route's entrance, which answers it in
+        the envelope (503 for an unavailable database, 500 for anything else)."""
 
 
 class ToolDoor(_Door):

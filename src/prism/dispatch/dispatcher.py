@@ -13,7 +13,6 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-import orjson
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -96,9 +95,6 @@ class Dispatcher:
             arguments = {}
         if not isinstance(arguments, dict):
             raise InvalidArguments("arguments: must be a JSON object", details={"field": "arguments"})
-        if _holds_nul(arguments):  # PostgreSQL text cannot store NUL; refuse it on every engine alike
-            raise InvalidArguments("arguments: text must not contain NUL (\\u0000) characters",
-                                   details={"field": "arguments"})
         try:
             return handler.params.model_validate(arguments)
         except ValidationError as exc:
@@ -267,29 +263,3 @@ def _governed_draft(gate: Gate, appended_at: datetime, outcome: str, error_code:
     draft = _draft(gate.auth, gate.call, gate.handler, appended_at, outcome, error_code, status)
     draft.detail.update(gate.detail)
     return draft
-
-
-def _holds_nul(value: Any) -> bool:
-    """Whether a NUL character hides in any key or string of a JSON value (iteratively: no depth limit).
-
-    In JSON text a NUL can only be the escape backslash-u0000: serializing the value (in C) and finding no such
-    escape settles the common case at once. A hit may also be an escaped backslash followed by "u0000", and a
-    value orjson cannot serialize (too deep, say) has no text: the walk answers both.
-    """
-    try:
-        if b"\\u0000" not in orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS):
-            return False
-    except orjson.JSONEncodeError:
-        pass
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return True
-        elif isinstance(item, dict):
-            pending.extend(item.keys())
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
-    return False

@@ -16,6 +16,7 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -24,7 +25,7 @@ from prism.edge.context import request_context
 from prism.errors import PrismError
 from prism.registry.mega_tools import tool_name as wire_name
 from prism.storage import unavailable_error
-from prism.web.responses import error_headers, send_json
+from prism.web.responses import error_headers, json_response, send_json
 
 log = logging.getLogger("prism")
 
@@ -43,6 +44,10 @@ class Door:
 
     async def refuse(self, scope: Scope, receive: Receive, send: Send, error: PrismError) -> None:
         await send_json(send, self.body(error, scope), error.status, self.headers(error, scope))
+
+    def response(self, error: PrismError, scope: Scope) -> Response:
+        """The refusal as a Response, for Starlette endpoints."""
+        return json_response(self.body(error, scope), error.status, self.headers(error, scope))
 
 
 class EnvelopeDoor(Door):

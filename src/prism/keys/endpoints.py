@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
@@ -16,16 +14,15 @@ from prism.keys.registration import check_credentials, parse_request, register_k
 from prism.kit.timeutil import iso
 from prism.models import User
 from prism.web.requests import host_of, read_json_object
-from prism.web.responses import error_headers, json_response
+from prism.web.responses import json_response
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 
-def _error(exc: PrismError) -> Response:
-    body: dict[str, Any] = {"error": exc.code, "message": exc.message}
-    if exc.details:
-        body["details"] = exc.details
-    return json_response(body, exc.status, {**NO_STORE, **(error_headers(exc) or {})})
+def _error(exc: PrismError, request: Request) -> Response:
+    response = PLAIN.response(exc, request.scope)
+    response.headers.update(NO_STORE)
+    return response
 
 
 async def register(request: Request) -> Response:
@@ -47,9 +44,9 @@ async def register(request: Request) -> Response:
             }
     except Unauthenticated as exc:
         await request.app.state.rate_limiter.auth_failed(request_context(request.scope).address)
-        return _error(exc)
+        return _error(exc, request)
     except PrismError as exc:
-        return _error(exc)
+        return _error(exc, request)
     return json_response(body, 201, NO_STORE)
 
 

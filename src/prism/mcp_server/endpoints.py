@@ -66,8 +66,7 @@ class McpDoor:
         if context.auth is None:
             error = context.auth_error or Unauthenticated("Authorization: Bearer <key> is required",
                                                           code="authentication_required")
-            await respond_json(send, error.status, JSON_RPC.body(error, scope),
-                               [*cors_headers(origin), *_encode(JSON_RPC.headers(error, scope) or {})])
+            await JSON_RPC.refuse(scope, receive, send, error)
             return
         auth = context.auth
         raw_query = scope.get("query_string", b"")
@@ -137,7 +136,7 @@ class McpDoor:
         state = scope["app"].state
         streams = _streams(state)
         stream = await streams.open(auth)
-        endpoint = f"{scope.get('root_path', '')}{scope['path']}?session_id={stream.id}"
+        endpoint = f"{scope['path']}?session_id={stream.id}"  # the path as the client sent it, root path included
         await serve_stream(streams, stream, endpoint, receive, send, extra,
                            keepalive=state.settings.mcp_sse_keepalive_seconds)
 

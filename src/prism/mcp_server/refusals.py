@@ -16,6 +16,7 @@ from prism.edge.doors import Door
 from prism.edge.stack import LockedOut
 from prism.errors import PrismError
 from prism.mcp_server import jsonrpc
+from prism.mcp_server.http import cors_headers
 from prism.mcp_server.jsonrpc import RpcError
 from prism.oauth.issuer import issuer_for
 from prism.ratelimit.headers import x_ratelimit_headers
@@ -36,7 +37,9 @@ class JsonRpcDoor(Door):
         return RpcError(code, error.message, data={"error": error.code}).body(None)
 
     def headers(self, error: PrismError, scope: Scope) -> dict[str, str] | None:
-        headers = {**rate_headers(scope), **(getattr(error, "headers", None) or {})}
+        origin = request_context(scope).headers.get("origin")
+        cors = {name.decode(): value.decode() for name, value in cors_headers(origin)}
+        headers = {**cors, **rate_headers(scope), **(getattr(error, "headers", None) or {})}
         if isinstance(error, LockedOut):
             failures = scope["app"].state.rate_limiter.lockout.failures
             headers.update({"X-RateLimit-Limit": str(failures), "X-RateLimit-Remaining": "0",

@@ -14,6 +14,7 @@ from urllib.parse import unquote
 from starlette.requests import Request
 from starlette.responses import Response
 
+from prism.edge.context import request_context
 from prism.errors import PrismError
 from prism.kit.nul import refuse_nul_in_form
 from prism.kit.timeutil import utcnow
@@ -30,6 +31,7 @@ from prism.oauth.service import (
     registration_body,
     revoke_token,
 )
+from prism.storage import DatabaseUnavailable
 from prism.web.browser import read_form
 from prism.web.requests import host_of, read_json_object
 from prism.web.responses import json_response
@@ -44,7 +46,7 @@ NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 
 def oauth_error(exc: PrismError) -> Response:
-    headers = {**CORS_HEADERS, **NO_STORE}
+    headers = {**CORS_HEADERS, **NO_STORE, **(getattr(exc, "headers", None) or {})}  # Retry-After of a 503
     if exc.status == 401:
         headers["WWW-Authenticate"] = 'Basic realm="prism"' if exc.code == "invalid_client" else \
             f'Bearer error="{exc.code}"'
@@ -113,10 +115,18 @@ async def token(request: Request) -> Response:
             await _revoke(request, exc.grant_id)
         return oauth_error(InvalidGrant(exc.message))
     except OAuthError as exc:
+        if exc.code == "invalid_client":  # a wrong client secret is a failed authentication of the address
+            await _count_failure(request)
+        return oauth_error(exc)
+    except DatabaseUnavailable as exc:
         return oauth_error(exc)
     except PrismError as exc:
         return oauth_error(OAuthError(exc.message, status=exc.status))
     return json_response(answer, 200, {**CORS_HEADERS, **NO_STORE})
+
+
+async def _count_failure(request: Request) -> None:
+    await request.app.state.rate_limiter.auth_failed(request_context(request.scope).address)
 
 
 async def _revoke(request: Request, grant_id: str) -> None:
@@ -155,7 +165,10 @@ async def userinfo(request: Request) -> Response:
                              {"WWW-Authenticate": 'Bearer realm="prism"', **CORS_HEADERS})
     try:
         claims, row = await tokens.claims(value.strip(), host_of(request))
+    except DatabaseUnavailable as exc:
+        return oauth_error(exc)
     except PrismError as exc:
+        await _count_failure(request)
         return json_response({"error": "invalid_token", "error_description": exc.message}, 401, challenge)
     body: dict[str, Any] = {"sub": claims.subject, "email": row.email, "client_id": claims.client_id,
                             "scope": claims.scope, "org": claims.organization_id}

@@ -20,7 +20,6 @@ from prism.oauth.issuer import issuer_for
 from prism.openapi.developer import developer_document, serialized
 from prism.openapi.tenant import rendered, tenant_descriptor
 from prism.web.requests import host_of
-from prism.web.responses import json_response
 
 PATH = "/.well-known/openapi.json"
 
@@ -88,7 +87,7 @@ async def openapi_json(request: Request) -> Response:
     try:
         auth = _caller(request)
     except PrismError as exc:
-        return json_response(PLAIN.body(exc, request.scope), exc.status, PLAIN.headers(exc, request.scope))
+        return PLAIN.response(exc, request.scope)
     built = await tenant_descriptor(state.registry, auth)
     origin = issuer_for(request)
     gzipped = accepts_gzip(request)

@@ -24,7 +24,7 @@ from prism.web.responses import json_response
 
 
 def _error(exc: PrismError, request: Request) -> Response:
-    return json_response(PLAIN.body(exc, request.scope), exc.status, PLAIN.headers(exc, request.scope))
+    return PLAIN.response(exc, request.scope)
 
 
 async def ping(request: Request) -> Response:

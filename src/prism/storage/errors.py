@@ -1,12 +1,14 @@
 """A busy or unreachable database, as the domain error every door renders: 503 with Retry-After.
 
 Only failures that say "try again shortly" are mapped: the pool had no connection free within its timeout,
-SQLite's write lock stayed with another connection past the busy timeout, PostgreSQL refused or lost the
-connection or ran out of connection slots. Anything else (a constraint, a bad statement) stays what it is.
+SQLite's write lock stayed with another connection past the busy timeout, PostgreSQL could not be reached,
+refused or lost the connection or ran out of connection slots. Anything else (a constraint, a bad statement)
+stays what it is.
 """
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 
 from sqlalchemy.exc import DBAPIError
@@ -43,6 +45,10 @@ def unavailable_error(exc: BaseException) -> DatabaseUnavailable | None:
 
 def _is_unavailable(exc: BaseException) -> bool:
     if isinstance(exc, PoolTimeout):
+        return True
+    # asyncpg raises these from a connection attempt as they come, without SQLAlchemy's wrapping: the server
+    # refused, could not be resolved, or did not answer in time.
+    if isinstance(exc, ConnectionError | socket.gaierror | TimeoutError):
         return True
     if not isinstance(exc, DBAPIError):
         return False

@@ -34,7 +34,7 @@ def sqlite_engine(url: str, options: StorageOptions, *, begin: str) -> AsyncEngi
     database = make_url(url).database
     if not database or database == ":memory:":
         raise ValueError("Prism needs a SQLite file, not an in-memory database")
-    busy_timeout_ms = int(options.busy_timeout_seconds * 1000)
+    # sqlite3's `timeout` is SQLite's busy timeout: how long a statement waits for another connection's lock.
     engine = create_async_engine(url, connect_args={"timeout": options.busy_timeout_seconds},
                                  **pool_options(options), **JSON_OPTIONS)
 
@@ -42,8 +42,7 @@ def sqlite_engine(url: str, options: StorageOptions, *, begin: str) -> AsyncEngi
     def set_up_connection(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # the `begin` listener below emits BEGIN, not the driver
         cursor = dbapi_connection.cursor()
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON",
-                       f"busy_timeout={busy_timeout_ms}"):
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
 

@@ -54,10 +54,6 @@ ORGANIZATION_CRITERION = with_loader_criteria(
     OrgScoped, lambda cls: cls.organization_id == bindparam("prism_acting_organization"), include_aliases=True)
 
 
-class NotActingForAnOrganization(RuntimeError):
-    """Organization data was asked of a session that acts for no organization."""
-
-
 @contextmanager
 def acting_for(session: AsyncSession | Session, organization_id: str) -> Iterator[None]:
     """Scope every statement the session executes meanwhile to `organization_id`.

@@ -18,7 +18,7 @@ from prism.auth.context import AuthContext
 from prism.edge.doors import PLAIN, door_routes
 from prism.errors import PrismError
 from prism.web.requests import caller, read_json
-from prism.web.responses import challenge_headers, json_response
+from prism.web.responses import json_response
 from prism.webhooks import service
 from prism.webhooks.schemas import DeliveryQuery, WebhookCreate, WebhookQuery, WebhookUpdate, parse
 
@@ -26,11 +26,8 @@ BASE = "/api/v1/risk-assessment/governance/webhooks"
 Work = Callable[[AsyncSession, AuthContext, Any], Awaitable[Any]]
 
 
-def _error(exc: PrismError) -> Response:
-    body: dict[str, Any] = {"error": exc.code, "message": exc.message}
-    if exc.details:
-        body["details"] = exc.details
-    return json_response(body, exc.status, challenge_headers(exc.status))
+def _error(exc: PrismError, request: Request) -> Response:
+    return PLAIN.response(exc, request.scope)
 
 
 async def _answer(request: Request, work: Work, *, status: int = 200, read_only: bool = False,
@@ -44,7 +41,7 @@ async def _answer(request: Request, work: Work, *, status: int = 200, read_only:
         async with db.read() if read_only else db.write() as session:
             result = await work(session, auth, body)
     except PrismError as exc:
-        return _error(exc)
+        return _error(exc, request)
     if status == 204:
         return Response(status_code=204)
     return json_response(result, status)
@@ -58,7 +55,7 @@ async def collection(request: Request) -> Response:
     try:
         query = parse(WebhookQuery, dict(request.query_params))
     except PrismError as exc:
-        return _error(exc)
+        return _error(exc, request)
     return await _answer(request, lambda s, a, _: service.list_webhooks(s, a, query), read_only=True)
 
 
@@ -78,7 +75,7 @@ async def deliveries(request: Request) -> Response:
     try:
         query = parse(DeliveryQuery, dict(request.query_params))
     except PrismError as exc:
-        return _error(exc)
+        return _error(exc, request)
     return await _answer(request, lambda s, a, _: service.list_deliveries(s, a, webhook_id, query),
                          read_only=True)
 

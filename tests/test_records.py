@@ -1,26 +1,15 @@
-"""What the canonical door's storage shortcuts must keep exactly as SQLAlchemy's own path had it.
-
-- a record read by id equals `to_record` of the ORM row (dates as ISO text);
-- a read by id still flushes pending ORM changes first, and reads in each new transaction;
-- the dispatcher's NUL check answers as its plain walk does.
-"""
+"""Records as the doors answer them: a read by id is `to_record` of its row, in each transaction, and `iso()`."""
 
 from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
 
-import pytest
 from sqlalchemy import select
-from sqlalchemy.dialects import sqlite
 
 from prism.apps.spare_parts.models import SparePart
-from prism.dispatch.dispatcher import _holds_nul
-from prism.kit import timeutil
 from prism.kit.ids import new_id
-from prism.kit.timeutil import iso, iso_of_sqlite_text, sqlite_text_of
-from prism.models.base import UTCDateTime
+from prism.kit.timeutil import iso
 from prism.storage import Database
 from prism.tenancy.repository import OrgRepository, to_record
 from tests.factories import Factory, unique
@@ -38,27 +27,6 @@ def _stored_values() -> list[datetime]:
     return values
 
 
-def test_a_utc_datetime_is_written_as_the_full_conversion_writes_it() -> None:
-    write = UTCDateTime()._cached_bind_processor(sqlite.dialect())
-    assert write is not None
-    for value in _stored_values():
-        in_utc = value.astimezone(UTC)
-        assert sqlite_text_of(in_utc) == write(in_utc) == write(value), value
-        if value.utcoffset():
-            assert sqlite_text_of(value) is None  # another zone: left to the full conversion
-    assert sqlite_text_of(datetime(2026, 1, 2)) is None  # naive: the full conversion refuses it
-
-
-def test_sqlite_text_becomes_the_iso_text_the_full_conversion_gives() -> None:
-    dialect = sqlite.dialect()
-    write = UTCDateTime()._cached_bind_processor(dialect)
-    read = UTCDateTime()._cached_result_processor(dialect, None)
-    assert write is not None and read is not None
-    for value in _stored_values():
-        stored = write(value)
-        assert iso_of_sqlite_text(stored) == iso(read(stored)), stored
-
-
 def test_iso_gives_isoformat_text_with_z_for_utc() -> None:
     for value in _stored_values():
         in_utc = value.astimezone(UTC)
@@ -67,22 +35,6 @@ def test_iso_gives_isoformat_text_with_z_for_utc() -> None:
         assert iso(value) == value.isoformat().replace("+00:00", "Z"), value  # other zones keep their offset
     assert iso(datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(0)))) == "2026-01-02T03:04:05Z"
     assert iso(None) is None
-
-
-@pytest.mark.parametrize("stored", ["2026-11-21 22:46:43", "2026-11-21T22:46:43.009970", "2026-W47-6 22:46:43.009970",
-                                    "2026-11-21 22:46:43.12345Z", "2026-11-21 22:46:43.123+01", "x" * 26, ""])
-def test_text_of_another_form_is_left_to_the_full_conversion(stored: str) -> None:
-    assert iso_of_sqlite_text(stored) is None
-
-
-def test_an_impossible_stored_date_fails_as_the_full_conversion_does() -> None:
-    read = UTCDateTime()._cached_result_processor(sqlite.dialect(), None)
-    assert read is not None
-    for stored in ("2026-13-21 22:46:43.009970", "2026-02-30 22:46:43.009970", "2026-11-21 24:46:43.009970"):
-        with pytest.raises(ValueError):
-            read(stored)
-        with pytest.raises(ValueError):
-            iso_of_sqlite_text(stored)
 
 
 async def test_a_record_read_by_id_is_to_record_of_its_row(db: Database, factory: Factory) -> None:
@@ -127,45 +79,3 @@ async def test_each_transaction_reads_on_its_own_connection(db: Database, factor
     async with db.read() as s:
         repo_reads.append((await OrgRepository(s, SparePart, ws.org.id).get_record(part.id))["name"])
     assert repo_reads == ["First", "Second", "Third"]
-
-
-def _walk(value: Any) -> bool:
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return True
-        elif isinstance(item, dict):
-            pending.extend(item.keys())
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
-    return False
-
-
-def _deep(leaf: Any, depth: int) -> Any:
-    for _ in range(depth):
-        leaf = {"n": [leaf]}
-    return leaf
-
-
-@pytest.mark.parametrize("value", [
-    {"id": "x"}, {"id": "x\x00"}, {"a\x00": 1}, {"a": "\\u0000"}, {"a": "\\\x00"}, {"a": ["b", {"c": "\x00d"}]},
-    {"a": ("tuple\x00",)}, {1: "x"}, {"a": 2**70}, {"a": "\ud800"}, {"a": 1.5, "b": None, "c": True},
-    _deep("x", 400), _deep("x\x00", 400), [], "plain", "nul\x00",
-])
-def test_the_nul_check_answers_as_its_walk(value: Any) -> None:
-    assert _holds_nul(value) == _walk(value)
-
-
-def test_converted_texts_are_remembered_within_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(timeutil, "_ISO_OF_TEXT", {})
-    monkeypatch.setattr(timeutil, "_ISO_OF_TEXT_MAX", 3)
-    texts = [f"2026-11-21 22:46:4{i}.00997{i}" for i in range(5)]
-    for stored in texts:
-        assert iso_of_sqlite_text(stored) == stored[:10] + "T" + stored[11:] + "Z"
-    assert iso_of_sqlite_text(texts[4]) == texts[4][:10] + "T" + texts[4][11:] + "Z"  # a remembered one
-    assert 0 < len(timeutil._ISO_OF_TEXT) <= 3
-    assert iso_of_sqlite_text("x" * 26) is None
-    assert "x" * 26 not in timeutil._ISO_OF_TEXT  # only conversions are remembered
