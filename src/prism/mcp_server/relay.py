@@ -18,7 +18,7 @@ a process that died without closing its streams stops answering for them within 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -78,8 +78,9 @@ class Relay(Protocol):
         """Subscribe to the stream's channel, then record the claim: once this returns, a POST landing on any
         process finds the stream and its answers reach this one. RelayUnavailable when the store is down."""
 
-    async def refresh(self, stream_ids: Collection[str]) -> None:
-        """Push the claims of these open streams of this process forward by STREAM_TTL_SECONDS."""
+    async def refresh(self, streams: Mapping[str, StreamOwner]) -> None:
+        """Push the claims of these open streams of this process forward by STREAM_TTL_SECONDS, recording again
+        any that lapsed meanwhile (the store was out of reach longer than a claim lasts)."""
 
     async def release(self, stream_id: str) -> None:
         """Unsubscribe and drop the claim; never raises (an unreleased claim expires by itself)."""
@@ -102,7 +103,7 @@ class InProcessRelay:
     async def claim(self, stream_id: str, owner: StreamOwner) -> None:
         return None
 
-    async def refresh(self, stream_ids: Collection[str]) -> None:
+    async def refresh(self, streams: Mapping[str, StreamOwner]) -> None:
         return None
 
     async def release(self, stream_id: str) -> None:

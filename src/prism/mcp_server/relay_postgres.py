@@ -17,12 +17,13 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import Collection
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, bindparam, delete, func, insert, select, text, update
+from sqlalchemy import ColumnElement, bindparam, delete, func, insert, select, text
 from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.types import Text
 
@@ -110,11 +111,14 @@ class PostgresRelay:
             log.warning("could not claim legacy SSE stream %s in PostgreSQL", stream_id, exc_info=True)
             raise RelayUnavailable() from exc
 
-    async def refresh(self, stream_ids: Collection[str]) -> None:
+    async def refresh(self, streams: Mapping[str, StreamOwner]) -> None:
         try:
-            async with self._db.write() as session:
-                await session.execute(update(Claim).where(Claim.id.in_(list(stream_ids)))
-                                      .values(expires_at=_expiry()))
+            async with self._db.write() as session:  # an upsert: a claim that lapsed (and was purged) comes back
+                for stream_id, owner in streams.items():
+                    await session.execute(postgresql_insert(Claim).values(
+                        id=stream_id, tenant_id=owner.tenant_id, credential_kind=owner.credential_kind,
+                        credential_id=owner.credential_id, expires_at=_expiry(),
+                    ).on_conflict_do_update(index_elements=[Claim.id], set_={"expires_at": _expiry()}))
         except Exception as exc:
             raise RelayUnavailable() from exc
 

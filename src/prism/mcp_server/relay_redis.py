@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Collection
+from collections.abc import Mapping
 
 import orjson
 from redis.asyncio import Redis
@@ -54,19 +54,17 @@ class RedisRelay:
         self._readers[stream_id] = asyncio.create_task(self._read(stream_id, pubsub, subscribed))
         try:
             await subscribed
-            value = orjson.dumps({"tenant_id": owner.tenant_id, "credential_kind": owner.credential_kind,
-                                  "credential_id": owner.credential_id})
-            await self._commands.set(claim_key(stream_id), value, ex=STREAM_TTL_SECONDS)
+            await self._commands.set(claim_key(stream_id), _claim_value(owner), ex=STREAM_TTL_SECONDS)
         except (RedisError, OSError) as exc:
             log.warning("could not claim legacy SSE stream %s in Redis", stream_id, exc_info=True)
             await self._stop_reading(stream_id)
             raise RelayUnavailable() from exc
 
-    async def refresh(self, stream_ids: Collection[str]) -> None:
+    async def refresh(self, streams: Mapping[str, StreamOwner]) -> None:
         try:
             async with self._commands.pipeline(transaction=False) as pipe:
-                for stream_id in stream_ids:
-                    pipe.expire(claim_key(stream_id), STREAM_TTL_SECONDS)
+                for stream_id, owner in streams.items():  # SET, not EXPIRE: a lapsed claim is recorded again
+                    pipe.set(claim_key(stream_id), _claim_value(owner), ex=STREAM_TTL_SECONDS)
                 await pipe.execute()
         except (RedisError, OSError) as exc:
             raise RelayUnavailable() from exc
@@ -125,3 +123,8 @@ class RedisRelay:
                 log.warning("the Redis subscription of legacy SSE stream %s dropped; ending it", stream_id,
                             exc_info=True)
                 self._sink.lost(stream_id)
+
+
+def _claim_value(owner: StreamOwner) -> bytes:
+    return orjson.dumps({"tenant_id": owner.tenant_id, "credential_kind": owner.credential_kind,
+                         "credential_id": owner.credential_id})
