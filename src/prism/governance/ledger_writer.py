@@ -77,8 +77,7 @@ class LedgerWriter:
         # (heads are locked only for the appends). SQLite has one writer at a time: one lane.
         self._lanes = 1 if db.is_sqlite else LANES
         self._tasks: list[asyncio.Task[None]] = []
-        # The loop the writer tasks run on, kept rather than asked for per unit: in Python 3.11 every
-        # `asyncio.get_running_loop()` makes a system call (getpid), one per dispatch here.
+        # The loop the writer tasks run on, kept rather than asked for per unit (bench/README.md says why).
         self._event_loop: asyncio.AbstractEventLoop | None = None
 
     # `record` and `run` queue the unit at once and hand back its future, which the caller awaits: no coroutine
@@ -205,7 +204,7 @@ class LedgerWriter:
 
 
 def _all_running(tasks: list[asyncio.Task[None]]) -> bool:
-    for task in tasks:  # a loop rather than any(<generator>): this runs on every dispatch
+    for task in tasks:
         if task.done():
             return False
     return True

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Select, func, or_, select
+from sqlalchemy import Select, bindparam, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
@@ -40,16 +40,18 @@ def to_record(row: Base) -> dict[str, Any]:
     return {c.key: _json_ready(getattr(row, c.key)) for c in row.__table__.columns if c.key not in HIDDEN_COLUMNS}
 
 
-def _shown_columns(model: type[Base]) -> tuple[Any, ...]:
-    """The model's attributes of the columns a record shows, in table order (as `to_record` shows them)."""
-    columns = _SHOWN.get(model)
-    if columns is None:
-        columns = _SHOWN[model] = tuple(getattr(model, c.key) for c in model.__table__.columns
-                                        if c.key not in HIDDEN_COLUMNS)
-    return columns
+def _read_by_id(model: type[Base]) -> Select[Any]:
+    """The columns a record shows (as `to_record` shows them, in table order) of one row of one organization, as
+    a Core statement built once per model: its organization and id are bound at each execution."""
+    stmt = _BY_ID.get(model)
+    if stmt is None:
+        table = model.__table__
+        stmt = _BY_ID[model] = select(*(c for c in table.columns if c.key not in HIDDEN_COLUMNS)).where(
+            table.c.organization_id == bindparam("organization_id"), table.c.id == bindparam("record_id"))
+    return stmt
 
 
-_SHOWN: dict[type[Base], tuple[Any, ...]] = {}
+_BY_ID: dict[type[Base], Select[Any]] = {}
 
 
 class OrgRepository(Generic[M]):
@@ -88,14 +90,18 @@ class OrgRepository(Generic[M]):
         return row
 
     async def get_record(self, record_id: str) -> dict[str, Any]:
-        """The record as `to_record` shows it, reading only the columns it shows (reads by id are the hot path:
-        no ORM object is built)."""
-        columns = _shown_columns(self.model)
-        stmt = self._scoped(select(*columns).where(self.model.id == record_id))  # type: ignore[attr-defined]
-        values = (await self.session.execute(stmt)).first()
+        """The record as `to_record` shows it. Reads by id are the hot path: a Core statement built once per model,
+        which names the organization itself (the session's criterion applies to ORM statements only), and no ORM
+        object. Pending ORM changes are flushed first, as an ORM query would."""
+        session = self.session
+        if session.new or session.dirty or session.deleted:
+            await session.flush()
+        result = await session.execute(_read_by_id(self.model), {"organization_id": self.organization_id,
+                                                                  "record_id": record_id})
+        values = result.mappings().first()
         if values is None:
             raise NotFound(f"{self.label} {record_id!r} not found", code="not_found")
-        return {column.key: _json_ready(value) for column, value in zip(columns, values, strict=True)}
+        return {key: _json_ready(value) for key, value in values.items()}
 
     def add(self, **values: Any) -> M:
         row = self.model(organization_id=self.organization_id, **values)

@@ -11,9 +11,8 @@ Sessions that act for no organization (authentication, the ledger, webhook worke
 are platform code, not an organization's: nothing is added to their statements. A statement inside an
 organization's session that must read across organizations says so with `across_organizations(...)`.
 
-The criterion is built once, with a named bound parameter whose value is supplied per execution: building a
-new option (and analysing its lambda) per statement would cost more than the statement's own compilation
-cache lookup.
+The criterion is built once, with a named bound parameter whose value is supplied per execution, so every
+statement shares one option.
 """
 
 from __future__ import annotations
