@@ -36,9 +36,7 @@ from sqlalchemy import select
 from bench.harness import machine, write_result
 from prism.app import create_app
 from prism.apps.spare_parts.models import SparePart
-from prism.canonical import endpoints as canonical_endpoints
 from prism.config import Settings
-from prism.governance import ledger_writer
 from prism.migrate import upgrade_async
 from prism.seed import seed_demo
 from prism.storage import Database
@@ -135,13 +133,10 @@ async def measure_prism(url: str, body: bytes, key: str, args: argparse.Namespac
         variants: dict[str, Callable[[ExitStack], object]] = {
             "as served": lambda stack: None,
             "authentication skipped (context handed over)":
-                lambda stack: stack.enter_context(patched(canonical_endpoints, "authenticate_head",
+                lambda stack: stack.enter_context(patched(app.state.authenticator, "authenticate",
                                                           _returning(auth_context))),
             "handler answers from memory (no database read)":
                 lambda stack: stack.enter_context(patched(handler, "func", _returning(record))),
-            "ledger entries built and hashed but not written":
-                lambda stack: (stack.enter_context(patched(ledger_writer, "_INSERT_ENTRIES", _NoWrites())),
-                               stack.enter_context(patched(ledger_writer, "_MOVE_HEAD", _NoWrites()))),
         }
         for _ in range(args.rounds):
             for name, apply in variants.items():
@@ -158,11 +153,6 @@ def _returning(value: Any) -> Callable[..., Awaitable[Any]]:
         return value
 
     return stand_in
-
-
-class _NoWrites:
-    async def execute_many(self, _session: Any, rows: Any) -> None:
-        list(rows)  # the rows are still built, as the real statement would
 
 
 async def _first_answer(app: App, scope: dict[str, Any], body: bytes) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from sqlalchemy.orm import InstrumentedAttribute
 from prism.errors import InvalidArguments, NotFound
 from prism.kit.timeutil import iso
 from prism.models.base import Base
+from prism.storage.reads import PreparedRead
 from prism.tenancy.scope import acting_organization
 
 M = TypeVar("M", bound=Base)
@@ -40,18 +41,18 @@ def to_record(row: Base) -> dict[str, Any]:
     return {c.key: _json_ready(getattr(row, c.key)) for c in row.__table__.columns if c.key not in HIDDEN_COLUMNS}
 
 
-def _read_by_id(model: type[Base]) -> Select[Any]:
+def _read_by_id(model: type[Base]) -> PreparedRead:
     """The columns a record shows (as `to_record` shows them, in table order) of one row of one organization, as
     a Core statement built once per model: its organization and id are bound at each execution."""
-    stmt = _BY_ID.get(model)
-    if stmt is None:
+    read = _BY_ID.get(model)
+    if read is None:
         table = model.__table__
-        stmt = _BY_ID[model] = select(*(c for c in table.columns if c.key not in HIDDEN_COLUMNS)).where(
-            table.c.organization_id == bindparam("organization_id"), table.c.id == bindparam("record_id"))
-    return stmt
+        read = _BY_ID[model] = PreparedRead(select(*(c for c in table.columns if c.key not in HIDDEN_COLUMNS)).where(
+            table.c.organization_id == bindparam("organization_id"), table.c.id == bindparam("record_id")))
+    return read
 
 
-_BY_ID: dict[type[Base], Select[Any]] = {}
+_BY_ID: dict[type[Base], PreparedRead] = {}
 
 
 class OrgRepository(Generic[M]):
@@ -92,13 +93,9 @@ class OrgRepository(Generic[M]):
     async def get_record(self, record_id: str) -> dict[str, Any]:
         """The record as `to_record` shows it. Reads by id are the hot path: a Core statement built once per model,
         which names the organization itself (the session's criterion applies to ORM statements only), and no ORM
-        object. Pending ORM changes are flushed first, as an ORM query would."""
-        session = self.session
-        if session.new or session.dirty or session.deleted:
-            await session.flush()
-        result = await session.execute(_read_by_id(self.model), {"organization_id": self.organization_id,
+        object (prism.storage.reads)."""
+        values = await _read_by_id(self.model).one(self.session, {"organization_id": self.organization_id,
                                                                   "record_id": record_id})
-        values = result.mappings().first()
         if values is None:
             raise NotFound(f"{self.label} {record_id!r} not found", code="not_found")
         return {key: _json_ready(value) for key, value in values.items()}

@@ -1,0 +1,72 @@
+"""One row by a prepared Core SELECT, in the session's transaction, in as few trips to the driver as it can.
+
+On SQLite every statement SQLAlchemy runs through aiosqlite makes several trips to the connection's thread and
+back (a cursor, the statement, its rows, closing the cursor). A read by id is on the path of most calls, so on
+SQLite it is sent with aiosqlite's public `execute_fetchall`, one trip, on the session's own connection (so in
+its transaction), and its values are turned into Python values by each column type's public result processor,
+as SQLAlchemy would. PostgreSQL (asyncpg) makes one trip either way: there the session runs the statement.
+bench/README.md has the measurements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Select
+from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.compiler import SQLCompiler
+
+Processor = Callable[[Any], Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    sql: str
+    parameter_names: tuple[str, ...]
+    binders: tuple[Processor, ...]
+    keys: tuple[str, ...]
+    readers: tuple[Processor, ...]
+
+
+class PreparedRead:
+    """A SELECT built once (with bound parameters) and kept; `one` runs it for one row."""
+
+    def __init__(self, stmt: Select[Any]) -> None:
+        self.stmt = stmt
+        self._by_dialect: dict[str, _Compiled] = {}
+
+    def _compiled(self, dialect: Dialect) -> _Compiled:
+        """Compiled once per dialect, with its parameters' order and its columns' processors."""
+        hit = self._by_dialect.get(dialect.name)
+        if hit is None:
+            compiled = self.stmt.compile(dialect=dialect)
+            assert isinstance(compiled, SQLCompiler)
+            names = tuple(compiled.positiontup or ())
+            columns = list(self.stmt.selected_columns)
+            hit = self._by_dialect[dialect.name] = _Compiled(
+                sql=compiled.string, parameter_names=names,
+                binders=tuple(compiled.binds[name].type.bind_processor(dialect) for name in names),
+                keys=tuple(str(column.key) for column in columns),
+                readers=tuple(column.type.result_processor(dialect, None) for column in columns))
+        return hit
+
+    async def one(self, session: AsyncSession, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The first row as a dict, or None. Pending ORM changes are flushed first, as an ORM query would."""
+        if session.new or session.dirty or session.deleted:
+            await session.flush()
+        connection = await session.connection()
+        if connection.dialect.name != "sqlite":
+            row = (await session.execute(self.stmt, dict(params))).mappings().first()
+            return dict(row) if row is not None else None
+        compiled = self._compiled(connection.dialect)
+        arguments = [value if bind is None else bind(value) for value, bind in
+                     zip((params[name] for name in compiled.parameter_names), compiled.binders, strict=True)]
+        raw = await connection.get_raw_connection()
+        rows = list(await raw.driver_connection.execute_fetchall(compiled.sql, arguments))  # type: ignore[union-attr]
+        if not rows:
+            return None
+        return {key: value if read is None else read(value)
+                for key, read, value in zip(compiled.keys, compiled.readers, rows[0], strict=True)}
