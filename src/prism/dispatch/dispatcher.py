@@ -116,10 +116,7 @@ class Dispatcher:
         outcome instead: its data as a `Replay`, or its refusal raised again (`ReplayedRefusal`)."""
         if call.idempotency_key is not None:
             return await self._dispatch_once(auth, call, call.idempotency_key)
-        # Personas, missions and AI systems cost only the calls that have them (the hot path checks three
-        # attributes): a Gate checks the policy and budget in the ledger transaction and records decisions.
-        gate = (None if auth.persona_id is None and auth.ai_system_id is None and call.mission_id is None
-                else Gate(auth, call))
+        gate = _gate_for(auth, call)
         handler: Handler | None = None
         try:
             handler = self.resolve(call)
@@ -154,8 +151,7 @@ class Dispatcher:
         ticket = self.idempotency.ticket(auth, key, stable_digest([
             call.door, auth.organization_id, call.tool_name, call.app, call.entity, call.operation,
             call.mission_id, call.oversight_request_id, call.arguments]))
-        gate = (None if auth.persona_id is None and auth.ai_system_id is None and call.mission_id is None
-                else Gate(auth, call))
+        gate = _gate_for(auth, call)
         handler: Handler | None = None
         params: BaseModel | None = None
         refusal: PrismError | None = None
@@ -229,6 +225,14 @@ class Dispatcher:
             if not handler.read_only:  # surface constraint violations inside the handler's savepoint
                 await session.flush()
         return result
+
+
+def _gate_for(auth: AuthContext, call: Call) -> Gate | None:
+    """Personas, missions and AI systems cost only the calls that have them: a Gate checks the policy and budget
+    in the ledger transaction and records decisions."""
+    if auth.persona_id is None and auth.ai_system_id is None and call.mission_id is None:
+        return None
+    return Gate(auth, call)
 
 
 def stable_digest(value: Any) -> str:
