@@ -37,6 +37,7 @@ from bench.harness import machine, write_result
 from prism.app import create_app
 from prism.apps.spare_parts.models import SparePart
 from prism.config import Settings
+from prism.ledger.keys import LedgerKeys
 from prism.migrate import upgrade_async
 from prism.seed import seed_demo
 from prism.storage import Database
@@ -109,7 +110,7 @@ async def prepare(workdir: Path) -> tuple[str, bytes, str]:
     db = Database(url)
     try:
         async with db.write() as session:
-            demo = await seed_demo(session)
+            demo = await seed_demo(session, LedgerKeys(Settings(database_url=url, **RAISED)))
         async with db.read() as session:
             part_id = (await session.execute(select(SparePart.id).limit(1))).scalar_one()
     finally:

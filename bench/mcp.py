@@ -143,7 +143,7 @@ def run(workdir: Path, plan: Plan) -> dict[str, Any]:
         for server in servers:
             server.stop()
     audit = prism_cli(["audit", "verify", "--tenant", "demo"], database_url=database_url, cwd=workdir)
-    entries = sum(chain["entries"] for chain in audit["chains"])
+    entries = sum(log["tree_size"] + log["waiting"] for log in audit["logs"])
     counted = governed["warmup_requests"] + governed["requests"] + 2  # + the list and read made in setup
     ratio = governed["rps"] / fastmcp["rps"]
     return {

@@ -5,14 +5,25 @@ from __future__ import annotations
 import itertools
 import os
 from dataclasses import dataclass, field
+from functools import cache
 
+from prism.config import Settings
 from prism.identity.service import add_to_organization, create_user
 from prism.keys.service import create_key
+from prism.ledger.keys import LedgerKeys
 from prism.models import Organization, Tenant
 from prism.storage import Database
 from prism.tenancy.service import create_organization, create_tenant
+from tests.processes import TEST_SECRET_KEY_FILE
 
 _counter = itertools.count()
+
+
+@cache
+def ledger_keys() -> LedgerKeys:
+    """The ledger keys of the suite's master secret (every app and process the tests start share it)."""
+    return LedgerKeys(Settings(secret_key_file=str(TEST_SECRET_KEY_FILE)))
+
 PASSWORD = "correct horse battery staple"
 
 
@@ -43,7 +54,7 @@ class Factory:
         """A tenant with one organization and one user + key per role."""
         async with self.db.write() as s:
             tenant = await create_tenant(s, unique("t"), name="Test tenant")
-            org = await create_organization(s, tenant, name="Main org")
+            org = await create_organization(s, tenant, name="Main org", keys=ledger_keys())
             ws = Workspace(tenant, org)
             for role in roles:
                 email = f"{unique(role)}@example.com"
@@ -71,4 +82,4 @@ class Factory:
         async with self.db.write() as s:
             tenant = await s.get(Tenant, ws.tenant.id)
             assert tenant is not None
-            return await create_organization(s, tenant, name=name)
+            return await create_organization(s, tenant, name=name, keys=ledger_keys())

@@ -12,6 +12,7 @@ from prism.keys.service import lookup_of
 from prism.models import AuditEntry, OutboxEvent
 from prism.storage import Database
 from tests.factories import Factory, Workspace
+from tests.ledger_support import seal_waiting
 
 SPEC_DECISION_FIELDS = {"decision_id", "decision", "decision_type", "primary_reason", "ai_system",
                         "policies_evaluated", "policies_violated", "latency_ms", "trace_id"}
@@ -61,6 +62,7 @@ async def events(db: Database, organization_id: str, event_type: str) -> list[di
 
 
 async def entries(db: Database, organization_id: str) -> list[AuditEntry]:
+    await seal_waiting(db, organization_id)
     async with db.read() as session:
         return list((await session.execute(select(AuditEntry).where(
             AuditEntry.organization_id == organization_id).order_by(AuditEntry.seq))).scalars())

@@ -30,6 +30,7 @@ from prism.registry.registry import load_app
 from prism.storage import Database
 from prism.tenancy.hosts import classify_host
 from tests.factories import Factory, Workspace
+from tests.ledger_support import seal_waiting
 
 CANONICAL = "/api/mcp/tools/prism_entity_crud/"
 _addresses = itertools.count(1)
@@ -74,6 +75,7 @@ async def stored_part(db: Database, part_id: str) -> dict[str, Any] | None:
 
 
 async def last_entry(db: Database, organization_id: str) -> AuditEntry:
+    await seal_waiting(db, organization_id)
     async with db.read() as s:
         return (await s.execute(select(AuditEntry).where(AuditEntry.organization_id == organization_id)
                                 .order_by(AuditEntry.seq.desc()).limit(1))).scalar_one()

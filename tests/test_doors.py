@@ -15,11 +15,11 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from prism.governance.ledger import verify_chain
 from prism.keys.service import lookup_of
 from prism.models import ApiKey, AuditEntry
 from prism.storage import Database
 from tests.factories import Factory, Workspace
+from tests.ledger_support import seal_waiting, verified
 
 CALL = "/api/v1/dev/call/"
 DOORS = ("canonical", "kwargs", "sandbox", "prism_path")
@@ -73,6 +73,7 @@ async def ok(client: httpx.AsyncClient, ws: Workspace, entity: str, operation: s
 
 
 async def ledger(db: Database, organization_id: str) -> list[AuditEntry]:
+    await seal_waiting(db, organization_id)
     async with db.read() as s:
         rows = await s.execute(select(AuditEntry).where(AuditEntry.organization_id == organization_id)
                                .order_by(AuditEntry.seq))
@@ -139,11 +140,11 @@ async def test_spare_part_read_gives_same_answer_and_same_ledger_entry_on_every_
     assert first.detail["status"] == status
     async with db.read() as s:
         key_id = (await s.execute(select(ApiKey.id).where(ApiKey.lookup == lookup_of(ws.keys[label])))).scalar_one()
-        report = await verify_chain(s, ws.org.id)
+    report = await verified(db, ws.org.id)
     assert first.credential_id == key_id
     assert [e.seq for e in entries] == list(range(before + 1, before + 5))
-    assert len({e.hash for e in entries}) == 4
-    assert report.valid and report.entries == before + 4, report
+    assert len({e.entry_hash for e in entries}) == 4
+    assert report.valid and report.tree_size == before + 4, report
 
 
 async def test_spare_part_update_writes_the_same_way_on_every_door(
@@ -533,15 +534,17 @@ SPEC_EVENT_TYPES = {
     "agent.failed", "mission.started", "mission.completed", "mission.budget_exceeded", "audit.entry_created",
     "claim.submitted", "invoice.received", "ticket.created",
 }
+# Beyond SPEC's fifteen: the ledger's signed checkpoints, for receivers to keep as proof (docs/audit.md).
+PRISM_EVENT_TYPES = {"audit.checkpoint"}
 
 
-async def test_webhook_event_list_returns_the_fifteen_event_types(
+async def test_webhook_event_list_returns_specs_fifteen_event_types_and_the_ledger_checkpoint(
         client: httpx.AsyncClient, shared: Workspace) -> None:
     ws = shared
     data = await ok(client, ws, "webhook_event", "list", {}, app="core", label="viewer")
     types = [e["event_type"] for e in data["items"]]
-    assert len(types) == 15 and set(types) == SPEC_EVENT_TYPES
-    assert data["total"] == 15
+    assert len(types) == 16 and set(types) == SPEC_EVENT_TYPES | PRISM_EVENT_TYPES
+    assert data["total"] == 16
     assert {e["api_version"] for e in data["items"]} == {"2024-12-31"}
     prefixes = {e["event_type"]: e["event_id_prefix"] for e in data["items"]}
     assert prefixes["governance.decision.block"] == prefixes["governance.decision.allow"] == "dec_"
@@ -552,4 +555,4 @@ async def test_webhook_event_list_returns_the_fifteen_event_types(
                                                              t.startswith("governance.")}
     platform = await through(client, "prism_path", ws.headers("viewer"), "entity_crud", "core", "webhook_event",
                              "list", {"group": "platform"})
-    assert platform[0] == 200 and platform[1]["total"] == 11
+    assert platform[0] == 200 and platform[1]["total"] == 12

@@ -15,7 +15,7 @@ from prism.identity.service import add_to_organization
 from prism.models import User
 from prism.storage import Database
 from prism.tenancy.service import create_organization
-from tests.factories import Factory, Workspace
+from tests.factories import Factory, Workspace, ledger_keys
 from tests.governance_support import ok, post
 from tests.oauth_support import CLIENT_BODIES, browser, register, tokens_for
 
@@ -90,8 +90,8 @@ async def test_a_client_may_be_tied_only_in_the_organizations_its_grants_consent
         app: object, client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
     ws = await factory.workspace(roles=("owner",))
     async with db.write() as session:
-        second = await create_organization(session, ws.tenant, name="Second org")
-        third = await create_organization(session, ws.tenant, name="Third org")
+        second = await create_organization(session, ws.tenant, name="Second org", keys=ledger_keys())
+        third = await create_organization(session, ws.tenant, name="Third org", keys=ledger_keys())
         owner = (await session.execute(select(User).where(User.email == ws.emails["owner"]))).scalar_one()
         await add_to_organization(session, owner, second, role="member")
         await add_to_organization(session, owner, third, role="member")

@@ -18,11 +18,11 @@ import pytest
 from sqlalchemy import event, select, update
 
 from prism.apps.spare_parts.models import SparePart
-from prism.governance.ledger import verify_chain
 from prism.idempotency.models import IdempotencyRecord
 from prism.models.audit import AuditEntry
 from prism.storage import Database
 from tests.factories import Factory, Workspace
+from tests.ledger_support import seal_waiting, verified
 from tests.test_mcp_protocol import PATH as MCP_PATH
 from tests.test_mcp_protocol import headers_for, initialize, rpc
 
@@ -86,6 +86,7 @@ async def parts_with_sku(db: Database, ws: Workspace, sku: str) -> int:
 
 
 async def entries(db: Database, ws: Workspace) -> list[AuditEntry]:
+    await seal_waiting(db, ws.org.id)
     async with db.read() as s:
         rows = await s.execute(select(AuditEntry).where(AuditEntry.organization_id == ws.org.id)
                                .order_by(AuditEntry.seq))
@@ -194,8 +195,7 @@ async def test_the_ledger_records_one_run_and_marks_each_replay(
     assert len({e.detail["idempotency_key"] for e in ledger}) == 1
     assert [(e.detail["status"], e.detail["cost"]) for e in ledger[1:]] == [(200, 0), (200, 0)]
     assert len({e.arguments_digest for e in ledger}) == 1
-    async with db.read() as s:
-        assert (await verify_chain(s, ws.org.id)).valid
+    assert (await verified(db, ws.org.id)).valid
 
 
 async def test_an_expired_key_runs_the_call_again_and_expired_keys_are_purged(

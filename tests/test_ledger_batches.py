@@ -11,13 +11,13 @@ from prism.apps.params import NoParams
 from prism.auth.authenticator import Authenticator
 from prism.config import Settings
 from prism.dispatch.dispatcher import Call, Dispatcher
-from prism.governance.ledger import verify_chain
 from prism.models import AuditEntry
 from prism.registry import HandlerApp, HandlerCall
 from prism.registry.registry import build_registry
 from prism.storage import Database
 from prism.tenancy.hosts import classify_host
 from tests.factories import Factory
+from tests.ledger_support import verified
 
 faulty = HandlerApp("faulty", description="Handlers that fail inside the database.")
 
@@ -50,10 +50,10 @@ async def test_a_read_failing_in_the_database_leaves_the_rest_of_its_batch_answe
     failed = [r for c, r in zip(calls, results, strict=True) if c is boom]
     assert all(isinstance(r, tuple) and r[1]["user"]["email"] == ws.emails["owner"] for r in answered), answered
     assert len(failed) == 4 and all(isinstance(r, Exception) for r in failed)
+    report = await verified(db, ws.org.id)
     async with db.read() as session:
         entries = (await session.execute(select(AuditEntry).where(AuditEntry.organization_id == ws.org.id)
                                          .order_by(AuditEntry.seq))).scalars().all()
-        report = await verify_chain(session, ws.org.id)
     assert len(entries) == 40 and report.valid, report
     assert [e.outcome for e in entries if e.coordinate == "report_query/faulty/probe/explode"] == ["refused"] * 4
 

@@ -22,7 +22,7 @@ from prism.oauth.tokens import hash_secret, issue_access_token
 from prism.ratelimit import TIERS
 from prism.storage import Database
 from prism.tenancy.service import create_organization, create_tenant
-from tests.factories import PASSWORD, unique
+from tests.factories import PASSWORD, ledger_keys, unique
 from tests.oauth_support import CLAUDE_REDIRECT, CLIENT_BODIES, OAUTH, bearer, browser, pkce
 from tests.processes import TEST_SECRET_KEY_FILE, scratch_database
 
@@ -53,8 +53,8 @@ async def test_a_single_organization_grant_made_before_the_upgrade_acts_in_its_o
         try:
             async with db.write() as s:
                 tenant = await create_tenant(s, subdomain, name="Migrated")
-                main = await create_organization(s, tenant, name="Main org")
-                other = await create_organization(s, tenant, name="Other org")
+                main = await create_organization(s, tenant, name="Main org", keys=ledger_keys())
+                other = await create_organization(s, tenant, name="Other org", keys=ledger_keys())
                 user = await create_user(s, f"{unique('owner')}@example.com", PASSWORD)
                 await add_to_organization(s, user, main, role="owner")
                 await add_to_organization(s, user, other, role="owner")  # a member, never consented for it

@@ -177,7 +177,7 @@ async def test_another_organizations_ids_are_not_found_and_stay_unchanged(
     assert (await snapshot(db, mine))["ledger"] == mine_before + attempts  # the attempts are in ours
     async with db.read() as s:
         refused = (await s.execute(select(AuditEntry.error_code).where(
-            AuditEntry.organization_id == mine.organization_id).order_by(AuditEntry.seq.desc())
+            AuditEntry.organization_id == mine.organization_id).order_by(AuditEntry.id.desc())
             .limit(attempts))).scalars().all()
     assert set(refused) == {"not_found"}
     for entity in MODELS:  # and their own key still sees them as they were

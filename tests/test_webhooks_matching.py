@@ -14,6 +14,7 @@ from prism.storage import Database
 from prism.webhooks.matching import ActiveWebhook, matches
 from prism.webhooks.models import WebhookDelivery
 from tests.factories import Factory, Workspace
+from tests.ledger_support import seal_waiting
 from tests.webhooks_fixtures import (  # noqa: F401
     BASE,
     create_hook,
@@ -118,6 +119,7 @@ async def test_audit_entry_created_is_emitted_only_for_subscribed_organizations(
         response = await hook_client.post("/api/v1/dev/call/", headers=ws.headers(), json={
             "name": "prism_whoami", "arguments": {}})
         assert response.status_code == 200, response.text
+        await seal_waiting(hook_db, ws.org.id)
     [delivery] = await deliveries_of(hook_client, subscribed, hook_row["id"])
     assert delivery["event_type"] == "audit.entry_created"
     assert await _audit_deliveries(hook_db, governance_only) == 0

@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     webhook_retry_after_max_seconds: int = 3600
     # This many consecutive FAILED deliveries deactivate a webhook (0 = never).
     webhook_deactivate_after_failures: int = 10
+    # The audit ledger (docs/audit.md): a checkpoint of each organization's signed tree is kept and sent as
+    # `audit.checkpoint` at most this often while its log grows; every process looks for entries left
+    # unsealed (a process that stopped between commit and seal) this often.
+    audit_checkpoint_interval_seconds: float = Field(default=60.0, gt=0)
+    audit_seal_sweep_seconds: float = Field(default=1.0, gt=0)
     log_level: str = "info"
     # Master secret (PRISM_SECRET_KEY): signs browser session cookies and encrypts the OAuth signing keys
     # at rest. Unset, Prism keeps a generated one in PRISM_SECRET_KEY_FILE (mode 0600, default

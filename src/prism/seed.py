@@ -14,6 +14,7 @@ from prism.apps.spare_parts.models import SparePart
 from prism.identity.service import add_to_organization, create_user, get_user
 from prism.keys.service import create_key
 from prism.kit.ids import random_token
+from prism.ledger.keys import LedgerKeys
 from prism.models import Tenant
 from prism.tenancy.service import create_organization, create_tenant
 
@@ -49,9 +50,9 @@ async def is_empty(session: AsyncSession) -> bool:
     return (await session.execute(select(func.count()).select_from(Tenant))).scalar_one() == 0
 
 
-async def seed_demo(session: AsyncSession) -> DemoWorkspace:
+async def seed_demo(session: AsyncSession, keys: LedgerKeys) -> DemoWorkspace:
     tenant = await create_tenant(session, DEMO_SUBDOMAIN, name="Demo Workspace")
-    org = await create_organization(session, tenant, name="Demo Operations", slug="demo-ops")
+    org = await create_organization(session, tenant, name="Demo Operations", slug="demo-ops", keys=keys)
     password: str | None = None
     user = await get_user(session, DEMO_ADMIN_EMAIL)
     if user is None:

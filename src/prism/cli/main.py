@@ -10,14 +10,15 @@ import typer
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from prism.cli.audit import audit_cli, seal_waiting_logs
 from prism.cli.governance import governance_cli, persona_cli
 from prism.cli.output import emit, fail
 from prism.config import get_settings
 from prism.errors import PrismError
-from prism.governance.ledger import verify_chain
 from prism.identity.service import add_to_organization, create_user, require_user
 from prism.keys.service import create_key, revoke_key
 from prism.kit.timeutil import iso
+from prism.ledger.keys import LedgerKeys
 from prism.oauth.cli import keys_cli
 from prism.storage import Database
 from prism.tenancy.service import (
@@ -38,7 +39,6 @@ tenant_cli = typer.Typer(help="Tenants (one subdomain each).", no_args_is_help=T
 org_cli = typer.Typer(help="Organizations within a tenant.", no_args_is_help=True)
 user_cli = typer.Typer(help="Users and memberships.", no_args_is_help=True)
 key_cli = typer.Typer(help="API keys.", no_args_is_help=True)
-audit_cli = typer.Typer(help="The hash-chained audit ledger.", no_args_is_help=True)
 for sub, name in ((tenant_cli, "tenant"), (org_cli, "org"), (user_cli, "user"), (key_cli, "key"),
                   (audit_cli, "audit")):
     cli.add_typer(sub, name=name)
@@ -97,7 +97,8 @@ def migrate(as_json: bool = JSON_OPT) -> None:
     from prism.migrate import upgrade
 
     upgrade(get_settings().database_url)
-    emit(as_json, {"migrated": True}, "migrations applied")
+    sealed = seal_waiting_logs()  # logs written before signed heads get theirs now
+    emit(as_json, {"migrated": True, "sealed": sealed}, "migrations applied")
 
 
 @tenant_cli.command("create")
@@ -110,7 +111,7 @@ def tenant_create(subdomain: str, name: str = typer.Option(..., "--name"),
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         tenant = await create_tenant(session, subdomain, name=name)
-        org = await create_organization(session, tenant, name=org_name or name)
+        org = await create_organization(session, tenant, name=org_name or name, keys=LedgerKeys(get_settings()))
         user, created = await require_or_create_user(session, admin_email, admin_password)
         await add_to_organization(session, user, org, role="owner")
         return {"tenant": {"id": tenant.id, "subdomain": tenant.subdomain, "name": tenant.name},
@@ -137,7 +138,8 @@ def org_create(name: str, tenant: str = typer.Option(..., "--tenant"),
     """Create an organization in a tenant."""
 
     async def work(session: AsyncSession) -> dict[str, Any]:
-        org = await create_organization(session, await require_tenant(session, tenant), name=name, slug=slug)
+        org = await create_organization(session, await require_tenant(session, tenant), name=name, slug=slug,
+                                        keys=LedgerKeys(get_settings()))
         return {"id": org.id, "slug": org.slug, "name": org.name, "tenant": tenant}
 
     out = in_transaction(as_json, work)
@@ -231,32 +233,6 @@ def key_revoke(key: str = typer.Argument(..., help="Key id or displayed prefix."
 
     out = in_transaction(as_json, work)
     emit(as_json, out, f"key {out['key_prefix']} revoked")
-
-
-@audit_cli.command("verify")
-def audit_verify(tenant: str = typer.Option(..., "--tenant"),
-                 org: str | None = typer.Option(None, "--org", help="Default: every organization of the tenant."),
-                 as_json: bool = JSON_OPT) -> None:
-    """Recompute the hash chains; exit 1 and name the first broken entry if any."""
-
-    async def work(session: AsyncSession) -> dict[str, Any]:
-        t = await require_tenant(session, tenant)
-        orgs = [await find_organization(session, t, org)] if org else await list_organizations(session, t)
-        reports = []
-        for o in orgs:
-            r = await verify_chain(session, o.id)
-            reports.append({"organization": o.slug, "organization_id": o.id, "entries": r.entries,
-                            "valid": r.valid, "first_broken_seq": r.first_broken_seq,
-                            "first_broken_id": r.first_broken_id, "reason": r.reason})
-        return {"tenant": t.subdomain, "valid": all(r["valid"] for r in reports), "chains": reports}
-
-    out = in_transaction(as_json, work, read_only=True)
-    lines = [f"{r['organization']}: {r['entries']} entries, " + (
-        "valid" if r["valid"] else f"BROKEN at entry {r['first_broken_seq']}: {r['reason']}")
-        for r in out["chains"]]
-    emit(as_json, out, "\n".join(lines))
-    if not out["valid"]:
-        raise typer.Exit(1)
 
 
 def main() -> None:

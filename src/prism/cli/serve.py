@@ -11,8 +11,9 @@ import uvicorn
 from starlette.applications import Starlette
 
 from prism.cli.output import emit
-from prism.config import get_settings
+from prism.config import Settings, get_settings
 from prism.kit.collector import collector_paused, start_serving
+from prism.ledger.keys import LedgerKeys
 from prism.migrate import upgrade
 from prism.seed import DemoWorkspace, is_empty, seed_demo
 from prism.storage import Database, backend_of
@@ -27,11 +28,11 @@ SQLITE_WORKERS_REFUSAL = ("--workers {workers} needs PostgreSQL: SQLite serves f
                           "or set PRISM_DATABASE_URL to a PostgreSQL database to run several workers.")
 
 
-async def _seed_if_empty(url: str) -> DemoWorkspace | None:
-    db = Database(url)
+async def _seed_if_empty(settings: Settings) -> DemoWorkspace | None:
+    db = Database(settings.database_url)
     try:
         async with db.write() as session:
-            return await seed_demo(session) if await is_empty(session) else None
+            return await seed_demo(session, LedgerKeys(settings)) if await is_empty(session) else None
     finally:
         await db.dispose()
 
@@ -66,7 +67,7 @@ def serve(*, host: str, port: int, workers: int, as_json: bool) -> None:
         raise typer.Exit(code=2)
     with collector_paused():  # a no-op when `prism serve` already paused it for the whole start-up
         upgrade(settings.database_url)
-        demo = asyncio.run(_seed_if_empty(settings.database_url)) if settings.seed_demo else None
+        demo = asyncio.run(_seed_if_empty(settings)) if settings.seed_demo else None
     data, text = _banner(demo, host, port)
     emit(as_json, data, text)
     # proxy_headers off: X-Forwarded-For counts only from PRISM_TRUSTED_PROXIES (prism.ratelimit.addresses), and

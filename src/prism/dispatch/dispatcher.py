@@ -20,10 +20,10 @@ from prism.auth.context import AuthContext
 from prism.config import Settings
 from prism.errors import InvalidArguments, PermissionDenied, PrismError, ToolNotFound
 from prism.governance.gate import Gate
-from prism.governance.ledger import EntryDraft
-from prism.governance.ledger_writer import LedgerWriter
 from prism.idempotency import IdempotencyKeys, ReplayedRefusal, Ticket
 from prism.kit.canonical import digest
+from prism.ledger.entries import EntryDraft
+from prism.ledger.writer import LedgerWriter
 from prism.registry import AfterCommit, Handler, HandlerCall, Registry
 from prism.registry.mega_tools import LEGACY_BINDINGS, SCOPE_OF_CLASS, mega_tool_of
 from prism.storage import Database
@@ -59,7 +59,7 @@ class Dispatcher:
         self.db = db
         self.registry = registry
         self.settings = settings
-        self.ledger = LedgerWriter(db)
+        self.ledger = LedgerWriter(db, settings)
         self.idempotency = IdempotencyKeys(db, settings)
 
     async def close(self) -> None:

@@ -1,6 +1,6 @@
 """A call that carries an Idempotency-Key, through its one ledger unit: claim the key, run or replay, keep the answer.
 
-Everything happens in the ledger transaction of the call (prism.governance.ledger_writer), which already
+Everything happens in the ledger transaction of the call (prism.ledger.writer), which already
 serializes the writes of one organization across processes (its audit head is locked first: FOR UPDATE on
 PostgreSQL, BEGIN IMMEDIATE on SQLite):
 
@@ -41,7 +41,7 @@ from prism.storage import Database
 
 if TYPE_CHECKING:
     from prism.auth.context import AuthContext
-    from prism.governance.ledger import EntryDraft
+    from prism.ledger.entries import EntryDraft
 
 log = logging.getLogger("prism.idempotency")
 

@@ -1,6 +1,6 @@
 """Platform tables. App tables live beside their apps; `prism.tables` imports them all."""
 
-from prism.models.audit import AuditEntry, AuditHead
+from prism.models.audit import AuditCheckpoint, AuditEntry, AuditHead
 from prism.models.base import Base
 from prism.models.identity import Membership, Role, User
 from prism.models.keys import ApiKey
@@ -8,5 +8,6 @@ from prism.models.outbox import OutboxEvent
 from prism.models.tenancy import Organization, Tenant
 
 __all__ = [
-    "ApiKey", "AuditEntry", "AuditHead", "Base", "Membership", "Organization", "OutboxEvent", "Role", "Tenant", "User",
+    "ApiKey", "AuditCheckpoint", "AuditEntry", "AuditHead", "Base", "Membership", "Organization", "OutboxEvent",
+    "Role", "Tenant", "User",
 ]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String, UniqueConstraint
+from sqlalchemy import ForeignKey, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.models.base import Base, created_column, id_column
@@ -26,3 +26,5 @@ class Organization(Base):
     slug: Mapped[str] = mapped_column(String(63))
     name: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = created_column()
+    # Ledger entries older than this many days are archived and pruned by `prism audit retain`; None keeps all.
+    audit_retention_days: Mapped[int | None] = mapped_column(Integer)

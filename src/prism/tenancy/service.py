@@ -9,7 +9,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.permissions import BUILTIN_ROLES
 from prism.errors import BadRequest, Conflict, NotFound
-from prism.governance.ledger import GENESIS_HASH
+from prism.ledger.entries import GENESIS_HASH
+from prism.ledger.keys import LedgerKeys
+from prism.ledger.sealer import empty_head
 from prism.models import AuditHead, Organization, Role, Tenant
 
 SUBDOMAIN_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
@@ -48,7 +50,7 @@ async def require_tenant(session: AsyncSession, subdomain: str) -> Tenant:
     return tenant
 
 
-async def create_organization(session: AsyncSession, tenant: Tenant, *, name: str,
+async def create_organization(session: AsyncSession, tenant: Tenant, *, name: str, keys: LedgerKeys,
                               slug: str | None = None) -> Organization:
     if not name.strip():
         raise BadRequest("organization name is required", code="invalid_name")
@@ -61,8 +63,8 @@ async def create_organization(session: AsyncSession, tenant: Tenant, *, name: st
     org = Organization(tenant_id=tenant.id, name=name.strip(), slug=slug)
     session.add(org)
     await session.flush()
-    # Every organization's ledger starts at the genesis hash; appenders lock this row.
-    session.add(AuditHead(organization_id=org.id, seq=0, hash=GENESIS_HASH))
+    # Every organization's log starts empty and signed: a log deleted later cannot pass for one never written.
+    session.add(AuditHead(organization_id=org.id, seq=0, hash=GENESIS_HASH, **empty_head(keys, org.id)))
     await session.flush()
     return org
 

@@ -1,18 +1,16 @@
 """Group commit for the audit ledger.
 
-Every dispatch appends one ledger entry before the door answers, and a write handler's changes must
-commit in the same transaction as its entry. Doing that one transaction per request would cap a
-process at what one serialized writer can commit per second. Instead, each process has one writer
-task: requests queue their units, and the writer runs whatever has queued up in ONE transaction —
-each write handler inside its own SAVEPOINT, so a refused call rolls back only its own changes and
-still gets its "refused" entry — then commits once and answers every waiting request.
+Every dispatch writes one ledger entry before the door answers, and a write handler's changes must commit in
+the same transaction as its entry. Doing that one transaction per request would cap a process at what one
+serialized writer can commit per second. Instead, each process has writer tasks: requests queue their units,
+and a writer runs whatever has queued up in ONE transaction — each write handler inside its own SAVEPOINT, so
+a refused call rolls back only its own changes and still gets its "refused" entry — then commits once and
+answers every waiting request.
 
-Heads of all organizations in a batch are locked in a fixed order (FOR UPDATE on PostgreSQL; BEGIN
-IMMEDIATE on SQLite) before any write runs, so writers in other processes (and other lanes of this
-one) queue behind us instead of forking a chain, and can never deadlock on each other's heads. Reads
-run before the heads are locked: they change nothing, and the heads stay locked only for the writes
-and the appends. On PostgreSQL several lanes (transactions) run at once, so one lane's round trips
-overlap another's; SQLite has one writer at a time and one lane.
+Entries are written with their content hash and MAC but without a position: no row is locked that another
+call, lane or process would wait for. Positions and the signed tree come from sealing (prism.ledger.sealer):
+in the batch's own transaction on SQLite, which has one writer anyway, and right after the commit on
+PostgreSQL, where several lanes (transactions) run at once so one lane's round trips overlap another's.
 """
 
 from __future__ import annotations
@@ -25,15 +23,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import insert, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from prism.config import Settings
 from prism.errors import Conflict, PrismError
-from prism.governance.ledger import EntryDraft, audit_entries, audit_heads, chain_hash, entry_body
 from prism.kit.timeutil import iso, utcnow
+from prism.ledger.entries import EntryDraft, audit_entries, audit_heads, content_hash, content_of
+from prism.ledger.keys import LedgerKeys
+from prism.ledger.sealer import Sealer, seal
 from prism.storage import Database, unavailable_error
-from prism.webhooks.audit_events import announce_entries
 
 log = logging.getLogger("prism.ledger")
 
@@ -69,12 +69,16 @@ class _Unit:
 
 
 class LedgerWriter:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, settings: Settings) -> None:
         self.db = db
+        self.keys = LedgerKeys(settings)
+        self.checkpoint_every = settings.audit_checkpoint_interval_seconds
+        self.sealer = Sealer(db, self.keys, checkpoint_every=self.checkpoint_every,
+                             sweep_every=settings.audit_seal_sweep_seconds)
         self._queue: list[_Unit] = []
         self._wakeup = asyncio.Event()
-        # PostgreSQL: several transactions in flight, so one lane's round trips overlap another's
-        # (heads are locked only for the appends). SQLite has one writer at a time: one lane.
+        # PostgreSQL: several transactions in flight, so one lane's round trips overlap another's.
+        # SQLite has one writer at a time: one lane.
         self._lanes = 1 if db.is_sqlite else LANES
         self._tasks: list[asyncio.Task[None]] = []
         # The loop the writer tasks run on, kept rather than asked for per unit (bench/README.md says why).
@@ -115,6 +119,7 @@ class LedgerWriter:
         return loop
 
     async def close(self) -> None:
+        await self.sealer.close()
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
@@ -154,27 +159,23 @@ class LedgerWriter:
             # The transaction begins before any unit runs: not getting the database (no pool connection in time,
             # SQLite's write lock held elsewhere past the busy timeout) fails the batch, not its first handler.
             await session.connection()
-            # Reads first, before any head is locked: they change nothing, so the heads (which every
-            # writer of the organization waits for) are held only for the writes and the appends.
-            # On PostgreSQL a failed statement aborts the whole transaction: reads run without a
-            # savepoint (two round trips fewer each), and if one fails in the database, the batch is
-            # rolled back and run again with every unit isolated. SQLite rolls back only the statement.
+            # On PostgreSQL a failed statement aborts the whole transaction: reads run without a savepoint (two
+            # round trips fewer each), and if one fails in the database, the batch is rolled back and run again
+            # with every unit isolated. SQLite rolls back only the statement.
             replay_on_failure = not self.db.is_sqlite and not isolate_reads
             for i, unit in enumerate(batch):
                 if unit.work is not None and not unit.writes:
                     outcome = outcomes[i] = await _run_unit(session, unit, savepoint=isolate_reads)
                     if replay_on_failure and isinstance(outcome[1], DBAPIError):
                         raise _ReadAborted from outcome[1]
-            heads = await _lock_heads(session, list({u.organization_id for u in batch}))
-            locked = dict(heads)
-            # One time for the batch's entries, which are appended and committed together: its texts (hashed
-            # and stored) are then made once per batch rather than once per entry.
+            logs = await _existing_logs(session, {u.organization_id for u in batch})
+            # One time for the batch's entries, which are committed together: its texts (hashed and stored) are
+            # then made once per batch rather than once per entry.
             appended_at = utcnow()
             appended_iso = iso(appended_at)
             rows: list[dict[str, Any]] = []
             for i, unit in enumerate(batch):
-                head = heads.get(unit.organization_id)
-                if head is None:  # the organization is gone: nothing may run unaudited
+                if unit.organization_id not in logs:  # the organization is gone: nothing may run unaudited
                     outcomes[i] = (None, PrismError("organization has no audit chain",
                                                     code="organization_not_found", status=404))
                     continue
@@ -186,21 +187,29 @@ class LedgerWriter:
                 draft = (unit.draft_for(appended_at, "allowed", None, 200) if error is None else
                          unit.draft_for(appended_at, "refused", getattr(error, "code", "internal_error"),
                                         getattr(error, "status", 500)))
-                seq = head[0] + 1
                 # The batch's ISO text is the draft's own only if the draft took the batch's time.
-                row = entry_body(draft, seq, appended_iso if draft.created_at is appended_at else None)
-                digest = chain_hash(head[1], row)
-                # The hashed body becomes the row: the column takes the datetime, not the hashed text.
-                row.update(created_at=draft.created_at, prev_hash=head[1], hash=digest)
+                row = content_of(draft, appended_iso if draft.created_at is appended_at else None)
+                digest = content_hash(row)
+                # The hashed content becomes the row: the column takes the datetime, not the hashed text.
+                row.update(created_at=draft.created_at, entry_hash=digest,
+                           mac=self.keys.mac(unit.organization_id, 0, digest))
                 rows.append(row)
-                heads[unit.organization_id] = (seq, digest)
-            if rows:  # one executemany for the batch's entries, one for the heads that moved
+            written = sorted({row["organization_id"] for row in rows})
+            if rows:  # one executemany for the batch's entries
                 await session.execute(insert(audit_entries), rows)
-                await session.execute(_MOVE_HEAD, [
-                    {"org_id": org_id, "new_seq": seq, "new_hash": digest}
-                    for org_id, (seq, digest) in heads.items() if locked[org_id] != (seq, digest)])
-            await announce_entries(session, rows)  # audit.entry_created, for subscribers only
+            if self.db.is_sqlite:
+                for organization_id in written:
+                    await seal(session, organization_id, self.keys, checkpoint_every=self.checkpoint_every)
+        if written and not self.db.is_sqlite:
+            self.sealer.request(written)
         return [outcomes[i] for i in range(len(batch))]
+
+
+async def _existing_logs(session: AsyncSession, organization_ids: set[str]) -> set[str]:
+    """The organizations that still have a log (a head row): entries of any other would have nowhere to go."""
+    rows = await session.execute(select(audit_heads.c.organization_id)
+                                 .where(audit_heads.c.organization_id.in_(organization_ids)))
+    return set(rows.scalars())
 
 
 def _all_running(tasks: list[asyncio.Task[None]]) -> bool:
@@ -220,24 +229,6 @@ def _batch_failure(exc: Exception, size: int) -> PrismError:
     failure = LedgerUnavailable("the audit ledger could not be written; nothing was changed")
     failure.__cause__ = exc
     return failure
-
-
-_MOVE_HEAD = (update(audit_heads).where(audit_heads.c.organization_id == bindparam("org_id"))
-              .values(seq=bindparam("new_seq"), hash=bindparam("new_hash")))
-
-
-async def _lock_heads(session: AsyncSession, organization_ids: list[str]) -> dict[str, tuple[int, str]]:
-    """Each organization's head (seq, hash), locked until the batch commits.
-
-    One statement, in the order of the organization ids: writers that lock several heads always take them in
-    the same order and cannot deadlock (PostgreSQL locks rows in the order it returns them; on SQLite the
-    batch's BEGIN IMMEDIATE already holds the one write lock).
-    """
-    rows = await session.execute(
-        select(audit_heads.c.organization_id, audit_heads.c.seq, audit_heads.c.hash)
-        .where(audit_heads.c.organization_id.in_(organization_ids))
-        .order_by(audit_heads.c.organization_id).with_for_update())
-    return {org_id: (seq, digest) for org_id, seq, digest in rows}
 
 
 async def _run_unit(session: AsyncSession, unit: _Unit, *, savepoint: bool) -> tuple[Any, BaseException | None]:

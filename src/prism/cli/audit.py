@@ -1,0 +1,179 @@
+"""`prism audit …`: verify an organization's log, export its signed checkpoint, show the signing key, seal.
+
+Verification reads only; `seal` and `prism migrate` write (positions and signed heads of waiting entries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import typer
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.cli.output import emit, fail
+from prism.config import get_settings
+from prism.errors import InvalidArguments, NotFound, PrismError
+from prism.ledger.checkpoints import MalformedCheckpoint, parse_checkpoint
+from prism.ledger.entries import audit_checkpoints, audit_heads
+from prism.ledger.keys import LedgerKeys
+from prism.ledger.sealer import logs_to_seal, seal_all
+from prism.ledger.verify import StartingPoint, verify_log
+from prism.models import Organization
+from prism.storage import Database
+from prism.tenancy.service import find_organization, list_organizations, require_tenant
+
+JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
+audit_cli = typer.Typer(help="The audit ledger: signed Merkle trees, one per organization.", no_args_is_help=True)
+
+
+def _run(as_json: bool, work: Any, *, read_only: bool = True) -> Any:
+    from prism.cli.main import in_transaction  # the CLI root imports this module: resolve it late
+
+    return in_transaction(as_json, work, read_only=read_only)
+
+
+async def _organizations(session: AsyncSession, tenant: str, org: str | None) -> list[Organization]:
+    t = await require_tenant(session, tenant)
+    return [await find_organization(session, t, org)] if org else await list_organizations(session, t)
+
+
+def _read_checkpoint_file(path: Path) -> dict[str, Any]:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise InvalidArguments(f"{path}: not a readable JSON checkpoint ({exc})") from exc
+    if not isinstance(data, dict):
+        raise InvalidArguments(f"{path}: a checkpoint is a JSON object")
+    return data
+
+
+def _starting_point(data: dict[str, Any], source: str) -> StartingPoint:
+    frontier = data.get("frontier")
+    if not isinstance(frontier, list) or not all(isinstance(h, str) for h in frontier):
+        raise InvalidArguments(f"{source}: no frontier; export one with `prism audit checkpoint`")
+    try:
+        return StartingPoint(parse_checkpoint(data), frontier)
+    except MalformedCheckpoint as exc:
+        raise InvalidArguments(f"{source}: {exc}") from exc
+
+
+async def _latest_kept(session: AsyncSession, organization_id: str) -> StartingPoint | None:
+    row = (await session.execute(
+        select(audit_checkpoints.c.checkpoint, audit_checkpoints.c.frontier)
+        .where(audit_checkpoints.c.organization_id == organization_id)
+        .order_by(audit_checkpoints.c.tree_size.desc()).limit(1))).first()
+    if row is None:
+        return None
+    return StartingPoint(parse_checkpoint(row.checkpoint), list(row.frontier))
+
+
+@audit_cli.command("verify")
+def audit_verify(tenant: str = typer.Option(..., "--tenant"),
+                 org: str | None = typer.Option(None, "--org", help="Default: every organization of the tenant."),
+                 since: str | None = typer.Option(
+                     None, "--since", help="Start from a signed checkpoint: `latest` (the newest kept one) or "
+                                           "a file written by `prism audit checkpoint`."),
+                 checkpoint: Path | None = typer.Option(
+                     None, "--checkpoint", help="A checkpoint kept outside the database (a file written by "
+                                                "`prism audit checkpoint`, or an audit.checkpoint event's data): "
+                                                "the log must contain it."),
+                 as_json: bool = JSON_OPT) -> None:
+    """Check every entry and each log's signed head; exit 1 and name the first bad entry if any."""
+    keys = LedgerKeys(get_settings())
+    since_file = _read_checkpoint_file(Path(since)) if since not in (None, "latest") else None
+    trusted_data = _read_checkpoint_file(checkpoint) if checkpoint is not None else None
+    try:
+        trusted = parse_checkpoint(trusted_data) if trusted_data is not None else None
+    except MalformedCheckpoint as exc:
+        fail(as_json, InvalidArguments(f"{checkpoint}: {exc}"))
+        return
+
+    def progress(done: int) -> None:
+        if not as_json:
+            typer.echo(f"  … {done:,} entries checked", err=True)
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        orgs = await _organizations(session, tenant, org)
+        reports = []
+        for o in orgs:
+            start = None
+            if since == "latest":
+                start = await _latest_kept(session, o.id)
+            elif since_file is not None:
+                start = _starting_point(since_file, str(since))
+                if start.checkpoint.organization_id != o.id:
+                    continue  # a file names one organization's log
+            given = trusted if trusted is not None and trusted.organization_id == o.id else None
+            report = await verify_log(session, o.id, keys, since=start, trusted=given, progress=progress)
+            reports.append({"organization": o.slug, **report.as_dict()})
+        if not reports:
+            raise NotFound("the checkpoint file names no organization of this tenant", code="organization_not_found")
+        return {"tenant": tenant, "valid": all(r["valid"] for r in reports), "logs": reports}
+
+    out = _run(as_json, work)
+    lines = [f"{r['organization']}: {r['tree_size']} entries ({r['checked']} checked"
+             + (f" after checkpoint {r['since']}" if r["since"] else "")
+             + (f", {r['waiting']} waiting to be sealed" if r["waiting"] else "") + "), valid"
+             if r["valid"] else f"{r['organization']}: BROKEN at entry {r['first_broken_seq']}: {r['reason']}"
+             for r in out["logs"]]
+    emit(as_json, out, "\n".join(lines))
+    if not out["valid"]:
+        raise typer.Exit(1)
+
+
+@audit_cli.command("checkpoint")
+def audit_checkpoint(tenant: str = typer.Option(..., "--tenant"),
+                     org: str | None = typer.Option(None, "--org", help="Needed when the tenant has several."),
+                     as_json: bool = JSON_OPT) -> None:
+    """Print the log's current signed checkpoint with its frontier (JSON), to keep outside Prism."""
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        orgs = await _organizations(session, tenant, org)
+        if len(orgs) != 1:
+            raise PrismError(f"tenant {tenant} has {len(orgs)} organizations; name one with --org",
+                             code="organization_required", status=400)
+        head = (await session.execute(select(audit_heads.c.checkpoint, audit_heads.c.frontier).where(
+            audit_heads.c.organization_id == orgs[0].id))).first()
+        if head is None or head.checkpoint is None:
+            raise NotFound("this organization's log has no signed head yet; run `prism migrate`",
+                           code="checkpoint_not_found")
+        return {**parse_checkpoint(head.checkpoint).as_dict(), "frontier": list(head.frontier or [])}
+
+    out = _run(as_json, work)
+    sys.stdout.write(orjson.dumps(out).decode() + "\n")
+
+
+@audit_cli.command("public-key")
+def audit_public_key(as_json: bool = JSON_OPT) -> None:
+    """The Ed25519 public key every checkpoint of this deployment is signed with (base64, raw 32 bytes)."""
+    keys = LedgerKeys(get_settings())
+    emit(as_json, {"key_id": keys.key_id, "algorithm": "Ed25519", "public_key": keys.public_key_b64},
+         f"{keys.key_id} Ed25519 {keys.public_key_b64}")
+
+
+def seal_waiting_logs() -> int:
+    """Seal every log with entries waiting or a head not yet signed (after an upgrade); how many entries."""
+    settings = get_settings()
+
+    async def run() -> int:
+        db = Database(settings.database_url)
+        try:
+            organizations = await logs_to_seal(db, with_heads=True)
+            return await seal_all(db, organizations, LedgerKeys(settings),
+                                  checkpoint_every=settings.audit_checkpoint_interval_seconds)
+        finally:
+            await db.dispose()
+
+    return asyncio.run(run())
+
+
+@audit_cli.command("seal")
+def audit_seal(as_json: bool = JSON_OPT) -> None:
+    """Seal entries that are waiting (normally a running server does this within a second)."""
+    sealed = seal_waiting_logs()
+    emit(as_json, {"sealed": sealed}, f"{sealed} entries sealed")

@@ -1,0 +1,211 @@
+"""Sealing: committed entries get their positions and join the organization's signed Merkle tree.
+
+A call's transaction writes its entry without a position, so calls never wait for each other to extend a log.
+Sealing then takes the organization's head row (the only row two sealers can wait on), gives the waiting
+entries the next positions in the order of their ids, appends their leaves to the tree's frontier, and stores
+the new root with its signed checkpoint. A checkpoint is also kept in `audit_checkpoints` and sent as an
+`audit.checkpoint` event at most once per `audit_checkpoint_interval_seconds`.
+
+Where it runs:
+- SQLite has one writer at a time: the ledger batch already holds the database's write lock, so it seals in
+  its own transaction and an entry is sealed when its call answers.
+- PostgreSQL: after the batch commits, this process's `Sealer` task seals the batch's organizations in a
+  transaction of its own, usually a few milliseconds later; every process also sweeps for entries left
+  unsealed (a process that stopped between commit and seal) every `audit_seal_sweep_seconds`.
+Either way an entry is in the database, with its content hash and MAC, before its call answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import bindparam, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.events.outbox import emit
+from prism.kit.timeutil import iso, utcnow
+from prism.ledger.checkpoints import sign_checkpoint
+from prism.ledger.entries import audit_checkpoints, audit_entries, audit_heads
+from prism.ledger.keys import LedgerKeys
+from prism.ledger.merkle import EMPTY_ROOT, Frontier, leaf_hash
+from prism.models import Organization
+from prism.storage import Database
+from prism.webhooks.matching import subscribed_organizations
+
+log = logging.getLogger("prism.ledger")
+
+# Entries sealed per transaction; a longer backlog is sealed in several.
+SEAL_LIMIT = 10_000
+ENTRY_CREATED = "audit.entry_created"
+CHECKPOINT = "audit.checkpoint"
+
+
+class BrokenLog(Exception):
+    """The stored log does not continue where its head says it ends: nothing more is sealed onto it."""
+
+
+def empty_head(keys: LedgerKeys, organization_id: str) -> dict[str, Any]:
+    """The head row's tree fields for a new organization: an empty tree, signed, so it cannot be forged later."""
+    at = utcnow()
+    checkpoint = sign_checkpoint(keys, organization_id, 0, EMPTY_ROOT.hex(), iso(at))
+    return {"tree_size": 0, "root": EMPTY_ROOT.hex(), "frontier": [], "checkpoint": checkpoint.to_json(),
+            "sealed_at": at}
+
+
+async def seal(session: AsyncSession, organization_id: str, keys: LedgerKeys, *,
+               checkpoint_every: float) -> int:
+    """Seal up to SEAL_LIMIT of the organization's waiting entries in `session`'s transaction; how many it sealed."""
+    head = (await session.execute(
+        select(audit_heads).where(audit_heads.c.organization_id == organization_id)
+        .with_for_update(key_share=True))).first()  # FOR NO KEY UPDATE: entries' foreign keys never wait on it
+    if head is None:
+        return 0
+    frontier = Frontier.from_hex(head.tree_size, head.frontier or [])
+    if head.tree_size < head.seq:  # chained entries written before the tree: they join it in their order
+        await _add_chained_entries(session, organization_id, frontier, through=head.seq)
+    waiting = (await session.execute(
+        select(audit_entries.c.id, audit_entries.c.entry_hash, audit_entries.c.mac, audit_entries.c.tenant_id,
+               audit_entries.c.coordinate, audit_entries.c.outcome, audit_entries.c.actor_user_id,
+               audit_entries.c.door)
+        .where(audit_entries.c.organization_id == organization_id, audit_entries.c.seq.is_(None))
+        .order_by(audit_entries.c.id).limit(SEAL_LIMIT))).all()
+    if not waiting and frontier.size == head.tree_size and head.checkpoint is not None:
+        return 0
+    positions = []
+    for entry in waiting:
+        seq = frontier.size + 1
+        frontier.append(leaf_hash(seq, bytes.fromhex(entry.entry_hash)))
+        # The MAC moves to the entry's position only if it fits the entry as written: an entry altered while it
+        # waited keeps a MAC that does not fit, and verification names it.
+        fits = keys.mac_fits(organization_id, 0, entry.entry_hash, entry.mac)
+        positions.append({"entry_id": entry.id, "new_seq": seq,
+                          "new_mac": keys.mac(organization_id, seq, entry.entry_hash) if fits else entry.mac})
+    if positions:
+        await session.execute(_SET_POSITION, positions)
+    at = utcnow()
+    root = frontier.root().hex()
+    checkpoint = sign_checkpoint(keys, organization_id, frontier.size, root, iso(at))
+    moved: dict[str, Any] = {"tree_size": frontier.size, "root": root, "frontier": frontier.to_hex(),
+                             "checkpoint": checkpoint.to_json(), "sealed_at": at}
+    due = head.checkpointed_at is None or (at - head.checkpointed_at).total_seconds() >= checkpoint_every
+    if due and frontier.size > head.tree_size:
+        moved["checkpointed_at"] = at
+        await session.execute(insert(audit_checkpoints).values(
+            organization_id=organization_id, tree_size=frontier.size, root=root, frontier=moved["frontier"],
+            checkpoint=moved["checkpoint"], created_at=at))
+        if organization_id in await subscribed_organizations(session, [organization_id], CHECKPOINT):
+            tenant_id = (await session.execute(select(Organization.tenant_id).where(
+                Organization.id == organization_id))).scalar_one()
+            await emit(session, organization_id=organization_id, tenant_id=tenant_id, event_type=CHECKPOINT,
+                       data=checkpoint.as_dict())
+    await session.execute(update(audit_heads).where(audit_heads.c.organization_id == organization_id)
+                          .values(**moved))
+    # Events only for organizations that subscribe: nobody else's outbox grows with every call.
+    if waiting and organization_id in await subscribed_organizations(session, [organization_id], ENTRY_CREATED):
+        for entry, position in zip(waiting, positions, strict=True):
+            await emit(session, organization_id=organization_id, tenant_id=entry.tenant_id,
+                       event_type=ENTRY_CREATED, data={
+                           "seq": position["new_seq"], "hash": entry.entry_hash, "coordinate": entry.coordinate,
+                           "outcome": entry.outcome, "actor": entry.actor_user_id, "door": entry.door})
+    return len(positions)
+
+
+_SET_POSITION = (update(audit_entries).where(audit_entries.c.id == bindparam("entry_id"))
+                 .values(seq=bindparam("new_seq"), mac=bindparam("new_mac")))
+
+
+async def _add_chained_entries(session: AsyncSession, organization_id: str, frontier: Frontier, *,
+                               through: int) -> None:
+    rows = await session.stream(
+        select(audit_entries.c.seq, audit_entries.c.entry_hash)
+        .where(audit_entries.c.organization_id == organization_id, audit_entries.c.seq > frontier.size,
+               audit_entries.c.seq <= through).order_by(audit_entries.c.seq))
+    async for seq, entry_hash in rows:
+        if seq != frontier.size + 1:
+            raise BrokenLog(f"organization {organization_id}: chained entry {frontier.size + 1} is missing")
+        frontier.append(leaf_hash(seq, bytes.fromhex(entry_hash)))
+    if frontier.size != through:
+        raise BrokenLog(f"organization {organization_id}: chained entries {frontier.size + 1}..{through} are missing")
+
+
+async def seal_all(db: Database, organization_ids: Iterable[str], keys: LedgerKeys, *,
+                   checkpoint_every: float) -> int:
+    """Seal each organization's whole backlog, a transaction per SEAL_LIMIT entries; how many were sealed."""
+    total = 0
+    for organization_id in sorted(set(organization_ids)):
+        while True:
+            async with db.write() as session:
+                sealed = await seal(session, organization_id, keys, checkpoint_every=checkpoint_every)
+            total += sealed
+            if sealed < SEAL_LIMIT:
+                break
+    return total
+
+
+async def logs_to_seal(db: Database, *, with_heads: bool) -> set[str]:
+    """Organizations with entries waiting; `with_heads` adds heads not yet signed or behind their chain
+    (logs written before the tree), which only an upgrade leaves."""
+    async with db.read() as session:
+        found = set((await session.execute(
+            select(audit_entries.c.organization_id).where(audit_entries.c.seq.is_(None)).distinct())).scalars())
+        if with_heads:
+            found |= set((await session.execute(select(audit_heads.c.organization_id).where(or_(
+                audit_heads.c.checkpoint.is_(None), audit_heads.c.tree_size < audit_heads.c.seq)))).scalars())
+    return found
+
+
+class Sealer:
+    """This process's sealing task (PostgreSQL): seals what its batches wrote, and sweeps for what others left."""
+
+    def __init__(self, db: Database, keys: LedgerKeys, *, checkpoint_every: float, sweep_every: float) -> None:
+        self.db = db
+        self.keys = keys
+        self.checkpoint_every = checkpoint_every
+        self.sweep_every = sweep_every
+        self._pending: set[str] = set()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def request(self, organization_ids: Iterable[str]) -> None:
+        self._pending.update(organization_ids)
+        self._wakeup.set()
+        self.start()
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="prism-ledger-sealer")
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        first = True
+        while True:
+            try:
+                if first or not await self._woken():
+                    self._pending |= await logs_to_seal(self.db, with_heads=first)
+                    first = False
+                self._wakeup.clear()
+                organizations, self._pending = self._pending, set()
+                await seal_all(self.db, organizations, self.keys, checkpoint_every=self.checkpoint_every)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # The entries stay committed and waiting; the next sweep seals them.
+                log.exception("sealing the audit ledger failed; retrying in %.1f s", self.sweep_every)
+                await asyncio.sleep(self.sweep_every)
+
+    async def _woken(self) -> bool:
+        """Wait for a request, or until the next sweep is due (False)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), timeout=self.sweep_every)
+            return True
+        return False

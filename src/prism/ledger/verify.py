@@ -1,0 +1,222 @@
+"""Verifying an organization's log: every entry against its hashes and MAC, the tree against its signed head.
+
+    report = await verify_log(session, organization_id, keys)                  # from the first entry
+    report = await verify_log(session, organization_id, keys, since=start)     # from a signed checkpoint on
+
+What a database writer without the master secret cannot do unseen:
+- alter an entry, even recomputing every hash after it: the entry's MAC no longer fits, and the tree no
+  longer matches the signed head; the report names the entry;
+- delete entries from the middle (a position is missing) or from the end, even with the head row rewritten
+  to match: the head's signature no longer verifies, and a kept checkpoint larger than the log shows the
+  cut; cutting exactly back to an earlier signed checkpoint is seen against any later checkpoint held
+  outside the database (`trusted`, e.g. one a webhook receiver kept from an `audit.checkpoint` event);
+- delete the whole log: the organization's head is gone, or its signature does not verify;
+- put another organization's log in its place: MACs are keyed per organization and the signed head names it.
+
+Entries written before the tree (a hash chain) are checked as they always were, and as leaves of the tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.ledger.checkpoints import Checkpoint, MalformedCheckpoint, parse_checkpoint
+from prism.ledger.entries import (
+    GENESIS_HASH,
+    audit_checkpoints,
+    audit_entries,
+    audit_heads,
+    content_hash,
+    content_of,
+    legacy_chain_hash,
+)
+from prism.ledger.keys import LedgerKeys
+from prism.ledger.merkle import Frontier, leaf_hash
+
+PROGRESS_EVERY = 100_000
+
+
+@dataclass(frozen=True)
+class StartingPoint:
+    """A signed checkpoint with the frontier of its tree: verification can continue from it."""
+
+    checkpoint: Checkpoint
+    frontier: list[str]
+
+
+@dataclass(frozen=True)
+class LogReport:
+    organization_id: str
+    valid: bool
+    tree_size: int = 0
+    # Entries checked (those after the starting checkpoint, if any), and committed entries not yet sealed.
+    checked: int = 0
+    waiting: int = 0
+    since: int = 0
+    first_broken_seq: int | None = None
+    first_broken_id: int | None = None
+    reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"organization_id": self.organization_id, "valid": self.valid, "tree_size": self.tree_size,
+                "checked": self.checked, "waiting": self.waiting, "since": self.since,
+                "first_broken_seq": self.first_broken_seq, "first_broken_id": self.first_broken_id,
+                "reason": self.reason}
+
+
+class _Broken(Exception):
+    def __init__(self, reason: str, seq: int | None = None, entry_id: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.seq, self.entry_id = reason, seq, entry_id
+
+
+async def verify_log(session: AsyncSession, organization_id: str, keys: LedgerKeys, *,
+                     since: StartingPoint | None = None, trusted: Checkpoint | None = None,
+                     progress: Callable[[int], None] | None = None) -> LogReport:
+    """Check the log; `since` starts from a checkpoint, `trusted` is one held outside the database."""
+    checked = 0
+    try:
+        head = await _head(session, organization_id)
+        # A head that does not match its signature is reported only if no entry is to blame first: an attacker
+        # who rewrote an entry rewrote the head too, and the entry is what the report must name.
+        head_problem = _signature_problem(head, organization_id, keys)
+        start = since or await _pruned_start(session, organization_id, head)
+        frontier = _frontier_of(start, organization_id, keys) if start else Frontier()
+        kept = await _kept_roots(session, organization_id, after=frontier.size)
+        if trusted is not None:
+            _check_trusted(trusted, organization_id, keys)
+            kept[trusted.tree_size] = trusted.root
+        last_chain_hash: str | None = GENESIS_HASH if frontier.size == 0 else None
+        rows = await session.stream(
+            select(audit_entries).where(audit_entries.c.organization_id == organization_id,
+                                        audit_entries.c.seq > frontier.size)
+            .order_by(audit_entries.c.seq).execution_options(yield_per=2_000))
+        async for row in rows:
+            seq = frontier.size + 1
+            if row.seq != seq:
+                raise _Broken(f"entry {seq} is missing (found {row.seq} next)", seq, row.id)
+            if row.prev_hash is not None:
+                last_chain_hash = _check_chained(row, last_chain_hash)
+            else:
+                _check_entry(row, organization_id, keys, seq)
+            frontier.append(leaf_hash(seq, bytes.fromhex(row.entry_hash)))
+            checked += 1
+            root = kept.get(frontier.size)
+            if root is not None and frontier.root().hex() != root:
+                raise _Broken(f"the log's first {frontier.size} entries do not match the checkpoint of that size",
+                              seq, row.id)
+            if progress is not None and checked % PROGRESS_EVERY == 0:
+                progress(checked)
+        waiting = await _check_waiting(session, organization_id, keys)
+        if head_problem is not None:
+            raise _Broken(head_problem)
+        if frontier.size > head.tree_size:
+            raise _Broken(f"entries {head.tree_size + 1}..{frontier.size} lie beyond the signed head",
+                          head.tree_size + 1)
+        if frontier.size < head.tree_size:
+            raise _Broken(f"entries {frontier.size + 1}..{head.tree_size} are missing from the end",
+                          frontier.size + 1)
+        if frontier.root().hex() != head.root:
+            raise _Broken("the entries do not make the tree the signed head describes")
+        beyond = [size for size in kept if size > head.tree_size]
+        if beyond:
+            raise _Broken(f"a checkpoint of {max(beyond)} entries exists, but the log has {head.tree_size}: "
+                          f"entries {head.tree_size + 1}..{max(beyond)} were removed", head.tree_size + 1)
+    except _Broken as broken:
+        return LogReport(organization_id, False, checked=checked, since=since.checkpoint.tree_size if since else 0,
+                         first_broken_seq=broken.seq, first_broken_id=broken.entry_id, reason=broken.reason)
+    return LogReport(organization_id, True, head.tree_size, checked, waiting,
+                     start.checkpoint.tree_size if start else 0)
+
+
+async def _head(session: AsyncSession, organization_id: str) -> Any:
+    head = (await session.execute(select(audit_heads).where(
+        audit_heads.c.organization_id == organization_id))).first()
+    if head is None:
+        raise _Broken("the organization's log has no head: the log was deleted")
+    return head
+
+
+def _signature_problem(head: Any, organization_id: str, keys: LedgerKeys) -> str | None:
+    if head.checkpoint is None:
+        return "the log's head is not signed: run `prism migrate`, which seals logs written before signed heads"
+    try:
+        signed = parse_checkpoint(head.checkpoint)
+    except MalformedCheckpoint as exc:
+        return f"the log's head holds no valid checkpoint ({exc})"
+    if not (signed.verifies(keys.public_key) and signed.organization_id == organization_id
+            and signed.tree_size == head.tree_size and signed.root == head.root):
+        return "the log's head does not match its signature: the head was rewritten"
+    return None
+
+
+async def _pruned_start(session: AsyncSession, organization_id: str, head: Any) -> StartingPoint | None:
+    if not head.pruned_through:
+        return None
+    kept = (await session.execute(select(audit_checkpoints.c.checkpoint, audit_checkpoints.c.frontier).where(
+        audit_checkpoints.c.organization_id == organization_id,
+        audit_checkpoints.c.tree_size == head.pruned_through))).first()
+    if kept is None:
+        raise _Broken(f"entries 1..{head.pruned_through} were archived, but the checkpoint of that size is gone")
+    try:
+        return StartingPoint(parse_checkpoint(kept.checkpoint), list(kept.frontier))
+    except MalformedCheckpoint as exc:
+        raise _Broken(f"the checkpoint of the archived entries is not valid ({exc})") from exc
+
+
+def _frontier_of(start: StartingPoint, organization_id: str, keys: LedgerKeys) -> Frontier:
+    checkpoint = start.checkpoint
+    if not checkpoint.verifies(keys.public_key) or checkpoint.organization_id != organization_id:
+        raise _Broken(f"the starting checkpoint ({checkpoint.tree_size} entries) is not signed for this log")
+    try:
+        frontier = Frontier.from_hex(checkpoint.tree_size, start.frontier)
+    except ValueError as exc:
+        raise _Broken(f"the starting checkpoint's frontier is not valid ({exc})") from exc
+    if frontier.root().hex() != checkpoint.root:
+        raise _Broken("the starting checkpoint's frontier does not make its root")
+    return frontier
+
+
+def _check_trusted(trusted: Checkpoint, organization_id: str, keys: LedgerKeys) -> None:
+    if trusted.organization_id != organization_id:
+        raise _Broken(f"the trusted checkpoint is for another log ({trusted.origin})")
+    if not trusted.verifies(keys.public_key):
+        raise _Broken("the trusted checkpoint's signature does not verify with this deployment's key")
+
+
+async def _kept_roots(session: AsyncSession, organization_id: str, *, after: int) -> dict[int, str]:
+    rows = await session.execute(select(audit_checkpoints.c.tree_size, audit_checkpoints.c.root).where(
+        audit_checkpoints.c.organization_id == organization_id, audit_checkpoints.c.tree_size > after))
+    return {size: root for size, root in rows}
+
+
+def _check_chained(row: Any, previous: str | None) -> str:
+    if previous is not None and row.prev_hash != previous:
+        raise _Broken("prev_hash does not match the previous entry's hash", row.seq, row.id)
+    if legacy_chain_hash(row.prev_hash, content_of(row), row.seq) != row.hash or row.entry_hash != row.hash:
+        raise _Broken("contents do not match the entry's hash", row.seq, row.id)
+    return str(row.hash)
+
+
+def _check_entry(row: Any, organization_id: str, keys: LedgerKeys, seq: int) -> None:
+    """An entry's content against its hash, and its hash and position against its MAC (seq 0: waiting)."""
+    if content_hash(content_of(row)) != row.entry_hash:
+        raise _Broken("contents do not match the entry's hash", row.seq, row.id)
+    if not keys.mac_fits(organization_id, seq, row.entry_hash, row.mac):
+        raise _Broken("the entry's MAC does not match: it was rewritten or moved, or belongs to another log",
+                      row.seq, row.id)
+
+
+async def _check_waiting(session: AsyncSession, organization_id: str, keys: LedgerKeys) -> int:
+    rows = await session.stream(select(audit_entries).where(
+        audit_entries.c.organization_id == organization_id, audit_entries.c.seq.is_(None)))
+    count = 0
+    async for row in rows:
+        _check_entry(row, organization_id, keys, 0)
+        count += 1
+    return count
