@@ -105,6 +105,7 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
         app.state.authenticator = Authenticator(db, cache_seconds=settings.credential_cache_seconds,
                                                 settings=settings)
         app.state.dispatcher = Dispatcher(db, registry, settings)
+        app.state.dispatcher.start()
         app.state.webhook_worker = webhook_tasks.start_in_process(db, settings)  # delivers events; may be off
         flusher = asyncio.create_task(
             _flush_touches_forever(app.state.authenticator, settings.key_touch_interval_seconds))

@@ -62,6 +62,10 @@ class Dispatcher:
         self.ledger = LedgerWriter(db, settings)
         self.idempotency = IdempotencyKeys(db, settings)
 
+    def start(self) -> None:
+        """Start sealing at once: logs an upgrade or a stopped process left waiting are sealed before any call."""
+        self.ledger.sealer.start()
+
     async def close(self) -> None:
         await self.ledger.close()
 

@@ -1,8 +1,6 @@
 """A call that carries an Idempotency-Key, through its one ledger unit: claim the key, run or replay, keep the answer.
 
-Everything happens in the ledger transaction of the call (prism.ledger.writer), which already
-serializes the writes of one organization across processes (its audit head is locked first: FOR UPDATE on
-PostgreSQL, BEGIN IMMEDIATE on SQLite):
+Everything happens in the ledger transaction of the call (prism.ledger.writer):
 
 - `claim` (inside the unit's SAVEPOINT, before the handler) reads the key's row. No row (or an expired one):
   the row is inserted, unanswered, and the call runs. A row for another request: 409 idempotency_key_reused.
@@ -13,10 +11,10 @@ PostgreSQL, BEGIN IMMEDIATE on SQLite):
   entry, or none of them do. A 5xx is Prism's failure, not an answer: the unit's savepoint took the row with
   it and a retry runs the call.
 
-So concurrent repeats of one call wait for the first (the head lock) and then replay it. The same credential
-may act in several organizations (an OAuth grant); their transactions do not share a head, so the row's
-insert skips a conflict (ON CONFLICT DO NOTHING, which on PostgreSQL waits for the other transaction) and the
-row that won decides.
+Concurrent repeats of one call wait for the first (write handlers of an organization take turns, see
+prism.ledger.writer) and then replay it. The same credential may act in several organizations (an OAuth grant),
+which do not share a turn, so the row's insert skips a conflict (ON CONFLICT DO NOTHING, which on PostgreSQL
+waits for the other transaction) and the row that won decides.
 """
 
 from __future__ import annotations

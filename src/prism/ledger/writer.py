@@ -7,8 +7,9 @@ and a writer runs whatever has queued up in ONE transaction — each write handl
 a refused call rolls back only its own changes and still gets its "refused" entry — then commits once and
 answers every waiting request.
 
-Entries are written with their content hash and MAC but without a position: no row is locked that another
-call, lane or process would wait for. Positions and the signed tree come from sealing (prism.ledger.sealer):
+Entries are written with their content hash and MAC but without a position: no row is locked for the ledger
+that another call, lane or process would wait for (write handlers of one organization still take turns, see
+`_take_turn_to_write`). Positions and the signed tree come from sealing (prism.ledger.sealer):
 in the batch's own transaction on SQLite, which has one writer anyway, and right after the commit on
 PostgreSQL, where several lanes (transactions) run at once so one lane's round trips overlap another's.
 """
@@ -33,6 +34,7 @@ from prism.kit.timeutil import iso, utcnow
 from prism.ledger.entries import EntryDraft, audit_entries, audit_heads, content_hash, content_of
 from prism.ledger.keys import LedgerKeys
 from prism.ledger.sealer import Sealer, seal
+from prism.models import Organization
 from prism.storage import Database, unavailable_error
 
 log = logging.getLogger("prism.ledger")
@@ -168,6 +170,8 @@ class LedgerWriter:
                     outcome = outcomes[i] = await _run_unit(session, unit, savepoint=isolate_reads)
                     if replay_on_failure and isinstance(outcome[1], DBAPIError):
                         raise _ReadAborted from outcome[1]
+            if not self.db.is_sqlite:  # SQLite's BEGIN IMMEDIATE already lets one writer in at a time
+                await _take_turn_to_write(session, {u.organization_id for u in batch if u.work and u.writes})
             logs = await _existing_logs(session, {u.organization_id for u in batch})
             # One time for the batch's entries, which are committed together: its texts (hashed and stored) are
             # then made once per batch rather than once per entry.
@@ -203,6 +207,16 @@ class LedgerWriter:
         if written and not self.db.is_sqlite:
             self.sealer.request(written)
         return [outcomes[i] for i in range(len(batch))]
+
+
+async def _take_turn_to_write(session: AsyncSession, organization_ids: set[str]) -> None:
+    """Write handlers of one organization take turns across lanes and processes, as they always have: a handler
+    that reads a record and writes it back cannot lose a concurrent update, and two batches cannot deadlock on
+    each other's rows. The organizations' rows are locked in one statement, in id order (FOR NO KEY UPDATE:
+    inserts that reference an organization do not wait for it). Reads, and the ledger itself, never wait."""
+    if organization_ids:
+        await session.execute(select(Organization.id).where(Organization.id.in_(organization_ids))
+                              .order_by(Organization.id).with_for_update(key_share=True))
 
 
 async def _existing_logs(session: AsyncSession, organization_ids: set[str]) -> set[str]:
