@@ -34,6 +34,8 @@ class Backend(Protocol):
 
     async def blocked_for(self, address: str) -> Locked | None: ...
 
+    async def ping(self) -> None: ...
+
     async def close(self) -> None: ...
 
 
@@ -81,6 +83,10 @@ class RateLimiter:
             if self.fails_closed:
                 raise
             return False
+
+    async def ping(self) -> None:
+        """Return when the storage answers; `LimiterUnavailable` when it does not (readiness probes)."""
+        await self.backend.ping()
 
     async def close(self) -> None:
         await self.backend.close()

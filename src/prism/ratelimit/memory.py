@@ -57,6 +57,9 @@ class MemoryBackend:
     async def blocked_for(self, address: str) -> Locked | None:
         return self._lock_left(address, self.clock())
 
+    async def ping(self) -> None:
+        return None
+
     async def close(self) -> None:
         return None
 

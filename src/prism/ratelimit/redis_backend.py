@@ -103,6 +103,12 @@ class RedisBackend:
             raise self._unavailable(exc) from None
         return Locked(ttl_ms / 1000) if ttl_ms > 0 else None
 
+    async def ping(self) -> None:
+        try:
+            await self.redis.ping()
+        except RedisError as exc:
+            raise self._unavailable(exc) from None
+
     def _unavailable(self, exc: RedisError) -> LimiterUnavailable:
         now = time.monotonic()
         if now - self._complained >= COMPLAINT_INTERVAL:
