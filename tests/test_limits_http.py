@@ -74,15 +74,35 @@ async def test_well_known_and_authorize_are_exempt(settings: Settings, app: obje
         assert [(await client.get("/api/v1/dev/ping/")).status_code for _ in range(3)] == [200, 200, 429]
 
 
-async def test_authentication_endpoints_share_their_own_per_address_ceiling(settings: Settings, app: object) -> None:
+async def test_login_and_key_registration_share_the_authentication_endpoints_ceiling(
+        settings: Settings, app: object) -> None:
     async with limited_app(settings, app, rate_limit_auth_endpoints=3, rate_limit_anonymous=100) as limited, \
             client_for(limited) as client:
         assert (await client.get("/login/")).status_code == 200
-        assert (await client.post("/api/mcp/oauth/token/", data={"grant_type": "nonsense"})).status_code != 429
         assert (await client.post("/api/mcp/api-keys/register/", json={})).status_code == 400
+        assert (await client.get("/login/")).status_code == 200
+        refused = await client.post("/api/mcp/api-keys/register/", json={})
+        assert refused.status_code == 429 and "Retry-After" in refused.headers
+        assert refused.json()["error"] == "rate_limited"
+        assert (await client.get("/api/v1/dev/ping/")).status_code == 200
+
+
+async def test_oauth_endpoints_count_in_their_own_discovery_window_not_the_authentication_one(
+        settings: Settings, app: object) -> None:
+    """A hosted connector's users share its egress address: the OAuth endpoints have a window of their own."""
+    async with limited_app(settings, app, rate_limit_auth_endpoints=1, rate_limit_anonymous=1,
+                           rate_limit_anonymous_discovery=4) as limited, client_for(limited) as client:
+        statuses = [(await client.post("/api/mcp/oauth/token/", data={"grant_type": "nonsense"})).status_code,
+                    (await client.post("/api/mcp/oauth/register/", json={})).status_code,
+                    (await client.post("/api/mcp/oauth/revoke/", data={})).status_code,
+                    (await client.get("/api/mcp/oauth/userinfo/")).status_code]
+        assert 429 not in statuses, statuses
         refused = await client.post("/api/mcp/oauth/token/", data={"grant_type": "nonsense"})
         assert refused.status_code == 429 and "Retry-After" in refused.headers
         assert refused.json()["error"] == "rate_limited" and "error_description" in refused.json()
+        assert refused.headers["RateLimit-Limit"] == "4"
+        # The other windows were untouched.
+        assert (await client.get("/login/")).status_code == 200
         assert (await client.get("/api/v1/dev/ping/")).status_code == 200
 
 

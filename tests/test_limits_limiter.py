@@ -11,12 +11,13 @@ import pytest
 import redis
 
 from prism.config import Settings
-from prism.ratelimit import TIERS, RateLimiter
+from prism.ratelimit import TIERS, LimiterUnavailable, Locked, RateLimiter, Verdict
 from prism.ratelimit.addresses import AddressResolver, parse_proxies
 from prism.ratelimit.headers import ratelimit_429_headers, x_ratelimit_headers
-from prism.ratelimit.limiter import Lockout, build_limiter, ceilings_from
+from prism.ratelimit.limiter import Backend, Lockout, build_limiter, ceilings_from
 from prism.ratelimit.memory import MemoryBackend
 from prism.ratelimit.redis_backend import RedisBackend
+from prism.ratelimit.unavailable import OnFailure
 from tests.limits_support import FakeClock
 
 REDIS_URL = "redis://127.0.0.1:6379/15"
@@ -56,8 +57,8 @@ async def redis_limiter() -> AsyncIterator[RateLimiter]:
 
 def test_default_ceilings_are_the_spec_table() -> None:
     settings = Settings(database_url="sqlite:///unused.db")
-    assert ceilings_from(settings) == {"anonymous": 30, "authenticated": 300, "admin": 1000, "auth_endpoints": 200,
-                                       "mcp": 600, "key_registration": 5}
+    assert ceilings_from(settings) == {"anonymous": 30, "anonymous_discovery": 600, "authenticated": 300,
+                                       "admin": 1000, "auth_endpoints": 200, "mcp": 600, "key_registration": 5}
     assert (settings.lockout_failures, settings.lockout_window_seconds, settings.lockout_seconds) == (10, 60, 300)
 
 
@@ -102,10 +103,12 @@ async def test_memory_lockout_after_exactly_ten_failures_and_release_after_the_b
         assert await memory_limiter.auth_failed(address) is False
     assert await memory_limiter.locked_out(address) is None
     assert await memory_limiter.auth_failed(address) is True
-    assert await memory_limiter.locked_out(address) == pytest.approx(300)
+    assert await memory_limiter.locked_out(address) == Locked(pytest.approx(300))
     assert await memory_limiter.locked_out("203.0.113.8") is None
+    # A failure while locked is refused with the lockout and not counted.
+    assert await memory_limiter.auth_failed(address) == Locked(pytest.approx(300))
     clock.advance(299)
-    assert await memory_limiter.locked_out(address) == pytest.approx(1)
+    assert await memory_limiter.locked_out(address) == Locked(pytest.approx(1))
     clock.advance(1)
     assert await memory_limiter.locked_out(address) is None
     # Released with a clean slate: one more failure does not lock again.
@@ -206,29 +209,63 @@ async def test_redis_lockout_after_ten_failures_is_shared_and_released(redis_lim
             assert await (redis_limiter if i % 2 else other).auth_failed(address) is False
         assert await other.locked_out(address) is None
         assert await redis_limiter.auth_failed(address) is True
-        left = await other.locked_out(address)
-        assert left is not None and 0 < left <= 1.0
-        await asyncio.sleep(left + 0.05)
+        locked = await other.locked_out(address)
+        assert locked is not None and 0 < locked.seconds_left <= 1.0
+        assert isinstance(await other.auth_failed(address), Locked)
+        await asyncio.sleep(locked.seconds_left + 0.05)
         assert await redis_limiter.locked_out(address) is None
     finally:
         await other.close()
 
 
 def test_every_tier_of_the_contract_exists() -> None:
-    assert set(TIERS) == {"anonymous", "authenticated", "admin", "auth_endpoints", "mcp", "key_registration"}
+    assert set(TIERS) == {"anonymous", "anonymous_discovery", "authenticated", "admin", "auth_endpoints", "mcp",
+                          "key_registration"}
 
 
-async def test_an_unreachable_redis_fails_open_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("on_failure", ["open", "closed"])
+async def test_an_unreachable_redis_raises_limiter_unavailable_and_warns_once(
+        caplog: pytest.LogCaptureFixture, on_failure: OnFailure) -> None:
+    """The storage never answers "allowed" for counters it could not reach; the edge decides what that means.
+    Only auth_failed (called by endpoints after checking a password) applies the setting itself."""
     from tests.processes import free_port
 
-    limiter = RateLimiter(CEILINGS, RedisBackend(f"redis://127.0.0.1:{free_port()}/0"))
+    limiter = RateLimiter(CEILINGS, RedisBackend(f"redis://:s3cret-pw@127.0.0.1:{free_port()}/0"),
+                          on_failure=on_failure)
     try:
-        with caplog.at_level("ERROR", logger="prism.ratelimit"):
-            verdicts = [await limiter.hit("anonymous", key()) for _ in range(10)]
-            assert all(v.allowed for v in verdicts)
-            assert await limiter.auth_failed("192.0.2.1") is False
-            assert await limiter.locked_out("192.0.2.1") is None
+        with caplog.at_level("WARNING", logger="prism.ratelimit"):
+            for _ in range(5):
+                with pytest.raises(LimiterUnavailable):
+                    await limiter.hit("anonymous", key(), "192.0.2.1")
+            with pytest.raises(LimiterUnavailable):
+                await limiter.locked_out("192.0.2.1")
+            if on_failure == "open":
+                assert await limiter.auth_failed("192.0.2.1") is False
+            else:
+                with pytest.raises(LimiterUnavailable):
+                    await limiter.auth_failed("192.0.2.1")
     finally:
         await limiter.close()
     complaints = [r for r in caplog.records if "Redis is unreachable" in r.getMessage()]
-    assert len(complaints) == 1
+    assert len(complaints) == 1 and complaints[0].levelname == "WARNING"
+    assert "s3cret-pw" not in caplog.text
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+async def test_a_hit_naming_a_locked_address_is_refused_and_not_counted(backend: str, clock: FakeClock) -> None:
+    if backend == "redis" and not redis_available():
+        pytest.skip("no Redis on 127.0.0.1:6379")
+    storage: Backend = MemoryBackend(clock) if backend == "memory" else RedisBackend(REDIS_URL)
+    limiter = RateLimiter(CEILINGS, storage, lockout=Lockout(2, 60, 30))
+    address, user = f"2001:db8::{uuid.uuid4().int % 65536:x}", key()
+    try:
+        assert (await limiter.hit("authenticated", user, address)) == (True, 5, 4, pytest.approx(60, abs=1), 0)
+        assert await limiter.auth_failed(address) is False
+        assert await limiter.auth_failed(address) is True
+        refused = await limiter.hit("authenticated", user, address)
+        assert isinstance(refused, Locked) and 29 < refused.seconds_left <= 30
+        # Nothing was counted while locked: the same user from elsewhere has 3 left after one more hit.
+        other = await limiter.hit("authenticated", user, "192.0.2.200")
+        assert isinstance(other, Verdict) and other.remaining == 3
+    finally:
+        await limiter.close()

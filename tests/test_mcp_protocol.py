@@ -263,8 +263,9 @@ async def test_a_content_length_that_is_not_ascii_digits_is_never_a_500(app: Any
 async def test_answers_given_before_the_caller_is_known_carry_the_address_window(
         settings: Settings, factory: Factory) -> None:
     """SPEC: X-RateLimit-* on every MCP response. Preflight, 405, 401 and an unknown tenant have no tenant to
-    count against: they count in the address's anonymous tier, and report that window."""
-    limited = create_app(settings.model_copy(update={"rate_limit_anonymous": 5}))
+    count against: they count in the address's anonymous discovery tier (every OAuth connection starts with an
+    anonymous 401 here), and report that window."""
+    limited = create_app(settings.model_copy(update={"rate_limit_anonymous_discovery": 5}))
     async with limited.router.lifespan_context(limited):
         transport = httpx.ASGITransport(app=limited)
         async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:

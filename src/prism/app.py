@@ -22,6 +22,8 @@ from prism.edge.context import request_context
 from prism.edge.doors import ENVELOPE, PLAIN, SANDBOX_CALL, door_routes
 from prism.edge.stack import Edge
 from prism.errors import NotFound, PrismError
+from prism.health.checks import Readiness
+from prism.health.endpoints import routes as health_routes
 from prism.keys.endpoints import routes as key_routes
 from prism.mcp_server import endpoints as mcp_door
 from prism.oauth.challenge import ResourceMetadataChallenge
@@ -46,6 +48,7 @@ INTERNAL_ERROR = {"error": "internal_error", "message": "internal server error"}
 
 def routes() -> list[BaseRoute]:
     return [
+        *health_routes(),
         *door_routes("/api/mcp/tools/{tool_name}/", canonical.call_tool, ["POST"], ENVELOPE),
         *mcp_door.routes(),
         *door_routes("/prism/{mega_tool}/{app}/{entity}/{operation}", canonical.call_coordinate, ["POST"], ENVELOPE),
@@ -107,6 +110,8 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
         app.state.dispatcher = Dispatcher(db, registry, settings)
         app.state.dispatcher.start()
         app.state.webhook_worker = webhook_tasks.start_in_process(db, settings)  # delivers events; may be off
+        app.state.readiness = Readiness(db, limiter if settings.redis_url else None,
+                                        stall_seconds=settings.health_webhook_stall_seconds)
         flusher = asyncio.create_task(
             _flush_touches_forever(app.state.authenticator, settings.key_touch_interval_seconds))
         try:

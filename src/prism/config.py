@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -101,6 +102,15 @@ class Settings(BaseSettings):
     lockout_seconds: float = 300.0
     # Peers whose X-Forwarded-For is believed (comma-separated IPs or networks); anyone else's is ignored.
     trusted_proxies: str = ""
+    # Anonymous requests that start an OAuth connection (the OAuth endpoints, the MCP door without an accepted
+    # credential) count per address in a window of their own, so a hosted connector whose many users share
+    # one egress address is not throttled by the general anonymous ceiling (docs/limits.md).
+    rate_limit_anonymous_discovery: int = 600
+    # Redis unreachable (docs/limits.md "Redis unreachable"): `closed` refuses requests carrying a secret with
+    # 503 rate_limit_unavailable, `open` lets every request pass uncounted.
+    rate_limit_on_redis_failure: Literal["open", "closed"] = "closed"
+    # /readyz: the oldest pending webhook delivery may be due this long before the queue counts as stalled.
+    health_webhook_stall_seconds: float = Field(default=300.0, gt=0)
 
 
 @lru_cache(maxsize=1)

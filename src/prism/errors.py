@@ -36,6 +36,14 @@ class Unauthenticated(PrismError):
     code, status = "authentication_failed", 401
 
 
+class CredentialNoLongerValid(Unauthenticated):
+    """A credential Prism issued, presented whole and intact, that has expired or was revoked (or whose user
+    was deactivated or left the organization). Refused like any bad credential, but it is not a guess, so it
+    does not count toward the address lockout."""
+
+    code = "invalid_token"
+
+
 class PermissionDenied(PrismError):
     code, status = "permission_denied", 403
 

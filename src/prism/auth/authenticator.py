@@ -20,7 +20,7 @@ from sqlalchemy import select
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import PermissionSet
 from prism.config import Settings, get_settings
-from prism.errors import TenantNotFound, Unauthenticated
+from prism.errors import CredentialNoLongerValid, TenantNotFound, Unauthenticated
 from prism.keys.service import KEY_PREFIXES, keys_match, lookup_of, touch_keys
 from prism.kit.timeutil import utcnow
 from prism.models import ApiKey, Membership, Organization, Role, Tenant, User
@@ -32,12 +32,14 @@ from prism.tenancy.hosts import HostInfo
 @dataclass(slots=True)
 class _Cached:
     key_hash: str
-    context: AuthContext
+    # None when the key no longer works (revoked, its user inactive or no longer a member): `refusal` says why.
+    context: AuthContext | None
     # POSIX seconds, compared with time.time(): no datetime is built per request to check it.
     expires_at: float | None
     fetched: float
     # time.monotonic() of the use last recorded in `last_used_at` (-inf: none yet by this entry).
     touched: float = float("-inf")
+    refusal: str | None = None
 
 
 _KEY_QUERY = (
@@ -99,9 +101,13 @@ class Authenticator:
             cached = await self._load(lookup)
         if not keys_match(cached.key_hash, token):
             raise _invalid("invalid API key")
+        # From here the caller holds a key Prism issued: a key that no longer works is not a guess.
+        if cached.refusal is not None:
+            raise CredentialNoLongerValid(cached.refusal)
         if cached.expires_at is not None and cached.expires_at <= time.time():
-            raise _invalid("API key expired")
+            raise CredentialNoLongerValid("API key expired")
         context = cached.context
+        assert context is not None
         if host.kind == "tenant" and host.subdomain != context.tenant_subdomain:
             raise _invalid("this credential belongs to another tenant")
         if now - cached.touched >= TOUCH_RESOLUTION_SECONDS:
@@ -133,12 +139,14 @@ class Authenticator:
         if row is None:
             self._cache.pop(lookup, None)
             raise _invalid("invalid API key")
-        if row.revoked_at is not None:
-            raise _invalid("API key revoked")
-        if not row.is_active:
-            raise _invalid("user is inactive")
-        if row.role is None:
-            raise _invalid("the key's user is no longer a member of its organization")
+        # Why a key no longer works is told only to a caller whose key matches the hash (see authenticate):
+        # anyone else guessing a prefix gets "invalid API key" and counts toward the lockout.
+        refusal = ("API key revoked" if row.revoked_at is not None else "user is inactive" if not row.is_active
+                   else "the key's user is no longer a member of its organization" if row.role is None else None)
+        if refusal is not None:
+            cached = _Cached(row.key_hash, None, None, time.monotonic(), refusal=refusal)
+            self._cache[lookup] = cached
+            return cached
         patterns = tuple(row.permissions)
         permissions = self._permission_sets.setdefault(patterns, PermissionSet(patterns))
         context = AuthContext(

@@ -3,10 +3,14 @@
 - /.well-known/* is exempt from the rate tiers and the lockout; the tenant descriptor there still takes an
   optional key, checked like any other.
 - /api/mcp/oauth/authorize* is exempt from the rate tiers (a person signs in and consents there).
-- Authentication endpoints (OAuth register/token/revoke, the login form, key registration) count per address
-  in `auth_endpoints`, key registration also in `key_registration`; they take no Bearer credential.
+- /healthz and /readyz are exempt from everything: an orchestrator probes them from one address, often.
+- The OAuth endpoints (register, token, revoke, userinfo) count per address in `anonymous_discovery`: every
+  OAuth connection starts there, and a hosted connector's users share its egress address.
+- The other authentication endpoints (the login form, key registration) count per address in
+  `auth_endpoints`, key registration also in `key_registration`; they take no Bearer credential.
 - The API (dispatch doors, the sandbox, the MCP door, webhook management) takes a Bearer credential: an
-  accepted one counts per user (per tenant on the MCP door), anything else per address in `anonymous`.
+  accepted one counts per user (per tenant on the MCP door), anything else per address in `anonymous`
+  (`anonymous_discovery` on the MCP door, whose anonymous 401 is the first step of every OAuth connection).
 - Every other path (ping, the browser pages, unknown paths) never looks at a Bearer credential, so a request
   there counts per address in `anonymous`, whatever Authorization header it carries.
 """
@@ -17,8 +21,10 @@ from dataclasses import dataclass
 
 MCP_PATH = "/api/mcp/sse"
 KEY_REGISTRATION = "/api/mcp/api-keys/register"
-_AUTH_ENDPOINTS = frozenset({"/api/mcp/oauth/register", "/api/mcp/oauth/token", "/api/mcp/oauth/revoke", "/login",
-                             KEY_REGISTRATION})
+_AUTH_ENDPOINTS = frozenset({"/login", KEY_REGISTRATION})
+OAUTH_REGISTRATION = "/api/mcp/oauth/register"
+_OAUTH_CREDENTIAL_ENDPOINTS = frozenset({"/api/mcp/oauth/token", "/api/mcp/oauth/revoke", "/api/mcp/oauth/userinfo"})
+HEALTH_PATHS = frozenset({"/healthz", "/readyz"})
 _BEARER_PREFIXES = ("/api/mcp/tools/", "/prism/", "/api/v1/dev/", MCP_PATH, "/api/v1/risk-assessment/")
 _NO_BEARER = frozenset({"/api/v1/dev/ping"})
 _WELL_KNOWN = "/.well-known/"
@@ -34,6 +40,11 @@ class PathPolicy:
     takes_bearer: bool
     # The tier an accepted caller counts in: per user ("user"), per tenant ("mcp"), or none.
     caller_tier: str | None
+    # The address tier a request counts in when the path takes a credential and none was accepted.
+    anonymous_tier: str | None = None
+    # Whether every request of the path carries a secret for the endpoint itself to check (a password, a client
+    # secret, a token): with the limiter's storage unreachable and failing closed, such requests are refused.
+    checks_secret: bool = False
     # Whether the failed-authentication lockout applies.
     lockout: bool = True
     # The methods whose requests carry the credential (a CORS preflight never does; the MCP door answers other
@@ -44,10 +55,14 @@ class PathPolicy:
 _EXEMPT = PathPolicy((), takes_bearer=False, caller_tier=None, lockout=False)
 _DESCRIPTOR_POLICY = PathPolicy((), takes_bearer=True, caller_tier=None)
 _UNLIMITED = PathPolicy((), takes_bearer=False, caller_tier=None)
-_AUTH = PathPolicy(("auth_endpoints",), takes_bearer=False, caller_tier=None)
-_REGISTRATION = PathPolicy(("auth_endpoints", "key_registration"), takes_bearer=False, caller_tier=None)
-_API = PathPolicy((), takes_bearer=True, caller_tier="user")
-_MCP = PathPolicy((), takes_bearer=True, caller_tier="mcp", credential_methods=frozenset({"GET", "POST"}))
+_AUTH = PathPolicy(("auth_endpoints",), takes_bearer=False, caller_tier=None, checks_secret=True)
+_REGISTRATION = PathPolicy(("auth_endpoints", "key_registration"), takes_bearer=False, caller_tier=None,
+                           checks_secret=True)
+_OAUTH_REGISTRATION = PathPolicy(("anonymous_discovery",), takes_bearer=False, caller_tier=None)
+_OAUTH_CREDENTIAL = PathPolicy(("anonymous_discovery",), takes_bearer=False, caller_tier=None, checks_secret=True)
+_API = PathPolicy((), takes_bearer=True, caller_tier="user", anonymous_tier="anonymous")
+_MCP = PathPolicy((), takes_bearer=True, caller_tier="mcp", anonymous_tier="anonymous_discovery",
+                  credential_methods=frozenset({"GET", "POST"}))
 _ANONYMOUS = PathPolicy(("anonymous",), takes_bearer=False, caller_tier=None)
 
 
@@ -57,6 +72,12 @@ def policy_for(path: str) -> PathPolicy:
     if path.startswith(_AUTHORIZE):
         return _UNLIMITED
     bare = path.rstrip("/")
+    if bare in HEALTH_PATHS:
+        return _EXEMPT
+    if bare in _OAUTH_CREDENTIAL_ENDPOINTS:
+        return _OAUTH_CREDENTIAL
+    if bare == OAUTH_REGISTRATION:
+        return _OAUTH_REGISTRATION
     if bare in _AUTH_ENDPOINTS:
         return _REGISTRATION if bare == KEY_REGISTRATION else _AUTH
     if bare == MCP_PATH:

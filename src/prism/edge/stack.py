@@ -1,7 +1,9 @@
 """The edge: one pure-ASGI middleware in front of every route, doors and pages alike.
 
-For each HTTP request, in order: the client address, a malformed request line, the failed-authentication
-lockout, the Bearer credential (on paths that take one), then the rate limits. What it learns goes into the
+For each HTTP request, in order: the client address, a malformed request line, the Bearer credential (on
+paths that take one), then the failed-authentication lockout and the rate limit together, in one step of the
+limiter (one Redis round trip): a locked-out address is refused the same way whatever its credential was, and
+a failed credential is counted and checked against the lockout atomically. What it learns goes into the
 request's `RequestContext`; it never answers by itself. A refusal is left in `context.refusal` for the door
 the router picks, which renders it in its own shape (prism.edge.doors), so the edge needs to know nothing of
 the doors' error shapes.
@@ -17,12 +19,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prism.edge.context import SCOPE_KEY, RequestContext
 from prism.edge.paths import PathPolicy, policy_for
-from prism.errors import PrismError, RateLimited, Unauthenticated
+from prism.errors import CredentialNoLongerValid, PrismError, RateLimited, Unauthenticated
 from prism.kit.nul import nul_refusal
 from prism.ratelimit.addresses import AddressResolver
 from prism.ratelimit.headers import ratelimit_429_headers
 from prism.ratelimit.limiter import RateLimiter
-from prism.ratelimit.verdict import Verdict
+from prism.ratelimit.unavailable import LimiterUnavailable
+from prism.ratelimit.verdict import Locked, Verdict
 from prism.storage import unavailable_error
 from prism.tenancy.hosts import classify_host
 
@@ -58,8 +61,12 @@ class Edge:
         forwarded = headers.get("x-forwarded-for") if self.addresses.proxies else None
         address = self.addresses.resolve(client[0] if client else None, forwarded)
         context = RequestContext(headers, classify_host(headers.get("host", ""), self.base_domain), address)
+        policy = policy_for(_route_path(scope))
         try:
-            await self._admit(scope, context, policy_for(_route_path(scope)))
+            await self._admit(scope, context, policy)
+        except LimiterUnavailable as storage_down:
+            if self.limiter.fails_closed and _carries_secret(scope, context, policy):
+                context.refusal = storage_down
         except PrismError as refusal:
             context.refusal = refusal
         except Exception as exc:  # the credential's lookup found the database busy: a 503 the door renders
@@ -73,16 +80,9 @@ class Edge:
         malformed = nul_refusal(scope)
         if malformed is not None:
             raise malformed
-        limiter = self.limiter
-        if policy.lockout:
-            left = await limiter.locked_out(context.address)
-            if left is not None:
-                raise locked_out(context.address, left)
-        for tier in policy.address_tiers:
-            self._count(context, await limiter.hit(tier, context.address))
+        lock = context.address if policy.lockout else None
         if not policy.takes_bearer or scope["method"] not in policy.credential_methods:
-            if policy.caller_tier is not None:  # a door of callers, asked before any caller is known
-                self._count(context, await limiter.hit("anonymous", context.address))
+            await self._count_address(context, policy.address_tiers, lock, policy.anonymous_tier)
             return
         authenticator: Authenticator = scope["app"].state.authenticator
         authorization = context.headers.get("authorization")
@@ -91,22 +91,42 @@ class Edge:
                                                             context.headers.get("x-organization-context"))
         except PrismError as exc:
             context.auth_error = exc
-            if authorization and isinstance(exc, Unauthenticated):
-                await limiter.auth_failed(context.address)
-            if policy.caller_tier is not None:
-                self._count(context, await limiter.hit("anonymous", context.address))
+            if authorization and isinstance(exc, Unauthenticated) and not isinstance(exc, CredentialNoLongerValid):
+                outcome = await self.limiter.auth_failed(context.address)  # a guess: counted, lockout checked
+                if isinstance(outcome, Locked):
+                    raise locked_out(context.address, outcome.seconds_left) from None
+                lock = None
+            await self._count_address(context, policy.address_tiers, lock, policy.anonymous_tier)
             return
+        auth = context.auth
         if policy.caller_tier == "mcp":
-            self._count(context, await limiter.hit("mcp", context.auth.tenant_id))
+            self._count(context, await self.limiter.hit("mcp", auth.tenant_id, lock))
         elif policy.caller_tier == "user":
-            tier = "admin" if context.auth.permissions.allows(ADMIN_PERMISSION) else "authenticated"
-            self._count(context, await limiter.hit(tier, context.auth.user_id))
+            tier = "admin" if auth.permissions.allows(ADMIN_PERMISSION) else "authenticated"
+            self._count(context, await self.limiter.hit(tier, auth.user_id, lock))
+        else:
+            await self._count_address(context, policy.address_tiers, lock, None)
+
+    async def _count_address(self, context: RequestContext, tiers: tuple[str, ...], lock: str | None,
+                             anonymous_tier: str | None) -> None:
+        """Count the request in the address's tiers; the lockout is checked with the first of them."""
+        if anonymous_tier is not None:
+            tiers = (*tiers, anonymous_tier)
+        for tier in tiers:
+            self._count(context, await self.limiter.hit(tier, context.address, lock))
+            lock = None
+        if lock is not None:  # no tier to count in: the lockout alone
+            locked = await self.limiter.locked_out(lock)
+            if locked is not None:
+                raise locked_out(lock, locked.seconds_left)
 
     @staticmethod
-    def _count(context: RequestContext, verdict: Verdict) -> None:
-        context.verdict = verdict
-        if not verdict.allowed:
-            raise over_limit(verdict)
+    def _count(context: RequestContext, outcome: Verdict | Locked) -> None:
+        if isinstance(outcome, Locked):
+            raise locked_out(context.address, outcome.seconds_left)
+        context.verdict = outcome
+        if not outcome.allowed:
+            raise over_limit(outcome)
 
     def _closing(self, send: Send) -> Send:
         async def closing_send(message: Message) -> None:
@@ -115,6 +135,14 @@ class Edge:
             await send(message)
 
         return closing_send
+
+
+def _carries_secret(scope: Scope, context: RequestContext, policy: PathPolicy) -> bool:
+    """Whether answering this request would tell its sender something about a secret it sent."""
+    if policy.checks_secret:
+        return True
+    return (policy.takes_bearer and scope["method"] in policy.credential_methods
+            and context.headers.get("authorization") is not None)
 
 
 def _route_path(scope: Scope) -> str:

@@ -44,10 +44,10 @@ class JsonRpcDoor(Door):
             failures = scope["app"].state.rate_limiter.lockout.failures
             headers.update({"X-RateLimit-Limit": str(failures), "X-RateLimit-Remaining": "0",
                             "X-RateLimit-Reset": headers.get("Retry-After", "1")})
-        if error.status == 401:
+        if error.status in (401, 429):  # a client throttled before it signs in must still find the way to sign in
             metadata = f"{issuer_for(Request(scope))}/.well-known/oauth-protected-resource{PATH}"
             challenge = f'Bearer resource_metadata="{metadata}"'
-            if request_context(scope).headers.get("authorization"):
+            if error.status == 401 and request_context(scope).headers.get("authorization"):
                 challenge += ', error="invalid_token"'
             headers["WWW-Authenticate"] = challenge
         return headers

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from prism.edge.context import request_context
-from prism.errors import PrismError
+from prism.errors import CredentialNoLongerValid, PrismError
 from prism.kit.nul import refuse_nul_in_form
 from prism.kit.timeutil import utcnow
 from prism.oauth.errors import GrantReplayed, InvalidGrant, OAuthError
@@ -168,7 +168,8 @@ async def userinfo(request: Request) -> Response:
     except DatabaseUnavailable as exc:
         return oauth_error(exc)
     except PrismError as exc:
-        await _count_failure(request)
+        if not isinstance(exc, CredentialNoLongerValid):  # an expired or revoked token is not a guess
+            await _count_failure(request)
         return json_response({"error": "invalid_token", "error_description": exc.message}, 401, challenge)
     body: dict[str, Any] = {"sub": claims.subject, "email": row.email, "client_id": claims.client_id,
                             "scope": claims.scope, "org": claims.organization_id}

@@ -26,7 +26,7 @@ from sqlalchemy import select
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import PermissionSet
 from prism.config import Settings
-from prism.errors import BadRequest, PermissionDenied, Unauthenticated
+from prism.errors import BadRequest, CredentialNoLongerValid, PermissionDenied, Unauthenticated
 from prism.governance.models import ClientGovernance
 from prism.oauth.errors import SessionIncomplete
 from prism.oauth.keys import KeyRing
@@ -85,10 +85,11 @@ class AccessTokens:
                                            scheme=self.settings.public_scheme)
         grant = await self._grant(claims.grant_id)
         row = grant.row
+        # The signature held, so the token is one of ours: a grant gone or revoked is not a guess.
         if row is None or row.revoked_at is not None:
-            raise _invalid("access token revoked")
+            raise CredentialNoLongerValid("access token revoked")
         if not row.is_active:
-            raise _invalid("user is inactive")
+            raise CredentialNoLongerValid("user is inactive")
         if row.user_id != claims.subject or row.client_id != claims.client_id:
             raise _invalid("access token does not match its grant")
         return claims, grant

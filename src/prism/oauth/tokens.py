@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import jwt
 
-from prism.errors import Unauthenticated
+from prism.errors import CredentialNoLongerValid, Unauthenticated
 from prism.oauth.issuer import audiences_for
 from prism.oauth.keys import KeyRing
 
@@ -80,8 +80,8 @@ async def verify_access_token(ring: KeyRing, token: str, *, hostname: str, schem
         claims = jwt.decode(token, key, algorithms=[ALGORITHM], leeway=LEEWAY_SECONDS,
                             options={"verify_aud": False, "verify_exp": verify_exp,
                                      "require": ["iss", "sub", "aud", "exp", "iat", "jti", "client_id", "sid"]})
-    except jwt.ExpiredSignatureError:
-        raise _invalid("access token expired") from None
+    except jwt.ExpiredSignatureError:  # raised only once the signature has been verified: a token of ours
+        raise CredentialNoLongerValid("access token expired") from None
     except jwt.PyJWTError as exc:
         raise _invalid(f"invalid access token: {exc}") from None
     issuer = claims["iss"]

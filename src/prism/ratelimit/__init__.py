@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from prism.ratelimit.limiter import TIERS, RateLimiter, build_limiter
-from prism.ratelimit.verdict import Verdict
+from prism.ratelimit.unavailable import LimiterUnavailable
+from prism.ratelimit.verdict import Locked, Verdict
 
-__all__ = ["TIERS", "RateLimiter", "Verdict", "build_limiter"]
+__all__ = ["TIERS", "LimiterUnavailable", "Locked", "RateLimiter", "Verdict", "build_limiter"]

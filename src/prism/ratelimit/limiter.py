@@ -1,9 +1,11 @@
 """The rate limiter: SPEC.md "Limits" tiers over one storage, and the failed-authentication lockout.
 
-    verdict = await limiter.hit("authenticated", user_id)
-    await limiter.auth_failed(address); seconds_left = await limiter.locked_out(address)
+    verdict = await limiter.hit("authenticated", user_id, lock=address)   # Verdict, or Locked (nothing counted)
+    outcome = await limiter.auth_failed(address)                          # Locked, or whether it locked now
 
 Windows are fixed, opened by the first request of a key and `period` seconds long (60 s for every tier).
+A hit that names the address in `lock` checks the lockout and counts in the same step (one Redis round trip),
+so a locked-out address is refused the same way whatever its credential was.
 """
 
 from __future__ import annotations
@@ -14,18 +16,25 @@ from typing import Protocol
 
 from prism.config import Settings
 from prism.ratelimit.memory import MemoryBackend
-from prism.ratelimit.verdict import Verdict
+from prism.ratelimit.unavailable import LimiterUnavailable, OnFailure
+from prism.ratelimit.verdict import Locked, Verdict
 
-TIERS = ("anonymous", "authenticated", "admin", "auth_endpoints", "mcp", "key_registration")
+TIERS = ("anonymous", "anonymous_discovery", "authenticated", "admin", "auth_endpoints", "mcp",
+         "key_registration")
 WINDOW_SECONDS = 60.0
 
 
 class Backend(Protocol):
-    async def hit(self, key: str, limit: int, period: float) -> Verdict: ...
+    """A storage of counters. Each method is atomic; each raises `LimiterUnavailable` when it cannot answer."""
 
-    async def fail(self, address: str, *, threshold: int, window_seconds: float, block_seconds: float) -> bool: ...
+    async def hit(self, key: str, limit: int, period: float, lock: str | None = None) -> Verdict | Locked: ...
 
-    async def blocked_for(self, address: str) -> float | None: ...
+    async def fail(self, address: str, *, threshold: int, window_seconds: float,
+                   block_seconds: float) -> Locked | bool: ...
+
+    async def blocked_for(self, address: str) -> Locked | None: ...
+
+    async def ping(self) -> None: ...
 
     async def close(self) -> None: ...
 
@@ -39,7 +48,7 @@ class Lockout:
 
 class RateLimiter:
     def __init__(self, ceilings: dict[str, int], backend: Backend, *, lockout: Lockout | None = None,
-                 period: float = WINDOW_SECONDS) -> None:
+                 period: float = WINDOW_SECONDS, on_failure: OnFailure = "closed") -> None:
         unknown = set(ceilings) - set(TIERS)
         if unknown:
             raise ValueError(f"unknown rate-limit tiers {sorted(unknown)}; known: {', '.join(TIERS)}")
@@ -47,25 +56,37 @@ class RateLimiter:
         self.backend = backend
         self.lockout = lockout or Lockout()
         self.period = period
+        self.fails_closed = on_failure == "closed"
         # "<tier>:" prefixes built once: the key of a hit is one string concatenation.
         self._prefixes = {tier: tier + ":" for tier in TIERS}
 
-    # These hand back the storage's own awaitable instead of awaiting it in a coroutine of their own: the
-    # first two run on every credentialed request, and a coroutine per call is most of their cost.
+    # These hand back the storage's own awaitable instead of awaiting it in a coroutine of their own: they run
+    # on every request, and a coroutine per call is most of their cost.
 
-    def hit(self, tier: str, key: str) -> Awaitable[Verdict]:
-        """Count one request of `key` in `tier` and say whether it may proceed."""
-        return self.backend.hit(self._prefixes[tier] + key, self.ceilings[tier], self.period)
+    def hit(self, tier: str, key: str, lock: str | None = None) -> Awaitable[Verdict | Locked]:
+        """Count one request of `key` in `tier`, unless the address `lock` is locked out (then count nothing)."""
+        return self.backend.hit(self._prefixes[tier] + key, self.ceilings[tier], self.period, lock)
 
-    def locked_out(self, address: str) -> Awaitable[float | None]:
-        """Seconds the address stays blocked, or None."""
+    def locked_out(self, address: str) -> Awaitable[Locked | None]:
+        """The address's lockout, or None."""
         return self.backend.blocked_for(address)
 
-    def auth_failed(self, address: str) -> Awaitable[bool]:
-        """Record a failed authentication from `address`; True when this failure locked the address out."""
+    async def auth_failed(self, address: str) -> Locked | bool:
+        """Record a failed authentication from `address` unless it is already locked out (then Locked);
+        True when this failure locked it. With the storage unreachable: False when failing open, else
+        `LimiterUnavailable` (the caller's answer becomes a 503)."""
         lockout = self.lockout
-        return self.backend.fail(address, threshold=lockout.failures, window_seconds=lockout.window_seconds,
-                                 block_seconds=lockout.block_seconds)
+        try:
+            return await self.backend.fail(address, threshold=lockout.failures,
+                                           window_seconds=lockout.window_seconds, block_seconds=lockout.block_seconds)
+        except LimiterUnavailable:
+            if self.fails_closed:
+                raise
+            return False
+
+    async def ping(self) -> None:
+        """Return when the storage answers; `LimiterUnavailable` when it does not (readiness probes)."""
+        await self.backend.ping()
 
     async def close(self) -> None:
         await self.backend.close()
@@ -85,4 +106,5 @@ def build_limiter(settings: Settings, *, clock: Callable[[], float] | None = Non
     else:
         backend = MemoryBackend(clock) if clock is not None else MemoryBackend()
     lockout = Lockout(settings.lockout_failures, settings.lockout_window_seconds, settings.lockout_seconds)
-    return RateLimiter(ceilings_from(settings), backend, lockout=lockout)
+    return RateLimiter(ceilings_from(settings), backend, lockout=lockout,
+                       on_failure=settings.rate_limit_on_redis_failure)

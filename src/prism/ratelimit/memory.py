@@ -2,6 +2,8 @@
 
 A check is a dict lookup and an integer compare (~1 µs); the `limits` package's memory storage needs
 ~10 µs for a hit plus the window statistics the headers need, on the hot path of every dispatch.
+Every method runs to completion without awaiting anything, so each is atomic within the process, like
+the Redis scripts are across processes.
 The clock is injectable so tests can move time instead of sleeping through a 300 s lockout.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from prism.ratelimit.verdict import Verdict, verdict_of
+from prism.ratelimit.verdict import Locked, Verdict, verdict_of
 
 # Expired windows are swept whenever this many new windows have been opened, so idle keys cannot pile up.
 SWEEP_EVERY = 4096
@@ -24,16 +26,24 @@ class MemoryBackend:
         self._locks: dict[str, float] = {}  # address -> blocked until
         self._opened = 0
 
-    async def hit(self, key: str, limit: int, period: float) -> Verdict:
+    async def hit(self, key: str, limit: int, period: float, lock: str | None = None) -> Verdict | Locked:
         now = self.clock()
+        if lock is not None and self._locks:
+            locked = self._lock_left(lock, now)
+            if locked is not None:
+                return locked
         window = self._windows.get(key)
         if window is None or now >= window[0]:
             window = self._open(self._windows, key, now + period)
         window[1] += 1
         return verdict_of(int(window[1]), limit, window[0] - now)
 
-    async def fail(self, address: str, *, threshold: int, window_seconds: float, block_seconds: float) -> bool:
+    async def fail(self, address: str, *, threshold: int, window_seconds: float,
+                   block_seconds: float) -> Locked | bool:
         now = self.clock()
+        locked = self._lock_left(address, now)
+        if locked is not None:
+            return locked
         window = self._failures.get(address)
         if window is None or now >= window[0]:
             window = self._open(self._failures, address, now + window_seconds)
@@ -44,18 +54,23 @@ class MemoryBackend:
         self._locks[address] = now + block_seconds
         return True
 
-    async def blocked_for(self, address: str) -> float | None:
-        until = self._locks.get(address)
-        if until is None:
-            return None
-        left = until - self.clock()
-        if left <= 0:
-            del self._locks[address]
-            return None
-        return left
+    async def blocked_for(self, address: str) -> Locked | None:
+        return self._lock_left(address, self.clock())
+
+    async def ping(self) -> None:
+        return None
 
     async def close(self) -> None:
         return None
+
+    def _lock_left(self, address: str, now: float) -> Locked | None:
+        until = self._locks.get(address)
+        if until is None:
+            return None
+        if now >= until:
+            del self._locks[address]
+            return None
+        return Locked(until - now)
 
     def _open(self, table: dict[str, list[float]], key: str, ends: float) -> list[float]:
         self._opened += 1

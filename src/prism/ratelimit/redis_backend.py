@@ -1,12 +1,13 @@
 """Counters in Redis, shared by every Prism process of a deployment (PRISM_REDIS_URL).
 
-Each check is ONE round trip: a Lua script increments the window counter, starts its expiry on the
-first hit and returns the count with the time left. The `limits` package needs two round trips for
-the same answer (hit, then window statistics for the headers): ~500 µs against ~150 µs measured on
-a local Redis. Scripts run atomically, so concurrent requests from many processes never overshoot.
+Each check is ONE round trip: a Lua script looks at the address's lockout key, and unless it is set
+increments the window counter, starts its expiry on the first hit and returns the count with the time
+left. The `limits` package needs two round trips for the count alone (hit, then window statistics for
+the headers), and a separate lockout lookup would be a third. Scripts run atomically, so concurrent
+requests from many processes never overshoot a ceiling and never exceed the lockout's threshold.
 
-When Redis cannot be reached the limiter fails open (requests pass, nothing is locked) and logs it:
-an outage of the counters must not become an outage of every door.
+When Redis cannot be reached every method raises `LimiterUnavailable`; what happens then is the edge's
+decision (prism.ratelimit.unavailable). A WARNING is logged once per interval, not once per request.
 """
 
 from __future__ import annotations
@@ -18,9 +19,15 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from prism.ratelimit.verdict import Verdict, verdict_of
+from prism.ratelimit.unavailable import LimiterUnavailable
+from prism.ratelimit.verdict import Locked, Verdict, verdict_of
 
+# KEYS[1]: the window counter; KEYS[2] (optional): the address's lockout key. {-1, ms left} when locked.
 _HIT = """
+if KEYS[2] then
+  local left = redis.call('PTTL', KEYS[2])
+  if left > 0 then return {-1, left} end
+end
 local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
@@ -28,15 +35,19 @@ if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1])
 return {n, ttl}
 """
 
+# KEYS[1]: the failure counter, KEYS[2]: the lockout key. {-1, ms left} when already locked (nothing counted),
+# {1, 0} when this failure locked the address, {0, 0} otherwise.
 _FAIL = """
+local left = redis.call('PTTL', KEYS[2])
+if left > 0 then return {-1, left} end
 local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 if n >= tonumber(ARGV[2]) then
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
   redis.call('DEL', KEYS[1])
-  return 1
+  return {1, 0}
 end
-return 0
+return {0, 0}
 """
 
 PREFIX = "prism:rl:"
@@ -49,46 +60,63 @@ def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
 
 
+def _auth_key(address: str) -> str:
+    # One hash tag per address keeps its failure counter and lockout key in one slot on a Redis Cluster.
+    return f"{PREFIX}auth:{{{address}}}"
+
+
 class RedisBackend:
-    def __init__(self, url: str) -> None:
-        # Short timeouts: a check waits at most this long for a Redis that went away, then fails open.
-        self.redis: Redis = Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=1.0)
+    def __init__(self, url: str, *, client_name: str | None = None) -> None:
+        # Short timeouts: a check waits at most this long for a Redis that went away.
+        self.redis: Redis = Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=1.0,
+                                           client_name=client_name)
         self._hit: Any = self.redis.register_script(_HIT)
         self._fail: Any = self.redis.register_script(_FAIL)
         self._complained = -COMPLAINT_INTERVAL
 
-    async def hit(self, key: str, limit: int, period: float) -> Verdict:
+    async def hit(self, key: str, limit: int, period: float, lock: str | None = None) -> Verdict | Locked:
+        keys = [PREFIX + key] if lock is None else [PREFIX + key, _auth_key(lock) + ":lock"]
         try:
-            count, ttl_ms = await self._hit(keys=[PREFIX + key], args=[_ms(period)])
+            count, ttl_ms = await self._hit(keys=keys, args=[_ms(period)])
         except RedisError as exc:
-            self._complain(exc)
-            return Verdict(True, limit, limit, period, 0)
+            raise self._unavailable(exc) from None
+        if count < 0:
+            return Locked(int(ttl_ms) / 1000)
         return verdict_of(int(count), limit, int(ttl_ms) / 1000)
 
-    async def fail(self, address: str, *, threshold: int, window_seconds: float, block_seconds: float) -> bool:
-        # One hash tag per address keeps both keys in one slot on a Redis Cluster.
-        base = f"{PREFIX}auth:{{{address}}}"
+    async def fail(self, address: str, *, threshold: int, window_seconds: float,
+                   block_seconds: float) -> Locked | bool:
+        base = _auth_key(address)
         try:
-            locked = await self._fail(keys=[base + ":failures", base + ":lock"],
-                                      args=[_ms(window_seconds), threshold, _ms(block_seconds)])
+            state, ttl_ms = await self._fail(keys=[base + ":failures", base + ":lock"],
+                                             args=[_ms(window_seconds), threshold, _ms(block_seconds)])
         except RedisError as exc:
-            self._complain(exc)
-            return False
-        return bool(locked)
+            raise self._unavailable(exc) from None
+        if state < 0:
+            return Locked(int(ttl_ms) / 1000)
+        return bool(state)
 
-    async def blocked_for(self, address: str) -> float | None:
+    async def blocked_for(self, address: str) -> Locked | None:
         try:
-            ttl_ms = int(await self.redis.pttl(f"{PREFIX}auth:{{{address}}}:lock"))
+            ttl_ms = int(await self.redis.pttl(_auth_key(address) + ":lock"))
         except RedisError as exc:
-            self._complain(exc)
-            return None
-        return ttl_ms / 1000 if ttl_ms > 0 else None
+            raise self._unavailable(exc) from None
+        return Locked(ttl_ms / 1000) if ttl_ms > 0 else None
 
-    def _complain(self, exc: RedisError) -> None:
+    async def ping(self) -> None:
+        try:
+            await self.redis.ping()
+        except RedisError as exc:
+            raise self._unavailable(exc) from None
+
+    def _unavailable(self, exc: RedisError) -> LimiterUnavailable:
         now = time.monotonic()
         if now - self._complained >= COMPLAINT_INTERVAL:
             self._complained = now
-            log.error("rate limits and lockout are not enforced: Redis is unreachable (%s)", exc)
+            # The exception's class and text name the host and port at most, never the URL's password.
+            log.warning("rate limits and the lockout cannot be checked: Redis is unreachable (%s: %s)",
+                        type(exc).__name__, exc)
+        return LimiterUnavailable()
 
     async def close(self) -> None:
         await self.redis.aclose()

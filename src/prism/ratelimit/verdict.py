@@ -29,3 +29,9 @@ def verdict_of(count: int, limit: int, reset_after: float) -> Verdict:
     if count <= limit:  # every request that passes: the tuple made in C, without the named tuple's __new__
         return _make_verdict(Verdict, (True, limit, limit - count, reset_after, 0))
     return Verdict(False, limit, 0, reset_after, max(1, math.ceil(reset_after)))
+
+
+class Locked(NamedTuple):
+    """The address is blocked by the failed-authentication lockout for `seconds_left`; nothing was counted."""
+
+    seconds_left: float

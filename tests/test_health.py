@@ -1,0 +1,108 @@
+"""/healthz and /readyz: on every host, never limited or locked out, and /readyz turns 503 with the failing
+check named when the database, its schema, Redis or the webhook queue is not ready."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prism.config import Settings
+from prism.kit.timeutil import utcnow
+from prism.migrate import upgrade
+from tests.factories import Factory
+from tests.limits_support import client_for, limited_app
+from tests.processes import free_port
+
+
+async def test_probes_are_never_limited_nor_locked_out(settings: Settings, app: Any) -> None:
+    async with limited_app(settings, app, lockout_failures=1) as limited, client_for(limited) as client:
+        refused = await client.get("/api/v1/dev/me/", headers={"Authorization": "Bearer ck_" + "h" * 40})
+        assert refused.status_code == 401
+        assert (await client.get("/api/v1/dev/ping/")).status_code == 429  # the address is locked out
+        statuses = [(await client.get(path)).status_code for _ in range(100) for path in ("/healthz", "/readyz")]
+        assert statuses == [200] * 200
+
+
+async def test_every_host_answers_both_probes(settings: Settings, app: Any, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with limited_app(settings, app) as limited, client_for(limited) as client:
+        for host in ("localhost", "portal.localhost", ws.host, "no-such-tenant.localhost", "127.0.0.1"):
+            alive = await client.get("/healthz", headers={"Host": host})
+            assert alive.status_code == 200 and alive.json() == {"status": "ok", "checks": {}}, host
+            ready = await client.get("/readyz/", headers={"Host": host})
+            assert ready.status_code == 200, (host, ready.text)
+            assert ready.json() == {"status": "ok", "checks": {"database": {"status": "ok"},
+                                                               "webhooks": {"status": "ok"},
+                                                               "migrations": {"status": "ok"}}}
+            assert ready.headers["cache-control"] == "no-store"
+
+
+async def test_readyz_is_503_while_the_database_is_unreachable_and_healthz_stays_200(
+        settings: Settings, app: Any) -> None:
+    unreachable = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/prism"
+    async with limited_app(settings, app, database_url=unreachable, webhook_worker_in_process=False) as limited, \
+            client_for(limited) as client:
+        ready = await client.get("/readyz")
+        assert ready.status_code == 503, ready.text
+        checks = ready.json()["checks"]
+        assert ready.json()["status"] == "unavailable"
+        assert checks["database"]["status"] == checks["migrations"]["status"] == "unavailable"
+        assert "127.0.0.1" not in ready.text
+        assert (await client.get("/healthz")).status_code == 200
+
+
+async def test_readyz_is_503_while_redis_is_down(settings: Settings, app: Any) -> None:
+    async with limited_app(settings, app, redis_url=f"redis://127.0.0.1:{free_port()}/0") as limited, \
+            client_for(limited) as client:
+        ready = await client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["checks"]["redis"] == {"status": "unavailable", "detail": "LimiterUnavailable"}
+        assert ready.json()["checks"]["database"] == {"status": "ok"}
+
+
+@pytest.fixture
+def migrated_sqlite(tmp_path: Path) -> str:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'ready.db'}"
+    upgrade(url)
+    return url
+
+
+async def test_readyz_is_503_when_the_webhook_queue_stalls(settings: Settings, app: Any, migrated_sqlite: str) -> None:
+    async with limited_app(settings, app, database_url=migrated_sqlite, webhook_worker_in_process=False,
+                           health_webhook_stall_seconds=300) as limited, client_for(limited) as client:
+        assert (await client.get("/readyz")).status_code == 200
+        _waiting_delivery(migrated_sqlite, overdue_seconds=60)
+        assert (await client.get("/readyz")).status_code == 200  # due a minute ago: a worker is on its way
+        _waiting_delivery(migrated_sqlite, overdue_seconds=600)
+        ready = await client.get("/readyz")
+        assert ready.status_code == 503
+        webhooks = ready.json()["checks"]["webhooks"]
+        assert webhooks["status"] == "unavailable" and "overdue by 6" in webhooks["detail"]
+
+
+async def test_readyz_is_503_until_the_schema_is_migrated(settings: Settings, app: Any, tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
+    async with limited_app(settings, app, database_url=url, webhook_worker_in_process=False) as limited, \
+            client_for(limited) as client:
+        ready = await client.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["checks"]["database"] == {"status": "ok"}
+        assert ready.json()["checks"]["migrations"]["status"] == "unavailable"
+        await asyncio.to_thread(upgrade, url)
+        assert (await client.get("/readyz")).status_code == 200
+
+
+def _waiting_delivery(url: str, *, overdue_seconds: float) -> None:
+    """A pending delivery due `overdue_seconds` ago, written with the standard sqlite3 module, whose
+    connections do not enforce foreign keys: the readiness check reads only its status and due time."""
+    due = (utcnow() - timedelta(seconds=overdue_seconds)).replace(tzinfo=None).isoformat(sep=" ")
+    with sqlite3.connect(url.split("///", 1)[1]) as connection:
+        connection.execute(
+            "INSERT INTO webhook_deliveries (id, organization_id, webhook_id, event_id, event_type, status, "
+            "attempt_count, response_body, is_test, due_at, created_at) "
+            "VALUES (?, 'org', 'hook', 'event', 'governance.decision.allow', 'pending', 0, '', 0, ?, ?)",
+            (f"whd_{overdue_seconds}", due, due))

@@ -1,0 +1,61 @@
+"""Redis round trips per request, counted by a private redis-server's own command statistics."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from prism.config import Settings
+from tests.factories import Factory
+from tests.limits_support import RoundTrips, client_for, limited_app, private_redis
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server to start")
+ROUNDS = 20
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    with private_redis(tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def round_trips(redis_url: str) -> Iterator[RoundTrips]:
+    counter = RoundTrips(redis_url)
+    yield counter
+    counter.close()
+
+
+async def test_an_authenticated_request_costs_one_redis_round_trip(
+        settings: Settings, app: object, factory: Factory, redis_url: str, round_trips: RoundTrips) -> None:
+    ws = await factory.workspace()
+    async with limited_app(settings, app, redis_url=redis_url) as limited, client_for(limited) as client:
+        assert (await client.get("/api/v1/dev/me/", headers=ws.headers())).status_code == 200  # loads the script
+        round_trips.since()
+        for _ in range(ROUNDS):
+            assert (await client.get("/api/v1/dev/me/", headers=ws.headers())).status_code == 200
+        assert round_trips.since() == ROUNDS
+        # The MCP door's tenant window the same way.
+        for _ in range(ROUNDS):
+            answer = await client.post("/api/mcp/sse", headers={**ws.headers(), **MCP_HEADERS}, json=INITIALIZE)
+            assert answer.status_code == 200, answer.text
+        assert round_trips.since() == ROUNDS
+
+
+async def test_a_locked_out_address_is_refused_in_one_round_trip_whatever_its_credential(
+        settings: Settings, app: object, factory: Factory, redis_url: str, round_trips: RoundTrips) -> None:
+    ws = await factory.workspace()
+    bad = {"Authorization": "Bearer ck_" + "q" * 40, "Host": ws.host}
+    async with limited_app(settings, app, redis_url=redis_url, lockout_failures=2) as limited, \
+            client_for(limited) as client:
+        assert [(await client.get("/api/v1/dev/me/", headers=bad)).status_code for _ in range(2)] == [401, 401]
+        round_trips.since()
+        for headers in (ws.headers(), bad, {"Host": ws.host}):
+            refused = await client.get("/api/v1/dev/me/", headers=headers)
+            assert refused.status_code == 429 and refused.json()["error"] == "too_many_failed_attempts"
+            assert round_trips.since() == 1
