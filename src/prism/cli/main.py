@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -50,8 +51,12 @@ cli.add_typer(persona_cli, name="persona"); cli.add_typer(governance_cli, name="
 @cli.command("serve")
 def serve_command(host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8000, "--port"),
                   workers: int = typer.Option(1, "--workers", min=1),
+                  seed_demo: bool | None = typer.Option(
+                      None, "--seed-demo/--no-seed-demo",
+                      help="Seed the demo tenant on an empty database. Default: PRISM_SEED_DEMO, else only when "
+                           "PRISM_DATABASE_URL is not set (the SQLite file in the working directory)."),
                   as_json: bool = typer.Option(False, "--json", help="Print the start-up banner as JSON.")) -> None:
-    """Run Prism (applies migrations first; seeds a demo tenant on an empty database)."""
+    """Run Prism (applies migrations first; once listening, seeds a demo tenant on an empty embedded database)."""
     from prism.kit.collector import pause_until_serving
 
     if workers == 1:
@@ -60,7 +65,7 @@ def serve_command(host: str = typer.Option("127.0.0.1", "--host"), port: int = t
         pause_until_serving()
     from prism.cli.serve import serve  # the server stack loads only for this command
 
-    serve(host=host, port=port, workers=workers, as_json=as_json)
+    serve(host=host, port=port, workers=workers, as_json=as_json, seed=seed_demo)
 
 
 def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]], *, read_only: bool = False) -> T:
@@ -184,6 +189,38 @@ def user_add_to_org(email: str, tenant: str = typer.Option(..., "--tenant"),
 
     out = in_transaction(as_json, work)
     emit(as_json, out, f"{out['user']} is {out['role']} of {out['organization']}")
+
+
+@user_cli.command("set-password")
+def user_set_password(tenant: str = typer.Option(..., "--tenant"), email: str = typer.Option(..., "--email"),
+                      password_stdin: bool = typer.Option(
+                          False, "--password-stdin", help="Read the password from the first line of stdin."),
+                      as_json: bool = JSON_OPT) -> None:
+    """Set a user's password (prompted twice, or read from stdin; never taken as an argument)."""
+    from prism.identity.service import memberships_in_tenant, set_password
+
+    password = read_new_password(as_json, from_stdin=password_stdin)
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        t = await require_tenant(session, tenant)
+        user = await require_user(session, email)
+        if not await memberships_in_tenant(session, user, t.id):  # another tenant's user is not this one's to change
+            raise PrismError(f"{email} belongs to no organization of {tenant}", code="not_a_member", status=403)
+        await set_password(session, user, password)
+        return {"user": user.email, "tenant": t.subdomain, "password_set": True}
+
+    out = in_transaction(as_json, work)
+    emit(as_json, out, f"password of {out['user']} set")
+
+
+def read_new_password(as_json: bool, *, from_stdin: bool) -> str:
+    if from_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    if not sys.stdin.isatty():
+        fail(as_json, PrismError("no terminal to ask for the password on: pipe it in with --password-stdin",
+                                 code="password_required"))
+    password: str = typer.prompt("New password", hide_input=True, confirmation_prompt=True)
+    return password
 
 
 @key_cli.command("create")
