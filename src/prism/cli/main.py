@@ -8,19 +8,19 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import typer
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.cli.governance import governance_cli, persona_cli
 from prism.cli.output import emit, fail
-from prism.config import get_settings
+from prism.cli.preflight import check_database_reachable, database_error, database_settings
 from prism.errors import PrismError
 from prism.governance.ledger import verify_chain
 from prism.identity.service import add_to_organization, create_user, require_user
 from prism.keys.service import create_key, revoke_key
 from prism.kit.timeutil import iso
 from prism.oauth.cli import keys_cli
-from prism.storage import Database
+from prism.storage import Database, backend_of
 from prism.tenancy.service import (
     create_organization,
     create_tenant,
@@ -69,13 +69,17 @@ def serve_command(host: str = typer.Option("127.0.0.1", "--host"), port: int = t
 
 
 def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]], *, read_only: bool = False) -> T:
-    """Run `work` in one committed transaction; domain and database errors become a clean exit 1.
+    """Run `work` in one committed transaction; bad settings, domain and database errors become a clean exit 1.
 
     `read_only` work takes no write lock, so it never holds up a running server's writers.
     """
+    try:
+        url = database_settings(may_create=False).database_url
+    except PrismError as exc:
+        fail(as_json, exc)
 
     async def run() -> T:
-        db = Database(get_settings().database_url)
+        db = Database(url)
         try:
             async with db.read() if read_only else db.write() as session:
                 return await work(session)
@@ -86,22 +90,30 @@ def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]], 
         return asyncio.run(run())
     except PrismError as exc:
         fail(as_json, exc)
-        raise AssertionError("unreachable") from exc
     except DBAPIError as exc:
-        fail(as_json, PrismError(f"database error: {exc.orig}. Is the database migrated? Run `prism migrate`.",
-                                 code="database_error"))
-        raise AssertionError("unreachable") from exc
+        error = database_error(url, exc.orig)
+        if error.code == "database_error":  # most often a schema older than this Prism
+            error.message += ". Is the database migrated? Run `prism migrate`."
+        fail(as_json, error)
     except OSError as exc:  # the server is not there: drivers raise these unwrapped
-        fail(as_json, PrismError(f"cannot reach the database: {exc}", code="database_unreachable"))
-        raise AssertionError("unreachable") from exc
+        fail(as_json, database_error(url, exc))
 
 
 @cli.command()
 def migrate(as_json: bool = JSON_OPT) -> None:
-    """Apply database migrations."""
+    """Apply database migrations (an empty database is created at the newest revision)."""
     from prism.migrate import upgrade
 
-    upgrade(get_settings().database_url)
+    try:
+        url = database_settings(may_create=True).database_url
+        if backend_of(url) != "sqlite":
+            check_database_reachable(url)
+        try:
+            upgrade(url)
+        except (SQLAlchemyError, OSError) as exc:
+            raise database_error(url, getattr(exc, "orig", None) or exc) from None
+    except PrismError as exc:
+        fail(as_json, exc)
     emit(as_json, {"migrated": True}, "migrations applied")
 
 

@@ -23,6 +23,10 @@ from prism.storage import backend_of, one_shot_engine
 CONNECT_TIMEOUT_SECONDS = 5.0
 
 
+# PostgreSQL's SQLSTATE for a database that does not exist.
+INVALID_CATALOG_NAME = "3D000"
+
+
 class ConfigurationError(PrismError):
     code, status = "invalid_setting", 500
 
@@ -39,6 +43,13 @@ def load_settings() -> Settings:
         first = exc.errors(include_url=False)[0]
         field = ".".join(str(part) for part in first["loc"])
         raise ConfigurationError(f"{env_name(field)}={first['input']!r} is not valid: {first['msg']}") from None
+
+
+def database_settings(*, may_create: bool) -> Settings:
+    """The settings of a command that works on the database, its URL checked (see check_database_url)."""
+    settings = load_settings()
+    check_database_url(settings, may_create=may_create)
+    return settings
 
 
 def default_database_in_use(settings: Settings) -> bool:
@@ -108,7 +119,7 @@ def database_error(url: str, exc: BaseException | None) -> ConfigurationError:
     """A driver's error in one line, with the setting to look at."""
     name = type(exc).__name__
     detail = str(exc).strip().splitlines()[0] if exc is not None and str(exc).strip() else name
-    if name == "InvalidCatalogNameError":  # asyncpg: the server is up, the database is not there
+    if getattr(exc, "sqlstate", None) == INVALID_CATALOG_NAME:  # the server is up, the database is not there
         return ConfigurationError(f"database {make_url(url).database!r} does not exist at {_where(url)} "
                                   "(PRISM_DATABASE_URL): create it (createdb) or point the setting elsewhere",
                                   code="database_not_found")
