@@ -193,8 +193,10 @@ def start_prism(*, database_url: str, cwd: Path, log_path: Path, cpus: str | Non
     # The rate limiter keeps running, with ceilings no benchmark reaches (one client, one user, one address).
     env = bench_env(**{**RAISED_CEILINGS, "PRISM_DATABASE_URL": database_url, "PRISM_LOG_LEVEL": "warning",
                        **(extra_env or {})})
-    command = pinned([PRISM, "serve", "--host", LOOPBACK, "--port", str(port), "--workers", str(workers), "--json"],
-                     cpus)
+    # --seed-demo: the benchmarks read the demo key from the banner, and a database named by URL is not seeded
+    # unless asked.
+    command = pinned([PRISM, "serve", "--host", LOOPBACK, "--port", str(port), "--workers", str(workers), "--json",
+                      "--seed-demo"], cpus)
     server = spawn("prism", command, env=env, cwd=cwd, port=port, log_path=log_path)
     try:
         return server, read_banner(server)
@@ -204,7 +206,7 @@ def start_prism(*, database_url: str, cwd: Path, log_path: Path, cpus: str | Non
 
 
 def read_banner(server: Server) -> dict[str, Any]:
-    """The banner is one JSON document, indented over several lines: read until it parses."""
+    """The banner is one JSON document (one line; read until it parses all the same)."""
     assert server.process.stdout is not None
     text = ""
     while True:

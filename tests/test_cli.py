@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -54,11 +55,20 @@ async def lone_user(factory: Factory) -> str:
     return email
 
 
+def error_json(result: CliResult) -> dict[str, Any]:
+    """The one JSON line `--json` prints on stderr for an error (stdout stays empty)."""
+    assert result.stdout == "", str(result)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, str(result)
+    body: dict[str, Any] = json.loads(lines[0])
+    return body
+
+
 def assert_clean_failure(result: CliResult, code: str) -> None:
-    """Exit 1, a JSON {error, message} on stdout, and no traceback anywhere."""
+    """Exit 1, one JSON {error, message} line on stderr, and no traceback anywhere."""
     assert result.returncode == 1, str(result)
     assert TRACEBACK not in result.stdout + result.stderr, str(result)
-    body = result.json
+    body = error_json(result)
     assert set(body) == {"error", "message"}, body
     assert body["error"] == code, body
     assert isinstance(body["message"], str) and body["message"], body
@@ -301,7 +311,8 @@ def test_a_command_on_a_database_that_was_never_migrated_fails_cleanly(fresh_db:
     result = run_cli("org", "list", "--tenant", "acme", "--json", database_url=fresh_db)
     assert result.returncode == 1, str(result)
     assert TRACEBACK not in result.stdout + result.stderr, str(result)
-    assert set(result.json) == {"error", "message"} and "migrate" in result.json["message"], str(result)
+    body = error_json(result)
+    assert set(body) == {"error", "message"} and "migrate" in body["message"], str(result)
 
 
 def test_a_command_on_an_unreachable_database_server_fails_cleanly() -> None:
@@ -310,4 +321,4 @@ def test_a_command_on_an_unreachable_database_server_fails_cleanly() -> None:
                      database_url=f"postgresql://postgres@127.0.0.1:{closed}/prism")
     assert result.returncode == 1, str(result)
     assert TRACEBACK not in result.stdout + result.stderr, str(result)
-    assert set(result.json) == {"error", "message"}, str(result)
+    assert set(error_json(result)) == {"error", "message"}, str(result)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 
 from prism.keys.service import lookup_of
@@ -81,13 +83,13 @@ async def test_persona_commands_create_list_attach_and_refuse_deleting_one_in_us
     assert blocked.status_code == 403 and blocked.json()["error"] == "blocked"
 
     in_use = run_cli("persona", "delete", "cli-persona", "--tenant", sub, "--json", database_url=database_url)
-    assert in_use.returncode == 1 and in_use.json["error"] == "persona_in_use"
+    assert in_use.returncode == 1 and json.loads(in_use.stderr)["error"] == "persona_in_use"
     bad = run_cli("persona", "create", "x", "--tenant", sub, "--deny", "nope", "--json", database_url=database_url)
-    assert bad.returncode == 1 and bad.json["error"] == "invalid_arguments"
+    assert bad.returncode == 1 and json.loads(bad.stderr)["error"] == "invalid_arguments"
     cli_json("persona", "attach", "none", "--key", agent_key, "--tenant", sub,
              database_url=database_url)
     assert cli_json("persona", "delete", "cli-persona", "--tenant", sub, database_url=database_url)["deleted"] is True
     other = await factory.workspace(roles=("owner",))
     foreign = run_cli("persona", "attach", "none", "--key", str(lookup_of(other.keys["owner"])), "--tenant", sub,
                       "--json", database_url=database_url)
-    assert foreign.returncode == 1 and foreign.json["error"] == "not_found"
+    assert foreign.returncode == 1 and json.loads(foreign.stderr)["error"] == "not_found"

@@ -172,7 +172,7 @@ def test_servers_shut_down_cleanly(tmp_path: Path) -> None:
     with scratch_database(tmp_path, "shutdown") as url:
         pool = ServerPool(tmp_path)
         try:
-            server = pool.start("--json", env=clean_env(PRISM_DATABASE_URL=url))
+            server = pool.start("--json", "--seed-demo", env=clean_env(PRISM_DATABASE_URL=url))
             key = server.banner_json()["api_key"]
             r = httpx.post(server.base_url + TOOL, headers={"Authorization": f"Bearer {key}"},
                            json=envelope("list"), timeout=10)

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.engine_independent
 
 SOURCE = Path(__file__).resolve().parent.parent / "src" / "prism"
 # Modules that import an optional extra's packages, and the extra that provides them.
-OPTIONAL = {"registry/semantic.py": "semantic"}
+OPTIONAL = {"registry/semantic.py": "semantic", "ratelimit/redis_backend.py": "redis",
+            "mcp_server/relay_redis.py": "redis", "cli/preflight.py": "redis"}
 
 
 def _name(requirement: str) -> str:

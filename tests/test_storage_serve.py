@@ -103,7 +103,8 @@ def test_serve_with_several_workers_on_sqlite_is_refused_with_a_clear_message(tm
 @pytest.mark.skipif(postgres_test_url() is None, reason="several workers need PostgreSQL")
 def test_serve_with_several_workers_on_postgresql_seeds_once_and_serves(servers: ServerPool, tmp_path: Path) -> None:
     with scratch_database(tmp_path, "workers") as url:
-        server = servers.start("--json", "--workers", "2", env=clean_env(PRISM_DATABASE_URL=url), cwd=tmp_path)
+        server = servers.start("--json", "--workers", "2", "--seed-demo", env=clean_env(PRISM_DATABASE_URL=url),
+                               cwd=tmp_path)
         banner = server.banner_json()
         assert banner["seeded"] is True
         auth = {"Authorization": f"Bearer {banner['api_key']}"}

@@ -39,7 +39,9 @@ class Settings(BaseSettings):
     credential_cache_seconds: float = 5.0
     # last_used_at is written at most this often per key, never once per request.
     key_touch_interval_seconds: float = 60.0
-    seed_demo: bool = True
+    # Seed the demo tenant on an empty database at `prism serve`. Unset: only on the embedded default (no
+    # PRISM_DATABASE_URL, the SQLite file in the working directory), never on a server Prism was pointed at.
+    seed_demo: bool | None = None
     # MCP door (docs/mcp.md): a session id is a token signed with a key derived from the master secret,
     # so any process of the deployment verifies it; it expires after this many seconds.
     mcp_session_ttl_seconds: int = 86400

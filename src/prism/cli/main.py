@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import typer
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.cli.audit import audit_cli, seal_waiting_logs
 from prism.cli.governance import governance_cli, persona_cli
 from prism.cli.output import emit, fail
-from prism.config import get_settings
+from prism.cli.preflight import check_database_reachable, database_error, database_settings
 from prism.errors import PrismError
 from prism.identity.service import add_to_organization, create_user, require_user
 from prism.keys.service import create_key, revoke_key
 from prism.kit.timeutil import iso
 from prism.ledger.keys import LedgerKeys
 from prism.oauth.cli import keys_cli
-from prism.storage import Database
+from prism.storage import Database, backend_of
 from prism.tenancy.service import (
     create_organization,
     create_tenant,
@@ -50,8 +51,12 @@ cli.add_typer(persona_cli, name="persona"); cli.add_typer(governance_cli, name="
 @cli.command("serve")
 def serve_command(host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8000, "--port"),
                   workers: int = typer.Option(1, "--workers", min=1),
+                  seed_demo: bool | None = typer.Option(
+                      None, "--seed-demo/--no-seed-demo",
+                      help="Seed the demo tenant on an empty database. Default: PRISM_SEED_DEMO, else only when "
+                           "PRISM_DATABASE_URL is not set (the SQLite file in the working directory)."),
                   as_json: bool = typer.Option(False, "--json", help="Print the start-up banner as JSON.")) -> None:
-    """Run Prism (applies migrations first; seeds a demo tenant on an empty database)."""
+    """Run Prism (applies migrations first; once listening, seeds a demo tenant on an empty embedded database)."""
     from prism.kit.collector import pause_until_serving
 
     if workers == 1:
@@ -60,17 +65,21 @@ def serve_command(host: str = typer.Option("127.0.0.1", "--host"), port: int = t
         pause_until_serving()
     from prism.cli.serve import serve  # the server stack loads only for this command
 
-    serve(host=host, port=port, workers=workers, as_json=as_json)
+    serve(host=host, port=port, workers=workers, as_json=as_json, seed=seed_demo)
 
 
 def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]], *, read_only: bool = False) -> T:
-    """Run `work` in one committed transaction; domain and database errors become a clean exit 1.
+    """Run `work` in one committed transaction; bad settings, domain and database errors become a clean exit 1.
 
     `read_only` work takes no write lock, so it never holds up a running server's writers.
     """
+    try:
+        url = database_settings(may_create=False).database_url
+    except PrismError as exc:
+        fail(as_json, exc)
 
     async def run() -> T:
-        db = Database(get_settings().database_url)
+        db = Database(url)
         try:
             async with db.read() if read_only else db.write() as session:
                 return await work(session)
@@ -81,22 +90,30 @@ def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]], 
         return asyncio.run(run())
     except PrismError as exc:
         fail(as_json, exc)
-        raise AssertionError("unreachable") from exc
     except DBAPIError as exc:
-        fail(as_json, PrismError(f"database error: {exc.orig}. Is the database migrated? Run `prism migrate`.",
-                                 code="database_error"))
-        raise AssertionError("unreachable") from exc
+        error = database_error(url, exc.orig)
+        if error.code == "database_error":  # most often a schema older than this Prism
+            error.message += ". Is the database migrated? Run `prism migrate`."
+        fail(as_json, error)
     except OSError as exc:  # the server is not there: drivers raise these unwrapped
-        fail(as_json, PrismError(f"cannot reach the database: {exc}", code="database_unreachable"))
-        raise AssertionError("unreachable") from exc
+        fail(as_json, database_error(url, exc))
 
 
 @cli.command()
 def migrate(as_json: bool = JSON_OPT) -> None:
-    """Apply database migrations."""
+    """Apply database migrations (an empty database is created at the newest revision)."""
     from prism.migrate import upgrade
 
-    upgrade(get_settings().database_url)
+    try:
+        url = database_settings(may_create=True).database_url
+        if backend_of(url) != "sqlite":
+            check_database_reachable(url)
+        try:
+            upgrade(url)
+        except (SQLAlchemyError, OSError) as exc:
+            raise database_error(url, getattr(exc, "orig", None) or exc) from None
+    except PrismError as exc:
+        fail(as_json, exc)
     sealed = seal_waiting_logs()  # logs written before signed heads get theirs now
     emit(as_json, {"migrated": True, "sealed": sealed}, "migrations applied")
 
@@ -186,6 +203,38 @@ def user_add_to_org(email: str, tenant: str = typer.Option(..., "--tenant"),
 
     out = in_transaction(as_json, work)
     emit(as_json, out, f"{out['user']} is {out['role']} of {out['organization']}")
+
+
+@user_cli.command("set-password")
+def user_set_password(tenant: str = typer.Option(..., "--tenant"), email: str = typer.Option(..., "--email"),
+                      password_stdin: bool = typer.Option(
+                          False, "--password-stdin", help="Read the password from the first line of stdin."),
+                      as_json: bool = JSON_OPT) -> None:
+    """Set a user's password (prompted twice, or read from stdin; never taken as an argument)."""
+    from prism.identity.service import memberships_in_tenant, set_password
+
+    password = read_new_password(as_json, from_stdin=password_stdin)
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        t = await require_tenant(session, tenant)
+        user = await require_user(session, email)
+        if not await memberships_in_tenant(session, user, t.id):  # another tenant's user is not this one's to change
+            raise PrismError(f"{email} belongs to no organization of {tenant}", code="not_a_member", status=403)
+        await set_password(session, user, password)
+        return {"user": user.email, "tenant": t.subdomain, "password_set": True}
+
+    out = in_transaction(as_json, work)
+    emit(as_json, out, f"password of {out['user']} set")
+
+
+def read_new_password(as_json: bool, *, from_stdin: bool) -> str:
+    if from_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    if not sys.stdin.isatty():
+        fail(as_json, PrismError("no terminal to ask for the password on: pipe it in with --password-stdin",
+                                 code="password_required"))
+    password: str = typer.prompt("New password", hide_input=True, confirmation_prompt=True)
+    return password
 
 
 @key_cli.command("create")

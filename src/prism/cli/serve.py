@@ -1,17 +1,28 @@
-"""`prism serve`: migrate, seed the demo workspace on an empty database, run Uvicorn."""
+"""`prism serve`: check the settings, migrate, serve; once listening, seed the demo workspace and print the banner."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 from typing import Any
 
 import typer
 import uvicorn
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from starlette.applications import Starlette
 
-from prism.cli.output import emit
+from prism.cli.listening import bind_listener, run_listening
+from prism.cli.output import emit, fail
+from prism.cli.preflight import (
+    check_apps,
+    check_database_reachable,
+    check_database_url,
+    check_redis,
+    database_error,
+    default_database_in_use,
+    load_settings,
+)
 from prism.config import Settings, get_settings
+from prism.errors import PrismError
 from prism.kit.collector import collector_paused, start_serving
 from prism.ledger.keys import LedgerKeys
 from prism.migrate import upgrade
@@ -28,11 +39,26 @@ SQLITE_WORKERS_REFUSAL = ("--workers {workers} needs PostgreSQL: SQLite serves f
                           "or set PRISM_DATABASE_URL to a PostgreSQL database to run several workers.")
 
 
+def should_seed(settings: Settings, requested: bool | None) -> bool:
+    """--seed-demo/--no-seed-demo, else PRISM_SEED_DEMO, else only on the embedded default database: a demo
+    tenant with a known admin does not belong in a database server someone pointed Prism at."""
+    if requested is not None:
+        return requested
+    if settings.seed_demo is not None:
+        return settings.seed_demo
+    return default_database_in_use(settings)
+
+
 async def _seed_if_empty(settings: Settings) -> DemoWorkspace | None:
-    db = Database(settings.database_url)
+    url = settings.database_url
+    db = Database(url)
     try:
         async with db.write() as session:
             return await seed_demo(session, LedgerKeys(settings)) if await is_empty(session) else None
+    except IntegrityError:  # another process seeded the same empty database at the same moment
+        return None
+    except (SQLAlchemyError, OSError) as exc:
+        raise database_error(url, getattr(exc, "orig", None) or exc) from None
     finally:
         await db.dispose()
 
@@ -59,22 +85,41 @@ def _banner(demo: DemoWorkspace | None, host: str, port: int) -> tuple[dict[str,
     return data, text
 
 
-def serve(*, host: str, port: int, workers: int, as_json: bool) -> None:
-    """Migrate, seed the demo workspace on an empty database, print the banner, run Uvicorn."""
-    settings = get_settings()
-    if workers > 1 and backend_of(settings.database_url) == "sqlite":
-        typer.echo(f"error: {SQLITE_WORKERS_REFUSAL.format(workers=workers)} (sqlite_single_process)", err=True)
-        raise typer.Exit(code=2)
-    with collector_paused():  # a no-op when `prism serve` already paused it for the whole start-up
-        upgrade(settings.database_url)
-        demo = asyncio.run(_seed_if_empty(settings)) if settings.seed_demo else None
-    data, text = _banner(demo, host, port)
-    emit(as_json, data, text)
+def serve(*, host: str, port: int, workers: int, as_json: bool, seed: bool | None) -> None:
+    """Check the settings, migrate, listen; once listening, seed an empty database (when asked) and print the
+    banner. A start that fails before that leaves the database unseeded, so the next one shows a usable key."""
+    try:
+        settings = load_settings()
+        if workers > 1 and backend_of(settings.database_url) == "sqlite":
+            raise PrismError(SQLITE_WORKERS_REFUSAL.format(workers=workers), code="sqlite_single_process")
+        check_database_url(settings, may_create=True)
+        check_apps(settings)
+        check_redis(settings)
+        with collector_paused():  # a no-op when `prism serve` already paused it for the whole start-up
+            if backend_of(settings.database_url) != "sqlite":
+                check_database_reachable(settings.database_url)
+            try:
+                upgrade(settings.database_url)
+            except (SQLAlchemyError, OSError) as exc:
+                raise database_error(settings.database_url, getattr(exc, "orig", None) or exc) from None
+        listener = bind_listener(host, port)
+    except PrismError as exc:
+        fail(as_json, exc, exit_code=2 if exc.code == "sqlite_single_process" else 1)
+    seeding = should_seed(settings, seed)
+
+    async def announce() -> None:
+        demo = await _seed_if_empty(settings) if seeding else None
+        data, text = _banner(demo, host, port)
+        emit(as_json, data, text)
+
     # proxy_headers off: X-Forwarded-For counts only from PRISM_TRUSTED_PROXIES (prism.ratelimit.addresses), and
     # Uvicorn's own handling would trust loopback by default and rewrite the client address before Prism sees it.
-    uvicorn.run("prism.cli.serve:serving_app", factory=True, host=host, port=port, workers=workers,
-                log_level=settings.log_level, loop="uvloop", http="httptools",
-                access_log=False, server_header=False, proxy_headers=False)
+    config = uvicorn.Config("prism.cli.serve:serving_app", factory=True, host=host, port=port, workers=workers,
+                            log_level=settings.log_level, loop="uvloop", http="httptools",
+                            access_log=False, server_header=False, proxy_headers=False)
+    code = run_listening(config, listener, announce, as_json=as_json)
+    if code:
+        raise typer.Exit(code)
 
 
 def serving_app() -> Starlette:

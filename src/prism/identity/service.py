@@ -22,17 +22,27 @@ def normalize_email(email: str) -> str:
     return email
 
 
-async def create_user(session: AsyncSession, email: str, password: str) -> User:
-    email = normalize_email(email)
+def check_password_strength(password: str) -> None:
     if len(password) < MIN_PASSWORD_LENGTH:
         raise BadRequest(f"password must have at least {MIN_PASSWORD_LENGTH} characters",
                          code="weak_password")
+
+
+async def create_user(session: AsyncSession, email: str, password: str) -> User:
+    email = normalize_email(email)
+    check_password_strength(password)
     if await get_user(session, email) is not None:
         raise Conflict(f"user {email!r} already exists", code="user_exists")
     user = User(email=email, password_hash=hash_password(password))
     session.add(user)
     await session.flush()
     return user
+
+
+async def set_password(session: AsyncSession, user: User, password: str) -> None:
+    check_password_strength(password)
+    user.password_hash = hash_password(password)
+    await session.flush()
 
 
 async def get_user(session: AsyncSession, email: str) -> User | None:
