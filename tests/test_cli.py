@@ -75,13 +75,13 @@ def assert_clean_failure(result: CliResult, code: str) -> None:
 
 
 def test_migrate_builds_the_schema_on_an_empty_database_and_can_run_again(fresh_db: str) -> None:
-    assert cli_json("migrate", database_url=fresh_db) == {"migrated": True}
+    assert cli_json("migrate", database_url=fresh_db) == {"migrated": True, "sealed": 0}
     versions = query(fresh_db, "SELECT version_num FROM alembic_version")
     assert len(versions) == 1 and versions[0]["version_num"]
     for table in ("tenants", "organizations", "users", "memberships", "roles", "api_keys", "audit_entries",
                   "audit_heads"):
         assert query(fresh_db, f"SELECT COUNT(*) AS n FROM {table}") == [{"n": 0}]  # noqa: S608
-    assert cli_json("migrate", database_url=fresh_db) == {"migrated": True}
+    assert cli_json("migrate", database_url=fresh_db) == {"migrated": True, "sealed": 0}
     assert query(fresh_db, "SELECT version_num FROM alembic_version") == versions
 
 

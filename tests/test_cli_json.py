@@ -51,7 +51,7 @@ def test_every_result_is_one_line(tmp_path: Path) -> None:
         done = subprocess.run([*prism_command(), "migrate", "--json"], capture_output=True, text=True, timeout=60,
                               env=clean_env(PRISM_DATABASE_URL=url), check=False)
         assert done.returncode == 0, done.stderr
-        assert done.stdout.count("\n") == 1 and json.loads(done.stdout) == {"migrated": True}, done.stdout
+        assert done.stdout.count("\n") == 1 and json.loads(done.stdout) == {"migrated": True, "sealed": 0}, done.stdout
 
 
 @pytest.mark.engine_independent

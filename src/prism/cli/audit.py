@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.cli.output import emit, fail
-from prism.config import get_settings
+from prism.cli.preflight import load_settings
 from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.ledger.checkpoints import MalformedCheckpoint, parse_checkpoint
 from prism.ledger.entries import audit_checkpoints, audit_heads
@@ -84,14 +84,16 @@ def audit_verify(tenant: str = typer.Option(..., "--tenant"),
                                                 "the log must contain it."),
                  as_json: bool = JSON_OPT) -> None:
     """Check every entry and each log's signed head; exit 1 and name the first bad entry if any."""
-    keys = LedgerKeys(get_settings())
-    since_file = _read_checkpoint_file(Path(since)) if since not in (None, "latest") else None
-    trusted_data = _read_checkpoint_file(checkpoint) if checkpoint is not None else None
     try:
-        trusted = parse_checkpoint(trusted_data) if trusted_data is not None else None
-    except MalformedCheckpoint as exc:
-        fail(as_json, InvalidArguments(f"{checkpoint}: {exc}"))
-        return
+        keys = LedgerKeys(load_settings())
+        since_file = _read_checkpoint_file(Path(since)) if since not in (None, "latest") else None
+        trusted_data = _read_checkpoint_file(checkpoint) if checkpoint is not None else None
+        try:
+            trusted = parse_checkpoint(trusted_data) if trusted_data is not None else None
+        except MalformedCheckpoint as exc:
+            raise InvalidArguments(f"{checkpoint}: {exc}") from None
+    except PrismError as exc:
+        fail(as_json, exc)
 
     def progress(done: int) -> None:
         if not as_json:
@@ -151,14 +153,17 @@ def audit_checkpoint(tenant: str = typer.Option(..., "--tenant"),
 @audit_cli.command("public-key")
 def audit_public_key(as_json: bool = JSON_OPT) -> None:
     """The Ed25519 public key every checkpoint of this deployment is signed with (base64, raw 32 bytes)."""
-    keys = LedgerKeys(get_settings())
+    try:
+        keys = LedgerKeys(load_settings())
+    except PrismError as exc:
+        fail(as_json, exc)
     emit(as_json, {"key_id": keys.key_id, "algorithm": "Ed25519", "public_key": keys.public_key_b64},
          f"{keys.key_id} Ed25519 {keys.public_key_b64}")
 
 
 def seal_waiting_logs() -> int:
     """Seal every log with entries waiting or a head not yet signed (after an upgrade); how many entries."""
-    settings = get_settings()
+    settings = load_settings()
 
     async def run() -> int:
         db = Database(settings.database_url)

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism.cli.audit import audit_cli, seal_waiting_logs
 from prism.cli.governance import governance_cli, persona_cli
 from prism.cli.output import emit, fail
-from prism.cli.preflight import check_database_reachable, database_error, database_settings
+from prism.cli.preflight import check_database_reachable, database_error, database_settings, load_settings
 from prism.errors import PrismError
 from prism.identity.service import add_to_organization, create_user, require_user
 from prism.keys.service import create_key, revoke_key
@@ -128,7 +128,7 @@ def tenant_create(subdomain: str, name: str = typer.Option(..., "--name"),
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         tenant = await create_tenant(session, subdomain, name=name)
-        org = await create_organization(session, tenant, name=org_name or name, keys=LedgerKeys(get_settings()))
+        org = await create_organization(session, tenant, name=org_name or name, keys=LedgerKeys(load_settings()))
         user, created = await require_or_create_user(session, admin_email, admin_password)
         await add_to_organization(session, user, org, role="owner")
         return {"tenant": {"id": tenant.id, "subdomain": tenant.subdomain, "name": tenant.name},
@@ -156,7 +156,7 @@ def org_create(name: str, tenant: str = typer.Option(..., "--tenant"),
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         org = await create_organization(session, await require_tenant(session, tenant), name=name, slug=slug,
-                                        keys=LedgerKeys(get_settings()))
+                                        keys=LedgerKeys(load_settings()))
         return {"id": org.id, "slug": org.slug, "name": org.name, "tenant": tenant}
 
     out = in_transaction(as_json, work)
