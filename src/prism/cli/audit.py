@@ -1,6 +1,8 @@
-"""`prism audit …`: verify an organization's log, export its signed checkpoint, show the signing key, seal.
+"""`prism audit …`: verify an organization's log, export its signed checkpoint and proofs, show the signing key,
+seal, archive and prune.
 
-Verification reads only; `seal` and `prism migrate` write (positions and signed heads of waiting entries).
+Verification and proofs read only; `seal` and `prism migrate` write (positions and signed heads of waiting
+entries); `archive --prune` and `retain` delete archived entries.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism.cli.output import emit, fail
 from prism.config import get_settings
 from prism.errors import InvalidArguments, NotFound, PrismError
-from prism.ledger.checkpoints import MalformedCheckpoint, parse_checkpoint
+from prism.ledger.checkpoints import Checkpoint, MalformedCheckpoint, parse_checkpoint
 from prism.ledger.entries import audit_checkpoints, audit_heads
 from prism.ledger.keys import LedgerKeys
+from prism.ledger.proofs import checkpoint_argument, prove_consistency, prove_inclusion
 from prism.ledger.sealer import logs_to_seal, seal_all
 from prism.ledger.verify import StartingPoint, verify_log
 from prism.models import Organization
@@ -40,6 +43,14 @@ def _run(as_json: bool, work: Any, *, read_only: bool = True) -> Any:
 async def _organizations(session: AsyncSession, tenant: str, org: str | None) -> list[Organization]:
     t = await require_tenant(session, tenant)
     return [await find_organization(session, t, org)] if org else await list_organizations(session, t)
+
+
+async def _one_organization(session: AsyncSession, tenant: str, org: str | None) -> Organization:
+    orgs = await _organizations(session, tenant, org)
+    if len(orgs) != 1:
+        raise PrismError(f"tenant {tenant} has {len(orgs)} organizations; name one with --org",
+                         code="organization_required", status=400)
+    return orgs[0]
 
 
 def _read_checkpoint_file(path: Path) -> dict[str, Any]:
@@ -133,19 +144,63 @@ def audit_checkpoint(tenant: str = typer.Option(..., "--tenant"),
     """Print the log's current signed checkpoint with its frontier (JSON), to keep outside Prism."""
 
     async def work(session: AsyncSession) -> dict[str, Any]:
-        orgs = await _organizations(session, tenant, org)
-        if len(orgs) != 1:
-            raise PrismError(f"tenant {tenant} has {len(orgs)} organizations; name one with --org",
-                             code="organization_required", status=400)
+        organization = await _one_organization(session, tenant, org)
         head = (await session.execute(select(audit_heads.c.checkpoint, audit_heads.c.frontier).where(
-            audit_heads.c.organization_id == orgs[0].id))).first()
+            audit_heads.c.organization_id == organization.id))).first()
         if head is None or head.checkpoint is None:
             raise NotFound("this organization's log has no signed head yet; run `prism migrate`",
                            code="checkpoint_not_found")
         return {**parse_checkpoint(head.checkpoint).as_dict(), "frontier": list(head.frontier or [])}
 
-    out = _run(as_json, work)
-    sys.stdout.write(orjson.dumps(out).decode() + "\n")
+    _print_document(_run(as_json, work))
+
+
+@audit_cli.command("prove")
+def audit_prove(tenant: str = typer.Option(..., "--tenant"),
+                org: str | None = typer.Option(None, "--org", help="Needed when the tenant has several."),
+                seq: int = typer.Option(..., "--seq", help="The entry's position in the log."),
+                checkpoint: Path | None = typer.Option(
+                    None, "--checkpoint", help="Prove against this checkpoint (a file written by `prism audit "
+                                               "checkpoint`) instead of the current signed head."),
+                as_json: bool = JSON_OPT) -> None:
+    """Print the entry with its inclusion proof and the signed checkpoint it is proved against (JSON)."""
+    keys = LedgerKeys(get_settings())
+    against = _checkpoint_file(as_json, checkpoint) if checkpoint is not None else None
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        organization = await _one_organization(session, tenant, org)
+        return await prove_inclusion(session, organization.id, keys, seq, against)
+
+    _print_document(_run(as_json, work))
+
+
+@audit_cli.command("consistency")
+def audit_consistency(tenant: str = typer.Option(..., "--tenant"),
+                      org: str | None = typer.Option(None, "--org", help="Needed when the tenant has several."),
+                      old: Path = typer.Option(..., "--from", help="An older checkpoint (a file written by "
+                                                                   "`prism audit checkpoint`)."),
+                      as_json: bool = JSON_OPT) -> None:
+    """Print a proof that the current signed head extends an older checkpoint, with both checkpoints (JSON)."""
+    keys = LedgerKeys(get_settings())
+    older = _checkpoint_file(as_json, old)
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        organization = await _one_organization(session, tenant, org)
+        return await prove_consistency(session, organization.id, keys, older)
+
+    _print_document(_run(as_json, work))
+
+
+def _checkpoint_file(as_json: bool, path: Path) -> Checkpoint:
+    try:
+        return checkpoint_argument(_read_checkpoint_file(path), str(path))
+    except PrismError as exc:
+        fail(as_json, exc)
+        raise AssertionError("unreachable") from exc
+
+
+def _print_document(document: dict[str, Any]) -> None:
+    sys.stdout.write(orjson.dumps(document).decode() + "\n")
 
 
 @audit_cli.command("public-key")
