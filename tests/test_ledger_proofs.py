@@ -239,6 +239,8 @@ async def test_bad_arguments_are_refused_with_a_reason(
         ("consistency", "--from", str(of_other_log)): "wrong_log",
         ("consistency", "--from", str(tmp_path / "not.json")): "invalid_arguments",
         ("prove", "--org", other.org.id, "--seq", "1"): "organization_not_found",  # another tenant's organization
+        ("verify", "--since", str(tmp_path / "missing.json")): "invalid_arguments",
+        ("verify", "--checkpoint", str(tmp_path / "not.json")): "invalid_arguments",
     }
     for args, code in cases.items():
         assert refusal(database_url, args[0], "--tenant", tenant, *args[1:]) == code, args

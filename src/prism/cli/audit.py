@@ -98,8 +98,8 @@ def audit_verify(tenant: str = typer.Option(..., "--tenant"),
                  as_json: bool = JSON_OPT) -> None:
     """Check every entry and each log's signed head; exit 1 and name the first bad entry if any."""
     keys = LedgerKeys(get_settings())
-    since_file = _read_checkpoint_file(Path(since)) if since not in (None, "latest") else None
-    trusted_data = _read_checkpoint_file(checkpoint) if checkpoint is not None else None
+    since_file = _given_file(as_json, Path(since)) if since not in (None, "latest") else None
+    trusted_data = _given_file(as_json, checkpoint) if checkpoint is not None else None
     try:
         trusted = parse_checkpoint(trusted_data) if trusted_data is not None else None
     except MalformedCheckpoint as exc:
@@ -196,6 +196,15 @@ def audit_consistency(tenant: str = typer.Option(..., "--tenant"),
 def _checkpoint_file(as_json: bool, path: Path) -> Checkpoint:
     try:
         return checkpoint_argument(_read_checkpoint_file(path), str(path))
+    except PrismError as exc:
+        fail(as_json, exc)
+        raise AssertionError("unreachable") from exc
+
+
+def _given_file(as_json: bool, path: Path) -> dict[str, Any]:
+    """A checkpoint file named on the command line, read before any transaction: its errors exit cleanly."""
+    try:
+        return _read_checkpoint_file(path)
     except PrismError as exc:
         fail(as_json, exc)
         raise AssertionError("unreachable") from exc
