@@ -1,6 +1,8 @@
-"""`prism audit …`: verify an organization's log, export its signed checkpoint, show the signing key, seal.
+"""`prism audit …`: verify an organization's log, export its signed checkpoint and proofs, show the signing key,
+seal, archive and prune.
 
-Verification reads only; `seal` and `prism migrate` write (positions and signed heads of waiting entries).
+Verification and proofs read only; `seal` and `prism migrate` write (positions and signed heads of waiting
+entries); `archive --prune` and `retain` delete archived entries.
 """
 
 from __future__ import annotations
@@ -18,16 +20,19 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism.cli.output import emit, fail
 from prism.cli.preflight import load_settings
 from prism.errors import InvalidArguments, NotFound, PrismError
-from prism.ledger.checkpoints import MalformedCheckpoint, parse_checkpoint
+from prism.ledger.archive import archive, archive_name, retention_cut
+from prism.ledger.checkpoints import Checkpoint, MalformedCheckpoint, parse_checkpoint
 from prism.ledger.entries import audit_checkpoints, audit_heads
 from prism.ledger.keys import LedgerKeys
-from prism.ledger.sealer import logs_to_seal, seal_all
+from prism.ledger.proofs import checkpoint_argument, prove_consistency, prove_inclusion
+from prism.ledger.sealer import SEAL_LIMIT, logs_to_seal, seal, seal_all
 from prism.ledger.verify import StartingPoint, verify_log
 from prism.models import Organization
 from prism.storage import Database
 from prism.tenancy.service import find_organization, list_organizations, require_tenant
 
 JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
+MAX_RETENTION_DAYS = 36_500
 audit_cli = typer.Typer(help="The audit ledger: signed Merkle trees, one per organization.", no_args_is_help=True)
 
 
@@ -40,6 +45,14 @@ def _run(as_json: bool, work: Any, *, read_only: bool = True) -> Any:
 async def _organizations(session: AsyncSession, tenant: str, org: str | None) -> list[Organization]:
     t = await require_tenant(session, tenant)
     return [await find_organization(session, t, org)] if org else await list_organizations(session, t)
+
+
+async def _one_organization(session: AsyncSession, tenant: str, org: str | None) -> Organization:
+    orgs = await _organizations(session, tenant, org)
+    if len(orgs) != 1:
+        raise PrismError(f"tenant {tenant} has {len(orgs)} organizations; name one with --org",
+                         code="organization_required", status=400)
+    return orgs[0]
 
 
 def _read_checkpoint_file(path: Path) -> dict[str, Any]:
@@ -135,28 +148,178 @@ def audit_checkpoint(tenant: str = typer.Option(..., "--tenant"),
     """Print the log's current signed checkpoint with its frontier (JSON), to keep outside Prism."""
 
     async def work(session: AsyncSession) -> dict[str, Any]:
-        orgs = await _organizations(session, tenant, org)
-        if len(orgs) != 1:
-            raise PrismError(f"tenant {tenant} has {len(orgs)} organizations; name one with --org",
-                             code="organization_required", status=400)
+        organization = await _one_organization(session, tenant, org)
         head = (await session.execute(select(audit_heads.c.checkpoint, audit_heads.c.frontier).where(
-            audit_heads.c.organization_id == orgs[0].id))).first()
+            audit_heads.c.organization_id == organization.id))).first()
         if head is None or head.checkpoint is None:
             raise NotFound("this organization's log has no signed head yet; run `prism migrate`",
                            code="checkpoint_not_found")
         return {**parse_checkpoint(head.checkpoint).as_dict(), "frontier": list(head.frontier or [])}
 
-    out = _run(as_json, work)
-    sys.stdout.write(orjson.dumps(out).decode() + "\n")
+    _print_document(_run(as_json, work))
+
+
+@audit_cli.command("prove")
+def audit_prove(tenant: str = typer.Option(..., "--tenant"),
+                org: str | None = typer.Option(None, "--org", help="Needed when the tenant has several."),
+                seq: int = typer.Option(..., "--seq", help="The entry's position in the log."),
+                checkpoint: Path | None = typer.Option(
+                    None, "--checkpoint", help="Prove against this checkpoint (a file written by `prism audit "
+                                               "checkpoint`) instead of the current signed head."),
+                as_json: bool = JSON_OPT) -> None:
+    """Print the entry with its inclusion proof and the signed checkpoint it is proved against (JSON)."""
+    keys = _ledger_keys(as_json)
+    against = _checkpoint_file(as_json, checkpoint) if checkpoint is not None else None
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        organization = await _one_organization(session, tenant, org)
+        return await prove_inclusion(session, organization.id, keys, seq, against)
+
+    _print_document(_run(as_json, work))
+
+
+@audit_cli.command("consistency")
+def audit_consistency(tenant: str = typer.Option(..., "--tenant"),
+                      org: str | None = typer.Option(None, "--org", help="Needed when the tenant has several."),
+                      old: Path = typer.Option(..., "--from", help="An older checkpoint (a file written by "
+                                                                   "`prism audit checkpoint`)."),
+                      as_json: bool = JSON_OPT) -> None:
+    """Print a proof that the current signed head extends an older checkpoint, with both checkpoints (JSON)."""
+    keys = _ledger_keys(as_json)
+    older = _checkpoint_file(as_json, old)
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        organization = await _one_organization(session, tenant, org)
+        return await prove_consistency(session, organization.id, keys, older)
+
+    _print_document(_run(as_json, work))
+
+
+def _checkpoint_file(as_json: bool, path: Path) -> Checkpoint:
+    try:
+        return checkpoint_argument(_read_checkpoint_file(path), str(path))
+    except PrismError as exc:
+        fail(as_json, exc)
+
+
+def _ledger_keys(as_json: bool) -> LedgerKeys:
+    """The deployment's ledger keys; settings that do not load exit with one clear line."""
+    try:
+        return LedgerKeys(load_settings())
+    except PrismError as exc:
+        fail(as_json, exc)
+
+
+def _print_document(document: dict[str, Any]) -> None:
+    sys.stdout.write(orjson.dumps(document).decode() + "\n")
+
+
+@audit_cli.command("archive")
+def audit_archive(tenant: str = typer.Option(..., "--tenant"),
+                  org: str = typer.Option(..., "--org"),
+                  through: int = typer.Option(..., "--through", help="The last entry to archive (its seq)."),
+                  out: Path = typer.Option(..., "--out", help="The JSON Lines file to write (never overwritten)."),
+                  prune: bool = typer.Option(False, "--prune", help="Delete the archived entries from the database."),
+                  as_json: bool = JSON_OPT) -> None:
+    """Write the log's entries through --through, with the signed checkpoint of exactly them, to a file."""
+    keys = _ledger_keys(as_json)
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        organization = await _one_organization(session, tenant, org)
+        result = await archive(session, organization.id, keys, through=through, out=out, prune=prune)
+        return {"organization": organization.slug, **result.as_dict()}
+
+    out_ = _run(as_json, work, read_only=False)  # it holds the log's head: nothing is sealed while it reads
+    emit(as_json, out_, _archived_line(out_))
+
+
+@audit_cli.command("retention")
+def audit_retention(tenant: str = typer.Option(..., "--tenant"),
+                    org: str = typer.Option(..., "--org"),
+                    days: str = typer.Option(..., "--days", help="Days entries stay in the database, or `none`."),
+                    as_json: bool = JSON_OPT) -> None:
+    """Set how long the organization's entries stay in the database before `prism audit retain` archives them."""
+    keep = _retention_days(as_json, days)
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        organization = await _one_organization(session, tenant, org)
+        organization.audit_retention_days = keep
+        return {"organization": organization.slug, "organization_id": organization.id, "audit_retention_days": keep}
+
+    out = _run(as_json, work, read_only=False)
+    emit(as_json, out, f"{out['organization']}: entries kept " + (f"{keep} days" if keep else "for ever"))
+
+
+@audit_cli.command("retain")
+def audit_retain(tenant: str = typer.Option(..., "--tenant"),
+                 archive_dir: Path = typer.Option(..., "--archive-dir", help="Where the archive files go."),
+                 as_json: bool = JSON_OPT) -> None:
+    """Archive and prune, for each organization of the tenant with a retention, the entries older than it."""
+    try:
+        settings = load_settings()
+    except PrismError as exc:
+        fail(as_json, exc)
+    keys = LedgerKeys(settings)
+    if not archive_dir.is_dir():
+        fail(as_json, InvalidArguments(f"{archive_dir} is not a directory", code="archive_dir_not_found"))
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        t = await require_tenant(session, tenant)
+        results = []
+        for organization in await list_organizations(session, t):
+            days = organization.audit_retention_days
+            if days is None:
+                continue
+            # Its own savepoint: one organization's refusal leaves the others' archives in place.
+            try:
+                async with session.begin_nested():
+                    result = await _retain_one(session, organization.id, days, keys, archive_dir,
+                                               settings.audit_checkpoint_interval_seconds)
+            except PrismError as exc:
+                result = {"error": exc.code, "message": exc.message}
+            results.append({"organization": organization.slug, "organization_id": organization.id, **result})
+        return {"tenant": tenant, "logs": results}
+
+    out = _run(as_json, work, read_only=False)
+    emit(as_json, out, "\n".join(
+        f"{r['organization']}: error: {r['message']} ({r['error']})" if "error" in r
+        else _archived_line(r) if r["file"] else f"{r['organization']}: nothing older than its retention"
+        for r in out["logs"]) or "no organization of this tenant has a retention")
+    if any("error" in r for r in out["logs"]):
+        raise typer.Exit(1)
+
+
+async def _retain_one(session: AsyncSession, organization_id: str, days: int, keys: LedgerKeys, archive_dir: Path,
+                      checkpoint_every: float) -> dict[str, Any]:
+    while await seal(session, organization_id, keys, checkpoint_every=checkpoint_every) == SEAL_LIMIT:
+        pass  # entries still waiting are sealed first: old ones must not be left behind the archive
+    through = await retention_cut(session, organization_id, days)
+    pruned = (await session.execute(select(audit_heads.c.pruned_through).where(
+        audit_heads.c.organization_id == organization_id))).scalar()
+    if pruned is None or through <= pruned:
+        return {"file": None}
+    out = archive_dir / archive_name(organization_id, pruned + 1, through)
+    result = await archive(session, organization_id, keys, through=through, out=out, prune=True)
+    return result.as_dict()
+
+
+def _archived_line(result: dict[str, Any]) -> str:
+    return (f"{result['organization']}: entries {result['first_seq']}..{result['last_seq']} archived to "
+            f"{result['file']}" + (" and pruned" if result["pruned"] else ""))
+
+
+def _retention_days(as_json: bool, days: str) -> int | None:
+    if days.strip().lower() == "none":
+        return None
+    if not days.strip().isdigit() or not 1 <= int(days) <= MAX_RETENTION_DAYS:
+        fail(as_json, InvalidArguments(f"--days is a number of days from 1 to {MAX_RETENTION_DAYS}, or `none`"))
+    return int(days)
 
 
 @audit_cli.command("public-key")
 def audit_public_key(as_json: bool = JSON_OPT) -> None:
     """The Ed25519 public key every checkpoint of this deployment is signed with (base64, raw 32 bytes)."""
-    try:
-        keys = LedgerKeys(load_settings())
-    except PrismError as exc:
-        fail(as_json, exc)
+    keys = _ledger_keys(as_json)
     emit(as_json, {"key_id": keys.key_id, "algorithm": "Ed25519", "public_key": keys.public_key_b64},
          f"{keys.key_id} Ed25519 {keys.public_key_b64}")
 
