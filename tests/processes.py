@@ -71,6 +71,14 @@ class CliResult:
         except ValueError as exc:
             raise AssertionError(f"prism {' '.join(self.args)} printed no JSON:\n{self}") from exc
 
+    @property
+    def error(self) -> Any:
+        """The one JSON line `--json` prints on stderr for an error (stdout stays empty)."""
+        lines = self.stderr.strip().splitlines()
+        if self.stdout or len(lines) != 1:
+            raise AssertionError(f"prism {' '.join(self.args)} printed no one-line JSON error:\n{self}")
+        return json.loads(lines[0])
+
     def __str__(self) -> str:
         return f"exit {self.returncode}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
 

@@ -56,11 +56,7 @@ async def lone_user(factory: Factory) -> str:
 
 
 def error_json(result: CliResult) -> dict[str, Any]:
-    """The one JSON line `--json` prints on stderr for an error (stdout stays empty)."""
-    assert result.stdout == "", str(result)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, str(result)
-    body: dict[str, Any] = json.loads(lines[0])
+    body: dict[str, Any] = result.error
     return body
 
 

@@ -58,8 +58,8 @@ def refusal(database_url: str, *args: str) -> str:
     """The error code of a command that must fail cleanly (exit 1, JSON error, no traceback)."""
     result = prism(database_url, *args, "--json")
     assert result.returncode == 1, str(result)
-    assert set(result.json) == {"error", "message"} and result.json["message"], str(result)
-    code: str = result.json["error"]
+    assert set(result.error) == {"error", "message"} and result.error["message"], str(result)
+    code: str = result.error["error"]
     return code
 
 
