@@ -33,7 +33,7 @@ from prism.errors import Conflict, PrismError
 from prism.kit.timeutil import iso, utcnow
 from prism.ledger.entries import EntryDraft, audit_entries, audit_heads, content_hash, content_of
 from prism.ledger.keys import LedgerKeys
-from prism.ledger.sealer import Sealer, seal
+from prism.ledger.sealer import BrokenLog, Sealer, seal
 from prism.models import Organization
 from prism.storage import Database, unavailable_error
 
@@ -203,10 +203,18 @@ class LedgerWriter:
                 await session.execute(insert(audit_entries), rows)
             if self.db.is_sqlite:
                 for organization_id in written:
-                    await seal(session, organization_id, self.keys, checkpoint_every=self.checkpoint_every)
+                    await self._seal_here(session, organization_id)
         if written and not self.db.is_sqlite:
             self.sealer.request(written)
         return [outcomes[i] for i in range(len(batch))]
+
+    async def _seal_here(self, session: AsyncSession, organization_id: str) -> None:
+        try:
+            await seal(session, organization_id, self.keys, checkpoint_every=self.checkpoint_every)
+        except BrokenLog:
+            # A log whose stored entries do not continue its head cannot be extended; the calls are still recorded
+            # (waiting, with their hashes and MACs), and `prism audit verify` names what is wrong.
+            log.exception("the audit log of organization %s cannot be sealed", organization_id)
 
 
 async def _take_turn_to_write(session: AsyncSession, organization_ids: set[str]) -> None:
