@@ -36,6 +36,7 @@ from bench.harness import (
     children_cpu_seconds,
     free_port,
     machine,
+    named_process_cpu_seconds,
     pinned,
     prism_cli,
     spawn,
@@ -132,18 +133,21 @@ def measure(server: Server, script: Path, plan: Plan) -> dict[str, Any]:
     result = wrk("measured", plan.duration)
     after = cpu_now(server.pid, plan.db_name)
     seconds = result.duration_us / 1e6
-    server_cpu, wrk_cpu, db_cpu, busy = ((a - b) / seconds for a, b in zip(after, before, strict=True))
+    server_cpu, wrk_cpu, db_cpu, redis_cpu, busy = ((a - b) / seconds for a, b in zip(after, before, strict=True))
+    # CPU per request of what serves it: Prism, its PostgreSQL backends and Redis, together (µs).
+    serving_us = (server_cpu + db_cpu + redis_cpu) / result.rps * 1e6 if result.rps else 0.0
     return {**result.summary(), "p50_ms": result.p50_us / 1000, "p99_ms": result.p99_us / 1000,
             "warmup_requests": warm.requests, "server_cpu_cores": round(server_cpu, 2),
             "wrk_cpu_cores": round(wrk_cpu, 2), "postgres_cpu_cores": round(db_cpu, 2),
+            "redis_cpu_cores": round(redis_cpu, 2), "serving_cpu_us_per_request": round(serving_us, 1),
             # Anything else busy on the machine (other jobs) skews a run; recorded so it can be judged.
-            "other_cpu_cores": round(max(0.0, busy - server_cpu - wrk_cpu - db_cpu), 2)}
+            "other_cpu_cores": round(max(0.0, busy - server_cpu - wrk_cpu - db_cpu - redis_cpu), 2)}
 
 
-def cpu_now(pid: int, db_name: str | None) -> tuple[float, float, float, float]:
-    """CPU seconds so far: the server, finished wrk runs, our PostgreSQL backends, the whole machine."""
+def cpu_now(pid: int, db_name: str | None) -> tuple[float, float, float, float, float]:
+    """CPU seconds so far: the server, finished wrk runs, our PostgreSQL backends, Redis, the whole machine."""
     return (tree_cpu_seconds(pid), children_cpu_seconds(), backend_cpu_seconds(db_name) if db_name else 0.0,
-            system_busy_seconds())
+            named_process_cpu_seconds("redis-server"), system_busy_seconds())
 
 
 def run(database_url: str, workdir: Path, plan: Plan) -> dict[str, Any]:
@@ -222,12 +226,13 @@ def main() -> None:
 def print_summary(r: dict[str, Any], path: Path) -> None:
     g, f = r["governed"], r["floor"]
     print(f"\n{r['backend']}: {r['settings']['connections']} connections, {r['settings']['duration_s']:g} s")
-    print("| side | req/s | p50 ms | p99 ms | max ms | errors | CPU cores: server / wrk / postgres / other |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| side | req/s | p50 ms | p99 ms | max ms | errors | CPU cores: server / wrk / postgres / redis / other "
+          "| serving CPU µs/request |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, s in (("governed", g), ("floor", f)):
         print(f"| {name} | {s['rps']:,.0f} | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | {s['max_us'] / 1000:.1f} "
               f"| {s['errors']} | {s['server_cpu_cores']} / {s['wrk_cpu_cores']} / {s['postgres_cpu_cores']} "
-              f"/ {s['other_cpu_cores']} |")
+              f"/ {s['redis_cpu_cores']} / {s['other_cpu_cores']} | {s['serving_cpu_us_per_request']} |")
     if len(r["rounds"]) > 1:
         print("rounds (governed / floor req/s, ratio): " + "; ".join(
             f"{x['governed']['rps']:,.0f} / {x['floor']['rps']:,.0f}, {x['ratio_rps']:.3f}" for x in r["rounds"]))

@@ -99,6 +99,20 @@ def backend_cpu_seconds(database: str) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def named_process_cpu_seconds(name: str) -> float:
+    """CPU time of the live processes whose command name is `name` (e.g. the machine's `redis-server`)."""
+    total = 0.0
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            head, _, rest = (proc / "stat").read_text().rpartition(")")
+        except OSError:  # exited meanwhile
+            continue
+        if head.split("(", 1)[-1] == name:
+            fields = rest.split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def system_busy_seconds() -> float:
     """CPU time spent by every process on the machine (all cores), from /proc/stat."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
