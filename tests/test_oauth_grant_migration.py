@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import uuid
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import command
@@ -21,8 +24,8 @@ from prism.oauth.service import s256
 from prism.oauth.tokens import hash_secret, issue_access_token
 from prism.ratelimit import TIERS
 from prism.storage import Database
-from prism.tenancy.service import create_organization, create_tenant
-from tests.factories import PASSWORD, ledger_keys, unique
+from prism.tenancy.service import create_tenant
+from tests.factories import PASSWORD, unique
 from tests.oauth_support import CLAUDE_REDIRECT, CLIENT_BODIES, OAUTH, bearer, browser, pkce
 from tests.processes import TEST_SECRET_KEY_FILE, scratch_database
 
@@ -43,6 +46,22 @@ CODES = sa.table("oauth_codes", sa.column("id", sa.String), sa.column("code_hash
                  sa.column("expires_at", UTCDateTime()), sa.column("created_at", UTCDateTime()))
 
 
+# Organizations and their audit heads as revision 0009 stored them (today's models have more columns).
+ORGANIZATIONS = sa.table("organizations", sa.column("id", sa.String), sa.column("tenant_id", sa.String),
+                         sa.column("slug", sa.String), sa.column("name", sa.String),
+                         sa.column("created_at", UTCDateTime()))
+HEADS = sa.table("audit_heads", sa.column("organization_id", sa.String), sa.column("seq", sa.BigInteger),
+                 sa.column("hash", sa.String))
+
+
+async def old_organization(session: Any, tenant_id: str, slug: str) -> Any:
+    org_id = str(uuid.uuid4())
+    await session.execute(ORGANIZATIONS.insert().values(id=org_id, tenant_id=tenant_id, slug=slug, name=slug,
+                                                        created_at=utcnow()))
+    await session.execute(HEADS.insert().values(organization_id=org_id, seq=0, hash="0" * 64))
+    return SimpleNamespace(id=org_id, tenant_id=tenant_id)
+
+
 async def test_a_single_organization_grant_made_before_the_upgrade_acts_in_its_organization_only(
         tmp_path: Path) -> None:
     with scratch_database(tmp_path, "grants") as url:
@@ -53,8 +72,8 @@ async def test_a_single_organization_grant_made_before_the_upgrade_acts_in_its_o
         try:
             async with db.write() as s:
                 tenant = await create_tenant(s, subdomain, name="Migrated")
-                main = await create_organization(s, tenant, name="Main org", keys=ledger_keys())
-                other = await create_organization(s, tenant, name="Other org", keys=ledger_keys())
+                main = await old_organization(s, tenant.id, "main-org")
+                other = await old_organization(s, tenant.id, "other-org")
                 user = await create_user(s, f"{unique('owner')}@example.com", PASSWORD)
                 await add_to_organization(s, user, main, role="owner")
                 await add_to_organization(s, user, other, role="owner")  # a member, never consented for it
