@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -178,6 +179,7 @@ class Topology:
         if nginx is None:
             raise RuntimeError("nginx is not installed (Debian: apt-get install nginx-light)")
         try:
+            self._write_env_file()
             self.nodes.append(self._node("node-a", "--seed-demo"))
             self.nodes.append(self._node("node-b", "--no-seed-demo"))
             worker = self._spawn("worker", [*prism_command(), "worker", "--json"])
@@ -187,6 +189,17 @@ class Topology:
         except BaseException:
             self.stop()
             raise
+
+    def _write_env_file(self) -> None:
+        """The deployment's settings, secret included, for the operator's `prism` commands (`set -a; . FILE`):
+        the CLI must share the master secret too (the ledger's signing key derives from it)."""
+        self.env_file.touch(mode=0o600)
+        self.env_file.write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in sorted(self.env.items())
+                                         if k.startswith("PRISM_")))
+
+    @property
+    def env_file(self) -> Path:
+        return self.directory / "prism.env"
 
     def _spawn(self, name: str, args: list[str]) -> Process:
         process = Process(name, args, self.env, self.directory)
@@ -275,7 +288,9 @@ def main() -> None:
         topology.start()
         demo = topology.nodes[0].banner
         print(json.dumps({"url": topology.url, "ca": str(topology.ca), "database": name, "logs": str(directory),
-                          "nodes": [n.address for n in topology.nodes], "tenant_host": topology.host("demo"),
+                          "nodes": {n.address: n.process.proc.pid for n in topology.nodes},
+                          "nginx": str(directory / "nginx"), "env_file": str(topology.env_file),
+                          "tenant_host": topology.host("demo"),
                           "api_key": demo.get("api_key")}, indent=2), flush=True)
         waited = {signal.SIGINT, signal.SIGTERM}
         signal.pthread_sigmask(signal.SIG_BLOCK, waited)
