@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import socket
 import uuid
 from typing import Any
 
 import httpx
+import pytest
 from deploy.topology import Topology
 
 from tests.deploy_support import (
@@ -207,6 +209,8 @@ async def test_a_node_killed_mid_load_loses_no_answered_call_no_ledger_entry_and
 
         await asyncio.gather(*(create(i) for i in range(CALLS)))
     assert victim.process.proc.poll() is not None
+    with pytest.raises(ConnectionRefusedError):  # none of its worker processes survived to hold the port
+        socket.create_connection(("127.0.0.1", victim.port), timeout=2).close()
     # Most calls after the kill went to the surviving node: nginx skips a node that refuses connections.
     assert len(answered) >= CALLS - 24, failed
 
