@@ -55,7 +55,8 @@ def test_every_result_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.engine_independent
-def test_the_worker_speaks_json_lines_from_start_to_stop(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_the_worker_speaks_json_lines_from_start_to_stop(tmp_path: Path, stop: signal.Signals) -> None:
     url = f"sqlite:///{tmp_path / 'worker.db'}"
     cli_json("migrate", database_url=url)
     out, err = tmp_path / "worker.out", tmp_path / "worker.err"
@@ -67,8 +68,8 @@ def test_the_worker_speaks_json_lines_from_start_to_stop(tmp_path: Path) -> None
         while not out.read_text().endswith("\n"):
             assert worker.poll() is None and time.monotonic() < deadline, err.read_text()
             time.sleep(0.05)
-        worker.send_signal(signal.SIGINT)
-        worker.wait(timeout=30)
+        worker.send_signal(stop)
+        assert worker.wait(timeout=30) == 0, err.read_text()  # stopped as asked, not killed by the signal
     finally:
         if worker.poll() is None:
             worker.kill()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 
 from prism.config import Settings
 from prism.storage import Database
@@ -45,12 +46,24 @@ def start_in_process(db: Database, settings: Settings) -> RunningWorker | None:
 
 
 async def run_workers(settings: Settings, count: int) -> None:
-    """`prism worker`: `count` workers in this process until interrupted."""
+    """`prism worker`: `count` workers in this process until interrupted (Ctrl-C) or sent SIGTERM.
+
+    Either way the workers stop as `RunningWorker.stop` does: deliveries in flight finish and are recorded, so a
+    service manager's stop never leaves a delivery claimed until its lease runs out."""
     db = Database(settings.database_url)
     running = [RunningWorker(DeliveryWorker(db, settings)) for _ in range(count)]
+    loop = asyncio.get_running_loop()
+    terminated = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, terminated.set)
     try:
-        await asyncio.gather(*(r.task for r in running))
+        told_to_stop = asyncio.ensure_future(terminated.wait())
+        done, _ = await asyncio.wait([told_to_stop, *(r.task for r in running)],
+                                     return_when=asyncio.FIRST_COMPLETED)
+        told_to_stop.cancel()
+        for task in done - {told_to_stop}:
+            task.result()  # a worker that ended on its own failed: its error is the command's
     finally:
+        loop.remove_signal_handler(signal.SIGTERM)
         for r in running:
             await r.stop()
         await db.dispose()
