@@ -9,6 +9,7 @@ caller lookup (it is written once per request). Uvicorn's own loggers are left a
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -21,11 +22,23 @@ SECURITY = logging.getLogger("prism.security")
 
 
 class JsonFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.pid = os.getpid()  # made in the process that logs (each worker configures its own logging)
+        self._second = -1
+        self._second_text = ""
+
+    def timestamp(self, created: float) -> str:
+        """ISO 8601 in UTC to the millisecond; the text of the second is made once per second, not per line."""
+        second = int(created)
+        if second != self._second:
+            self._second, self._second_text = second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        return f"{self._second_text}.{int((created - second) * 1000):03d}Z"
+
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(), "logger": record.name, "pid": record.process,
-            "message": record.getMessage()}
+            "ts": self.timestamp(record.created), "level": record.levelname.lower(), "logger": record.name,
+            "pid": self.pid, "message": record.getMessage()}
         fields = getattr(record, "fields", None)
         if fields:
             line.update(fields)
@@ -66,6 +79,8 @@ def configure_logging(level: str, log_format: str | None) -> None:
     as_json = log_format == "json" or (log_format is None and not sys.stdout.isatty())
     handler.setFormatter(JsonFormatter() if as_json else TextFormatter())
     PRISM.addHandler(handler)
+    # Thread and process names are in no Prism line; looking them up for every record is most of a record's cost.
+    logging.logThreads = logging.logMultiprocessing = logging.logProcesses = False
     PRISM.setLevel("DEBUG" if level.lower() == "trace" else level.upper())  # Uvicorn's "trace" is finer
 
 
