@@ -11,6 +11,7 @@ no counts, no access line, no dispatch, ledger or pool metrics), which is Prism 
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import statistics
@@ -29,6 +30,7 @@ from sqlalchemy import event
 
 from bench.dispatch_breakdown import RAISED, drive, parse_args, patched, prepare, scope_for
 from prism.app import create_app
+from prism.cli.serve import YOUNG_GENERATION_THRESHOLD
 from prism.config import Settings
 from prism.ledger import writer
 from prism.observability import dispatch, pools
@@ -103,6 +105,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, list[float]]:
 
 def main() -> None:
     args = parse_args()
+    # The served process's collector tuning (prism.cli.serve): without it, collections dominate the spread.
+    gc.set_threshold(YOUNG_GENERATION_THRESHOLD, *gc.get_threshold()[1:])
     with open(os.devnull, "w") as sink, redirect_stdout(sink):
         rounds = uvloop.run(main_async(args))
     medians = {name: statistics.median(values) for name, values in rounds.items()}
