@@ -154,13 +154,17 @@ class Server:
         """The JSON object `prism serve --json` prints first (it may span several lines)."""
 
         def probe() -> dict[str, Any] | None:
-            out = self.stdout.lstrip()
-            try:
-                value, _ = json.JSONDecoder().raw_decode(out)
-            except ValueError:
-                return None
-            assert isinstance(value, dict), out
-            return value
+            out, decoder, at = self.stdout, json.JSONDecoder(), 0
+            while True:  # the first object that is not one of the server's log lines (docs/operations.md "Logs")
+                while at < len(out) and out[at].isspace():
+                    at += 1
+                try:
+                    value, at = decoder.raw_decode(out, at)
+                except ValueError:
+                    return None
+                assert isinstance(value, dict), out
+                if "logger" not in value:
+                    return value
 
         return self._wait_for("JSON banner", probe, timeout)
 

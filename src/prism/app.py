@@ -28,6 +28,10 @@ from prism.keys.endpoints import routes as key_routes
 from prism.mcp_server import endpoints as mcp_door
 from prism.oauth.challenge import ResourceMetadataChallenge
 from prism.oauth.routes import routes as oauth_routes
+from prism.observability.logs import configure_logging
+from prism.observability.pools import observe_pools
+from prism.observability.scrape import MetricsAccess
+from prism.observability.scrape import routes as metrics_routes
 from prism.openapi.endpoints import routes as openapi_routes
 from prism.ratelimit.addresses import AddressResolver, parse_proxies
 from prism.ratelimit.limiter import build_limiter
@@ -49,6 +53,7 @@ INTERNAL_ERROR = {"error": "internal_error", "message": "internal server error"}
 def routes() -> list[BaseRoute]:
     return [
         *health_routes(),
+        *metrics_routes(),
         *door_routes("/api/mcp/tools/{tool_name}/", canonical.call_tool, ["POST"], ENVELOPE),
         *mcp_door.routes(),
         *door_routes("/prism/{mega_tool}/{app}/{entity}/{operation}", canonical.call_coordinate, ["POST"], ENVELOPE),
@@ -98,6 +103,7 @@ async def _flush_touches_forever(authenticator: Authenticator, interval: float) 
 
 def create_app(settings: Settings | None = None, *, registry: Registry | None = None) -> Starlette:
     settings = settings or get_settings()
+    configure_logging(settings.log_level, settings.log_format)
     registry = registry or build_registry(s for s in settings.apps.split(",") if s.strip())
     search.warm([registry])  # the capability-search index now rather than on the first search request
 
@@ -105,6 +111,7 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         db = Database(settings.database_url, StorageOptions.from_settings(settings))
         app.state.db = db
+        observe_pools(db)
         app.state.authenticator = Authenticator(db, cache_seconds=settings.credential_cache_seconds,
                                                 settings=settings)
         app.state.dispatcher = Dispatcher(db, registry, settings)
@@ -141,4 +148,5 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
     app.state.settings = settings
     app.state.registry = registry
     app.state.rate_limiter = limiter
+    app.state.metrics_access = MetricsAccess(settings)
     return app

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Uvicorn's levels (PRISM_LOG_LEVEL sets Uvicorn's and Prism's loggers).
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
 
 def _default_database_url() -> str:
@@ -113,6 +117,34 @@ class Settings(BaseSettings):
     rate_limit_on_redis_failure: Literal["open", "closed"] = "closed"
     # /readyz: the oldest pending webhook delivery may be due this long before the queue counts as stalled.
     health_webhook_stall_seconds: float = Field(default=300.0, gt=0)
+
+    # Observability (docs/operations.md "Metrics", "Logs"). GET /metrics answers a scrape that carries
+    # `Authorization: Bearer <PRISM_METRICS_TOKEN>` or comes from an address in PRISM_METRICS_ALLOW (addresses or
+    # networks, comma-separated; empty: none), and refuses anyone else with 403.
+    metrics_token: SecretStr | None = None
+    metrics_allow: str = "127.0.0.1,::1"
+    # Log lines on stdout: `json` (one object a line) or `text`; unset, JSON unless stdout is a terminal.
+    log_format: Literal["json", "text"] | None = None
+    # Set by `prism serve --workers N` for its worker processes: prometheus-client's own variable (no PRISM_ prefix).
+    prometheus_multiproc_dir: str | None = Field(default=None, validation_alias="PROMETHEUS_MULTIPROC_DIR")
+
+    @field_validator("metrics_allow")
+    @classmethod
+    def _networks(cls, spec: str) -> str:
+        for item in spec.split(","):
+            if item.strip():
+                try:
+                    ipaddress.ip_network(item.strip(), strict=False)
+                except ValueError:
+                    raise ValueError(f"{item.strip()!r} is not an IP address or network") from None
+        return spec
+
+    @field_validator("log_level")
+    @classmethod
+    def _level(cls, level: str) -> str:
+        if level.lower() not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+        return level.lower()
 
 
 @lru_cache(maxsize=1)

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import gc
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import typer
@@ -117,9 +122,27 @@ def serve(*, host: str, port: int, workers: int, as_json: bool, seed: bool | Non
     config = uvicorn.Config("prism.cli.serve:serving_app", factory=True, host=host, port=port, workers=workers,
                             log_level=settings.log_level, loop="uvloop", http="httptools",
                             access_log=False, server_header=False, proxy_headers=False)
-    code = run_listening(config, listener, announce, as_json=as_json)
+    with metrics_directory(workers):
+        code = run_listening(config, listener, announce, as_json=as_json)
     if code:
         raise typer.Exit(code)
+
+
+@contextmanager
+def metrics_directory(workers: int) -> Iterator[None]:
+    """Several workers keep their metrics in a private directory made before they start (they inherit its name in
+    PROMETHEUS_MULTIPROC_DIR), so a scrape of any of them adds up all of them; removed when the server stops.
+    One process keeps them in memory."""
+    if workers <= 1:
+        yield
+        return
+    directory = tempfile.mkdtemp(prefix="prism-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+    try:
+        yield
+    finally:
+        del os.environ["PROMETHEUS_MULTIPROC_DIR"]
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def serving_app() -> Starlette:

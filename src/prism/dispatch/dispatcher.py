@@ -24,6 +24,7 @@ from prism.idempotency import IdempotencyKeys, ReplayedRefusal, Ticket
 from prism.kit.canonical import digest
 from prism.ledger.entries import EntryDraft
 from prism.ledger.writer import LedgerWriter
+from prism.observability.dispatch import ObservedDispatch
 from prism.registry import AfterCommit, Handler, HandlerCall, Registry
 from prism.registry.mega_tools import LEGACY_BINDINGS, SCOPE_OF_CLASS, mega_tool_of
 from prism.storage import Database
@@ -45,6 +46,8 @@ class Call:
     oversight_request_id: str | None = None
     # The client's Idempotency-Key (docs/idempotency.md): the call runs once per credential and key.
     idempotency_key: str | None = None
+    # The id of the HTTP request that made the call (X-Request-ID), kept in its ledger entry's detail.
+    request_id: str | None = None
 
     def coordinate_label(self) -> str:
         mega_tool = mega_tool_of(self.tool_name)
@@ -118,6 +121,10 @@ class Dispatcher:
     async def dispatch(self, auth: AuthContext, call: Call) -> tuple[Handler | None, Any]:
         """The handler and its data; a call with an idempotency key that repeats an earlier one gets the earlier
         outcome instead: its data as a `Replay`, or its refusal raised again (`ReplayedRefusal`)."""
+        with ObservedDispatch(call, governed=_governed(auth, call)):  # latency, decision, request id
+            return await self._dispatch(auth, call)
+
+    async def _dispatch(self, auth: AuthContext, call: Call) -> tuple[Handler | None, Any]:
         if call.idempotency_key is not None:
             return await self._dispatch_once(auth, call, call.idempotency_key)
         gate = _gate_for(auth, call)
@@ -234,9 +241,11 @@ class Dispatcher:
 def _gate_for(auth: AuthContext, call: Call) -> Gate | None:
     """Personas, missions and AI systems cost only the calls that have them: a Gate checks the policy and budget
     in the ledger transaction and records decisions."""
-    if auth.persona_id is None and auth.ai_system_id is None and call.mission_id is None:
-        return None
-    return Gate(auth, call)
+    return Gate(auth, call) if _governed(auth, call) else None
+
+
+def _governed(auth: AuthContext, call: Call) -> bool:
+    return auth.persona_id is not None or auth.ai_system_id is not None or call.mission_id is not None
 
 
 def stable_digest(value: Any) -> str:
@@ -262,7 +271,8 @@ def _draft(auth: AuthContext, call: Call, handler: Handler | None, appended_at: 
         actor_user_id=auth.user_id, credential_id=auth.credential_id, door=call.door, tool_name=tool_name,
         coordinate=coordinate, arguments_digest=stable_digest(call.arguments), outcome=outcome,
         error_code=error_code,
-        detail={"status": status, "cost": cost},
+        detail={"status": status, "cost": cost} if call.request_id is None else
+        {"status": status, "cost": cost, "request_id": call.request_id},
     )
 
 

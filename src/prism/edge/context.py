@@ -35,6 +35,13 @@ class RequestContext:
     refusal: PrismError | None = None
     # The last rate-limit window this request was counted in (the MCP door reports it on every answer).
     verdict: Verdict | None = None
+    # The request's id (X-Request-ID, prism.observability.request_id): on its answer, its log line, its ledger entry.
+    request_id: str = ""
+    # Set by the dispatcher when the request dispatched a call: its door, mega-tool and coordinate, for the access
+    # line and the request counts (prism.observability).
+    door: str | None = None
+    tool: str | None = None
+    coordinate: str | None = None
 
     def caller(self) -> AuthContext:
         """The authenticated caller; the reason there is none as a PrismError (401, 404 tenant_not_found)."""

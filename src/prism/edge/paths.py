@@ -3,7 +3,8 @@
 - /.well-known/* is exempt from the rate tiers and the lockout; the tenant descriptor there still takes an
   optional key, checked like any other.
 - /api/mcp/oauth/authorize* is exempt from the rate tiers (a person signs in and consents there).
-- /healthz and /readyz are exempt from everything: an orchestrator probes them from one address, often.
+- /healthz, /readyz and /metrics are exempt from everything: an orchestrator probes them and Prometheus scrapes
+  /metrics from one address, often (/metrics checks its own access: prism.observability.scrape).
 - The OAuth endpoints (register, token, revoke, userinfo) count per address in `anonymous_discovery`: every
   OAuth connection starts there, and a hosted connector's users share its egress address.
 - The other authentication endpoints (the login form, key registration) count per address in
@@ -25,6 +26,7 @@ _AUTH_ENDPOINTS = frozenset({"/login", KEY_REGISTRATION})
 OAUTH_REGISTRATION = "/api/mcp/oauth/register"
 _OAUTH_CREDENTIAL_ENDPOINTS = frozenset({"/api/mcp/oauth/token", "/api/mcp/oauth/revoke", "/api/mcp/oauth/userinfo"})
 HEALTH_PATHS = frozenset({"/healthz", "/readyz"})
+METRICS_PATH = "/metrics"
 _BEARER_PREFIXES = ("/api/mcp/tools/", "/prism/", "/api/v1/dev/", MCP_PATH, "/api/v1/risk-assessment/")
 _NO_BEARER = frozenset({"/api/v1/dev/ping"})
 _WELL_KNOWN = "/.well-known/"
@@ -72,7 +74,7 @@ def policy_for(path: str) -> PathPolicy:
     if path.startswith(_AUTHORIZE):
         return _UNLIMITED
     bare = path.rstrip("/")
-    if bare in HEALTH_PATHS:
+    if bare in HEALTH_PATHS or bare == METRICS_PATH:
         return _EXEMPT
     if bare in _OAUTH_CREDENTIAL_ENDPOINTS:
         return _OAUTH_CREDENTIAL

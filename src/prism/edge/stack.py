@@ -12,6 +12,7 @@ the doors' error shapes.
 from __future__ import annotations
 
 import math
+import time
 from typing import TYPE_CHECKING
 
 from starlette.datastructures import Headers
@@ -21,6 +22,9 @@ from prism.edge.context import SCOPE_KEY, RequestContext
 from prism.edge.paths import PathPolicy, policy_for
 from prism.errors import CredentialNoLongerValid, PrismError, RateLimited, Unauthenticated
 from prism.kit.nul import nul_refusal
+from prism.observability.current import CURRENT_REQUEST
+from prism.observability.exchange import Exchange
+from prism.observability.request_id import request_id_of
 from prism.ratelimit.addresses import AddressResolver
 from prism.ratelimit.headers import ratelimit_429_headers
 from prism.ratelimit.limiter import RateLimiter
@@ -50,8 +54,17 @@ class Edge:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            scope[SCOPE_KEY] = await self.context_of(scope)
-        elif scope["type"] == "lifespan":
+            started = time.perf_counter()
+            context = scope[SCOPE_KEY] = await self.context_of(scope)
+            exchange = Exchange(scope, context, send, started)  # the request id on the answer; the access line
+            current = CURRENT_REQUEST.set(context)
+            try:
+                await self.app(scope, receive, exchange.answer)
+            finally:
+                CURRENT_REQUEST.reset(current)
+                exchange.finish()
+            return
+        if scope["type"] == "lifespan":
             send = self._closing(send)
         await self.app(scope, receive, send)
 
@@ -60,7 +73,8 @@ class Edge:
         client = scope.get("client")
         forwarded = headers.get("x-forwarded-for") if self.addresses.proxies else None
         address = self.addresses.resolve(client[0] if client else None, forwarded)
-        context = RequestContext(headers, classify_host(headers.get("host", ""), self.base_domain), address)
+        context = RequestContext(headers, classify_host(headers.get("host", ""), self.base_domain), address,
+                                 request_id=request_id_of(headers.get("x-request-id")))
         policy = policy_for(_route_path(scope))
         try:
             await self._admit(scope, context, policy)

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 import certifi
 
 from prism.errors import PrismError
+from prism.observability.logs import security_event
 
 if TYPE_CHECKING:
     import aiohttp
@@ -98,6 +99,7 @@ def refusal(host: str, addresses: Iterable[IPAddress]) -> str | None:
     for address in addresses:
         problem = address_problem(address)
         if problem is not None:
+            security_event("outbound_target_refused", host=host, address=str(address), reason=problem)
             return f"{host} resolves to {address}, {problem}"
     return None
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,6 +36,7 @@ from prism.ledger.entries import EntryDraft, audit_entries, audit_heads, content
 from prism.ledger.keys import LedgerKeys
 from prism.ledger.sealer import BrokenLog, Sealer, seal
 from prism.models import Organization
+from prism.observability.metrics import LEDGER_BATCH_SIZE, LEDGER_COMMIT_SECONDS
 from prism.storage import Database, unavailable_error
 
 log = logging.getLogger("prism.ledger")
@@ -140,6 +142,7 @@ class LedgerWriter:
             while self._queue:
                 batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
                 outcomes: list[tuple[Any, BaseException | None]] = []
+                started = time.perf_counter()
                 try:
                     try:
                         outcomes = await self._commit(batch, isolate_reads=False)
@@ -147,6 +150,8 @@ class LedgerWriter:
                         outcomes = await self._commit(batch, isolate_reads=True)
                 except Exception as exc:
                     outcomes = [(None, _batch_failure(exc, len(batch)))] * len(batch)
+                LEDGER_BATCH_SIZE.observe(len(batch))
+                LEDGER_COMMIT_SECONDS.observe(time.perf_counter() - started)
                 for unit, (result, error) in zip(batch, outcomes, strict=True):
                     if unit.future.done():
                         continue

@@ -33,6 +33,7 @@ from prism.kit.outbound import OutboundClient
 from prism.kit.timeutil import utcnow
 from prism.models import OutboxEvent
 from prism.models.base import UTCDateTime
+from prism.observability.metrics import WEBHOOK_DELIVERIES
 from prism.storage import Database, unavailable_error
 from prism.storage.errors import RETRY_AFTER_SECONDS
 from prism.webhooks import postgres_queue, signal
@@ -259,8 +260,9 @@ class DeliveryWorker:
         not the receivers, the limit of a worker's throughput. Raises when this outcome could not be written
         (its lease runs out and the delivery is sent again); never because another outcome could not."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._results.append((job, self._outcome_values(job, outcome, count_attempt), outcome.status_code == 410,
-                              future))
+        values = self._outcome_values(job, outcome, count_attempt)
+        WEBHOOK_DELIVERIES.labels(values["status"]).inc()  # success, retrying or failed
+        self._results.append((job, values, outcome.status_code == 410, future))
         self._results_ready.set()
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_results_forever(), name="prism-webhook-results")
