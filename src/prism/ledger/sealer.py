@@ -8,7 +8,8 @@ the new root with its signed checkpoint. A checkpoint is also kept in `audit_che
 
 Where it runs:
 - SQLite has one writer at a time: the ledger batch already holds the database's write lock, so it seals in
-  its own transaction and an entry is sealed when its call answers.
+  its own transaction (`seal_written`: its entries are inserted with their positions) and an entry is sealed
+  when its call answers.
 - PostgreSQL: after the batch commits, this process's `Sealer` task seals the batch's organizations in a
   transaction of its own, usually a few milliseconds later; every process also sweeps for entries left
   unsealed (a process that stopped between commit and seal) every `audit_seal_sweep_seconds`.
@@ -59,14 +60,10 @@ def empty_head(keys: LedgerKeys, organization_id: str) -> dict[str, Any]:
 async def seal(session: AsyncSession, organization_id: str, keys: LedgerKeys, *,
                checkpoint_every: float) -> int:
     """Seal up to SEAL_LIMIT of the organization's waiting entries in `session`'s transaction; how many it sealed."""
-    head = (await session.execute(
-        select(audit_heads).where(audit_heads.c.organization_id == organization_id)
-        .with_for_update(key_share=True))).first()  # FOR NO KEY UPDATE: entries' foreign keys never wait on it
+    head = await _locked_head(session, organization_id)
     if head is None:
         return 0
-    frontier = Frontier.from_hex(head.tree_size, head.frontier or [])
-    if head.tree_size < head.seq:  # chained entries written before the tree: they join it in their order
-        await _add_chained_entries(session, organization_id, frontier, through=head.seq)
+    frontier = await _frontier_of(session, head)
     waiting = (await session.execute(
         select(audit_entries.c.id, audit_entries.c.entry_hash, audit_entries.c.mac, audit_entries.c.tenant_id,
                audit_entries.c.coordinate, audit_entries.c.outcome, audit_entries.c.actor_user_id,
@@ -86,6 +83,47 @@ async def seal(session: AsyncSession, organization_id: str, keys: LedgerKeys, *,
                           "new_mac": keys.mac(organization_id, seq, entry.entry_hash) if fits else entry.mac})
     if positions:
         await session.execute(_SET_POSITION, positions)
+    await _store_head(session, organization_id, keys, head, frontier, checkpoint_every)
+    await _announce(session, organization_id, [
+        (position["new_seq"], entry.entry_hash, entry.tenant_id, entry.coordinate, entry.outcome,
+         entry.actor_user_id, entry.door) for entry, position in zip(waiting, positions, strict=True)])
+    return len(positions)
+
+
+async def seal_written(session: AsyncSession, organization_id: str, keys: LedgerKeys, entries: list[dict[str, Any]],
+                       *, checkpoint_every: float) -> None:
+    """Seal entries this transaction is about to insert: they get their positions and MACs in place, so each is
+    written once, sealed. For SQLite's ledger batch, which holds the database's only write lock."""
+    head = await _locked_head(session, organization_id)
+    if head is None:
+        return
+    frontier = await _frontier_of(session, head)
+    for entry in entries:
+        seq = frontier.size + 1
+        frontier.append(leaf_hash(seq, bytes.fromhex(entry["entry_hash"])))
+        entry["seq"], entry["mac"] = seq, keys.mac(organization_id, seq, entry["entry_hash"])
+    await _store_head(session, organization_id, keys, head, frontier, checkpoint_every)
+    await _announce(session, organization_id, [
+        (e["seq"], e["entry_hash"], e["tenant_id"], e["coordinate"], e["outcome"], e["actor_user_id"], e["door"])
+        for e in entries])
+
+
+async def _locked_head(session: AsyncSession, organization_id: str) -> Any:
+    return (await session.execute(
+        select(audit_heads).where(audit_heads.c.organization_id == organization_id)
+        .with_for_update(key_share=True))).first()  # FOR NO KEY UPDATE: entries' foreign keys never wait on it
+
+
+async def _frontier_of(session: AsyncSession, head: Any) -> Frontier:
+    frontier = Frontier.from_hex(head.tree_size, head.frontier or [])
+    if head.tree_size < head.seq:  # chained entries written before the tree: they join it in their order
+        await _add_chained_entries(session, head.organization_id, frontier, through=head.seq)
+    return frontier
+
+
+async def _store_head(session: AsyncSession, organization_id: str, keys: LedgerKeys, head: Any, frontier: Frontier,
+                      checkpoint_every: float) -> None:
+    """The head moves to the tree's new size and root, signed; a checkpoint is kept and sent when one is due."""
     at = utcnow()
     root = frontier.root().hex()
     checkpoint = sign_checkpoint(keys, organization_id, frontier.size, root, iso(at))
@@ -104,14 +142,17 @@ async def seal(session: AsyncSession, organization_id: str, keys: LedgerKeys, *,
                        data=checkpoint.as_dict())
     await session.execute(update(audit_heads).where(audit_heads.c.organization_id == organization_id)
                           .values(**moved))
-    # Events only for organizations that subscribe: nobody else's outbox grows with every call.
-    if waiting and organization_id in await subscribed_organizations(session, [organization_id], ENTRY_CREATED):
-        for entry, position in zip(waiting, positions, strict=True):
-            await emit(session, organization_id=organization_id, tenant_id=entry.tenant_id,
-                       event_type=ENTRY_CREATED, data={
-                           "seq": position["new_seq"], "hash": entry.entry_hash, "coordinate": entry.coordinate,
-                           "outcome": entry.outcome, "actor": entry.actor_user_id, "door": entry.door})
-    return len(positions)
+
+
+async def _announce(session: AsyncSession, organization_id: str, sealed: list[tuple[Any, ...]]) -> None:
+    """`audit.entry_created` for each sealed entry (seq, hash, tenant, coordinate, outcome, actor, door), only for
+    an organization that subscribes: nobody else's outbox grows with every call."""
+    if not sealed or organization_id not in await subscribed_organizations(session, [organization_id], ENTRY_CREATED):
+        return
+    for seq, entry_hash, tenant_id, coordinate, outcome, actor, door in sealed:
+        await emit(session, organization_id=organization_id, tenant_id=tenant_id, event_type=ENTRY_CREATED, data={
+            "seq": seq, "hash": entry_hash, "coordinate": coordinate, "outcome": outcome, "actor": actor,
+            "door": door})
 
 
 _SET_POSITION = (update(audit_entries).where(audit_entries.c.id == bindparam("entry_id"))

@@ -34,7 +34,7 @@ from prism.errors import Conflict, PrismError
 from prism.kit.timeutil import iso, utcnow
 from prism.ledger.entries import EntryDraft, audit_entries, audit_heads, content_hash, content_of
 from prism.ledger.keys import LedgerKeys
-from prism.ledger.sealer import BrokenLog, Sealer, seal
+from prism.ledger.sealer import BrokenLog, Sealer, seal_written
 from prism.models import Organization
 from prism.observability.metrics import LEDGER_BATCH_SIZE, LEDGER_COMMIT_SECONDS
 from prism.storage import Database, unavailable_error
@@ -200,22 +200,23 @@ class LedgerWriter:
                 row = content_of(draft, appended_iso if draft.created_at is appended_at else None)
                 digest = content_hash(row)
                 # The hashed content becomes the row: the column takes the datetime, not the hashed text.
-                row.update(created_at=draft.created_at, entry_hash=digest,
+                row.update(created_at=draft.created_at, entry_hash=digest, seq=None,
                            mac=self.keys.mac(unit.organization_id, 0, digest))
                 rows.append(row)
             written = sorted({row["organization_id"] for row in rows})
-            if rows:  # one executemany for the batch's entries
-                await session.execute(insert(audit_entries), rows)
             if self.db.is_sqlite:
                 for organization_id in written:
-                    await self._seal_here(session, organization_id)
+                    await self._seal_here(session, organization_id,
+                                          [row for row in rows if row["organization_id"] == organization_id])
+            if rows:  # one executemany for the batch's entries
+                await session.execute(insert(audit_entries), rows)
         if written and not self.db.is_sqlite:
             self.sealer.request(written)
         return [outcomes[i] for i in range(len(batch))]
 
-    async def _seal_here(self, session: AsyncSession, organization_id: str) -> None:
-        try:
-            await seal(session, organization_id, self.keys, checkpoint_every=self.checkpoint_every)
+    async def _seal_here(self, session: AsyncSession, organization_id: str, entries: list[dict[str, Any]]) -> None:
+        try:  # BrokenLog comes before anything is written or any entry is given a position
+            await seal_written(session, organization_id, self.keys, entries, checkpoint_every=self.checkpoint_every)
         except BrokenLog:
             # A log whose stored entries do not continue its head cannot be extended; the calls are still recorded
             # (waiting, with their hashes and MACs), and `prism audit verify` names what is wrong.
