@@ -23,15 +23,22 @@ Header = tuple[bytes, bytes]
 
 
 class Answer:
+    """The answer. Through the edge it ends with X-Request-ID (a new one per request, checked here): `headers`
+    are the door's own, so that two requests' answers compare equal."""
+
     def __init__(self) -> None:
         self.status = 0
         self.headers: list[Header] = []
+        self.request_id = b""
         self.body = b""
 
     async def send(self, message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
             self.status = message["status"]
             self.headers = [(bytes(k), bytes(v)) for k, v in message["headers"]]
+            if self.headers and self.headers[-1][0] == b"x-request-id":
+                self.request_id = self.headers.pop()[1]
+                assert len(self.request_id) == 32, self.request_id
         else:
             self.body += message.get("body", b"")
 
