@@ -53,9 +53,11 @@ def settings(database_url: str) -> Settings:
     # The shared app serves every test from one address (127.0.0.1): its ceilings and lockout are raised so
     # tests do not throttle each other. Tests of the limits themselves build apps with the real values.
     # Webhook deliveries are sent by the workers the webhook tests start themselves.
+    # The shared app seals what its own calls write; it does not sweep for entries left waiting, so a test that
+    # writes a waiting entry on purpose decides itself when it is sealed.
     return Settings(database_url=database_url, credential_cache_seconds=0, seed_demo=False,
                     key_touch_interval_seconds=3600, secret_key_file=str(TEST_SECRET_KEY_FILE),
-                    webhook_worker_in_process=False, **UNTHROTTLED)
+                    webhook_worker_in_process=False, audit_seal_sweep_seconds=3600, **UNTHROTTLED)
 
 
 @pytest.fixture(scope="session")

@@ -42,8 +42,11 @@ def worker(concurrency: int = typer.Option(
                          logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     logging.basicConfig(level=settings.log_level.upper(), handlers=[handler])
     in_flight = settings.webhook_worker_concurrency
-    emit(as_json, {"event": "started", "loops": workers, "concurrency": in_flight},
-         f"prism worker: {workers} loop(s), {in_flight} deliveries in flight each")
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run_workers(settings, workers))
+
+    def started() -> None:
+        emit(as_json, {"event": "started", "loops": workers, "concurrency": in_flight},
+             f"prism worker: {workers} loop(s), {in_flight} deliveries in flight each")
+
+    with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C while stopping
+        asyncio.run(run_workers(settings, workers, started=started))
     emit(as_json, {"event": "stopped"}, "prism worker stopped")

@@ -6,12 +6,16 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Callable
 
 from prism.config import Settings
 from prism.storage import Database
 from prism.webhooks.worker import DeliveryWorker
 
 log = logging.getLogger("prism.webhooks")
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class RunningWorker:
@@ -45,25 +49,29 @@ def start_in_process(db: Database, settings: Settings) -> RunningWorker | None:
     return RunningWorker(DeliveryWorker(db, settings))
 
 
-async def run_workers(settings: Settings, count: int) -> None:
-    """`prism worker`: `count` workers in this process until interrupted (Ctrl-C) or sent SIGTERM.
+async def run_workers(settings: Settings, count: int, *, started: Callable[[], None] | None = None) -> None:
+    """`prism worker`: `count` workers in this process until Ctrl-C (SIGINT) or SIGTERM.
 
-    Either way the workers stop as `RunningWorker.stop` does: deliveries in flight finish and are recorded, so a
-    service manager's stop never leaves a delivery claimed until its lease runs out."""
+    Either signal stops the workers as `RunningWorker.stop` does: deliveries in flight finish and are recorded, so a
+    service manager's stop never leaves a delivery claimed until its lease runs out. `started` is called once the
+    workers run and the signals are handled, so whoever waits for it may stop the process from then on."""
     db = Database(settings.database_url)
     running = [RunningWorker(DeliveryWorker(db, settings)) for _ in range(count)]
     loop = asyncio.get_running_loop()
-    terminated = asyncio.Event()
-    loop.add_signal_handler(signal.SIGTERM, terminated.set)
+    told_to_stop = asyncio.Event()
+    for stop_signal in STOP_SIGNALS:
+        loop.add_signal_handler(stop_signal, told_to_stop.set)
     try:
-        told_to_stop = asyncio.ensure_future(terminated.wait())
-        done, _ = await asyncio.wait([told_to_stop, *(r.task for r in running)],
-                                     return_when=asyncio.FIRST_COMPLETED)
-        told_to_stop.cancel()
-        for task in done - {told_to_stop}:
+        if started is not None:
+            started()
+        stopping = asyncio.ensure_future(told_to_stop.wait())
+        done, _ = await asyncio.wait([stopping, *(r.task for r in running)], return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        for task in done - {stopping}:
             task.result()  # a worker that ended on its own failed: its error is the command's
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+        for stop_signal in STOP_SIGNALS:
+            loop.remove_signal_handler(stop_signal)
         for r in running:
             await r.stop()
         await db.dispose()
