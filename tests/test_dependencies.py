@@ -76,7 +76,7 @@ def locked(lock: str) -> dict[str, Version]:
     return pins
 
 
-@pytest.mark.parametrize("extra", [None, "redis", "semantic"], ids=["runtime", "redis", "semantic"])
+@pytest.mark.parametrize("extra", [None, "redis", "semantic", "otel"], ids=["runtime", "redis", "semantic", "otel"])
 def test_every_dependency_is_imported_or_its_need_is_written_down(extra: str | None) -> None:
     imported = imported_modules()
     unused = []
@@ -102,7 +102,7 @@ def test_runtime_dependencies_are_ranges_not_pins() -> None:
 
 
 @pytest.mark.parametrize(("lock", "extras"), [("requirements.lock", []),
-                                               ("requirements-dev.lock", ["dev", "redis", "semantic"])])
+                                               ("requirements-dev.lock", ["dev", "redis", "semantic", "otel"])])
 def test_the_lock_pins_every_dependency_within_its_range(lock: str, extras: list[str]) -> None:
     pins = locked(lock)
     assert "prism" not in pins  # Prism itself is installed on top, with --no-deps

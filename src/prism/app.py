@@ -32,6 +32,7 @@ from prism.observability.logs import configure_logging
 from prism.observability.pools import observe_pools
 from prism.observability.scrape import MetricsAccess
 from prism.observability.scrape import routes as metrics_routes
+from prism.observability.tracing import TRACER
 from prism.openapi.endpoints import routes as openapi_routes
 from prism.ratelimit.addresses import AddressResolver, parse_proxies
 from prism.ratelimit.limiter import build_limiter
@@ -104,6 +105,8 @@ async def _flush_touches_forever(authenticator: Authenticator, interval: float) 
 def create_app(settings: Settings | None = None, *, registry: Registry | None = None) -> Starlette:
     settings = settings or get_settings()
     configure_logging(settings.log_level, settings.log_format)
+    if settings.tracing == "otel":  # process-wide, like the tracer provider it reports to
+        TRACER.enable()
     registry = registry or build_registry(s for s in settings.apps.split(",") if s.strip())
     search.warm([registry])  # the capability-search index now rather than on the first search request
 

@@ -123,6 +123,9 @@ class Settings(BaseSettings):
     # networks, comma-separated; empty: none), and refuses anyone else with 403.
     metrics_token: SecretStr | None = None
     metrics_allow: str = "127.0.0.1,::1"
+    # Traces: `otel` sends a span per request and per dispatch stage to the process's OpenTelemetry tracer provider
+    # (the `prism[otel]` extra; docs/operations.md "Traces"). Process-wide, like the provider.
+    tracing: Literal["off", "otel"] = "off"
     # Log lines on stdout: `json` (one object a line) or `text`; unset, JSON unless stdout is a terminal.
     log_format: Literal["json", "text"] | None = None
     # Set by `prism serve --workers N` for its worker processes: prometheus-client's own variable (no PRISM_ prefix).

@@ -25,6 +25,7 @@ from prism.kit.canonical import digest
 from prism.ledger.entries import EntryDraft
 from prism.ledger.writer import LedgerWriter
 from prism.observability.dispatch import ObservedDispatch
+from prism.observability.tracing import stage
 from prism.registry import AfterCommit, Handler, HandlerCall, Registry
 from prism.registry.mega_tools import LEGACY_BINDINGS, SCOPE_OF_CLASS, mega_tool_of
 from prism.storage import Database
@@ -121,7 +122,7 @@ class Dispatcher:
     async def dispatch(self, auth: AuthContext, call: Call) -> tuple[Handler | None, Any]:
         """The handler and its data; a call with an idempotency key that repeats an earlier one gets the earlier
         outcome instead: its data as a `Replay`, or its refusal raised again (`ReplayedRefusal`)."""
-        with ObservedDispatch(call, governed=_governed(auth, call)):  # latency, decision, request id
+        with ObservedDispatch(call, governed=_governed(auth, call)), stage("prism.dispatch"):
             return await self._dispatch(auth, call)
 
     async def _dispatch(self, auth: AuthContext, call: Call) -> tuple[Handler | None, Any]:
@@ -130,25 +131,28 @@ class Dispatcher:
         gate = _gate_for(auth, call)
         handler: Handler | None = None
         try:
-            handler = self.resolve(call)
-            params = self.validate(handler, call.arguments)
-            self.authorize(auth, handler)
+            with stage("prism.checks"):  # resolve, validate, authorize
+                handler = self.resolve(call)
+                params = self.validate(handler, call.arguments)
+                self.authorize(auth, handler)
         except PrismError as exc:
             finish = None
             if gate is not None and auth.ai_system_id is not None:
                 gate.handler, finish = handler, gate.finish
-            await self.ledger.record(auth.organization_id, partial(_draft, auth, call, handler), refusal=exc,
-                                     finish=finish)
+            with stage("prism.ledger"):
+                await self.ledger.record(auth.organization_id, partial(_draft, auth, call, handler), refusal=exc,
+                                         finish=finish)
             raise
-        if gate is not None:
-            gate.handler = handler
-            result = await self.ledger.run(
-                auth.organization_id, partial(self._governed_work, gate, params),
-                partial(_governed_draft, gate), writes=True, finish=gate.finish)
-        else:
-            work = partial(self._work, auth, handler, params)
-            draft_for = partial(_draft, auth, call, handler)
-            result = await self.ledger.run(auth.organization_id, work, draft_for, writes=not handler.read_only)
+        with stage("prism.ledger"):  # governance, the handler and the audit entry, in the batch's transaction
+            if gate is not None:
+                gate.handler = handler
+                result = await self.ledger.run(
+                    auth.organization_id, partial(self._governed_work, gate, params),
+                    partial(_governed_draft, gate), writes=True, finish=gate.finish)
+            else:
+                work = partial(self._work, auth, handler, params)
+                draft_for = partial(_draft, auth, call, handler)
+                result = await self.ledger.run(auth.organization_id, work, draft_for, writes=not handler.read_only)
         if type(result) is AfterCommit:
             result = await self._after_commit(auth, handler, result)
         return handler, result
@@ -167,9 +171,10 @@ class Dispatcher:
         params: BaseModel | None = None
         refusal: PrismError | None = None
         try:
-            handler = self.resolve(call)
-            params = self.validate(handler, call.arguments)
-            self.authorize(auth, handler)
+            with stage("prism.checks"):
+                handler = self.resolve(call)
+                params = self.validate(handler, call.arguments)
+                self.authorize(auth, handler)
         except PrismError as exc:
             refusal = exc
         if gate is not None:
@@ -198,7 +203,8 @@ class Dispatcher:
                      else _draft(auth, call, handler, appended_at, outcome, error_code, status))
             return ticket.mark(draft)
 
-        result = await self.ledger.run(auth.organization_id, work, draft_for, writes=True, finish=finish)
+        with stage("prism.ledger"):
+            result = await self.ledger.run(auth.organization_id, work, draft_for, writes=True, finish=finish)
         if type(result) is AfterCommit:
             assert handler is not None
             result = await self._complete_after_commit(auth, handler, result, ticket)

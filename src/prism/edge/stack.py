@@ -25,6 +25,7 @@ from prism.kit.nul import nul_refusal
 from prism.observability.current import CURRENT_REQUEST
 from prism.observability.exchange import Exchange
 from prism.observability.request_id import request_id_of
+from prism.observability.tracing import request_span
 from prism.ratelimit.addresses import AddressResolver
 from prism.ratelimit.headers import ratelimit_429_headers
 from prism.ratelimit.limiter import RateLimiter
@@ -58,11 +59,15 @@ class Edge:
             context = scope[SCOPE_KEY] = await self.context_of(scope)
             exchange = Exchange(scope, context, send, started)  # the request id on the answer; the access line
             current = CURRENT_REQUEST.set(context)
-            try:
-                await self.app(scope, receive, exchange.answer)
-            finally:
-                CURRENT_REQUEST.reset(current)
-                exchange.finish()
+            with request_span(scope["method"], scope["path"], context.headers) as span:  # tracing off: None
+                try:
+                    await self.app(scope, receive, exchange.answer)
+                finally:
+                    CURRENT_REQUEST.reset(current)
+                    exchange.finish()
+                    if span is not None:
+                        span.set_attributes({"http.response.status_code": exchange.status or 500,
+                                             "prism.request_id": context.request_id})
             return
         if scope["type"] == "lifespan":
             send = self._closing(send)

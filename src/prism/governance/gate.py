@@ -26,6 +26,7 @@ from prism.governance.decisions import Outcome, record_decision
 from prism.governance.models import Persona
 from prism.governance.policy import CompiledPolicy, compiled
 from prism.kit.canonical import digest
+from prism.observability.tracing import current_trace_id
 from prism.tenancy.scope import acting_for
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class Gate:
         self.auth = auth
         self.call = call
         self.started = time.perf_counter()
-        self.trace_id = uuid.uuid4().hex
+        self.trace_id = current_trace_id() or uuid.uuid4().hex  # the request's trace, when traced
         self.handler: Handler | None = None
         self.opened_request: tuple[str, CompiledPolicy, str] | None = None  # (id, policy, reason)
         self.policies_evaluated = 1  # scope + RBAC, always
