@@ -99,3 +99,16 @@ def test_serve_with_redis_configured_but_its_client_not_installed_says_what_to_i
                      PYTHONPATH=path)
     code, message = one_error_line(result, as_json=False)
     assert code == "redis_not_installed" and "prism[redis]" in message and "PRISM_REDIS_URL" in message, message
+
+
+@pytest.mark.engine_independent
+def test_serve_with_tracing_asked_but_opentelemetry_not_installed_says_what_to_install(tmp_path: Path) -> None:
+    # An `opentelemetry` package that fails to import, first on the path: an install without the otel extra.
+    shadow = tmp_path / "without-opentelemetry"
+    (shadow / "opentelemetry").mkdir(parents=True)
+    (shadow / "opentelemetry" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'opentelemetry'\")\n")
+    path = os.pathsep.join([str(shadow), os.environ.get("PYTHONPATH", "")])
+    result = run_cli(*COMMANDS["serve"], database_url=None, cwd=tmp_path, PRISM_TRACING="otel", PYTHONPATH=path)
+    code, message = one_error_line(result, as_json=False)
+    assert code == "tracing_not_installed" and "prism[otel]" in message and "PRISM_TRACING" in message, message

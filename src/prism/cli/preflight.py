@@ -172,6 +172,17 @@ def _redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
+def check_tracing(settings: Settings) -> None:
+    """With PRISM_TRACING=otel: the optional OpenTelemetry packages are installed."""
+    if settings.tracing != "otel":
+        return
+    try:
+        import opentelemetry.trace  # noqa: F401
+    except ImportError:
+        raise ConfigurationError("PRISM_TRACING=otel needs the OpenTelemetry packages: pip install 'prism[otel]'",
+                                 code="tracing_not_installed") from None
+
+
 def check_apps(settings: Settings) -> None:
     """Every PRISM_APPS entry imports and names a handler app, so a typo stops the start with its name."""
     from prism.registry.registry import load_app

@@ -22,6 +22,7 @@ from prism.cli.preflight import (
     check_database_reachable,
     check_database_url,
     check_redis,
+    check_tracing,
     database_error,
     default_database_in_use,
     load_settings,
@@ -100,6 +101,7 @@ def serve(*, host: str, port: int, workers: int, as_json: bool, seed: bool | Non
         check_database_url(settings, may_create=True)
         check_apps(settings)
         check_redis(settings)
+        check_tracing(settings)
         with collector_paused():  # a no-op when `prism serve` already paused it for the whole start-up
             if backend_of(settings.database_url) != "sqlite":
                 check_database_reachable(settings.database_url)

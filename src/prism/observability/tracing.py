@@ -29,8 +29,9 @@ class _Tracer:
         try:
             from opentelemetry import trace
         except ImportError:
+            # `prism serve` checks this before it starts (prism.cli.preflight.check_tracing).
             raise PrismError("PRISM_TRACING=otel needs the OpenTelemetry extra: pip install 'prism[otel]'",
-                             code="tracing_unavailable", status=500) from None
+                             code="tracing_not_installed", status=500) from None
         self.active = trace.get_tracer("prism")
 
     def disable(self) -> None:
