@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -18,7 +19,7 @@ from prism.ledger.entries import EntryDraft, audit_checkpoints, audit_entries, a
 from prism.storage import Database
 from tests.factories import Factory, Workspace, ledger_keys
 from tests.ledger_support import seal_waiting
-from tests.processes import TRACEBACK, CliResult, run_cli
+from tests.processes import TRACEBACK, CliResult, run_cli, scratch_database
 from tests.test_ledger import N, record_calls
 from tests.test_ledger_proofs import accepted, refusal, rejected, write_entries
 
@@ -168,23 +169,40 @@ async def test_bad_archive_requests_are_refused_with_a_reason(
     archived(database_url, ws, 5, tmp_path / "five.jsonl", "--prune")
     assert refused("--org", org, "--through", "5", "--out", str(tmp_path / "x")) == "already_archived"
 
-    # An entry written before entry 8 that has no position yet (its sealer stopped, say).
-    keys, at = ledger_keys(), utcnow() - timedelta(days=1)
-    draft = EntryDraft(ws.org.id, ws.tenant.id, at, None, None, "rest", "prism_entity_crud", "c/late", "0" * 64,
-                       "allowed", None, {})
-    content = content_of(draft)
-    async with db.write() as s:
-        await s.execute(insert(audit_entries).values(**content | {"created_at": at}, entry_hash=content_hash(content),
-                                                     mac=keys.mac(ws.org.id, 0, content_hash(content))))
-    assert refused("--org", org, "--through", "8", "--out", str(tmp_path / "x")) == "entries_unsealed"
-    await seal_waiting(db, ws.org.id)
-
     async with db.write() as s:  # a broken log is never archived: its evidence would go with it
         await s.execute(update(audit_entries).where(audit_entries.c.organization_id == ws.org.id,
                                                     audit_entries.c.seq == 18).values(outcome="refused"))
     assert refused("--org", org, "--through", "8", "--out", str(tmp_path / "x"), "--prune") == "log_broken"
     assert (await stored(db, ws.org.id))[0] == 5 and not (tmp_path / "x").exists()
     assert files_in(tmp_path) == ["five.jsonl", "taken.jsonl"]  # nothing left half-written
+
+
+async def test_entries_still_waiting_before_the_range_keep_it_from_being_archived(tmp_path: Path) -> None:
+    """On a database of its own, with no server: nothing but this test writes or seals the log."""
+    with scratch_database(tmp_path, "waiting") as url:
+        assert run_cli("migrate", database_url=url).returncode == 0
+        created = run_cli("tenant", "create", "waiting", "--name", "Waiting", "--admin-email",
+                          "owner@waiting.example.com", "--admin-password", "correct horse battery staple", "--json",
+                          database_url=url)
+        assert created.returncode == 0, str(created)
+        tenant, org = created.json["tenant"], created.json["organization"]
+        ws = Workspace(SimpleNamespace(id=tenant["id"], subdomain="waiting"), SimpleNamespace(id=org["id"]))  # type: ignore[arg-type]
+        db = Database(url)
+        try:
+            await write_entries(db, ws, 10)  # sealed
+            # An entry written before entry 8 that has no position yet (its sealer stopped, say).
+            keys, at = ledger_keys(), utcnow() - timedelta(days=1)
+            content = content_of(EntryDraft(org["id"], tenant["id"], at, None, None, "rest", "prism_entity_crud",
+                                            "c/late", "0" * 64, "allowed", None, {}))
+            async with db.write() as s:
+                await s.execute(insert(audit_entries).values(**content | {"created_at": at},
+                                                             entry_hash=content_hash(content),
+                                                             mac=keys.mac(org["id"], 0, content_hash(content))))
+        finally:
+            await db.dispose()
+        assert refusal(url, "archive", "--tenant", "waiting", "--org", org["slug"], "--through", "8", "--out",
+                       str(tmp_path / "x")) == "entries_unsealed"
+        assert not (tmp_path / "x").exists()
 
 
 # --- retention -----------------------------------------------------------------------------------
