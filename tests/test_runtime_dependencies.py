@@ -14,9 +14,10 @@ import pytest
 pytestmark = pytest.mark.engine_independent
 
 SOURCE = Path(__file__).resolve().parent.parent / "src" / "prism"
-# Modules that import an optional extra's packages, and the extra that provides them.
-OPTIONAL = {"registry/semantic.py": "semantic", "ratelimit/redis_backend.py": "redis",
-            "mcp_server/relay_redis.py": "redis", "cli/preflight.py": "redis"}
+# Modules that import an optional extra's packages, and the extras that provide them.
+OPTIONAL = {"registry/semantic.py": ("semantic",), "ratelimit/redis_backend.py": ("redis",),
+            "mcp_server/relay_redis.py": ("redis",), "cli/preflight.py": ("redis", "otel"),
+            "observability/tracing.py": ("otel",)}
 
 
 def _name(requirement: str) -> str:
@@ -72,7 +73,9 @@ def test_every_module_prism_imports_comes_with_its_runtime_dependencies() -> Non
     missing = []
     for path in sorted(SOURCE.rglob("*.py")):
         relative = path.relative_to(SOURCE).as_posix()
-        allowed = runtime | (_closure(_declared(OPTIONAL[relative])) if relative in OPTIONAL else set())
+        allowed = set(runtime)
+        for extra in OPTIONAL.get(relative, ()):
+            allowed |= _closure(_declared(extra))
         for module in sorted(_top_level_imports(path)):
             distributions = {d.lower().replace("_", "-") for d in providers.get(module, [])}
             if not distributions & allowed:
