@@ -10,6 +10,7 @@ from prism.keys.service import lookup_of
 from prism.storage import Database
 from tests.factories import Factory
 from tests.governance_support import events, governed_key, ok, post
+from tests.ledger_support import seal_waiting
 from tests.processes import cli_json, run_cli
 
 SPEC_VIOLATION_FIELDS = {"violation_id", "policy_name", "severity", "ai_system", "detected_at"}
@@ -23,6 +24,7 @@ async def test_the_post_hoc_audit_finds_a_violation_after_a_persona_is_tightened
     part = await ok(client, ws, "entity_crud/spare_parts/spare_part/create", {"sku": "A1", "name": "a"})
     await ok(client, ws, "entity_crud/spare_parts/spare_part/delete", {"id": part["id"]}, label="agent")
     await ok(client, ws, "entity_crud/spare_parts/spare_part/list", {}, label="agent")
+    await seal_waiting(db, ws.org.id)  # the audit reads sealed entries (on PostgreSQL, sealed just after the call)
     sub = ws.tenant.subdomain
 
     clean = cli_json("governance", "audit", "--tenant", sub, database_url=database_url)
@@ -50,6 +52,7 @@ async def test_the_audit_handler_flags_calls_that_now_need_oversight(client: htt
     ws = await factory.workspace(roles=("owner",))
     made = await governed_key(factory, client, ws, "agent", persona={"name": "p", "default": "allow"})
     await ok(client, ws, "entity_crud/finance/vendor/create", {"name": "V"}, label="agent")
+    await seal_waiting(db, ws.org.id)
     await ok(client, ws, "config_manage/governance/persona/update",
              {"id": made["persona"]["id"], "oversight": ["entity_crud/finance/vendor/create"]})
     report = await ok(client, ws, "governance_review/governance/audit/run", {"hours": 1})

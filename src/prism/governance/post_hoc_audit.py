@@ -42,13 +42,14 @@ _CLIENT_HOLDER = (
 
 
 def _entries_by(holder: Any, since: datetime, limit: int) -> Any:
-    """Recent allowed entries whose credential now carries a persona."""
+    """Recent allowed entries whose credential now carries a persona; sealed ones only (a violation names its
+    entry's position; an entry waiting to be sealed, for milliseconds, is seen by the next run)."""
     return (select(AuditEntry.id, AuditEntry.seq, AuditEntry.coordinate, AuditEntry.detail, AuditEntry.created_at,
                    holder.c.persona_id, holder.c.ai_system_id)
             .join(holder, holder.c.credential_id == AuditEntry.credential_id)
-            .where(AuditEntry.outcome == "allowed", AuditEntry.created_at >= since,
+            .where(AuditEntry.outcome == "allowed", AuditEntry.created_at >= since, AuditEntry.seq.is_not(None),
                    holder.c.persona_id.is_not(None))
-            .order_by(AuditEntry.seq.desc()).limit(limit))
+            .order_by(AuditEntry.id.desc()).limit(limit))
 
 
 async def run_audit(session: AsyncSession, *, organization_id: str, tenant_id: str, since: datetime | None = None,
@@ -63,7 +64,8 @@ async def _run_audit(session: AsyncSession, *, organization_id: str, tenant_id: 
                      limit: int) -> dict[str, Any]:
     entries = [*(await session.execute(_entries_by(_KEY_HOLDER, since, limit))).all(),
                *(await session.execute(_entries_by(_CLIENT_HOLDER, since, limit))).all()]
-    entries = sorted(entries, key=lambda e: e.seq, reverse=True)[:limit]
+    # Newest first, in the order written: an entry not sealed yet has no position (docs/audit.md).
+    entries = sorted(entries, key=lambda e: e.id, reverse=True)[:limit]
     personas = {p.id: p for p in (await session.execute(select(Persona))).scalars()}
     systems = {s.id: s for s in (await session.execute(select(AiSystem))).scalars()}
     known = {(v.audit_entry_id, v.persona_id, v.persona_version) for v in (await session.execute(
