@@ -200,24 +200,30 @@ class LedgerWriter:
                 row = content_of(draft, appended_iso if draft.created_at is appended_at else None)
                 digest = content_hash(row)
                 # The hashed content becomes the row: the column takes the datetime, not the hashed text.
-                row.update(created_at=draft.created_at, entry_hash=digest, seq=None,
-                           mac=self.keys.mac(unit.organization_id, 0, digest))
+                row.update(created_at=draft.created_at, entry_hash=digest, seq=None, mac=None)
                 rows.append(row)
             written = sorted({row["organization_id"] for row in rows})
-            if self.db.is_sqlite:
+            if self.db.is_sqlite:  # sealed here: each entry gets its position's MAC
                 for organization_id in written:
                     await self._seal_here(session, organization_id,
                                           [row for row in rows if row["organization_id"] == organization_id])
+            else:  # sealed after the commit: the MAC of an entry not yet placed (position 0)
+                self._mac_as_waiting(rows)
             if rows:  # one executemany for the batch's entries
                 await session.execute(insert(audit_entries), rows)
         if written and not self.db.is_sqlite:
             self.sealer.request(written)
         return [outcomes[i] for i in range(len(batch))]
 
+    def _mac_as_waiting(self, entries: list[dict[str, Any]]) -> None:
+        for entry in entries:
+            entry["mac"] = self.keys.mac(entry["organization_id"], 0, entry["entry_hash"])
+
     async def _seal_here(self, session: AsyncSession, organization_id: str, entries: list[dict[str, Any]]) -> None:
         try:  # BrokenLog comes before anything is written or any entry is given a position
             await seal_written(session, organization_id, self.keys, entries, checkpoint_every=self.checkpoint_every)
         except BrokenLog:
+            self._mac_as_waiting(entries)
             # A log whose stored entries do not continue its head cannot be extended; the calls are still recorded
             # (waiting, with their hashes and MACs), and `prism audit verify` names what is wrong.
             log.exception("the audit log of organization %s cannot be sealed", organization_id)
