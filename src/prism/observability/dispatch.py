@@ -37,7 +37,7 @@ class ObservedDispatch:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
-        metrics.DISPATCH_SECONDS.labels(self.call.door, "allowed" if error is None else "refused").observe(
+        metrics.dispatch_timed(self.call.door, "allowed" if error is None else "refused").observe(
             time.perf_counter() - self.started)
         if self.governed:
             _count_decision(error)
@@ -45,12 +45,12 @@ class ObservedDispatch:
 
 def _count_decision(error: BaseException | None) -> None:
     if error is None:
-        metrics.GOVERNANCE_DECISIONS.labels("allow").inc()
+        metrics.decision_counted("allow").inc()
     elif isinstance(error, Blocked):
-        metrics.GOVERNANCE_DECISIONS.labels("deny").inc()
+        metrics.decision_counted("deny").inc()
     elif isinstance(error, OversightRequired):
-        metrics.GOVERNANCE_DECISIONS.labels("oversight").inc()
+        metrics.decision_counted("oversight").inc()
         metrics.OVERSIGHT_REQUESTS.inc()
     elif isinstance(error, BudgetExceeded):
-        metrics.GOVERNANCE_DECISIONS.labels("budget_exceeded").inc()
+        metrics.decision_counted("budget_exceeded").inc()
         metrics.BUDGET_REFUSALS.inc()

@@ -61,7 +61,7 @@ class Exchange:
         status = self.status or 500  # the app raised before answering: the server answers 500
         path: str = scope["path"]
         door = context.door or door_of_path(path)
-        metrics.REQUESTS.labels(door, _STATUS_CLASS.get(status // 100, "other"), context.tool or "none").inc()
+        metrics.requests_counted(door, _STATUS_CLASS.get(status // 100, "other"), context.tool or "none").inc()
         auth = context.auth
         fields: dict[str, Any] = {
             "method": scope["method"], "path": path[:MAX_LOGGED_PATH], "status": status,

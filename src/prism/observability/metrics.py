@@ -8,9 +8,24 @@ mega-tool name, an outcome; never an id or anything a client chose.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from prometheus_client import Counter, Gauge, Histogram
 
 from prism.registry.mega_tools import LEGACY_BINDINGS, MEGA_TOOLS, tool_name
+
+Child = TypeVar("Child")
+
+
+def kept(labels: Callable[..., Child]) -> Callable[..., Child]:
+    """A metric's `labels` remembered per label values. `labels()` checks its arguments and takes the metric's lock
+    on every call, which is most of what counting a request costs; the children it returns are the metric's own and
+    stay valid (prometheus-client's documentation suggests keeping them). Label values are bounded (see above), so
+    is this cache."""
+    return functools.cache(labels)
+
 
 REQUESTS = Counter("prism_http_requests", "HTTP requests answered, by door, status class and mega-tool.",
                    ["door", "status_class", "tool"])
@@ -46,3 +61,9 @@ _TOOL_LABEL = {tool_name(m): m for m in MEGA_TOOLS} | {
 
 def tool_label(wire_name: str) -> str:
     return _TOOL_LABEL.get(wire_name, "unknown")
+
+
+# The labelled series counted on every request or call, through their kept children.
+requests_counted: Callable[[str, str, str], Any] = kept(REQUESTS.labels)
+dispatch_timed: Callable[[str, str], Any] = kept(DISPATCH_SECONDS.labels)
+decision_counted: Callable[[str], Any] = kept(GOVERNANCE_DECISIONS.labels)
