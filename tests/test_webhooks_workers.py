@@ -19,6 +19,7 @@ from prism.kit.timeutil import utcnow
 from prism.storage import Database
 from prism.webhooks.matching import new_delivery_id
 from prism.webhooks.models import WebhookDelivery
+from prism.webhooks.tasks import RunningWorker
 from prism.webhooks.worker import OUTCOMES_WAITING_PER_SLOT, DeliveryWorker
 from tests.factories import Factory, Workspace
 from tests.processes import clean_env, prism_command
@@ -112,6 +113,41 @@ async def test_a_running_worker_never_has_more_sends_in_flight_than_its_concurre
     # Each answer takes 0.3 s: requests arriving within 0.3 s of one another were in flight together.
     in_flight = max(sum(1 for b in arrivals if a <= b < a + 0.29) for a in arrivals)
     assert in_flight <= 4
+
+
+async def test_stopping_a_worker_lets_its_claimed_deliveries_finish_and_be_recorded(
+        hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
+        make_worker: Callable[..., DeliveryWorker]) -> None:
+    """A stop (Ctrl-C, SIGTERM, the server shutting down) while a receiver is still answering: the delivery is
+    recorded as sent, not left claimed for its lease to run out and sent a second time."""
+    ws = await factory.workspace(roles=("owner",))
+    path = unique_path()
+    receiver.script(path, [Answer(200, delay=1.0)])
+    hook = await create_hook(hook_client, ws, receiver.url(path))
+    await burst(hook_db, ws, 1)
+    running = RunningWorker(make_worker())
+    await receiver.wait_for(path, 1, within=30)  # the send is in flight, its answer a second away
+    await running.stop()
+    [delivery] = await deliveries_of(hook_client, ws, hook["id"])
+    assert delivery["status"] == "success" and delivery["response_status_code"] == 200, delivery
+    assert len(receiver.at(path)) == 1
+
+
+async def test_a_stop_never_waits_longer_than_its_grace_for_a_slow_receiver(
+        hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
+        make_worker: Callable[..., DeliveryWorker]) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    path = unique_path()
+    receiver.script(path, [Answer(200, delay=20.0)])
+    hook = await create_hook(hook_client, ws, receiver.url(path))
+    await burst(hook_db, ws, 1)
+    running = RunningWorker(make_worker())
+    await receiver.wait_for(path, 1, within=30)
+    started = time.monotonic()
+    await running.stop(grace_seconds=0.5)
+    assert time.monotonic() - started < 5
+    [delivery] = await deliveries_of(hook_client, ws, hook["id"])
+    assert delivery["status"] == "pending"  # unfinished: sent again once its lease has run out
 
 
 async def test_a_crashed_workers_claims_are_delivered_after_the_lease(

@@ -16,6 +16,9 @@ log = logging.getLogger("prism.webhooks")
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# How long a stop waits for deliveries already claimed to be sent and recorded: under the 10 s a container
+# runtime gives a process between SIGTERM and SIGKILL. A send still running then is cancelled and retried later.
+STOP_GRACE_SECONDS = 8.0
 
 
 class RunningWorker:
@@ -28,17 +31,24 @@ class RunningWorker:
     async def _run(self) -> None:
         while True:
             try:
-                await self.worker.run()
+                await self.worker.run()  # returns only when told to stop claiming
+                return
             except asyncio.CancelledError:
                 raise
             except Exception:  # a database outage must not end delivery for the life of the process
                 log.exception("webhook worker stopped; restarting")
                 await asyncio.sleep(1.0)
 
-    async def stop(self) -> None:
-        self.task.cancel()
+    async def stop(self, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
+        """Stop claiming, let the claim in progress end (never cut off mid-statement) and the deliveries already
+        claimed be sent and recorded, for up to `grace_seconds`; then cancel whatever is still running."""
+        self.worker.stop_claiming()
+        done, _ = await asyncio.wait({self.task}, timeout=grace_seconds)
+        if not done:
+            self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
+        await self.worker.finish_in_flight(grace_seconds)
         await self.worker.close()
 
 

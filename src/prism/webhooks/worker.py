@@ -120,6 +120,7 @@ class DeliveryWorker:
             allow_private_networks=settings.webhook_allow_private_networks, ca_bundle=settings.webhook_ca_bundle,
             max_connections=self.concurrency * 2)
         self._wake = asyncio.Event()
+        self._stop_requested = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()  # deliveries being sent or waiting for their outcome's write
         self._sending = 0  # of those, the ones being sent (each holds one of `concurrency` slots)
         self._results: list[Outcome] = []
@@ -138,8 +139,19 @@ class DeliveryWorker:
                 await task
         await self.client.close()
 
+    def stop_claiming(self) -> None:
+        """`run` returns once the claim in progress (if any) ends; deliveries already claimed go on."""
+        self._stop_requested.set()
+        self._wake.set()
+
+    async def finish_in_flight(self, grace_seconds: float) -> None:
+        """Wait up to `grace_seconds` for claimed deliveries to be sent and their outcomes written; `close` then
+        cancels what is left (its lease runs out and it is sent again: nothing is lost)."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=grace_seconds)
+
     async def run(self) -> None:
-        """Deliver until cancelled; wakes at once for deliveries of this process, else polls.
+        """Deliver until `stop_claiming` (or cancelled); wakes at once for deliveries of this process, else polls.
 
         A slot is taken while a delivery is being sent, not while its outcome waits for the results
         transaction: the next claim does not wait on the database. Outcomes waiting to be written are
@@ -147,7 +159,7 @@ class DeliveryWorker:
         """
         signal.register(self._wake)
         try:
-            while True:
+            while not self._stop_requested.is_set():
                 self._wake.clear()
                 free = min(self.concurrency - self._sending,
                            self.concurrency * OUTCOMES_WAITING_PER_SLOT - len(self._tasks))
@@ -193,7 +205,9 @@ class DeliveryWorker:
                 log.exception("could not claim webhook deliveries")
             else:  # expected while the database is busy or restarting: one line, then wait as it asks
                 log.warning("could not claim webhook deliveries: %s", busy.message)
-            await asyncio.sleep(max(self.settings.webhook_poll_seconds, RETRY_AFTER_SECONDS if busy else 0))
+            with contextlib.suppress(TimeoutError):  # a stop does not wait for the pause to end
+                await asyncio.wait_for(self._stop_requested.wait(),
+                                       max(self.settings.webhook_poll_seconds, RETRY_AFTER_SECONDS if busy else 0))
             return []
 
     async def claim(self, limit: int) -> list[Job]:
