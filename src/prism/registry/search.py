@@ -34,11 +34,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
+from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
 from prism.registry import semantic
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
+
+if TYPE_CHECKING:
+    import numpy as np
 
 K1 = 1.2
 B = 0.75
@@ -248,6 +252,9 @@ class SearchIndex:
                 doc_freq[t] = doc_freq.get(t, 0) + 1
         n = self.size
         idf = {t: math.log(1.0 + (n - df + 0.5) / (df + 0.5)) for t, df in doc_freq.items()}
+        self.idf = idf
+        # What a word no handler uses weighs: as much as the rarest word could (document frequency 0).
+        self.unknown_idf = math.log(1.0 + (n + 0.5) / 0.5)
         self.postings: dict[str, dict[int, float]] = {}
         for doc, (tf, length) in enumerate(zip(frequencies, lengths, strict=True)):
             norm = K1 * (1.0 - B + B * length / average)
@@ -295,8 +302,11 @@ class SearchIndex:
         return self.ranked(query, visible, limit=limit, rerank=rerank, accept=accept)[0]
 
     def ranked(self, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool = False,
-               accept: Callable[[Handler], bool] | None = None) -> tuple[list[Hit], str]:
-        """The hits and the name of the ranker that produced them (FIRST_PASS or one of the reranks)."""
+               accept: Callable[[Handler], bool] | None = None,
+               cosines: np.ndarray | None = None) -> tuple[list[Hit], str]:
+        """The hits and the name of the ranker that produced them (FIRST_PASS or one of the reranks).
+
+        `cosines`: the query's embedding scores, when the caller has them already (see `cosines`)."""
         own = list(dict.fromkeys(terms(query)))
         shape = QueryShape.of(split_words(query))
         top = self._first_pass(own, shape, visible, max(limit, RERANK_POOL) if rerank else limit, accept)
@@ -307,7 +317,41 @@ class SearchIndex:
             return self._hits(self._rerank(query, own, shape, top))[:limit], LEXICAL_RERANK
         if not own:  # nothing but stop words: nothing to look for, in any sense
             return [], SEMANTIC_RERANK
-        return self._hits(self._hybrid(query, own, shape, top, embeddings, visible, accept))[:limit], SEMANTIC_RERANK
+        return (self._hits(self._hybrid(query, own, shape, top, embeddings, visible, accept, cosines))[:limit],
+                SEMANTIC_RERANK)
+
+    def cosines(self, query: str) -> np.ndarray | None:
+        """The query's cosine with every handler (document order); None without the model or tokens."""
+        embeddings = self.embeddings()
+        return None if embeddings is None else embeddings.scores(query)
+
+    def coverage(self, doc: int, query_terms: Sequence[str]) -> float:
+        """The idf-weighted share of the query's terms the handler's text says, itself or by a synonym
+        (at SYNONYM_WEIGHT): how much of the request this handler accounts for, comparable across requests."""
+        present = {t for f in self._fields[doc] for t in f}
+        said = total = 0.0
+        for t in query_terms:
+            weight = self.idf.get(t, self.unknown_idf)
+            total += weight
+            if t in present:
+                said += weight
+            elif not SYNONYMS.get(t, frozenset()).isdisjoint(present):
+                said += SYNONYM_WEIGHT * weight
+        return said / total if total else 0.0
+
+    def known(self, query_terms: Sequence[str]) -> float:
+        """The idf-weighted share of the query's terms that some handler uses, itself or by a synonym: a
+        request in words no handler knows ("flight", "payroll") is about something else."""
+        said = total = 0.0
+        for t in query_terms:
+            weight = self.idf.get(t, self.unknown_idf)
+            total += weight
+            if t in self.idf or any(s in self.idf for s in SYNONYMS.get(t, ())):
+                said += weight
+        return said / total if total else 0.0
+
+    def document(self, handler: Handler) -> int | None:
+        return self._doc_of.get(handler.path)
 
     def concept_postings(self, term: str, exclude: Sequence[str] = ()) -> dict[int, float]:
         """`term` and its synonyms (at SYNONYM_WEIGHT) as one concept: each document's best match.
@@ -412,10 +456,11 @@ class SearchIndex:
 
     def _hybrid(self, query: str, own: Sequence[str], shape: QueryShape, top: list[tuple[float, int]],
                 embeddings: semantic.SemanticIndex, visible: tuple[Handler, ...],
-                accept: Callable[[Handler], bool] | None) -> list[tuple[float, int]]:
+                accept: Callable[[Handler], bool] | None, cosines: np.ndarray | None) -> list[tuple[float, int]]:
         """Lexical rerank fused with the embedding: candidates from both, one weighted score."""
         lexical = self._rerank(query, own, shape, top)
-        cosines = embeddings.scores(query)
+        if cosines is None:
+            cosines = embeddings.scores(query)
         if cosines is None:
             return lexical
         handlers = self.handlers
