@@ -16,14 +16,14 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from prism.apps.params import Params
-from prism.registry.capability import Scored, find, irreversible
+from prism.registry.capability import UUID, Scored, find, irreversible
 from prism.registry.mega_tools import SCOPE_OF_CLASS
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
 from prism.registry.search import index_for
 
-# The first number of a request ("ticket 5520", "PO #881") and its e-mail addresses: what a recipe can fill
-# without guessing.
+# A request's numbers ("ticket 5520", "PO #881"), record UUIDs and e-mail addresses: what a recipe can fill
+# without guessing, when the request says only one of a kind.
 _NUMBER = re.compile(r"(?<![\w.,$-])#?(\d{1,12})\b(?![.,:/-]\d)")
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 
@@ -76,19 +76,21 @@ def _result(rank: int, hit: Scored, query: str, with_schemas: bool,
 
 
 def filled(call: dict[str, Any], schema: dict[str, Any], query: str) -> dict[str, Any]:
-    """The recipe with what the request says put in: its one number into the required identifier (`id`, or
-    `<something>_id` when it is the only one), its e-mail address into the one e-mail parameter. A placeholder
+    """The recipe with what the request says put in: its one number into the one required identifier (`id` or
+    `<something>_id`), its one e-mail address into the one e-mail parameter. A placeholder
     it fills leaves `fill`; anything the request does not say stays a placeholder."""
     props: dict[str, Any] = schema.get("properties", {})
     arguments = dict(call["http"]["body"]["arguments"])
     fill = list(call["fill"])
-    numbers = _NUMBER.findall(query)
+    uuids = UUID.findall(query)
+    numbers = uuids or _NUMBER.findall(query)  # a record's UUID names it better than any number beside it
     emails = _EMAIL.findall(query)
-    ids = [n for n in arguments if n in fill and (n == "id" or n.endswith("_id"))
-           and _type(props.get(n, {})) == "integer"]
-    if len(set(numbers)) == 1 and len(ids) == 1:
-        arguments[ids[0]] = int(numbers[0])
-        fill.remove(ids[0])
+    ids = [n for n in arguments
+           if (n == "id" or n.endswith("_id")) and _type(props.get(n, {})) in ("integer", "string")]
+    if len(set(numbers)) == 1 and len(ids) == 1 and (_type(props[ids[0]]) == "string" or not uuids):
+        arguments[ids[0]] = numbers[0] if _type(props[ids[0]]) == "string" else int(numbers[0])
+        if ids[0] in fill:
+            fill.remove(ids[0])
     mail = [n for n in props if "email" in n.lower() or props[n].get("format") == "email"]
     if len(set(emails)) == 1 and len(mail) == 1 and _type(props[mail[0]]) == "string":
         arguments[mail[0]] = emails[0]

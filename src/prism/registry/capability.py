@@ -54,9 +54,14 @@ NEGATION_REACH = 3
 # such an act.
 ASKED_BOOST = 0.3
 
+# A record's UUID: ranked as the number it stands for ("part 3f2a...-..." reads like "part 12"), not as the
+# hexadecimal fragments the word splitter would make of it.
+UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE)
+
 # Clause boundaries of a request of several acts in order.
-_CLAUSES = re.compile(r"\s*(?:;|,?\s+and then\s+|,?\s+then\s+|\s[-—–]+\s|\.\s+(?=[A-Za-z])|,?\s+and\s+(?:also\s+)?"
-                      r"(?=(?:please\s+)?[a-z]+\s))\s*", re.IGNORECASE)
+# (semicolon, "then", a dash between spaces, a sentence end, "and" before a word)
+_CLAUSES = re.compile(r"\s*(?:;|,?\s+and then\s+|,?\s+then\s+|\s[-\u2013\u2014]+\s|\.\s+(?=[A-Za-z])"
+                      r"|,?\s+and\s+(?:also\s+)?(?=(?:please\s+)?[a-z]+\s))\s*", re.IGNORECASE)
 # A clause needs this many terms of its own to be searched apart.
 CLAUSE_MIN_TERMS = 2
 
@@ -121,10 +126,10 @@ def calibrated(values: Sequence[float], with_model: bool) -> float:
 
 def find(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool = True,
          accept: Callable[[Handler], bool] | None = None, plan: bool = True) -> Found:
+    query = UUID.sub("1", query)
     words = split_words(query)
     asked = asks_irreversible(words)
-    hits, ranker, with_model = _ordered(index, query, visible, limit=limit, rerank=rerank, accept=accept,
-                                        asked=asked)
+    hits, ranker = _ordered(index, query, visible, limit=limit, rerank=rerank, accept=accept, asked=asked)
     steps = _plan(index, query, visible, rerank=rerank, accept=accept) if plan else []
     if steps:
         first = steps[0]
@@ -136,13 +141,13 @@ def find(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, limit:
 
 
 def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool,
-             accept: Callable[[Handler], bool] | None, asked: bool) -> tuple[list[Scored], str, bool]:
+             accept: Callable[[Handler], bool] | None, asked: bool) -> tuple[list[Scored], str]:
     query_terms = list(dict.fromkeys(terms(query)))
     cosines = index.cosines(query) if rerank and query_terms else None
     hits, ranker = index.ranked(query, visible, limit=max(limit, POOL), rerank=rerank, accept=accept,
                                 cosines=cosines)
     if not hits:
-        return [], ranker, ranker == SEMANTIC_RERANK
+        return [], ranker
     top = hits[0].score
     if asked:
         hits = sorted((Hit(h.handler, h.score + ASKED_BOOST * top) if irreversible(h.handler) else h
@@ -159,7 +164,7 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
     for i, h in enumerate(hits):
         values = features(index, h, query_terms, known, best, cosines, i == 0)
         scored.append(Scored(h.handler, h.score, calibrated(values, with_model), values))
-    return scored, ranker, with_model
+    return scored, ranker
 
 
 def clauses(query: str) -> list[str]:
@@ -176,7 +181,7 @@ def _plan(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, reran
         return []
     steps: list[Scored] = []
     for part in parts:
-        hits, _, _ = _ordered(index, part, visible, limit=1, rerank=rerank, accept=accept,
+        hits, _ = _ordered(index, part, visible, limit=1, rerank=rerank, accept=accept,
                               asked=asks_irreversible(split_words(part)))
         if not hits or hits[0].confidence < NO_MATCH_BELOW:
             return []

@@ -48,6 +48,8 @@ K1 = 1.2
 B = 0.75
 SYNONYM_WEIGHT = 0.4
 RERANK_POOL = 50
+# Documents whose rerank features (`_Joint`) are kept between queries.
+JOINT_CACHE = 1024
 # How much the joint (query, handler) features of the lexical rerank count against the first-pass score,
 # relative to the best: chosen on the tuning tasks only (bench/search_eval.py), as are the two below.
 PAIR_WEIGHT = 0.5
@@ -265,6 +267,7 @@ class SearchIndex:
         self._masks: dict[int, tuple[tuple[Handler, ...], bytearray]] = {}
         self._doc_of = {h.path: i for i, h in enumerate(self.handlers)}
         self._concepts: dict[str, dict[int, float]] = {}
+        self._joints: dict[int, _Joint] = {}
         # Handler embeddings: built on the first semantic rerank (or by warm), not with the lexical index.
         self._semantic: semantic.SemanticIndex | None = None
         self._semantic_lock = threading.Lock()
@@ -328,7 +331,7 @@ class SearchIndex:
     def coverage(self, doc: int, query_terms: Sequence[str]) -> float:
         """The idf-weighted share of the query's terms the handler's text says, itself or by a synonym
         (at SYNONYM_WEIGHT): how much of the request this handler accounts for, comparable across requests."""
-        present = {t for f in self._fields[doc] for t in f}
+        present = self._joint(doc).present
         said = total = 0.0
         for t in query_terms:
             weight = self.idf.get(t, self.unknown_idf)
@@ -349,6 +352,14 @@ class SearchIndex:
             if t in self.idf or any(s in self.idf for s in SYNONYMS.get(t, ())):
                 said += weight
         return said / total if total else 0.0
+
+    def _joint(self, doc: int) -> _Joint:
+        joint = self._joints.get(doc)
+        if joint is None:
+            if len(self._joints) >= JOINT_CACHE:  # bounded: a few MB, not a copy of every document
+                self._joints.clear()
+            joint = self._joints[doc] = _Joint.of(self.handlers[doc], self._fields[doc])
+        return joint
 
     def document(self, handler: Handler) -> int | None:
         return self._doc_of.get(handler.path)
@@ -444,7 +455,7 @@ class SearchIndex:
         for s, neg in top:
             doc = -neg
             handler = self.handlers[doc]
-            joint = _pair_score(handler, self._fields[doc], own, pairs, raw_query)
+            joint = _pair_score(self._joint(doc), self._fields[doc], own, pairs, raw_query)
             joint += INTENT_WEIGHT * _operation_intent(handler.coordinate.operation, spoken)
             if question and handler.read_only:
                 joint += QUESTION_WEIGHT
@@ -481,27 +492,43 @@ class SearchIndex:
         return fused
 
 
-def _pair_score(handler: Handler, fields: Sequence[Sequence[str]], own: Sequence[str], pairs: set[tuple[str, str]],
+@dataclass(frozen=True, slots=True)
+class _Joint:
+    """What `_pair_score` reads of one document, built on its first rerank and kept: the terms of its text,
+    the word pairs in it, the terms naming its operation and entity, and its coordinate's spellings."""
+
+    present: frozenset[str]
+    pairs: frozenset[tuple[str, str]]
+    names: frozenset[str]
+    spelled: tuple[str, ...]
+
+    @classmethod
+    def of(cls, handler: Handler, fields: Sequence[Sequence[str]]) -> _Joint:
+        c = handler.coordinate
+        # An exact mention: the whole coordinate, "entity operation", or a several-word operation name.
+        spelled = [split_words(c.path), split_words(f"{c.entity} {c.operation}"), split_words(c.operation)]
+        return cls(frozenset(t for f in fields for t in f), frozenset(p for f in fields for p in pairwise(f)),
+                   frozenset(fields[0]) | frozenset(fields[1]),
+                   tuple(f" {' '.join(w)} " for w in spelled if len(w) > 1))
+
+
+def _pair_score(joint: _Joint, fields: Sequence[Sequence[str]], own: Sequence[str], pairs: set[tuple[str, str]],
                 raw_query: str) -> float:
     """Joint features of one (query, handler) pair, each in [0, 1] before its weight; synonyms were
     already weighed by the first pass, so here only the query's own words count (coverage excepted)."""
-    c = handler.coordinate
-    present = {t for f in fields for t in f}
+    present = joint.present
     # Coverage: a query word counts when it, or one of its synonyms, is in the handler's text.
-    covered = [t for t in own if t in present or any(s in present for s in SYNONYMS.get(t, ()))]
+    covered = [t for t in own if t in present or not SYNONYMS.get(t, frozenset()).isdisjoint(present)]
     coverage = len(covered) / len(own)
-    doc_pairs = {p for f in fields for p in pairwise(f)}
-    pair_score = (len(pairs & doc_pairs) / len(pairs)) if pairs else 0.0
-    name_terms = set(fields[0]) | set(fields[1])
+    pair_score = (len(pairs & joint.pairs) / len(pairs)) if pairs else 0.0
+    name_terms = joint.names
     # A query word naming the operation or entity counts fully; one whose synonym does, half: a request
     # phrased in the caller's own words ("scrap the compressor") still points at `asset/retire`.
-    name_score = sum(1.0 if t in name_terms else 0.5 if any(s in name_terms for s in SYNONYMS.get(t, ())) else 0.0
-                     for t in own) / len(own)
+    name_score = sum(1.0 if t in name_terms else 0.5 if not SYNONYMS.get(t, frozenset()).isdisjoint(name_terms)
+                     else 0.0 for t in own) / len(own)
     proximity = max((_proximity(f, set(covered)) for f in fields[4:6]), default=0.0)
-    # An exact mention: the whole coordinate, "entity operation", or a several-word operation name.
-    spelled = [split_words(c.path), split_words(f"{c.entity} {c.operation}"), split_words(c.operation)]
     padded = f" {raw_query} "
-    exact = 1.0 if any(len(w) > 1 and f" {' '.join(w)} " in padded for w in spelled) else 0.0
+    exact = 1.0 if any(w in padded for w in joint.spelled) else 0.0
     return 0.8 * coverage + 0.5 * pair_score + 0.4 * name_score + 0.3 * proximity + 1.5 * exact
 
 
