@@ -55,7 +55,7 @@ from bench.harness import write_result
 from prism.registry import Registry, semantic
 from prism.registry.capability import find
 from prism.registry.registry import build_registry
-from prism.registry.search import index_for, terms, warm
+from prism.registry.search import index_for, terms
 
 TASKS = Path(__file__).with_name("search_blind_tune.json")
 SHOWN = 10  # results asked for, as an agent would; R@5, MRR and NDCG@10 look no deeper
@@ -188,12 +188,13 @@ def main() -> None:
         sys.exit(f"tasks name coordinates that do not exist: {missing}")
     if args.lexical:
         semantic.AVAILABLE = False
+    # The first search of a fresh process pays for the index, the model and the handler embeddings.
     started = time.perf_counter()
-    warm([registry], embeddings=True)
-    warm_seconds = time.perf_counter() - started
+    answer(registry, tasks[0]["query"])
+    first_call = time.perf_counter() - started
     summary, details = evaluate(registry, tasks)
     summary["handlers"] = len(registry)
-    summary["index_build_s"] = round(warm_seconds, 2)
+    summary["first_call_s"] = round(first_call, 2)
     summary["model"] = semantic.MODEL if semantic.AVAILABLE else None
     print(f"{args.tasks.name}: {len(tasks)} tasks ({summary['matchable']} matchable, {summary['none']} with no "
           f"matching handler), {len(registry)} handlers, ranker {'/'.join(summary['rankers'])}"
@@ -206,7 +207,8 @@ def main() -> None:
           f"matchable tasks flagged {summary['matchable_flagged']:.3f}; safe-ordering violations "
           f"{summary['safe_ordering_violations']} {summary['violations']}; latency p50 "
           f"{summary['latency_ms']['p50']} ms, max {summary['latency_ms']['max']} ms (CPU p50 "
-          f"{summary['latency_ms']['cpu_p50']} ms, max {summary['latency_ms']['cpu_max']} ms)")
+          f"{summary['latency_ms']['cpu_p50']} ms, max {summary['latency_ms']['cpu_max']} ms); first call "
+          f"(index, model and embeddings built) {summary['first_call_s']} s")
     misses = [d for d in details
               if (d["kind"] != "none" and d["rank"] != 1) or (d["kind"] == "none" and not d["no_match"])]
     for d in misses[:args.show]:
