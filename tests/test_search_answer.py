@@ -84,6 +84,12 @@ def test_a_request_of_several_acts_gets_its_steps_in_order(registry: Registry) -
     assert [s.handler.path for s in found.plan][:1] == ["workflow_action/finance/purchase_order/receive"]
     assert len(found.plan) >= 2 and found.hits[0].handler.path == found.plan[0].handler.path
     assert first(registry, "show me spare part 42").plan == []
+    # A clause that only tells ("the pump is dead") is no step; a conditional's act follows its comma.
+    told = first(registry, "The old pump is dead, we moved off it. Mark purchase order 4402 received")
+    assert told.plan == [] and told.hits[0].handler.path == "workflow_action/finance/purchase_order/receive"
+    checked = first(registry, "Check how much mission 7 has spent; if it's over $300, cancel it")
+    assert [s.handler.path for s in checked.plan] == ["mission_control/missions/mission/read",
+                                                      "mission_control/missions/mission/cancel"]
 
 
 def test_the_ranker_says_whether_the_model_ran(registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from prism.registry.model import Handler
-from prism.registry.search import SEMANTIC_RERANK, Hit, SearchIndex, split_words, stem, terms
+from prism.registry.search import SEMANTIC_RERANK, SYNONYMS, Hit, SearchIndex, split_words, stem, terms
 
 if TYPE_CHECKING:
     import numpy as np
@@ -65,6 +65,19 @@ _CLAUSES = re.compile(r"\s*(?:;|,?\s+and then\s+|,?\s+then\s+|\s[-\u2013\u2014]+
                       r"|,?\s+and\s+(?:also\s+)?(?=(?:please\s+)?[a-z]+\s))\s*", re.IGNORECASE)
 # A clause needs this many terms of its own to be searched apart.
 CLAUSE_MIN_TERMS = 2
+# A clause is a step only when it asks for an act: it opens with a verb an operation starts with (or one of
+# its synonyms), or with one of these everyday imperatives. "Contractor replaced three windows — change line
+# 77321" tells, then asks: only its second clause is a step.
+IMPERATIVES = frozenset(stem(w) for w in (
+    "put make leave add see show tell give set take get pull find check look send move mark note log open "
+    "close start stop run fix change pay book enter post order let ping confirm draft copy issue shut turn "
+    "switch flip hold keep pick bring drop clear cut fill write call ask remind share attach link").split())
+# Words by which a clause points back at the previous clause's record ("then resolve it").
+_POINTERS = frozenset({"it", "them", "that", "this", "those", "these"})
+# A conditional opening ("if it's over $300, cancel it") is no act: the act follows its comma.
+CONDITIONALS = frozenset({"if", "when", "once", "unless", "after", "before", "should"})
+# Words that may come before the verb of an imperative clause.
+_LEADING = frozenset({"please", "now", "also", "then", "and", "just", "so", "can", "you", "could"})
 
 # The logistic model of `confidence`: intercept, then the weights of (coverage, known, cosine, relative
 # score, first result). Fitted on the tuning tasks (bench/search_calibrate.py), one set per ranker: without
@@ -168,6 +181,24 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
     return scored, ranker
 
 
+def _same_entity(handler: Handler, accept: Callable[[Handler], bool] | None) -> Callable[[Handler], bool]:
+    app, entity = handler.coordinate.app, handler.coordinate.entity
+    return lambda h: (h.coordinate.app == app and h.coordinate.entity == entity
+                      and (accept is None or accept(h)))
+
+
+def _asks_an_act(index: SearchIndex, clause: str) -> bool:
+    opening = split_words(clause)[:1]
+    if opening and opening[0] in CONDITIONALS and "," in clause:
+        clause = clause.split(",", 1)[1]
+    words = [w for w in split_words(clause) if w not in _LEADING]
+    if not words:
+        return False
+    verb = stem(words[0])
+    return (verb in index.operation_verbs or verb in IMPERATIVES
+            or not SYNONYMS.get(verb, frozenset()).isdisjoint(index.operation_verbs))
+
+
 def clauses(query: str) -> list[str]:
     """The request's clauses, in order, when it reads as several acts; one element otherwise."""
     parts = [p.strip(" ,.") for p in _CLAUSES.split(query)]
@@ -182,8 +213,17 @@ def _plan(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, reran
         return []
     steps: list[Scored] = []
     for part in parts:
-        hits, _ = _ordered(index, part, visible, limit=1, rerank=rerank, accept=accept,
-                              asked=asks_irreversible(split_words(part)))
+        if not _asks_an_act(index, part):
+            continue
+        asked = asks_irreversible(split_words(part))
+        hits: list[Scored] = []
+        if steps and not _POINTERS.isdisjoint(split_words(part)):
+            # "..., cancel it": the clause points back at the previous step's record; its entity's handlers
+            # answer first, if one does confidently.
+            hits, _ = _ordered(index, part, visible, limit=1, rerank=rerank,
+                               accept=_same_entity(steps[-1].handler, accept), asked=asked)
+        if not hits or hits[0].confidence < NO_MATCH_BELOW:
+            hits, _ = _ordered(index, part, visible, limit=1, rerank=rerank, accept=accept, asked=asked)
         if not hits or hits[0].confidence < NO_MATCH_BELOW:
             continue  # a clause that finds nothing confidently ("12,480 h", "record both") is no step
         if all(s.handler.path != hits[0].handler.path for s in steps):

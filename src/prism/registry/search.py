@@ -266,6 +266,10 @@ class SearchIndex:
         # the tuple is kept alive next to its mask so its id cannot be reused while cached.
         self._masks: dict[int, tuple[tuple[Handler, ...], bytearray]] = {}
         self._doc_of = {h.path: i for i, h in enumerate(self.handlers)}
+        # The verbs operations start with (`mark` of `markDown`, `generate`, `list`), stemmed: a clause that
+        # opens with one, or a synonym, asks for an act.
+        self.operation_verbs = frozenset(words[0] for h in self.handlers
+                                         if (words := tuple(stem(w) for w in split_words(h.coordinate.operation))))
         self._concepts: dict[str, dict[int, float]] = {}
         self._joints: dict[int, _Joint] = {}
         # Handler embeddings: built on the first semantic rerank (or by warm), not with the lexical index.
