@@ -5,8 +5,9 @@ an honest "nothing fits", safe ordering and, for a request of several acts, an o
 
 - **Confidence** (`confidence`): the probability that a result is a right answer, from features that mean
   the same for every request — how much of the request the handler's text accounts for (idf-weighted
-  coverage), how many of the request's words any handler knows at all, the embedding's cosine (when the
-  model is installed) and the result's score relative to the first. A logistic model over them was fitted on
+  coverage, and the same in absolute terms), how many of the request's words any handler knows at all, the
+  embedding's cosine (when the model is installed), the result's score relative to the first, and first
+  place. A logistic model over them was fitted on
   the tuning part of the blind tasks (bench/search_calibrate.py); the coefficients are below. Scores differ
   in scale from one request to the next; confidences do not, so one threshold serves every request.
 - **Nothing fits** (`no_match`): the first result's confidence is below NO_MATCH_BELOW. The results are still
@@ -20,8 +21,8 @@ an honest "nothing fits", safe ordering and, for a request of several acts, an o
   are two or more; the plan's first step then comes first in the results (putting every step first ranked
   the tuning tasks slightly worse: the whole request's ranking places later steps well already).
 
-Everything here is general: verb lists of irreversible acts and of clause boundaries, and five
-coefficients per ranker. None of it names a handler or a word of a tuning request.
+Everything here is general: verb lists of irreversible acts, of imperatives and of clause boundaries, and
+seven coefficients per ranker. None of it names a handler or a word of a tuning request.
 """
 
 from __future__ import annotations
@@ -80,13 +81,13 @@ CONDITIONALS = frozenset({"if", "when", "once", "unless", "after", "before", "sh
 _LEADING = frozenset({"please", "now", "also", "then", "and", "just", "so", "can", "you", "could"})
 
 # The logistic model of `confidence`: intercept, then the weights of (coverage, known, cosine, relative
-# score, first result). Fitted on the tuning tasks (bench/search_calibrate.py), one set per ranker: without
-# the model there is no cosine.
+# score, first result, matched mass). Fitted on the tuning tasks (bench/search_calibrate.py), one set per
+# ranker: without the model there is no cosine.
 CALIBRATION: dict[bool, tuple[float, ...]] = {
-    True: (-7.29, 2.26, 1.12, 1.86, 4.28, 1.04),
-    False: (-6.65, 4.00, 0.91, 0.00, 3.70, 1.42),
+    True: (-7.58, -0.46, 1.15, 1.33, 3.98, 0.97, 1.07),
+    False: (-7.14, 0.72, 0.95, 0.00, 3.43, 1.32, 1.18),
 }
-NO_MATCH_BELOW = 0.3
+NO_MATCH_BELOW = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,13 +124,16 @@ def asks_irreversible(words: Sequence[str]) -> bool:
     return False
 
 
-def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: float, best: float,
+def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: float, mass: float, best: float,
              cosines: np.ndarray | None, first: bool) -> tuple[float, ...]:
+    """(coverage, known, cosine, relative score, first place, matched mass): see the module's docstring.
+    `mass` is the request's words' idf in units of the rarest possible word: coverage times it says how much
+    the handler matched in absolute terms (two rare words said outweigh one common word said)."""
     doc = index.document(hit.handler)
     coverage = 0.0 if doc is None else index.coverage(doc, query_terms)
     cosine = 0.0 if cosines is None or doc is None else float(cosines[doc])
     relative = hit.score / best if best > 0 else 0.0
-    return coverage, known, cosine, relative, 1.0 if first else 0.0
+    return coverage, known, cosine, relative, 1.0 if first else 0.0, coverage * mass
 
 
 def calibrated(values: Sequence[float], with_model: bool) -> float:
@@ -173,10 +177,11 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
             hits = [hits[safe], *hits[:safe], *hits[safe + 1:]]
     with_model = ranker == SEMANTIC_RERANK and cosines is not None
     known = index.known(query_terms)
+    mass = sum(index.idf.get(t, index.unknown_idf) for t in query_terms) / index.unknown_idf
     best = max(h.score for h in hits)
     scored = []
     for i, h in enumerate(hits):
-        values = features(index, h, query_terms, known, best, cosines, i == 0)
+        values = features(index, h, query_terms, known, mass, best, cosines, i == 0)
         scored.append(Scored(h.handler, h.score, calibrated(values, with_model), values))
     return scored, ranker
 
