@@ -11,7 +11,9 @@ import httpx
 import pytest
 
 from prism.registry import semantic
+from prism.registry.answer import filled
 from prism.registry.capability import asks_irreversible, find, irreversible
+from prism.registry.introspect import recipe
 from prism.registry.registry import Registry, build_registry
 from prism.registry.search import LEXICAL_RERANK, SEMANTIC_RERANK, index_for, split_words
 from prism.storage import Database
@@ -139,3 +141,14 @@ async def test_prism_search_shows_a_viewer_only_what_it_may_call_and_refuses_a_b
     assert blank.status_code == 400 and blank.json()["error"] == "invalid_arguments", blank.text
     unknown = await client.post(CANONICAL, headers=ws.headers(), json={"query": "parts", "app": "nope"})
     assert unknown.status_code in (400, 404, 422) and unknown.json()["success"] is False, unknown.text
+
+
+def test_a_recipe_takes_the_requests_one_record_number_and_one_email(registry: Registry) -> None:
+    handler = registry.get_path("workflow_action/itsm/ticket/assign")
+    assert handler is not None
+    call = filled(recipe(handler), handler.schema, "give ticket #5520 to raj.patel@example.com")
+    assert call["http"]["body"]["arguments"] == {"id": "5520", "assignee_email": "raj.patel@example.com"}
+    assert call["fill"] == [] and call["sandbox"]["body"]["arguments"] == call["http"]["body"]
+    # Two numbers: which one is the ticket is not said, so the identifier stays a placeholder.
+    unsure = filled(recipe(handler), handler.schema, "give ticket 5520 or 5521 to raj.patel@example.com")
+    assert unsure["fill"] == ["id"] and unsure["http"]["body"]["arguments"]["id"] == "<id>"
