@@ -174,6 +174,27 @@ def evaluate(registry: Registry, tasks: list[dict[str, Any]]) -> tuple[dict[str,
     return summary, details
 
 
+def check(tasks: list[dict[str, Any]]) -> list[str]:
+    """What in the task list does not have the shape the metrics read (see the module docstring)."""
+    problems = []
+    ids = [t.get("id") for t in tasks]
+    if len(set(ids)) != len(ids) or None in ids:
+        problems.append("every task needs an id of its own")
+    for t in tasks:
+        name = t.get("id", t.get("query"))
+        if not isinstance(t.get("query"), str) or not t["query"].strip():
+            problems.append(f"{name}: no query")
+        if t.get("kind") not in ("single", "multi", "none"):
+            problems.append(f"{name}: kind must be single, multi or none")
+        if not isinstance(t.get("relevant"), dict) or (t.get("kind") != "none") != bool(t.get("relevant")):
+            problems.append(f"{name}: relevant must name handlers exactly when the task is matchable")
+        if t.get("kind") == "multi" and not t.get("steps"):
+            problems.append(f"{name}: a multi-step task needs its steps")
+        if not isinstance(t.get("asks_destructive"), bool):
+            problems.append(f"{name}: asks_destructive must be true or false")
+    return problems
+
+
 def main() -> None:
     args = parse_args()
     tasks: list[dict[str, Any]] = json.loads(args.tasks.read_text())["tasks"]
@@ -182,6 +203,9 @@ def main() -> None:
         os.environ["PRISM_BENCH_HANDLERS"] = str(args.synthetic)
         from bench.synthetic_app import specs
         extra = specs().split(",")
+    problems = check(tasks)
+    if problems:
+        sys.exit("the task file does not have the expected shape:\n  " + "\n  ".join(problems[:20]))
     registry = build_registry(extra)
     missing = sorted({p for t in tasks for p in [*t["relevant"], *t.get("steps", ())] if registry.get_path(p) is None})
     if missing:
