@@ -83,7 +83,7 @@ async def test_default_dimension_lists_usable_mega_tools_out_of_thirteen(client:
     assert {"entity_crud", "report_query"} <= set(by_name) <= set(MEGA_TOOLS)
     assert by_name["entity_crud"]["tool"] == "prism_entity_crud"
     assert all(m["handlers"] > 0 for m in body["mega_tools"])
-    assert {t["name"] for t in body["utility_tools"]} == {"prism_whoami", "prism_introspect"}
+    assert {t["name"] for t in body["utility_tools"]} == {"prism_whoami", "prism_introspect", "prism_search"}
 
 
 async def test_tree_dimensions_narrow_level_by_level(client: httpx.AsyncClient, ws: Workspace) -> None:

@@ -104,6 +104,24 @@ async def test_the_sdk_client_lists_every_page_and_calls_a_read_a_write_and_a_re
         assert refused.is_error is True and text_of(refused)["error"] == "permission_denied"
 
 
+async def test_the_sdk_client_finds_a_handler_with_prism_search_and_calls_its_recipe_next(
+        servers: Pair, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("member",))
+    async with sdk_client(servers.first.base_url + PATH, ws.keys["member"], "auto") as client:
+        assert "prism_search" in {t.name for t in await every_tool(client)}
+        created = await client.call_tool("prism_entity_crud", {
+            "app": "spare_parts", "entity": "spare_part", "operation": "create",
+            "arguments": {"sku": "SDK-SEARCH", "name": "Found by search"}})
+        part = text_of(created)["data"]
+        found = await client.call_tool("prism_search", {"query": f"show me spare part {part['id']}", "limit": 3})
+        assert found.is_error is False
+        best = text_of(found)["data"]["results"][0]
+        assert best["coordinate"] == "entity_crud/spare_parts/spare_part/read" and best["recipe"]["fill"] == []
+        assert best["parameters"]["required"] == ["id"]
+        read = await client.call_tool(best["recipe"]["tool"], best["recipe"]["http"]["body"])
+        assert read.is_error is False and text_of(read)["data"]["sku"] == "SDK-SEARCH"
+
+
 async def test_keys_of_two_tenants_see_their_own_tools_and_data_through_the_sdk(
         servers: Pair, factory: Factory) -> None:
     a = await factory.workspace(roles=("owner",))
@@ -287,3 +305,8 @@ async def test_the_inspector_cli_lists_and_calls_tools_and_exits_5_on_a_refused_
                                       "operation=create", 'arguments={"sku": "X", "name": "Viewer"}')
     assert refused.returncode == 5, refused.stdout + refused.stderr
     assert "permission_denied" in refused.stdout
+    searched = await asyncio.to_thread(run_inspector, url, key, "--method", "tools/call", "--tool-name",
+                                       "prism_search", "--tool-arg", "query=which spare parts do we stock?")
+    assert searched.returncode == 0, searched.stderr
+    answer = json.loads(json.loads(searched.stdout)["content"][0]["text"])["data"]
+    assert answer["results"][0]["coordinate"].startswith("entity_crud/spare_parts/spare_part/")

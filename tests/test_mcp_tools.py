@@ -38,8 +38,8 @@ async def call_tool(client: httpx.AsyncClient, ws: Workspace, name: str, argumen
 async def test_every_listed_tool_has_a_title_schema_and_hints(client: httpx.AsyncClient, factory: Factory) -> None:
     ws = await factory.workspace()
     tools = {t["name"]: t for t in await list_all(client, ws)}
-    assert {"prism_entity_crud", "prism_report_query", "prism_whoami", "prism_introspect"} <= set(tools)
-    assert len(tools) <= ALL_MEGA_TOOL_DOORS + 2
+    assert {"prism_entity_crud", "prism_report_query", "prism_whoami", "prism_introspect", "prism_search"} <= set(tools)
+    assert len(tools) <= ALL_MEGA_TOOL_DOORS + 3
     for tool in tools.values():
         assert tool["title"] and tool["description"] and tool["inputSchema"]["type"] == "object"
         assert set(tool["annotations"]) >= {"readOnlyHint", "destructiveHint"}

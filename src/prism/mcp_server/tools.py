@@ -42,6 +42,7 @@ TITLES = {
     "knowledge_query": "Knowledge base",
     "prism_whoami": "Who am I",
     "prism_introspect": "Explore Prism",
+    "prism_search": "Find the handler for a task",
 }
 
 

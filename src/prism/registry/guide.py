@@ -39,8 +39,9 @@ OVERVIEW: list[Section] = [
     ("The tree",
      "Handlers form a tree: mega-tool → app → entity → operation, for example "
      "entity_crud/spare_parts/spare_part/list. There are 13 mega-tools; on the wire each is the tool "
-     "prism_<mega_tool> (prism_entity_crud, prism_report_query, ...). The utility tools prism_whoami and "
-     "prism_introspect take flat parameters."),
+     "prism_<mega_tool> (prism_entity_crud, prism_report_query, ...). The utility tools prism_whoami, "
+     "prism_introspect and prism_search take flat parameters; prism_search {query} answers which handler does "
+     "a task, with its argument schema and a ready call."),
     ("The doors",
      "POST /api/mcp/tools/prism_<mega_tool>/ with {app, entity, operation, arguments} answers the envelope "
      "{success, data | error, message, tool_name}. POST /prism/{mega_tool}/{app}/{entity}/{operation} takes "

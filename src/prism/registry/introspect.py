@@ -16,12 +16,13 @@ from pydantic import Field, field_validator
 from prism.apps.params import Params
 from prism.auth.context import AuthContext
 from prism.errors import InvalidArguments, NotFound, ToolNotFound
+from prism.registry.answer import SearchParams, capability_answer
 from prism.registry.guide import guide
 from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, MEGA_TOOLS, SCOPE_OF_CLASS, tool_name
 from prism.registry.model import Handler
 from prism.registry.paths import Tree, TreeView, capability_path, tree_view
 from prism.registry.registry import Registry
-from prism.registry.search import index_for, split_words
+from prism.registry.search import split_words
 from prism.registry.visibility import visible_handlers
 
 Dimension = Literal["mega_tools", "apps", "entities", "operations", "schema", "stats", "handlers",
@@ -38,8 +39,9 @@ class IntrospectParams(Params):
     entity: str | None = Field(None, max_length=64, description="Narrow to one entity.")
     operation: str | None = Field(None, max_length=255, description="The operation (schema); a full path works.")
     query: str | None = Field(None, max_length=500, description="Plain-language task (capability_search).")
-    rerank: bool = Field(False, description="capability_search: add a finer ranking pass (semantic when "
-                                            "installed; `ranker` in the answer says which ran).")
+    rerank: bool = Field(True, description="capability_search: the finer ranking pass (semantic, with the "
+                                           "embedding model; `ranker` in the answer says which ran); false for "
+                                           "the first pass alone.")
     from_node: str | None = Field(None, max_length=255, description="capability_path: where to start.")
     to_node: str | None = Field(None, max_length=255, description="capability_path: where to arrive.")
     topic: str | None = Field(None, max_length=64, description="guide: the topic; none for the overview.")
@@ -344,17 +346,16 @@ _TREE_DIMENSIONS: dict[str, Dim] = {
 def _capability_search(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[str, Any]:
     query = _required(p, "query").strip()
     _check_filters(view, p)
-    hits, ranker = index_for(registry).ranked(query, view.handlers, limit=p.limit, rerank=p.rerank,
-                                              accept=_accept(p))
-    results = []
-    for rank, hit in enumerate(hits, start=1):
-        h = hit.handler
-        c = h.coordinate
-        results.append({"rank": rank, "coordinate": c.path,
-                        "parts": {"mega_tool": c.mega_tool, "app": c.app, "entity": c.entity,
-                                  "operation": c.operation},
-                        "score": round(hit.score, 4), "description": h.description,
-                        "required_permission": h.permission, "required_scope": SCOPE_OF_CLASS[h.scope],
-                        "read_only": h.read_only, "destructive": h.destructive, "recipe": recipe(h)})
-    return {"dimension": "capability_search", "query": query, "filters": _filters(p), "rerank": p.rerank,
-            "ranker": ranker, "count": len(results), "results": results}
+    answer = capability_answer(registry, view.handlers, query, limit=p.limit, rerank=p.rerank, accept=_accept(p),
+                               with_schemas=False, recipe=recipe)
+    return {"dimension": "capability_search", "query": query, "filters": _filters(p), "rerank": p.rerank, **answer}
+
+
+def search_answer(registry: Registry, auth: AuthContext, p: SearchParams) -> dict[str, Any]:
+    """`prism_search`: capability search with each result's argument schema and a filled recipe."""
+    view = tree_view(registry, visible_handlers(registry, auth))
+    narrowing = IntrospectParams(dimension="capability_search", query=p.query, mega_tool=p.mega_tool, app=p.app,
+                                 entity=p.entity)
+    _check_filters(view, narrowing)
+    return capability_answer(registry, view.handlers, p.query, limit=p.limit, rerank=True,
+                             accept=_accept(narrowing), with_schemas=True, recipe=recipe)

@@ -23,11 +23,15 @@ MEGA_TOOLS: dict[str, str] = {
 LEGACY_TOOLS: dict[str, str] = {
     "prism_whoami": "Who is calling: the key, its user, organization, tenant and scopes.",
     "prism_introspect": "Explore the handler tree: mega-tools, apps, entities, operations, schemas, search.",
+    "prism_search": "Which handler does this? Give a plain-language request; get the best handlers with their "
+                    "confidence, argument schemas and ready calls, an ordered plan for several steps, and "
+                    "no_match when nothing fits.",
 }
 # Legacy tools take flat parameters; each is bound to one handler (by path), which does the work.
 LEGACY_BINDINGS: dict[str, str] = {
     "prism_whoami": "report_query/core/caller/whoami",
     "prism_introspect": "report_query/core/registry/introspect",
+    "prism_search": "report_query/core/registry/search",
 }
 
 TOOL_PREFIX = "prism_"

@@ -34,16 +34,22 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
+from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
 from prism.registry import semantic
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
 
+if TYPE_CHECKING:
+    import numpy as np
+
 K1 = 1.2
 B = 0.75
 SYNONYM_WEIGHT = 0.4
 RERANK_POOL = 50
+# Documents whose rerank features (`_Joint`) are kept between queries.
+JOINT_CACHE = 1024
 # How much the joint (query, handler) features of the lexical rerank count against the first-pass score,
 # relative to the best: chosen on the tuning tasks only (bench/search_eval.py), as are the two below.
 PAIR_WEIGHT = 0.5
@@ -248,6 +254,9 @@ class SearchIndex:
                 doc_freq[t] = doc_freq.get(t, 0) + 1
         n = self.size
         idf = {t: math.log(1.0 + (n - df + 0.5) / (df + 0.5)) for t, df in doc_freq.items()}
+        self.idf = idf
+        # What a word no handler uses weighs: as much as the rarest word could (document frequency 0).
+        self.unknown_idf = math.log(1.0 + (n + 0.5) / 0.5)
         self.postings: dict[str, dict[int, float]] = {}
         for doc, (tf, length) in enumerate(zip(frequencies, lengths, strict=True)):
             norm = K1 * (1.0 - B + B * length / average)
@@ -257,7 +266,12 @@ class SearchIndex:
         # the tuple is kept alive next to its mask so its id cannot be reused while cached.
         self._masks: dict[int, tuple[tuple[Handler, ...], bytearray]] = {}
         self._doc_of = {h.path: i for i, h in enumerate(self.handlers)}
+        # The verbs operations start with (`mark` of `markDown`, `generate`, `list`), stemmed: a clause that
+        # opens with one, or a synonym, asks for an act.
+        self.operation_verbs = frozenset(words[0] for h in self.handlers
+                                         if (words := tuple(stem(w) for w in split_words(h.coordinate.operation))))
         self._concepts: dict[str, dict[int, float]] = {}
+        self._joints: dict[int, _Joint] = {}
         # Handler embeddings: built on the first semantic rerank (or by warm), not with the lexical index.
         self._semantic: semantic.SemanticIndex | None = None
         self._semantic_lock = threading.Lock()
@@ -295,8 +309,11 @@ class SearchIndex:
         return self.ranked(query, visible, limit=limit, rerank=rerank, accept=accept)[0]
 
     def ranked(self, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool = False,
-               accept: Callable[[Handler], bool] | None = None) -> tuple[list[Hit], str]:
-        """The hits and the name of the ranker that produced them (FIRST_PASS or one of the reranks)."""
+               accept: Callable[[Handler], bool] | None = None,
+               cosines: np.ndarray | None = None) -> tuple[list[Hit], str]:
+        """The hits and the name of the ranker that produced them (FIRST_PASS or one of the reranks).
+
+        `cosines`: the query's embedding scores, when the caller has them already (see `cosines`)."""
         own = list(dict.fromkeys(terms(query)))
         shape = QueryShape.of(split_words(query))
         top = self._first_pass(own, shape, visible, max(limit, RERANK_POOL) if rerank else limit, accept)
@@ -307,7 +324,49 @@ class SearchIndex:
             return self._hits(self._rerank(query, own, shape, top))[:limit], LEXICAL_RERANK
         if not own:  # nothing but stop words: nothing to look for, in any sense
             return [], SEMANTIC_RERANK
-        return self._hits(self._hybrid(query, own, shape, top, embeddings, visible, accept))[:limit], SEMANTIC_RERANK
+        return (self._hits(self._hybrid(query, own, shape, top, embeddings, visible, accept, cosines))[:limit],
+                SEMANTIC_RERANK)
+
+    def cosines(self, query: str) -> np.ndarray | None:
+        """The query's cosine with every handler (document order); None without the model or tokens."""
+        embeddings = self.embeddings()
+        return None if embeddings is None else embeddings.scores(query)
+
+    def coverage(self, doc: int, query_terms: Sequence[str]) -> float:
+        """The idf-weighted share of the query's terms the handler's text says, itself or by a synonym
+        (at SYNONYM_WEIGHT): how much of the request this handler accounts for, comparable across requests."""
+        present = self._joint(doc).present
+        said = total = 0.0
+        for t in query_terms:
+            weight = self.idf.get(t, self.unknown_idf)
+            total += weight
+            if t in present:
+                said += weight
+            elif not SYNONYMS.get(t, frozenset()).isdisjoint(present):
+                said += SYNONYM_WEIGHT * weight
+        return said / total if total else 0.0
+
+    def known(self, query_terms: Sequence[str]) -> float:
+        """The idf-weighted share of the query's terms that some handler uses, itself or by a synonym: a
+        request in words no handler knows ("flight", "payroll") is about something else."""
+        said = total = 0.0
+        for t in query_terms:
+            weight = self.idf.get(t, self.unknown_idf)
+            total += weight
+            if t in self.idf or any(s in self.idf for s in SYNONYMS.get(t, ())):
+                said += weight
+        return said / total if total else 0.0
+
+    def _joint(self, doc: int) -> _Joint:
+        joint = self._joints.get(doc)
+        if joint is None:
+            if len(self._joints) >= JOINT_CACHE:  # bounded: a few MB, not a copy of every document
+                self._joints.clear()
+            joint = self._joints[doc] = _Joint.of(self.handlers[doc], self._fields[doc])
+        return joint
+
+    def document(self, handler: Handler) -> int | None:
+        return self._doc_of.get(handler.path)
 
     def concept_postings(self, term: str, exclude: Sequence[str] = ()) -> dict[int, float]:
         """`term` and its synonyms (at SYNONYM_WEIGHT) as one concept: each document's best match.
@@ -400,7 +459,7 @@ class SearchIndex:
         for s, neg in top:
             doc = -neg
             handler = self.handlers[doc]
-            joint = _pair_score(handler, self._fields[doc], own, pairs, raw_query)
+            joint = _pair_score(self._joint(doc), self._fields[doc], own, pairs, raw_query)
             joint += INTENT_WEIGHT * _operation_intent(handler.coordinate.operation, spoken)
             if question and handler.read_only:
                 joint += QUESTION_WEIGHT
@@ -412,10 +471,11 @@ class SearchIndex:
 
     def _hybrid(self, query: str, own: Sequence[str], shape: QueryShape, top: list[tuple[float, int]],
                 embeddings: semantic.SemanticIndex, visible: tuple[Handler, ...],
-                accept: Callable[[Handler], bool] | None) -> list[tuple[float, int]]:
+                accept: Callable[[Handler], bool] | None, cosines: np.ndarray | None) -> list[tuple[float, int]]:
         """Lexical rerank fused with the embedding: candidates from both, one weighted score."""
         lexical = self._rerank(query, own, shape, top)
-        cosines = embeddings.scores(query)
+        if cosines is None:
+            cosines = embeddings.scores(query)
         if cosines is None:
             return lexical
         handlers = self.handlers
@@ -436,27 +496,43 @@ class SearchIndex:
         return fused
 
 
-def _pair_score(handler: Handler, fields: Sequence[Sequence[str]], own: Sequence[str], pairs: set[tuple[str, str]],
+@dataclass(frozen=True, slots=True)
+class _Joint:
+    """What `_pair_score` reads of one document, built on its first rerank and kept: the terms of its text,
+    the word pairs in it, the terms naming its operation and entity, and its coordinate's spellings."""
+
+    present: frozenset[str]
+    pairs: frozenset[tuple[str, str]]
+    names: frozenset[str]
+    spelled: tuple[str, ...]
+
+    @classmethod
+    def of(cls, handler: Handler, fields: Sequence[Sequence[str]]) -> _Joint:
+        c = handler.coordinate
+        # An exact mention: the whole coordinate, "entity operation", or a several-word operation name.
+        spelled = [split_words(c.path), split_words(f"{c.entity} {c.operation}"), split_words(c.operation)]
+        return cls(frozenset(t for f in fields for t in f), frozenset(p for f in fields for p in pairwise(f)),
+                   frozenset(fields[0]) | frozenset(fields[1]),
+                   tuple(f" {' '.join(w)} " for w in spelled if len(w) > 1))
+
+
+def _pair_score(joint: _Joint, fields: Sequence[Sequence[str]], own: Sequence[str], pairs: set[tuple[str, str]],
                 raw_query: str) -> float:
     """Joint features of one (query, handler) pair, each in [0, 1] before its weight; synonyms were
     already weighed by the first pass, so here only the query's own words count (coverage excepted)."""
-    c = handler.coordinate
-    present = {t for f in fields for t in f}
+    present = joint.present
     # Coverage: a query word counts when it, or one of its synonyms, is in the handler's text.
-    covered = [t for t in own if t in present or any(s in present for s in SYNONYMS.get(t, ()))]
+    covered = [t for t in own if t in present or not SYNONYMS.get(t, frozenset()).isdisjoint(present)]
     coverage = len(covered) / len(own)
-    doc_pairs = {p for f in fields for p in pairwise(f)}
-    pair_score = (len(pairs & doc_pairs) / len(pairs)) if pairs else 0.0
-    name_terms = set(fields[0]) | set(fields[1])
+    pair_score = (len(pairs & joint.pairs) / len(pairs)) if pairs else 0.0
+    name_terms = joint.names
     # A query word naming the operation or entity counts fully; one whose synonym does, half: a request
     # phrased in the caller's own words ("scrap the compressor") still points at `asset/retire`.
-    name_score = sum(1.0 if t in name_terms else 0.5 if any(s in name_terms for s in SYNONYMS.get(t, ())) else 0.0
-                     for t in own) / len(own)
+    name_score = sum(1.0 if t in name_terms else 0.5 if not SYNONYMS.get(t, frozenset()).isdisjoint(name_terms)
+                     else 0.0 for t in own) / len(own)
     proximity = max((_proximity(f, set(covered)) for f in fields[4:6]), default=0.0)
-    # An exact mention: the whole coordinate, "entity operation", or a several-word operation name.
-    spelled = [split_words(c.path), split_words(f"{c.entity} {c.operation}"), split_words(c.operation)]
     padded = f" {raw_query} "
-    exact = 1.0 if any(len(w) > 1 and f" {' '.join(w)} " in padded for w in spelled) else 0.0
+    exact = 1.0 if any(w in padded for w in joint.spelled) else 0.0
     return 0.8 * coverage + 0.5 * pair_score + 0.4 * name_score + 0.3 * proximity + 1.5 * exact
 
 

@@ -8,8 +8,9 @@ the tokenizer in a folder the wheel does not have and tries to download it. Hand
 on the registry's mean vector before they are normalised (what all handler texts share says nothing
 about any one of them), so scoring a query is one tokenisation and one matrix-vector product.
 
-It is an optional extra (`pip install prism[semantic]`). Without it — or with `AVAILABLE` switched
-off — `rerank` stays lexical, and capability_search says which ranker ran.
+WordLlama (MIT licence; 16 MB of weights and a 1.8 MB tokenizer in its wheel) is a runtime dependency, so
+the default install ranks with it. If its files cannot be loaded — or with `AVAILABLE` switched off —
+`rerank` stays lexical, and capability_search and prism_search say which ranker ran (`ranker`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ from prism.apps.params import Params
 from prism.events.catalog import API_VERSION, EVENT_TYPES
 from prism.kit.timeutil import iso
 from prism.registry import AfterCommit, HandlerApp, HandlerCall
-from prism.registry.introspect import IntrospectParams, introspect
+from prism.registry.answer import SearchParams
+from prism.registry.introspect import IntrospectParams, introspect, search_answer
 from prism.registry.search import index_for
 
 app = HandlerApp("core", description="The platform itself: identity, introspection, event registry.")
@@ -61,6 +62,31 @@ async def introspect_handler(call: HandlerCall, p: IntrospectParams) -> dict[str
 
         return AfterCommit(embed, answer)
     return introspect(call.registry, call.auth, p)
+
+
+@app.handler("report_query", "registry", "search", params=SearchParams, scope="read", permission=None,
+             description="Which handler does this? The best handlers for a plain-language request, each with its "
+             "confidence, argument schema and a ready call; an ordered plan for a request of several steps; "
+             "no_match when nothing fits.",
+             keywords=("find a tool", "which handler", "how do I", "capability search"))
+async def search_handler(call: HandlerCall, p: SearchParams) -> dict[str, Any] | AfterCommit[None]:
+    index = index_for(call.registry)
+    if index.embeddings_pending():
+        # As for introspect: the first semantic search embeds every handler on a worker thread after the call
+        # is committed; the filters are checked now, by the first pass, inside the audited call.
+        introspect(call.registry, call.auth, IntrospectParams(dimension="capability_search", query=p.query,
+                                                              mega_tool=p.mega_tool, app=p.app, entity=p.entity,
+                                                              rerank=False))
+        registry, auth = call.registry, call.auth
+
+        async def embed() -> None:
+            await asyncio.to_thread(index.embeddings)
+
+        async def answer(_call: HandlerCall, _done: None) -> dict[str, Any]:
+            return search_answer(registry, auth, p)
+
+        return AfterCommit(embed, answer)
+    return search_answer(call.registry, call.auth, p)
 
 
 @app.handler("entity_crud", "webhook_event", "list", params=WebhookEventList, scope="read",

@@ -1,0 +1,251 @@
+"""Capability search on requests written blind: R@1, R@5, MRR, NDCG@10, "nothing fits" and safe ordering.
+
+    python bench/search_blind.py [--tasks bench/search_blind_tune.json] [--lexical]
+
+The task sets were written by people who saw only the catalog (each handler's path, description and
+arguments) and a list of business situations — never the ranker, its synonym table or earlier task sets.
+Each task is a request and how the handlers answer it:
+
+- `kind`: `single` (one handler does it), `multi` (ordered `steps`, one handler each) or `none` (no handler
+  does it: flights, payroll, the weather);
+- `relevant`: `{path: grade}`, 3 the exact handler, 2 a good alternative, 1 related;
+- `asks_destructive`: whether the request asks for an irreversible act (delete, void, cancel, retire ...).
+
+The search runs on the whole registry as an owner sees it (built-in apps and installed `prism.apps`
+packages, every handler visible), through `capability.find`, what capability_search and `prism_search`
+answer with. Metrics:
+
+- R@1: the first result is right — grade 2 or 3 for a single task, the first step for a multi-step one;
+  R@5 and MRR the same, within the first 5 and by the rank of the first right result (0 beyond 10);
+- NDCG@10 with graded gains (2^grade - 1) over every relevant handler (every step of a multi-step task);
+- no-match AUC: the area under the ROC curve of the first result's confidence, matchable tasks against
+  `none` tasks (1.0: every matchable task is more confident than every unmatchable one);
+- no-match rate: the share of `none` tasks answered empty or flagged (`no_match`), and the share of
+  matchable tasks wrongly flagged;
+- safe-ordering violations: a destructive handler first (and not flagged) for a request that does not ask
+  for an irreversible act;
+- word overlap: the share of a request's words (after the index's own tokenisation: split, stop words out,
+  stemmed) found in its grade-3 handlers' own text (coordinate and description). Low overlap is what real
+  requests look like; a set with high overlap flatters a lexical ranker.
+
+`--lexical` switches the embedding model off (the ranking without the embedding model); `--synthetic 10000`
+adds 10,000 synthetic handlers whose words overlap the real ones (bench/synthetic_app.py): whether the ranking
+holds at scale, and its latency there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make `bench.*` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import write_result
+from prism.registry import Registry, semantic
+from prism.registry.capability import find
+from prism.registry.registry import build_registry
+from prism.registry.search import index_for, terms
+
+TASKS = Path(__file__).with_name("search_blind_tune.json")
+SHOWN = 10  # results asked for, as an agent would; R@5, MRR and NDCG@10 look no deeper
+
+
+@dataclass(frozen=True)
+class Answer:
+    paths: list[str]
+    destructive: list[bool]
+    confidence: float  # the first result's; 0 when there is none
+    no_match: bool
+    ranker: str
+    seconds: float  # wall time of the search
+    cpu: float  # CPU time of the thread that searched: what the search costs on a machine shared with others
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tasks", type=Path, default=TASKS)
+    p.add_argument("--lexical", action="store_true", help="switch the embedding model off")
+    p.add_argument("--show", type=int, default=0, help="print this many misses with what came first")
+    p.add_argument("--synthetic", type=int, default=0, metavar="N",
+                   help="add N synthetic handlers (bench/synthetic_app.py) as distractors: the ranking at scale")
+    return p.parse_args()
+
+
+def answer(registry: Registry, query: str) -> Answer:
+    index = index_for(registry)
+    visible = tuple(registry)
+    started, cpu = time.perf_counter(), time.thread_time()
+    found = find(index, query, visible, limit=SHOWN)
+    seconds, cpu = time.perf_counter() - started, time.thread_time() - cpu
+    hits = found.hits
+    return Answer([h.handler.path for h in hits], [h.handler.destructive for h in hits],
+                  hits[0].confidence if hits else 0.0, found.no_match or not hits, found.ranker, seconds, cpu)
+
+
+def first_right(task: dict[str, Any], paths: Sequence[str]) -> int | None:
+    """1-based rank of the first right result: a grade 2-3 handler, or a multi-step task's first step."""
+    if task["kind"] == "multi":
+        wanted = {task["steps"][0]}
+    else:
+        wanted = {p for p, g in task["relevant"].items() if g >= 2}
+    return next((i + 1 for i, p in enumerate(paths) if p in wanted), None)
+
+
+def ndcg10(task: dict[str, Any], paths: Sequence[str]) -> float:
+    grades: dict[str, int] = dict(task["relevant"])
+    for step in task.get("steps", ()):
+        grades[step] = 3
+    dcg = sum((2 ** grades.get(p, 0) - 1) / math.log2(i + 2) for i, p in enumerate(paths[:10]))
+    ideal = sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(sorted(grades.values(), reverse=True)[:10]))
+    return dcg / ideal if ideal else 0.0
+
+
+def auc(positives: Sequence[float], negatives: Sequence[float]) -> float:
+    """Mann-Whitney: the chance that a random positive scores above a random negative (ties count half)."""
+    if not positives or not negatives:
+        return float("nan")
+    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in positives for n in negatives)
+    return wins / (len(positives) * len(negatives))
+
+
+def own_text_terms(registry: Registry, path: str) -> set[str]:
+    handler = registry.get_path(path)
+    assert handler is not None
+    return set(terms(handler.coordinate.path)) | set(terms(handler.description))
+
+
+def overlap(registry: Registry, task: dict[str, Any]) -> float | None:
+    words = set(terms(task["query"]))
+    exact = [p for p, g in task["relevant"].items() if g == 3]
+    if not words or not exact:
+        return None
+    text = set().union(*(own_text_terms(registry, p) for p in exact))
+    return len(words & text) / len(words)
+
+
+def mean(values: Sequence[float]) -> float:
+    return round(statistics.fmean(values), 3) if values else float("nan")
+
+
+def evaluate(registry: Registry, tasks: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    matchable = [t for t in tasks if t["kind"] != "none"]
+    unmatchable = [t for t in tasks if t["kind"] == "none"]
+    answers = {t["id"]: answer(registry, t["query"]) for t in tasks}
+    rows: dict[str, Any] = {}
+    for name, chosen in (("all matchable", matchable), ("single", [t for t in matchable if t["kind"] == "single"]),
+                         ("multi-step", [t for t in matchable if t["kind"] == "multi"])):
+        ranks = [first_right(t, answers[t["id"]].paths) for t in chosen]
+        rows[name] = {"tasks": len(chosen), "r_at_1": mean([1.0 if r == 1 else 0.0 for r in ranks]),
+                      "r_at_5": mean([1.0 if r is not None and r <= 5 else 0.0 for r in ranks]),
+                      "mrr": mean([1.0 / r if r else 0.0 for r in ranks]),
+                      "ndcg_at_10": mean([ndcg10(t, answers[t["id"]].paths) for t in chosen]),
+                      "overlap": mean([o for t in chosen if (o := overlap(registry, t)) is not None])}
+    violations = [t["id"] for t in tasks if not t["asks_destructive"] and (a := answers[t["id"]]).paths
+                  and not a.no_match and a.destructive[0]]
+    seconds = sorted(a.seconds for a in answers.values())
+    cpu = sorted(a.cpu for a in answers.values())
+    summary = {
+        "tasks": len(tasks), "matchable": len(matchable), "none": len(unmatchable),
+        "rankers": sorted({a.ranker for a in answers.values()}), "metrics": rows,
+        "no_match_auc": round(auc([answers[t["id"]].confidence for t in matchable],
+                                  [answers[t["id"]].confidence for t in unmatchable]), 3),
+        "none_flagged": mean([1.0 if answers[t["id"]].no_match else 0.0 for t in unmatchable]),
+        "matchable_flagged": mean([1.0 if answers[t["id"]].no_match else 0.0 for t in matchable]),
+        "safe_ordering_violations": len(violations), "violations": violations,
+        "latency_ms": {"p50": round(1000 * seconds[len(seconds) // 2], 2), "max": round(1000 * seconds[-1], 2),
+                       "cpu_p50": round(1000 * cpu[len(cpu) // 2], 2), "cpu_max": round(1000 * cpu[-1], 2)},
+    }
+    details = [{"id": t["id"], "kind": t["kind"], "query": t["query"], "first": answers[t["id"]].paths[:3],
+                "confidence": round(answers[t["id"]].confidence, 3), "no_match": answers[t["id"]].no_match,
+                "rank": first_right(t, answers[t["id"]].paths) if t["kind"] != "none" else None,
+                "expected": t.get("steps") or [p for p, g in t["relevant"].items() if g == 3]}
+               for t in tasks]
+    return summary, details
+
+
+def check(tasks: list[dict[str, Any]]) -> list[str]:
+    """What in the task list does not have the shape the metrics read (see the module docstring)."""
+    problems = []
+    ids = [t.get("id") for t in tasks]
+    if len(set(ids)) != len(ids) or None in ids:
+        problems.append("every task needs an id of its own")
+    for t in tasks:
+        name = t.get("id", t.get("query"))
+        if not isinstance(t.get("query"), str) or not t["query"].strip():
+            problems.append(f"{name}: no query")
+        if t.get("kind") not in ("single", "multi", "none"):
+            problems.append(f"{name}: kind must be single, multi or none")
+        if not isinstance(t.get("relevant"), dict) or (t.get("kind") != "none") != bool(t.get("relevant")):
+            problems.append(f"{name}: relevant must name handlers exactly when the task is matchable")
+        if t.get("kind") == "multi" and not t.get("steps"):
+            problems.append(f"{name}: a multi-step task needs its steps")
+        if not isinstance(t.get("asks_destructive"), bool):
+            problems.append(f"{name}: asks_destructive must be true or false")
+    return problems
+
+
+def main() -> None:
+    args = parse_args()
+    tasks: list[dict[str, Any]] = json.loads(args.tasks.read_text())["tasks"]
+    extra: list[str] = []
+    if args.synthetic:
+        os.environ["PRISM_BENCH_HANDLERS"] = str(args.synthetic)
+        from bench.synthetic_app import specs
+        extra = specs().split(",")
+    problems = check(tasks)
+    if problems:
+        sys.exit("the task file does not have the expected shape:\n  " + "\n  ".join(problems[:20]))
+    registry = build_registry(extra)
+    missing = sorted({p for t in tasks for p in [*t["relevant"], *t.get("steps", ())] if registry.get_path(p) is None})
+    if missing:
+        sys.exit(f"tasks name coordinates that do not exist: {missing}")
+    if args.lexical:
+        semantic.AVAILABLE = False
+    # The first search of a fresh process pays for the index, the model and the handler embeddings.
+    started = time.perf_counter()
+    answer(registry, tasks[0]["query"])
+    first_call = time.perf_counter() - started
+    # As `prism serve` does once its app is built (kit/collector.py): what exists now is never collected, so
+    # a full collection does not walk 10,000 handlers in the middle of a search (a 360 ms pause here).
+    gc.freeze()
+    summary, details = evaluate(registry, tasks)
+    summary["handlers"] = len(registry)
+    summary["first_call_s"] = round(first_call, 2)
+    summary["model"] = semantic.MODEL if semantic.AVAILABLE else None
+    print(f"{args.tasks.name}: {len(tasks)} tasks ({summary['matchable']} matchable, {summary['none']} with no "
+          f"matching handler), {len(registry)} handlers, ranker {'/'.join(summary['rankers'])}"
+          + (f" ({summary['model']})" if summary["model"] else "") + "\n")
+    print("| tasks | n | R@1 | R@5 | MRR | NDCG@10 | word overlap |\n|---|---:|---:|---:|---:|---:|---:|")
+    for name, m in summary["metrics"].items():
+        print(f"| {name} | {m['tasks']} | {m['r_at_1']:.3f} | {m['r_at_5']:.3f} | {m['mrr']:.3f} | "
+              f"{m['ndcg_at_10']:.3f} | {m['overlap']:.2f} |")
+    print(f"\nno-match AUC {summary['no_match_auc']:.3f}; `none` tasks flagged {summary['none_flagged']:.3f}; "
+          f"matchable tasks flagged {summary['matchable_flagged']:.3f}; safe-ordering violations "
+          f"{summary['safe_ordering_violations']} {summary['violations']}; latency p50 "
+          f"{summary['latency_ms']['p50']} ms, max {summary['latency_ms']['max']} ms (CPU p50 "
+          f"{summary['latency_ms']['cpu_p50']} ms, max {summary['latency_ms']['cpu_max']} ms); first call "
+          f"(index, model and embeddings built) {summary['first_call_s']} s")
+    misses = [d for d in details
+              if (d["kind"] != "none" and d["rank"] != 1) or (d["kind"] == "none" and not d["no_match"])]
+    for d in misses[:args.show]:
+        print(f"  {d['id']} {d['kind']} {d['query']!r}\n     expected {d['expected']}, rank {d['rank']}, "
+              f"conf {d['confidence']}, flagged {d['no_match']}, got {d['first']}")
+    path = write_result(f"search-blind-{datetime.now(UTC):%Y%m%dT%H%M%SZ}",
+                        {"tasks_file": str(args.tasks), **summary, "details": details})
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()

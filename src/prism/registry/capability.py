@@ -1,0 +1,236 @@
+"""Which handler does this? The answer an agent acts on: ranked handlers, each with a calibrated confidence,
+an honest "nothing fits", safe ordering and, for a request of several acts, an ordered plan.
+
+`SearchIndex.ranked` orders handlers; this module decides what to say about them:
+
+- **Confidence** (`confidence`): the probability that a result is a right answer, from features that mean
+  the same for every request — how much of the request the handler's text accounts for (idf-weighted
+  coverage, and the same in absolute terms), how many of the request's words any handler knows at all, the
+  embedding's cosine (when the model is installed), the result's score relative to the first, and first
+  place. A logistic model over them was fitted on
+  the tuning part of the blind tasks (bench/search_calibrate.py); the coefficients are below. Scores differ
+  in scale from one request to the next; confidences do not, so one threshold serves every request.
+- **Nothing fits** (`no_match`): the first result's confidence is below NO_MATCH_BELOW. The results are still
+  returned (an agent may look), flagged.
+- **Safe ordering**: a handler whose act cannot be undone (declared `destructive`, or named by an
+  irreversible verb: cancel, void, retire, ...) never comes first unless the request asks for such an act
+  (`asks_irreversible`: an irreversible verb not negated — "don't delete it" asks for nothing of the kind).
+  When it does, those handlers are raised instead.
+- **Plan** (`plan`): a request of several clauses in order ("receive PO 4402, then put the belts into
+  stock") gets the best handler of each clause that finds one confidently, in the order said, when there
+  are two or more; the plan's first step then comes first in the results (putting every step first ranked
+  the tuning tasks slightly worse: the whole request's ranking places later steps well already).
+
+Everything here is general: verb lists of irreversible acts, of imperatives and of clause boundaries, and
+seven coefficients per ranker. None of it names a handler or a word of a tuning request.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from prism.registry.model import Handler
+from prism.registry.search import SEMANTIC_RERANK, SYNONYMS, Hit, SearchIndex, split_words, stem, terms
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# Candidates scored and reordered before the first `limit` are kept: enough to find a safe first result.
+POOL = 20
+
+# Verbs of acts that cannot be undone, stemmed. A handler named by one is irreversible even where it does not
+# declare itself destructive; a request saying one (not negated) asks for such an act.
+IRREVERSIBLE_VERBS = frozenset(stem(w) for w in (
+    "delete remove erase purge destroy wipe void cancel retire scrap decommission discard dispose terminate "
+    "revoke drop kill abort").split())
+# Phrases that ask for the irreversible form of an act: "for good", "permanently", "get rid of".
+IRREVERSIBLE_PHRASES = (("for", "good"), ("get", "rid"), ("permanently",), ("irreversibly",))
+# Words that negate a verb up to NEGATION_REACH words after them: "don't delete", "without removing".
+NEGATIONS = frozenset({"not", "never", "without", "dont", "no", "t"})
+NEGATION_REACH = 3
+# How far an irreversible handler's score moves (relative to the first result's) when the request asks for
+# such an act.
+ASKED_BOOST = 0.3
+
+# A record's UUID: ranked as the number it stands for ("part 3f2a...-..." reads like "part 12"), not as the
+# hexadecimal fragments the word splitter would make of it.
+UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE)
+
+# Clause boundaries of a request of several acts in order.
+# (semicolon, "then", a dash between spaces, a sentence end, "and" before a word)
+_CLAUSES = re.compile(r"\s*(?:;|,?\s+and then\s+|,?\s+then\s+|\s[-\u2013\u2014]+\s|\.\s+(?=[A-Za-z])"
+                      r"|,?\s+and\s+(?:also\s+)?(?=(?:please\s+)?[a-z]+\s))\s*", re.IGNORECASE)
+# A clause needs this many terms of its own to be searched apart.
+CLAUSE_MIN_TERMS = 2
+# A clause is a step only when it asks for an act: it opens with a verb an operation starts with (or one of
+# its synonyms), or with one of these everyday imperatives. "Contractor replaced three windows — change line
+# 77321" tells, then asks: only its second clause is a step.
+IMPERATIVES = frozenset(stem(w) for w in (
+    "put make leave add see show tell give set take get pull find check look send move mark note log open "
+    "close start stop run fix change pay book enter post order let ping confirm draft copy issue shut turn "
+    "switch flip hold keep pick bring drop clear cut fill write call ask remind share attach link").split())
+# Words by which a clause points back at the previous clause's record ("then resolve it").
+_POINTERS = frozenset({"it", "them", "that", "this", "those", "these"})
+# A conditional opening ("if it's over $300, cancel it") is no act: the act follows its comma.
+CONDITIONALS = frozenset({"if", "when", "once", "unless", "after", "before", "should"})
+# Words that may come before the verb of an imperative clause.
+_LEADING = frozenset({"please", "now", "also", "then", "and", "just", "so", "can", "you", "could"})
+
+# The logistic model of `confidence`: intercept, then the weights of (coverage, known, cosine, relative
+# score, first result, matched mass). Fitted on the tuning tasks (bench/search_calibrate.py), one set per
+# ranker: without the model there is no cosine.
+CALIBRATION: dict[bool, tuple[float, ...]] = {
+    True: (-7.58, -0.46, 1.15, 1.33, 3.98, 0.97, 1.07),
+    False: (-7.14, 0.72, 0.95, 0.00, 3.43, 1.32, 1.18),
+}
+NO_MATCH_BELOW = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    handler: Handler
+    score: float
+    confidence: float
+    # What the confidence was computed from (see `features`): kept for calibration (bench/search_calibrate.py).
+    features: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    hits: list[Scored]
+    ranker: str
+    no_match: bool
+    asks_irreversible: bool
+    plan: list[Scored]
+
+
+def irreversible(handler: Handler) -> bool:
+    return handler.destructive or not IRREVERSIBLE_VERBS.isdisjoint(stem(w) for w in split_words(
+        handler.coordinate.operation))
+
+
+def asks_irreversible(words: Sequence[str]) -> bool:
+    """Whether the request (its words, split) asks for an act that cannot be undone, and does not negate it."""
+    for i, w in enumerate(words):
+        negated = not NEGATIONS.isdisjoint(words[max(0, i - NEGATION_REACH):i])
+        if stem(w) in IRREVERSIBLE_VERBS and not negated:
+            return True
+        if any(tuple(words[i:i + len(p)]) == p for p in IRREVERSIBLE_PHRASES) and not negated:
+            return True
+    return False
+
+
+def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: float, mass: float, best: float,
+             cosines: np.ndarray | None, first: bool) -> tuple[float, ...]:
+    """(coverage, known, cosine, relative score, first place, matched mass): see the module's docstring.
+    `mass` is the request's words' idf in units of the rarest possible word: coverage times it says how much
+    the handler matched in absolute terms (two rare words said outweigh one common word said)."""
+    doc = index.document(hit.handler)
+    coverage = 0.0 if doc is None else index.coverage(doc, query_terms)
+    cosine = 0.0 if cosines is None or doc is None else float(cosines[doc])
+    relative = hit.score / best if best > 0 else 0.0
+    return coverage, known, cosine, relative, 1.0 if first else 0.0, coverage * mass
+
+
+def calibrated(values: Sequence[float], with_model: bool) -> float:
+    intercept, *weights = CALIBRATION[with_model]
+    z = intercept + sum(w * v for w, v in zip(weights, values, strict=True))
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def find(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool = True,
+         accept: Callable[[Handler], bool] | None = None, plan: bool = True) -> Found:
+    query = UUID.sub("1", query)
+    words = split_words(query)
+    asked = asks_irreversible(words)
+    hits, ranker = _ordered(index, query, visible, limit=limit, rerank=rerank, accept=accept, asked=asked)
+    steps = _plan(index, query, visible, rerank=rerank, accept=accept) if plan else []
+    if steps:
+        first = steps[0]
+        hits = [Scored(first.handler, hits[0].score if hits else first.score, first.confidence, first.features),
+                *(h for h in hits if h.handler.path != first.handler.path)]
+    hits = hits[:limit]
+    no_match = not hits or hits[0].confidence < NO_MATCH_BELOW
+    return Found(hits, ranker, no_match, asked, steps)
+
+
+def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool,
+             accept: Callable[[Handler], bool] | None, asked: bool) -> tuple[list[Scored], str]:
+    query_terms = list(dict.fromkeys(terms(query)))
+    cosines = index.cosines(query) if rerank and query_terms else None
+    hits, ranker = index.ranked(query, visible, limit=max(limit, POOL), rerank=rerank, accept=accept,
+                                cosines=cosines)
+    if not hits:
+        return [], ranker
+    top = hits[0].score
+    if asked:
+        hits = sorted((Hit(h.handler, h.score + ASKED_BOOST * top) if irreversible(h.handler) else h
+                       for h in hits), key=lambda h: -h.score)
+    elif irreversible(hits[0].handler):
+        # Stable: the first reversible handler moves up to first; the rest keep their order.
+        safe = next((i for i, h in enumerate(hits) if not irreversible(h.handler)), None)
+        if safe is not None:
+            hits = [hits[safe], *hits[:safe], *hits[safe + 1:]]
+    with_model = ranker == SEMANTIC_RERANK and cosines is not None
+    known = index.known(query_terms)
+    mass = sum(index.idf.get(t, index.unknown_idf) for t in query_terms) / index.unknown_idf
+    best = max(h.score for h in hits)
+    scored = []
+    for i, h in enumerate(hits):
+        values = features(index, h, query_terms, known, mass, best, cosines, i == 0)
+        scored.append(Scored(h.handler, h.score, calibrated(values, with_model), values))
+    return scored, ranker
+
+
+def _same_entity(handler: Handler, accept: Callable[[Handler], bool] | None) -> Callable[[Handler], bool]:
+    app, entity = handler.coordinate.app, handler.coordinate.entity
+    return lambda h: (h.coordinate.app == app and h.coordinate.entity == entity
+                      and (accept is None or accept(h)))
+
+
+def _asks_an_act(index: SearchIndex, clause: str) -> bool:
+    opening = split_words(clause)[:1]
+    if opening and opening[0] in CONDITIONALS and "," in clause:
+        clause = clause.split(",", 1)[1]
+    words = [w for w in split_words(clause) if w not in _LEADING]
+    if not words:
+        return False
+    verb = stem(words[0])
+    return (verb in index.operation_verbs or verb in IMPERATIVES
+            or not SYNONYMS.get(verb, frozenset()).isdisjoint(index.operation_verbs))
+
+
+def clauses(query: str) -> list[str]:
+    """The request's clauses, in order, when it reads as several acts; one element otherwise."""
+    parts = [p.strip(" ,.") for p in _CLAUSES.split(query)]
+    parts = [p for p in parts if len(terms(p)) >= CLAUSE_MIN_TERMS]
+    return parts if len(parts) > 1 else [query]
+
+
+def _plan(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, rerank: bool,
+          accept: Callable[[Handler], bool] | None) -> list[Scored]:
+    parts = clauses(query)
+    if len(parts) < 2:
+        return []
+    steps: list[Scored] = []
+    for part in parts:
+        if not _asks_an_act(index, part):
+            continue
+        asked = asks_irreversible(split_words(part))
+        hits: list[Scored] = []
+        if steps and not _POINTERS.isdisjoint(split_words(part)):
+            # "..., cancel it": the clause points back at the previous step's record; its entity's handlers
+            # answer first, if one does confidently.
+            hits, _ = _ordered(index, part, visible, limit=1, rerank=rerank,
+                               accept=_same_entity(steps[-1].handler, accept), asked=asked)
+        if not hits or hits[0].confidence < NO_MATCH_BELOW:
+            hits, _ = _ordered(index, part, visible, limit=1, rerank=rerank, accept=accept, asked=asked)
+        if not hits or hits[0].confidence < NO_MATCH_BELOW:
+            continue  # a clause that finds nothing confidently ("12,480 h", "record both") is no step
+        if all(s.handler.path != hits[0].handler.path for s in steps):
+            steps.append(hits[0])
+    return steps if len(steps) > 1 else []

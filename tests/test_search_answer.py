@@ -1,0 +1,154 @@
+"""What capability search says about its results (registry/capability.py, registry/answer.py): safe ordering of
+irreversible handlers, a calibrated confidence and `no_match`, ordered plans, the ranker named, and the
+`prism_search` utility tool answering the same through the canonical door and the sandbox, with recipes that
+work as given."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from prism.registry import semantic
+from prism.registry.answer import filled
+from prism.registry.capability import asks_irreversible, find, irreversible
+from prism.registry.introspect import recipe
+from prism.registry.registry import Registry, build_registry
+from prism.registry.search import LEXICAL_RERANK, SEMANTIC_RERANK, index_for, split_words
+from prism.storage import Database
+from tests.factories import Factory, Workspace
+
+pytestmark = pytest.mark.engine_independent
+
+CALL = "/api/v1/dev/call/"
+CANONICAL = "/api/mcp/tools/prism_search/"
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    return build_registry()
+
+
+def first(registry: Registry, query: str) -> Any:
+    return find(index_for(registry), query, tuple(registry), limit=10)
+
+
+@pytest.mark.parametrize(("query", "asks"), [
+    ("delete spare part 42", True), ("void claim 7120", True), ("get rid of that collection for good", True),
+    ("remove notification 5521 permanently", True), ("cancel mission 7", True),
+    ("pause plan 88 but don't delete it", False), ("change it without removing anything", False),
+    ("which tickets are open?", False), ("update the vendor's address", False),
+])
+def test_a_request_asks_for_an_irreversible_act_only_when_it_says_so_unnegated(query: str, asks: bool) -> None:
+    assert asks_irreversible(split_words(query)) is asks
+
+
+def test_no_irreversible_handler_comes_first_unless_the_request_asks_for_one(registry: Registry) -> None:
+    entities = sorted({(h.coordinate.app, h.coordinate.entity) for h in registry if irreversible(h)})
+    assert len(entities) > 10
+    checked = 0
+    for app, entity in entities:
+        name = " ".join(split_words(entity))
+        for query in (name, f"what about the {name}?", f"{name} {app}", f"the {name} records of {app}",
+                      f"change the {name} but do not delete it"):
+            found = first(registry, query)
+            if found.hits:
+                checked += 1
+                assert not irreversible(found.hits[0].handler), (query, found.hits[0].handler.path)
+    assert checked >= 5 * len(entities) - 5
+    for h in (h for h in registry if irreversible(h)):
+        query = f"{' '.join(split_words(h.coordinate.operation))} the {' '.join(split_words(h.coordinate.entity))} 12"
+        asked = first(registry, query)
+        assert irreversible(asked.hits[0].handler), (query, asked.hits[0].handler.path)
+    # A question in words of a destructive handler's entity: the read-only answer first.
+    found = first(registry, "Which requests are about to blow through the response time we promised?")
+    assert not irreversible(found.hits[0].handler)
+
+
+def test_confidence_is_a_probability_and_nothing_fits_is_flagged(registry: Registry) -> None:
+    for query in ("Book Kim a flight to Regensburg for March", "What's the weather tomorrow?",
+                  "Enroll John in the dental plan"):
+        found = first(registry, query)
+        assert found.no_match, (query, [(h.handler.path, h.confidence) for h in found.hits[:3]])
+    for query in ("delete spare part 42", "show me spare part 42", "mark purchase order 4402 received"):
+        found = first(registry, query)
+        assert not found.no_match, (query, [(h.handler.path, h.confidence) for h in found.hits[:3]])
+    found = first(registry, "mark purchase order 4402 received")
+    assert found.hits[0].handler.path == "workflow_action/finance/purchase_order/receive"
+    assert all(0.0 <= h.confidence <= 1.0 for h in found.hits)
+    assert found.hits[0].confidence > found.hits[-1].confidence
+    assert first(registry, "the of and").no_match  # nothing but stop words: nothing to look for
+
+
+def test_a_request_of_several_acts_gets_its_steps_in_order(registry: Registry) -> None:
+    found = first(registry, "receive purchase order 4402, then put the belts into stock")
+    assert [s.handler.path for s in found.plan][:1] == ["workflow_action/finance/purchase_order/receive"]
+    assert len(found.plan) >= 2 and found.hits[0].handler.path == found.plan[0].handler.path
+    assert first(registry, "show me spare part 42").plan == []
+    # A clause that only tells ("the pump is dead") is no step; a conditional's act follows its comma.
+    told = first(registry, "The old pump is dead, we moved off it. Mark purchase order 4402 received")
+    assert told.plan == [] and told.hits[0].handler.path == "workflow_action/finance/purchase_order/receive"
+    checked = first(registry, "Check how much mission 7 has spent; if it's over $300, cancel it")
+    assert [s.handler.path for s in checked.plan] == ["mission_control/missions/mission/read",
+                                                      "mission_control/missions/mission/cancel"]
+
+
+def test_the_ranker_says_whether_the_model_ran(registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert semantic.AVAILABLE  # a runtime dependency: the default install ranks with the model
+    assert first(registry, "show me spare part 42").ranker == SEMANTIC_RERANK
+    monkeypatch.setattr(semantic, "AVAILABLE", False)
+    found = first(registry, "show me spare part 42")
+    assert found.ranker == LEXICAL_RERANK and found.hits[0].handler.path == "entity_crud/spare_parts/spare_part/read"
+
+
+@pytest.fixture(scope="module")
+async def ws(db: Database) -> Workspace:
+    return await Factory(db).workspace()
+
+
+async def test_prism_search_answers_the_same_through_both_doors_with_recipes_that_work(
+        client: httpx.AsyncClient, ws: Workspace) -> None:
+    created = await client.post("/api/mcp/tools/prism_entity_crud/", headers=ws.headers(), json={
+        "app": "spare_parts", "entity": "spare_part", "operation": "create",
+        "arguments": {"sku": "SEARCH-1", "name": "Found by search"}})
+    assert created.status_code == 200, created.text
+    part = created.json()["data"]["id"]
+    query = {"query": f"show me spare part {part}", "limit": 3}
+    canonical = await client.post(CANONICAL, headers=ws.headers(), json=query)
+    sandbox = await client.post(CALL, headers=ws.headers(), json={"name": "prism_search", "arguments": query})
+    assert canonical.status_code == sandbox.status_code == 200, (canonical.text, sandbox.text)
+    answer = canonical.json()["data"]
+    assert answer == sandbox.json()
+    assert answer["ranker"] == SEMANTIC_RERANK and answer["count"] == 3
+    assert answer["no_match"] is False, answer["results"][0]
+    best = answer["results"][0]
+    assert best["coordinate"] == "entity_crud/spare_parts/spare_part/read"
+    assert best["parameters"]["required"] == ["id"] and best["recipe"]["fill"] == []
+    # The recipe is the next message: called as given, it reads the part.
+    recipe = best["recipe"]["http"]
+    read = await client.request(recipe["method"], recipe["path"], headers=ws.headers(), json=recipe["body"])
+    assert read.status_code == 200 and read.json()["data"]["sku"] == "SEARCH-1", read.text
+
+
+async def test_prism_search_shows_a_viewer_only_what_it_may_call_and_refuses_a_blank_request(
+        client: httpx.AsyncClient, ws: Workspace) -> None:
+    r = await client.post(CANONICAL, headers=ws.headers("viewer"), json={"query": "delete spare part 42", "limit": 20})
+    assert r.status_code == 200, r.text
+    results = r.json()["data"]["results"]
+    assert results and all(res["read_only"] and not res["destructive"] for res in results)
+    blank = await client.post(CANONICAL, headers=ws.headers(), json={"query": "   "})
+    assert blank.status_code == 400 and blank.json()["error"] == "invalid_arguments", blank.text
+    unknown = await client.post(CANONICAL, headers=ws.headers(), json={"query": "parts", "app": "nope"})
+    assert unknown.status_code in (400, 404, 422) and unknown.json()["success"] is False, unknown.text
+
+
+def test_a_recipe_takes_the_requests_one_record_number_and_one_email(registry: Registry) -> None:
+    handler = registry.get_path("workflow_action/itsm/ticket/assign")
+    assert handler is not None
+    call = filled(recipe(handler), handler.schema, "give ticket #5520 to raj.patel@example.com")
+    assert call["http"]["body"]["arguments"] == {"id": "5520", "assignee_email": "raj.patel@example.com"}
+    assert call["fill"] == [] and call["sandbox"]["body"]["arguments"] == call["http"]["body"]
+    # Two numbers: which one is the ticket is not said, so the identifier stays a placeholder.
+    unsure = filled(recipe(handler), handler.schema, "give ticket 5520 or 5521 to raj.patel@example.com")
+    assert unsure["fill"] == ["id"] and unsure["http"]["body"]["arguments"]["id"] == "<id>"
