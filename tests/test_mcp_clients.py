@@ -60,7 +60,7 @@ async def sdk_client(url: str, key: str, transport: str) -> AsyncIterator[Client
             yield client
         return
     async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
-        async with Client(streamable_http_client(url, http_client=http), mode=transport) as client:
+        async with Client(streamable_http_client(url, http_client=http), mode=transport) as client:  # type: ignore[arg-type]
             yield client
 
 
@@ -80,28 +80,39 @@ def text_of(result: Any) -> dict[str, Any]:
     return value
 
 
-@pytest.mark.parametrize("transport", ["auto", "legacy", "sse"])
+# The SDK's modes and the revision each one settles on with Prism: `auto` probes server/discover and moves to
+# the per-request revision, a pinned mode skips the probe, `legacy` (and the SSE transport) use the handshake.
+REVISION_OF_MODE = {"auto": "2026-07-28", "2026-07-28": "2026-07-28", "legacy": "2025-11-25", "sse": "2025-11-25"}
+
+
+@pytest.mark.parametrize("transport", list(REVISION_OF_MODE))
 async def test_the_sdk_client_lists_every_page_and_calls_a_read_a_write_and_a_refused_operation(
         servers: Pair, factory: Factory, transport: str) -> None:
     ws = await factory.workspace(roles=("member",))
     async with sdk_client(servers.first.base_url + PATH, ws.keys["member"], transport) as client:
-        assert client.protocol_version == "2025-03-26"
+        assert client.protocol_version == REVISION_OF_MODE[transport]
         first_page = await client.list_tools()
         assert len(first_page.tools) == PAGE_SIZE and first_page.next_cursor is not None
-        names = [t.name for t in await every_tool(client)]
+        tools = await every_tool(client)
+        names = [t.name for t in tools]
         assert len(names) > PAGE_SIZE and {"prism_entity_crud", "prism_whoami"} <= set(names)
+        assert all(t.title and t.output_schema and t.annotations for t in tools)
 
         created = await client.call_tool("prism_entity_crud", {
             "app": "spare_parts", "entity": "spare_part", "operation": "create",
             "arguments": {"sku": f"SDK-{transport}", "name": "From the SDK"}})
         assert created.is_error is False
         part = text_of(created)["data"]
+        assert created.structured_content == text_of(created)  # validated by the SDK against outputSchema
         read = await client.call_tool("prism_entity_crud", {
             "app": "spare_parts", "entity": "spare_part", "operation": "read", "arguments": {"id": part["id"]}})
         assert read.is_error is False and text_of(read)["data"]["sku"] == f"SDK-{transport}"
         refused = await client.call_tool("prism_entity_crud", {
             "app": "spare_parts", "entity": "spare_part", "operation": "delete", "arguments": {"id": part["id"]}})
         assert refused.is_error is True and text_of(refused)["error"] == "permission_denied"
+        invalid = await client.call_tool("prism_entity_crud", {
+            "app": "spare_parts", "entity": "spare_part", "operation": "create", "arguments": {"sku": 7}})
+        assert invalid.is_error is True and text_of(invalid)["error"] == "invalid_arguments"
 
 
 async def test_keys_of_two_tenants_see_their_own_tools_and_data_through_the_sdk(

@@ -20,6 +20,7 @@ from prism.dispatch.envelope import call_from_envelope
 from prism.dispatch.response import failure_envelope, success_envelope
 from prism.errors import PrismError
 from prism.idempotency import InvalidIdempotencyKey, Replay, ReplayedRefusal, key_from_meta
+from prism.mcp_server import revisions
 from prism.mcp_server.jsonrpc import INVALID_PARAMS, RpcError
 from prism.registry.catalog import MEGA_TOOL_CATEGORY, tool_catalog
 from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, mega_tool_of
@@ -45,20 +46,34 @@ TITLES = {
 }
 
 
+# In a tool's `_meta` (2025-06-18 on): the mega-tool or utility it is, as in the audit ledger.
+TOOL_META = "dev.prism/tool"
 # In the `_meta` of a tools/call result that repeats the first answer of its idempotency key.
 REPLAYED_META = "idempotentReplayed"
 
-_LISTS: WeakKeyDictionary[Registry, dict[tuple[frozenset[str], tuple[str, ...]], list[dict[str, Any]]]] = (
-    WeakKeyDictionary())
+# Fields of a tool descriptor that revisions before 2025-06-18 do not define.
+# A successful call's structured content (2025-06-18 on): the PrismResponse envelope, as the text content.
+ENVELOPE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"success": {"const": True}, "data": {}, "tool_name": {"type": "string"}},
+    "required": ["success", "data", "tool_name"],
+}
+_STRUCTURED_FIELDS = ("title", "outputSchema", "_meta")
+_ListKey = tuple[frozenset[str], tuple[str, ...], bool]
+_LISTS: WeakKeyDictionary[Registry, dict[_ListKey, list[dict[str, Any]]]] = WeakKeyDictionary()
 
 
-def list_tools(registry: Registry, auth: AuthContext) -> list[dict[str, Any]]:
-    """Every tool this caller may call, as MCP tool descriptors, sorted by name; built once per grant."""
-    grant = (auth.scopes, auth.permissions.patterns)
+def list_tools(registry: Registry, auth: AuthContext, version: str) -> list[dict[str, Any]]:
+    """Every tool this caller may call, as MCP tool descriptors of `version`, sorted by name; built once per
+    grant and revision family."""
+    structured = revisions.has_structured_output(version)
+    grant = (auth.scopes, auth.permissions.patterns, structured)
     lists = _LISTS.setdefault(registry, {})
     hit = lists.get(grant)
     if hit is None:
-        hit = lists[grant] = _build_list(registry, auth)
+        full = _build_list(registry, auth)
+        hit = lists[grant] = full if structured else [
+            {k: v for k, v in tool.items() if k not in _STRUCTURED_FIELDS} for tool in full]
     return hit
 
 
@@ -89,6 +104,8 @@ def _build_list(registry: Registry, auth: AuthContext) -> list[dict[str, Any]]:
                 "idempotentHint": read_only,
                 "openWorldHint": False,
             },
+            "outputSchema": ENVELOPE_SCHEMA,
+            "_meta": {TOOL_META: key},
         })
     return tools
 
@@ -125,7 +142,8 @@ def is_known_tool(name: str) -> bool:
     return mega_tool_of(name) is not None or name in LEGACY_TOOLS
 
 
-async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str, Any]) -> dict[str, Any]:
+async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str, Any],
+                    version: str) -> dict[str, Any]:
     name = params.get("name")
     if not isinstance(name, str) or not name:
         raise RpcError(INVALID_PARAMS, "name: required, the tool to call", data={"error": "invalid_arguments"})
@@ -145,14 +163,19 @@ async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str,
             # The specification makes an unknown tool a protocol error; the refusal is in the ledger already.
             raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}", data={"error": "tool_not_found"}) from None
         return _replayed(error_result(exc, name)) if isinstance(exc, ReplayedRefusal) else error_result(exc, name)
+    structured = revisions.has_structured_output(version)
     if type(data) is Replay:
-        return _replayed(_success_result(data.data, name))
-    return _success_result(data, name)
+        return _replayed(_success_result(data.data, name, structured))
+    return _success_result(data, name, structured)
 
 
-def _success_result(data: Any, tool_name: str) -> dict[str, Any]:
-    text = orjson.dumps(success_envelope(data, tool_name), option=orjson.OPT_NON_STR_KEYS)
-    return {"content": [{"type": "text", "text": text.decode()}], "isError": False}
+def _success_result(data: Any, tool_name: str, structured: bool) -> dict[str, Any]:
+    envelope = success_envelope(data, tool_name)
+    text = orjson.dumps(envelope, option=orjson.OPT_NON_STR_KEYS).decode()
+    if not structured:
+        return {"content": [{"type": "text", "text": text}], "isError": False}
+    # 2025-06-18 on: the same envelope as structured content (the text stays for clients that read only text).
+    return {"content": [{"type": "text", "text": text}], "structuredContent": envelope, "isError": False}
 
 
 def _replayed(result: dict[str, Any]) -> dict[str, Any]:
