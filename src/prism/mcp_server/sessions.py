@@ -3,10 +3,11 @@
     <issued unix seconds>.<negotiated protocol version>.<random nonce>.<HMAC-SHA256, hex>
 
 The HMAC covers the tenant, the principal that opened the session (an API key; for OAuth the user and the
-client, whichever grant their token came from), the issue time, the version and the nonce, under a key derived from the deployment's master secret (every process of a deployment has it). The
-tenant and credential are not in the token: they come from the request's own Authorization header, so a
-session presented with another credential (or on another tenant) simply fails to verify, exactly like a
-forged one, and the token reveals nothing about who opened it.
+client, whichever grant their token came from), the issue time, the version and the nonce, under a key derived
+from the deployment's master secret (every process of a deployment has it). The tenant and principal are not in
+the token: they come from the request's own Authorization header, so a session presented with another key,
+user, client or tenant simply fails to verify, exactly like a forged one, and the token reveals nothing about
+who opened it.
 
 A session grants nothing on its own — every request is still authenticated — it only correlates a client's
 requests with its handshake.
