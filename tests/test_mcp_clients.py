@@ -22,6 +22,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.exceptions import MCPError
 
 from tests.factories import Factory
 from tests.mcp_clients import HERE as CLIENT_SCRIPTS
@@ -113,6 +114,28 @@ async def test_the_sdk_client_lists_every_page_and_calls_a_read_a_write_and_a_re
         invalid = await client.call_tool("prism_entity_crud", {
             "app": "spare_parts", "entity": "spare_part", "operation": "create", "arguments": {"sku": 7}})
         assert invalid.is_error is True and text_of(invalid)["error"] == "invalid_arguments"
+
+
+@pytest.mark.parametrize("transport", ["auto", "legacy"])
+async def test_refusals_point_the_model_at_the_prism_introspect_tool_which_answers_them(
+        servers: Pair, factory: Factory, transport: str) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with sdk_client(servers.first.base_url + PATH, ws.keys["owner"], transport) as client:
+        missing = await client.call_tool("prism_entity_crud", {
+            "app": "spare_parts", "entity": "spare_part", "operation": "frobnicate", "arguments": {}})
+        assert missing.is_error is True and text_of(missing)["error"] == "operation_not_found"
+        invalid = await client.call_tool("prism_entity_crud", {
+            "app": "spare_parts", "entity": "spare_part", "operation": "create", "arguments": {"sku": 7}})
+        assert text_of(invalid)["error"] == "invalid_arguments"
+        for refused in (missing, invalid):
+            message = text_of(refused)["message"]
+            assert "prism_introspect" in message and "/api/" not in message, message
+        # Following the pointer works: the schema the message names comes back.
+        schema = await client.call_tool("prism_introspect", {
+            "dimension": "schema", "operation": "entity_crud/spare_parts/spare_part/create"})
+        assert schema.is_error is False and "sku" in text_of(schema)["data"]["parameters"]["properties"]
+        with pytest.raises(MCPError, match="prism_introspect"):
+            await client.call_tool("prism_no_such_tool", {})
 
 
 async def test_keys_of_two_tenants_see_their_own_tools_and_data_through_the_sdk(
@@ -262,7 +285,16 @@ async def test_the_sdk_oauth_client_discovers_registers_authorizes_calls_and_ref
             again = await client.call_tool("prism_whoami", {})
             assert again.is_error is False
             assert storage.tokens is not None and storage.tokens.access_token != first.access_token
-    assert len(asked) == 1
+            # The user revokes the client's tokens; its next call is 401, the SDK signs in again (a new grant)
+            # and repeats the call on the session it already has, which still belongs to this user and client.
+            async with httpx.AsyncClient(base_url=base, timeout=30) as plain:
+                for token in (storage.tokens.refresh_token, storage.tokens.access_token):
+                    revoked = await plain.post("/api/mcp/oauth/revoke/", data={"token": token})
+                    assert revoked.status_code == 200
+            after = await client.call_tool("prism_whoami", {})
+            assert after.is_error is False, after
+            assert text_of(after)["data"]["tenant"]["subdomain"] == ws.tenant.subdomain
+    assert len(asked) == 2
 
 
 def inspector() -> list[str]:

@@ -18,7 +18,7 @@ from prism.auth.context import AuthContext
 from prism.dispatch.dispatcher import Dispatcher
 from prism.dispatch.envelope import call_from_envelope
 from prism.dispatch.response import failure_envelope, success_envelope
-from prism.errors import PrismError
+from prism.errors import InvalidArguments, PrismError
 from prism.idempotency import InvalidIdempotencyKey, Replay, ReplayedRefusal, key_from_meta
 from prism.mcp_server import revisions
 from prism.mcp_server.jsonrpc import INVALID_PARAMS, RpcError
@@ -161,8 +161,11 @@ async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str,
     except PrismError as exc:
         if exc.code == "tool_not_found" and not is_known_tool(name):
             # The specification makes an unknown tool a protocol error; the refusal is in the ledger already.
-            raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}", data={"error": "tool_not_found"}) from None
-        return _replayed(error_result(exc, name)) if isinstance(exc, ReplayedRefusal) else error_result(exc, name)
+            raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}; tools/list names the tools this credential may "
+                           "call, and the prism_introspect tool describes them", data={"error": "tool_not_found"}
+                           ) from None
+        result = error_result(_pointed(exc, name, arguments), name)
+        return _replayed(result) if isinstance(exc, ReplayedRefusal) else result
     structured = revisions.has_structured_output(version)
     if type(data) is Replay:
         return _replayed(_success_result(data.data, name, structured))
@@ -181,6 +184,19 @@ def _success_result(data: Any, tool_name: str, structured: bool) -> dict[str, An
 def _replayed(result: dict[str, Any]) -> dict[str, Any]:
     """A result repeated for an idempotency key says so, as HTTP doors do with Idempotent-Replayed."""
     return {**result, "_meta": {REPLAYED_META: True}}
+
+
+def _pointed(exc: PrismError, name: str, arguments: Any) -> PrismError:
+    """A refusal of the arguments, with where the model finds the parameters it should have sent: the
+    prism_introspect tool (a REST path means nothing to a model that can only call tools)."""
+    if type(exc) is not InvalidArguments or mega_tool_of(name) is None or not isinstance(arguments, dict):
+        return exc
+    parts = [arguments.get(k) for k in ("app", "entity", "operation")]
+    if not all(isinstance(p, str) and p for p in parts):
+        return exc
+    path = "/".join([str(mega_tool_of(name)), *(str(p) for p in parts)])
+    hint = f' (the prism_introspect tool with dimension="schema" and operation="{path}" lists its parameters)'
+    return InvalidArguments(exc.message + hint, code=exc.code, details=exc.details)
 
 
 def error_result(exc: PrismError, tool_name: str) -> dict[str, Any]:
