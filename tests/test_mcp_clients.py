@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from mcp.shared.exceptions import MCPError
 
+from prism.registry.registry import build_registry
 from tests.factories import Factory
 from tests.mcp_clients import HERE as CLIENT_SCRIPTS
 from tests.mcp_clients import node, node_modules
@@ -136,6 +137,47 @@ async def test_refusals_point_the_model_at_the_prism_introspect_tool_which_answe
         assert schema.is_error is False and "sku" in text_of(schema)["data"]["parameters"]["properties"]
         with pytest.raises(MCPError, match="prism_introspect"):
             await client.call_tool("prism_no_such_tool", {})
+
+
+@pytest.mark.parametrize("transport", ["auto", "legacy"])
+async def test_the_split_surface_gives_every_tool_hints_that_hold_for_each_of_its_operations(
+        servers: Pair, factory: Factory, transport: str) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with sdk_client(servers.first.base_url + PATH + "?tools=split", ws.keys["owner"], transport) as client:
+        tools = {t.name: t for t in await every_tool(client)}
+        assert "prism_entity_crud" not in tools and "prism_whoami" in tools
+        checked = 0
+        for handler in build_registry():
+            c = handler.coordinate
+            kind = "read" if handler.read_only else "destructive" if handler.destructive else "write"
+            tool = tools[f"prism_{c.mega_tool}_{kind}"]
+            properties = tool.input_schema["properties"]
+            assert c.operation in properties["operation"]["enum"] and c.app in properties["app"]["enum"]
+            assert tool.annotations is not None
+            assert tool.annotations.read_only_hint is handler.read_only
+            assert tool.annotations.destructive_hint is (handler.destructive and not handler.read_only)
+            checked += 1
+        assert checked > 189
+        part = {"app": "spare_parts", "entity": "spare_part"}
+        created = await client.call_tool("prism_entity_crud_write", {
+            **part, "operation": "create", "arguments": {"sku": "SPLIT-1", "name": "Split"}})
+        assert created.is_error is False
+        ident = {"id": text_of(created)["data"]["id"]}
+        # A delete slipped into a read-only tool (one a client may run without asking) is refused, not run.
+        sneaked = await client.call_tool("prism_entity_crud_read", {**part, "operation": "delete", "arguments": ident})
+        assert sneaked.is_error is True and text_of(sneaked)["error"] == "wrong_tool_variant"
+        assert "prism_entity_crud_destructive" in text_of(sneaked)["message"]
+        read = await client.call_tool("prism_entity_crud_read", {**part, "operation": "read", "arguments": ident})
+        assert read.is_error is False and text_of(read)["data"]["sku"] == "SPLIT-1"
+        deleted = await client.call_tool("prism_entity_crud_destructive", {
+            **part, "operation": "delete", "arguments": ident})
+        assert deleted.is_error is False
+    async with sdk_client(servers.first.base_url + PATH, ws.keys["owner"], transport) as client:
+        assert "prism_entity_crud" in {t.name for t in await every_tool(client)}  # the default stays the 13 doors
+    async with httpx.AsyncClient(timeout=30) as http:
+        wrong = await http.post(servers.first.base_url + PATH + "?tools=tiny", json=rpc("ping"), headers={
+            "Authorization": f"Bearer {ws.keys['owner']}", **JSON_AND_SSE})
+    assert wrong.status_code == 400 and wrong.json()["error"]["data"]["error"] == "invalid_tool_surface"
 
 
 async def test_keys_of_two_tenants_see_their_own_tools_and_data_through_the_sdk(

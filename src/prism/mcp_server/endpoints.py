@@ -42,6 +42,7 @@ from prism.mcp_server.jsonrpc import RpcError
 from prism.mcp_server.legacy_sse import LegacyStreams, serve_stream
 from prism.mcp_server.refusals import JSON_RPC, PATH, rate_headers
 from prism.mcp_server.sessions import SessionSigner
+from prism.mcp_server.surfaces import SURFACES
 
 DISCOVER = "server/discover"
 
@@ -69,6 +70,13 @@ class McpDoor:
         auth = context.auth
         raw_query = scope.get("query_string", b"")
         query = parse_qs(raw_query.decode("latin-1")) if raw_query else {}
+        surface = query.get("tools", [scope["app"].state.settings.mcp_tool_surface])[0]
+        if surface not in SURFACES:
+            refusal = RpcError(jsonrpc.INVALID_REQUEST, f"tools: {surface!r} is not a tool surface; one of "
+                               f"{', '.join(SURFACES)}", data={"error": "invalid_tool_surface"})
+            await respond_json(send, 400, refusal.body(None), extra)
+            return
+        scope["prism.mcp_surface"] = surface
         if method == "GET":
             await self._get(scope, receive, send, headers, auth, extra)
         elif "session_id" in query:
@@ -89,7 +97,7 @@ class McpDoor:
             requested = headers.get("mcp-protocol-version")
             methods = [m.method for m in messages if isinstance(m, jsonrpc.Message)]
             if requested in revisions.MODERN or DISCOVER in methods:
-                await _modern(send, headers, want_json, extra, _context(state, auth, requested or ""), messages,
+                await _modern(send, headers, want_json, extra, _context(scope, auth, requested or ""), messages,
                               batch)
                 return
             if requested is not None and requested not in revisions.HANDSHAKE:
@@ -125,7 +133,7 @@ class McpDoor:
         except RpcError as exc:
             await respond_json(send, 413 if exc.code == jsonrpc.PAYLOAD_TOO_LARGE else 400, exc.body(None), extra)
             return
-        answers = await _answer_all(_context(state, auth, version), messages)
+        answers = await _answer_all(_context(scope, auth, version), messages)
         if not answers:
             await respond(send, 202, b"", extra)
             return
@@ -142,6 +150,8 @@ class McpDoor:
         streams = _streams(state)
         stream = await streams.open(auth)
         endpoint = f"{scope['path']}?session_id={stream.id}"  # the path as the client sent it, root path included
+        if b"tools=" in scope.get("query_string", b""):  # the stream's messages keep the surface it chose
+            endpoint += f"&tools={scope['prism.mcp_surface']}"
         await serve_stream(streams, stream, endpoint, receive, send, extra,
                            keepalive=state.settings.mcp_sse_keepalive_seconds)
 
@@ -166,7 +176,7 @@ class McpDoor:
         # A stream's handshake is not kept across processes: answers take the newest handshake revision's shape,
         # whose additions (titles, output schemas, structured content) clients of older revisions ignore.
         version = revisions.LATEST_HANDSHAKE
-        await streams.send(stream_id, await _answer_all(_context(state, auth, version), messages))
+        await streams.send(stream_id, await _answer_all(_context(scope, auth, version), messages))
 
 
 class _HttpError(Exception):
@@ -225,8 +235,10 @@ def _streams(state: Any) -> LegacyStreams:
     return streams
 
 
-def _context(state: Any, auth: AuthContext, version: str) -> protocol.Context:
-    return protocol.Context(auth, state.dispatcher, state.registry, state.settings.mcp_tools_page_size, version)
+def _context(scope: Scope, auth: AuthContext, version: str) -> protocol.Context:
+    state = scope["app"].state
+    return protocol.Context(auth, state.dispatcher, state.registry, state.settings.mcp_tools_page_size, version,
+                            scope["prism.mcp_surface"])
 
 
 async def _modern(send: Send, headers: Headers, want_json: bool, extra: list[tuple[bytes, bytes]],

@@ -31,6 +31,7 @@ class Context:
     registry: Registry
     page_size: int
     version: str
+    surface: str = "mega"
 
 
 def negotiate(params: dict[str, Any]) -> str:
@@ -74,7 +75,7 @@ async def _run(ctx: Context, message: Message) -> dict[str, Any]:
     if method == "tools/call":
         return await tools.call_tool(ctx.dispatcher, ctx.auth, params, ctx.version)
     if method == "tools/list":
-        listed = tools.page(tools.list_tools(ctx.registry, ctx.auth, ctx.version), params.get("cursor"),
+        listed = tools.page(tools.list_tools(ctx.registry, ctx.auth, ctx.version, ctx.surface), params.get("cursor"),
                             ctx.page_size)
         if revisions.is_modern(ctx.version):
             listed.update(cacheScope="private", ttlMs=CACHE_TTL_MS)  # the list is this credential's

@@ -20,10 +20,11 @@ from prism.dispatch.envelope import call_from_envelope
 from prism.dispatch.response import failure_envelope, success_envelope
 from prism.errors import InvalidArguments, PrismError
 from prism.idempotency import InvalidIdempotencyKey, Replay, ReplayedRefusal, key_from_meta
-from prism.mcp_server import revisions
+from prism.mcp_server import revisions, surfaces
 from prism.mcp_server.jsonrpc import INVALID_PARAMS, RpcError
 from prism.registry.catalog import MEGA_TOOL_CATEGORY, tool_catalog
 from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, mega_tool_of
+from prism.registry.mega_tools import tool_name as door_name
 from prism.registry.registry import Registry
 from prism.registry.visibility import visible_handlers
 
@@ -59,25 +60,25 @@ ENVELOPE_SCHEMA: dict[str, Any] = {
     "required": ["success", "data", "tool_name"],
 }
 _STRUCTURED_FIELDS = ("title", "outputSchema", "_meta")
-_ListKey = tuple[frozenset[str], tuple[str, ...], bool]
+_ListKey = tuple[frozenset[str], tuple[str, ...], bool, str]
 _LISTS: WeakKeyDictionary[Registry, dict[_ListKey, list[dict[str, Any]]]] = WeakKeyDictionary()
 
 
-def list_tools(registry: Registry, auth: AuthContext, version: str) -> list[dict[str, Any]]:
-    """Every tool this caller may call, as MCP tool descriptors of `version`, sorted by name; built once per
-    grant and revision family."""
+def list_tools(registry: Registry, auth: AuthContext, version: str, surface: str = "mega") -> list[dict[str, Any]]:
+    """Every tool this caller may call on `surface` (surfaces.py), as MCP tool descriptors of `version`, sorted
+    by name; built once per grant, surface and revision family."""
     structured = revisions.has_structured_output(version)
-    grant = (auth.scopes, auth.permissions.patterns, structured)
+    grant = (auth.scopes, auth.permissions.patterns, structured, surface)
     lists = _LISTS.setdefault(registry, {})
     hit = lists.get(grant)
     if hit is None:
-        full = _build_list(registry, auth)
+        full = _build_list(registry, auth, surface)
         hit = lists[grant] = full if structured else [
             {k: v for k, v in tool.items() if k not in _STRUCTURED_FIELDS} for tool in full]
     return hit
 
 
-def _build_list(registry: Registry, auth: AuthContext) -> list[dict[str, Any]]:
+def _build_list(registry: Registry, auth: AuthContext, surface: str) -> list[dict[str, Any]]:
     visible = visible_handlers(registry, auth)
     tools = []
     for entry in tool_catalog(registry, auth)["tools"]:
@@ -86,6 +87,10 @@ def _build_list(registry: Registry, auth: AuthContext) -> list[dict[str, Any]]:
             mega_tool = mega_tool_of(name)
             handlers = [h for h in visible if h.coordinate.mega_tool == mega_tool]
             key = mega_tool or name
+            if surface == "split" and mega_tool is not None:
+                tools += [{**tool, "outputSchema": ENVELOPE_SCHEMA, "_meta": {TOOL_META: key}}
+                          for tool in surfaces.split_tools(mega_tool, handlers, TITLES.get(key, name))]
+                continue
         else:
             bound = LEGACY_BINDINGS[name]
             handlers = [h for h in visible if h.path == bound]
@@ -107,6 +112,7 @@ def _build_list(registry: Registry, auth: AuthContext) -> list[dict[str, Any]]:
             "outputSchema": ENVELOPE_SCHEMA,
             "_meta": {TOOL_META: key},
         })
+    tools.sort(key=lambda t: t["name"])
     return tools
 
 
@@ -139,7 +145,7 @@ def _offset(cursor: Any) -> int:
 
 
 def is_known_tool(name: str) -> bool:
-    return mega_tool_of(name) is not None or name in LEGACY_TOOLS
+    return mega_tool_of(name) is not None or name in LEGACY_TOOLS or surfaces.variant(name) is not None
 
 
 async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str, Any],
@@ -154,7 +160,11 @@ async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str,
         key = key_from_meta(params)
     except InvalidIdempotencyKey as exc:
         raise RpcError(INVALID_PARAMS, exc.message, data={"error": exc.code, **exc.details}) from None
+    split = surfaces.variant(name)
     try:
+        if split is not None:  # a split-surface tool: its operations only, under the mega-tool's own name
+            surfaces.check_variant(dispatcher.registry, split[0], split[1], arguments)
+            name = door_name(split[0])
         call = call_from_envelope(name, arguments or {}, door="mcp")
         call.idempotency_key = key
         _, data = await dispatcher.dispatch(auth, call)
