@@ -1,6 +1,8 @@
-"""The MCP door at /api/mcp/sse: streamable HTTP (2025-03-26) and legacy HTTP+SSE (2024-11-05) on one path.
+"""The MCP door at /api/mcp/sse: streamable HTTP (2026-07-28 without sessions; 2025-11-25, 2025-06-18 and
+2025-03-26 after `initialize`) and legacy HTTP+SSE (2024-11-05) on one path (revisions.py).
 
-    POST                      JSON-RPC message or batch (streamable HTTP); `?session_id=` → legacy SSE message
+    POST                      JSON-RPC message, or batch where the revision has them (streamable HTTP);
+                              `?session_id=` → legacy SSE message; `?tools=` picks the tool surface (surfaces.py)
     GET                       legacy SSE stream (a GET naming a session or protocol version is refused: 405)
     DELETE                    405 — sessions are signed tokens, nothing server-side to end (docs/mcp.md)
     OPTIONS                   CORS preflight, no authentication
