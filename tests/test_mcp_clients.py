@@ -99,6 +99,13 @@ async def test_the_sdk_client_lists_every_page_and_calls_a_read_a_write_and_a_re
         names = [t.name for t in tools]
         assert len(names) > PAGE_SIZE and {"prism_entity_crud", "prism_whoami"} <= set(names)
         assert all(t.title and t.output_schema and t.annotations for t in tools)
+        # A handler that declares its result model publishes it: the SDK validates the structured content.
+        whoami = next(t for t in tools if t.name == "prism_whoami")
+        assert whoami.output_schema is not None
+        assert "tenant" in whoami.output_schema["properties"]["data"]["properties"]
+        me = await client.call_tool("prism_whoami", {})
+        assert me.structured_content is not None
+        assert me.structured_content["data"]["tenant"]["subdomain"] == ws.tenant.subdomain
 
         created = await client.call_tool("prism_entity_crud", {
             "app": "spare_parts", "entity": "spare_part", "operation": "create",
@@ -178,6 +185,29 @@ async def test_the_split_surface_gives_every_tool_hints_that_hold_for_each_of_it
         wrong = await http.post(servers.first.base_url + PATH + "?tools=tiny", json=rpc("ping"), headers={
             "Authorization": f"Bearer {ws.keys['owner']}", **JSON_AND_SSE})
     assert wrong.status_code == 400 and wrong.json()["error"]["data"]["error"] == "invalid_tool_surface"
+
+
+@pytest.mark.parametrize("transport", ["auto", "legacy"])
+async def test_a_document_result_links_to_a_resource_the_client_reads_and_another_tenant_cannot(
+        servers: Pair, factory: Factory, transport: str) -> None:
+    ws, other = await factory.workspace(roles=("owner",)), await factory.workspace(roles=("owner",))
+    url = servers.first.base_url + PATH
+    async with sdk_client(url, ws.keys["owner"], transport) as client:
+        uploaded = await client.call_tool("prism_document_op", {
+            "app": "documents", "entity": "document", "operation": "upload",
+            "arguments": {"title": "Pump manual", "content": "Bleed the pump before starting it."}})
+        assert uploaded.is_error is False
+        links = [c for c in uploaded.content if c.type == "resource_link"]
+        assert len(links) == 1 and links[0].name == "Pump manual"
+        uri = str(links[0].uri)
+        read = await client.read_resource(uri)
+        assert [c.text for c in read.contents] == ["Bleed the pump before starting it."]  # type: ignore[union-attr]
+        templates = await client.list_resource_templates()
+        assert [t.uri_template for t in templates.resource_templates] == ["prism://documents/document/{id}"]
+    async with sdk_client(url, other.keys["owner"], transport) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource(uri)
+        assert refused.value.error.code == -32002
 
 
 async def test_keys_of_two_tenants_see_their_own_tools_and_data_through_the_sdk(

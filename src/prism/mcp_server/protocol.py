@@ -8,7 +8,7 @@ from typing import Any
 from prism import __version__
 from prism.auth.context import AuthContext
 from prism.dispatch.dispatcher import Dispatcher
-from prism.mcp_server import revisions, tools
+from prism.mcp_server import resources, revisions, tools
 from prism.mcp_server.jsonrpc import METHOD_NOT_FOUND, Message, RpcError, result
 from prism.registry.registry import Registry
 
@@ -17,7 +17,9 @@ INSTRUCTIONS = (
     "{operation, app, entity, arguments}; use prism_introspect to discover apps, entities, operations and "
     "their parameter schemas. Every call is authorized, audited and may be refused by policy.")
 SERVER_INFO = {"name": "prism", "title": "Prism", "version": __version__}
-CAPABILITIES = {"tools": {"listChanged": False}}
+# Resources: the documents that tool results link to (resources.py); they are reached through those links and
+# the template, never listed (a tenant's documents are searched with tools).
+CAPABILITIES = {"tools": {"listChanged": False}, "resources": {"listChanged": False}}
 # How long a 2026-07-28 client may reuse server/discover and tools/list answers. The tool list follows the
 # credential's grant, which an administrator may change at any time: a minute bounds how stale it gets (a call
 # is authorized on its own whatever the client cached).
@@ -70,6 +72,13 @@ async def answer(ctx: Context, message: Message) -> dict[str, Any] | None:
 _SERVER_META = {revisions.SERVER_INFO_META: SERVER_INFO}
 
 
+def _cacheable(ctx: Context, value: dict[str, Any], scope: str, ttl_ms: int = CACHE_TTL_MS) -> dict[str, Any]:
+    """2026-07-28 list and read results say who may cache them and for how long."""
+    if revisions.is_modern(ctx.version):
+        value.update(cacheScope=scope, ttlMs=ttl_ms)
+    return value
+
+
 async def _run(ctx: Context, message: Message) -> dict[str, Any]:
     method, params = message.method, message.params
     if method == "tools/call":
@@ -77,9 +86,14 @@ async def _run(ctx: Context, message: Message) -> dict[str, Any]:
     if method == "tools/list":
         listed = tools.page(tools.list_tools(ctx.registry, ctx.auth, ctx.version, ctx.surface), params.get("cursor"),
                             ctx.page_size)
-        if revisions.is_modern(ctx.version):
-            listed.update(cacheScope="private", ttlMs=CACHE_TTL_MS)  # the list is this credential's
-        return listed
+        return _cacheable(ctx, listed, "private")  # the list is this credential's
+    if method == "resources/read":
+        # A document changes when it is updated or archived: never cached.
+        return _cacheable(ctx, await resources.read(ctx.dispatcher, ctx.auth, params), "private", ttl_ms=0)
+    if method == "resources/list":
+        return _cacheable(ctx, {"resources": []}, "public")
+    if method == "resources/templates/list":
+        return _cacheable(ctx, {"resourceTemplates": [resources.TEMPLATE]}, "public")
     if method == "ping":
         return {}
     if revisions.is_modern(ctx.version):

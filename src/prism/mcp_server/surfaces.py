@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from prism.errors import InvalidArguments
+from prism.mcp_server.outputs import output_schema
 from prism.registry.catalog import envelope_schema
 from prism.registry.mega_tools import MEGA_TOOLS, tool_name
 from prism.registry.model import Handler
@@ -62,6 +63,7 @@ def split_tools(mega_tool: str, handlers: list[Handler], title: str) -> list[dic
             "description": (f"{MEGA_TOOLS[mega_tool]} {_WORDING[kind]}: {len(mine)} operations across apps: "
                             f"{', '.join(apps)}."),
             "inputSchema": envelope_schema(mega_tool, mine),
+            "outputSchema": output_schema(mine),
             "annotations": {"title": label, **_ANNOTATIONS[kind]},
         })
     return tools

@@ -20,11 +20,13 @@ from prism.dispatch.envelope import call_from_envelope
 from prism.dispatch.response import failure_envelope, success_envelope
 from prism.errors import InvalidArguments, PrismError
 from prism.idempotency import InvalidIdempotencyKey, Replay, ReplayedRefusal, key_from_meta
-from prism.mcp_server import revisions, surfaces
+from prism.mcp_server import resources, revisions, surfaces
 from prism.mcp_server.jsonrpc import INVALID_PARAMS, RpcError
+from prism.mcp_server.outputs import output_schema
 from prism.registry.catalog import MEGA_TOOL_CATEGORY, tool_catalog
 from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, mega_tool_of
 from prism.registry.mega_tools import tool_name as door_name
+from prism.registry.model import Handler
 from prism.registry.registry import Registry
 from prism.registry.visibility import visible_handlers
 
@@ -53,12 +55,6 @@ TOOL_META = "dev.prism/tool"
 REPLAYED_META = "idempotentReplayed"
 
 # Fields of a tool descriptor that revisions before 2025-06-18 do not define.
-# A successful call's structured content (2025-06-18 on): the PrismResponse envelope, as the text content.
-ENVELOPE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"success": {"const": True}, "data": {}, "tool_name": {"type": "string"}},
-    "required": ["success", "data", "tool_name"],
-}
 _STRUCTURED_FIELDS = ("title", "outputSchema", "_meta")
 _ListKey = tuple[frozenset[str], tuple[str, ...], bool, str]
 _LISTS: WeakKeyDictionary[Registry, dict[_ListKey, list[dict[str, Any]]]] = WeakKeyDictionary()
@@ -88,7 +84,7 @@ def _build_list(registry: Registry, auth: AuthContext, surface: str) -> list[dic
             handlers = [h for h in visible if h.coordinate.mega_tool == mega_tool]
             key = mega_tool or name
             if surface == "split" and mega_tool is not None:
-                tools += [{**tool, "outputSchema": ENVELOPE_SCHEMA, "_meta": {TOOL_META: key}}
+                tools += [{**tool, "_meta": {TOOL_META: key}}
                           for tool in surfaces.split_tools(mega_tool, handlers, TITLES.get(key, name))]
                 continue
         else:
@@ -109,7 +105,7 @@ def _build_list(registry: Registry, auth: AuthContext, surface: str) -> list[dic
                 "idempotentHint": read_only,
                 "openWorldHint": False,
             },
-            "outputSchema": ENVELOPE_SCHEMA,
+            "outputSchema": output_schema(handlers),
             "_meta": {TOOL_META: key},
         })
     tools.sort(key=lambda t: t["name"])
@@ -167,7 +163,7 @@ async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str,
             name = door_name(split[0])
         call = call_from_envelope(name, arguments or {}, door="mcp")
         call.idempotency_key = key
-        _, data = await dispatcher.dispatch(auth, call)
+        handler, data = await dispatcher.dispatch(auth, call)
     except PrismError as exc:
         if exc.code == "tool_not_found" and not is_known_tool(name):
             # The specification makes an unknown tool a protocol error; the refusal is in the ledger already.
@@ -178,17 +174,22 @@ async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str,
         return _replayed(result) if isinstance(exc, ReplayedRefusal) else result
     structured = revisions.has_structured_output(version)
     if type(data) is Replay:
-        return _replayed(_success_result(data.data, name, structured))
-    return _success_result(data, name, structured)
+        return _replayed(_success_result(data.data, name, structured, handler))
+    return _success_result(data, name, structured, handler)
 
 
-def _success_result(data: Any, tool_name: str, structured: bool) -> dict[str, Any]:
+def _success_result(data: Any, tool_name: str, structured: bool, handler: Handler | None) -> dict[str, Any]:
     envelope = success_envelope(data, tool_name)
     text = orjson.dumps(envelope, option=orjson.OPT_NON_STR_KEYS).decode()
     if not structured:
         return {"content": [{"type": "text", "text": text}], "isError": False}
-    # 2025-06-18 on: the same envelope as structured content (the text stays for clients that read only text).
-    return {"content": [{"type": "text", "text": text}], "structuredContent": envelope, "isError": False}
+    # 2025-06-18 on: the same envelope as structured content (the text stays for clients that read only text),
+    # and a link to the document when the handler answered one.
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    link = resources.link_for(handler, data)
+    if link is not None:
+        content.append(link)
+    return {"content": content, "structuredContent": envelope, "isError": False}
 
 
 def _replayed(result: dict[str, Any]) -> dict[str, Any]:
