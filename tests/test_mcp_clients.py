@@ -181,10 +181,16 @@ async def test_the_split_surface_gives_every_tool_hints_that_hold_for_each_of_it
         assert deleted.is_error is False
     async with sdk_client(servers.first.base_url + PATH, ws.keys["owner"], transport) as client:
         assert "prism_entity_crud" in {t.name for t in await every_tool(client)}  # the default stays the 13 doors
+    auth = {"Authorization": f"Bearer {ws.keys['owner']}"}
     async with httpx.AsyncClient(timeout=30) as http:
-        wrong = await http.post(servers.first.base_url + PATH + "?tools=tiny", json=rpc("ping"), headers={
-            "Authorization": f"Bearer {ws.keys['owner']}", **JSON_AND_SSE})
-    assert wrong.status_code == 400 and wrong.json()["error"]["data"]["error"] == "invalid_tool_surface"
+        wrong = await http.post(servers.first.base_url + PATH + "?tools=tiny", json=rpc("ping"),
+                                headers={**auth, **JSON_AND_SSE})
+        assert wrong.status_code == 400 and wrong.json()["error"]["data"]["error"] == "invalid_tool_surface"
+        # A legacy SSE stream's endpoint keeps the surface its GET chose.
+        async with http.stream("GET", servers.first.base_url + PATH + "?tools=split",
+                               headers={**auth, "Accept": "text/event-stream"}) as stream:
+            first = await _next_event(stream.aiter_lines())
+            assert first[0] == "event: endpoint" and first[1].endswith("&tools=split")
 
 
 @pytest.mark.parametrize("transport", ["auto", "legacy"])

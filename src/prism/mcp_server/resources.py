@@ -46,6 +46,5 @@ async def read(dispatcher: Dispatcher, auth: AuthContext, params: dict[str, Any]
     except PrismError as exc:
         code = RESOURCE_NOT_FOUND if exc.status == 404 else INVALID_PARAMS
         raise RpcError(code, exc.message, data={"error": exc.code, "uri": uri}) from None
-    data = getattr(data, "data", data)  # an idempotent replay carries the first answer
     return {"contents": [{"uri": uri, "mimeType": data.get("content_type") or "text/plain",
                           "text": data.get("content") or ""}]}
