@@ -168,7 +168,7 @@ async def test_bad_json_and_bad_messages_are_json_rpc_errors_never_500(
     for body in bodies:
         answer = await call(client, headers, session, body)
         assert answer.status_code == 400 and answer.json()["error"]["code"] == -32600, body
-    unknown = await call(client, headers, session, rpc("resources/list"))
+    unknown = await call(client, headers, session, rpc("prompts/list"))
     assert unknown.status_code == 200 and unknown.json()["error"]["code"] == -32601
     bad_params = await call(client, headers, session, {"jsonrpc": "2.0", "id": 2, "method": "tools/list",
                                                        "params": [1]})

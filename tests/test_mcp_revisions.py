@@ -92,7 +92,7 @@ async def test_a_2026_07_28_request_without_its_envelope_a_batch_or_an_unknown_r
     mismatched = await client.post(PATH, headers=modern_headers(ws, "tools/list"),
                                    json=rpc("tools/list", envelope(version="2025-11-25")))
     assert mismatched.status_code == 400 and mismatched.json()["error"]["code"] == -32020
-    unknown = await modern(client, ws, "resources/list")
+    unknown = await modern(client, ws, "prompts/list")
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == -32601
     handshake = await modern(client, ws, "initialize", {"protocolVersion": MODERN, "capabilities": {}})
     assert handshake.status_code == 404
