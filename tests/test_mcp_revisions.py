@@ -60,6 +60,17 @@ async def test_a_2026_07_28_client_lists_and_calls_tools_without_any_session(
     assert called.status_code == 200
     body = called.json()["result"]
     assert body["isError"] is False and body["structuredContent"]["data"]["items"] == []
+    created = await modern(client, ws, "tools/call", {"name": "prism_entity_crud", "arguments": {
+        **LIST_PARTS, "operation": "create", "arguments": {"sku": "MODERN-1", "name": "No session"}}},
+        name="prism_entity_crud")
+    assert created.json()["result"]["isError"] is False
+    other = await factory.workspace()  # without sessions, the credential alone still decides the tenant
+    theirs = await modern(client, other, "tools/call", {"name": "prism_entity_crud", "arguments": LIST_PARTS},
+                          name="prism_entity_crud")
+    assert theirs.json()["result"]["structuredContent"]["data"]["items"] == []
+    mine = await modern(client, ws, "tools/call", {"name": "prism_entity_crud", "arguments": LIST_PARTS},
+                        name="prism_entity_crud")
+    assert [p["sku"] for p in mine.json()["result"]["structuredContent"]["data"]["items"]] == ["MODERN-1"]
 
 
 @pytest.mark.parametrize(("headers", "code"), [
