@@ -380,28 +380,30 @@ def inspector() -> list[str]:
     return [node(), str(modules / ".bin" / "mcp-inspector"), "--cli"]
 
 
-def run_inspector(url: str, key: str, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [*inspector(), url, "--transport", "http", "--header", f"Authorization: Bearer {key}", *args]
+def run_inspector(url: str, key: str, *args: str, era: str = "legacy") -> subprocess.CompletedProcess[str]:
+    command = [*inspector(), url, "--transport", "http", "--protocol-era", era, "--header",
+               f"Authorization: Bearer {key}", *args]
     env = {**os.environ, "HOME": str(node_modules().parent)}  # its catalog file lands in the scratch dir
     return subprocess.run(command, capture_output=True, text=True, timeout=90, check=False, env=env,
                           stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.parametrize("era", ["legacy", "auto"])  # auto: server/discover, then 2026-07-28 without a session
 async def test_the_inspector_cli_lists_and_calls_tools_and_exits_5_on_a_refused_call(
-        servers: Pair, factory: Factory) -> None:
+        servers: Pair, factory: Factory, era: str) -> None:
     ws = await factory.workspace(roles=("viewer",))
     url, key = servers.second.base_url + PATH, ws.keys["viewer"]
-    listed = await asyncio.to_thread(run_inspector, url, key, "--method", "tools/list")
+    listed = await asyncio.to_thread(run_inspector, url, key, "--method", "tools/list", era=era)
     assert listed.returncode == 0, listed.stderr
     assert "prism_entity_crud" in {t["name"] for t in json.loads(listed.stdout)["tools"]}
     called = await asyncio.to_thread(run_inspector, url, key, "--method", "tools/call", "--tool-name",
                                      "prism_entity_crud", "--tool-arg", "app=spare_parts", "entity=spare_part",
-                                     "operation=list")
+                                     "operation=list", era=era)
     assert called.returncode == 0, called.stderr
     assert json.loads(json.loads(called.stdout)["content"][0]["text"])["data"]["items"] == []
     refused = await asyncio.to_thread(run_inspector, url, key, "--method", "tools/call", "--tool-name",
                                       "prism_entity_crud", "--tool-arg", "app=spare_parts", "entity=spare_part",
-                                      "operation=create", 'arguments={"sku": "X", "name": "Viewer"}')
+                                      "operation=create", 'arguments={"sku": "X", "name": "Viewer"}', era=era)
     assert refused.returncode == 5, refused.stdout + refused.stderr
     assert "permission_denied" in refused.stdout
 
