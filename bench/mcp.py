@@ -2,8 +2,10 @@
 
     python bench/mcp.py [--duration 15] [--connections 32]
 
-Prism: `prism serve --workers 1` on a fresh SQLite file; a session is opened with `initialize`, then wrk posts
-`tools/call prism_entity_crud {read spare_part}` with that Mcp-Session-Id (authenticated, authorized, audited,
+Prism: `prism serve --workers 1` on a fresh SQLite file, measured once per protocol revision: 2025-03-26 and
+2025-11-25 open a session with `initialize` and wrk posts `tools/call prism_entity_crud {read spare_part}` with
+that Mcp-Session-Id (2025-11-25 answers structured content too); 2026-07-28 posts the same call without any
+session, its envelope in `params._meta` and its routing headers set (authenticated, authorized, audited,
 rate-limited with the ceiling raised out of the way). FastMCP: `uvicorn bench.fastmcp_app:app` with the same
 Uvicorn settings in its stateless JSON mode, the same JSON-RPC request for an ungoverned tool answering the same
 record.
@@ -47,6 +49,8 @@ PRISM_PATH = "/api/mcp/sse"
 FASTMCP_PATH = "/mcp"
 TARGET_RATIO = 5.0
 ACCEPT = "application/json, text/event-stream"
+REVISIONS = ("2025-03-26", "2025-11-25", "2026-07-28")
+MODERN = "2026-07-28"
 
 
 def parse_args() -> argparse.Namespace:
@@ -65,10 +69,10 @@ def rpc(method: str, params: dict[str, Any], request_id: int | None = 1) -> dict
     return message
 
 
-def open_session(client: httpx.Client, path: str) -> str:
+def open_session(client: httpx.Client, path: str, version: str = "2025-03-26") -> str:
     """initialize + notifications/initialized, as a client does; the Mcp-Session-Id."""
     answer = client.post(path, json=rpc("initialize", {
-        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}))
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}))
     answer.raise_for_status()
     session: str = answer.headers.get("mcp-session-id", "")  # none from a stateless server
     client.post(path, json=rpc("notifications/initialized", {}, None),
@@ -76,8 +80,10 @@ def open_session(client: httpx.Client, path: str) -> str:
     return session
 
 
-def tool_call(client: httpx.Client, path: str, session: str, body: bytes) -> dict[str, Any]:
-    headers = {"Content-Type": "application/json", **({"Mcp-Session-Id": session} if session else {})}
+def tool_call(client: httpx.Client, path: str, session: str, body: bytes,
+              extra: dict[str, str] | None = None) -> dict[str, Any]:
+    headers = {"Content-Type": "application/json", **({"Mcp-Session-Id": session} if session else {}),
+               **(extra or {})}
     answer = client.post(path, content=body, headers=headers)
     answer.raise_for_status()
     result: dict[str, Any] = answer.json()["result"]
@@ -86,13 +92,27 @@ def tool_call(client: httpx.Client, path: str, session: str, body: bytes) -> dic
     return result
 
 
-def script(path: Path, *, url_path: str, body: bytes, bearer: str, session: str) -> Path:
+def script(path: Path, *, url_path: str, body: bytes, bearer: str, session: str,
+           extra: dict[str, str] | None = None) -> Path:
     write_post_script(path, url_path=url_path, body=body, bearer=bearer)
+    headers = {"Accept": ACCEPT, **({"Mcp-Session-Id": session} if session else {}), **(extra or {})}
     with path.open("a") as out:
-        out.write(f'\nwrk.headers["Accept"] = {lua_long_string(ACCEPT)}\n')
-        if session:
-            out.write(f'wrk.headers["Mcp-Session-Id"] = {lua_long_string(session)}\n')
+        out.write("\n")
+        for name, value in headers.items():
+            out.write(f'wrk.headers["{name}"] = {lua_long_string(value)}\n')  # names are plain tokens
     return path
+
+
+def revision_request(version: str, part_id: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The read call as a client of `version` sends it: its params and the headers beyond the session's."""
+    params: dict[str, Any] = {"name": "prism_entity_crud", "arguments": {
+        "app": "spare_parts", "entity": "spare_part", "operation": "read", "arguments": {"id": part_id}}}
+    if version != MODERN:
+        return params, {"MCP-Protocol-Version": version}
+    params["_meta"] = {"io.modelcontextprotocol/protocolVersion": version,
+                       "io.modelcontextprotocol/clientCapabilities": {},
+                       "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"}}
+    return params, {"MCP-Protocol-Version": version, "Mcp-Method": "tools/call", "Mcp-Name": "prism_entity_crud"}
 
 
 def start_fastmcp(record_file: Path, *, cwd: Path) -> Server:
@@ -120,10 +140,15 @@ def run(workdir: Path, plan: Plan) -> dict[str, Any]:
                 "app": "spare_parts", "entity": "spare_part", "operation": "list", "arguments": {"page_size": 1}}})
             listed = tool_call(client, PRISM_PATH, session, json.dumps(listing).encode())
             part_id = json.loads(listed["content"][0]["text"])["data"]["items"][0]["id"]
-            prism_body = json.dumps(rpc("tools/call", {"name": "prism_entity_crud", "arguments": {
-                "app": "spare_parts", "entity": "spare_part", "operation": "read", "arguments": {"id": part_id}}},
-                2)).encode()
-            record = json.loads(tool_call(client, PRISM_PATH, session, prism_body)["content"][0]["text"])["data"]
+            prism_scripts = {}
+            for version in REVISIONS:
+                params, extra = revision_request(version, part_id)
+                opened = "" if version == MODERN else open_session(client, PRISM_PATH, version)
+                body = json.dumps(rpc("tools/call", params, 2)).encode()
+                answered = tool_call(client, PRISM_PATH, opened, body, extra)
+                record = json.loads(answered["content"][0]["text"])["data"]
+                prism_scripts[version] = script(workdir / f"prism-{version}.lua", url_path=PRISM_PATH, body=body,
+                                                bearer=key, session=opened, extra=extra)
         (workdir / "record.json").write_text(json.dumps(record))
         fast = start_fastmcp(workdir / "record.json", cwd=workdir)
         servers.append(fast)
@@ -133,22 +158,21 @@ def run(workdir: Path, plan: Plan) -> dict[str, Any]:
         with httpx.Client(base_url=fast.base_url, headers={"Accept": ACCEPT}) as client:
             fast_session = open_session(client, FASTMCP_PATH)
             tool_call(client, FASTMCP_PATH, fast_session, fast_body)
-        prism_script = script(workdir / "prism.lua", url_path=PRISM_PATH, body=prism_body, bearer=key,
-                              session=session)
         fast_script = script(workdir / "fastmcp.lua", url_path=FASTMCP_PATH, body=fast_body, bearer=key,
                              session=fast_session)
-        governed = measure(prism, prism_script, plan)
+        governed = {version: measure(prism, path, plan) for version, path in prism_scripts.items()}
         fastmcp = measure(fast, fast_script, plan)
     finally:
         for server in servers:
             server.stop()
     audit = prism_cli(["audit", "verify", "--tenant", "demo"], database_url=database_url, cwd=workdir)
     entries = sum(log["tree_size"] + log["waiting"] for log in audit["logs"])
-    counted = governed["warmup_requests"] + governed["requests"] + 2  # + the list and read made in setup
-    ratio = governed["rps"] / fastmcp["rps"]
+    # + the list and one read per revision made in setup
+    counted = sum(g["warmup_requests"] + g["requests"] for g in governed.values()) + 1 + len(REVISIONS)
+    ratios = {version: round(g["rps"] / fastmcp["rps"], 2) for version, g in governed.items()}
     return {
-        "prism": governed, "fastmcp": fastmcp, "ratio_rps": round(ratio, 2),
-        "targets": {"ratio_ge_5": ratio >= TARGET_RATIO},
+        "prism": governed, "fastmcp": fastmcp, "ratio_rps": ratios,
+        "targets": {"ratio_ge_5": {version: ratio >= TARGET_RATIO for version, ratio in ratios.items()}},
         "audit": {"valid": audit["valid"], "entries": entries, "governed_calls_counted": counted,
                   "all_calls_audited": audit["valid"] and entries >= counted},
     }
@@ -185,16 +209,18 @@ def main() -> None:
     }
     path = write_result(f"mcp-{stamp}", report)
     print(f"\nMCP tools/call, {args.connections} connections, {args.duration:g} s measured")
-    print("| side | req/s | p50 ms | p99 ms | errors | CPU cores: server / wrk / other |")
-    print("|---|---:|---:|---:|---:|---|")
-    for name in ("prism", "fastmcp"):
-        s = report[name]
+    print("| side | req/s | p50 ms | p99 ms | errors | CPU cores: server / wrk / other | ratio to fastmcp |")
+    print("|---|---:|---:|---:|---:|---|---:|")
+    sides = [*((f"prism {v}", report["prism"][v], report["ratio_rps"][v]) for v in REVISIONS),
+             ("fastmcp", report["fastmcp"], 1.0)]
+    for name, s, ratio in sides:
         print(f"| {name} | {s['rps']:,.0f} | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | {s['errors']} "
-              f"| {s['server_cpu_cores']} / {s['wrk_cpu_cores']} / {s['other_cpu_cores']} |")
+              f"| {s['server_cpu_cores']} / {s['wrk_cpu_cores']} / {s['other_cpu_cores']} | {ratio:.2f} |")
     a = report["audit"]
-    print(f"ratio prism/fastmcp: {report['ratio_rps']:.2f} (target >= {TARGET_RATIO:g}: "
-          f"{'met' if report['targets']['ratio_ge_5'] else 'NOT met'}); audit chain valid: {a['valid']}, "
-          f"{a['entries']} entries for {a['governed_calls_counted']} governed calls counted")
+    met = report["targets"]["ratio_ge_5"]
+    print(f"target prism >= {TARGET_RATIO:g}x fastmcp per revision: "
+          f"{', '.join(f'{v} ' + ('met' if ok else 'NOT met') for v, ok in met.items())}; audit chain valid: "
+          f"{a['valid']}, {a['entries']} entries for {a['governed_calls_counted']} governed calls counted")
     print(f"results: {path}")
 
 

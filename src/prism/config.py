@@ -50,6 +50,10 @@ class Settings(BaseSettings):
     # so any process of the deployment verifies it; it expires after this many seconds.
     mcp_session_ttl_seconds: int = 86400
     mcp_tools_page_size: int = 50
+    # The tools MCP clients see: `mega`, the 13 prism_<mega_tool> doors; `split`, each door cut into _read,
+    # _write and _destructive variants whose annotations hold for every operation behind them. A connection
+    # may choose with `?tools=` on the MCP URL.
+    mcp_tool_surface: Literal["mega", "split"] = "mega"
     # How often an idle legacy SSE stream sends a keep-alive comment.
     mcp_sse_keepalive_seconds: float = 15.0
     # Webhooks (docs/webhooks.md). Private, loopback, link-local and metadata addresses are refused as

@@ -58,6 +58,15 @@ class Call:
         return self.tool_name
 
 
+def _where_to_look(door: str) -> str:
+    """Where a caller finds what exists, in the terms of the door it came through: an MCP client's model can call
+    a tool, not a URL."""
+    if door == "mcp":
+        return ("call the prism_introspect tool (dimension=operations with app and entity, or "
+                "dimension=capability_search with a query) for what exists")
+    return "see /api/v1/dev/introspect/ for what exists"
+
+
 class Dispatcher:
     def __init__(self, db: Database, registry: Registry, settings: Settings) -> None:
         self.db = db
@@ -93,7 +102,7 @@ class Dispatcher:
             # The path of Coordinate(mega_tool, app, entity, operation), without building one per call.
             handler = self.registry.get_path(f"{mega_tool}/{app}/{entity}/{operation}")
         if handler is None:
-            raise ToolNotFound(f"no handler {call.coordinate_label()}; see /api/v1/dev/introspect/ for what exists",
+            raise ToolNotFound(f"no handler {call.coordinate_label()}; {_where_to_look(call.door)}",
                                code="operation_not_found")
         return handler
 

@@ -1,6 +1,8 @@
-"""The MCP door at /api/mcp/sse: streamable HTTP (2025-03-26) and legacy HTTP+SSE (2024-11-05) on one path.
+"""The MCP door at /api/mcp/sse: streamable HTTP (2026-07-28 without sessions; 2025-11-25, 2025-06-18 and
+2025-03-26 after `initialize`) and legacy HTTP+SSE (2024-11-05) on one path (revisions.py).
 
-    POST                      JSON-RPC message or batch (streamable HTTP); `?session_id=` → legacy SSE message
+    POST                      JSON-RPC message, or batch where the revision has them (streamable HTTP);
+                              `?session_id=` → legacy SSE message; `?tools=` picks the tool surface (surfaces.py)
     GET                       legacy SSE stream (a GET naming a session or protocol version is refused: 405)
     DELETE                    405 — sessions are signed tokens, nothing server-side to end (docs/mcp.md)
     OPTIONS                   CORS preflight, no authentication
@@ -12,6 +14,7 @@ the JSON-RPC shape of prism.mcp_server.refusals; a 401 names the protected-resou
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -23,7 +26,7 @@ from prism.edge.context import request_context
 from prism.edge.doors import door_routes
 from prism.errors import Unauthenticated
 from prism.kit.secret import derived_key
-from prism.mcp_server import jsonrpc, protocol
+from prism.mcp_server import jsonrpc, modern, protocol, revisions
 from prism.mcp_server.http import (
     ALLOWED_METHODS,
     Receive,
@@ -40,12 +43,10 @@ from prism.mcp_server.http import (
 from prism.mcp_server.jsonrpc import RpcError
 from prism.mcp_server.legacy_sse import LegacyStreams, serve_stream
 from prism.mcp_server.refusals import JSON_RPC, PATH, rate_headers
-from prism.mcp_server.sessions import SUPPORTED_VERSIONS, SessionSigner
+from prism.mcp_server.sessions import SessionSigner
+from prism.mcp_server.surfaces import SURFACES
 
 DISCOVER = "server/discover"
-# Versions a client may name in MCP-Protocol-Version: ours, plus the newer handshake revisions whose clients
-# accept our answer to `initialize` and keep talking 2025-03-26 messages.
-HEADER_VERSIONS = frozenset({*SUPPORTED_VERSIONS, "2025-06-18", "2025-11-25"})
 
 
 class McpDoor:
@@ -71,6 +72,13 @@ class McpDoor:
         auth = context.auth
         raw_query = scope.get("query_string", b"")
         query = parse_qs(raw_query.decode("latin-1")) if raw_query else {}
+        surface = query.get("tools", [scope["app"].state.settings.mcp_tool_surface])[0]
+        if surface not in SURFACES:
+            refusal = RpcError(jsonrpc.INVALID_REQUEST, f"tools: {surface!r} is not a tool surface; one of "
+                               f"{', '.join(SURFACES)}", data={"error": "invalid_tool_surface"})
+            await respond_json(send, 400, refusal.body(None), extra)
+            return
+        scope["prism.mcp_surface"] = surface
         if method == "GET":
             await self._get(scope, receive, send, headers, auth, extra)
         elif "session_id" in query:
@@ -90,11 +98,12 @@ class McpDoor:
             messages, batch = jsonrpc.parse_body(await read_body(receive, headers.get("content-length")))
             requested = headers.get("mcp-protocol-version")
             methods = [m.method for m in messages if isinstance(m, jsonrpc.Message)]
-            if DISCOVER in methods or (requested is not None and requested not in HEADER_VERSIONS):
-                # Newer clients probe first and fall back to `initialize` on this error: answer at once, 4xx.
-                raise _status(400, RpcError(jsonrpc.UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
-                                            data={"supported": list(SUPPORTED_VERSIONS),
-                                                  "requested": requested or "unknown"}))
+            if requested in revisions.MODERN or DISCOVER in methods:
+                await _modern(send, headers, want_json, extra, _context(scope, auth, requested or ""), messages,
+                              batch)
+                return
+            if requested is not None and requested not in revisions.HANDSHAKE:
+                raise _status(400, modern.unsupported(requested))
             if "initialize" in methods:
                 if batch:
                     raise _status(400, RpcError(jsonrpc.INVALID_REQUEST, "initialize must not be part of a batch",
@@ -110,17 +119,23 @@ class McpDoor:
             if session_id is None:
                 raise _status(400, RpcError(jsonrpc.SESSION_REQUIRED, "Bad Request: Mcp-Session-Id header is "
                                             "required; send initialize first", data={"error": "session_required"}))
-            if _signer(state).verify(session_id, auth) is None:
+            verified = _signer(state).verify(session_id, auth)
+            if verified is None:
                 raise _status(404, RpcError(jsonrpc.SESSION_NOT_FOUND, "Session not found: it expired or belongs to "
-                                            "another credential; initialize again",
+                                            "another user or client; initialize again",
                                             data={"error": "session_not_found"}))
+            version = verified
+            if batch and not revisions.allows_batches(version):
+                raise _status(400, RpcError(jsonrpc.INVALID_REQUEST, f"JSON-RPC batches are not part of MCP "
+                                            f"{version}: send one message per request",
+                                            data={"error": "batch_not_supported"}))
         except _HttpError as exc:
             await respond_json(send, exc.status, exc.error.body(None), extra)
             return
         except RpcError as exc:
             await respond_json(send, 413 if exc.code == jsonrpc.PAYLOAD_TOO_LARGE else 400, exc.body(None), extra)
             return
-        answers = await _answer_all(_context(state, auth), messages)
+        answers = await _answer_all(_context(scope, auth, version), messages)
         if not answers:
             await respond(send, 202, b"", extra)
             return
@@ -137,6 +152,8 @@ class McpDoor:
         streams = _streams(state)
         stream = await streams.open(auth)
         endpoint = f"{scope['path']}?session_id={stream.id}"  # the path as the client sent it, root path included
+        if b"tools=" in scope.get("query_string", b""):  # the stream's messages keep the surface it chose
+            endpoint += f"&tools={scope['prism.mcp_surface']}"
         await serve_stream(streams, stream, endpoint, receive, send, extra,
                            keepalive=state.settings.mcp_sse_keepalive_seconds)
 
@@ -158,7 +175,10 @@ class McpDoor:
             await respond_json(send, 413 if exc.code == jsonrpc.PAYLOAD_TOO_LARGE else 400, exc.body(None), extra)
             return
         await respond(send, 202, b"Accepted", extra, content_type=b"text/plain")
-        await streams.send(stream_id, await _answer_all(_context(state, auth), messages))
+        # A stream's handshake is not kept across processes: answers take the newest handshake revision's shape,
+        # whose additions (titles, output schemas, structured content) clients of older revisions ignore.
+        version = revisions.LATEST_HANDSHAKE
+        await streams.send(stream_id, await _answer_all(_context(scope, auth, version), messages))
 
 
 class _HttpError(Exception):
@@ -217,8 +237,32 @@ def _streams(state: Any) -> LegacyStreams:
     return streams
 
 
-def _context(state: Any, auth: AuthContext) -> protocol.Context:
-    return protocol.Context(auth, state.dispatcher, state.registry, state.settings.mcp_tools_page_size)
+def _context(scope: Scope, auth: AuthContext, version: str) -> protocol.Context:
+    state = scope["app"].state
+    return protocol.Context(auth, state.dispatcher, state.registry, state.settings.mcp_tools_page_size, version,
+                            scope["prism.mcp_surface"])
+
+
+async def _modern(send: Send, headers: Headers, want_json: bool, extra: list[tuple[bytes, bytes]],
+                  ctx: protocol.Context, messages: list[jsonrpc.Message | RpcError], batch: bool) -> None:
+    """One 2026-07-28 exchange: a single request, its envelope checked, answered without any session."""
+    try:
+        message = modern.single(messages, batch)
+        if message.is_notification:
+            await respond(send, 202, b"", extra)  # this revision defines none from client to server: dropped
+            return
+        version = modern.check_envelope(message, headers)
+    except RpcError as exc:
+        await respond_json(send, modern.http_status(exc.code), exc.body(None), extra)
+        return
+    answer = await protocol.answer(replace(ctx, version=version), message)
+    assert answer is not None
+    error = answer.get("error")
+    status = modern.http_status(error["code"]) if error else 200
+    if status != 200 or want_json:
+        await respond_json(send, status, answer, extra)
+    else:
+        await respond_sse(send, [answer], extra)
 
 
 def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:

@@ -1,4 +1,4 @@
-"""The MCP methods Prism answers, whatever the transport (streamable HTTP or legacy SSE)."""
+"""The MCP methods Prism answers, whatever the transport (streamable HTTP or legacy SSE) and the revision."""
 
 from __future__ import annotations
 
@@ -8,15 +8,22 @@ from typing import Any
 from prism import __version__
 from prism.auth.context import AuthContext
 from prism.dispatch.dispatcher import Dispatcher
-from prism.mcp_server import tools
+from prism.mcp_server import resources, revisions, tools
 from prism.mcp_server.jsonrpc import METHOD_NOT_FOUND, Message, RpcError, result
-from prism.mcp_server.sessions import LATEST_VERSION, SUPPORTED_VERSIONS
 from prism.registry.registry import Registry
 
 INSTRUCTIONS = (
     "Prism exposes governed business operations. Each prism_<mega_tool> tool takes "
     "{operation, app, entity, arguments}; use prism_introspect to discover apps, entities, operations and "
     "their parameter schemas. Every call is authorized, audited and may be refused by policy.")
+SERVER_INFO = {"name": "prism", "title": "Prism", "version": __version__}
+# Resources: the documents that tool results link to (resources.py); they are reached through those links and
+# the template, never listed (a tenant's documents are searched with tools).
+CAPABILITIES = {"tools": {"listChanged": False}, "resources": {"listChanged": False}}
+# How long a 2026-07-28 client may reuse server/discover and tools/list answers. The tool list follows the
+# credential's grant, which an administrator may change at any time: a minute bounds how stale it gets (a call
+# is authorized on its own whatever the client cached).
+CACHE_TTL_MS = 60_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,21 +32,25 @@ class Context:
     dispatcher: Dispatcher
     registry: Registry
     page_size: int
+    version: str
+    surface: str = "mega"
 
 
 def negotiate(params: dict[str, Any]) -> str:
-    """The version we answer: the client's, when we speak it, else our latest (the client then decides)."""
+    """The handshake revision we answer: the client's, when we speak it, else our latest (the client decides)."""
     requested = params.get("protocolVersion")
-    return requested if requested in SUPPORTED_VERSIONS else LATEST_VERSION
+    return requested if requested in revisions.HANDSHAKE else revisions.LATEST_HANDSHAKE
 
 
 def initialize_result(version: str) -> dict[str, Any]:
-    return {
-        "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": False}},
-        "serverInfo": {"name": "prism", "title": "Prism", "version": __version__},
-        "instructions": INSTRUCTIONS,
-    }
+    return {"protocolVersion": version, "capabilities": CAPABILITIES, "serverInfo": SERVER_INFO,
+            "instructions": INSTRUCTIONS}
+
+
+def discover_result() -> dict[str, Any]:
+    """server/discover (2026-07-28): every revision we speak, newest first; the same for every caller."""
+    return {"supportedVersions": list(revisions.SUPPORTED), "capabilities": CAPABILITIES,
+            "instructions": INSTRUCTIONS, "cacheScope": "public", "ttlMs": CACHE_TTL_MS}
 
 
 async def answer(ctx: Context, message: Message) -> dict[str, Any] | None:
@@ -47,19 +58,47 @@ async def answer(ctx: Context, message: Message) -> dict[str, Any] | None:
     if not message.is_request:
         return None
     try:
-        return result(message.id, await _run(ctx, message))
+        value = await _run(ctx, message)
     except RpcError as exc:
         return exc.body(message.id)
+    if revisions.is_modern(ctx.version):
+        # 2026-07-28 results say what they are, and who answered.
+        meta = value.get("_meta")
+        value = {**value, "resultType": "complete",
+                 "_meta": {**meta, revisions.SERVER_INFO_META: SERVER_INFO} if meta else _SERVER_META}
+    return result(message.id, value)
+
+
+_SERVER_META = {revisions.SERVER_INFO_META: SERVER_INFO}
+
+
+def _cacheable(ctx: Context, value: dict[str, Any], scope: str, ttl_ms: int = CACHE_TTL_MS) -> dict[str, Any]:
+    """2026-07-28 list and read results say who may cache them and for how long."""
+    if revisions.is_modern(ctx.version):
+        value.update(cacheScope=scope, ttlMs=ttl_ms)
+    return value
 
 
 async def _run(ctx: Context, message: Message) -> dict[str, Any]:
     method, params = message.method, message.params
     if method == "tools/call":
-        return await tools.call_tool(ctx.dispatcher, ctx.auth, params)
+        return await tools.call_tool(ctx.dispatcher, ctx.auth, params, ctx.version)
     if method == "tools/list":
-        return tools.page(tools.list_tools(ctx.registry, ctx.auth), params.get("cursor"), ctx.page_size)
+        listed = tools.page(tools.list_tools(ctx.registry, ctx.auth, ctx.version, ctx.surface), params.get("cursor"),
+                            ctx.page_size)
+        return _cacheable(ctx, listed, "private")  # the list is this credential's
+    if method == "resources/read":
+        # A document changes when it is updated or archived: never cached.
+        return _cacheable(ctx, await resources.read(ctx.dispatcher, ctx.auth, params), "private", ttl_ms=0)
+    if method == "resources/list":
+        return _cacheable(ctx, {"resources": []}, "public")
+    if method == "resources/templates/list":
+        return _cacheable(ctx, {"resourceTemplates": [resources.TEMPLATE]}, "public")
     if method == "ping":
         return {}
-    if method == "initialize":
+    if revisions.is_modern(ctx.version):
+        if method == "server/discover":
+            return discover_result()
+    elif method == "initialize":
         return initialize_result(negotiate(params))
     raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", data={"error": "method_not_found"})

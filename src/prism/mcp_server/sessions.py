@@ -2,11 +2,12 @@
 
     <issued unix seconds>.<negotiated protocol version>.<random nonce>.<HMAC-SHA256, hex>
 
-The HMAC covers the tenant, the credential that opened the session, the issue time, the version and the
-nonce, under a key derived from the deployment's master secret (every process of a deployment has it). The
-tenant and credential are not in the token: they come from the request's own Authorization header, so a
-session presented with another credential (or on another tenant) simply fails to verify, exactly like a
-forged one, and the token reveals nothing about who opened it.
+The HMAC covers the tenant, the principal that opened the session (an API key; for OAuth the user and the
+client, whichever grant their token came from), the issue time, the version and the nonce, under a key derived
+from the deployment's master secret (every process of a deployment has it). The tenant and principal are not in
+the token: they come from the request's own Authorization header, so a session presented with another key,
+user, client or tenant simply fails to verify, exactly like a forged one, and the token reveals nothing about
+who opened it.
 
 A session grants nothing on its own — every request is still authenticated — it only correlates a client's
 requests with its handshake.
@@ -20,9 +21,7 @@ import secrets
 import time
 
 from prism.auth.context import AuthContext
-
-SUPPORTED_VERSIONS = ("2025-03-26", "2024-11-05")
-LATEST_VERSION = SUPPORTED_VERSIONS[0]
+from prism.mcp_server.revisions import HANDSHAKE
 
 
 class SessionSigner:
@@ -31,7 +30,7 @@ class SessionSigner:
         self.ttl_seconds = ttl_seconds
 
     def _mac(self, auth: AuthContext, issued: str, version: str, nonce: str) -> str:
-        message = "|".join((auth.tenant_id, auth.credential_kind, auth.credential_id, issued, version, nonce))
+        message = "|".join((auth.tenant_id, *_principal(auth), issued, version, nonce))
         return hmac.new(self._key, message.encode(), hashlib.sha256).hexdigest()
 
     def issue(self, auth: AuthContext, version: str, *, now: float | None = None) -> str:
@@ -45,7 +44,7 @@ class SessionSigner:
         if len(parts) != 4 or len(token) > 200:
             return None
         issued, version, nonce, mac = parts
-        if not issued.isdigit() or version not in SUPPORTED_VERSIONS:
+        if not issued.isdigit() or version not in HANDSHAKE:
             return None
         if not hmac.compare_digest(mac, self._mac(auth, issued, version, nonce)):
             return None
@@ -53,3 +52,12 @@ class SessionSigner:
         if age < -60 or age > self.ttl_seconds:  # a minute of clock skew between hosts is tolerated
             return None
         return version
+
+
+def _principal(auth: AuthContext) -> tuple[str, ...]:
+    """Who a session belongs to. An API key is its own principal. An OAuth session belongs to the user acting
+    through the client, not to one grant: re-authorizing (a new grant, new tokens) keeps the client's session,
+    as the specification expects of a client that signs in again mid-session."""
+    if auth.credential_kind == "oauth" and auth.client_id is not None:
+        return ("oauth", auth.client_id, auth.user_id)
+    return (auth.credential_kind, auth.credential_id)

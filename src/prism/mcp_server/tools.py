@@ -18,11 +18,15 @@ from prism.auth.context import AuthContext
 from prism.dispatch.dispatcher import Dispatcher
 from prism.dispatch.envelope import call_from_envelope
 from prism.dispatch.response import failure_envelope, success_envelope
-from prism.errors import PrismError
+from prism.errors import InvalidArguments, PrismError
 from prism.idempotency import InvalidIdempotencyKey, Replay, ReplayedRefusal, key_from_meta
+from prism.mcp_server import resources, revisions, surfaces
 from prism.mcp_server.jsonrpc import INVALID_PARAMS, RpcError
+from prism.mcp_server.outputs import output_schema
 from prism.registry.catalog import MEGA_TOOL_CATEGORY, tool_catalog
 from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, mega_tool_of
+from prism.registry.mega_tools import tool_name as door_name
+from prism.registry.model import Handler
 from prism.registry.registry import Registry
 from prism.registry.visibility import visible_handlers
 
@@ -46,24 +50,32 @@ TITLES = {
 }
 
 
+# In a tool's `_meta` (2025-06-18 on): the mega-tool or utility it is, as in the audit ledger.
+TOOL_META = "dev.prism/tool"
 # In the `_meta` of a tools/call result that repeats the first answer of its idempotency key.
 REPLAYED_META = "idempotentReplayed"
 
-_LISTS: WeakKeyDictionary[Registry, dict[tuple[frozenset[str], tuple[str, ...]], list[dict[str, Any]]]] = (
-    WeakKeyDictionary())
+# Fields of a tool descriptor that revisions before 2025-06-18 do not define.
+_STRUCTURED_FIELDS = ("title", "outputSchema", "_meta")
+_ListKey = tuple[frozenset[str], tuple[str, ...], bool, str]
+_LISTS: WeakKeyDictionary[Registry, dict[_ListKey, list[dict[str, Any]]]] = WeakKeyDictionary()
 
 
-def list_tools(registry: Registry, auth: AuthContext) -> list[dict[str, Any]]:
-    """Every tool this caller may call, as MCP tool descriptors, sorted by name; built once per grant."""
-    grant = (auth.scopes, auth.permissions.patterns)
+def list_tools(registry: Registry, auth: AuthContext, version: str, surface: str = "mega") -> list[dict[str, Any]]:
+    """Every tool this caller may call on `surface` (surfaces.py), as MCP tool descriptors of `version`, sorted
+    by name; built once per grant, surface and revision family."""
+    structured = revisions.has_structured_output(version)
+    grant = (auth.scopes, auth.permissions.patterns, structured, surface)
     lists = _LISTS.setdefault(registry, {})
     hit = lists.get(grant)
     if hit is None:
-        hit = lists[grant] = _build_list(registry, auth)
+        full = _build_list(registry, auth, surface)
+        hit = lists[grant] = full if structured else [
+            {k: v for k, v in tool.items() if k not in _STRUCTURED_FIELDS} for tool in full]
     return hit
 
 
-def _build_list(registry: Registry, auth: AuthContext) -> list[dict[str, Any]]:
+def _build_list(registry: Registry, auth: AuthContext, surface: str) -> list[dict[str, Any]]:
     visible = visible_handlers(registry, auth)
     tools = []
     for entry in tool_catalog(registry, auth)["tools"]:
@@ -72,6 +84,10 @@ def _build_list(registry: Registry, auth: AuthContext) -> list[dict[str, Any]]:
             mega_tool = mega_tool_of(name)
             handlers = [h for h in visible if h.coordinate.mega_tool == mega_tool]
             key = mega_tool or name
+            if surface == "split" and mega_tool is not None:
+                tools += [{**tool, "_meta": {TOOL_META: key}}
+                          for tool in surfaces.split_tools(mega_tool, handlers, TITLES.get(key, name))]
+                continue
         else:
             bound = LEGACY_BINDINGS[name]
             handlers = [h for h in visible if h.path == bound]
@@ -90,7 +106,10 @@ def _build_list(registry: Registry, auth: AuthContext) -> list[dict[str, Any]]:
                 "idempotentHint": read_only,
                 "openWorldHint": False,
             },
+            "outputSchema": output_schema(handlers),
+            "_meta": {TOOL_META: key},
         })
+    tools.sort(key=lambda t: t["name"])
     return tools
 
 
@@ -123,10 +142,11 @@ def _offset(cursor: Any) -> int:
 
 
 def is_known_tool(name: str) -> bool:
-    return mega_tool_of(name) is not None or name in LEGACY_TOOLS
+    return mega_tool_of(name) is not None or name in LEGACY_TOOLS or surfaces.variant(name) is not None
 
 
-async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str, Any]) -> dict[str, Any]:
+async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str, Any],
+                    version: str) -> dict[str, Any]:
     name = params.get("name")
     if not isinstance(name, str) or not name:
         raise RpcError(INVALID_PARAMS, "name: required, the tool to call", data={"error": "invalid_arguments"})
@@ -137,28 +157,58 @@ async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str,
         key = key_from_meta(params)
     except InvalidIdempotencyKey as exc:
         raise RpcError(INVALID_PARAMS, exc.message, data={"error": exc.code, **exc.details}) from None
+    split = surfaces.variant(name)
     try:
+        if split is not None:  # a split-surface tool: its operations only, under the mega-tool's own name
+            surfaces.check_variant(dispatcher.registry, split[0], split[1], arguments)
+            name = door_name(split[0])
         call = call_from_envelope(name, arguments or {}, door="mcp")
         call.idempotency_key = key
-        _, data = await dispatcher.dispatch(auth, call)
+        handler, data = await dispatcher.dispatch(auth, call)
     except PrismError as exc:
         if exc.code == "tool_not_found" and not is_known_tool(name):
             # The specification makes an unknown tool a protocol error; the refusal is in the ledger already.
-            raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}", data={"error": "tool_not_found"}) from None
-        return _replayed(error_result(exc, name)) if isinstance(exc, ReplayedRefusal) else error_result(exc, name)
+            raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}; tools/list names the tools this credential may "
+                           "call, and the prism_introspect tool describes them", data={"error": "tool_not_found"}
+                           ) from None
+        result = error_result(_pointed(exc, name, arguments), name)
+        return _replayed(result) if isinstance(exc, ReplayedRefusal) else result
+    structured = revisions.has_structured_output(version)
     if type(data) is Replay:
-        return _replayed(_success_result(data.data, name))
-    return _success_result(data, name)
+        return _replayed(_success_result(data.data, name, structured, handler))
+    return _success_result(data, name, structured, handler)
 
 
-def _success_result(data: Any, tool_name: str) -> dict[str, Any]:
-    text = orjson.dumps(success_envelope(data, tool_name), option=orjson.OPT_NON_STR_KEYS)
-    return {"content": [{"type": "text", "text": text.decode()}], "isError": False}
+def _success_result(data: Any, tool_name: str, structured: bool, handler: Handler | None) -> dict[str, Any]:
+    envelope = success_envelope(data, tool_name)
+    text = orjson.dumps(envelope, option=orjson.OPT_NON_STR_KEYS).decode()
+    if not structured:
+        return {"content": [{"type": "text", "text": text}], "isError": False}
+    # 2025-06-18 on: the same envelope as structured content (the text stays for clients that read only text),
+    # and a link to the document when the handler answered one.
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    link = resources.link_for(handler, data)
+    if link is not None:
+        content.append(link)
+    return {"content": content, "structuredContent": envelope, "isError": False}
 
 
 def _replayed(result: dict[str, Any]) -> dict[str, Any]:
     """A result repeated for an idempotency key says so, as HTTP doors do with Idempotent-Replayed."""
     return {**result, "_meta": {REPLAYED_META: True}}
+
+
+def _pointed(exc: PrismError, name: str, arguments: Any) -> PrismError:
+    """A refusal of the arguments, with where the model finds the parameters it should have sent: the
+    prism_introspect tool (a REST path means nothing to a model that can only call tools)."""
+    if type(exc) is not InvalidArguments or mega_tool_of(name) is None or not isinstance(arguments, dict):
+        return exc
+    parts = [arguments.get(k) for k in ("app", "entity", "operation")]
+    if not all(isinstance(p, str) and p for p in parts):
+        return exc
+    path = "/".join([str(mega_tool_of(name)), *(str(p) for p in parts)])
+    hint = f' (the prism_introspect tool with dimension="schema" and operation="{path}" lists its parameters)'
+    return InvalidArguments(exc.message + hint, code=exc.code, details=exc.details)
 
 
 def error_result(exc: PrismError, tool_name: str) -> dict[str, Any]:

@@ -59,8 +59,10 @@ class HandlerApp:
         cost: int = 1,
         destructive: bool = False,
         keywords: tuple[str, ...] = (),
+        result: type[BaseModel] | None = None,
     ) -> Callable[[HandlerFunc], HandlerFunc]:
-        """Declare a handler. `permission=""` derives `<app>.<verb>_<entity>`; `None` means none needed."""
+        """Declare a handler. `permission=""` derives `<app>.<verb>_<entity>`; `None` means none needed.
+        `result`, when given, is the model of what the handler answers (its data must validate against it)."""
         if mega_tool not in MEGA_TOOLS:
             raise ValueError(f"unknown mega-tool {mega_tool!r}")
         if not NAME_PATTERN.match(entity) or not OPERATION_PATTERN.match(operation):
@@ -82,6 +84,7 @@ class HandlerApp:
                 read_only=scope == "read",
                 destructive=destructive,
                 keywords=keywords,
+                result=result,
             ))
             return func
 

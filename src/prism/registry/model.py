@@ -61,8 +61,11 @@ class Handler:
     read_only: bool
     destructive: bool
     keywords: tuple[str, ...] = ()
-    # Filled once by Registry.freeze(): the JSON Schema of `params`.
+    # What the handler answers, when it declares it (MCP publishes it as the tool's output schema).
+    result: type[BaseModel] | None = None
+    # Filled once by Registry.freeze(): the JSON Schema of `params` (and of `result`, when declared).
     schema: dict[str, Any] = field(default_factory=dict)
+    result_schema: dict[str, Any] | None = None
 
     @property
     def path(self) -> str:

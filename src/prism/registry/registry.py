@@ -57,6 +57,8 @@ class Registry:
                 generated = fast_model_schema(handler.params) or handler.params.model_json_schema()
                 schema = schemas[handler.params] = _clean_schema(generated)
             handler.schema = schema
+            if handler.result is not None:
+                handler.result_schema = _clean_schema(handler.result.model_json_schema(mode="serialization"))
         self.frozen = True
         return self
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from prism.apps.params import Params
 from prism.events.catalog import API_VERSION, EVENT_TYPES
@@ -22,12 +22,47 @@ class WhoamiParams(Params):
     pass
 
 
+class WhoamiKey(BaseModel):
+    prefix: str
+    name: str
+    created_at: str | None
+    last_used_at: str | None
+    scopes: list[str]
+
+
+class WhoamiUser(BaseModel):
+    id: str
+    email: str
+
+
+class WhoamiOrganization(BaseModel):
+    id: str
+    name: str
+    role: str
+
+
+class WhoamiTenant(BaseModel):
+    id: str
+    name: str | None
+    subdomain: str
+
+
+class WhoamiResult(BaseModel):
+    """What whoami answers (published as prism_whoami's MCP output schema)."""
+
+    authenticated: bool
+    key: WhoamiKey
+    user: WhoamiUser
+    organization: WhoamiOrganization
+    tenant: WhoamiTenant
+
+
 class WebhookEventList(Params):
     group: Literal["governance", "platform"] | None = Field(None, description="Only this group of events.")
 
 
 @app.handler("report_query", "caller", "whoami", params=WhoamiParams, scope="read", permission=None,
-             description="Who is calling: key, user, organization, tenant, role and scopes.",
+             result=WhoamiResult, description="Who is calling: key, user, organization, tenant, role and scopes.",
              keywords=("identity", "me", "current user", "my permissions"))
 async def whoami(call: HandlerCall, _: WhoamiParams) -> dict[str, Any]:
     a = call.auth

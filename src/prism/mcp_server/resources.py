@@ -1,0 +1,50 @@
+"""Documents as MCP resources: the `resource_link` a tool result carries when its handler answers a document
+(2025-06-18 on), and `resources/read` of that link, which reads the document through the dispatcher (door
+"mcp": authorized and audited like the tool call it stands for).
+
+    prism://documents/document/<id>     the document's text, with its content type
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prism.auth.context import AuthContext
+from prism.dispatch.dispatcher import Dispatcher
+from prism.dispatch.envelope import call_from_envelope
+from prism.errors import PrismError
+from prism.mcp_server.jsonrpc import INVALID_PARAMS, RpcError
+from prism.registry.model import Handler
+
+RESOURCE_NOT_FOUND = -32002
+PREFIX = "prism://documents/document/"
+TEMPLATE = {"uriTemplate": PREFIX + "{id}", "name": "document", "title": "Document",
+            "description": "A document's text (the id comes from a documents tool result)."}
+
+
+def link_for(handler: Handler | None, data: Any) -> dict[str, Any] | None:
+    """The resource_link of a handler's answer when it is a document, else None."""
+    if handler is None or handler.coordinate.app != "documents" or handler.coordinate.entity != "document":
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not isinstance(data.get("title"), str):
+        return None
+    link = {"type": "resource_link", "uri": PREFIX + data["id"], "name": data["title"], "title": data["title"]}
+    if isinstance(data.get("content_type"), str):
+        link["mimeType"] = data["content_type"]
+    return link
+
+
+async def read(dispatcher: Dispatcher, auth: AuthContext, params: dict[str, Any]) -> dict[str, Any]:
+    uri = params.get("uri")
+    if not isinstance(uri, str) or not uri.startswith(PREFIX) or not uri[len(PREFIX):]:
+        raise RpcError(RESOURCE_NOT_FOUND, f"Resource not found: {uri!r} (Prism's resources are {PREFIX}<id>, as "
+                       "linked from documents tool results)", data={"error": "resource_not_found", "uri": uri})
+    call = call_from_envelope("prism_entity_crud", {"app": "documents", "entity": "document", "operation": "read",
+                                                    "arguments": {"id": uri[len(PREFIX):]}}, door="mcp")
+    try:
+        _, data = await dispatcher.dispatch(auth, call)
+    except PrismError as exc:
+        code = RESOURCE_NOT_FOUND if exc.status == 404 else INVALID_PARAMS
+        raise RpcError(code, exc.message, data={"error": exc.code, "uri": uri}) from None
+    return {"contents": [{"uri": uri, "mimeType": data.get("content_type") or "text/plain",
+                          "text": data.get("content") or ""}]}
