@@ -68,6 +68,13 @@ _MCP = PathPolicy((), takes_bearer=True, caller_tier="mcp", anonymous_tier="anon
 _ANONYMOUS = PathPolicy(("anonymous",), takes_bearer=False, caller_tier=None)
 
 
+def host_exempt(path: str) -> bool:
+    """Probes and scrapes address a process by its own address (a pod's IP), not by a name Prism serves: the
+    health and metrics endpoints answer whatever the Host (they build no URL from it)."""
+    bare = path.rstrip("/")
+    return bare in HEALTH_PATHS or bare == METRICS_PATH
+
+
 def policy_for(path: str) -> PathPolicy:
     if path.startswith(_WELL_KNOWN):
         return _DESCRIPTOR_POLICY if path.rstrip("/") == _DESCRIPTOR else _EXEMPT

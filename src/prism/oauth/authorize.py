@@ -25,8 +25,10 @@ from prism.errors import PrismError
 from prism.kit.secret import seal, unseal
 from prism.models import User
 from prism.oauth import repository as repo
+from prism.oauth.client_documents import client_documents, is_document_url
 from prism.oauth.errors import AuthorizeError, OAuthError
 from prism.oauth.issuer import MCP_PATH, issuer_for
+from prism.oauth.models import OAuthClient
 from prism.oauth.schemas import DEFAULT_SCOPE, OOB_REDIRECT, normalize_scope, redirect_matches
 from prism.oauth.service import create_code
 from prism.web.browser import login_url as browser_login_url
@@ -70,8 +72,15 @@ async def validate(request: Request, params: dict[str, str]) -> AuthorizeRequest
     client_id = params.get("client_id")
     if not client_id:
         raise AuthorizeError("invalid_request", "client_id is required", redirectable=False)
-    async with request.app.state.db.read() as session:
-        client = await repo.client_by_id(session, client_id)
+    client: OAuthClient | None
+    if is_document_url(client_id):
+        try:
+            client = await client_documents(request.app.state).client(client_id)
+        except OAuthError as exc:
+            raise AuthorizeError("invalid_client", exc.message, redirectable=False) from None
+    else:
+        async with request.app.state.db.read() as session:
+            client = await repo.client_by_id(session, client_id)
     if client is None:
         raise AuthorizeError("invalid_client", "unknown client_id: register the client first", redirectable=False)
     sent = params.get("redirect_uri")

@@ -50,6 +50,7 @@ def authorization_server_metadata(request: Request) -> dict[str, Any]:
         "scopes_supported": [*PLATFORM_SCOPES, *ADVERTISED_APP_SCOPES],
         "response_modes_supported": ["query"],
         "authorization_response_iss_parameter_supported": True,
+        "client_id_metadata_document_supported": True,
         "mcp_version": MCP_VERSION,
         "service_documentation": _documentation(request),
         "mcp_sse_endpoint": issuer + MCP_PATH,

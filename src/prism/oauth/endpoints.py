@@ -18,8 +18,10 @@ from prism.edge.context import request_context
 from prism.errors import CredentialNoLongerValid, PrismError
 from prism.kit.nul import refuse_nul_in_form
 from prism.kit.timeutil import utcnow
+from prism.oauth.client_documents import ClientDocumentRefused, client_documents, is_document_url
 from prism.oauth.errors import GrantReplayed, InvalidGrant, OAuthError
 from prism.oauth.issuer import issuer_for
+from prism.oauth.models import OAuthClient
 from prism.oauth.refresh import refresh_tokens
 from prism.oauth.repository import revoke_grant
 from prism.oauth.schemas import parse_registration
@@ -100,10 +102,13 @@ async def token(request: Request) -> Response:
             raise OAuthError(f"grant_type {grant_type!r} is not supported: use authorization_code or refresh_token",
                              code="unsupported_grant_type")
         ctx = TokenContext(state.authenticator.tokens.ring, state.settings, issuer_for(request))
-        # Load (or create) the signing key before the transaction: creating one takes its own write.
+        # Load (or create) the signing key before the transaction: creating one takes its own write. A client
+        # named by URL is fetched before it too: no transaction waits on another server.
         await ctx.ring.signer()
+        described = await _described(request, client_id)
         async with state.db.write() as session:
-            client = await authenticate_client(session, client_id, form.get("client_secret") or basic_secret)
+            client = await authenticate_client(session, client_id, form.get("client_secret") or basic_secret,
+                                               described=described)
             if grant_type == "authorization_code":
                 answer = await exchange_code(session, ctx, client, code=form.get("code"),
                                              verifier=form.get("code_verifier"), redirect_uri=form.get("redirect_uri"))
@@ -115,7 +120,8 @@ async def token(request: Request) -> Response:
             await _revoke(request, exc.grant_id)
         return oauth_error(InvalidGrant(exc.message))
     except OAuthError as exc:
-        if exc.code == "invalid_client":  # a wrong client secret is a failed authentication of the address
+        if exc.code == "invalid_client" and not isinstance(exc, ClientDocumentRefused):
+            # A wrong client secret is a failed authentication of the address (an unusable document is not).
             await _count_failure(request)
         return oauth_error(exc)
     except DatabaseUnavailable as exc:
@@ -123,6 +129,13 @@ async def token(request: Request) -> Response:
     except PrismError as exc:
         return oauth_error(OAuthError(exc.message, status=exc.status))
     return json_response(answer, 200, {**CORS_HEADERS, **NO_STORE})
+
+
+async def _described(request: Request, client_id: str | None) -> OAuthClient | None:
+    """The client a URL client_id's metadata document describes; None for a registered client_id."""
+    if client_id is None or not is_document_url(client_id):
+        return None
+    return await client_documents(request.app.state).client(client_id)
 
 
 async def _count_failure(request: Request) -> None:

@@ -29,6 +29,7 @@ MAX_URI_LENGTH = 2000
 # Registered fields echoed back verbatim (strings only); anything else sent is tolerated and ignored.
 ECHOED_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri", "software_id", "software_version",
                  "contacts")
+LINK_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri")
 
 
 def invalid_metadata(message: str) -> OAuthError:
@@ -74,6 +75,15 @@ def check_redirect_uri(uri: Any) -> str:
         if scheme == "http" and not is_loopback_host(parts.hostname):
             raise invalid_redirect(f"redirect_uri {uri!r}: plain http is allowed only to a loopback address; use https")
     return uri
+
+
+def check_link(name: str, value: str) -> None:
+    """A link the consent page may show (logo, home page, terms, policy): https only, so no `javascript:` or
+    `data:` URI and no plain-http tracking pixel reaches a person's browser."""
+    parts = urlsplit(value)
+    if parts.scheme != "https" or not parts.hostname or parts.username or parts.password \
+            or any(c.isspace() for c in value) or len(value) > MAX_URI_LENGTH:
+        raise invalid_metadata(f"{name} must be an https URL with a host (at most {MAX_URI_LENGTH} characters)")
 
 
 def redirect_matches(registered: str, sent: str) -> bool:
@@ -163,6 +173,9 @@ def parse_registration(body: dict[str, Any]) -> ClientRegistration:
         raise invalid_metadata(exc.message) from None
     extra = {k: body[k] for k in ECHOED_FIELDS
              if isinstance(body.get(k), str) or (k == "contacts" and isinstance(body.get(k), list))}
+    for link in LINK_FIELDS:
+        if link in extra:
+            check_link(link, extra[link])
     return ClientRegistration(client_id=client_id, client_name=(name or "").strip() or "OAuth client",
                               redirect_uris=redirect_uris, grant_types=grant_types, response_types=response_types,
                               token_endpoint_auth_method=method, scope=scope, extra=extra)

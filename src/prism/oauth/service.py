@@ -72,9 +72,14 @@ async def register_client(session: AsyncSession, reg: ClientRegistration) -> tup
     return client, secret, True
 
 
-async def authenticate_client(session: AsyncSession, client_id: str | None, secret: str | None) -> OAuthClient:
+async def authenticate_client(session: AsyncSession, client_id: str | None, secret: str | None, *,
+                              described: OAuthClient | None = None) -> OAuthClient:
+    """The registered client `client_id`, its secret checked; `described` is the client a URL client_id's
+    metadata document describes (fetched before the transaction: prism.oauth.client_documents)."""
     if not client_id:
         raise InvalidClient("client_id is required")
+    if described is not None and described.client_id == client_id:
+        return described  # a public client: nothing to check
     client = await repo.client_by_id(session, client_id)
     if client is None:
         raise InvalidClient("unknown client")
