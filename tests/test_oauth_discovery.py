@@ -31,7 +31,9 @@ async def test_authorization_server_metadata_has_every_field_and_fixed_value(cli
     assert doc["response_types_supported"] == ["code"]
     assert doc["grant_types_supported"] == ["authorization_code", "refresh_token"]
     assert doc["code_challenge_methods_supported"] == ["S256"]
-    assert doc["token_endpoint_auth_methods_supported"] == ["none", "client_secret_post"]
+    assert doc["token_endpoint_auth_methods_supported"] == ["none", "client_secret_post", "client_secret_basic"]
+    assert doc["client_id_metadata_document_supported"] is True
+    assert "offline_access" in doc["scopes_supported"]
     assert doc["response_modes_supported"] == ["query"]
     assert doc["authorization_response_iss_parameter_supported"] is True
     assert doc["mcp_version"] == "2025-03-26"

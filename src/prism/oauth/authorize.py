@@ -29,7 +29,7 @@ from prism.oauth.client_documents import client_documents, is_document_url
 from prism.oauth.errors import AuthorizeError, OAuthError
 from prism.oauth.issuer import MCP_PATH, issuer_for
 from prism.oauth.models import OAuthClient
-from prism.oauth.schemas import DEFAULT_SCOPE, OOB_REDIRECT, normalize_scope, redirect_matches
+from prism.oauth.schemas import DEFAULT_SCOPE, OOB_REDIRECT, granted_scope, normalize_scope, redirect_matches
 from prism.oauth.service import create_code
 from prism.web.browser import login_url as browser_login_url
 from prism.web.browser import read_form, redirect, render, signed_in_user
@@ -111,7 +111,7 @@ async def validate(request: Request, params: dict[str, str]) -> AuthorizeRequest
         raise AuthorizeError("invalid_request", "code_challenge must be the base64url SHA-256 of the verifier "
                              "(43 characters)")
     try:
-        scope = normalize_scope(params.get("scope")) or client.scope or DEFAULT_SCOPE
+        scope = granted_scope(normalize_scope(params.get("scope")), client.scope or DEFAULT_SCOPE)
     except OAuthError as exc:
         raise AuthorizeError("invalid_scope", exc.message) from None
     audience = _audience(params.get("resource"), issuer)
@@ -138,6 +138,18 @@ def _error_response(request: Request, exc: AuthorizeError) -> Response:
         return _back_to_client(request, partial, {"error": exc.code, "error_description": exc.message})
     return render(request, "message.html", {"heading": "This authorization request cannot be completed",
                                             "error": exc.code, "message": exc.message}, status=400)
+
+
+def _single_valued(request: Request) -> dict[str, str]:
+    """The query's parameters; one sent more than once is refused on a page (RFC 6749 4.1.2.1: it may be the
+    client_id or the redirect_uri, so nothing can be redirected)."""
+    items = request.query_params.multi_items()
+    params = dict(items)
+    if len(params) != len(items):
+        repeated = sorted({name for name, _ in items if sum(1 for other, _ in items if other == name) > 1})
+        raise AuthorizeError("invalid_request", f"parameters sent more than once: {', '.join(repeated)}",
+                             redirectable=False)
+    return params
 
 
 @dataclass(frozen=True)
@@ -186,7 +198,7 @@ async def _consent_page(request: Request, target: AuthorizeRequest, user: User, 
 
 async def authorize_page(request: Request) -> Response:
     try:
-        target = await validate(request, dict(request.query_params))
+        target = await validate(request, _single_valued(request))
     except AuthorizeError as exc:
         return _error_response(request, exc)
     user = await signed_in_user(request)

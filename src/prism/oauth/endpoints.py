@@ -64,13 +64,14 @@ async def register(request: Request) -> Response:
         body = await read_json_object(request)
         registration = parse_registration(body)
         async with request.app.state.db.write() as session:
-            client, secret, created = await register_client(session, registration)
-            answer = registration_body(client, secret)
+            registered = await register_client(session, registration)
+            answer = registration_body(registered.client, registered.secret, issuer=issuer_for(request),
+                                       registration_token=registered.registration_token)
     except OAuthError as exc:
         return oauth_error(exc)
     except PrismError as exc:  # unreadable JSON and the like
         return oauth_error(OAuthError(exc.message, code="invalid_client_metadata", status=exc.status))
-    return json_response(answer, 201 if created else 200, {**CORS_HEADERS, **NO_STORE})
+    return json_response(answer, 201 if registered.created else 200, {**CORS_HEADERS, **NO_STORE})
 
 
 def _basic_credentials(request: Request) -> tuple[str | None, str | None]:
@@ -92,7 +93,7 @@ def _basic_credentials(request: Request) -> tuple[str | None, str | None]:
 async def token(request: Request) -> Response:
     state = request.app.state
     try:
-        form = await read_form(request, check_csrf=False)
+        form = await read_form(request, check_csrf=False, single_valued=True)
         basic_id, basic_secret = _basic_credentials(request)
         client_id = form.get("client_id") or basic_id
         if basic_id is not None and form.get("client_id") not in (None, basic_id):
@@ -122,7 +123,7 @@ async def token(request: Request) -> Response:
     except OAuthError as exc:
         if exc.code == "invalid_client" and not isinstance(exc, ClientDocumentRefused):
             # A wrong client secret is a failed authentication of the address (an unusable document is not).
-            await _count_failure(request)
+            await count_failure(request)
         return oauth_error(exc)
     except DatabaseUnavailable as exc:
         return oauth_error(exc)
@@ -138,7 +139,7 @@ async def _described(request: Request, client_id: str | None) -> OAuthClient | N
     return await client_documents(request.app.state).client(client_id)
 
 
-async def _count_failure(request: Request) -> None:
+async def count_failure(request: Request) -> None:
     await request.app.state.rate_limiter.auth_failed(request_context(request.scope).address)
 
 
@@ -152,17 +153,28 @@ async def revoke(request: Request) -> Response:
     """RFC 7009: 200 whatever the token was (unknown, expired, already revoked), so nothing leaks."""
     state = request.app.state
     try:
-        form = await read_form(request, check_csrf=False)
-        basic_id, _ = _basic_credentials(request)
+        form = await read_form(request, check_csrf=False, single_valued=True)
+        basic_id, basic_secret = _basic_credentials(request)
+        value = form.get("token")
+        if not value:
+            raise OAuthError("token is required")
+        client_id = form.get("client_id") or basic_id
+        await state.authenticator.tokens.ring.signer()  # loads the keys outside the transaction (see token)
+        described = await _described(request, client_id)
+        async with state.db.write() as session:
+            # A confidential client authenticates (RFC 7009 2.1): a wrong secret revokes nothing.
+            client = None if client_id is None else await authenticate_client(
+                session, client_id, form.get("client_secret") or basic_secret, described=described)
+            grant_id = await revoke_token(session, state.authenticator.tokens.ring, state.settings, value,
+                                          client=client, hostname=host_of(request).hostname)
+    except OAuthError as exc:
+        if exc.code == "invalid_client" and not isinstance(exc, ClientDocumentRefused):
+            await count_failure(request)
+        return oauth_error(exc)
+    except DatabaseUnavailable as exc:
+        return oauth_error(exc)
     except PrismError as exc:
         return oauth_error(OAuthError(exc.message, status=exc.status))
-    value = form.get("token")
-    if not value:
-        return oauth_error(OAuthError("token is required"))
-    await state.authenticator.tokens.ring.signer()  # loads the keys outside the transaction (see token)
-    async with state.db.write() as session:
-        grant_id = await revoke_token(session, state.authenticator.tokens.ring, state.settings, value,
-                                      client_id=form.get("client_id") or basic_id, hostname=host_of(request).hostname)
     if grant_id is not None:
         state.authenticator.tokens.forget(grant_id)
     return Response(status_code=200, headers={**CORS_HEADERS, **NO_STORE})
@@ -182,7 +194,7 @@ async def userinfo(request: Request) -> Response:
         return oauth_error(exc)
     except PrismError as exc:
         if not isinstance(exc, CredentialNoLongerValid):  # an expired or revoked token is not a guess
-            await _count_failure(request)
+            await count_failure(request)
         return json_response({"error": "invalid_token", "error_description": exc.message}, 401, challenge)
     body: dict[str, Any] = {"sub": claims.subject, "email": row.email, "client_id": claims.client_id,
                             "scope": claims.scope, "org": claims.organization_id}
