@@ -90,12 +90,14 @@ class Edge:
                 misdirected = self.hosts.host_refusal(context.host)
                 if misdirected is not None:  # not counted: nothing about the request is read further
                     raise misdirected
-            await self._admit(scope, context, policy)
+            try:
+                await self._admit(scope, context, policy)
+            except LimiterUnavailable:
+                if self.limiter.fails_closed and _carries_secret(scope, context, policy):
+                    raise
+                # failing open: the request goes on uncounted, and its host and origin are still checked
             if checked:  # counted first, so that these refusals report the window they were counted in
                 await self._check_tenant_and_origin(scope, context, path)
-        except LimiterUnavailable as storage_down:
-            if self.limiter.fails_closed and _carries_secret(scope, context, policy):
-                context.refusal = storage_down
         except PrismError as refusal:
             context.refusal = refusal
         except Exception as exc:  # the credential's lookup found the database busy: a 503 the door renders
