@@ -25,7 +25,7 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 @pytest.fixture
 async def configured(app: Any, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """An app with an extra host and an allowed browser origin."""
-    other = create_app(settings.model_copy(update={"extra_hosts": "prism.internal.example, 10.1.2.3",
+    other = create_app(settings.model_copy(update={"extra_hosts": "prism.internal.example:9000, 10.1.2.3",
                                                    "mcp_allowed_origins": "https://inspector.example.com"}),
                        registry=app.state.registry)
     async with other.router.lifespan_context(other):

@@ -45,6 +45,13 @@ def _names(spec: str) -> frozenset[str]:
     return frozenset(item.strip().lower().rstrip(".") for item in spec.split(",") if item.strip())
 
 
+def _without_port(name: str) -> str:
+    """`host`, `[v6]` or an IPv4 address, without the port an operator may have written after it."""
+    if name.startswith("["):
+        return name.split("]", 1)[0] + "]"
+    return name.rsplit(":", 1)[0] if name.count(":") == 1 else name
+
+
 def _origin(value: str) -> str | None:
     """`scheme://host[:port]`, lower-case, the default port dropped; None when it is not an origin."""
     parts = urlsplit(value.strip().lower())
@@ -65,13 +72,12 @@ class HostPolicy:
     base_domain: str
     extra_hosts: frozenset[str]
     allowed_origins: frozenset[str]  # normalised origins; "*" lets any origin call
-    public_scheme: str
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HostPolicy:
         origins = frozenset(o if o == "*" else (_origin(o) or o) for o in _names(settings.mcp_allowed_origins))
-        return cls(settings.base_domain.lower().rstrip("."), _names(settings.extra_hosts), origins,
-                   settings.public_scheme)
+        extra = frozenset(_without_port(name) for name in _names(settings.extra_hosts))
+        return cls(settings.base_domain.lower().rstrip("."), extra, origins)
 
     def serves(self, host: HostInfo) -> bool:
         name = host.hostname
