@@ -17,6 +17,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
+from prism.oauth import client_documents
 from tests.factories import Factory
 from tests.oauth_support import OAUTH, authorize_params, consent, pkce, query_of
 from tests.processes import Server, ServerPool, clean_env
@@ -141,3 +142,12 @@ async def test_a_malformed_url_client_id_is_refused_without_a_fetch(hook_client:
                                                                     client_id: str) -> None:
     page = await _authorize_page(hook_client, client_id)
     assert page.status_code == 400 and "invalid_client" in page.text
+
+
+async def test_a_document_slower_than_the_time_limit_is_refused(hook_client: httpx.AsyncClient, receiver: Receiver,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(client_documents, "FETCH_SECONDS", 0.3)  # the limit is 5 s; the test need not wait that
+    url = receiver.url("/cimd/slow.json")
+    receiver.script("/cimd/slow.json", [Answer(body=document(url).body, delay=1.5)])
+    page = await _authorize_page(hook_client, url)
+    assert page.status_code == 400 and "timed out" in page.text
