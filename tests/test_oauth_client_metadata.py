@@ -17,6 +17,8 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
+from prism.app import create_app
+from prism.config import Settings
 from prism.oauth import client_documents
 from tests.factories import Factory
 from tests.oauth_support import OAUTH, authorize_params, consent, pkce, query_of
@@ -151,3 +153,22 @@ async def test_a_document_slower_than_the_time_limit_is_refused(hook_client: htt
     receiver.script("/cimd/slow.json", [Answer(body=document(url).body, delay=1.5)])
     page = await _authorize_page(hook_client, url)
     assert page.status_code == 400 and "timed out" in page.text
+
+
+async def test_fetches_count_in_the_addresss_discovery_tier(app: Any, hook_settings: Settings,
+                                                            receiver: Receiver) -> None:
+    """Authorize is exempt from the rate tiers, but each document it must fetch counts: made-up URL client_ids
+    cannot make Prism fetch without limit."""
+    limited = create_app(hook_settings.model_copy(update={"rate_limit_anonymous_discovery": 2}),
+                         registry=app.state.registry)
+    async with limited.router.lifespan_context(limited):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=limited), base_url="http://localhost") as c:
+            pages = []
+            for n in range(3):
+                path = f"/cimd/counted-{n}.json"
+                receiver.script(path, [document(receiver.url(path))])
+                pages.append(await _authorize_page(c, receiver.url(path)))
+            again = await _authorize_page(c, receiver.url("/cimd/counted-0.json"))  # cached: not counted
+    assert [p.status_code for p in pages] == [303, 303, 400]  # the first two go on to the login page
+    assert "temporarily_unavailable" in pages[2].text
+    assert receiver.at("/cimd/counted-2.json") == [] and again.status_code == 303

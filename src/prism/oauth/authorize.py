@@ -21,6 +21,7 @@ from urllib.parse import urlencode, urlsplit
 from starlette.requests import Request
 from starlette.responses import Response
 
+from prism.edge.context import request_context
 from prism.errors import PrismError
 from prism.kit.secret import seal, unseal
 from prism.models import User
@@ -31,6 +32,8 @@ from prism.oauth.issuer import MCP_PATH, issuer_for
 from prism.oauth.models import OAuthClient
 from prism.oauth.schemas import DEFAULT_SCOPE, OOB_REDIRECT, granted_scope, normalize_scope, redirect_matches
 from prism.oauth.service import create_code
+from prism.ratelimit.unavailable import LimiterUnavailable
+from prism.ratelimit.verdict import Locked
 from prism.web.browser import login_url as browser_login_url
 from prism.web.browser import read_form, redirect, render, signed_in_user
 from prism.web.requests import host_of
@@ -74,8 +77,11 @@ async def validate(request: Request, params: dict[str, str]) -> AuthorizeRequest
         raise AuthorizeError("invalid_request", "client_id is required", redirectable=False)
     client: OAuthClient | None
     if is_document_url(client_id):
+        documents = client_documents(request.app.state)
+        if not documents.is_fresh(client_id):
+            await _count_fetch(request)
         try:
-            client = await client_documents(request.app.state).client(client_id)
+            client = await documents.client(client_id)
         except OAuthError as exc:
             raise AuthorizeError("invalid_client", exc.message, redirectable=False) from None
     else:
@@ -117,6 +123,23 @@ async def validate(request: Request, params: dict[str, str]) -> AuthorizeRequest
     audience = _audience(params.get("resource"), issuer)
     return AuthorizeRequest(client.client_id, client.client_name, redirect_uri, sent is not None, challenge, scope,
                             state, issuer, audience)
+
+
+async def _count_fetch(request: Request) -> None:
+    """The authorize endpoint is exempt from the rate tiers (a person signs in there), but a client metadata
+    document it has to fetch counts in the address's `anonymous_discovery` tier, as the token endpoint's
+    requests do: a stream of made-up URL client_ids cannot make Prism fetch without limit."""
+    state = request.app.state
+    try:
+        verdict = await state.rate_limiter.hit("anonymous_discovery", request_context(request.scope).address)
+    except LimiterUnavailable:
+        if state.rate_limiter.fails_closed:
+            raise AuthorizeError("temporarily_unavailable", "client metadata documents cannot be fetched right "
+                                 "now; try again shortly", redirectable=False) from None
+        return
+    if isinstance(verdict, Locked) or not verdict.allowed:
+        raise AuthorizeError("temporarily_unavailable", "too many client metadata documents fetched from this "
+                             "address; try again in a minute", redirectable=False)
 
 
 def _back_to_client(request: Request, target: AuthorizeRequest, values: dict[str, str]) -> Response:

@@ -75,6 +75,11 @@ class ClientDocuments:
         self.settings = settings
         self._entries: dict[str, _Entry] = {}
 
+    def is_fresh(self, client_id: str) -> bool:
+        """Whether `client` would answer from the cache, without fetching."""
+        entry = self._entries.get(client_id)
+        return entry is not None and entry.until > time.monotonic()
+
     async def client(self, client_id: str) -> OAuthClient:
         """The client the document at `client_id` describes, or ClientDocumentRefused saying why not."""
         check_document_url(client_id)
