@@ -145,7 +145,7 @@ async def test_a_lockout_is_rendered_in_each_doors_own_shape(locked_out: tuple[h
         "error": "too_many_failed_attempts"}
     assert answer.headers["x-ratelimit-remaining"] == "0"
     from_a_page = await client.post("/api/mcp/sse", json=MCP_INIT, headers={
-        **ws.headers(), **MCP_HEADERS, "Origin": "https://inspector.example"})
+        **ws.headers(), **MCP_HEADERS, "Origin": f"http://{ws.host}"})
     assert from_a_page.headers["access-control-allow-origin"] == "*"  # a browser client can read the refusal
     assert "retry-after" in from_a_page.headers["access-control-expose-headers"].lower()
     oauth = _refused(await client.post("/api/mcp/oauth/token/", data={"grant_type": "refresh_token"}))

@@ -61,6 +61,12 @@ async def test_failing_open_lets_every_request_through_uncounted(
         assert [(await client.get("/api/v1/dev/me/", headers=bad)).status_code for _ in range(4)] == [401] * 4
         wrong = await client.post("/api/mcp/api-keys/register/", json={"email": "nobody@example.com", "password": "x"})
         assert wrong.status_code == 401
+        # Uncounted is not unchecked: the host and the MCP door's Origin are still refused.
+        foreign = await client.post("/api/mcp/sse", headers={**ws.headers(), "Origin": "https://evil.example.com"},
+                                    json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert foreign.status_code == 403
+        assert (await client.get("/api/v1/dev/me/", headers={"Host": "nosuchtenant-redis.localhost"})
+                ).status_code == 404
 
 
 def test_the_setting_accepts_only_open_or_closed() -> None:

@@ -196,17 +196,17 @@ async def test_a_batch_gets_one_answer_per_request_and_none_for_notifications(
 async def test_cors_preflight_needs_no_credential_and_exposes_the_session_header(
         client: httpx.AsyncClient, factory: Factory) -> None:
     preflight = await client.options(PATH, headers={
-        "Origin": "https://inspector.example", "Access-Control-Request-Method": "POST",
+        "Origin": "http://localhost", "Access-Control-Request-Method": "POST",
         "Access-Control-Request-Headers": "authorization, content-type, mcp-session-id"})
     assert preflight.status_code == 204
     assert "Mcp-Session-Id" in preflight.headers["access-control-allow-headers"]
     assert "POST" in preflight.headers["access-control-allow-methods"]
     ws = await factory.workspace()
-    answer = await client.post(PATH, headers={**headers_for(ws), "Origin": "https://inspector.example"},
+    answer = await client.post(PATH, headers={**headers_for(ws), "Origin": f"http://{ws.host}"},
                                json=rpc("initialize", {}))
     exposed = answer.headers["access-control-expose-headers"]
     assert "Mcp-Session-Id" in exposed and "WWW-Authenticate" in exposed
-    refused = await client.post(PATH, headers={**JSON_AND_SSE, "Origin": "https://inspector.example"},
+    refused = await client.post(PATH, headers={**JSON_AND_SSE, "Origin": "http://localhost"},
                                 json=rpc("initialize", {}))
     assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == "*"
 
@@ -263,7 +263,7 @@ async def test_answers_given_before_the_caller_is_known_carry_the_address_window
         async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
             ws = await factory.workspace()
             answers = [
-                await c.options(PATH, headers={"Origin": "https://inspector.example",
+                await c.options(PATH, headers={"Origin": "http://localhost",
                                                "Access-Control-Request-Method": "POST"}),
                 await c.post(PATH, headers=JSON_AND_SSE, json=rpc("initialize", {})),
                 await c.post(PATH, headers={**JSON_AND_SSE, "Authorization": "Bearer ck_not_a_real_key"},

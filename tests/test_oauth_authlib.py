@@ -3,6 +3,8 @@ revoke → refused. The browser part (login and consent) is scripted over plain 
 
 from __future__ import annotations
 
+import base64
+import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -56,7 +58,9 @@ async def _browser_consent(authorization_url: str) -> str:
         assert signed.status_code == 303, signed.text
         consent = await browser.get(str(signed.next_request.url) if signed.next_request else "")
         assert consent.status_code == 200, consent.text
-        answer = await browser.post(str(consent.url).split("?")[0], data={
+        action = re.search(r'<form method="post" action="([^"]+)"', consent.text)
+        assert action, consent.text
+        answer = await browser.post(str(consent.url.join(action.group(1))), data={
             "csrf_token": field(consent.text, "csrf_token"), "request": field(consent.text, "request"),
             f"organization:{offered_organizations(consent.text)[0]}": "yes", "decision": "allow"})
         assert answer.status_code == 302, answer.text
@@ -98,3 +102,83 @@ async def test_authlib_client_runs_the_whole_flow_against_a_running_server(runni
         refused = await client.get(f"{running.base}/api/v1/dev/me/")
         assert refused.status_code == 401 and refused.json()["error"] == "invalid_token"
         assert "resource_metadata=" in refused.headers["www-authenticate"]
+
+
+async def test_a_confidential_client_with_basic_auth_offline_access_and_an_app_scope(running: Running) -> None:
+    """Authlib as a confidential client through the origin-root endpoints of MCP 2025-03-26: registered with
+    client_secret_basic for authorization_code only, it asks `openid profile email offline_access
+    spare_parts.view` from a `localhost` redirect with another port than the registered `127.0.0.1` one, reads
+    spare parts and nothing else, refreshes, manages its registration (RFC 7592) and revokes with its secret."""
+    base = running.base
+    async with httpx.AsyncClient(timeout=30) as plain:
+        meta = (await plain.get(f"{base}/.well-known/oauth-authorization-server")).json()
+        assert "client_secret_basic" in meta["token_endpoint_auth_methods_supported"]
+        assert "offline_access" in meta["scopes_supported"] and meta["client_id_metadata_document_supported"]
+        port = base.rsplit(":", 1)[1]
+        assert meta["service_documentation"] == f"http://portal.localhost:{port}/"
+        made = await plain.post(f"{base}/register", json={
+            "client_name": "Authlib confidential", "redirect_uris": ["http://127.0.0.1/callback"],
+            "token_endpoint_auth_method": "client_secret_basic", "logo_uri": "https://example.com/logo.png"})
+        assert made.status_code == 201, made.text
+        registered = made.json()
+        assert registered["token_endpoint_auth_method"] == "client_secret_basic"
+        manage = {"Authorization": f"Bearer {registered['registration_access_token']}"}
+        uri = registered["registration_client_uri"]
+        assert uri == f"{base}/api/mcp/oauth/register/{registered['client_id']}"
+        assert (await plain.get(uri, headers={"Authorization": "Bearer prat_wrong"})).status_code == 401
+        read = await plain.get(uri, headers=manage)
+        assert read.status_code == 200 and read.json()["client_name"] == "Authlib confidential"
+        body = {k: v for k, v in read.json().items() if k not in ("registration_access_token",)}
+        updated = await plain.put(uri, headers=manage, json={**body, "client_name": "Authlib renamed"})
+        assert updated.status_code == 200 and updated.json()["client_name"] == "Authlib renamed", updated.text
+        bad_logo = await plain.put(uri, headers=manage, json={**body, "logo_uri": "javascript:alert(1)"})
+        assert bad_logo.status_code == 400 and bad_logo.json()["error"] == "invalid_client_metadata"
+
+    redirect = "http://localhost:53117/callback"
+    async with AsyncOAuth2Client(client_id=registered["client_id"], client_secret=registered["client_secret"],
+                                 redirect_uri=redirect, scope="openid profile email offline_access spare_parts.view",
+                                 code_challenge_method="S256", token_endpoint_auth_method="client_secret_basic",
+                                 timeout=30) as client:
+        verifier = secrets.token_urlsafe(48)
+        url, _ = client.create_authorization_url(f"{base}/authorize", code_verifier=verifier)
+        back = await _browser_consent(url)
+        assert back.startswith(redirect)
+        token = await client.fetch_token(f"{base}/token", authorization_response=back, code_verifier=verifier)
+        assert token["scope"] == "offline_access spare_parts.view" and token["refresh_token"]
+
+        listed = await client.post(f"{base}/api/mcp/tools/prism_entity_crud/", json={
+            "operation": "list", "app": "spare_parts", "entity": "spare_part", "arguments": {}})
+        assert listed.status_code == 200 and listed.json()["success"] is True, listed.text
+        created = await client.post(f"{base}/api/mcp/tools/prism_entity_crud/", json={
+            "operation": "create", "app": "spare_parts", "entity": "spare_part",
+            "arguments": {"name": "Gasket", "sku": "G-1", "quantity": 1}})
+        assert created.status_code == 403, created.text
+
+        refreshed = await client.refresh_token(f"{base}/token")
+        assert refreshed["access_token"] != token["access_token"]
+
+        async with httpx.AsyncClient(timeout=30) as plain:
+            wrong = base64.b64encode(f"{registered['client_id']}:pcs_wrong".encode()).decode()
+            refused = await plain.post(meta["revocation_endpoint"], data={"token": refreshed["refresh_token"]},
+                                       headers={"Authorization": f"Basic {wrong}"})
+            assert refused.status_code == 401 and refused.json()["error"] == "invalid_client"
+            anonymous = await plain.post(meta["revocation_endpoint"], data={"token": refreshed["refresh_token"]})
+            assert anonymous.status_code == 401 and anonymous.json()["error"] == "invalid_client"
+            repeated = await plain.post(
+                f"{base}/token", content=b"grant_type=refresh_token&refresh_token=a&refresh_token=b",
+                headers={"Authorization": f"Basic {wrong}", "Content-Type": "application/x-www-form-urlencoded"})
+            assert repeated.status_code == 400 and repeated.json()["error"] == "invalid_request"
+        still = await client.get(f"{base}/api/v1/dev/me/")
+        assert still.status_code == 200, still.text
+
+        revoked = await client.revoke_token(meta["revocation_endpoint"], token=refreshed["refresh_token"],
+                                            token_type_hint="refresh_token")
+        assert revoked.status_code == 200
+        assert (await client.get(f"{base}/api/v1/dev/me/")).status_code == 401
+
+    async with httpx.AsyncClient(timeout=30) as plain:
+        assert (await plain.delete(uri, headers=manage)).status_code == 204
+        assert (await plain.get(uri, headers=manage)).status_code == 401
+        gone = await plain.post(f"{base}/token", data={"grant_type": "refresh_token", "refresh_token": "prt_x"},
+                                auth=(registered["client_id"], registered["client_secret"]))
+        assert gone.status_code == 401 and gone.json()["error"] == "invalid_client"

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
+from prism.app import create_app
+from prism.config import Settings
 from tests.factories import Factory
 
 AS_FIELDS = {"issuer", "authorization_endpoint", "token_endpoint", "revocation_endpoint", "registration_endpoint",
@@ -31,7 +35,9 @@ async def test_authorization_server_metadata_has_every_field_and_fixed_value(cli
     assert doc["response_types_supported"] == ["code"]
     assert doc["grant_types_supported"] == ["authorization_code", "refresh_token"]
     assert doc["code_challenge_methods_supported"] == ["S256"]
-    assert doc["token_endpoint_auth_methods_supported"] == ["none", "client_secret_post"]
+    assert doc["token_endpoint_auth_methods_supported"] == ["none", "client_secret_post", "client_secret_basic"]
+    assert doc["client_id_metadata_document_supported"] is True
+    assert "offline_access" in doc["scopes_supported"]
     assert doc["response_modes_supported"] == ["query"]
     assert doc["authorization_response_iss_parameter_supported"] is True
     assert doc["mcp_version"] == "2025-03-26"
@@ -96,3 +102,24 @@ async def test_discovery_answers_cors_preflights_without_auth(client: httpx.Asyn
     assert answer.status_code == 204 and answer.headers["access-control-allow-origin"] == "*"
     got = await client.get("/.well-known/oauth-authorization-server")
     assert got.headers["access-control-allow-origin"] == "*"
+
+
+@pytest.mark.parametrize(("host", "documentation"), [
+    ("localhost:8000", "http://portal.localhost:8000/"), ("localhost", "http://portal.localhost/"),
+])
+async def test_documentation_links_carry_the_port_the_issuer_names(client: httpx.AsyncClient, host: str,
+                                                                   documentation: str) -> None:
+    server = (await client.get("/.well-known/oauth-authorization-server", headers={"Host": host})).json()
+    resource = (await client.get("/.well-known/oauth-protected-resource", headers={"Host": host})).json()
+    assert server["service_documentation"] == resource["resource_documentation"] == documentation
+    assert server["issuer"] == f"http://{host}"
+
+
+async def test_documentation_links_follow_the_public_port(app: Any, settings: Settings) -> None:
+    public = create_app(settings.model_copy(update={"public_scheme": "https", "public_port": 8443}),
+                        registry=app.state.registry)
+    async with public.router.lifespan_context(public):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=public), base_url="http://localhost") as c:
+            doc = (await c.get("/.well-known/oauth-authorization-server")).json()
+    assert doc["issuer"] == "https://localhost:8443"
+    assert doc["service_documentation"] == "https://portal.localhost:8443/"

@@ -130,6 +130,24 @@ async def test_a_loopback_redirect_may_use_any_port_but_not_another_path(app: ob
     assert other_path.status_code == 400 and "location" not in other_path.headers
 
 
+@pytest.mark.parametrize(("registered", "sent"), [
+    ("http://[::1]/cb", "http://[::1]:50123/cb"), ("http://localhost:3000/cb", "http://127.0.0.1:50123/cb"),
+    ("http://127.0.0.1:8000/cb", "http://[::1]:50123/cb"), ("http://[::1]:9/cb", "http://localhost/cb"),
+])
+async def test_a_loopback_redirect_may_use_another_loopback_form(app: object, factory: Factory, registered: str,
+                                                                 sent: str) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c, {"client_name": "native", "redirect_uris": [registered]})
+        code = await get_code(c, client["client_id"], pkce()[1], email=ws.emails["owner"], redirect_uri=sent)
+        assert code
+        elsewhere = await c.get(f"{OAUTH}/authorize/", params=authorize_params(
+            client["client_id"], pkce()[1], redirect_uri=sent.replace("/cb", "/other")))
+        not_loopback = await c.get(f"{OAUTH}/authorize/", params=authorize_params(
+            client["client_id"], pkce()[1], redirect_uri="http://10.0.0.1:50123/cb"))
+    assert elsewhere.status_code == 400 and not_loopback.status_code == 400
+
+
 async def test_oob_redirect_shows_the_code_on_a_page(app: object, factory: Factory) -> None:
     ws = await factory.workspace(roles=("owner",))
     async with browser(app, ws.host) as c:

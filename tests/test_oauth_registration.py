@@ -129,6 +129,37 @@ async def test_client_secret_is_returned_once_and_stored_only_as_a_hash(client: 
     assert secret not in str([getattr(row, c.key) for c in OAuthClient.__table__.columns])
 
 
+@pytest.mark.parametrize("field", ["logo_uri", "client_uri", "tos_uri", "policy_uri"])
+@pytest.mark.parametrize("value", ["javascript:alert(1)", "http://app.example.com/x", "data:image/png;base64,AA",
+                                   "https://user:pw@app.example.com/x"])
+async def test_links_the_consent_page_may_show_must_be_https(client: httpx.AsyncClient, field: str,
+                                                             value: str) -> None:
+    answer = await client.post(REGISTER, json=body(**{field: value}))
+    assert answer.status_code == 400 and answer.json()["error"] == "invalid_client_metadata", answer.text
+
+
+async def test_the_registration_access_token_is_shown_once_and_stored_only_as_a_hash(client: httpx.AsyncClient,
+                                                                                      db: Database) -> None:
+    sent = body()
+    first = (await client.post(REGISTER, json=sent)).json()
+    token = first["registration_access_token"]
+    assert first["registration_client_uri"] == f"http://localhost{REGISTER}{first['client_id']}"
+    again = (await client.post(REGISTER, json=sent)).json()
+    assert "registration_access_token" not in again and again["registration_client_uri"]
+    async with db.read() as session:
+        row = (await session.execute(select(OAuthClient).where(
+            OAuthClient.client_id == first["client_id"]))).scalar_one()
+    assert row.registration_token_hash == hashlib.sha256(token.encode()).hexdigest()
+    assert token not in str([getattr(row, c.key) for c in OAuthClient.__table__.columns])
+    uri = REGISTER + first["client_id"]
+    other = (await client.post(REGISTER, json=body())).json()
+    # One client's token does not open another's registration.
+    assert (await client.get(REGISTER + other["client_id"],
+                             headers={"Authorization": f"Bearer {token}"})).status_code == 401
+    assert (await client.get(uri)).status_code == 401
+    assert (await client.get(uri, headers={"Authorization": f"Bearer {token}"})).status_code == 200
+
+
 async def test_registration_allows_browser_clients_with_a_cors_preflight(client: httpx.AsyncClient) -> None:
     answer = await client.options(REGISTER, headers={"Origin": "https://inspector.example",
                                                      "Access-Control-Request-Method": "POST"})

@@ -20,6 +20,7 @@ from prism.config import Settings, get_settings
 from prism.dispatch.dispatcher import Dispatcher
 from prism.edge.context import request_context
 from prism.edge.doors import ENVELOPE, PLAIN, SANDBOX_CALL, door_routes
+from prism.edge.hosts import HostPolicy
 from prism.edge.stack import Edge
 from prism.errors import NotFound, PrismError
 from prism.health.checks import Readiness
@@ -143,7 +144,7 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
     addresses = AddressResolver(parse_proxies(settings.trusted_proxies))
     app = Starlette(routes=routes(), lifespan=lifespan, exception_handlers={
         404: not_found, 405: method_not_allowed, 500: server_error}, middleware=[
-        Middleware(Edge, limiter=limiter, addresses=addresses, base_domain=settings.base_domain),
+        Middleware(Edge, limiter=limiter, addresses=addresses, hosts=HostPolicy.from_settings(settings)),
         Middleware(ResourceMetadataChallenge),
     ])
     assert isinstance(app.router, Router)

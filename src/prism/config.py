@@ -36,6 +36,12 @@ class Settings(BaseSettings):
     base_domain: str = "localhost"
     public_scheme: str = "http"
     public_port: int | None = None
+    # Hosts answered besides PRISM_BASE_DOMAIN, its subdomains and the loopback names (comma-separated names or
+    # addresses, served as the platform host); any other Host is refused with 421 (docs/oauth.md "Hosts").
+    extra_hosts: str = ""
+    # Origins (`https://app.example.com`, comma-separated, or `*`) whose browser pages may call the MCP door,
+    # besides the host's own origin; a request carrying any other Origin is refused with 403.
+    mcp_allowed_origins: str = ""
     # Extra handler modules to load ("mypkg.handlers,other.mod"), on top of the `prism.apps` entry points.
     apps: str = ""
     # How long a verified API key is trusted from the in-process cache before it is looked up again.

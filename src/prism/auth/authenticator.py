@@ -42,6 +42,9 @@ class _Cached:
     refusal: str | None = None
 
 
+# Subdomains whose existence is remembered (found or not) for `cache_seconds`.
+MAX_TENANT_HOSTS = 10_000
+
 _KEY_QUERY = (
     select(ApiKey.id, ApiKey.key_hash, ApiKey.scopes, ApiKey.name, ApiKey.lookup, ApiKey.created_at,
            ApiKey.expires_at, ApiKey.last_used_at, ApiKey.revoked_at, ApiKey.organization_id,
@@ -129,6 +132,9 @@ class Authenticator:
                 found = (await session.execute(
                     select(Tenant.id).where(Tenant.subdomain == host.subdomain))).first() is not None
             hit = (found, now)
+            if len(self._tenants) >= MAX_TENANT_HOSTS and host.subdomain not in self._tenants:
+                # Any request may name any subdomain (the edge checks every tenant host): the oldest goes.
+                self._tenants.pop(next(iter(self._tenants)))
             self._tenants[host.subdomain] = hit
         if not hit[0]:
             raise TenantNotFound(f"no tenant at {host.hostname}")

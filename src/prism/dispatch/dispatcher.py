@@ -27,7 +27,7 @@ from prism.ledger.writer import LedgerWriter
 from prism.observability.dispatch import ObservedDispatch
 from prism.observability.tracing import stage
 from prism.registry import AfterCommit, Handler, HandlerCall, Registry
-from prism.registry.mega_tools import LEGACY_BINDINGS, SCOPE_OF_CLASS, mega_tool_of
+from prism.registry.mega_tools import LEGACY_BINDINGS, SCOPE_OF_CLASS, mega_tool_of, scopes_allow
 from prism.storage import Database
 from prism.tenancy.scope import acting_for
 
@@ -123,7 +123,7 @@ class Dispatcher:
     @staticmethod
     def authorize(auth: AuthContext, handler: Handler) -> None:
         needed = SCOPE_OF_CLASS[handler.scope]
-        if needed not in auth.scopes:
+        if not scopes_allow(auth.scopes, handler.scope, handler.permission):
             raise PermissionDenied(f"this credential lacks the {needed} scope needed by {handler.path}")
         if not auth.permissions.allows(handler.permission):
             raise PermissionDenied(f"role {auth.role!r} lacks permission {handler.permission}")

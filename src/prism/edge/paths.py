@@ -2,11 +2,13 @@
 
 - /.well-known/* is exempt from the rate tiers and the lockout; the tenant descriptor there still takes an
   optional key, checked like any other.
-- /api/mcp/oauth/authorize* is exempt from the rate tiers (a person signs in and consents there).
+- /api/mcp/oauth/authorize* (and /authorize at the origin root) is exempt from the rate tiers (a person signs
+  in and consents there).
 - /healthz, /readyz and /metrics are exempt from everything: an orchestrator probes them and Prometheus scrapes
   /metrics from one address, often (/metrics checks its own access: prism.observability.scrape).
-- The OAuth endpoints (register, token, revoke, userinfo) count per address in `anonymous_discovery`: every
-  OAuth connection starts there, and a hosted connector's users share its egress address.
+- The OAuth endpoints (register, a client's registration, token, revoke, userinfo; /token and /register at the
+  origin root alike) count per address in `anonymous_discovery`: every OAuth connection starts there, and a
+  hosted connector's users share its egress address.
 - The other authentication endpoints (the login form, key registration) count per address in
   `auth_endpoints`, key registration also in `key_registration`; they take no Bearer credential.
 - The API (dispatch doors, the sandbox, the MCP door, webhook management) takes a Bearer credential: an
@@ -32,6 +34,8 @@ _NO_BEARER = frozenset({"/api/v1/dev/ping"})
 _WELL_KNOWN = "/.well-known/"
 _DESCRIPTOR = "/.well-known/openapi.json"
 _AUTHORIZE = "/api/mcp/oauth/authorize"
+# The MCP 2025-03-26 fallback paths at the origin root (prism.oauth.routes): counted as the endpoints they alias.
+ROOT_ALIASES = {"/authorize": _AUTHORIZE, "/token": "/api/mcp/oauth/token", "/register": OAUTH_REGISTRATION}
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +72,15 @@ _MCP = PathPolicy((), takes_bearer=True, caller_tier="mcp", anonymous_tier="anon
 _ANONYMOUS = PathPolicy(("anonymous",), takes_bearer=False, caller_tier=None)
 
 
+def host_exempt(path: str) -> bool:
+    """Probes and scrapes address a process by its own address (a pod's IP), not by a name Prism serves: the
+    health and metrics endpoints answer whatever the Host (they build no URL from it)."""
+    bare = path.rstrip("/")
+    return bare in HEALTH_PATHS or bare == METRICS_PATH
+
+
 def policy_for(path: str) -> PathPolicy:
+    path = ROOT_ALIASES.get(path.rstrip("/"), path)
     if path.startswith(_WELL_KNOWN):
         return _DESCRIPTOR_POLICY if path.rstrip("/") == _DESCRIPTOR else _EXEMPT
     if path.startswith(_AUTHORIZE):
@@ -80,6 +92,8 @@ def policy_for(path: str) -> PathPolicy:
         return _OAUTH_CREDENTIAL
     if bare == OAUTH_REGISTRATION:
         return _OAUTH_REGISTRATION
+    if bare.startswith(OAUTH_REGISTRATION + "/"):  # a client's registration (RFC 7592): a token to check
+        return _OAUTH_CREDENTIAL
     if bare in _AUTH_ENDPOINTS:
         return _REGISTRATION if bare == KEY_REGISTRATION else _AUTH
     if bare == MCP_PATH:

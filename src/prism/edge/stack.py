@@ -1,6 +1,7 @@
 """The edge: one pure-ASGI middleware in front of every route, doors and pages alike.
 
-For each HTTP request, in order: the client address, a malformed request line, the Bearer credential (on
+For each HTTP request, in order: the client address, the host (one Prism serves, a tenant that exists) and on
+the MCP door the Origin (prism.edge.hosts), a malformed request line, the Bearer credential (on
 paths that take one), then the failed-authentication lockout and the rate limit together, in one step of the
 limiter (one Redis round trip): a locked-out address is refused the same way whatever its credential was, and
 a failed credential is counted and checked against the lockout atomically. What it learns goes into the
@@ -19,7 +20,8 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prism.edge.context import SCOPE_KEY, RequestContext
-from prism.edge.paths import PathPolicy, policy_for
+from prism.edge.hosts import HostPolicy
+from prism.edge.paths import MCP_PATH, PathPolicy, host_exempt, policy_for
 from prism.errors import CredentialNoLongerValid, PrismError, RateLimited, Unauthenticated
 from prism.kit.nul import nul_refusal
 from prism.observability.current import CURRENT_REQUEST
@@ -47,11 +49,11 @@ class LockedOut(RateLimited):
 
 
 class Edge:
-    def __init__(self, app: ASGIApp, *, limiter: RateLimiter, addresses: AddressResolver, base_domain: str) -> None:
+    def __init__(self, app: ASGIApp, *, limiter: RateLimiter, addresses: AddressResolver, hosts: HostPolicy) -> None:
         self.app = app
         self.limiter = limiter
         self.addresses = addresses
-        self.base_domain = base_domain
+        self.hosts = hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -78,14 +80,24 @@ class Edge:
         client = scope.get("client")
         forwarded = headers.get("x-forwarded-for") if self.addresses.proxies else None
         address = self.addresses.resolve(client[0] if client else None, forwarded)
-        context = RequestContext(headers, classify_host(headers.get("host", ""), self.base_domain), address,
+        context = RequestContext(headers, classify_host(headers.get("host", ""), self.hosts.base_domain), address,
                                  request_id=request_id_of(headers.get("x-request-id")))
-        policy = policy_for(_route_path(scope))
+        path = _route_path(scope)
+        policy = policy_for(path)
+        checked = not host_exempt(path)
         try:
-            await self._admit(scope, context, policy)
-        except LimiterUnavailable as storage_down:
-            if self.limiter.fails_closed and _carries_secret(scope, context, policy):
-                context.refusal = storage_down
+            if checked:
+                misdirected = self.hosts.host_refusal(context.host)
+                if misdirected is not None:  # not counted: nothing about the request is read further
+                    raise misdirected
+            try:
+                await self._admit(scope, context, policy)
+            except LimiterUnavailable:
+                if self.limiter.fails_closed and _carries_secret(scope, context, policy):
+                    raise
+                # failing open: the request goes on uncounted, and its host and origin are still checked
+            if checked:  # counted first, so that these refusals report the window they were counted in
+                await self._check_tenant_and_origin(scope, context, path)
         except PrismError as refusal:
             context.refusal = refusal
         except Exception as exc:  # the credential's lookup found the database busy: a 503 the door renders
@@ -94,6 +106,17 @@ class Edge:
                 raise
             context.refusal = unavailable
         return context
+
+    async def _check_tenant_and_origin(self, scope: Scope, context: RequestContext, path: str) -> None:
+        """A tenant subdomain with no tenant (404) and a foreign Origin on the MCP door (403) are refused before
+        any door reads the host (prism.edge.hosts)."""
+        if context.host.kind == "tenant":
+            authenticator: Authenticator = scope["app"].state.authenticator
+            await authenticator.require_tenant_host(context.host)
+        if path.rstrip("/") == MCP_PATH:
+            refused = self.hosts.origin_refusal(context.headers.get("origin"), context.headers.get("host", ""))
+            if refused is not None:
+                raise refused
 
     async def _admit(self, scope: Scope, context: RequestContext, policy: PathPolicy) -> None:
         malformed = nul_refusal(scope)

@@ -44,8 +44,9 @@ def _too_large() -> RpcError:
 
 
 def cors_headers(origin: str | None) -> list[tuple[bytes, bytes]]:
-    # Credentials travel in the Authorization header, never in cookies, so any origin may call: a page can
-    # only use a token it already holds. Nothing is sent for same-origin and non-browser clients.
+    # Credentials travel in the Authorization header, never in cookies, so `*` exposes nothing: a page can only
+    # use a token it already holds. Which origins may call at all is the edge's decision (prism.edge.hosts).
+    # Nothing is sent for non-browser clients.
     if origin is None:
         return []
     return [(b"access-control-allow-origin", b"*"), (b"access-control-expose-headers", EXPOSED_HEADERS.encode()),

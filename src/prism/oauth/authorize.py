@@ -21,14 +21,19 @@ from urllib.parse import urlencode, urlsplit
 from starlette.requests import Request
 from starlette.responses import Response
 
+from prism.edge.context import request_context
 from prism.errors import PrismError
 from prism.kit.secret import seal, unseal
 from prism.models import User
 from prism.oauth import repository as repo
+from prism.oauth.client_documents import client_documents, is_document_url
 from prism.oauth.errors import AuthorizeError, OAuthError
 from prism.oauth.issuer import MCP_PATH, issuer_for
-from prism.oauth.schemas import DEFAULT_SCOPE, OOB_REDIRECT, normalize_scope, redirect_matches
+from prism.oauth.models import OAuthClient
+from prism.oauth.schemas import DEFAULT_SCOPE, OOB_REDIRECT, granted_scope, normalize_scope, redirect_matches
 from prism.oauth.service import create_code
+from prism.ratelimit.unavailable import LimiterUnavailable
+from prism.ratelimit.verdict import Locked
 from prism.web.browser import login_url as browser_login_url
 from prism.web.browser import read_form, redirect, render, signed_in_user
 from prism.web.requests import host_of
@@ -70,8 +75,18 @@ async def validate(request: Request, params: dict[str, str]) -> AuthorizeRequest
     client_id = params.get("client_id")
     if not client_id:
         raise AuthorizeError("invalid_request", "client_id is required", redirectable=False)
-    async with request.app.state.db.read() as session:
-        client = await repo.client_by_id(session, client_id)
+    client: OAuthClient | None
+    if is_document_url(client_id):
+        documents = client_documents(request.app.state)
+        if not documents.is_fresh(client_id):
+            await _count_fetch(request)
+        try:
+            client = await documents.client(client_id)
+        except OAuthError as exc:
+            raise AuthorizeError("invalid_client", exc.message, redirectable=False) from None
+    else:
+        async with request.app.state.db.read() as session:
+            client = await repo.client_by_id(session, client_id)
     if client is None:
         raise AuthorizeError("invalid_client", "unknown client_id: register the client first", redirectable=False)
     sent = params.get("redirect_uri")
@@ -102,12 +117,29 @@ async def validate(request: Request, params: dict[str, str]) -> AuthorizeRequest
         raise AuthorizeError("invalid_request", "code_challenge must be the base64url SHA-256 of the verifier "
                              "(43 characters)")
     try:
-        scope = normalize_scope(params.get("scope")) or client.scope or DEFAULT_SCOPE
+        scope = granted_scope(normalize_scope(params.get("scope")), client.scope or DEFAULT_SCOPE)
     except OAuthError as exc:
         raise AuthorizeError("invalid_scope", exc.message) from None
     audience = _audience(params.get("resource"), issuer)
     return AuthorizeRequest(client.client_id, client.client_name, redirect_uri, sent is not None, challenge, scope,
                             state, issuer, audience)
+
+
+async def _count_fetch(request: Request) -> None:
+    """The authorize endpoint is exempt from the rate tiers (a person signs in there), but a client metadata
+    document it has to fetch counts in the address's `anonymous_discovery` tier, as the token endpoint's
+    requests do: a stream of made-up URL client_ids cannot make Prism fetch without limit."""
+    state = request.app.state
+    try:
+        verdict = await state.rate_limiter.hit("anonymous_discovery", request_context(request.scope).address)
+    except LimiterUnavailable:
+        if state.rate_limiter.fails_closed:
+            raise AuthorizeError("temporarily_unavailable", "client metadata documents cannot be fetched right "
+                                 "now; try again shortly", redirectable=False) from None
+        return
+    if isinstance(verdict, Locked) or not verdict.allowed:
+        raise AuthorizeError("temporarily_unavailable", "too many client metadata documents fetched from this "
+                             "address; try again in a minute", redirectable=False)
 
 
 def _back_to_client(request: Request, target: AuthorizeRequest, values: dict[str, str]) -> Response:
@@ -129,6 +161,18 @@ def _error_response(request: Request, exc: AuthorizeError) -> Response:
         return _back_to_client(request, partial, {"error": exc.code, "error_description": exc.message})
     return render(request, "message.html", {"heading": "This authorization request cannot be completed",
                                             "error": exc.code, "message": exc.message}, status=400)
+
+
+def _single_valued(request: Request) -> dict[str, str]:
+    """The query's parameters; one sent more than once is refused on a page (RFC 6749 4.1.2.1: it may be the
+    client_id or the redirect_uri, so nothing can be redirected)."""
+    items = request.query_params.multi_items()
+    params = dict(items)
+    if len(params) != len(items):
+        repeated = sorted({name for name, _ in items if sum(1 for other, _ in items if other == name) > 1})
+        raise AuthorizeError("invalid_request", f"parameters sent more than once: {', '.join(repeated)}",
+                             redirectable=False)
+    return params
 
 
 @dataclass(frozen=True)
@@ -177,7 +221,7 @@ async def _consent_page(request: Request, target: AuthorizeRequest, user: User, 
 
 async def authorize_page(request: Request) -> Response:
     try:
-        target = await validate(request, dict(request.query_params))
+        target = await validate(request, _single_valued(request))
     except AuthorizeError as exc:
         return _error_response(request, exc)
     user = await signed_in_user(request)

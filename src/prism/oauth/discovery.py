@@ -8,8 +8,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from prism.oauth.endpoints import CORS_HEADERS
-from prism.oauth.issuer import MCP_PATH, issuer_for
-from prism.oauth.schemas import ADVERTISED_APP_SCOPES
+from prism.oauth.issuer import MCP_PATH, issuer_for, port_suffix
+from prism.oauth.schemas import ADVERTISED_APP_SCOPES, AUTH_METHODS, OFFLINE_ACCESS
 from prism.registry.mega_tools import PLATFORM_SCOPES
 from prism.tenancy.hosts import PORTAL_LABEL
 from prism.web.responses import json_response
@@ -33,9 +33,9 @@ def _endpoints(issuer: str) -> dict[str, str]:
 
 
 def _documentation(request: Request) -> str:
+    """The developer portal, on the port the issuer names (PRISM_PUBLIC_PORT, else the one addressed)."""
     settings = request.app.state.settings
-    port = "" if settings.public_port in (None, 80, 443) else f":{settings.public_port}"
-    return f"{settings.public_scheme}://{PORTAL_LABEL}.{settings.base_domain}{port}/"
+    return f"{settings.public_scheme}://{PORTAL_LABEL}.{settings.base_domain}{port_suffix(request)}/"
 
 
 def authorization_server_metadata(request: Request) -> dict[str, Any]:
@@ -45,11 +45,12 @@ def authorization_server_metadata(request: Request) -> dict[str, Any]:
         "response_types_supported": ["code"],
         "grant_types_supported": ["authorization_code", "refresh_token"],
         "code_challenge_methods_supported": ["S256"],
-        "token_endpoint_auth_methods_supported": ["none", "client_secret_post"],
-        "revocation_endpoint_auth_methods_supported": ["none", "client_secret_post"],
-        "scopes_supported": [*PLATFORM_SCOPES, *ADVERTISED_APP_SCOPES],
+        "token_endpoint_auth_methods_supported": list(AUTH_METHODS),
+        "revocation_endpoint_auth_methods_supported": list(AUTH_METHODS),
+        "scopes_supported": [*PLATFORM_SCOPES, *ADVERTISED_APP_SCOPES, OFFLINE_ACCESS],
         "response_modes_supported": ["query"],
         "authorization_response_iss_parameter_supported": True,
+        "client_id_metadata_document_supported": True,
         "mcp_version": MCP_VERSION,
         "service_documentation": _documentation(request),
         "mcp_sse_endpoint": issuer + MCP_PATH,
@@ -70,8 +71,8 @@ async def openid_configuration(request: Request) -> Response:
         "grant_types_supported": ["authorization_code", "refresh_token"],
         "subject_types_supported": ["public"],
         "code_challenge_methods_supported": ["S256"],
-        "token_endpoint_auth_methods_supported": ["none", "client_secret_post"],
-        "scopes_supported": [*PLATFORM_SCOPES, *ADVERTISED_APP_SCOPES],
+        "token_endpoint_auth_methods_supported": list(AUTH_METHODS),
+        "scopes_supported": [*PLATFORM_SCOPES, *ADVERTISED_APP_SCOPES, OFFLINE_ACCESS],
         "claims_supported": ["sub", "email", "org"],
     }, headers=HEADERS)
 

@@ -18,8 +18,10 @@ from prism.edge.context import request_context
 from prism.errors import CredentialNoLongerValid, PrismError
 from prism.kit.nul import refuse_nul_in_form
 from prism.kit.timeutil import utcnow
+from prism.oauth.client_documents import ClientDocumentRefused, client_documents, is_document_url
 from prism.oauth.errors import GrantReplayed, InvalidGrant, OAuthError
 from prism.oauth.issuer import issuer_for
+from prism.oauth.models import OAuthClient
 from prism.oauth.refresh import refresh_tokens
 from prism.oauth.repository import revoke_grant
 from prism.oauth.schemas import parse_registration
@@ -62,13 +64,14 @@ async def register(request: Request) -> Response:
         body = await read_json_object(request)
         registration = parse_registration(body)
         async with request.app.state.db.write() as session:
-            client, secret, created = await register_client(session, registration)
-            answer = registration_body(client, secret)
+            registered = await register_client(session, registration)
+            answer = registration_body(registered.client, registered.secret, issuer=issuer_for(request),
+                                       registration_token=registered.registration_token)
     except OAuthError as exc:
         return oauth_error(exc)
     except PrismError as exc:  # unreadable JSON and the like
         return oauth_error(OAuthError(exc.message, code="invalid_client_metadata", status=exc.status))
-    return json_response(answer, 201 if created else 200, {**CORS_HEADERS, **NO_STORE})
+    return json_response(answer, 201 if registered.created else 200, {**CORS_HEADERS, **NO_STORE})
 
 
 def _basic_credentials(request: Request) -> tuple[str | None, str | None]:
@@ -90,7 +93,7 @@ def _basic_credentials(request: Request) -> tuple[str | None, str | None]:
 async def token(request: Request) -> Response:
     state = request.app.state
     try:
-        form = await read_form(request, check_csrf=False)
+        form = await read_form(request, check_csrf=False, single_valued=True)
         basic_id, basic_secret = _basic_credentials(request)
         client_id = form.get("client_id") or basic_id
         if basic_id is not None and form.get("client_id") not in (None, basic_id):
@@ -100,10 +103,13 @@ async def token(request: Request) -> Response:
             raise OAuthError(f"grant_type {grant_type!r} is not supported: use authorization_code or refresh_token",
                              code="unsupported_grant_type")
         ctx = TokenContext(state.authenticator.tokens.ring, state.settings, issuer_for(request))
-        # Load (or create) the signing key before the transaction: creating one takes its own write.
+        # Load (or create) the signing key before the transaction: creating one takes its own write. A client
+        # named by URL is fetched before it too: no transaction waits on another server.
         await ctx.ring.signer()
+        described = await _described(request, client_id)
         async with state.db.write() as session:
-            client = await authenticate_client(session, client_id, form.get("client_secret") or basic_secret)
+            client = await authenticate_client(session, client_id, form.get("client_secret") or basic_secret,
+                                               described=described)
             if grant_type == "authorization_code":
                 answer = await exchange_code(session, ctx, client, code=form.get("code"),
                                              verifier=form.get("code_verifier"), redirect_uri=form.get("redirect_uri"))
@@ -115,8 +121,9 @@ async def token(request: Request) -> Response:
             await _revoke(request, exc.grant_id)
         return oauth_error(InvalidGrant(exc.message))
     except OAuthError as exc:
-        if exc.code == "invalid_client":  # a wrong client secret is a failed authentication of the address
-            await _count_failure(request)
+        if exc.code == "invalid_client" and not isinstance(exc, ClientDocumentRefused):
+            # A wrong client secret is a failed authentication of the address (an unusable document is not).
+            await count_failure(request)
         return oauth_error(exc)
     except DatabaseUnavailable as exc:
         return oauth_error(exc)
@@ -125,7 +132,14 @@ async def token(request: Request) -> Response:
     return json_response(answer, 200, {**CORS_HEADERS, **NO_STORE})
 
 
-async def _count_failure(request: Request) -> None:
+async def _described(request: Request, client_id: str | None) -> OAuthClient | None:
+    """The client a URL client_id's metadata document describes; None for a registered client_id."""
+    if client_id is None or not is_document_url(client_id):
+        return None
+    return await client_documents(request.app.state).client(client_id)
+
+
+async def count_failure(request: Request) -> None:
     await request.app.state.rate_limiter.auth_failed(request_context(request.scope).address)
 
 
@@ -139,17 +153,28 @@ async def revoke(request: Request) -> Response:
     """RFC 7009: 200 whatever the token was (unknown, expired, already revoked), so nothing leaks."""
     state = request.app.state
     try:
-        form = await read_form(request, check_csrf=False)
-        basic_id, _ = _basic_credentials(request)
+        form = await read_form(request, check_csrf=False, single_valued=True)
+        basic_id, basic_secret = _basic_credentials(request)
+        value = form.get("token")
+        if not value:
+            raise OAuthError("token is required")
+        client_id = form.get("client_id") or basic_id
+        await state.authenticator.tokens.ring.signer()  # loads the keys outside the transaction (see token)
+        described = await _described(request, client_id)
+        async with state.db.write() as session:
+            # A confidential client authenticates (RFC 7009 2.1): a wrong secret revokes nothing.
+            client = None if client_id is None else await authenticate_client(
+                session, client_id, form.get("client_secret") or basic_secret, described=described)
+            grant_id = await revoke_token(session, state.authenticator.tokens.ring, state.settings, value,
+                                          client=client, hostname=host_of(request).hostname)
+    except OAuthError as exc:
+        if exc.code == "invalid_client" and not isinstance(exc, ClientDocumentRefused):
+            await count_failure(request)
+        return oauth_error(exc)
+    except DatabaseUnavailable as exc:
+        return oauth_error(exc)
     except PrismError as exc:
         return oauth_error(OAuthError(exc.message, status=exc.status))
-    value = form.get("token")
-    if not value:
-        return oauth_error(OAuthError("token is required"))
-    await state.authenticator.tokens.ring.signer()  # loads the keys outside the transaction (see token)
-    async with state.db.write() as session:
-        grant_id = await revoke_token(session, state.authenticator.tokens.ring, state.settings, value,
-                                      client_id=form.get("client_id") or basic_id, hostname=host_of(request).hostname)
     if grant_id is not None:
         state.authenticator.tokens.forget(grant_id)
     return Response(status_code=200, headers={**CORS_HEADERS, **NO_STORE})
@@ -169,7 +194,7 @@ async def userinfo(request: Request) -> Response:
         return oauth_error(exc)
     except PrismError as exc:
         if not isinstance(exc, CredentialNoLongerValid):  # an expired or revoked token is not a guess
-            await _count_failure(request)
+            await count_failure(request)
         return json_response({"error": "invalid_token", "error_description": exc.message}, 401, challenge)
     body: dict[str, Any] = {"sub": claims.subject, "email": row.email, "client_id": claims.client_id,
                             "scope": claims.scope, "org": claims.organization_id}

@@ -17,17 +17,21 @@ def issuer_for(request: Request) -> str:
     The port is PRISM_PUBLIC_PORT when set, else the one the client addressed.
     """
     settings: Settings = request.app.state.settings
-    host = host_of(request)
+    return f"{settings.public_scheme}://{host_of(request).hostname or 'localhost'}{port_suffix(request)}"
+
+
+def port_suffix(request: Request) -> str:
+    """`:<port>` of the public URLs of this request's host, or "" for the scheme's default port: the port is
+    PRISM_PUBLIC_PORT when set, else the one the client addressed."""
+    settings: Settings = request.app.state.settings
     header = request.headers.get("host", "").strip().lower()
     port: int | None = settings.public_port
     if port is None and not header.endswith("]") and ":" in header:
         tail = header.rsplit(":", 1)[1]
         port = int(tail) if tail.isdigit() else None
-    scheme = settings.public_scheme
-    hostname = host.hostname or "localhost"
-    if port is None or DEFAULT_PORTS.get(scheme) == port:
-        return f"{scheme}://{hostname}"
-    return f"{scheme}://{hostname}:{port}"
+    if port is None or DEFAULT_PORTS.get(settings.public_scheme) == port:
+        return ""
+    return f":{port}"
 
 
 def audiences_for(issuer: str) -> tuple[str, ...]:

@@ -3,9 +3,9 @@
 Clients are global (Dynamic Client Registration is anonymous and happens before anyone signs in).
 Codes, grants and refresh tokens are credentials: like API keys they are found by the hash of a secret
 the caller presents, before any organization is known, so they are looked up by that hash, not through
-an organization repository. Nothing secret is stored in plaintext: client secrets, codes and refresh
-tokens as SHA-256, signing keys encrypted (see prism.oauth.keys), the pair a refresh token was rotated
-into encrypted under a key only that refresh token opens (see prism.oauth.refresh).
+an organization repository. Nothing secret is stored in plaintext: client secrets, registration access
+tokens, codes and refresh tokens as SHA-256, signing keys encrypted (see prism.oauth.keys), the pair a refresh
+token was rotated into encrypted under a key only that refresh token opens (see prism.oauth.refresh).
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ class OAuthClient(Base):
     # SHA-256 of the normalized registration: the same registration sent again finds this client.
     fingerprint: Mapped[str] = mapped_column(String(64), index=True)
     created_at: Mapped[datetime] = created_column()
+    # SHA-256 of the RFC 7592 registration access token (shown once, at creation); None for clients registered
+    # before (they cannot be managed through their registration URI). Last, where its migration added it.
+    registration_token_hash: Mapped[str | None] = mapped_column(String(64))
 
 
 class OAuthSigningKey(Base):

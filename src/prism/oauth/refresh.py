@@ -35,7 +35,7 @@ from prism.kit.timeutil import utcnow
 from prism.oauth import repository as repo
 from prism.oauth.errors import GrantReplayed, InvalidGrant, OAuthError
 from prism.oauth.models import OAuthClient, OAuthGrant, OAuthRefreshToken
-from prism.oauth.schemas import normalize_scope
+from prism.oauth.schemas import OFFLINE_ACCESS, normalize_scope
 from prism.oauth.service import TokenContext, issue_tokens
 from prism.oauth.tokens import hash_secret
 
@@ -44,12 +44,13 @@ async def refresh_tokens(session: AsyncSession, ctx: TokenContext, client: OAuth
                          refresh_token: str | None, scope: str | None) -> dict[str, Any]:
     if not refresh_token:
         raise OAuthError("refresh_token is required")
-    if "refresh_token" not in client.grant_types:
-        raise OAuthError("this client is not registered for the refresh_token grant", code="unauthorized_client")
     found = await repo.refresh_by_hash(session, hash_secret(refresh_token))
     if found is None:
         raise InvalidGrant("unknown refresh token")
     token, grant = found
+    if "refresh_token" not in client.grant_types and OFFLINE_ACCESS not in grant.scope.split():
+        raise OAuthError("this client is not registered for the refresh_token grant and did not ask for "
+                         "offline_access", code="unauthorized_client")
     if grant.client_id != client.client_id:
         if token.used_at is not None:
             # A spent token in another client's hands was copied: the family is compromised.

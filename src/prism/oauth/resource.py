@@ -32,6 +32,7 @@ from prism.oauth.errors import SessionIncomplete
 from prism.oauth.keys import KeyRing
 from prism.oauth.models import OAuthGrant, OAuthGrantOrganization
 from prism.oauth.repository import CONSENTED_MEMBERSHIPS_QUERY, GRANT_CONTEXT_QUERY
+from prism.oauth.schemas import APP_SCOPE
 from prism.oauth.tokens import AccessClaims, verify_access_token
 from prism.registry.mega_tools import PLATFORM_SCOPES
 from prism.storage import Database
@@ -129,7 +130,7 @@ class AccessTokens:
             tenant_id=org.tenant_id, tenant_subdomain=org.subdomain, tenant_name=org.tenant_name,
             organization_id=org.organization_id, organization_name=org.org_name, user_id=row.user_id,
             user_email=row.email, role=org.role, permissions=permissions,
-            scopes=frozenset(s for s in claims.scope.split() if s in PLATFORM_SCOPES), credential_kind="oauth",
+            scopes=_scopes(claims.scope), credential_kind="oauth",
             credential_id=row.id, key_prefix=claims.client_id, key_name=row.client_name or claims.client_id,
             key_created_at=created, usage=KeyUsage(None), client_id=claims.client_id,
             persona_id=governance.persona_id if governance else None,
@@ -149,6 +150,12 @@ class AccessTokens:
             hit = _Cached(row, time.monotonic())
             self._governance[key] = hit
         return hit.row
+
+
+def _scopes(scope: str) -> frozenset[str]:
+    """The token's platform and per-app scopes: both decide what it may call (prism.registry.mega_tools
+    `scopes_allow`), within the user's role."""
+    return frozenset(s for s in scope.split() if s in PLATFORM_SCOPES or APP_SCOPE.match(s))
 
 
 def organization_id_of(value: str) -> str:

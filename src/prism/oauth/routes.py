@@ -8,7 +8,7 @@ from typing import Any
 from starlette.routing import BaseRoute
 
 from prism.edge.doors import OAUTH, PAGE, PLAIN, Door, door_routes
-from prism.oauth import authorize, discovery, endpoints
+from prism.oauth import authorize, discovery, endpoints, registration
 from prism.web import login
 
 
@@ -24,11 +24,18 @@ def routes() -> list[BaseRoute]:
         *door_routes("/login/", login.login_submit, ["POST"], PAGE),
         *door_routes("/logout/", login.logout, ["POST"], PAGE),
         *_cors(f"{oauth}/register/", endpoints.register, ["POST"], OAUTH),
+        *door_routes(f"{oauth}/register/{{client_id}}", registration.manage, ["GET", "PUT", "DELETE"], OAUTH),
+        *door_routes(f"{oauth}/register/{{client_id}}", registration.preflight, ["OPTIONS"], OAUTH),
         *door_routes(f"{oauth}/authorize/", authorize.authorize_page, ["GET"], PAGE),
         *door_routes(f"{oauth}/authorize/", authorize.authorize_decision, ["POST"], PAGE),
         *_cors(f"{oauth}/token/", endpoints.token, ["POST"], OAUTH),
         *_cors(f"{oauth}/revoke/", endpoints.revoke, ["POST"], OAUTH),
         *_cors(f"{oauth}/userinfo/", endpoints.userinfo, ["GET", "POST"], OAUTH),
+        # MCP 2025-03-26 clients that find no metadata fall back to these paths at the origin: the same
+        # endpoints, answered directly (a client may not follow a redirect of a POST).
+        *door_routes("/authorize/", authorize.authorize_page, ["GET"], PAGE),
+        *_cors("/token/", endpoints.token, ["POST"], OAUTH),
+        *_cors("/register/", endpoints.register, ["POST"], OAUTH),
         *_cors(f"{well_known}/oauth-authorization-server", discovery.oauth_authorization_server, ["GET"], PLAIN),
         *_cors(f"{well_known}/openid-configuration", discovery.openid_configuration, ["GET"], PLAIN),
         *_cors(f"{well_known}/jwks.json", discovery.jwks, ["GET"], PLAIN),

@@ -16,7 +16,9 @@ from prism.registry.mega_tools import PLATFORM_SCOPES
 
 OOB_REDIRECT = "urn:ietf:wg:oauth:2.0:oob"
 GRANT_TYPES = ("authorization_code", "refresh_token")
-AUTH_METHODS = ("none", "client_secret_post")
+# A confidential client's secret is accepted in the form or in Basic whichever it registered (RFC 6749 2.3.1).
+SECRET_METHODS = ("client_secret_post", "client_secret_basic")
+AUTH_METHODS = ("none", *SECRET_METHODS)
 FORBIDDEN_SCHEMES = frozenset({"javascript", "data", "file", "vbscript", "about", "blob", "filesystem", "ftp",
                                "ws", "wss", "mailto", "tel"})
 SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
@@ -24,11 +26,16 @@ CLIENT_ID = re.compile(r"^[A-Za-z0-9._:~-]{3,128}$")
 APP_SCOPE = re.compile(r"^[a-z][a-z0-9_]*\.(view|add|change|delete)(_[a-z][a-z0-9_]*)?$")
 ADVERTISED_APP_SCOPES = ("spare_parts.view", "spare_parts.add", "spare_parts.change", "spare_parts.delete")
 DEFAULT_SCOPE = " ".join(PLATFORM_SCOPES)
+# Asking for it gets a refresh token the client may use, whatever grant types it registered (Prism issues a refresh
+# token with every access token).
+OFFLINE_ACCESS = "offline_access"
+IGNORED_SCOPES = frozenset({"openid", "profile", "email", "address", "phone"})
 MAX_REDIRECT_URIS = 20
 MAX_URI_LENGTH = 2000
 # Registered fields echoed back verbatim (strings only); anything else sent is tolerated and ignored.
 ECHOED_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri", "software_id", "software_version",
                  "contacts")
+LINK_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri")
 
 
 def invalid_metadata(message: str) -> OAuthError:
@@ -76,31 +83,55 @@ def check_redirect_uri(uri: Any) -> str:
     return uri
 
 
+def check_link(name: str, value: str) -> None:
+    """A link the consent page may show (logo, home page, terms, policy): https only, so no `javascript:` or
+    `data:` URI and no plain-http tracking pixel reaches a person's browser."""
+    parts = urlsplit(value)
+    if parts.scheme != "https" or not parts.hostname or parts.username or parts.password \
+            or any(c.isspace() for c in value) or len(value) > MAX_URI_LENGTH:
+        raise invalid_metadata(f"{name} must be an https URL with a host (at most {MAX_URI_LENGTH} characters)")
+
+
 def redirect_matches(registered: str, sent: str) -> bool:
-    """Exact match, except that a loopback http redirect may use any port (RFC 8252 7.3)."""
+    """Exact match, except that a loopback http redirect may use any port (RFC 8252 7.3) and any of the loopback
+    forms (`127.0.0.1`, `[::1]`, `localhost`): a native client registers one and listens on another, and every
+    one of them is the person's own machine."""
     if registered == sent:
         return True
     reg, got = urlsplit(registered), urlsplit(sent)
-    if reg.scheme != "http" or got.scheme != "http" or not is_loopback_host(reg.hostname):
+    if reg.scheme != "http" or got.scheme != "http" or not is_loopback_host(reg.hostname) \
+            or not is_loopback_host(got.hostname):
         return False
     try:
         _ = got.port  # a malformed port is no match
     except ValueError:
         return False
-    return (reg.hostname, reg.path or "/", reg.query) == (got.hostname, got.path or "/", got.query) \
-        and not got.username and not got.fragment
+    return (reg.path or "/", reg.query) == (got.path or "/", got.query) and not got.username and not got.password \
+        and not got.fragment and "#" not in sent
 
 
 def normalize_scope(scope: Any, *, field: str = "scope") -> str | None:
+    """The scopes Prism grants of those asked, in order, once each: OpenID Connect's own scopes are ignored
+    (Prism is not an OpenID provider, and generic clients ask for them out of habit), `offline_access` is kept;
+    any other unknown scope is `invalid_scope`. None when nothing is left."""
     if scope is None or scope == "":
         return None
     if not isinstance(scope, str):
         raise invalid_metadata(f"{field} must be a space-separated string")
-    wanted = scope.split()
-    unknown = [s for s in wanted if s not in PLATFORM_SCOPES and not APP_SCOPE.match(s)]
+    wanted = [s for s in scope.split() if s not in IGNORED_SCOPES]
+    unknown = [s for s in wanted if s not in PLATFORM_SCOPES and s != OFFLINE_ACCESS and not APP_SCOPE.match(s)]
     if unknown:
         raise OAuthError(f"unknown scopes {unknown}", code="invalid_scope")
-    return " ".join(dict.fromkeys(wanted))
+    return " ".join(dict.fromkeys(wanted)) or None
+
+
+def granted_scope(asked: str | None, fallback: str) -> str:
+    """What an authorization grants: the scopes asked, or `fallback` (the client's registered scope, else the
+    platform scopes) when they name no platform or app scope (`offline_access` alone grants nothing to do)."""
+    scopes = (asked or "").split()
+    if any(s != OFFLINE_ACCESS for s in scopes):
+        return " ".join(scopes)
+    return " ".join(dict.fromkeys([*fallback.split(), *scopes]))
 
 
 @dataclass(frozen=True)
@@ -146,9 +177,6 @@ def parse_registration(body: dict[str, Any]) -> ClientRegistration:
     if response_types != ["code"]:
         raise invalid_metadata("response_types must be [\"code\"]")
     method = body.get("token_endpoint_auth_method", "none")
-    if method == "client_secret_basic":
-        # RFC 7591 lets the server substitute a supported method; the token endpoint accepts Basic as well.
-        method = "client_secret_post"
     if method not in AUTH_METHODS:
         raise invalid_metadata(f"token_endpoint_auth_method must be one of {', '.join(AUTH_METHODS)}")
     name = body.get("client_name")
@@ -163,6 +191,9 @@ def parse_registration(body: dict[str, Any]) -> ClientRegistration:
         raise invalid_metadata(exc.message) from None
     extra = {k: body[k] for k in ECHOED_FIELDS
              if isinstance(body.get(k), str) or (k == "contacts" and isinstance(body.get(k), list))}
+    for link in LINK_FIELDS:
+        if link in extra:
+            check_link(link, extra[link])
     return ClientRegistration(client_id=client_id, client_name=(name or "").strip() or "OAuth client",
                               redirect_uris=redirect_uris, grant_types=grant_types, response_types=response_types,
                               token_endpoint_auth_method=method, scope=scope, extra=extra)

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -20,17 +21,22 @@ from prism.oauth import repository as repo
 from prism.oauth.errors import GrantReplayed, InvalidClient, InvalidGrant, OAuthError
 from prism.oauth.keys import KeyRing
 from prism.oauth.models import OAuthClient, OAuthCode, OAuthGrant, OAuthGrantOrganization, OAuthRefreshToken
-from prism.oauth.schemas import ClientRegistration, invalid_metadata
+from prism.oauth.schemas import SECRET_METHODS, ClientRegistration, invalid_metadata
 from prism.oauth.tokens import hash_secret, issue_access_token, new_secret, verify_access_token
 
 VERIFIER = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
 CLIENT_SECRET_PREFIX = "pcs_"  # noqa: S105 (a prefix, not a secret)
 REFRESH_PREFIX = "prt_"
 CODE_PREFIX = "pac_"
-SECRET_METHOD = "client_secret_post"  # noqa: S105 (an auth method name)
+REGISTRATION_TOKEN_PREFIX = "prat_"  # noqa: S105 (a prefix, not a secret)
+REGISTRATION_PATH = "/api/mcp/oauth/register/"
 
 
-def registration_body(client: OAuthClient, secret: str | None = None) -> dict[str, Any]:
+def registration_body(client: OAuthClient, secret: str | None = None, *, issuer: str | None = None,
+                      registration_token: str | None = None) -> dict[str, Any]:
+    """The client information response (RFC 7591 3.2.1, RFC 7592 3): `registration_client_uri` when `issuer` is
+    given and the client can be managed, `registration_access_token` when given (at creation, or echoed to the
+    request that presented it)."""
     body: dict[str, Any] = {
         "client_id": client.client_id, "client_name": client.client_name, "redirect_uris": client.redirect_uris,
         "grant_types": client.grant_types, "response_types": client.response_types,
@@ -42,43 +48,67 @@ def registration_body(client: OAuthClient, secret: str | None = None) -> dict[st
     if secret is not None:
         body["client_secret"] = secret
         body["client_secret_expires_at"] = 0
+    if issuer is not None and client.registration_token_hash is not None:
+        body["registration_client_uri"] = registration_uri(issuer, client.client_id)
+    if registration_token is not None:
+        body["registration_access_token"] = registration_token
     return body
+
+
+def registration_uri(issuer: str, client_id: str) -> str:
+    return f"{issuer}{REGISTRATION_PATH}{quote(client_id, safe='')}"
 
 
 def _same_registration(client: OAuthClient, reg: ClientRegistration) -> bool:
     return client.fingerprint == reg.fingerprint
 
 
-async def register_client(session: AsyncSession, reg: ClientRegistration) -> tuple[OAuthClient, str | None, bool]:
-    """(client, plaintext secret or None, created). The same registration sent again finds the same client."""
+@dataclass(frozen=True)
+class Registered:
+    client: OAuthClient
+    secret: str | None  # plaintext, at creation of a confidential client only
+    registration_token: str | None  # plaintext, at creation only
+    created: bool
+
+
+async def register_client(session: AsyncSession, reg: ClientRegistration) -> Registered:
+    """The same registration sent again finds the same client, and shows neither its secret nor its
+    registration access token: only the registration that created a client may manage it."""
     existing = (await repo.client_by_id(session, reg.client_id) if reg.client_id
                 else await repo.client_by_fingerprint(session, reg.fingerprint))
     if existing is not None:
         if not _same_registration(existing, reg):
             # A known client_id with other redirect URIs would let anyone hijack that client's codes.
             raise invalid_metadata(f"client_id {reg.client_id!r} is already registered with other metadata")
-        return existing, None, False
-    secret = new_secret(CLIENT_SECRET_PREFIX) if reg.token_endpoint_auth_method == SECRET_METHOD else None
+        return Registered(existing, None, None, False)
+    secret = new_secret(CLIENT_SECRET_PREFIX) if reg.token_endpoint_auth_method in SECRET_METHODS else None
+    token = new_secret(REGISTRATION_TOKEN_PREFIX)
     client = OAuthClient(
         client_id=reg.client_id or f"prism-{new_secret('')[:22]}", client_name=reg.client_name,
         redirect_uris=reg.redirect_uris, grant_types=reg.grant_types, response_types=reg.response_types,
         token_endpoint_auth_method=reg.token_endpoint_auth_method, scope=reg.scope, extra=reg.extra,
-        secret_hash=hash_secret(secret) if secret else None, fingerprint=reg.fingerprint, created_at=utcnow())
+        secret_hash=hash_secret(secret) if secret else None, fingerprint=reg.fingerprint, created_at=utcnow(),
+        registration_token_hash=hash_secret(token))
     try:
         async with session.begin_nested():
             session.add(client)
     except IntegrityError:  # registered concurrently under the same client_id
         raise invalid_metadata(f"client_id {reg.client_id!r} is already registered") from None
-    return client, secret, True
+    return Registered(client, secret, token, True)
 
 
-async def authenticate_client(session: AsyncSession, client_id: str | None, secret: str | None) -> OAuthClient:
+async def authenticate_client(session: AsyncSession, client_id: str | None, secret: str | None, *,
+                              described: OAuthClient | None = None) -> OAuthClient:
+    """The registered client `client_id`, its secret checked; `described` is the client a URL client_id's
+    metadata document describes (fetched before the transaction: prism.oauth.client_documents)."""
     if not client_id:
         raise InvalidClient("client_id is required")
+    if described is not None and described.client_id == client_id:
+        return described  # a public client: nothing to check
     client = await repo.client_by_id(session, client_id)
     if client is None:
         raise InvalidClient("unknown client")
-    if client.token_endpoint_auth_method == SECRET_METHOD:
+    if client.token_endpoint_auth_method in SECRET_METHODS:
         if not secret or client.secret_hash is None or not hmac.compare_digest(client.secret_hash,
                                                                                 hash_secret(secret)):
             raise InvalidClient("client authentication failed")
@@ -164,24 +194,30 @@ async def exchange_code(session: AsyncSession, ctx: TokenContext, client: OAuthC
 
 
 async def revoke_token(session: AsyncSession, ring: KeyRing, settings: Settings, token: str, *,
-                       client_id: str | None, hostname: str) -> str | None:
+                       client: OAuthClient | None, hostname: str) -> str | None:
     """Revoke the grant behind a refresh or access token (RFC 7009); the grant id, or None if nothing matched.
 
-    Revoking either kind revokes the whole grant: its refresh tokens and every access token it issued.
+    `client` is the authenticated client, None when the request named none: then only a public client's token
+    is revoked, a confidential client's needs its secret (InvalidClient). Revoking either kind revokes the whole
+    grant: its refresh tokens and every access token it issued.
     """
-    now = utcnow()
     if token.startswith(REFRESH_PREFIX):
         found = await repo.refresh_by_hash(session, hash_secret(token))
-        if found is None or (client_id is not None and found[1].client_id != client_id):
+        if found is None:
             return None
-        await repo.revoke_grant(session, found[1].id, now)
-        return found[1].id
-    try:
-        claims = await verify_access_token(ring, token, hostname=hostname, scheme=settings.public_scheme,
-                                           verify_exp=False)
-    except Unauthenticated:
+        grant_id, owner = found[1].id, found[1].client_id
+    else:
+        try:
+            claims = await verify_access_token(ring, token, hostname=hostname, scheme=settings.public_scheme,
+                                               verify_exp=False)
+        except Unauthenticated:
+            return None
+        grant_id, owner = claims.grant_id, claims.client_id
+    if client is None:
+        registered = await repo.client_by_id(session, owner)
+        if registered is not None and registered.token_endpoint_auth_method in SECRET_METHODS:
+            raise InvalidClient("this token belongs to a confidential client: authenticate with its secret")
+    elif client.client_id != owner:
         return None
-    if client_id is not None and claims.client_id != client_id:
-        return None
-    await repo.revoke_grant(session, claims.grant_id, now)
-    return claims.grant_id
+    await repo.revoke_grant(session, grant_id, utcnow())
+    return grant_id

@@ -72,13 +72,17 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "client_name": STR, "redirect_uris": {"type": "array", "items": {"type": "string", "format": "uri"}},
         "grant_types": {"type": "array", "items": {"enum": ["authorization_code", "refresh_token"]},
                         "default": ["authorization_code"]},
-        "token_endpoint_auth_method": {"enum": ["none", "client_secret_post"]},
+        "token_endpoint_auth_method": {"enum": ["none", "client_secret_post", "client_secret_basic"]},
         "scope": STR,
     }, ("redirect_uris",)),
     "ClientRegistration": obj({
         "client_id": STR, "client_secret": {"type": "string", "description": "Returned only on creation."},
         "client_name": STR, "redirect_uris": STR_LIST, "grant_types": STR_LIST,
         "token_endpoint_auth_method": STR,
+        "registration_client_uri": {"type": "string", "format": "uri",
+                                    "description": "Where the client reads, updates and deletes it (RFC 7592)."},
+        "registration_access_token": {"type": "string",
+                                      "description": "Bearer token for registration_client_uri; on creation only."},
     }, ("client_id", "client_name", "redirect_uris", "grant_types")),
     "TokenRequest": obj({
         "grant_type": {"enum": ["authorization_code", "refresh_token"]}, "code": STR, "code_verifier": STR,

@@ -44,6 +44,21 @@ SCOPE_OF_CLASS = {"read": "mcp:read", "write": "mcp:write", "execute": "mcp:exec
 PLATFORM_SCOPES = ("mcp:read", "mcp:write", "mcp:execute")
 
 
+def scopes_allow(scopes: frozenset[str], scope_class: str, permission: str | None) -> bool:
+    """Whether a credential's scopes let it call a handler: the platform scope of the handler's class, or an OAuth
+    per-app scope naming the handler's permission (`<app>.<verb>` names every `<app>.<verb>_<model>`,
+    `<app>.<verb>_<model>` that one); a read handler that needs no permission (whoami, introspection) takes any
+    per-app scope. The role's permissions are checked besides: a scope never widens them."""
+    if SCOPE_OF_CLASS[scope_class] in scopes:
+        return True
+    if permission is None:
+        return scope_class == "read" and any("." in s for s in scopes)  # per-app scopes have a dot, platform a colon
+    if permission in scopes:
+        return True
+    app, _, rest = permission.partition(".")
+    return f"{app}.{rest.split('_', 1)[0]}" in scopes
+
+
 def tool_name(mega_tool: str) -> str:
     return f"{TOOL_PREFIX}{mega_tool}"
 

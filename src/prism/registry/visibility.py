@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from prism.auth.context import AuthContext
-from prism.registry.mega_tools import SCOPE_OF_CLASS
+from prism.registry.mega_tools import scopes_allow
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
 
 
 def may_call(auth: AuthContext, handler: Handler) -> bool:
-    return SCOPE_OF_CLASS[handler.scope] in auth.scopes and auth.permissions.allows(handler.permission)
+    return scopes_allow(auth.scopes, handler.scope, handler.permission) and auth.permissions.allows(handler.permission)
 
 
 def visible_handlers(registry: Registry, auth: AuthContext) -> tuple[Handler, ...]:

@@ -40,7 +40,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from prism.config import Settings
-from prism.errors import PrismError
+from prism.errors import BadRequest, PrismError
 from prism.kit.nul import refuse_nul_in_form
 from prism.kit.secret import derived_key
 from prism.models import User
@@ -164,13 +164,17 @@ async def signed_in_user(request: Request) -> User | None:
     return user if user is not None and user.is_active else None
 
 
-async def read_form(request: Request, *, check_csrf: bool = True) -> dict[str, str]:
-    """A urlencoded form as a dict (last value wins), its CSRF token checked against the session. A field
-    holding NUL is refused, naming it (see prism.kit.nul)."""
+async def read_form(request: Request, *, check_csrf: bool = True, single_valued: bool = False) -> dict[str, str]:
+    """A urlencoded form as a dict (last value wins, or, `single_valued`, a repeated field refused with 400
+    `invalid_request`, as OAuth requires), its CSRF token checked against the session. A field holding NUL is
+    refused, naming it (see prism.kit.nul)."""
     body = await read_body(request.receive, declared_length(request.scope))
     fields = parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True)
     refuse_nul_in_form(fields)
     form = dict(fields)
+    if single_valued and len(form) != len(fields):
+        repeated = sorted({name for name, _ in fields if sum(1 for other, _ in fields if other == name) > 1})
+        raise BadRequest(f"parameters sent more than once: {', '.join(repeated)}", code="invalid_request")
     if check_csrf:
         sent = form.get("csrf_token", "")
         # As bytes: compare_digest refuses str with characters beyond ASCII (TypeError, a 500).
