@@ -45,7 +45,7 @@ class KeyedProxy:
     """A loopback HTTP proxy that adds one credential to every request (buffered: Prism's MCP answers are
     complete responses, never held-open streams, on the streamable HTTP transport)."""
 
-    def __init__(self, upstream: str, key: str, host: str) -> None:
+    def __init__(self, upstream: str, key: str, host: str | None) -> None:
         self.upstream, self.key, self.host = upstream, key, host
         self.port = free_port()
         self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port,
@@ -57,7 +57,8 @@ class KeyedProxy:
             return
         request = Request(scope, receive)
         headers = {k: v for k, v in request.headers.items() if k not in ("host", "content-length")}
-        headers.update({"authorization": f"Bearer {self.key}", "host": self.host})
+        # host None: the Host the suite sent goes on unchanged (a loopback name is served, the key names the tenant)
+        headers.update({"authorization": f"Bearer {self.key}", "host": self.host or request.headers["host"]})
         async with httpx.AsyncClient(timeout=30) as http:
             answer = await http.request(request.method, self.upstream + scope["path"], headers=headers,
                                         params=request.query_params, content=await request.body())
@@ -95,3 +96,17 @@ async def test_the_conformance_suite_passes_every_scenario_that_applies(
             failed = [(c.get("id"), c.get("status"), c.get("errorMessage")) for c in checks
                       if c.get("status") not in ("SUCCESS", "INFO")]
             assert code == 0 and checks and not failed, (scenario, failed)
+
+
+@pytest.mark.engine_independent
+async def test_the_dns_rebinding_scenario_passes_with_the_hosts_the_suite_sends(
+        server: Server, factory: Factory, tmp_path: Path) -> None:
+    """The suite sends a foreign Host (refused: 421, never answered as a tenant) and a loopback one (served); the
+    proxy only adds the key, so the Host that reaches Prism is the suite's own."""
+    ws = await factory.workspace(roles=("owner",))
+    with KeyedProxy(server.base_url, ws.keys["owner"], None) as url:
+        code, checks = await asyncio.to_thread(run_scenario, url, "dns-rebinding-protection",
+                                               tmp_path / "dns-rebinding-protection")
+    failed = [(c.get("id"), c.get("status"), c.get("errorMessage")) for c in checks
+              if c.get("status") not in ("SUCCESS", "INFO")]
+    assert code == 0 and len(checks) >= 2 and not failed, failed
