@@ -24,7 +24,7 @@ from prism.mcp_server.jsonrpc import INVALID_PARAMS, RpcError
 from prism.registry.catalog import MEGA_TOOL_CATEGORY, tool_catalog
 from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, mega_tool_of
 from prism.registry.registry import Registry
-from prism.registry.visibility import visible_handlers
+from prism.registry.visibility import Grant, grant_of, visible_handlers
 
 TITLES = {
     "entity_crud": "Business records",
@@ -48,13 +48,12 @@ TITLES = {
 # In the `_meta` of a tools/call result that repeats the first answer of its idempotency key.
 REPLAYED_META = "idempotentReplayed"
 
-_LISTS: WeakKeyDictionary[Registry, dict[tuple[frozenset[str], tuple[str, ...]], list[dict[str, Any]]]] = (
-    WeakKeyDictionary())
+_LISTS: WeakKeyDictionary[Registry, dict[Grant, list[dict[str, Any]]]] = WeakKeyDictionary()
 
 
 def list_tools(registry: Registry, auth: AuthContext) -> list[dict[str, Any]]:
     """Every tool this caller may call, as MCP tool descriptors, sorted by name; built once per grant."""
-    grant = (auth.scopes, auth.permissions.patterns)
+    grant = grant_of(registry, auth)
     lists = _LISTS.setdefault(registry, {})
     hit = lists.get(grant)
     if hit is None:

@@ -61,8 +61,14 @@ class Handler:
     read_only: bool
     destructive: bool
     keywords: tuple[str, ...] = ()
-    # Filled once by Registry.freeze(): the JSON Schema of `params`.
+    # Filled once by Registry.freeze(): the JSON Schema of `params` (unless given: an imported operation's).
     schema: dict[str, Any] = field(default_factory=dict)
+    # An imported integration's name (prism.integrations): only organizations that enabled it see and call it.
+    integration: str | None = None
+    # Checks arguments against `schema` after `params` accepted them: the problems found, each with its field.
+    # Imported operations use it: their schema is the service's own, and declaring a Pydantic class for each of
+    # thousands of operations would cost start-up seconds (docs/integrations.md).
+    check_arguments: Callable[[dict[str, Any]], list[dict[str, str]]] | None = None
 
     @property
     def path(self) -> str:
