@@ -23,6 +23,8 @@ from tests.factories import Factory, Workspace
 from tests.governance_support import governed_key, ok, post
 from tests.integrations_upstream import RunningService, Scripted, SpecService
 from tests.processes import cli_json
+from tests.test_mcp_protocol import call as mcp_call
+from tests.test_mcp_protocol import headers_for, initialize, rpc, tool_text
 from tests.webhooks_receiver import make_tls
 
 WAREHOUSE = Path(__file__).parent / "fixtures" / "integrations" / "warehouse.yaml"
@@ -214,7 +216,6 @@ async def test_another_organization_sees_and_calls_none_of_it(
     b = await factory.workspace(roles=("owner",))
     name = unique_name()
     await imported(client, a, name, upstream)
-    coordinate = f"integration_call/{name}/items/getItem"
 
     assert (await call(client, a, name, "items", "getItem", {"itemId": 1})).status_code == 200
     refused = await call(client, b, name, "items", "getItem", {"itemId": 1})
@@ -222,18 +223,31 @@ async def test_another_organization_sees_and_calls_none_of_it(
     bad_args = await call(client, b, name, "items", "getItem", {"nothing": True})  # no schema leaks either
     assert bad_args.status_code == 404
 
-    async def listing(ws: Workspace) -> str:
+    async def listings(ws: Workspace) -> list[str]:
+        """The tool catalog, MCP tools/list, the tenant's OpenAPI descriptor, introspection and search."""
         tools = await client.get("/api/v1/dev/tools/", headers=ws.headers("owner"))
-        mcp = await client.post("/api/mcp/", headers={**ws.headers("owner"), "Accept": "application/json"},
-                                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        session = await initialize(client, headers_for(ws))
+        mcp = await mcp_call(client, headers_for(ws), session, rpc("tools/list", {}))
         descriptor = await client.get("/.well-known/openapi.json", headers=ws.headers("owner"))
+        tree = await ok(client, ws, "report_query/core/registry/introspect", {"dimension": "apps"})
         search = await ok(client, ws, "report_query/core/registry/introspect",
                           {"dimension": "capability_search", "query": "remove an item from warehouse stock"})
-        return " ".join((tools.text, mcp.text, descriptor.text, str(search)))
+        return [tools.text, mcp.text, descriptor.text, str(tree), str(search)]
 
-    seen_by_a, seen_by_b = await listing(a), await listing(b)
-    assert name in seen_by_a and coordinate.rsplit("/", 1)[0].split("/", 1)[1] in seen_by_a
-    assert name not in seen_by_b
+    assert all(name in seen for seen in await listings(a))
+    assert not any(name in seen for seen in await listings(b))
+    # A governed call over MCP, as an agent makes it.
+    session = await initialize(client, headers_for(a))
+    answer = await mcp_call(client, headers_for(a), session, rpc("tools/call", {
+        "name": "prism_integration_call",
+        "arguments": {"app": name, "entity": "items", "operation": "getItem", "arguments": {"itemId": 4}}}))
+    is_error, envelope = tool_text(answer)
+    assert not is_error and envelope["data"]["body"]["path"] == "/v2/items/4"
+    session_b = await initialize(client, headers_for(b))
+    refused_b = await mcp_call(client, headers_for(b), session_b, rpc("tools/call", {
+        "name": "prism_integration_call",
+        "arguments": {"app": name, "entity": "items", "operation": "getItem", "arguments": {"itemId": 4}}}))
+    assert tool_text(refused_b) == (True, {**tool_text(refused_b)[1], "error": "operation_not_found"})
 
     for arguments in ({"name": name, "base_url": upstream.url()},):
         taken = await post(client, b, "config_manage/integrations/connection/set", arguments)
