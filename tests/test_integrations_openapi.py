@@ -332,14 +332,18 @@ async def test_a_deployment_import_from_the_cli_reaches_a_running_server_without
     imported_cli = await asyncio.to_thread(cli_json, "integration", "import-openapi", str(WAREHOUSE), "--app", name,
                                            database_url=settings.database_url)
     assert imported_cli["handlers"] == 6 and imported_cli["created"] is True
+    connected = await asyncio.to_thread(
+        cli_json, "integration", "connect", name, "--tenant", ws.tenant.subdomain, "--base-url", upstream.url(),
+        "--auth", "api_key", "--header", "X-API-Key", database_url=settings.database_url,
+        PRISM_CONNECTION_SECRET=SECRET, PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS="true")
+    assert connected["has_secret"] is True and SECRET not in str(connected)
     for _ in range(100):  # the server notices within PRISM_INTEGRATIONS_REFRESH_SECONDS (2 s)
-        attempt = await post(client, ws, "config_manage/integrations/connection/set", {
-            "name": name, "base_url": upstream.url(), "auth_kind": "api_key", "header": "X-API-Key",
-            "secret": SECRET})
-        if attempt.status_code == 200:
+        answer = await call(client, ws, name, "items", "getItem", {"itemId": 5})
+        if answer.status_code != 404:
             break
         await asyncio.sleep(0.1)
-    assert (await call(client, ws, name, "items", "getItem", {"itemId": 5})).status_code == 200
+    assert answer.status_code == 200, answer.text
+    assert upstream.arrived[-1].headers["x-api-key"] == SECRET
     removed = await asyncio.to_thread(cli_json, "integration", "remove", name, database_url=settings.database_url)
     assert removed["removed"] is True
     for _ in range(100):
