@@ -19,8 +19,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.cli.output import emit, fail
-from prism.errors import InvalidArguments, PrismError
+from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.integrations import service
+from prism.integrations.credentials import Credential, checked
 from prism.integrations.models import IntegrationApp
 from prism.kit.outbound import OutboundClient, OutboundFailed, check_url
 
@@ -165,3 +166,92 @@ def disconnect(name: str, tenant: str = typer.Option(..., "--tenant", help="Tena
 
     out = _run(as_json, work)
     emit(as_json, out, f"{name} disconnected")
+
+
+def _credential(as_json: bool, auth_kind: str, header: str | None, username: str | None, token_url: str | None,
+                client_id: str | None, scope: str | None, secret_stdin: bool) -> Credential:
+    secret = sys.stdin.readline().rstrip("\r\n") if secret_stdin else os.environ.get("PRISM_CONNECTION_SECRET")
+    given = {k: v for k, v in (("header", header), ("username", username), ("token_url", token_url),
+                               ("client_id", client_id), ("scope", scope)) if v is not None}
+    try:
+        kept, secret_text = checked(auth_kind, given, secret)
+    except PrismError as exc:
+        fail(as_json, exc)
+    return Credential(auth_kind, kept, secret_text)
+
+
+def _tools(as_json: bool, url: str, transport: str, credential: Credential) -> list[dict[str, Any]]:
+    from prism.cli.preflight import load_settings
+    from prism.integrations.mcp_upstream import read_tools
+
+    try:
+        return asyncio.run(read_tools(load_settings(), url, transport, credential))
+    except PrismError as exc:
+        fail(as_json, exc)
+
+
+@integration_cli.command("add-mcp")
+def add_mcp(url: str = typer.Argument(..., help="The MCP server's endpoint (HTTPS)."),
+            app: str = typer.Option(..., "--app", help="The integration's name (integration_call/<app>/tool/…)."),
+            transport: str = typer.Option("streamable_http", "--transport", help="streamable_http or sse (legacy)."),
+            auth_kind: str = typer.Option("none", "--auth", help="none, api_key, bearer, basic or "
+                                          "oauth2_client_credentials (to read the tool list; organizations "
+                                          "connect with their own)."),
+            header: str | None = typer.Option(None, "--header", help="api_key: the header that carries it."),
+            username: str | None = typer.Option(None, "--username", help="basic: the user name."),
+            token_url: str | None = typer.Option(None, "--token-url", help="oauth2: the token endpoint."),
+            client_id: str | None = typer.Option(None, "--client-id", help="oauth2: the client id."),
+            scope: str | None = typer.Option(None, "--scope", help="oauth2: the scope to ask for."),
+            cost: int = typer.Option(1, "--cost", min=0, help="Budget units per call."),
+            secret_stdin: bool = typer.Option(False, "--secret-stdin", help="Read the secret from standard input "
+                                              "(else PRISM_CONNECTION_SECRET)."),
+            as_json: bool = JSON_OPT) -> None:
+    """Add (or refresh) an upstream MCP server for the deployment: each of its tools becomes a handler."""
+    from prism.integrations.mcp_upstream import operations_of
+
+    credential = _credential(as_json, auth_kind, header, username, token_url, client_id, scope, secret_stdin)
+    tools = _tools(as_json, url, transport, credential)
+    installed = _installed_apps()
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        return await service.add_mcp(session, app, url, operations_of(tools, transport, cost),
+                                     owner_organization_id=None, installed=installed)
+
+    out = _run(as_json, work)
+    emit(as_json, out, f"{app}: {out['handlers']} tools (added {len(out['added'])}, changed {len(out['changed'])}, "
+                       f"removed {len(out['removed'])})")
+
+
+@integration_cli.command("refresh")
+def refresh(name: str,
+            auth_kind: str = typer.Option("none", "--auth", help="As for add-mcp."),
+            header: str | None = typer.Option(None, "--header"),
+            username: str | None = typer.Option(None, "--username"),
+            token_url: str | None = typer.Option(None, "--token-url"),
+            client_id: str | None = typer.Option(None, "--client-id"),
+            scope: str | None = typer.Option(None, "--scope"),
+            secret_stdin: bool = typer.Option(False, "--secret-stdin"), as_json: bool = JSON_OPT) -> None:
+    """Read an upstream MCP integration's tool list again (from the URL it was added from) and update it."""
+    from prism.integrations.mcp_upstream import operations_of
+
+    async def current(session: AsyncSession) -> dict[str, Any]:
+        row = (await session.execute(select(IntegrationApp).where(IntegrationApp.name == name))).scalar_one_or_none()
+        if row is None or row.kind != "mcp" or row.owner_organization_id is not None:
+            raise NotFound(f"no upstream MCP integration {name!r} of the deployment")
+        first = row.operations[0] if row.operations else {}
+        return {"url": row.default_server or row.source, "transport": first.get("transport", "streamable_http"),
+                "cost": int(first.get("cost", 1))}
+
+    found = _run(as_json, current, read_only=True)
+    credential = _credential(as_json, auth_kind, header, username, token_url, client_id, scope, secret_stdin)
+    tools = _tools(as_json, found["url"], found["transport"], credential)
+    installed = _installed_apps()
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        return await service.add_mcp(session, name, found["url"], operations_of(tools, found["transport"],
+                                                                                 found["cost"]),
+                                     owner_organization_id=None, installed=installed)
+
+    out = _run(as_json, work)
+    emit(as_json, out, f"{name}: {out['handlers']} tools (added {len(out['added'])}, changed {len(out['changed'])}, "
+                       f"removed {len(out['removed'])})")

@@ -1,4 +1,5 @@
-"""Registry handlers for an imported integration's stored operations.
+"""Registry handlers for an imported integration's stored operations (OpenAPI operations and upstream MCP
+tools alike).
 
 Every operation shares one parameter class (`OperationArguments`, which takes any object) and checks its
 arguments against the service's own JSON Schema (`Handler.check_arguments`), compiled on its first call:
@@ -15,6 +16,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict
 
+from prism.integrations.mcp_upstream import call_tool_operation
 from prism.integrations.names import words
 from prism.integrations.upstream import call_operation
 from prism.registry import Coordinate, Handler, HandlerApp
@@ -66,17 +68,18 @@ def permission_for(app: str, entity: str, method: str) -> str:
     return f"{app}.{verb}_{entity}"
 
 
-def build_app(name: str, description: str, operations: list[dict[str, Any]],
-              run: Callable[..., Any] = call_operation) -> HandlerApp:
+def build_app(name: str, description: str, operations: list[dict[str, Any]]) -> HandlerApp:
     app = HandlerApp(name, description=description)
     for operation in operations:
         read_only = bool(operation["read_only"])
+        upstream_mcp = operation["method"] == "MCP"
+        run = call_tool_operation if upstream_mcp else call_operation
         app.handlers.append(Handler(
             coordinate=Coordinate("integration_call", name, operation["entity"], operation["operation"]),
             params=OperationArguments, func=partial(run, operation), description=operation["description"],
             category=name, scope="read" if read_only else "execute",
-            permission=operation.get("permission") or permission_for(name, operation["entity"],
-                                                                     operation["method"]),
+            permission=(f"{name}.{operation['permission_verb']}_tool" if upstream_mcp
+                        else permission_for(name, operation["entity"], operation["method"])),
             cost=int(operation["cost"]), read_only=read_only, destructive=bool(operation["destructive"]),
             keywords=tuple(dict.fromkeys(w for w in (operation.get("tag") or "", " ".join(words(name))) if w)),
             schema=operation["schema"], integration=name, check_arguments=argument_checker(operation["schema"])))

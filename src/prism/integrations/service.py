@@ -56,31 +56,51 @@ async def import_openapi(session: AsyncSession, name: str, text: str | bytes, *,
     if not compiled.operations:
         raise InvalidArguments("spec: no operation Prism can offer", code="invalid_openapi",
                                details={"field": "spec", "skipped": compiled.skipped[:50]})
-    spec_digest = hashlib.sha256(text if isinstance(text, bytes) else text.encode()).hexdigest()
+    digest = hashlib.sha256(text if isinstance(text, bytes) else text.encode()).hexdigest()
+    return await _store(session, name, "openapi", compiled.operations, source=source, spec_digest=digest,
+                        title=compiled.title, description=compiled.description,
+                        default_server=compiled.default_server, owner_organization_id=owner_organization_id,
+                        skipped=compiled.skipped)
+
+
+async def add_mcp(session: AsyncSession, name: str, url: str, operations: list[dict[str, Any]], *,
+                  owner_organization_id: str | None, installed: frozenset[str], title: str = "") -> dict[str, Any]:
+    """Create or update the integration `name` from an upstream MCP server's tools (prism.integrations.mcp_upstream)."""
+    _check_name(name, installed)
+    digest = hashlib.sha256(orjson.dumps(operations, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return await _store(session, name, "mcp", operations, source=url, spec_digest=digest, title=title or url,
+                        description=f"Tools of the MCP server at {url}.", default_server=url,
+                        owner_organization_id=owner_organization_id, skipped=[])
+
+
+async def _store(session: AsyncSession, name: str, kind: str, operations: list[dict[str, Any]], *, source: str,
+                 spec_digest: str, title: str, description: str, default_server: str | None,
+                 owner_organization_id: str | None, skipped: list[dict[str, str]]) -> dict[str, Any]:
     existing = await _named(session, name)
-    if existing is not None and (existing.owner_organization_id != owner_organization_id
-                                 or existing.kind != "openapi"):
+    if existing is not None and (existing.owner_organization_id != owner_organization_id or existing.kind != kind):
         raise Conflict(f"an integration named {name!r} exists and is not yours to replace; choose another name")
     before = {_key(o): _fingerprint(o) for o in (existing.operations if existing is not None else [])}
-    after = {_key(o): _fingerprint(o) for o in compiled.operations}
+    after = {_key(o): _fingerprint(o) for o in operations}
     report: dict[str, Any] = {
-        "name": name, "created": existing is None, "handlers": len(after),
+        "name": name, "kind": kind, "created": existing is None, "handlers": len(after),
         "added": sorted(k for k in after if k not in before),
         "removed": sorted(k for k in before if k not in after),
         "changed": sorted(k for k in after if k in before and before[k] != after[k]),
-        "skipped": compiled.skipped,
+        "skipped": skipped,
     }
     report["unchanged"] = len(after) - len(report["added"]) - len(report["changed"])
+    changed = existing is None or bool(report["added"] or report["removed"] or report["changed"])
     if existing is None:
-        session.add(IntegrationApp(name=name, kind="openapi", title=compiled.title[:255],
-                                   description=compiled.description, source=source[:2048], spec_digest=spec_digest,
-                                   default_server=(compiled.default_server or "")[:2048] or None,
-                                   operations=compiled.operations, owner_organization_id=owner_organization_id))
-    elif report["added"] or report["removed"] or report["changed"]:
-        existing.operations, existing.revision = compiled.operations, existing.revision + 1
-        existing.title, existing.description = compiled.title[:255], compiled.description
+        session.add(IntegrationApp(name=name, kind=kind, title=title[:255], description=description,
+                                   source=source[:2048], spec_digest=spec_digest,
+                                   default_server=(default_server or "")[:2048] or None, operations=operations,
+                                   owner_organization_id=owner_organization_id))
+    elif changed:
+        existing.operations, existing.revision = operations, existing.revision + 1
+        existing.title, existing.description = title[:255], description
         existing.source, existing.spec_digest = source[:2048], spec_digest
-    if existing is None or report["added"] or report["removed"] or report["changed"]:
+        existing.default_server = (default_server or "")[:2048] or None
+    if changed:
         await bump_generation(session)
     report["revision"] = 1 if existing is None else existing.revision
     return report
@@ -96,6 +116,12 @@ async def remove(session: AsyncSession, name: str, *, owner_organization_id: str
     await session.execute(delete(IntegrationApp).where(IntegrationApp.id == existing.id))
     await bump_generation(session)
     return {"name": name, "removed": True, "handlers": count}
+
+
+async def named_elsewhere(session: AsyncSession, name: str, organization_id: str, kind: str) -> bool:
+    """Whether `name` is taken by an integration this organization may not replace."""
+    existing = await _named(session, name)
+    return existing is not None and (existing.owner_organization_id != organization_id or existing.kind != kind)
 
 
 def describe(app: IntegrationApp) -> dict[str, Any]:

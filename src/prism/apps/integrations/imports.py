@@ -15,7 +15,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import Field, model_validator
 
-from prism.errors import PrismError
+from prism.errors import Conflict, PrismError
 from prism.integrations import service
 from prism.integrations.credentials import AUTH_KINDS
 from prism.integrations.runtime import IntegrationRuntime, runtime_of
@@ -139,6 +139,63 @@ async def _fetch_and_import(call: HandlerCall, p: ImportParams, url: str,
 
 async def _answer(done: HandlerCall, outcome: dict[str, Any] | PrismError) -> dict[str, Any] | PrismError:
     return outcome
+
+
+class AddMcpParams(NameParams):
+    url: str = Field(..., min_length=8, max_length=2048, description="The MCP server's endpoint (HTTPS).")
+    transport: Literal["streamable_http", "sse"] = Field("streamable_http", description="streamable_http, or sse "
+                                                         "for the legacy HTTP+SSE transport.")
+    auth_kind: Literal["none", "api_key", "bearer", "basic", "oauth2_client_credentials"] = Field(
+        "none", description=f"How calls authenticate: {', '.join(AUTH_KINDS)}.")
+    secret: str | None = Field(None, max_length=8192, description="API key, token, password or client secret; "
+                               "stored encrypted, never shown again.")
+    header: str | None = Field(None, max_length=64, description="api_key: the header that carries it.")
+    username: str | None = Field(None, max_length=255, description="basic: the user name.")
+    token_url: str | None = Field(None, max_length=2048, description="oauth2_client_credentials: token endpoint.")
+    client_id: str | None = Field(None, max_length=255, description="oauth2_client_credentials: client id.")
+    scope: str | None = Field(None, max_length=1000, description="oauth2_client_credentials: scope to ask for.")
+    timeout_seconds: int = Field(10, ge=1, le=60, description="Seconds to wait for each answer.")
+    default_cost: int = Field(1, ge=0, le=10000, description="Budget units per call.")
+
+
+@app.handler("config_manage", "integration", "addMcp", params=AddMcpParams, scope="write",
+             permission="integrations.manage_integration",
+             description="Add an upstream MCP server as this organization's integration and connect to it: each of "
+                         "its tools becomes a governed handler integration_call/<name>/tool/<tool>. Adding it again "
+                         "reads its tools again and reports what changed.",
+             keywords=("mcp federation", "upstream mcp server", "add mcp tools", "connect mcp"))
+async def add_mcp(call: HandlerCall, p: AddMcpParams) -> AfterCommit[Any]:
+    from prism.integrations.credentials import Credential, checked
+
+    given = {k: v for k, v in (("header", p.header), ("username", p.username), ("token_url", p.token_url),
+                               ("client_id", p.client_id), ("scope", p.scope)) if v is not None}
+    kept, secret = checked(p.auth_kind, given, p.secret)
+    url = await check_url(p.url, field="url", allow_private_networks=call.settings.webhook_allow_private_networks)
+    if await service.named_elsewhere(call.session, p.name, call.organization_id, "mcp"):
+        raise Conflict(f"an integration named {p.name!r} exists and is not yours to replace; choose another name")
+    credential, installed = Credential(p.auth_kind, kept, secret), _installed(call)
+
+    async def read_and_store() -> dict[str, Any] | PrismError:
+        from prism.integrations.mcp_upstream import operations_of, read_tools
+
+        runtime = _runtime(call)
+        if runtime is None:
+            return PrismError("this process serves no registry", code="internal_error", status=500)
+        try:
+            tools = await read_tools(call.settings, url, p.transport, credential, float(p.timeout_seconds))
+            async with runtime.db.write() as session:
+                report = await service.add_mcp(session, p.name, url, operations_of(tools, p.transport,
+                                                                                   p.default_cost),
+                                               owner_organization_id=call.organization_id, installed=installed)
+                await service.connect(session, call.settings, call.organization_id, p.name, base_url=url,
+                                      auth_kind=p.auth_kind, auth_settings=kept, secret=secret,
+                                      timeout_seconds=p.timeout_seconds)
+        except PrismError as exc:
+            return exc
+        await runtime.refresh()
+        return report
+
+    return AfterCommit(read_and_store, _answer)
 
 
 @app.handler("config_manage", "integration", "remove", params=NameParams, scope="write",
