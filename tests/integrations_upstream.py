@@ -16,7 +16,7 @@ import socket
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl, quote, unquote
 
 import orjson
 import uvicorn
@@ -63,10 +63,12 @@ class SpecService:
     def __post_init__(self) -> None:
         self.registry: Registry[Any] = Registry().with_resource(
             "urn:spec", Resource.from_contents(self.document, default_specification=DRAFT202012))
-        self.routes: list[tuple[re.Pattern[str], str, str]] = []
-        for template in self.document["paths"]:
-            pattern = re.sub(r"\\{([^}]+)\\}", r"(?P<\1>[^/]+)", re.escape(template))
-            self.routes.append((re.compile(f"^{pattern}$"), template, _pointer("paths", template)))
+        self.routes: list[tuple[re.Pattern[str], list[str], str, str]] = []
+        # Templates with more literal text first: /repos/{owner}/{repo}/git/refs before /repos/{owner}/{repo}/{x}.
+        for template in sorted(self.document["paths"], key=lambda t: -len(re.sub(r"\{[^}]*\}", "", t))):
+            names = re.findall(r"\{([^}]+)\}", template)
+            pattern = re.sub(r"\\\{[^}]*\\\}", "([^/]+)", re.escape(template))
+            self.routes.append((re.compile(f"^{pattern}$"), names, template, _pointer("paths", template)))
 
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}{self.base_path}"
@@ -83,15 +85,17 @@ class SpecService:
         return node
 
     def _operation(self, method: str, path: str) -> tuple[str, dict[str, Any], dict[str, str], str] | None:
-        for pattern, template, pointer in self.routes:
+        for pattern, names, template, pointer in self.routes:
             found = pattern.match(path)
             item = self.document["paths"][template]
             if found and isinstance(item.get(method), dict):
-                return template, item, found.groupdict(), pointer + "/" + method
+                values = {n: unquote(v) for n, v in zip(names, found.groups(), strict=True)}
+                return template, item, values, pointer + "/" + method
         return None
 
     async def handle(self, request: Request) -> Response:
-        method, path = request.method.lower(), request.url.path
+        # The path as sent (Starlette's url.path has %2F decoded into a separator).
+        method, path = request.method.lower(), request.scope["raw_path"].decode("latin-1").split("?", 1)[0]
         if not path.startswith(self.base_path):
             return self._invalid(f"path {path} outside {self.base_path}")
         found = self._operation(method, path[len(self.base_path):] or "/")

@@ -27,6 +27,7 @@ from prism.health.checks import Readiness
 from prism.health.endpoints import routes as health_routes
 from prism.integrations.runtime import IntegrationRuntime
 from prism.integrations.runtime import stop as stop_watching
+from prism.integrations.upstream import close_clients as close_outbound_clients
 from prism.keys.endpoints import routes as key_routes
 from prism.mcp_server import endpoints as mcp_door
 from prism.oauth.challenge import ResourceMetadataChallenge
@@ -142,6 +143,7 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
             yield
         finally:
             await stop_watching(watcher)
+            await close_outbound_clients()
             flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await flusher

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
+from weakref import WeakKeyDictionary
 
 import orjson
 from sqlalchemy import select
@@ -144,31 +145,53 @@ async def _oauth_token(client: OutboundClient, connection_id: str, credential: C
     return access
 
 
+# One outbound client per event loop and outbound policy: its connections are kept alive between calls, so a
+# call to a service answered recently costs no new TCP and TLS handshake.
+_CLIENTS: WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[bool, str | None], OutboundClient]] = (
+    WeakKeyDictionary())
+MAX_CONNECTIONS = 100
+
+
+def shared_client(settings: Settings) -> OutboundClient:
+    clients = _CLIENTS.setdefault(asyncio.get_running_loop(), {})
+    key = (settings.webhook_allow_private_networks, settings.webhook_ca_bundle)
+    client = clients.get(key)
+    if client is None:
+        client = clients[key] = OutboundClient(allow_private_networks=key[0], ca_bundle=key[1],
+                                               max_connections=MAX_CONNECTIONS)
+    return client
+
+
+async def close_clients() -> None:
+    """At shutdown: close this loop's clients (their kept-alive connections)."""
+    for client in _CLIENTS.pop(asyncio.get_running_loop(), {}).values():
+        await client.close()
+
+
 async def send(settings: Settings, connection_id: str, credential: Credential, request: Request,
                timeout_seconds: float) -> Sent:
     started = time.monotonic()
     attempts, answer, error, timed_out = 0, None, "", False
     retries = RETRY_DELAYS if request.method in IDEMPOTENT else ()
-    async with OutboundClient(allow_private_networks=settings.webhook_allow_private_networks,
-                              ca_bundle=settings.webhook_ca_bundle, max_connections=1) as client:
-        for delay in (*retries, None):
-            attempts += 1
-            answer, error, timed_out = None, "", False
-            try:
-                bearer = (await _oauth_token(client, connection_id, credential, timeout_seconds)
-                          if credential.kind == "oauth2_client_credentials" else None)
-                answer = await client.send(request.method, request.url,
-                                           headers={**request.headers, **credential.headers(bearer)},
-                                           body=request.body, timeout_seconds=timeout_seconds,
-                                           read_at_most=MAX_RESPONSE)
-            except OutboundTimeout as exc:
-                error, timed_out = str(exc), True
-                break  # the upstream may still be working on it: a timeout is not retried
-            except OutboundFailed as exc:
-                error = str(exc)
-            if (answer is not None and answer.status not in RETRY_STATUSES) or delay is None:
-                break
-            await asyncio.sleep(delay)
+    client = shared_client(settings)
+    for delay in (*retries, None):
+        attempts += 1
+        answer, error, timed_out = None, "", False
+        try:
+            bearer = (await _oauth_token(client, connection_id, credential, timeout_seconds)
+                      if credential.kind == "oauth2_client_credentials" else None)
+            answer = await client.send(request.method, request.url,
+                                       headers={**request.headers, **credential.headers(bearer)},
+                                       body=request.body, timeout_seconds=timeout_seconds,
+                                       read_at_most=MAX_RESPONSE)
+        except OutboundTimeout as exc:
+            error, timed_out = str(exc), True
+            break  # the upstream may still be working on it: a timeout is not retried
+        except OutboundFailed as exc:
+            error = str(exc)
+        if (answer is not None and answer.status not in RETRY_STATUSES) or delay is None:
+            break
+        await asyncio.sleep(delay)
     return Sent(answer, error, timed_out, attempts, int((time.monotonic() - started) * 1000))
 
 
