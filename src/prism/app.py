@@ -25,6 +25,7 @@ from prism.edge.stack import Edge
 from prism.errors import NotFound, PrismError
 from prism.health.checks import Readiness
 from prism.health.endpoints import routes as health_routes
+from prism.integrations.mcp_sessions import close_all as close_upstream_sessions
 from prism.integrations.runtime import IntegrationRuntime
 from prism.integrations.runtime import stop as stop_watching
 from prism.integrations.upstream import close_clients as close_outbound_clients
@@ -144,6 +145,7 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
         finally:
             await stop_watching(watcher)
             await close_outbound_clients()
+            await close_upstream_sessions()
             flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await flusher

@@ -14,11 +14,13 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from prism.config import Settings
 from prism.errors import InvalidArguments, PrismError
+from prism.integrations import mcp_sessions
 from prism.integrations.credentials import Credential, open_secret
 from prism.integrations.models import IntegrationApp, IntegrationCall
 from prism.integrations.names import operation_name
@@ -125,33 +127,46 @@ class Forwarded:
     upstream_error: str = ""  # a JSON-RPC error the upstream answered
     duration_ms: int = 0
     tools: list[dict[str, Any]] | None = None  # read again after notifications/tools/list_changed
-    changed: list[bool] = field(default_factory=list)
 
 
 async def forward(settings: Settings, url: str, transport: str, credential: Credential, timeout_seconds: float,
                   connection_id: str, tool_name: str, arguments: dict[str, Any]) -> Forwarded:
+    """One call through the kept-open session to this upstream (prism.integrations.mcp_sessions)."""
     from mcp import MCPError
 
     outcome = Forwarded()
     started = time.monotonic()
+    key = mcp_sessions.key_of(settings, url, transport, connection_id, credential)
+    held = mcp_sessions.pooled(key, partial(_open, settings, url, transport, credential, timeout_seconds,
+                                            connection_id))
+    broken = True
     try:
         async with asyncio.timeout(timeout_seconds):
-            async with session(settings, url, transport, credential, timeout_seconds, connection_id,
-                               on_list_changed=lambda: outcome.changed.append(True)) as client:
-                result = await client.call_tool(tool_name, arguments)
-                outcome.result = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-                if outcome.changed:
-                    outcome.tools = await list_tools(client)
+            client = await held.ready()
+            result = await client.call_tool(tool_name, arguments)
+            outcome.result = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if held.changed:
+                held.changed = False
+                outcome.tools = await list_tools(client)
+        broken = False
     except TimeoutError:
         outcome.timed_out, outcome.error = True, f"no answer within {timeout_seconds:g} s"
-    except MCPError as exc:
-        outcome.upstream_error = str(exc)[:1000]
+    except MCPError as exc:  # the upstream answered: the session is fine
+        outcome.upstream_error, broken = str(exc)[:1000], False
     except PrismError as exc:  # the outbound rules refused the URL, or the client is not installed
         outcome.error = exc.message
     except Exception as exc:  # transports raise many kinds (and groups of them): all mean "not reached"
         outcome.error = _reason(exc)
+    if broken:  # the next call opens a new session
+        await mcp_sessions.discard(key, held)
     outcome.duration_ms = int((time.monotonic() - started) * 1000)
     return outcome
+
+
+def _open(settings: Settings, url: str, transport: str, credential: Credential, timeout_seconds: float,
+          connection_id: str, on_list_changed: Any) -> Any:
+    return session(settings, url, transport, credential, timeout_seconds, connection_id,
+                   on_list_changed=on_list_changed)
 
 
 def _reason(exc: BaseException) -> str:

@@ -9,6 +9,7 @@ it is stored once per import and read back at start-up without the description.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,7 +116,9 @@ class _Resolver:
                     if isinstance(value, dict) else value
             elif key == "pattern" and isinstance(value, str):
                 try:
-                    re.compile(value)
+                    with warnings.catch_warnings():  # ECMA patterns Python reads differently warn once each
+                        warnings.simplefilter("ignore", FutureWarning)
+                        re.compile(value)
                 except re.error:
                     continue  # a pattern Python cannot read (ECMA-only syntax): the upstream still checks it
                 out[key] = value
