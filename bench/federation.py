@@ -1,6 +1,6 @@
 """Federation overhead: a governed call to an upstream MCP server through Prism vs calling it directly.
 
-    python bench/federation.py [--calls 300]
+    python -m bench.federation [--calls 300]   (as a module: bench/mcp.py would shadow the mcp package)
 
 One run: a FastMCP server (bench/federation_upstream.py) over HTTPS on loopback; `prism serve` on a fresh SQLite
 file with that server added (`prism integration add-mcp`) and the demo organization connected to it. Both sides
@@ -104,6 +104,11 @@ def main() -> None:
                 prism.base_url + "/api/mcp/sse", {"Authorization": f"Bearer {banner['api_key']}"}, True,
                 "prism_integration_call", {"app": "upstream", "entity": "tool", "operation": "lookupPart",
                                            "arguments": {"sku": "P-1"}}, args.calls))
+            # Prism's own share: a governed call of a built-in read handler through the same door, same session kind.
+            report["governed_builtin_read"] = asyncio.run(measure(
+                prism.base_url + "/api/mcp/sse", {"Authorization": f"Bearer {banner['api_key']}"}, True,
+                "prism_entity_crud", {"app": "spare_parts", "entity": "spare_part", "operation": "list",
+                                      "arguments": {"page_size": 1}}, args.calls))
         finally:
             prism.stop()
             upstream.stop()

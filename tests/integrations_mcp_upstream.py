@@ -69,9 +69,11 @@ class RequireKey:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self.requests = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            self.requests += 1
             headers = dict(scope["headers"])
             if headers.get(b"x-upstream-key") != UPSTREAM_KEY.encode():
                 await send({"type": "http.response.start", "status": 401,
@@ -90,7 +92,8 @@ class RunningMcp:
         sock.bind(("127.0.0.1", 0))
         self.sock = sock
         self.port = sock.getsockname()[1]
-        self.uvicorn = uvicorn.Server(uvicorn.Config(RequireKey(http_app), ssl_certfile=str(tls.cert),
+        self.gate = RequireKey(http_app)
+        self.uvicorn = uvicorn.Server(uvicorn.Config(self.gate, ssl_certfile=str(tls.cert),
                                                      ssl_keyfile=str(tls.key), log_level="error", lifespan="on",
                                                      timeout_graceful_shutdown=1))
         self.lifespan_app = http_app
