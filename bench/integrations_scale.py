@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import tempfile
 import time
@@ -74,8 +75,8 @@ def parse_args() -> argparse.Namespace:
 def descriptions() -> list[tuple[str, Path]]:
     found = [("github", GITHUB)]
     for path in sorted(DIRECTORY.rglob("*.json")):
-        name = "d_" + "_".join(path.relative_to(DIRECTORY).with_suffix("").parts).replace(".", "_").replace("-", "_")
-        found.append((name.lower()[:40], path))
+        name = re.sub(r"[^a-z0-9_]", "_", "d_" + "_".join(path.relative_to(DIRECTORY).with_suffix("").parts).lower())
+        found.append((name[:40], path))
     return found
 
 

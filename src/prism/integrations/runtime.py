@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.integrations.handlers import build_app
 from prism.integrations.models import IntegrationApp, IntegrationConnection, IntegrationGeneration
+from prism.kit.collector import collector_paused
 from prism.registry import HandlerApp, Registry, search
 from prism.storage import Database
 
@@ -70,46 +71,52 @@ class IntegrationRuntime:
 
     async def refresh(self, *, force: bool = False) -> bool:
         """Reload what changed since the last refresh; True when the registry or the enablement changed."""
+        # Reading and building allocate hundreds of thousands of long-lived objects and almost no garbage: the
+        # collector would walk them again and again (at 10,000 handlers, most of the time; prism.kit.collector).
         async with self._lock:
-            async with self.db.read() as session:
-                generation = await read_generation(session)
-                if generation == self._generation and not force:
-                    return False
-                listed = (await session.execute(select(
-                    IntegrationApp.id, IntegrationApp.name, IntegrationApp.revision, IntegrationApp.title,
-                    IntegrationApp.description).order_by(IntegrationApp.name))).all()
-                stale = [row.id for row in listed if self._built.get(row.id, (None,))[0] != row.revision]
-                operations: dict[str, list[dict[str, Any]]] = {}
-                if stale:
-                    operations = dict((await session.execute(
-                        select(IntegrationApp.id, IntegrationApp.operations)
-                        .where(IntegrationApp.id.in_(stale)))).all())
-                enabled = (await session.execute(
-                    select(IntegrationConnection.organization_id, IntegrationApp.name)
-                    .join(IntegrationApp, IntegrationApp.id == IntegrationConnection.integration_id)
-                    .where(IntegrationConnection.enabled.is_(True)))).all()
-            enablement: dict[str, set[str]] = {}
-            for organization_id, name in enabled:
-                enablement.setdefault(organization_id, set()).add(name)
-            frozen_enablement = {org: frozenset(names) for org, names in enablement.items()}
-            changed_apps = bool(stale) or set(self._built) != {row.id for row in listed}
-            if changed_apps:
-                built = {row.id: self._built[row.id] for row in listed if row.id not in stale}
-                for row in listed:
-                    if row.id in stale and row.id in operations:
-                        built[row.id] = (row.revision, build_app(
-                            row.name, row.description or row.title, operations[row.id] or []))
-                registry = await asyncio.to_thread(self._assemble, [built[row.id][1] for row in listed
-                                                                    if row.id in built])
-                registry.enablement = frozen_enablement
-                self._built = built
-                self.registry = registry
-                _RUNTIMES[registry] = self
-                self._install(registry)
-            else:
-                self.registry.enablement = frozen_enablement
-            self._generation = generation
-            return True
+            with collector_paused():
+                return await self._refresh(force)
+
+    async def _refresh(self, force: bool) -> bool:
+        async with self.db.read() as session:
+            generation = await read_generation(session)
+            if generation == self._generation and not force:
+                return False
+            listed = (await session.execute(select(
+                IntegrationApp.id, IntegrationApp.name, IntegrationApp.revision, IntegrationApp.title,
+                IntegrationApp.description).order_by(IntegrationApp.name))).all()
+            stale = [row.id for row in listed if self._built.get(row.id, (None,))[0] != row.revision]
+            operations: dict[str, list[dict[str, Any]]] = {}
+            if stale:
+                operations = dict((await session.execute(
+                    select(IntegrationApp.id, IntegrationApp.operations)
+                    .where(IntegrationApp.id.in_(stale)))).all())
+            enabled = (await session.execute(
+                select(IntegrationConnection.organization_id, IntegrationApp.name)
+                .join(IntegrationApp, IntegrationApp.id == IntegrationConnection.integration_id)
+                .where(IntegrationConnection.enabled.is_(True)))).all()
+        enablement: dict[str, set[str]] = {}
+        for organization_id, name in enabled:
+            enablement.setdefault(organization_id, set()).add(name)
+        frozen_enablement = {org: frozenset(names) for org, names in enablement.items()}
+        changed_apps = bool(stale) or set(self._built) != {row.id for row in listed}
+        if changed_apps:
+            built = {row.id: self._built[row.id] for row in listed if row.id not in stale}
+            for row in listed:
+                if row.id in stale and row.id in operations:
+                    built[row.id] = (row.revision, build_app(
+                        row.name, row.description or row.title, operations[row.id] or []))
+            registry = await asyncio.to_thread(self._assemble, [built[row.id][1] for row in listed
+                                                                if row.id in built])
+            registry.enablement = frozen_enablement
+            self._built = built
+            self.registry = registry
+            _RUNTIMES[registry] = self
+            self._install(registry)
+        else:
+            self.registry.enablement = frozen_enablement
+        self._generation = generation
+        return True
 
     def _assemble(self, apps: list[HandlerApp]) -> Registry:
         """The built-in handlers and every integration's, frozen and indexed for search (off the loop)."""
