@@ -15,6 +15,7 @@ import pytest
 import yaml
 from sqlalchemy import select, text
 
+from prism.app import create_app
 from prism.config import Settings
 from prism.integrations.models import IntegrationCall
 from prism.models import AuditEntry
@@ -352,3 +353,17 @@ async def test_a_deployment_import_from_the_cli_reaches_a_running_server_without
         await asyncio.sleep(0.1)
     else:
         raise AssertionError("the removal never reached the server")
+
+
+async def test_an_app_built_on_a_served_registry_serves_todays_integrations_once(
+        app: Any, settings: Settings, client: httpx.AsyncClient, factory: Factory, upstream: SpecService) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    name = unique_name()
+    await imported(client, ws, name, upstream)
+    second = create_app(settings, registry=app.state.registry)  # already holds this integration's handlers
+    async with second.router.lifespan_context(second):
+        paths = [h.path for h in second.state.registry if h.integration == name]
+        assert len(paths) == len(set(paths)) == 6
+        transport = httpx.ASGITransport(app=second)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as other:
+            assert (await call(other, ws, name, "items", "getItem", {"itemId": 2})).status_code == 200

@@ -67,7 +67,10 @@ class IntegrationRuntime:
         self._built: dict[str, tuple[int, HandlerApp]] = {}  # integration id -> (revision, its app)
         self._lock = asyncio.Lock()
         self.registry = base
-        _RUNTIMES[base] = self
+        self._base_serves_integrations = any(h.integration is not None for h in base)
+        # Apps built on one registry object (create_app(registry=...)) share it until they serve registries of
+        # their own: calls on it refresh the first app's runtime; the others follow within the refresh interval.
+        _RUNTIMES.setdefault(base, self)
 
     async def refresh(self, *, force: bool = False) -> bool:
         """Reload what changed since the last refresh; True when the registry or the enablement changed."""
@@ -99,7 +102,8 @@ class IntegrationRuntime:
         for organization_id, name in enabled:
             enablement.setdefault(organization_id, set()).add(name)
         frozen_enablement = {org: frozenset(names) for org, names in enablement.items()}
-        changed_apps = bool(stale) or set(self._built) != {row.id for row in listed}
+        changed_apps = (bool(stale) or set(self._built) != {row.id for row in listed}
+                        or (self.registry is self._base and self._base_serves_integrations))
         if changed_apps:
             built = {row.id: self._built[row.id] for row in listed if row.id not in stale}
             for row in listed:
@@ -121,9 +125,13 @@ class IntegrationRuntime:
     def _assemble(self, apps: list[HandlerApp]) -> Registry:
         """The built-in handlers and every integration's, frozen and indexed for search (off the loop)."""
         registry = Registry()
+        # A base that is itself a served registry (an app built with another app's registry) brings its
+        # integrations along: only its own handlers are kept, the integrations are today's.
         for handler in self._base:
-            registry.add(handler)
-        registry.apps.update(self._base.apps)
+            if handler.integration is None:
+                registry.add(handler)
+        registry.apps.update({name: app for name, app in self._base.apps.items()
+                              if not any(h.integration is not None for h in app.handlers)})
         for app in apps:
             if app.name in registry.apps:  # an app of the deployment's own code keeps its name
                 log.error("integration %s is not served: an installed app has that name", app.name)
