@@ -93,6 +93,19 @@ class SpecService:
                 return template, item, values, pointer + "/" + method
         return None
 
+    # OAuth 2 client credentials: POST /oauth/token with these (client id, secret) issues `access_token`.
+    oauth_client: tuple[str, str] | None = None
+    access_token: str = "at-" + "0" * 24
+    tokens_issued: int = 0
+
+    async def token(self, request: Request) -> Response:
+        form = dict(parse_qsl((await request.body()).decode()))
+        if self.oauth_client is None or form.get("grant_type") != "client_credentials" or (
+                form.get("client_id"), form.get("client_secret")) != self.oauth_client:
+            return _json(401, {"error": "invalid_client"})
+        self.tokens_issued += 1
+        return _json(200, {"access_token": self.access_token, "token_type": "Bearer", "expires_in": 3600})
+
     async def handle(self, request: Request) -> Response:
         # The path as sent (Starlette's url.path has %2F decoded into a separator).
         method, path = request.method.lower(), request.scope["raw_path"].decode("latin-1").split("?", 1)[0]
@@ -178,7 +191,8 @@ class SpecService:
         return _json(400, {"message": message})
 
     def app(self) -> Starlette:
-        return Starlette(routes=[Route("/{path:path}", self.handle, methods=[m.upper() for m in METHODS])])
+        return Starlette(routes=[Route("/oauth/token", self.token, methods=["POST"]),
+                                 Route("/{path:path}", self.handle, methods=[m.upper() for m in METHODS])])
 
 
 def _pointer(*parts: str) -> str:

@@ -5,6 +5,7 @@ visible and callable only in the organization that enabled them; governed like e
 from __future__ import annotations
 
 import asyncio
+import base64
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -367,3 +368,31 @@ async def test_an_app_built_on_a_served_registry_serves_todays_integrations_once
         transport = httpx.ASGITransport(app=second)
         async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as other:
             assert (await call(other, ws, name, "items", "getItem", {"itemId": 2})).status_code == 200
+
+
+async def test_basic_and_oauth2_client_credentials_reach_the_service(
+        client: httpx.AsyncClient, factory: Factory, upstream: SpecService) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    name = unique_name()
+    await imported(client, ws, name)
+    base = upstream.url()
+    upstream.required_headers = {"authorization": "Basic " + base64.b64encode(b"svc-user:pa55-word").decode()}
+    await ok(client, ws, "config_manage/integrations/connection/set", {
+        "name": name, "base_url": base, "auth_kind": "basic", "username": "svc-user", "secret": "pa55-word"})
+    assert (await call(client, ws, name, "items", "getItem", {"itemId": 1})).status_code == 200
+
+    upstream.oauth_client = ("prism-client", "client-s3cret")
+    upstream.required_headers = {"authorization": f"Bearer {upstream.access_token}"}
+    await ok(client, ws, "config_manage/integrations/connection/set", {
+        "name": name, "base_url": base, "auth_kind": "oauth2_client_credentials", "client_id": "prism-client",
+        "token_url": f"https://127.0.0.1:{upstream.port}/oauth/token", "secret": "client-s3cret"})
+    for item in (1, 2):
+        assert (await call(client, ws, name, "items", "getItem", {"itemId": item})).status_code == 200
+    assert upstream.tokens_issued == 1  # kept until it expires
+    await ok(client, ws, "config_manage/integrations/connection/set", {
+        "name": name, "base_url": base, "auth_kind": "oauth2_client_credentials", "client_id": "prism-client",
+        "token_url": f"https://127.0.0.1:{upstream.port}/oauth/token", "secret": "wrong"})
+    refused = await call(client, ws, name, "items", "getItem", {"itemId": 3})
+    assert refused.status_code == 502 and refused.json()["error"] == "upstream_unreachable"
+    assert "token endpoint refused" in refused.json()["message"] and "wrong" not in refused.text
+    assert upstream.invalid == [] and len(upstream.arrived) == 3
