@@ -31,7 +31,15 @@ if __package__ in (None, ""):  # run as a script: make `bench.*` importable
 
 import httpx
 
-from bench.harness import PING_PATH, machine, percentile, proc_memory_kib, start_prism, write_result
+from bench.harness import (
+    PING_PATH,
+    machine,
+    percentile,
+    proc_cpu_seconds,
+    proc_memory_kib,
+    start_prism,
+    write_result,
+)
 
 MODULES = Path(__file__).resolve().parent.parent / ".cache" / "openapi-specs" / "node_modules"
 GITHUB = MODULES / "@octokit" / "openapi" / "generated" / "api.github.com.json"
@@ -185,6 +193,8 @@ def main() -> None:
                                      extra_env={"PYTHONDONTWRITEBYTECODE": ""})
         try:
             report["startup_s"] = round(server.wait_ready(timeout=300), 3)
+            # CPU the server spent starting: wall time on a shared machine depends on what else runs.
+            report["startup_cpu_s"] = round(proc_cpu_seconds(server.pid), 3)
             report["rss_after_startup_mb"] = round(proc_memory_kib(server.pid)["VmRSS"] / 1024, 1)
             report |= measure(server.base_url, seeded["api_key"], args.requests)
             memory = proc_memory_kib(server.pid)
