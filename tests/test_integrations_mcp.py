@@ -18,6 +18,7 @@ from prism.config import Settings
 from tests.factories import Factory, Workspace
 from tests.governance_support import governed_key, ok, post
 from tests.integrations_mcp_upstream import UPSTREAM_KEY, RunningMcp
+from tests.processes import cli_json, run_cli
 from tests.webhooks_receiver import TlsFiles, make_tls
 
 
@@ -139,3 +140,31 @@ async def test_the_tool_list_follows_the_upstream_and_an_unreachable_upstream_bl
     assert (await ok(client, ws, "entity_crud/spare_parts/spare_part/list", {}))["total"] == 0
     tools = await client.get("/api/v1/dev/tools/", headers=ws.headers("owner"))
     assert tools.status_code == 200 and name in tools.text
+
+
+async def test_the_cli_adds_and_refreshes_an_upstream_for_the_deployment(
+        client: httpx.AsyncClient, factory: Factory, settings: Settings, tls: TlsFiles) -> None:
+    running = await RunningMcp(tls).start()
+    name = "mcp_" + uuid.uuid4().hex[:8]
+    outbound = {"PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true", "PRISM_WEBHOOK_CA_BUNDLE": settings.webhook_ca_bundle
+                or "", "PRISM_CONNECTION_SECRET": UPSTREAM_KEY}
+    try:
+        added = await asyncio.to_thread(cli_json, "integration", "add-mcp", running.url, "--app", name, "--auth",
+                                        "api_key", "--header", "X-Upstream-Key", database_url=settings.database_url,
+                                        **outbound)
+        assert added["kind"] == "mcp" and added["handlers"] == 5 and added["created"] is True
+        wrong = await asyncio.to_thread(run_cli, "integration", "refresh", name, "--json",
+                                        database_url=settings.database_url, **{**outbound,
+                                                                               "PRISM_CONNECTION_SECRET": "nope"})
+        assert wrong.returncode == 1 and wrong.error["error"] == "upstream_unreachable"
+        assert "nope" not in wrong.stderr
+        same = await asyncio.to_thread(cli_json, "integration", "refresh", name, "--auth", "api_key", "--header",
+                                       "X-Upstream-Key", database_url=settings.database_url, **outbound)
+        assert (same["created"], same["added"], same["removed"], same["unchanged"]) == (False, [], [], 5)
+        ws = await factory.workspace(roles=("owner",))
+        await ok(client, ws, "config_manage/integrations/connection/set",
+                 {"name": name, "base_url": running.url, **credential()})
+        assert (await tool(client, ws, name, "getForecast", {"city": "Kyiv"})).status_code == 200
+    finally:
+        await running.stop()
+        await asyncio.to_thread(cli_json, "integration", "remove", name, database_url=settings.database_url)
