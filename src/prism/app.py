@@ -7,6 +7,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -25,6 +26,10 @@ from prism.edge.stack import Edge
 from prism.errors import NotFound, PrismError
 from prism.health.checks import Readiness
 from prism.health.endpoints import routes as health_routes
+from prism.integrations.mcp_sessions import close_all as close_upstream_sessions
+from prism.integrations.runtime import IntegrationRuntime
+from prism.integrations.runtime import stop as stop_watching
+from prism.integrations.upstream import close_clients as close_outbound_clients
 from prism.keys.endpoints import routes as key_routes
 from prism.mcp_server import endpoints as mcp_door
 from prism.oauth.challenge import ResourceMetadataChallenge
@@ -103,6 +108,12 @@ async def _flush_touches_forever(authenticator: Authenticator, interval: float) 
             log.exception("could not record key usage")
 
 
+def _serve_registry(app: Starlette, registry: Registry) -> None:
+    """From now on, every door and the dispatcher serve `registry` (calls in flight finish on theirs)."""
+    app.state.registry = registry
+    app.state.dispatcher.registry = registry
+
+
 def create_app(settings: Settings | None = None, *, registry: Registry | None = None) -> Starlette:
     settings = settings or get_settings()
     configure_logging(settings.log_level, settings.log_format)
@@ -120,6 +131,11 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
                                                 settings=settings)
         app.state.dispatcher = Dispatcher(db, registry, settings)
         app.state.dispatcher.start()
+        # Imported integrations (docs/integrations.md): their handlers join the registry now, and whenever
+        # they change, in this process or another.
+        integrations = IntegrationRuntime(db, registry, partial(_serve_registry, app))
+        await integrations.refresh(force=True)
+        watcher = asyncio.create_task(integrations.watch(settings.integrations_refresh_seconds))
         app.state.webhook_worker = webhook_tasks.start_in_process(db, settings)  # delivers events; may be off
         app.state.readiness = Readiness(db, limiter if settings.redis_url else None,
                                         stall_seconds=settings.health_webhook_stall_seconds)
@@ -128,6 +144,9 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
         try:
             yield
         finally:
+            await stop_watching(watcher)
+            await close_outbound_clients()
+            await close_upstream_sessions()
             flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await flusher

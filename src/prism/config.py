@@ -79,6 +79,10 @@ class Settings(BaseSettings):
     webhook_retry_after_max_seconds: int = 3600
     # This many consecutive FAILED deliveries deactivate a webhook (0 = never).
     webhook_deactivate_after_failures: int = 10
+    # Imported integrations (docs/integrations.md): a process notices another process's import, re-import,
+    # removal or connection change within this many seconds (its own at once). Outbound calls follow the
+    # webhook settings above: private networks and the CA bundle.
+    integrations_refresh_seconds: float = Field(default=2.0, gt=0)
     # The audit ledger (docs/audit.md): a checkpoint of each organization's signed tree is kept and sent as
     # `audit.checkpoint` at most this often while its log grows; every process looks for entries left
     # unsealed (a process that stopped between commit and seal) this often.

@@ -11,6 +11,7 @@ import prism.apps.notifications.models
 import prism.apps.spare_parts.models
 import prism.governance.models
 import prism.idempotency.models
+import prism.integrations.models
 import prism.mcp_server.models
 import prism.models
 import prism.oauth.models

@@ -17,6 +17,7 @@ from prism.cli.output import emit, fail
 from prism.cli.preflight import check_database_reachable, database_error, database_settings, load_settings
 from prism.errors import PrismError
 from prism.identity.service import add_to_organization, create_user, require_user
+from prism.integrations.cli import integration_cli
 from prism.keys.service import create_key, revoke_key
 from prism.kit.timeutil import iso
 from prism.ledger.keys import LedgerKeys
@@ -46,6 +47,7 @@ for sub, name in ((tenant_cli, "tenant"), (org_cli, "org"), (user_cli, "user"), 
 cli.command("worker")(webhook_worker)
 cli.add_typer(keys_cli, name="keys")
 cli.add_typer(persona_cli, name="persona"); cli.add_typer(governance_cli, name="governance")  # noqa: E702
+cli.add_typer(integration_cli, name="integration")
 
 
 @cli.command("serve")

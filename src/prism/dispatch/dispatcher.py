@@ -28,6 +28,7 @@ from prism.observability.dispatch import ObservedDispatch
 from prism.observability.tracing import stage
 from prism.registry import AfterCommit, Handler, HandlerCall, Registry
 from prism.registry.mega_tools import LEGACY_BINDINGS, SCOPE_OF_CLASS, mega_tool_of, scopes_allow
+from prism.registry.visibility import enabled_integrations
 from prism.storage import Database
 from prism.tenancy.scope import acting_for
 
@@ -113,12 +114,26 @@ class Dispatcher:
         if not isinstance(arguments, dict):
             raise InvalidArguments("arguments: must be a JSON object", details={"field": "arguments"})
         try:
-            return handler.params.model_validate(arguments)
+            params = handler.params.model_validate(arguments)
         except ValidationError as exc:
             problems = [{"field": ".".join(str(p) for p in e["loc"]) or "arguments", "message": e["msg"]}
                         for e in exc.errors(include_url=False, include_input=False)]
-            text = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
-            raise InvalidArguments(text, details={"errors": problems}) from None
+        else:
+            if handler.check_arguments is None:
+                return params
+            problems = handler.check_arguments(arguments)
+            if not problems:
+                return params
+        text = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
+        raise InvalidArguments(text, details={"errors": problems}) from None
+
+    def resolve_for(self, auth: AuthContext, call: Call) -> Handler:
+        """`resolve`, where an imported integration the caller's organization has not enabled does not exist."""
+        handler = self.resolve(call)
+        if handler.integration is not None and handler.integration not in enabled_integrations(self.registry, auth):
+            raise ToolNotFound(f"no handler {call.coordinate_label()}; see /api/v1/dev/introspect/ for what exists",
+                               code="operation_not_found")
+        return handler
 
     @staticmethod
     def authorize(auth: AuthContext, handler: Handler) -> None:
@@ -141,7 +156,7 @@ class Dispatcher:
         handler: Handler | None = None
         try:
             with stage("prism.checks"):  # resolve, validate, authorize
-                handler = self.resolve(call)
+                handler = self.resolve_for(auth, call)
                 params = self.validate(handler, call.arguments)
                 self.authorize(auth, handler)
         except PrismError as exc:
@@ -181,7 +196,7 @@ class Dispatcher:
         refusal: PrismError | None = None
         try:
             with stage("prism.checks"):
-                handler = self.resolve(call)
+                handler = self.resolve_for(auth, call)
                 params = self.validate(handler, call.arguments)
                 self.authorize(auth, handler)
         except PrismError as exc:
@@ -236,8 +251,11 @@ class Dispatcher:
         outcome = await deferred.send()
         async with self.ledger.db.write() as session:
             with acting_for(session, auth.organization_id):
-                return await deferred.record(HandlerCall(auth, session, self.registry, handler, self.settings),
+                data = await deferred.record(HandlerCall(auth, session, self.registry, handler, self.settings),
                                              outcome)
+        if isinstance(data, PrismError):  # a refusal `record` wrote down: committed with its record, then raised
+            raise data
+        return data
 
     async def _governed_work(self, gate: Gate, params: BaseModel, session: AsyncSession) -> Any:
         assert gate.handler is not None

@@ -28,7 +28,7 @@ from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, mega_tool_o
 from prism.registry.mega_tools import tool_name as door_name
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
-from prism.registry.visibility import visible_handlers
+from prism.registry.visibility import Grant, grant_of, visible_handlers
 
 TITLES = {
     "entity_crud": "Business records",
@@ -57,7 +57,7 @@ REPLAYED_META = "idempotentReplayed"
 
 # Fields of a tool descriptor that revisions before 2025-06-18 do not define.
 _STRUCTURED_FIELDS = ("title", "outputSchema", "_meta")
-_ListKey = tuple[frozenset[str], tuple[str, ...], bool, str]
+_ListKey = tuple[Grant, bool, str]
 _LISTS: WeakKeyDictionary[Registry, dict[_ListKey, list[dict[str, Any]]]] = WeakKeyDictionary()
 
 
@@ -65,7 +65,7 @@ def list_tools(registry: Registry, auth: AuthContext, version: str, surface: str
     """Every tool this caller may call on `surface` (surfaces.py), as MCP tool descriptors of `version`, sorted
     by name; built once per grant, surface and revision family."""
     structured = revisions.has_structured_output(version)
-    grant = (auth.scopes, auth.permissions.patterns, structured, surface)
+    grant = (grant_of(registry, auth), structured, surface)
     lists = _LISTS.setdefault(registry, {})
     hit = lists.get(grant)
     if hit is None:

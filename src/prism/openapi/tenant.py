@@ -28,7 +28,8 @@ from prism.registry.catalog import envelope_schema
 from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, MEGA_TOOLS, tool_name
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
-from prism.registry.visibility import visible_handlers
+from prism.registry.visibility import Grant as CallerGrant
+from prism.registry.visibility import grant_of, visible_handlers
 
 OPENAPI_VERSION = "3.0.3"
 # Statuses a dispatch door answers besides 200, each with the error envelope (docs/architecture.md "Errors").
@@ -54,7 +55,7 @@ HEADER_PARAMETERS: dict[str, Any] = {
                          "description": "Run a call that a reviewer approved (the id from the 202 answer)."},
 }
 _HEADERS = [{"$ref": "#/components/parameters/Mission"}, {"$ref": "#/components/parameters/OversightRequest"}]
-Grant = tuple[frozenset[str], tuple[str, ...]] | None  # None: the anonymous descriptor
+Grant = CallerGrant | None  # None: the anonymous descriptor
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +96,7 @@ async def tenant_descriptor(registry: Registry, auth: AuthContext | None) -> Bui
     A first build of a large surface takes about a second of CPU: it runs in a worker thread, so the event
     loop keeps answering other requests, and concurrent first requests of one grant share one build.
     """
-    grant: Grant = (auth.scopes, auth.permissions.patterns) if auth is not None else None
+    grant: Grant = grant_of(registry, auth) if auth is not None else None
     per_registry = _CACHE.setdefault(registry, {})
     hit = per_registry.get(grant)
     if hit is not None:

@@ -6,8 +6,9 @@ an external system (up to its 30 s timeout) would hold every other call of the p
 its data. The dispatcher first commits what the handler did in the transaction — its checks, the
 persona, oversight and budget decisions and the audit entry, all before anything leaves Prism — then
 awaits `send()` outside any transaction, then runs `record(call, outcome)` in a transaction of its own (a
-call log, say); what `record` returns is the caller's data. If the process dies in between, the audit
-entry says the call was allowed; whatever `record` would have written is missing.
+call log, say); what `record` returns is the caller's data, or, when it returns a `PrismError`, the refusal
+the caller gets once what `record` wrote is committed (an upstream's failure, recorded). If the process dies
+in between, the audit entry says the call was allowed; whatever `record` would have written is missing.
 """
 
 from __future__ import annotations

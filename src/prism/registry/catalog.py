@@ -9,10 +9,9 @@ from prism.auth.context import AuthContext
 from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, MEGA_TOOLS, tool_name
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
-from prism.registry.visibility import visible_handlers
+from prism.registry.visibility import Grant, grant_of, visible_handlers
 
-_CATALOGS: WeakKeyDictionary[Registry, dict[tuple[frozenset[str], tuple[str, ...]], list[dict[str, Any]]]] = (
-    WeakKeyDictionary())
+_CATALOGS: WeakKeyDictionary[Registry, dict[Grant, list[dict[str, Any]]]] = WeakKeyDictionary()
 MEGA_TOOL_CATEGORY = "mega_tool"
 LEGACY_CATEGORY = "utility"
 
@@ -53,7 +52,7 @@ def tool_catalog(registry: Registry, auth: AuthContext, *, category: str | None 
 
 def _all_tools(registry: Registry, auth: AuthContext) -> list[dict[str, Any]]:
     """Every tool this grant may call, built once per grant (it depends on nothing else)."""
-    grant = (auth.scopes, auth.permissions.patterns)
+    grant = grant_of(registry, auth)
     hit = _CATALOGS.setdefault(registry, {}).get(grant)
     if hit is not None:
         return hit

@@ -63,9 +63,16 @@ class Handler:
     keywords: tuple[str, ...] = ()
     # What the handler answers, when it declares it (MCP publishes it as the tool's output schema).
     result: type[BaseModel] | None = None
-    # Filled once by Registry.freeze(): the JSON Schema of `params` (and of `result`, when declared).
+    # Filled once by Registry.freeze(): the JSON Schema of `params` (unless given: an imported operation's), and
+    # of `result`, when declared.
     schema: dict[str, Any] = field(default_factory=dict)
     result_schema: dict[str, Any] | None = None
+    # An imported integration's name (prism.integrations): only organizations that enabled it see and call it.
+    integration: str | None = None
+    # Checks arguments against `schema` after `params` accepted them: the problems found, each with its field.
+    # Imported operations use it: their schema is the service's own, and declaring a Pydantic class for each of
+    # thousands of operations would cost start-up seconds (docs/integrations.md).
+    check_arguments: Callable[[dict[str, Any]], list[dict[str, str]]] | None = None
 
     @property
     def path(self) -> str:

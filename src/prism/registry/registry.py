@@ -22,7 +22,10 @@ class Registry:
         self.apps: dict[str, HandlerApp] = {}
         self.frozen = False
         # (scopes, role patterns) -> handlers that grant may call; filled by registry.visibility.
-        self.visibility_memo: dict[tuple[frozenset[str], tuple[str, ...]], tuple[Handler, ...]] = {}
+        self.visibility_memo: dict[tuple[frozenset[str], tuple[str, ...], frozenset[str]], tuple[Handler, ...]] = {}
+        # organization id -> the imported integrations it has enabled (prism.integrations.runtime replaces it
+        # whole when a connection changes; every cache keyed by a grant includes the organization's set).
+        self.enablement: dict[str, frozenset[str]] = {}
 
     def __len__(self) -> int:
         return len(self._by_path)
@@ -52,6 +55,8 @@ class Registry:
         # Many handlers share a parameter model (list, read, delete ...): generate each schema once.
         schemas: dict[type[Any], dict[str, Any]] = {}
         for handler in self._by_path.values():
+            if handler.schema:  # given with the handler (an imported operation's), or frozen before
+                continue
             schema = schemas.get(handler.params)
             if schema is None:
                 generated = fast_model_schema(handler.params) or handler.params.model_json_schema()

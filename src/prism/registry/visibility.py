@@ -1,4 +1,5 @@
-"""Which handlers a caller may call: scope + RBAC, memoised per (scopes, role patterns)."""
+"""Which handlers a caller may call: scope + RBAC + the imported integrations its organization enabled,
+memoised per grant (scopes, role patterns, enabled integrations)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,30 @@ from prism.registry.mega_tools import scopes_allow
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
 
+Grant = tuple[frozenset[str], tuple[str, ...], frozenset[str]]
+NOTHING_ENABLED: frozenset[str] = frozenset()
 
-def may_call(auth: AuthContext, handler: Handler) -> bool:
-    return scopes_allow(auth.scopes, handler.scope, handler.permission) and auth.permissions.allows(handler.permission)
+
+def enabled_integrations(registry: Registry, auth: AuthContext) -> frozenset[str]:
+    return registry.enablement.get(auth.organization_id, NOTHING_ENABLED)
+
+
+def grant_of(registry: Registry, auth: AuthContext) -> Grant:
+    """What decides which handlers a caller sees: every cache of a per-caller view is keyed by it."""
+    return auth.scopes, auth.permissions.patterns, enabled_integrations(registry, auth)
+
+
+def may_call(auth: AuthContext, handler: Handler, enabled: frozenset[str] = NOTHING_ENABLED) -> bool:
+    return (scopes_allow(auth.scopes, handler.scope, handler.permission) and auth.permissions.allows(handler.permission)
+            and (handler.integration is None or handler.integration in enabled))
 
 
 def visible_handlers(registry: Registry, auth: AuthContext) -> tuple[Handler, ...]:
     """Handlers this caller may call, in registry order; computed once per distinct grant."""
     memo = registry.visibility_memo
-    grant = (auth.scopes, auth.permissions.patterns)
+    grant = grant_of(registry, auth)
     hit = memo.get(grant)
     if hit is None:
-        hit = tuple(h for h in registry if may_call(auth, h))
+        hit = tuple(h for h in registry if may_call(auth, h, grant[2]))
         memo[grant] = hit
     return hit

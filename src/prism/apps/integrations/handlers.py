@@ -221,3 +221,7 @@ def _percentile(values: list[int], q: float) -> int | None:
     if not values:
         return None
     return values[max(0, math.ceil(q * len(values)) - 1)]
+
+
+# config_manage/integrations/...: imported OpenAPI services and connections to them (registered on `app`).
+from prism.apps.integrations import imports  # noqa: E402, F401

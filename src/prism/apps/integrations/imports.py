@@ -1,0 +1,250 @@
+"""`config_manage/integrations/...`: an organization imports OpenAPI services as its own integrations and
+connects to integrations (its own or the deployment's). docs/integrations.md.
+
+Changes are made in the call's transaction (with its audit entry); once committed, this process rebuilds its
+registry before answering, so the caller's next call already sees the new handlers. A description given by
+URL is fetched after the commit (nothing slow inside the ledger transaction), then stored in a transaction of
+its own.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Literal
+
+import orjson
+from pydantic import Field, model_validator
+
+from prism.errors import Conflict, PrismError
+from prism.integrations import service
+from prism.integrations.credentials import AUTH_KINDS
+from prism.integrations.runtime import IntegrationRuntime, runtime_of
+from prism.kit.outbound import OutboundClient, OutboundFailed, check_url
+from prism.registry import AfterCommit, HandlerCall, Params
+
+from prism.apps.integrations.handlers import app  # isort: skip  (the app these handlers belong to)
+
+MAX_SPEC_BYTES = 20_000_000
+NAME = r"^[a-z][a-z0-9_]{0,39}$"
+
+
+class ImportParams(Params):
+    name: str = Field(..., pattern=NAME, description="The integration's name: handlers are "
+                      "integration_call/<name>/<entity>/<operation>.")
+    spec: str | dict[str, Any] | None = Field(None, description="The OpenAPI 3.0/3.1 description (JSON object, "
+                                              "or JSON/YAML text). Give this or url.")
+    url: str | None = Field(None, max_length=2048, description="Where to fetch the description from (HTTPS).")
+    default_cost: int = Field(1, ge=0, le=10000, description="Budget units per call, unless an operation "
+                              "declares x-prism-cost.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ImportParams:
+        if (self.spec is None) == (self.url is None):
+            raise ValueError("give either spec or url")
+        return self
+
+
+class NameParams(Params):
+    name: str = Field(..., pattern=NAME, description="The integration's name.")
+
+
+class ConnectParams(NameParams):
+    base_url: str = Field(..., min_length=8, max_length=2048, description="The service's base URL (HTTPS).")
+    auth_kind: Literal["none", "api_key", "bearer", "basic", "oauth2_client_credentials"] = Field(
+        "none", description=f"How calls authenticate: {', '.join(AUTH_KINDS)}.")
+    secret: str | None = Field(None, max_length=8192, description="API key, token, password or client secret; "
+                               "stored encrypted, never shown again.")
+    header: str | None = Field(None, max_length=64, description="api_key: the header that carries it.")
+    username: str | None = Field(None, max_length=255, description="basic: the user name.")
+    token_url: str | None = Field(None, max_length=2048, description="oauth2_client_credentials: token endpoint.")
+    client_id: str | None = Field(None, max_length=255, description="oauth2_client_credentials: client id.")
+    scope: str | None = Field(None, max_length=1000, description="oauth2_client_credentials: scope to ask for.")
+    timeout_seconds: int = Field(10, ge=1, le=60, description="Seconds to wait for each answer.")
+    enabled: bool = Field(True, description="Disabled: the integration's handlers disappear for the organization.")
+
+
+class ListParams(Params):
+    pass
+
+
+def _runtime(call: HandlerCall) -> IntegrationRuntime | None:
+    return runtime_of(call.registry)
+
+
+def _then_refresh(call: HandlerCall, data: dict[str, Any]) -> AfterCommit[None]:
+    """Answer `data` once this process serves the change (its registry rebuilt after the commit)."""
+    runtime = _runtime(call)
+
+    async def refresh() -> None:
+        if runtime is not None:
+            await runtime.refresh()
+
+    async def answer(done: HandlerCall, outcome: None) -> dict[str, Any]:
+        return data
+
+    return AfterCommit(refresh, answer)
+
+
+def _installed(call: HandlerCall) -> frozenset[str]:
+    """Apps of the deployment's own code: an integration cannot take their names."""
+    return frozenset(name for name, a in call.registry.apps.items()
+                     if not any(h.integration is not None for h in a.handlers))
+
+
+@app.handler("config_manage", "integration", "importOpenapi", params=ImportParams, scope="write",
+             permission="integrations.manage_integration", cost=1,
+             description="Import an OpenAPI 3.0/3.1 service as this organization's integration: each operation "
+                         "becomes a governed handler integration_call/<name>/<entity>/<operation>. Importing "
+                         "again updates it in place and reports what changed.",
+             keywords=("openapi import", "add api", "bring your own api", "swagger", "connect service"))
+async def import_openapi(call: HandlerCall, p: ImportParams) -> AfterCommit[Any]:
+    installed = _installed(call)
+    if p.spec is not None:
+        text = p.spec if isinstance(p.spec, str) else orjson.dumps(p.spec)
+        report = await service.import_openapi(call.session, p.name, text, source="(inline)",
+                                              owner_organization_id=call.organization_id, installed=installed,
+                                              default_cost=p.default_cost)
+        return _then_refresh(call, report)
+    assert p.url is not None
+    url = await check_url(p.url, field="url", allow_private_networks=call.settings.webhook_allow_private_networks)
+    return AfterCommit(partial(_fetch_and_import, call, p, url, installed), _answer)
+
+
+async def _fetch_and_import(call: HandlerCall, p: ImportParams, url: str,
+                            installed: frozenset[str]) -> dict[str, Any] | PrismError:
+    runtime = _runtime(call)
+    try:
+        async with OutboundClient(allow_private_networks=call.settings.webhook_allow_private_networks,
+                                  ca_bundle=call.settings.webhook_ca_bundle, max_connections=1) as client:
+            answer = await client.send("GET", url, headers={"Accept": "application/json, application/yaml"},
+                                       body=None, timeout_seconds=30.0, read_at_most=MAX_SPEC_BYTES)
+    except OutboundFailed as exc:
+        return PrismError(f"url: could not fetch the description: {exc}", code="upstream_unreachable", status=502)
+    if answer.status != 200 or answer.truncated:
+        return PrismError(f"url: the description could not be fetched (HTTP {answer.status}"
+                          + (f", larger than {MAX_SPEC_BYTES} bytes" if answer.truncated else "") + ")",
+                          code="upstream_error", status=502, details={"upstream_status": answer.status})
+    if runtime is None:
+        return PrismError("this process serves no registry", code="internal_error", status=500)
+    try:
+        async with runtime.db.write() as session:
+            report = await service.import_openapi(
+                session, p.name, answer.body, source=url, owner_organization_id=call.organization_id,
+                installed=installed, default_cost=p.default_cost)
+    except PrismError as exc:
+        return exc
+    await runtime.refresh()
+    return report
+
+
+async def _answer(done: HandlerCall, outcome: dict[str, Any] | PrismError) -> dict[str, Any] | PrismError:
+    return outcome
+
+
+class AddMcpParams(NameParams):
+    url: str = Field(..., min_length=8, max_length=2048, description="The MCP server's endpoint (HTTPS).")
+    transport: Literal["streamable_http", "sse"] = Field("streamable_http", description="streamable_http, or sse "
+                                                         "for the legacy HTTP+SSE transport.")
+    auth_kind: Literal["none", "api_key", "bearer", "basic", "oauth2_client_credentials"] = Field(
+        "none", description=f"How calls authenticate: {', '.join(AUTH_KINDS)}.")
+    secret: str | None = Field(None, max_length=8192, description="API key, token, password or client secret; "
+                               "stored encrypted, never shown again.")
+    header: str | None = Field(None, max_length=64, description="api_key: the header that carries it.")
+    username: str | None = Field(None, max_length=255, description="basic: the user name.")
+    token_url: str | None = Field(None, max_length=2048, description="oauth2_client_credentials: token endpoint.")
+    client_id: str | None = Field(None, max_length=255, description="oauth2_client_credentials: client id.")
+    scope: str | None = Field(None, max_length=1000, description="oauth2_client_credentials: scope to ask for.")
+    timeout_seconds: int = Field(10, ge=1, le=60, description="Seconds to wait for each answer.")
+    default_cost: int = Field(1, ge=0, le=10000, description="Budget units per call.")
+
+
+@app.handler("config_manage", "integration", "addMcp", params=AddMcpParams, scope="write",
+             permission="integrations.manage_integration",
+             description="Add an upstream MCP server as this organization's integration and connect to it: each of "
+                         "its tools becomes a governed handler integration_call/<name>/tool/<tool>. Adding it again "
+                         "reads its tools again and reports what changed.",
+             keywords=("mcp federation", "upstream mcp server", "add mcp tools", "connect mcp"))
+async def add_mcp(call: HandlerCall, p: AddMcpParams) -> AfterCommit[Any]:
+    from prism.integrations.credentials import Credential, checked
+
+    given = {k: v for k, v in (("header", p.header), ("username", p.username), ("token_url", p.token_url),
+                               ("client_id", p.client_id), ("scope", p.scope)) if v is not None}
+    kept, secret = checked(p.auth_kind, given, p.secret)
+    url = await check_url(p.url, field="url", allow_private_networks=call.settings.webhook_allow_private_networks)
+    if await service.named_elsewhere(call.session, p.name, call.organization_id, "mcp"):
+        raise Conflict(f"an integration named {p.name!r} exists and is not yours to replace; choose another name")
+    credential, installed = Credential(p.auth_kind, kept, secret), _installed(call)
+
+    async def read_and_store() -> dict[str, Any] | PrismError:
+        from prism.integrations.mcp_upstream import operations_of, read_tools
+
+        runtime = _runtime(call)
+        if runtime is None:
+            return PrismError("this process serves no registry", code="internal_error", status=500)
+        try:
+            tools = await read_tools(call.settings, url, p.transport, credential, float(p.timeout_seconds))
+            async with runtime.db.write() as session:
+                report = await service.add_mcp(session, p.name, url, operations_of(tools, p.transport,
+                                                                                   p.default_cost),
+                                               owner_organization_id=call.organization_id, installed=installed)
+                await service.connect(session, call.settings, call.organization_id, p.name, base_url=url,
+                                      auth_kind=p.auth_kind, auth_settings=kept, secret=secret,
+                                      timeout_seconds=p.timeout_seconds)
+        except PrismError as exc:
+            return exc
+        await runtime.refresh()
+        return report
+
+    return AfterCommit(read_and_store, _answer)
+
+
+@app.handler("config_manage", "integration", "remove", params=NameParams, scope="write",
+             permission="integrations.manage_integration", destructive=True,
+             description="Remove one of this organization's integrations: its handlers and connections go.",
+             keywords=("delete integration", "uninstall api"))
+async def remove_integration(call: HandlerCall, p: NameParams) -> AfterCommit[None]:
+    return _then_refresh(call, await service.remove(call.session, p.name,
+                                                    owner_organization_id=call.organization_id))
+
+
+@app.handler("config_manage", "integration", "list", params=ListParams, scope="read",
+             permission="integrations.view_integration",
+             description="The integrations this organization may connect to (the deployment's and its own), and "
+                         "whether it is connected.", keywords=("imported apis", "connected services"))
+async def list_integrations(call: HandlerCall, p: ListParams) -> dict[str, Any]:
+    connected = {c["integration"]: c for c in await service.connections(call.session, call.organization_id)}
+    items = [{**service.describe(a), "connected": a.name in connected,
+              "enabled": bool(connected.get(a.name, {}).get("enabled"))}
+             for a in await service.usable(call.session, call.organization_id)]
+    return {"items": items, "count": len(items)}
+
+
+@app.handler("config_manage", "connection", "set", params=ConnectParams, scope="write",
+             permission="integrations.manage_connection",
+             description="Connect this organization to an integration: base URL and credential (stored "
+                         "encrypted, never returned). Its handlers then appear for the organization.",
+             keywords=("api credentials", "enable integration", "configure connection"))
+async def set_connection(call: HandlerCall, p: ConnectParams) -> AfterCommit[None]:
+    settings = {k: v for k, v in (("header", p.header), ("username", p.username), ("token_url", p.token_url),
+                                  ("client_id", p.client_id), ("scope", p.scope)) if v is not None}
+    record = await service.connect(call.session, call.settings, call.organization_id, p.name, base_url=p.base_url,
+                                   auth_kind=p.auth_kind, auth_settings=settings, secret=p.secret,
+                                   timeout_seconds=p.timeout_seconds, enabled=p.enabled)
+    return _then_refresh(call, record)
+
+
+@app.handler("config_manage", "connection", "remove", params=NameParams, scope="write",
+             permission="integrations.manage_connection", destructive=True,
+             description="Disconnect this organization from an integration: its handlers disappear for it.",
+             keywords=("disable integration", "revoke api credentials"))
+async def remove_connection(call: HandlerCall, p: NameParams) -> AfterCommit[None]:
+    return _then_refresh(call, await service.disconnect(call.session, call.organization_id, p.name))
+
+
+@app.handler("config_manage", "connection", "list", params=ListParams, scope="read",
+             permission="integrations.view_connection",
+             description="This organization's connections (base URL, credential kind; never the secret).",
+             keywords=("integration credentials",))
+async def list_connections(call: HandlerCall, p: ListParams) -> dict[str, Any]:
+    items = await service.connections(call.session, call.organization_id)
+    return {"items": items, "count": len(items)}

@@ -1,0 +1,91 @@
+"""A connection's credential: kinds, what of it is secret, and its encryption at rest.
+
+The secret part (API key, token, password, client secret) is encrypted with AES-256-GCM under a key derived
+from the master secret for this purpose alone, bound to the connection's row id: it is never stored in
+plaintext, never returned by any handler or command, and never written to a log.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from prism.config import Settings
+from prism.errors import InvalidArguments
+from prism.kit.secret import decrypt, derived_key, encrypt
+
+AuthKind = Literal["none", "api_key", "bearer", "basic", "oauth2_client_credentials"]
+AUTH_KINDS: tuple[str, ...] = ("none", "api_key", "bearer", "basic", "oauth2_client_credentials")
+PURPOSE = "integration-connection-credentials"
+HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    kind: str
+    settings: dict[str, Any]  # not secret: header name, user name, token URL, client id, scope
+    secret: str  # API key, token, password or client secret; "" for none
+
+    def headers(self, bearer: str | None = None) -> dict[str, str]:
+        """The headers that carry it (OAuth: the access token obtained with it, `bearer`)."""
+        if self.kind == "api_key":
+            return {self.settings["header"]: self.secret}
+        if self.kind == "bearer":
+            return {"Authorization": f"Bearer {self.secret}"}
+        if self.kind == "basic":
+            pair = f"{self.settings['username']}:{self.secret}".encode()
+            return {"Authorization": "Basic " + base64.b64encode(pair).decode()}
+        if self.kind == "oauth2_client_credentials" and bearer:
+            return {"Authorization": f"Bearer {bearer}"}
+        return {}
+
+
+def checked(kind: str, settings: dict[str, Any], secret: str | None) -> tuple[dict[str, Any], str]:
+    """The credential's non-secret settings and its secret, refused with the field named when incomplete."""
+    def refuse(field: str, message: str) -> InvalidArguments:
+        return InvalidArguments(f"{field}: {message}", details={"field": field})
+
+    if kind not in AUTH_KINDS:
+        raise refuse("auth_kind", f"one of {', '.join(AUTH_KINDS)}")
+    secret = secret or ""
+    if any(c in secret for c in "\r\n\x00"):
+        raise refuse("secret", "must be one line")
+    if kind == "none":
+        return {}, ""
+    if not secret:
+        raise refuse("secret", f"required for {kind}")
+    if kind == "api_key":
+        header = str(settings.get("header") or "")
+        if not HEADER_NAME.match(header):
+            raise refuse("header", "the header that carries the API key (letters, digits, -)")
+        return {"header": header}, secret
+    if kind == "basic":
+        username = str(settings.get("username") or "")
+        if not username or ":" in username or any(c in username for c in "\r\n\x00"):
+            raise refuse("username", "required for basic, without ':'")
+        return {"username": username}, secret
+    if kind == "oauth2_client_credentials":
+        token_url, client_id = str(settings.get("token_url") or ""), str(settings.get("client_id") or "")
+        if not token_url.startswith(("https://", "http://")):
+            raise refuse("token_url", "the authorization server's token endpoint (a URL)")
+        if not client_id:
+            raise refuse("client_id", "required for oauth2_client_credentials")
+        return {"token_url": token_url, "client_id": client_id, "scope": str(settings.get("scope") or "")}, secret
+    return {}, secret  # bearer
+
+
+def seal_secret(settings: Settings, connection_id: str, secret: str) -> str | None:
+    if not secret:
+        return None
+    return encrypt(derived_key(settings, PURPOSE), orjson.dumps(secret), connection_id)
+
+
+def open_secret(settings: Settings, connection_id: str, stored: str | None) -> str:
+    if not stored:
+        return ""
+    value = orjson.loads(decrypt(derived_key(settings, PURPOSE), stored, connection_id))
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,264 @@
+"""Upstream MCP servers: their tools as handlers `integration_call/<app>/tool/<name>`, calls forwarded with the
+official `mcp` client (streamable HTTP, or the legacy HTTP+SSE transport). Needs the `federation` extra.
+
+The tool list is read when the integration is added (or refreshed) and stored like an OpenAPI import's
+operations, so building the registry never waits for an upstream: one that is down costs only its own calls
+(502/504). A `notifications/tools/list_changed` the upstream sends during a forwarded call makes Prism read
+the list again in that session and store it (when the caller's connection is the upstream the integration was
+added from); every process then rebuilds within PRISM_INTEGRATIONS_REFRESH_SECONDS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from prism.config import Settings
+from prism.errors import InvalidArguments, PrismError
+from prism.integrations import mcp_sessions
+from prism.integrations.credentials import Credential, open_secret
+from prism.integrations.models import IntegrationApp, IntegrationCall
+from prism.integrations.names import operation_name
+from prism.integrations.upstream import EXCERPT, USER_AGENT, UpstreamError, connection_for
+from prism.kit.canonical import digest
+from prism.kit.outbound import OutboundClient, check_url, ssl_context
+from prism.registry import AfterCommit, HandlerCall
+
+TRANSPORTS = ("streamable_http", "sse")
+
+
+@asynccontextmanager
+async def session(settings: Settings, url: str, transport: str, credential: Credential, timeout_seconds: float,
+                  connection_id: str = "", on_list_changed: Any = None) -> AsyncIterator[Any]:
+    """An initialised `mcp.Client` to the upstream; the URL is checked by the outbound rules first."""
+    try:
+        import httpx2
+        from mcp import Client
+        from mcp.client.sse import sse_client
+        from mcp.client.streamable_http import streamable_http_client
+    except ImportError:
+        raise PrismError("upstream MCP servers need the official MCP client: pip install 'prism[federation]'",
+                         code="federation_not_installed", status=501) from None
+
+    from prism.integrations.upstream import _oauth_token
+
+    await check_url(url, field="base_url", allow_private_networks=settings.webhook_allow_private_networks)
+    bearer = None
+    if credential.kind == "oauth2_client_credentials":
+        async with OutboundClient(allow_private_networks=settings.webhook_allow_private_networks,
+                                  ca_bundle=settings.webhook_ca_bundle, max_connections=1) as outbound:
+            bearer = await _oauth_token(outbound, connection_id, credential, timeout_seconds)
+    headers = {"User-Agent": USER_AGENT, **credential.headers(bearer)}
+
+    async def handler(message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed" and on_list_changed is not None:
+            on_list_changed()
+
+    if transport == "sse":
+        def factory(headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None) -> Any:
+            return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, trust_env=False,
+                                      verify=ssl_context(settings.webhook_ca_bundle))
+
+        async with Client(sse_client(url, headers=headers, timeout=timeout_seconds, httpx_client_factory=factory),
+                          mode="legacy", read_timeout_seconds=timeout_seconds, message_handler=handler) as client:
+            yield client
+        return
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout_seconds, trust_env=False,
+                                  verify=ssl_context(settings.webhook_ca_bundle)) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode="legacy",
+                          read_timeout_seconds=timeout_seconds, message_handler=handler) as client:
+            yield client
+
+
+async def list_tools(client: Any) -> list[dict[str, Any]]:
+    tools: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        tools += [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools]
+        cursor = page.next_cursor
+        if cursor is None:
+            return tools
+
+
+def operations_of(tools: list[dict[str, Any]], transport: str, default_cost: int = 1) -> list[dict[str, Any]]:
+    """Each tool as a stored operation: entity `tool`, its name in lowerCamelCase (clashes numbered in order)."""
+    operations: list[dict[str, Any]] = []
+    taken: set[str] = set()
+    for tool in sorted(tools, key=lambda t: str(t.get("name"))):
+        name = str(tool.get("name") or "")
+        if not name:
+            continue
+        operation = operation_name(name, "post", "", [])
+        if operation in taken:
+            base, n = operation[:60], 2
+            while f"{base}{n}" in taken:
+                n += 1
+            operation = f"{base}{n}"
+        taken.add(operation)
+        annotations = tool.get("annotations") or {}
+        read_only = annotations.get("readOnlyHint") is True
+        # MCP's default: a tool that is not read-only may be destructive unless it says otherwise.
+        destructive = not read_only and annotations.get("destructiveHint") is not False
+        given = tool.get("inputSchema")
+        schema: dict[str, Any] = {**(given if isinstance(given, dict) else {}), "type": "object"}
+        schema.setdefault("properties", {})
+        verb = "view" if read_only else "delete" if destructive else "change"
+        operations.append({
+            "entity": "tool", "operation": operation, "method": "MCP", "path": "", "tool_name": name,
+            "transport": transport, "tag": "", "operation_id": name,
+            "description": (str(tool.get("description") or tool.get("title") or name))[:2000],
+            "parameters": [], "body": None, "schema": schema, "read_only": read_only, "destructive": destructive,
+            "cost": default_cost, "permission_verb": verb,
+        })
+    return operations
+
+
+@dataclass(slots=True)
+class Forwarded:
+    result: dict[str, Any] | None = None
+    error: str = ""
+    timed_out: bool = False
+    upstream_error: str = ""  # a JSON-RPC error the upstream answered
+    duration_ms: int = 0
+    tools: list[dict[str, Any]] | None = None  # read again after notifications/tools/list_changed
+
+
+async def forward(settings: Settings, url: str, transport: str, credential: Credential, timeout_seconds: float,
+                  connection_id: str, tool_name: str, arguments: dict[str, Any]) -> Forwarded:
+    """One call through the kept-open session to this upstream (prism.integrations.mcp_sessions)."""
+    from mcp import MCPError
+
+    outcome = Forwarded()
+    started = time.monotonic()
+    key = mcp_sessions.key_of(settings, url, transport, connection_id, credential)
+    held = mcp_sessions.pooled(key, partial(_open, settings, url, transport, credential, timeout_seconds,
+                                            connection_id))
+    broken = True
+    try:
+        async with asyncio.timeout(timeout_seconds):
+            client = await held.ready()
+            result = await client.call_tool(tool_name, arguments)
+            outcome.result = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if held.changed:
+                held.changed = False
+                outcome.tools = await list_tools(client)
+        broken = False
+    except TimeoutError:
+        outcome.timed_out, outcome.error = True, f"no answer within {timeout_seconds:g} s"
+    except MCPError as exc:  # the upstream answered: the session is fine
+        outcome.upstream_error, broken = str(exc)[:1000], False
+    except PrismError as exc:  # the outbound rules refused the URL, or the client is not installed
+        outcome.error = exc.message
+    except Exception as exc:  # transports raise many kinds (and groups of them): all mean "not reached"
+        outcome.error = _reason(exc)
+    if broken:  # the next call opens a new session
+        await mcp_sessions.discard(key, held)
+    outcome.duration_ms = int((time.monotonic() - started) * 1000)
+    return outcome
+
+
+def _open(settings: Settings, url: str, transport: str, credential: Credential, timeout_seconds: float,
+          connection_id: str, on_list_changed: Any) -> Any:
+    return session(settings, url, transport, credential, timeout_seconds, connection_id,
+                   on_list_changed=on_list_changed)
+
+
+def _reason(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)[:1000]
+
+
+async def call_tool_operation(operation: dict[str, Any], call: HandlerCall, params: Any) -> AfterCommit[Forwarded]:
+    """The handler of every upstream MCP tool (bound to its operation with functools.partial)."""
+    assert call.handler.integration is not None
+    connection, app = await connection_for(call, call.handler.integration)
+    arguments = params.model_dump()
+    credential = Credential(connection.auth_kind, dict(connection.auth_settings),
+                            open_secret(call.settings, connection.id, connection.secret_encrypted))
+    settings, url, timeout = call.settings, connection.base_url, float(connection.timeout_seconds)
+    connection_id, app_id = connection.id, app.id
+    # Only the upstream the integration was added from may change its tool list (another organization's
+    # connection may point elsewhere).
+    canonical = connection.base_url.rstrip("/") == (app.default_server or "").rstrip("/")
+    arguments_digest = digest(arguments)
+
+    async def go() -> Forwarded:
+        return await forward(settings, url, operation["transport"], credential, timeout, connection_id,
+                             operation["tool_name"], arguments)
+
+    async def record(done: HandlerCall, sent: Forwarded) -> Any:
+        if sent.tools is not None and canonical:
+            await store_tools(done, app_id, sent.tools, operation["transport"])
+        return record_forwarded(done, operation["tool_name"], arguments_digest, sent)
+
+    return AfterCommit(go, record)
+
+
+async def store_tools(call: HandlerCall, app_id: str, tools: list[dict[str, Any]], transport: str) -> None:
+    from sqlalchemy import select
+
+    from prism.integrations.runtime import bump_generation
+
+    app = (await call.session.execute(select(IntegrationApp).where(IntegrationApp.id == app_id))).scalar_one_or_none()
+    if app is None:
+        return
+    operations = operations_of(tools, transport, _cost_of(app))
+    if operations != app.operations:
+        app.operations, app.revision = operations, app.revision + 1
+        await bump_generation(call.session)
+
+
+def _cost_of(app: IntegrationApp) -> int:
+    return int(app.operations[0]["cost"]) if app.operations else 1
+
+
+def record_forwarded(call: HandlerCall, tool_name: str, arguments_digest: str, sent: Forwarded) -> Any:
+    refusal: UpstreamError | None = None
+    if sent.timed_out:
+        refusal = UpstreamError(f"the upstream MCP server did not answer in time ({sent.error})",
+                                code="upstream_timeout", status=504, details={"upstream_status": None})
+    elif sent.upstream_error:
+        refusal = UpstreamError(f"the upstream MCP server refused the call: {sent.upstream_error}",
+                                code="upstream_error", status=502, details={"upstream_status": None})
+    elif sent.result is None:
+        refusal = UpstreamError(f"the upstream MCP server could not be reached: {sent.error}",
+                                code="upstream_unreachable", status=502, details={"upstream_status": None})
+    elif sent.result.get("isError"):
+        text = " ".join(str(c.get("text", "")) for c in sent.result.get("content", []) if isinstance(c, dict))
+        refusal = UpstreamError(f"the upstream tool {tool_name} failed", code="upstream_error", status=502,
+                                details={"upstream_status": None, "upstream_body": text[:EXCERPT]})
+    call.session.add(IntegrationCall(
+        organization_id=call.organization_id, coordinate=call.handler.path, method="MCP", path=tool_name[:2048],
+        arguments_digest=arguments_digest, upstream_status=None,
+        outcome="ok" if refusal is None else refusal.code, attempts=1, duration_ms=sent.duration_ms,
+        error=(refusal.message if refusal is not None else "")[:1000], actor_email=call.auth.user_email or ""))
+    if refusal is not None:
+        return refusal
+    assert sent.result is not None
+    return {"content": sent.result.get("content", []), "structuredContent": sent.result.get("structuredContent")}
+
+
+async def read_tools(settings: Settings, url: str, transport: str, credential: Credential,
+                     timeout_seconds: float = 30.0) -> list[dict[str, Any]]:
+    """The upstream's tools now (adding or refreshing an integration); UpstreamError when it cannot be read."""
+    if transport not in TRANSPORTS:
+        raise InvalidArguments(f"transport: one of {', '.join(TRANSPORTS)}", details={"field": "transport"})
+    try:
+        async with asyncio.timeout(timeout_seconds), session(settings, url, transport, credential,
+                                                             timeout_seconds) as client:
+            return await list_tools(client)
+    except TimeoutError:
+        raise UpstreamError(f"the MCP server at {url} did not answer in time", code="upstream_timeout",
+                            status=504) from None
+    except PrismError:
+        raise
+    except Exception as exc:  # see forward()
+        raise UpstreamError(f"the MCP server at {url} could not be reached: {_reason(exc)}",
+                            code="upstream_unreachable", status=502) from None

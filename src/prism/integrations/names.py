@@ -1,0 +1,55 @@
+"""Stable handler names for imported operations: entity from the tag (or the path's first resource),
+operation from the operationId (or the method and path), both normalised to the registry's patterns."""
+
+from __future__ import annotations
+
+import re
+
+from prism.registry.mega_tools import NAME_PATTERN, OPERATION_PATTERN
+
+_WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z0-9])|[A-Z]?[a-z0-9]+|[A-Z]+")
+_METHOD_VERBS = {"get": "get", "head": "head", "post": "create", "put": "replace", "patch": "update",
+                 "delete": "delete", "options": "options", "trace": "trace"}
+
+
+def words(text: str) -> list[str]:
+    """`repos/get-content` → ["repos", "get", "content"]; `listPetsByID` → ["list", "pets", "by", "id"]."""
+    return [w.lower() for w in _WORDS.findall(re.sub(r"[^A-Za-z0-9]+", " ", text))]
+
+
+def entity_name(text: str) -> str:
+    name = "_".join(words(text))[:40].strip("_") or "resource"
+    if not name[0].isalpha():
+        name = ("r_" + name)[:40]
+    assert NAME_PATTERN.match(name), name
+    return name
+
+
+def app_name_problem(name: str) -> str | None:
+    if not NAME_PATTERN.match(name):
+        return f"app name {name!r} must be 1-40 lower-case letters, digits and _, starting with a letter"
+    return None
+
+
+def operation_name(operation_id: str | None, method: str, path: str, entity_words: list[str]) -> str:
+    """lowerCamelCase of the operationId without its leading entity words (`repos/get-content` in `repos` →
+    `getContent`); without an operationId, the method's verb and the path (`getPetsByPetId`)."""
+    if operation_id:
+        parts = words(operation_id)
+        while len(parts) > 1 and entity_words and parts[:len(entity_words)] == entity_words:
+            parts = parts[len(entity_words):]
+    else:
+        parts = [_METHOD_VERBS.get(method, method)]
+        for segment in path.strip("/").split("/"):
+            if segment.startswith("{") and segment.endswith("}"):
+                parts += ["by", *words(segment)]
+            else:
+                parts += words(segment)
+    if not parts:
+        parts = [_METHOD_VERBS.get(method, method)]
+    name = parts[0] + "".join(p[:1].upper() + p[1:] for p in parts[1:])
+    if not name[0].isalpha():
+        name = "op" + name[:1].upper() + name[1:]
+    name = name[:64]
+    assert OPERATION_PATTERN.match(name), name
+    return name

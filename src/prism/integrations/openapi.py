@@ -1,0 +1,271 @@
+"""An OpenAPI 3.0 / 3.1 description (JSON or YAML) compiled into operations Prism can register and call.
+
+Each operation becomes one `Operation`: its coordinate (entity, operation), how to build the HTTP request
+(method, path template, where each argument goes) and the JSON Schema of its arguments (parameters by name,
+the JSON request body as `body`), with every `$ref` of the document resolved. What is compiled is plain JSON:
+it is stored once per import and read back at start-up without the description.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import yaml
+
+from prism.errors import InvalidArguments
+from prism.integrations.names import entity_name, operation_name, words
+
+METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
+READ_METHODS = frozenset({"get", "head", "options"})
+# Arguments Prism sets itself: a description's own parameter of these names is not offered to callers.
+RESERVED_HEADERS = frozenset({"authorization", "content-type", "accept", "content-length", "host", "cookie"})
+MAX_REF_DEPTH = 12
+DESCRIPTION_CHARS = 2000
+_DROPPED_KEYS = frozenset({"example", "examples", "discriminator", "xml", "externalDocs", "deprecated",
+                           "readOnly", "writeOnly", "$schema", "$id", "contentMediaType", "contentEncoding"})
+
+
+class SpecError(InvalidArguments):
+    """A description Prism cannot import; the message says where."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="invalid_openapi", details={"field": "spec"})
+
+
+@dataclass(slots=True)
+class Compiled:
+    title: str
+    version: str
+    description: str
+    operations: list[dict[str, Any]]
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    default_server: str | None = None
+
+
+def parse(text: str | bytes) -> dict[str, Any]:
+    """JSON or YAML text → the document; SpecError when it is neither or not an OpenAPI 3 description."""
+    try:
+        document = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise SpecError(f"spec: neither JSON nor YAML ({str(exc)[:200]})") from None
+    if not isinstance(document, dict):
+        raise SpecError("spec: not an OpenAPI description (the document is not an object)")
+    version = str(document.get("openapi", ""))
+    if not re.match(r"^3\.[01]\.\d+", version):
+        raise SpecError(f"spec: OpenAPI 3.0 or 3.1 expected, found openapi={version or 'nothing'!r}"
+                        + (" (Swagger 2.0 descriptions must be converted first)" if "swagger" in document else ""))
+    if not isinstance(document.get("paths"), dict):
+        raise SpecError("spec: the description has no paths")
+    return document
+
+
+class _Resolver:
+    """Inlines the document's local `$ref`s (`#/components/...`); a reference to itself is cut to `{}`."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.document = document
+
+    def target(self, ref: str) -> Any:
+        if not ref.startswith("#/"):
+            raise SpecError(f"spec: only references inside the document are supported, not {ref!r}")
+        node: Any = self.document
+        for part in ref[2:].split("/"):
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise SpecError(f"spec: reference {ref!r} points at nothing")
+        return node
+
+    def deref(self, node: Any) -> Any:
+        """One object, its own `$ref` followed (parameters, request bodies)."""
+        seen = 0
+        while isinstance(node, dict) and isinstance(node.get("$ref"), str):
+            node = self.target(node["$ref"])
+            seen += 1
+            if seen > MAX_REF_DEPTH:
+                raise SpecError("spec: a chain of references does not end")
+        return node
+
+    def schema(self, node: Any, trail: tuple[str, ...] = ()) -> Any:
+        """A JSON Schema of the request, references inlined and OpenAPI 3.0's dialect turned into JSON Schema."""
+        if isinstance(node, list):
+            return [self.schema(item, trail) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            if ref in trail or len(trail) >= MAX_REF_DEPTH:
+                return {"description": "(recursive: any value)"}
+            return self.schema(self.target(ref), (*trail, ref))
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in _DROPPED_KEYS or key.startswith("x-"):
+                continue
+            if key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
+                out[key] = {name: self.schema(sub, trail) for name, sub in value.items()} \
+                    if isinstance(value, dict) else value
+            elif key == "pattern" and isinstance(value, str):
+                try:
+                    with warnings.catch_warnings():  # ECMA patterns Python reads differently warn once each
+                        warnings.simplefilter("ignore", FutureWarning)
+                        re.compile(value)
+                except re.error:
+                    continue  # a pattern Python cannot read (ECMA-only syntax): the upstream still checks it
+                out[key] = value
+            elif key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
+                bound = "minimum" if key == "exclusiveMinimum" else "maximum"
+                if value and bound in node:
+                    out[key] = node[bound]
+            elif key in ("minimum", "maximum") and node.get("exclusiveM" + key[1:]) is True:
+                continue
+            elif key == "nullable":
+                continue
+            else:
+                out[key] = self.schema(value, trail) if isinstance(value, (dict, list)) else value
+        if node.get("nullable") is True:
+            kind = out.get("type")
+            if isinstance(kind, str):
+                out["type"] = [kind, "null"]
+            elif "enum" in out and None not in out["enum"]:
+                out["enum"] = [*out["enum"], None]
+        return out
+
+
+def _text(*parts: Any) -> str:
+    found = [str(p).strip() for p in parts if isinstance(p, str) and p.strip()]
+    unique = list(dict.fromkeys(found))
+    return "\n\n".join(unique)[:DESCRIPTION_CHARS]
+
+
+def _json_media(content: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    for media, spec in content.items():
+        base = media.split(";")[0].strip().lower()
+        if base == "application/json" or base.endswith("+json"):
+            return base, spec if isinstance(spec, dict) else {}
+    return None
+
+
+def compile_document(document: dict[str, Any], *, default_cost: int = 1) -> Compiled:
+    """Every operation of the description, in a stable order (path, then method), named without clashes."""
+    resolver = _Resolver(document)
+    info: dict[str, Any] = document["info"] if isinstance(document.get("info"), dict) else {}
+    servers = document.get("servers")
+    server = servers[0].get("url") if isinstance(servers, list) and servers and isinstance(servers[0], dict) \
+        else None
+    compiled = Compiled(title=str(info.get("title") or ""), version=str(info.get("version") or ""),
+                        description=_text(info.get("description"))[:500], operations=[],
+                        default_server=server if isinstance(server, str) else None)
+    taken: set[tuple[str, str]] = set()
+    for path in sorted(document["paths"]):
+        item = resolver.deref(document["paths"][path])
+        if not isinstance(item, dict) or not path.startswith("/"):
+            continue
+        shared: list[Any] = item["parameters"] if isinstance(item.get("parameters"), list) else []
+        for method in METHODS:
+            spec = item.get(method)
+            if not isinstance(spec, dict):
+                continue
+            label = f"{method.upper()} {path}"
+            try:
+                operation = _operation(resolver, path, method, spec, shared, default_cost)
+            except _Skip as skip:
+                compiled.skipped.append({"operation": label, "reason": str(skip)})
+                continue
+            key = (operation["entity"], operation["operation"])
+            if key in taken:  # two operations that normalise alike: the later one (in path order) is numbered
+                base, n = operation["operation"][:60], 2
+                while (operation["entity"], f"{base}{n}") in taken:
+                    n += 1
+                operation["operation"] = f"{base}{n}"
+                key = (operation["entity"], operation["operation"])
+            taken.add(key)
+            compiled.operations.append(operation)
+    return compiled
+
+
+class _Skip(Exception):
+    """An operation Prism cannot offer (a body it cannot send); the import reports it and goes on."""
+
+
+def _operation(resolver: _Resolver, path: str, method: str, spec: dict[str, Any], shared: list[Any],
+               default_cost: int) -> dict[str, Any]:
+    tags = spec.get("tags")
+    tag = tags[0] if isinstance(tags, list) and tags and isinstance(tags[0], str) else None
+    resource = next((s for s in path.strip("/").split("/") if s and not s.startswith("{")), "resource")
+    entity = entity_name(tag or resource)
+    operation_id = spec.get("operationId") if isinstance(spec.get("operationId"), str) else None
+    name = operation_name(operation_id, method, path, words(tag or resource))
+
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    parameters: list[dict[str, Any]] = []
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    for raw in [*shared, *(spec.get("parameters") or [])]:  # the operation's own override the path's
+        p = resolver.deref(raw)
+        if isinstance(p, dict) and isinstance(p.get("name"), str) and p.get("in") in ("path", "query", "header"):
+            merged[(p["in"], p["name"])] = p
+    for (where, pname), p in merged.items():
+        if where == "header" and pname.lower() in RESERVED_HEADERS:
+            continue
+        argument = pname if pname not in properties else f"{where}_{pname}"
+        schema = resolver.schema(p.get("schema")) if isinstance(p.get("schema"), dict) else {}
+        if not isinstance(schema, dict):
+            schema = {}
+        described = _text(p.get("description"))
+        if described and "description" not in schema:
+            schema = {**schema, "description": described[:500]}
+        properties[argument] = schema
+        if where == "path" or p.get("required") is True:
+            required.append(argument)
+        parameters.append({"name": pname, "in": where, "arg": argument,
+                           "style": p.get("style") or ("simple" if where in ("path", "header") else "form"),
+                           "explode": p.get("explode", (p.get("style") or "form") == "form")})
+
+    body: dict[str, Any] | None = None
+    request_body = resolver.deref(spec.get("requestBody")) if spec.get("requestBody") is not None else None
+    if isinstance(request_body, dict) and isinstance(request_body.get("content"), dict) and request_body["content"]:
+        content = request_body["content"]
+        argument = "body" if "body" not in properties else "request_body"
+        found = _json_media(content)
+        if found is not None:
+            media, media_spec = found
+            schema = resolver.schema(media_spec.get("schema")) if isinstance(media_spec.get("schema"), dict) else {}
+        elif "application/x-www-form-urlencoded" in content:
+            media, form = "application/x-www-form-urlencoded", content["application/x-www-form-urlencoded"]
+            schema = resolver.schema(form.get("schema")) if isinstance(form, dict) and isinstance(
+                form.get("schema"), dict) else {"type": "object"}
+        elif any(m.startswith("text/") for m in content):
+            media, schema = next(m for m in content if m.startswith("text/")), {"type": "string"}
+        else:
+            raise _Skip(f"request body of type {', '.join(sorted(content))} (Prism sends JSON, forms and text)")
+        described = _text(request_body.get("description"))
+        if described and isinstance(schema, dict) and "description" not in schema:
+            schema = {**schema, "description": described[:500]}
+        properties[argument] = schema if isinstance(schema, dict) else {}
+        if request_body.get("required") is True:
+            required.append(argument)
+        body = {"arg": argument, "media_type": media}
+
+    arguments_schema: dict[str, Any] = {"type": "object", "properties": properties,
+                                        "additionalProperties": False}
+    if required:
+        arguments_schema["required"] = sorted(set(required), key=required.index)
+    cost = spec.get("x-prism-cost")
+    return {
+        "entity": entity, "operation": name, "method": method.upper(), "path": path,
+        "operation_id": operation_id or "", "tag": tag or "",
+        "description": _text(spec.get("summary"), spec.get("description")) or f"{method.upper()} {path}",
+        "parameters": parameters, "body": body, "schema": arguments_schema,
+        "read_only": method in READ_METHODS, "destructive": method == "delete",
+        "cost": cost if isinstance(cost, int) and not isinstance(cost, bool) and cost >= 0 else default_cost,
+    }

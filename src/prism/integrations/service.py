@@ -1,0 +1,199 @@
+"""Import, re-import and remove integrations; connect organizations to them. Used by the CLI (for the
+deployment) and by the `config_manage/integrations/...` handlers (for the caller's organization)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+from sqlalchemy import delete, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.config import Settings
+from prism.errors import Conflict, InvalidArguments, NotFound
+from prism.integrations.credentials import checked, seal_secret
+from prism.integrations.models import IntegrationApp, IntegrationConnection
+from prism.integrations.names import app_name_problem
+from prism.integrations.openapi import compile_document, parse
+from prism.integrations.runtime import bump_generation
+from prism.kit.ids import new_id
+from prism.kit.outbound import check_url
+
+# Names the deployment's own apps use (and the registry's mega-tool namespaces): never an integration's.
+RESERVED_NAMES = frozenset({"core", "integrations", "prism"})
+
+
+def _key(operation: dict[str, Any]) -> str:
+    return f"{operation['entity']}/{operation['operation']}"
+
+
+def _fingerprint(operation: dict[str, Any]) -> bytes:
+    return orjson.dumps(operation, option=orjson.OPT_SORT_KEYS)
+
+
+async def _named(session: AsyncSession, name: str) -> IntegrationApp | None:
+    return (await session.execute(select(IntegrationApp).where(IntegrationApp.name == name))).scalar_one_or_none()
+
+
+def _check_name(name: str, installed: frozenset[str]) -> None:
+    problem = app_name_problem(name)
+    if problem:
+        raise InvalidArguments(problem, details={"field": "name"})
+    if name in RESERVED_NAMES or name in installed:
+        raise Conflict(f"{name!r} is the name of an installed app; choose another")
+
+
+async def import_openapi(session: AsyncSession, name: str, text: str | bytes, *, source: str,
+                         owner_organization_id: str | None, installed: frozenset[str],
+                         default_cost: int = 1) -> dict[str, Any]:
+    """Create or update the integration `name` from an OpenAPI description; what changed, operation by operation.
+
+    `owner_organization_id` None imports for the deployment (the CLI). An integration of another owner with
+    that name is a conflict (names are global: they are coordinates)."""
+    _check_name(name, installed)
+    compiled = compile_document(parse(text), default_cost=default_cost)
+    if not compiled.operations:
+        raise InvalidArguments("spec: no operation Prism can offer", code="invalid_openapi",
+                               details={"field": "spec", "skipped": compiled.skipped[:50]})
+    digest = hashlib.sha256(text if isinstance(text, bytes) else text.encode()).hexdigest()
+    return await _store(session, name, "openapi", compiled.operations, source=source, spec_digest=digest,
+                        title=compiled.title, description=compiled.description,
+                        default_server=compiled.default_server, owner_organization_id=owner_organization_id,
+                        skipped=compiled.skipped)
+
+
+async def add_mcp(session: AsyncSession, name: str, url: str, operations: list[dict[str, Any]], *,
+                  owner_organization_id: str | None, installed: frozenset[str], title: str = "") -> dict[str, Any]:
+    """Create or update the integration `name` from an upstream MCP server's tools (prism.integrations.mcp_upstream)."""
+    _check_name(name, installed)
+    digest = hashlib.sha256(orjson.dumps(operations, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return await _store(session, name, "mcp", operations, source=url, spec_digest=digest, title=title or url,
+                        description=f"Tools of the MCP server at {url}.", default_server=url,
+                        owner_organization_id=owner_organization_id, skipped=[])
+
+
+async def _store(session: AsyncSession, name: str, kind: str, operations: list[dict[str, Any]], *, source: str,
+                 spec_digest: str, title: str, description: str, default_server: str | None,
+                 owner_organization_id: str | None, skipped: list[dict[str, str]]) -> dict[str, Any]:
+    existing = await _named(session, name)
+    if existing is not None and (existing.owner_organization_id != owner_organization_id or existing.kind != kind):
+        raise Conflict(f"an integration named {name!r} exists and is not yours to replace; choose another name")
+    before = {_key(o): _fingerprint(o) for o in (existing.operations if existing is not None else [])}
+    after = {_key(o): _fingerprint(o) for o in operations}
+    report: dict[str, Any] = {
+        "name": name, "kind": kind, "created": existing is None, "handlers": len(after),
+        "added": sorted(k for k in after if k not in before),
+        "removed": sorted(k for k in before if k not in after),
+        "changed": sorted(k for k in after if k in before and before[k] != after[k]),
+        "skipped": skipped,
+    }
+    report["unchanged"] = len(after) - len(report["added"]) - len(report["changed"])
+    changed = existing is None or bool(report["added"] or report["removed"] or report["changed"])
+    if existing is None:
+        session.add(IntegrationApp(name=name, kind=kind, title=title[:255], description=description,
+                                   source=source[:2048], spec_digest=spec_digest,
+                                   default_server=(default_server or "")[:2048] or None, operations=operations,
+                                   owner_organization_id=owner_organization_id))
+    elif changed:
+        existing.operations, existing.revision = operations, existing.revision + 1
+        existing.title, existing.description = title[:255], description
+        existing.source, existing.spec_digest = source[:2048], spec_digest
+        existing.default_server = (default_server or "")[:2048] or None
+    if changed:
+        await bump_generation(session)
+    report["revision"] = 1 if existing is None else existing.revision
+    return report
+
+
+async def remove(session: AsyncSession, name: str, *, owner_organization_id: str | None) -> dict[str, Any]:
+    """Remove an integration, its handlers and every organization's connection to it."""
+    existing = await _named(session, name)
+    if existing is None or existing.owner_organization_id != owner_organization_id:
+        raise NotFound(f"no integration {name!r}")
+    count = len(existing.operations)
+    # Its connections (every organization's) go with it: ON DELETE CASCADE.
+    await session.execute(delete(IntegrationApp).where(IntegrationApp.id == existing.id))
+    await bump_generation(session)
+    return {"name": name, "removed": True, "handlers": count}
+
+
+async def named_elsewhere(session: AsyncSession, name: str, organization_id: str, kind: str) -> bool:
+    """Whether `name` is taken by an integration this organization may not replace."""
+    existing = await _named(session, name)
+    return existing is not None and (existing.owner_organization_id != organization_id or existing.kind != kind)
+
+
+def describe(app: IntegrationApp) -> dict[str, Any]:
+    return {"name": app.name, "kind": app.kind, "title": app.title, "source": app.source,
+            "revision": app.revision, "handlers": len(app.operations),
+            "owner": "deployment" if app.owner_organization_id is None else "organization",
+            "default_server": app.default_server, "updated_at": app.updated_at.isoformat().replace("+00:00", "Z")}
+
+
+async def usable(session: AsyncSession, organization_id: str) -> list[IntegrationApp]:
+    """The integrations an organization may connect to: the deployment's and its own."""
+    rows = await session.execute(select(IntegrationApp).where(or_(
+        IntegrationApp.owner_organization_id.is_(None),
+        IntegrationApp.owner_organization_id == organization_id)).order_by(IntegrationApp.name))
+    return list(rows.scalars())
+
+
+async def usable_named(session: AsyncSession, organization_id: str, name: str) -> IntegrationApp:
+    app = await _named(session, name)
+    if app is None or app.owner_organization_id not in (None, organization_id):
+        raise NotFound(f"no integration {name!r}")
+    return app
+
+
+def connection_record(connection: IntegrationConnection, name: str) -> dict[str, Any]:
+    """What may be shown of a connection: never its secret, only whether it has one."""
+    return {"id": connection.id, "integration": name, "base_url": connection.base_url,
+            "auth_kind": connection.auth_kind, "auth_settings": dict(connection.auth_settings),
+            "has_secret": connection.secret_encrypted is not None, "timeout_seconds": connection.timeout_seconds,
+            "enabled": connection.enabled}
+
+
+async def connect(session: AsyncSession, settings: Settings, organization_id: str, name: str, *, base_url: str,
+                  auth_kind: str = "none", auth_settings: dict[str, Any] | None = None, secret: str | None = None,
+                  timeout_seconds: int = 10, enabled: bool = True) -> dict[str, Any]:
+    """Create or replace the organization's connection to `name` (base URL checked like every outbound URL)."""
+    app = await usable_named(session, organization_id, name)
+    url = await check_url(base_url.rstrip("/"), field="base_url",
+                          allow_private_networks=settings.webhook_allow_private_networks)
+    kept, secret_text = checked(auth_kind, auth_settings or {}, secret)
+    if kept.get("token_url"):
+        kept["token_url"] = await check_url(kept["token_url"], field="token_url",
+                                            allow_private_networks=settings.webhook_allow_private_networks)
+    if not 1 <= timeout_seconds <= 60:
+        raise InvalidArguments("timeout_seconds: between 1 and 60", details={"field": "timeout_seconds"})
+    connection = (await session.execute(select(IntegrationConnection).where(
+        IntegrationConnection.organization_id == organization_id,
+        IntegrationConnection.integration_id == app.id))).scalar_one_or_none()
+    if connection is None:
+        connection = IntegrationConnection(id=new_id(), organization_id=organization_id, integration_id=app.id)
+        session.add(connection)
+    connection.base_url, connection.auth_kind, connection.auth_settings = url, auth_kind, kept
+    connection.secret_encrypted = seal_secret(settings, connection.id, secret_text)
+    connection.timeout_seconds, connection.enabled = timeout_seconds, enabled
+    await bump_generation(session)
+    await session.flush()
+    return connection_record(connection, name)
+
+
+async def disconnect(session: AsyncSession, organization_id: str, name: str) -> dict[str, Any]:
+    app = await usable_named(session, organization_id, name)
+    result = await session.execute(delete(IntegrationConnection).where(
+        IntegrationConnection.organization_id == organization_id, IntegrationConnection.integration_id == app.id))
+    if not getattr(result, "rowcount", 0):
+        raise NotFound(f"no connection to {name!r}")
+    await bump_generation(session)
+    return {"integration": name, "removed": True}
+
+
+async def connections(session: AsyncSession, organization_id: str) -> list[dict[str, Any]]:
+    rows = await session.execute(
+        select(IntegrationConnection, IntegrationApp.name)
+        .join(IntegrationApp, IntegrationApp.id == IntegrationConnection.integration_id)
+        .where(IntegrationConnection.organization_id == organization_id).order_by(IntegrationApp.name))
+    return [connection_record(c, name) for c, name in rows.all()]

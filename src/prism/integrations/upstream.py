@@ -1,0 +1,269 @@
+"""A call of an imported operation: checked in the ledger transaction, sent after it commits, recorded.
+
+The request goes through Prism's guarded outbound client (prism.kit.outbound: private and metadata addresses
+refused unless the serving app allows private networks, no redirects, no proxies, bounded reads). Only
+idempotent methods are retried, on a connection failure or a 502/503/504. Every attempt's outcome is kept in
+`integration_calls`; a failure reaches the caller as a refusal with the upstream's status in `details`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+from weakref import WeakKeyDictionary
+
+import orjson
+from sqlalchemy import select
+
+from prism.config import Settings
+from prism.errors import PrismError, ToolNotFound
+from prism.integrations.credentials import Credential, open_secret
+from prism.integrations.models import IntegrationApp, IntegrationCall, IntegrationConnection
+from prism.kit.canonical import digest
+from prism.kit.outbound import OutboundAnswer, OutboundClient, OutboundFailed, OutboundTimeout
+from prism.registry import AfterCommit, HandlerCall
+
+MAX_RESPONSE = 2_000_000
+EXCERPT = 1000
+IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+RETRY_STATUSES = frozenset({502, 503, 504})
+RETRY_DELAYS = (0.2, 0.5)
+USER_AGENT = "Prism-Integration/1.0"
+
+
+class UpstreamError(PrismError):
+    """The upstream answered with an error, could not be reached, or took too long."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    method: str
+    url: str
+    path: str  # without the query string: what the call record keeps
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    answer: OutboundAnswer | None
+    error: str
+    timed_out: bool
+    attempts: int
+    duration_ms: int
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return orjson.dumps(value).decode()
+    return str(value)
+
+
+def _query_pairs(parameter: dict[str, Any], value: Any) -> list[tuple[str, str]]:
+    name, style, explode = parameter["name"], parameter.get("style", "form"), parameter.get("explode", True)
+    if isinstance(value, list):
+        if explode and style == "form":
+            return [(name, _scalar(v)) for v in value]
+        separator = {"spaceDelimited": " ", "pipeDelimited": "|"}.get(style, ",")
+        return [(name, separator.join(_scalar(v) for v in value))]
+    if isinstance(value, dict):
+        if style == "deepObject":
+            return [(f"{name}[{k}]", _scalar(v)) for k, v in value.items()]
+        if explode:
+            return [(str(k), _scalar(v)) for k, v in value.items()]
+        return [(name, ",".join(f"{k},{_scalar(v)}" for k, v in value.items()))]
+    return [(name, _scalar(value))]
+
+
+def build_request(operation: dict[str, Any], base_url: str, arguments: dict[str, Any]) -> Request:
+    path = operation["path"]
+    query: list[tuple[str, str]] = []
+    headers: dict[str, str] = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+    for parameter in operation["parameters"]:
+        if parameter["arg"] not in arguments:
+            continue
+        value = arguments[parameter["arg"]]
+        if parameter["in"] == "path":
+            text = ",".join(_scalar(v) for v in value) if isinstance(value, list) else _scalar(value)
+            path = path.replace("{" + parameter["name"] + "}", quote(text, safe=""))
+        elif parameter["in"] == "query":
+            query += _query_pairs(parameter, value)
+        else:
+            headers[parameter["name"]] = _scalar(value).replace("\r", " ").replace("\n", " ")
+    body = b""
+    spec = operation.get("body")
+    if spec is not None and spec["arg"] in arguments:
+        value, media = arguments[spec["arg"]], spec["media_type"]
+        headers["Content-Type"] = media
+        if media == "application/x-www-form-urlencoded" and isinstance(value, dict):
+            body = urlencode([(k, _scalar(v)) for k, v in value.items()]).encode()
+        elif media.startswith("text/"):
+            body = _scalar(value).encode()
+        else:
+            body = orjson.dumps(value)
+    full_path = base_url.rstrip("/") + path
+    return Request(operation["method"], full_path + ("?" + urlencode(query) if query else ""), full_path,
+                   headers, body)
+
+
+# OAuth 2 client-credentials tokens, per connection and secret: (access token, monotonic expiry).
+_TOKENS: dict[tuple[str, str], tuple[str, float]] = {}
+
+
+async def _oauth_token(client: OutboundClient, connection_id: str, credential: Credential,
+                       timeout_seconds: float) -> str:
+    key = (connection_id, hashlib.sha256(credential.secret.encode()).hexdigest())
+    cached = _TOKENS.get(key)
+    if cached is not None and cached[1] > time.monotonic():
+        return cached[0]
+    form = {"grant_type": "client_credentials", "client_id": credential.settings["client_id"],
+            "client_secret": credential.secret}
+    if credential.settings.get("scope"):
+        form["scope"] = credential.settings["scope"]
+    answer = await client.send("POST", credential.settings["token_url"], headers={
+        "Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json",
+        "User-Agent": USER_AGENT}, body=urlencode(form).encode(), timeout_seconds=timeout_seconds,
+        read_at_most=65536)
+    try:
+        token = orjson.loads(answer.body) if answer.status == 200 else {}
+    except orjson.JSONDecodeError:
+        token = {}
+    access = token.get("access_token") if isinstance(token, dict) else None
+    if not isinstance(access, str) or not access:
+        raise OutboundFailed(f"the token endpoint refused the client credentials (HTTP {answer.status})")
+    lifetime = token.get("expires_in")
+    seconds = float(lifetime) if isinstance(lifetime, (int, float)) and lifetime > 0 else 300.0
+    _TOKENS[key] = (access, time.monotonic() + max(seconds - 30.0, 1.0))
+    return access
+
+
+# One outbound client per event loop and outbound policy: its connections are kept alive between calls, so a
+# call to a service answered recently costs no new TCP and TLS handshake.
+_CLIENTS: WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[bool, str | None], OutboundClient]] = (
+    WeakKeyDictionary())
+MAX_CONNECTIONS = 100
+
+
+def shared_client(settings: Settings) -> OutboundClient:
+    clients = _CLIENTS.setdefault(asyncio.get_running_loop(), {})
+    key = (settings.webhook_allow_private_networks, settings.webhook_ca_bundle)
+    client = clients.get(key)
+    if client is None:
+        client = clients[key] = OutboundClient(allow_private_networks=key[0], ca_bundle=key[1],
+                                               max_connections=MAX_CONNECTIONS)
+    return client
+
+
+async def close_clients() -> None:
+    """At shutdown: close this loop's clients (their kept-alive connections)."""
+    for client in _CLIENTS.pop(asyncio.get_running_loop(), {}).values():
+        await client.close()
+
+
+async def send(settings: Settings, connection_id: str, credential: Credential, request: Request,
+               timeout_seconds: float) -> Sent:
+    started = time.monotonic()
+    attempts, answer, error, timed_out = 0, None, "", False
+    retries = RETRY_DELAYS if request.method in IDEMPOTENT else ()
+    client = shared_client(settings)
+    for delay in (*retries, None):
+        attempts += 1
+        answer, error, timed_out = None, "", False
+        try:
+            bearer = (await _oauth_token(client, connection_id, credential, timeout_seconds)
+                      if credential.kind == "oauth2_client_credentials" else None)
+            answer = await client.send(request.method, request.url,
+                                       headers={**request.headers, **credential.headers(bearer)},
+                                       body=request.body, timeout_seconds=timeout_seconds,
+                                       read_at_most=MAX_RESPONSE)
+        except OutboundTimeout as exc:
+            error, timed_out = str(exc), True
+            break  # the upstream may still be working on it: a timeout is not retried
+        except OutboundFailed as exc:
+            error = str(exc)
+        if (answer is not None and answer.status not in RETRY_STATUSES) or delay is None:
+            break
+        await asyncio.sleep(delay)
+    return Sent(answer, error, timed_out, attempts, int((time.monotonic() - started) * 1000))
+
+
+def _decoded(answer: OutboundAnswer) -> Any:
+    if not answer.body:
+        return None
+    if "json" in answer.headers.get("content-type", ""):
+        try:
+            return orjson.loads(answer.body)
+        except orjson.JSONDecodeError:
+            pass
+    return answer.body.decode("utf-8", errors="replace")
+
+
+async def connection_for(call: HandlerCall, integration: str) -> tuple[IntegrationConnection, IntegrationApp]:
+    """The caller's organization's enabled connection to `integration` (the session's criterion limits the
+    read to it); none, and the operation does not exist for the caller."""
+    row = (await call.session.execute(
+        select(IntegrationConnection, IntegrationApp)
+        .join(IntegrationApp, IntegrationApp.id == IntegrationConnection.integration_id)
+        .where(IntegrationApp.name == integration, IntegrationConnection.enabled.is_(True)))).first()
+    if row is None:
+        raise ToolNotFound(f"no handler {call.handler.path}; see /api/v1/dev/introspect/ for what exists",
+                           code="operation_not_found")
+    return row[0], row[1]
+
+
+async def call_operation(operation: dict[str, Any], call: HandlerCall, params: Any) -> AfterCommit[Sent]:
+    """The handler of every imported OpenAPI operation (bound to its operation with functools.partial)."""
+    assert call.handler.integration is not None
+    connection, _ = await connection_for(call, call.handler.integration)
+    arguments = params.model_dump()
+    credential = Credential(connection.auth_kind, dict(connection.auth_settings),
+                            open_secret(call.settings, connection.id, connection.secret_encrypted))
+    request = build_request(operation, connection.base_url, arguments)
+    settings, connection_id, timeout = call.settings, connection.id, float(connection.timeout_seconds)
+    arguments_digest = digest(arguments)
+
+    async def go() -> Sent:
+        return await send(settings, connection_id, credential, request, timeout)
+
+    async def record(done: HandlerCall, sent: Sent) -> Any:
+        return record_call(done, request.method, request.path, arguments_digest, sent)
+
+    return AfterCommit(go, record)
+
+
+def record_call(call: HandlerCall, method: str, path: str, arguments_digest: str, sent: Sent) -> Any:
+    """Keeps the outcome and answers the caller: the upstream's data, or a refusal naming its status."""
+    answer = sent.answer
+    status = answer.status if answer is not None else None
+    refusal: UpstreamError | None = None
+    if answer is None and sent.timed_out:
+        refusal = UpstreamError(f"the upstream did not answer in time ({sent.error})", code="upstream_timeout",
+                                status=504, details={"upstream_status": None})
+    elif answer is None:
+        refusal = UpstreamError(f"the upstream could not be reached: {sent.error}", code="upstream_unreachable",
+                                status=502, details={"upstream_status": None, "attempts": sent.attempts})
+    elif answer.truncated:
+        refusal = UpstreamError(f"the upstream's answer is larger than {MAX_RESPONSE} bytes",
+                                code="upstream_response_too_large", status=502,
+                                details={"upstream_status": status})
+    elif not 200 <= answer.status < 300:
+        excerpt = answer.body[:EXCERPT].decode("utf-8", errors="replace")
+        refusal = UpstreamError(f"the upstream answered HTTP {answer.status}", code="upstream_error", status=502,
+                                details={"upstream_status": answer.status, "upstream_body": excerpt})
+    call.session.add(IntegrationCall(
+        organization_id=call.organization_id, coordinate=call.handler.path, method=method, path=path[:2048],
+        arguments_digest=arguments_digest, upstream_status=status,
+        outcome="ok" if refusal is None else refusal.code, attempts=sent.attempts, duration_ms=sent.duration_ms,
+        error=(refusal.message if refusal is not None else "")[:1000], actor_email=call.auth.user_email or ""))
+    if refusal is not None:
+        return refusal
+    assert answer is not None
+    return {"status": answer.status, "body": _decoded(answer)}

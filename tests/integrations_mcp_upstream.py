@@ -1,0 +1,116 @@
+"""A real upstream MCP server for the federation tests: FastMCP over HTTPS on loopback (streamable HTTP or the
+legacy SSE transport), behind a header credential. `install_extra` adds a tool and tells the client, as a
+server does when its tool list changes."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import uvicorn
+from fastmcp import Context, FastMCP
+from mcp_types import ToolListChangedNotification
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from tests.webhooks_receiver import TlsFiles
+
+UPSTREAM_KEY = "upstream-" + "k3y" * 8
+
+
+def build_server() -> FastMCP:
+    server = FastMCP("depot")
+    calls: list[str] = []
+
+    @server.tool(annotations={"readOnlyHint": True})
+    def get_forecast(city: str, days: int = 1) -> dict[str, Any]:
+        """Weather forecast for a city: temperature per day."""
+        calls.append("get_forecast")
+        return {"city": city, "days": [{"day": d + 1, "celsius": 20 + d} for d in range(days)]}
+
+    @server.tool(annotations={"destructiveHint": False})
+    def book_delivery(site: str, quantity: int) -> str:
+        """Book a delivery of parts to a site."""
+        calls.append("book_delivery")
+        if quantity > 100:
+            raise ValueError("no truck carries that many")
+        return f"booked {quantity} for {site}"
+
+    @server.tool()
+    def cancel_delivery(delivery_id: str) -> str:
+        """Cancel a booked delivery."""
+        calls.append("cancel_delivery")
+        return f"cancelled {delivery_id}"
+
+    @server.tool(annotations={"readOnlyHint": True})
+    async def slow_echo(text: str, seconds: float, ctx: Context) -> str:
+        """Echo after a while."""
+        await asyncio.sleep(seconds)
+        return text
+
+    @server.tool()
+    async def install_extra(ctx: Context) -> str:
+        """Add the track_parcel tool."""
+
+        def track_parcel(parcel: str) -> str:
+            """Where a parcel is."""
+            return f"{parcel}: in transit"
+
+        server.tool(annotations={"readOnlyHint": True})(track_parcel)
+        await ctx.send_notification(ToolListChangedNotification())
+        return "installed"
+
+    server.calls = calls  # type: ignore[attr-defined]
+    return server
+
+
+class RequireKey:
+    """Refuses every request without the upstream's key header (what a real server's gateway does)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.requests = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            self.requests += 1
+            headers = dict(scope["headers"])
+            if headers.get(b"x-upstream-key") != UPSTREAM_KEY.encode():
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": b'{"error":"unauthorized"}'})
+                return
+        await self.app(scope, receive, send)
+
+
+class RunningMcp:
+    def __init__(self, tls: TlsFiles, transport: str = "http") -> None:
+        self.server = build_server()
+        self.transport = transport
+        http_app = self.server.http_app(path="/mcp", transport=transport)  # type: ignore[arg-type]
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.sock = sock
+        self.port = sock.getsockname()[1]
+        self.gate = RequireKey(http_app)
+        self.uvicorn = uvicorn.Server(uvicorn.Config(self.gate, ssl_certfile=str(tls.cert),
+                                                     ssl_keyfile=str(tls.key), log_level="error", lifespan="on",
+                                                     timeout_graceful_shutdown=1))
+        self.lifespan_app = http_app
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}/mcp"
+
+    async def start(self) -> RunningMcp:
+        self.task = asyncio.create_task(self.uvicorn.serve(sockets=[self.sock]))
+        while not self.uvicorn.started:  # noqa: ASYNC110 -- uvicorn offers no event to wait on
+            await asyncio.sleep(0.01)
+        return self
+
+    async def stop(self) -> None:
+        self.uvicorn.should_exit = True
+        if self.task is not None:
+            await self.task
+        self.sock.close()

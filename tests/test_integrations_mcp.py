@@ -1,0 +1,170 @@
+"""Upstream MCP servers federated as governed handlers: a real FastMCP server over HTTPS on loopback (both
+transports), its tools listed with their schemas and annotations, calls forwarded with the official client,
+the tool list followed when the upstream says it changed, an unreachable upstream answered 502/504 without
+touching the rest of the catalog, and none of it visible to another organization."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from prism.config import Settings
+from tests.factories import Factory, Workspace
+from tests.governance_support import governed_key, ok, post
+from tests.integrations_mcp_upstream import UPSTREAM_KEY, RunningMcp
+from tests.processes import cli_json, run_cli
+from tests.webhooks_receiver import TlsFiles, make_tls
+
+
+@pytest.fixture
+def tls(tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> TlsFiles:
+    files = make_tls(tmp_path)
+    monkeypatch.setattr(settings, "webhook_allow_private_networks", True)
+    monkeypatch.setattr(settings, "webhook_ca_bundle", str(files.ca))
+    return files
+
+
+@pytest.fixture(params=["http", "sse"])
+async def upstream(request: pytest.FixtureRequest, tls: TlsFiles) -> AsyncIterator[RunningMcp]:
+    running = await RunningMcp(tls, transport=request.param).start()
+    yield running
+    await running.stop()
+
+
+def credential() -> dict[str, Any]:
+    return {"auth_kind": "api_key", "header": "X-Upstream-Key", "secret": UPSTREAM_KEY}
+
+
+async def added(client: httpx.AsyncClient, ws: Workspace, upstream: RunningMcp, name: str) -> dict[str, Any]:
+    report: dict[str, Any] = await ok(client, ws, "config_manage/integrations/integration/addMcp", {
+        "name": name, "url": upstream.url, "transport": "sse" if upstream.transport == "sse" else "streamable_http",
+        **credential()})
+    return report
+
+
+async def tool(client: httpx.AsyncClient, ws: Workspace, name: str, operation: str, arguments: dict[str, Any],
+               **extra: Any) -> httpx.Response:
+    return await post(client, ws, f"integration_call/{name}/tool/{operation}", arguments, **extra)
+
+
+async def test_upstream_tools_become_governed_handlers_and_calls_are_forwarded(
+        client: httpx.AsyncClient, factory: Factory, upstream: RunningMcp) -> None:
+    ws = await factory.workspace(roles=("owner", "member"))
+    other = await factory.workspace(roles=("owner",))
+    name = "mcp_" + uuid.uuid4().hex[:8]
+    report = await added(client, ws, upstream, name)
+    assert report["added"] == ["tool/bookDelivery", "tool/cancelDelivery", "tool/getForecast", "tool/installExtra",
+                               "tool/slowEcho"]
+
+    described = {o["operation"]: o for o in (await ok(client, ws, "report_query/core/registry/introspect", {
+        "dimension": "operations", "mega_tool": "integration_call", "app": name}))["operations"]}
+    assert described["getForecast"]["read_only"] is True and described["getForecast"]["scope"] == "read"
+    assert described["bookDelivery"]["destructive"] is False and described["cancelDelivery"]["destructive"] is True
+    schema = await ok(client, ws, "report_query/core/registry/introspect", {
+        "dimension": "schema", "mega_tool": "integration_call", "app": name, "entity": "tool",
+        "operation": "getForecast"})
+    assert schema["parameters"]["required"] == ["city"]
+
+    forecast = await tool(client, ws, name, "getForecast", {"city": "Oslo", "days": 2})
+    assert forecast.status_code == 200, forecast.text
+    assert forecast.json()["data"]["structuredContent"]["days"][1] == {"day": 2, "celsius": 21}
+    if upstream.transport == "http":  # later calls reuse the session: one HTTP request each, no handshake
+        before = upstream.gate.requests
+        for city in ("Rome", "Lima", "Pune"):
+            assert (await tool(client, ws, name, "getForecast", {"city": city})).status_code == 200
+        assert upstream.gate.requests - before == 3
+    bad = await tool(client, ws, name, "getForecast", {"days": 2})
+    assert bad.status_code == 400 and bad.json()["details"]["errors"][0]["field"] == "city"
+    failed = await tool(client, ws, name, "bookDelivery", {"site": "Plant 1", "quantity": 500})
+    assert failed.status_code == 502 and "no truck" in failed.json()["details"]["upstream_body"]
+    booked = await tool(client, ws, name, "bookDelivery", {"site": "Plant 1", "quantity": 5}, label="member")
+    assert booked.status_code == 200 and "booked 5" in booked.text
+    by_member = await tool(client, ws, name, "cancelDelivery", {"delivery_id": "d1"}, label="member")
+    assert by_member.status_code == 403 and f"{name}.delete_tool" in by_member.json()["message"]
+    assert [c for c in upstream.server.calls if c != "get_forecast"] == [  # type: ignore[attr-defined]
+        "book_delivery", "book_delivery"]
+
+    hidden = await tool(client, other, name, "getForecast", {"city": "Oslo"})
+    assert hidden.status_code == 404 and hidden.json()["error"] == "operation_not_found"
+
+
+async def test_a_persona_denies_upstream_tools_like_any_handler(
+        client: httpx.AsyncClient, factory: Factory, tls: TlsFiles) -> None:
+    running = await RunningMcp(tls).start()
+    try:
+        ws = await factory.workspace(roles=("owner",))
+        name = "mcp_" + uuid.uuid4().hex[:8]
+        await added(client, ws, running, name)
+        await governed_key(factory, client, ws, "agent", persona={
+            "name": "careful", "default": "allow", "deny": [f"integration_call/{name}/tool/cancel*"]})
+        blocked = await tool(client, ws, name, "cancelDelivery", {"delivery_id": "d1"}, label="agent")
+        assert blocked.status_code == 403 and blocked.json()["error"] == "blocked"
+        assert (await tool(client, ws, name, "getForecast", {"city": "Rome"}, label="agent")).status_code == 200
+        assert running.server.calls == ["get_forecast"]  # type: ignore[attr-defined]
+    finally:
+        await running.stop()
+
+
+async def test_the_tool_list_follows_the_upstream_and_an_unreachable_upstream_blocks_nothing_else(
+        client: httpx.AsyncClient, factory: Factory, tls: TlsFiles) -> None:
+    running = await RunningMcp(tls).start()
+    ws = await factory.workspace(roles=("owner",))
+    name = "mcp_" + uuid.uuid4().hex[:8]
+    try:
+        await added(client, ws, running, name)
+        installed = await tool(client, ws, name, "installExtra", {})
+        assert installed.status_code == 200, installed.text
+        for _ in range(100):  # every process rebuilds within PRISM_INTEGRATIONS_REFRESH_SECONDS
+            tracked = await tool(client, ws, name, "trackParcel", {"parcel": "P-9"})
+            if tracked.status_code != 404:
+                break
+            await asyncio.sleep(0.1)
+        assert tracked.status_code == 200 and "in transit" in tracked.text
+
+        slow = await ok(client, ws, "config_manage/integrations/connection/set", {
+            "name": name, "base_url": running.url, "timeout_seconds": 1, **credential()})
+        assert slow["timeout_seconds"] == 1
+        late = await tool(client, ws, name, "slowEcho", {"text": "hi", "seconds": 3})
+        assert late.status_code == 504 and late.json()["error"] == "upstream_timeout"
+    finally:
+        await running.stop()
+    down = await tool(client, ws, name, "getForecast", {"city": "Oslo"})
+    assert down.status_code == 502 and down.json()["error"] == "upstream_unreachable"
+    # The rest of the catalog answers as before, and lists the integration's handlers from what was stored.
+    assert (await ok(client, ws, "entity_crud/spare_parts/spare_part/list", {}))["total"] == 0
+    tools = await client.get("/api/v1/dev/tools/", headers=ws.headers("owner"))
+    assert tools.status_code == 200 and name in tools.text
+
+
+async def test_the_cli_adds_and_refreshes_an_upstream_for_the_deployment(
+        client: httpx.AsyncClient, factory: Factory, settings: Settings, tls: TlsFiles) -> None:
+    running = await RunningMcp(tls).start()
+    name = "mcp_" + uuid.uuid4().hex[:8]
+    outbound = {"PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true", "PRISM_WEBHOOK_CA_BUNDLE": settings.webhook_ca_bundle
+                or "", "PRISM_CONNECTION_SECRET": UPSTREAM_KEY}
+    try:
+        added = await asyncio.to_thread(cli_json, "integration", "add-mcp", running.url, "--app", name, "--auth",
+                                        "api_key", "--header", "X-Upstream-Key", database_url=settings.database_url,
+                                        **outbound)
+        assert added["kind"] == "mcp" and added["handlers"] == 5 and added["created"] is True
+        wrong = await asyncio.to_thread(run_cli, "integration", "refresh", name, "--json",
+                                        database_url=settings.database_url, **{**outbound,
+                                                                               "PRISM_CONNECTION_SECRET": "nope"})
+        assert wrong.returncode == 1 and wrong.error["error"] == "upstream_unreachable"
+        assert "nope" not in wrong.stderr
+        same = await asyncio.to_thread(cli_json, "integration", "refresh", name, "--auth", "api_key", "--header",
+                                       "X-Upstream-Key", database_url=settings.database_url, **outbound)
+        assert (same["created"], same["added"], same["removed"], same["unchanged"]) == (False, [], [], 5)
+        ws = await factory.workspace(roles=("owner",))
+        await ok(client, ws, "config_manage/integrations/connection/set",
+                 {"name": name, "base_url": running.url, **credential()})
+        assert (await tool(client, ws, name, "getForecast", {"city": "Kyiv"})).status_code == 200
+    finally:
+        await running.stop()
+        await asyncio.to_thread(cli_json, "integration", "remove", name, database_url=settings.database_url)
