@@ -9,6 +9,7 @@ from pydantic import Field
 
 from prism.apps.params import Params
 from prism.events.catalog import API_VERSION, EVENT_TYPES
+from prism.kit.paging import Paging, page_of
 from prism.kit.timeutil import iso
 from prism.registry import AfterCommit, HandlerApp, HandlerCall
 from prism.registry.introspect import IntrospectParams, introspect
@@ -21,7 +22,7 @@ class WhoamiParams(Params):
     pass
 
 
-class WebhookEventList(Params):
+class WebhookEventList(Paging):
     group: Literal["governance", "platform"] | None = Field(None, description="Only this group of events.")
 
 
@@ -70,4 +71,4 @@ async def list_webhook_events(call: HandlerCall, p: WebhookEventList) -> dict[st
     items = [{"event_type": e.event_type, "group": e.group, "description": e.description,
               "event_id_prefix": e.id_prefix, "api_version": API_VERSION}
              for e in EVENT_TYPES if p.group is None or e.group == p.group]
-    return {"items": items, "page": 1, "page_size": len(items), "total": len(items)}
+    return page_of(items, p)
