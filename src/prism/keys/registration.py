@@ -21,6 +21,7 @@ from prism.errors import BadRequest, NotFound, PermissionDenied, Unauthenticated
 from prism.identity.passwords import hash_password, verify_password
 from prism.identity.service import get_user
 from prism.keys.service import DEFAULT_KEY_NAME, MintedKey, create_key
+from prism.kit.ids import stored_organization_id
 from prism.models import Membership, Organization, Tenant, User
 from prism.tenancy.hosts import HostInfo
 from prism.tenancy.service import require_tenant
@@ -106,7 +107,8 @@ async def register_key(session: AsyncSession, user: User, request: RegistrationR
     if request.organization is None:
         organization = organizations[0]
     else:
-        matches = [o for o in organizations if request.organization in (o.id, o.slug)]
+        stored = stored_organization_id(request.organization)  # org_<hex> or the UUID
+        matches = [o for o in organizations if o.id == stored or o.slug == request.organization]
         if not matches:
             raise NotFound(f"organization {request.organization!r} not found among your organizations",
                            code="organization_not_found", field="organization")

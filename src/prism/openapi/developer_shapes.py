@@ -15,6 +15,8 @@ NULLABLE_STR: dict[str, Any] = {"type": ["string", "null"]}
 TIMESTAMP: dict[str, Any] = {"type": "string", "format": "date-time"}
 NULLABLE_TIMESTAMP: dict[str, Any] = {"type": ["string", "null"], "format": "date-time"}
 STR_LIST: dict[str, Any] = {"type": "array", "items": STR}
+ORGANIZATION_ID: dict[str, Any] = {"type": "string", "pattern": "^org_[0-9a-f]{32}$",
+                                   "description": "The organization's public id (the form webhook events carry)."}
 
 
 def obj(properties: dict[str, Any], required: tuple[str, ...] | None = None, *,
@@ -57,7 +59,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "key": obj({"prefix": STR, "name": STR, "created_at": TIMESTAMP, "last_used_at": NULLABLE_TIMESTAMP,
                     "scopes": STR_LIST}),
         "user": obj({"id": STR, "email": {"type": "string", "format": "email"}}),
-        "organization": obj({"id": STR, "name": STR, "role": STR}, ("id",)),
+        "organization": obj({"id": ORGANIZATION_ID, "name": STR, "role": STR}, ("id",)),
         "tenant": obj({"id": STR, "name": NULLABLE_STR, "subdomain": NULLABLE_STR}),
     }, ("authenticated", "key", "user", "tenant")),
     "ToolDescriptor": obj({"name": STR, "description": STR, "category": NULLABLE_STR,
@@ -95,12 +97,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                          ("token",)),
     "KeyRegistrationRequest": obj({
         "email": {"type": "string", "format": "email"}, "password": {"type": "string", "format": "password"},
-        "name": STR, "organization": {"type": "string", "description": "Organization id or slug (optional)."},
+        "name": STR, "organization": {"type": "string", "description": "Organization id (org_<hex>, or the UUID) "
+                                                                    "or slug (optional)."},
     }, ("email", "password")),
     "KeyRegistration": obj({
         "api_key": {"type": "string", "description": "Plaintext, returned once."},
         "key_id": {"type": "string", "format": "uuid"}, "key_prefix": STR, "name": STR,
-        "organization": {"type": "string", "format": "uuid"}, "organization_name": STR,
+        "organization": ORGANIZATION_ID, "organization_name": STR,
         "expires_at": NULLABLE_TIMESTAMP,
     }),
     "Webhook": obj({

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from prism.apps.params import Params
 from prism.events.catalog import API_VERSION, EVENT_TYPES
+from prism.kit.ids import public_organization_id
 from prism.kit.paging import Paging, page_of
 from prism.kit.timeutil import iso
 from prism.registry import AfterCommit, HandlerApp, HandlerCall
@@ -36,7 +37,8 @@ async def whoami(call: HandlerCall, _: WhoamiParams) -> dict[str, Any]:
         "key": {"prefix": a.key_prefix, "name": a.key_name, "created_at": iso(a.key_created_at),
                 "last_used_at": iso(a.usage.last_used_at), "scopes": sorted(a.scopes)},
         "user": {"id": a.user_id, "email": a.user_email},
-        "organization": {"id": a.organization_id, "name": a.organization_name, "role": a.role},
+        "organization": {"id": public_organization_id(a.organization_id), "name": a.organization_name,
+                         "role": a.role},
         "tenant": {"id": a.tenant_id, "name": a.tenant_name, "subdomain": a.tenant_subdomain},
     }
 
