@@ -181,12 +181,14 @@ async def test_arguments_that_are_not_an_object_are_400(client: httpx.AsyncClien
             assert "arguments" in named_fields(body)
 
 
-async def test_null_arguments_mean_no_arguments(client: httpx.AsyncClient, ws: Workspace) -> None:
+async def test_null_arguments_are_not_an_object_and_no_body_is_no_arguments(client: httpx.AsyncClient,
+                                                                             ws: Workspace) -> None:
     for r in (await client.post(CANONICAL, headers=ws.headers(), json=envelope("list", None)),
-              await client.post(PATH_LIST, headers=ws.headers(), content=b"null"),
-              await client.post(PATH_LIST, headers=ws.headers())):
-        assert r.status_code == 200, r.text
-        assert r.json()["data"]["page"] == 1
+              await client.post(PATH_LIST, headers=ws.headers(), content=b"null")):
+        assert_error(r, 400, "invalid_arguments")
+        assert named_fields(r.json()) == {"arguments"}
+    r = await client.post(PATH_LIST, headers=ws.headers())
+    assert r.status_code == 200 and r.json()["data"]["page"] == 1, r.text
 
 
 # --- unknown tools and coordinates --------------------------------------------------------------------
