@@ -108,11 +108,11 @@ async def test_org_create_and_list(cli_db: str, cli_factory: Factory) -> None:
     assert sorted(listed, key=lambda o: o["slug"]) == [
         {"id": custom["id"], "slug": "bo", "name": "Back Office"},
         {"id": field["id"], "slug": "field-service", "name": "Field Service"},
-        {"id": ws.org.id, "slug": ws.org.slug, "name": ws.org.name}]
+        {"id": public_organization_id(ws.org.id), "slug": ws.org.slug, "name": ws.org.name}]
     # Another tenant's list does not show them.
     other = await cli_factory.workspace(roles=("owner",))
     assert cli_json("org", "list", "--tenant", other.tenant.subdomain, database_url=cli_db) == {
-        "organizations": [{"id": other.org.id, "slug": other.org.slug, "name": other.org.name}]}
+        "organizations": [{"id": public_organization_id(other.org.id), "slug": other.org.slug, "name": other.org.name}]}
 
 
 async def test_user_create_and_add_to_org_as_viewer_then_change_role(cli_db: str, cli_factory: Factory) -> None:
