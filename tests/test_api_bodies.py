@@ -10,6 +10,7 @@ import httpx
 import jsonschema
 import pytest
 
+from prism.registry import Registry
 from prism.storage import Database
 from tests.factories import Factory, Workspace
 
@@ -78,3 +79,20 @@ async def test_introspection_accepts_a_body_exactly_when_the_developer_descripto
         assert r.status_code != 500, r.text
         accepted = r.status_code != 400 or r.json()["error"] != "invalid_arguments"
         assert accepted is described, (body, described, r.status_code, r.text)
+
+
+async def test_a_number_is_refused_for_every_date_or_time_parameter_of_every_handler(
+        client: httpx.AsyncClient, ws: Workspace, app: Any) -> None:
+    """The descriptors say a date or time is an ISO 8601 string; Pydantic alone would read a number as a Unix
+    time, so Prism refuses it by name."""
+    registry: Registry = app.state.registry
+    checked = 0
+    for handler in registry:
+        temporal = [name for name, schema in handler.schema.get("properties", {}).items()
+                    if {"date", "date-time", "time"} & {s.get("format") for s in [schema, *schema.get("anyOf", [])]}]
+        for name in temporal:
+            r = await client.post(f"/prism/{handler.path}", headers=ws.headers(), json={name: 1_700_000_000})
+            assert r.status_code == 400, (handler.path, name, r.text)
+            assert name in [p["field"] for p in r.json()["details"]["errors"]], (handler.path, name, r.text)
+            checked += 1
+    assert checked > 5, checked
