@@ -14,6 +14,7 @@ import pytest
 from prism.app import create_app
 from prism.config import Settings
 from prism.identity.service import create_user
+from prism.kit.ids import public_organization_id
 from prism.storage import Database
 from tests.factories import Factory, Workspace, unique
 from tests.processes import TRACEBACK, CliResult, cli_json, free_port, query, run_cli, scratch_database
@@ -90,7 +91,8 @@ def test_tenant_create_makes_the_tenant_its_first_organization_and_owner(cli_db:
     rows = query(cli_db, "SELECT r.name AS role, o.id AS org FROM memberships m "
                  "JOIN roles r ON r.id = m.role_id JOIN organizations o ON o.id = m.organization_id "
                  "WHERE m.user_id = :uid", uid=out["admin"]["id"])
-    assert rows == [{"role": "owner", "org": out["organization"]["id"]}]
+    assert [{**r, "org": public_organization_id(r["org"])} for r in rows] == [
+        {"role": "owner", "org": out["organization"]["id"]}]
     listed = cli_json("org", "list", "--tenant", sub, database_url=cli_db)
     assert listed == {"organizations": [out["organization"]]}
 
@@ -106,11 +108,11 @@ async def test_org_create_and_list(cli_db: str, cli_factory: Factory) -> None:
     assert sorted(listed, key=lambda o: o["slug"]) == [
         {"id": custom["id"], "slug": "bo", "name": "Back Office"},
         {"id": field["id"], "slug": "field-service", "name": "Field Service"},
-        {"id": ws.org.id, "slug": ws.org.slug, "name": ws.org.name}]
+        {"id": public_organization_id(ws.org.id), "slug": ws.org.slug, "name": ws.org.name}]
     # Another tenant's list does not show them.
     other = await cli_factory.workspace(roles=("owner",))
     assert cli_json("org", "list", "--tenant", other.tenant.subdomain, database_url=cli_db) == {
-        "organizations": [{"id": other.org.id, "slug": other.org.slug, "name": other.org.name}]}
+        "organizations": [{"id": public_organization_id(other.org.id), "slug": other.org.slug, "name": other.org.name}]}
 
 
 async def test_user_create_and_add_to_org_as_viewer_then_change_role(cli_db: str, cli_factory: Factory) -> None:
@@ -150,7 +152,7 @@ async def test_key_create_prints_the_key_once_and_stores_only_its_hash(cli_db: s
     assert len(out["key_prefix"]) < len(plaintext)
     assert out["scopes"] == ["mcp:read"]
     assert out["name"] == "Reporting agent"
-    assert out["organization"] == ws.org.id and out["organization_name"] == ws.org.name
+    assert out["organization"] == public_organization_id(ws.org.id) and out["organization_name"] == ws.org.name
     expires = datetime.fromisoformat(out["expires_at"].replace("Z", "+00:00"))
     assert before + timedelta(days=7) - timedelta(seconds=5) <= expires <= after + timedelta(days=7)
 
@@ -168,7 +170,7 @@ async def test_key_create_defaults_to_the_users_first_organization_and_all_scope
     ws = await cli_factory.workspace(roles=("owner",))
     out = cli_json("key", "create", "--tenant", ws.tenant.subdomain, "--email", ws.emails["owner"],
                    database_url=cli_db)
-    assert out["organization"] == ws.org.id
+    assert out["organization"] == public_organization_id(ws.org.id)
     assert sorted(out["scopes"]) == ["mcp:execute", "mcp:read", "mcp:write"]
     assert out["expires_at"] is None
     assert out["api_key"].startswith("mcp_") and out["api_key"].startswith(out["key_prefix"])

@@ -340,7 +340,7 @@ async def test_invoice_list_read_and_status_transitions(
     # A refusal raised half-way through an update rolls back what the handler had already changed.
     r = await crud(client, ws, "invoice", "update", {"id": soon["id"], "status": "approved", "memo": "x",
                                                      "due_date": "2020-01-01"}, app="finance")
-    assert r.status_code == 400 and r.json()["details"] == {"field": "due_date"}, r.text
+    assert r.status_code == 400 and r.json()["details"]["errors"][0]["field"] == "due_date", r.text
     assert (await ok(client, ws, "invoice", "read", {"id": soon["id"]}, app="finance"))["status"] == "received"
     assert (await ok(client, ws, "invoice", "read", {"id": late["id"]}, app="finance"))["status"] == "paid"
     listed = await ok(client, ws, "invoice", "list", {"status": "paid"}, app="finance")
@@ -505,7 +505,7 @@ async def test_spare_part_list_ordering(client: httpx.AsyncClient, stocked: tupl
         assert r.status_code == 400, r.text
         body = r.json()
         assert body["error"] == "invalid_arguments" and body["message"].startswith("ordering")
-        assert body["details"]["field"] == "ordering"
+        assert body["details"]["errors"][0]["field"] == "ordering"
 
 
 async def test_spare_part_list_paging(client: httpx.AsyncClient, stocked: tuple[Workspace, dict[str, Any]]) -> None:

@@ -18,6 +18,7 @@ CALL = "/api/v1/dev/call/"
 PATH_LIST = "/prism/entity_crud/spare_parts/spare_part/list"
 PATH_CREATE = "/prism/entity_crud/spare_parts/spare_part/create"
 MIB = 1024 * 1024
+NUL_REFUSAL = "must not contain NUL (U+0000)"
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +50,7 @@ def assert_error(r: httpx.Response, status: int, code: str | None = None) -> dic
 
 def named_fields(body: dict[str, Any]) -> set[str]:
     details = body.get("details") or {}
-    fields = {e["field"] for e in details.get("errors", [])}
-    if "field" in details:
-        fields.add(details["field"])
-    return fields
+    return {e["field"] for e in details["errors"]}
 
 
 # --- malformed bodies ------------------------------------------------------------------------------------
@@ -183,12 +181,14 @@ async def test_arguments_that_are_not_an_object_are_400(client: httpx.AsyncClien
             assert "arguments" in named_fields(body)
 
 
-async def test_null_arguments_mean_no_arguments(client: httpx.AsyncClient, ws: Workspace) -> None:
+async def test_null_arguments_are_not_an_object_and_no_body_is_no_arguments(client: httpx.AsyncClient,
+                                                                             ws: Workspace) -> None:
     for r in (await client.post(CANONICAL, headers=ws.headers(), json=envelope("list", None)),
-              await client.post(PATH_LIST, headers=ws.headers(), content=b"null"),
-              await client.post(PATH_LIST, headers=ws.headers())):
-        assert r.status_code == 200, r.text
-        assert r.json()["data"]["page"] == 1
+              await client.post(PATH_LIST, headers=ws.headers(), content=b"null")):
+        assert_error(r, 400, "invalid_arguments")
+        assert named_fields(r.json()) == {"arguments"}
+    r = await client.post(PATH_LIST, headers=ws.headers())
+    assert r.status_code == 200 and r.json()["data"]["page"] == 1, r.text
 
 
 # --- unknown tools and coordinates --------------------------------------------------------------------
@@ -356,7 +356,7 @@ async def test_hostile_catalog_queries_never_yield_a_server_error(tolerant: http
                                                                   params: dict[str, str]) -> None:
     r = await tolerant.get("/api/v1/dev/tools/", headers=ws.headers(), params=params)
     if "\x00" in params.get("search", ""):  # refused at the edge, naming the parameter (PostgreSQL cannot store it)
-        assert r.status_code == 400 and r.json()["details"] == {"field": "search"}
+        assert r.status_code == 400 and r.json()["details"]["errors"] == [{"field": "search", "message": NUL_REFUSAL}]
         return
     assert r.status_code == 200 and r.json()["count"] == len(r.json()["tools"])
 
@@ -368,20 +368,21 @@ async def test_nul_in_the_path_is_a_400_in_the_envelope_not_a_server_error(toler
                                                                           ws: Workspace, path: str) -> None:
     r = await tolerant.post(path, headers=ws.headers(), json=envelope("list", {}) if "/tools/" in path else {})
     body = assert_error(r, 400, "nul_character")
-    assert body["details"] == {"field": "path"} and body["success"] is False and "tool_name" in body
+    assert body["details"]["errors"] == [{"field": "path", "message": NUL_REFUSAL}]
+    assert body["success"] is False and "tool_name" in body
 
 
 async def test_nul_in_a_call_name_or_coordinate_is_refused_by_name(
         tolerant: httpx.AsyncClient, ws: Workspace) -> None:
     # Refused as the body is read, naming the field, before anything is dispatched or recorded.
     r = await tolerant.post(CALL, headers=ws.headers(), json={"name": "prism_\x00", "arguments": {}})
-    assert assert_error(r, 400, "nul_character")["details"] == {"field": "name"}
+    assert assert_error(r, 400, "nul_character")["details"]["errors"] == [{"field": "name", "message": NUL_REFUSAL}]
     r = await tolerant.post(CANONICAL, headers=ws.headers(), json={"app": "spare\x00parts", "entity": "spare_part",
                                                                   "operation": "list", "arguments": {}})
-    assert assert_error(r, 400, "nul_character")["details"] == {"field": "app"}
+    assert assert_error(r, 400, "nul_character")["details"]["errors"] == [{"field": "app", "message": NUL_REFUSAL}]
     r = await tolerant.post(PATH_CREATE, headers=ws.headers(), json={"sku": "NUL-1", "name": "a\x00b"})
     body = assert_error(r, 400, "nul_character")
-    assert "NUL" in body["message"] and body["details"] == {"field": "name"}
+    assert "NUL" in body["message"] and body["details"]["errors"] == [{"field": "name", "message": NUL_REFUSAL}]
 
 
 @pytest.mark.parametrize("depth", [300, 1020])

@@ -230,7 +230,8 @@ async def test_an_unusable_key_header_is_400_naming_it_in_the_doors_shape(
     answer = await client.post(path, headers=httpx.Headers(headers), json=body)
     assert answer.status_code == 400, answer.text
     refusal = answer.json()
-    assert refusal["error"] == "invalid_idempotency_key" and refusal["details"] == {"field": "Idempotency-Key"}
+    assert refusal["error"] == "invalid_idempotency_key" and [
+        p["field"] for p in refusal["details"]["errors"]] == ["Idempotency-Key"]
     assert "Idempotency-Key" in refusal["message"] and refusal["tool_name"] == "prism_entity_crud"
     assert await parts_with_sku(db, ws, "BAD-1") == 0 and await entries(db, ws) == []
 
@@ -246,7 +247,8 @@ async def test_an_unusable_mcp_key_is_invalid_params_naming_it(
         "tools/call", {"name": "prism_entity_crud", "arguments": envelope, "_meta": {"idempotencyKey": value}}))
     error = answer.json()["error"]
     assert error["code"] == -32602 and "_meta.idempotencyKey" in error["message"], error
-    assert error["data"] == {"error": "invalid_idempotency_key", "field": "_meta.idempotencyKey"}
+    assert error["data"]["error"] == "invalid_idempotency_key"
+    assert [p["field"] for p in error["data"]["errors"]] == ["_meta.idempotencyKey"]
     assert await parts_with_sku(db, ws, "BAD-2") == 0
 
 

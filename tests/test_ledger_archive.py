@@ -14,6 +14,7 @@ import httpx
 import pytest
 from sqlalchemy import delete, func, insert, select, update
 
+from prism.kit.ids import stored_organization_id
 from prism.kit.timeutil import utcnow
 from prism.ledger.entries import EntryDraft, audit_checkpoints, audit_entries, audit_heads, content_hash, content_of
 from prism.storage import Database
@@ -185,7 +186,8 @@ async def test_entries_still_waiting_before_the_range_keep_it_from_being_archive
                           "owner@waiting.example.com", "--admin-password", "correct horse battery staple", "--json",
                           database_url=url)
         assert created.returncode == 0, str(created)
-        tenant, org = created.json["tenant"], created.json["organization"]
+        tenant, org = created.json["tenant"], dict(created.json["organization"])
+        org["id"] = stored_organization_id(org["id"])  # the CLI shows org_<hex>; the ledger stores the UUID
         ws = Workspace(SimpleNamespace(id=tenant["id"], subdomain="waiting"), SimpleNamespace(id=org["id"]))  # type: ignore[arg-type]
         db = Database(url)
         try:

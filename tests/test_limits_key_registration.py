@@ -8,6 +8,7 @@ from sqlalchemy import select, update
 
 from prism.config import Settings
 from prism.keys.service import DEFAULT_KEY_NAME, hash_key
+from prism.kit.ids import public_organization_id
 from prism.models import ApiKey, User
 from prism.storage import Database
 from tests.factories import PASSWORD, Factory
@@ -27,7 +28,7 @@ async def test_registration_returns_a_working_mcp_key_once_and_stores_only_its_h
                          "expires_at"}
     assert body["api_key"].startswith("mcp_") and body["key_prefix"] == body["api_key"][:16]
     assert body["name"] == DEFAULT_KEY_NAME and body["expires_at"] is None
-    assert body["organization"] == ws.org.id and body["organization_name"] == ws.org.name
+    assert body["organization"] == public_organization_id(ws.org.id) and body["organization_name"] == ws.org.name
     assert uuid.UUID(body["key_id"]) and response.headers["Cache-Control"] == "no-store"
     me = await client.get("/api/v1/dev/me/", headers={"Authorization": f"Bearer {body['api_key']}",  # type: ignore[attr-defined]
                                                       "Host": ws.host})
@@ -48,10 +49,12 @@ async def test_a_chosen_name_and_organization_are_used(client: object, factory: 
         await add_to_organization(s, user, second, role="viewer")
     body = {"email": ws.emails["member"], "password": PASSWORD, "name": "Claude desktop"}
     default = await client.post(REGISTER, json=body, headers={"Host": ws.host})  # type: ignore[attr-defined]
-    assert default.status_code == 201 and default.json()["organization"] == ws.org.id  # the earliest membership
+    assert default.status_code == 201 and default.json()["organization"] == public_organization_id(
+        ws.org.id)  # the earliest membership
     chosen = await client.post(REGISTER, json={**body, "organization": second.slug}, headers={"Host": ws.host})  # type: ignore[attr-defined]
     assert chosen.status_code == 201, chosen.text
-    assert chosen.json()["organization"] == second.id and chosen.json()["name"] == "Claude desktop"
+    assert chosen.json()["organization"] == public_organization_id(second.id)
+    assert chosen.json()["name"] == "Claude desktop"
     stranger = await client.post(REGISTER, json={**body, "organization": str(uuid.uuid4())},  # type: ignore[attr-defined]
                                  headers={"Host": ws.host})
     assert stranger.status_code == 404 and stranger.json()["error"] == "organization_not_found"
@@ -67,7 +70,7 @@ async def test_another_tenants_host_offers_none_of_the_users_organizations(clien
 async def test_the_platform_host_uses_the_users_organization_in_any_tenant(client: object, factory: Factory) -> None:
     ws = await factory.workspace(roles=("member",))
     response = await client.post(REGISTER, json={"email": ws.emails["member"], "password": PASSWORD})  # type: ignore[attr-defined]
-    assert response.status_code == 201 and response.json()["organization"] == ws.org.id
+    assert response.status_code == 201 and response.json()["organization"] == public_organization_id(ws.org.id)
 
 
 async def test_bad_credentials_and_inactive_users_get_401(client: object, factory: Factory, db: Database) -> None:

@@ -47,16 +47,21 @@ async def http_fixture(live_prism: LiveServer) -> AsyncIterator[httpx.AsyncClien
     assert _tracebacks(live_prism) == before, live_prism.errors_logged()
 
 
+def nul_problem(field_name: str) -> dict[str, Any]:
+    """The details of every 400: `errors`, one `{field, message}` per problem."""
+    return {"errors": [{"field": field_name, "message": refused(field_name).removeprefix(f"{field_name}: ")}]}
+
+
 def assert_envelope_refusal(answer: httpx.Response, field_name: str, tool_name: str) -> None:
     assert answer.status_code == 400, answer.text
     assert answer.json() == {"success": False, "error": NUL_CODE, "message": refused(field_name),
-                             "tool_name": tool_name, "details": {"field": field_name}}
+                             "tool_name": tool_name, "details": nul_problem(field_name)}
 
 
 def assert_plain_refusal(answer: httpx.Response, field_name: str, **extra: Any) -> None:
     """The `{error, message, details}` shape of the sandbox, webhook and key-registration endpoints."""
     assert answer.status_code == 400, answer.text
-    assert answer.json() == {"error": NUL_CODE, "message": refused(field_name), "details": {"field": field_name},
+    assert answer.json() == {"error": NUL_CODE, "message": refused(field_name), "details": nul_problem(field_name),
                              **extra}
 
 
@@ -97,14 +102,14 @@ async def test_a_nul_in_a_coordinate_path_segment_is_refused(http: httpx.AsyncCl
     ws = await factory.workspace()
     answer = await http.post("/prism/entity_crud/spare%00parts/spare_part/list", json={}, headers=ws.headers())
     assert answer.status_code == 400, answer.text
-    assert answer.json()["message"] == refused("path") and answer.json()["details"] == {"field": "path"}
+    assert answer.json()["message"] == refused("path") and answer.json()["details"] == nul_problem("path")
 
 
 async def test_a_nul_in_a_tool_name_in_the_path_is_refused(http: httpx.AsyncClient, factory: Factory) -> None:
     ws = await factory.workspace()
     answer = await http.post("/api/mcp/tools/prism_entity%00crud/", json=LIST_PARTS, headers=ws.headers())
     assert answer.status_code == 400, answer.text
-    assert answer.json()["details"] == {"field": "path"}
+    assert answer.json()["details"] == nul_problem("path")
 
 
 async def test_a_nul_in_a_coordinate_never_fails_other_callers_calls(
@@ -178,7 +183,7 @@ async def test_a_nul_in_an_mcp_tools_call_is_refused_naming_the_field(
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
     assert error["message"] == refused(field_name)
-    assert error["data"] == {"error": NUL_CODE, "field": field_name}
+    assert error["data"] == {"error": NUL_CODE, **nul_problem(field_name)}
     normal = await http.post(MCP, headers=headers, json={"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                                                           "params": {"name": "prism_entity_crud",
                                                                      "arguments": LIST_PARTS}})

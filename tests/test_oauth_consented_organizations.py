@@ -11,6 +11,7 @@ import jwt
 from sqlalchemy import delete, select
 
 from prism.identity.service import add_to_organization
+from prism.kit.ids import stored_organization_id
 from prism.models import Membership, Organization, User
 from prism.oauth.models import OAuthGrant, OAuthGrantOrganization
 from prism.storage import Database
@@ -56,7 +57,8 @@ async def _whoami(c: httpx.AsyncClient, token: str, organization: str | None = N
 
 def _acting_in(answer: httpx.Response) -> str:
     assert answer.status_code == 200, answer.text
-    organization_id: str = answer.json()["data"]["organization"]["id"]
+    organization_id = stored_organization_id(answer.json()["data"]["organization"]["id"])  # shown as org_<hex>
+    assert organization_id is not None
     return organization_id
 
 

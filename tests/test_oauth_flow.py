@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from prism.kit.ids import public_organization_id
 from tests.factories import Factory
 from tests.oauth_support import (
     CLAUDE_REDIRECT,
@@ -35,7 +36,7 @@ async def test_full_flow_gives_a_token_that_calls_tools_as_the_chosen_organizati
         assert tokens["token_type"] == "Bearer" and tokens["expires_in"] == 3600 and tokens["refresh_token"]
         me = await c.get(ME, headers=bearer(tokens["access_token"]))
     assert me.status_code == 200, me.text
-    assert me.json()["organization"]["id"] == ws.org.id
+    assert me.json()["organization"]["id"] == public_organization_id(ws.org.id)
     assert me.json()["user"]["email"] == ws.emails["owner"]
     assert me.json()["key"]["prefix"] == tokens["client"]["client_id"]
 
@@ -316,4 +317,4 @@ async def test_each_real_client_registration_completes_a_flow_and_refreshes(app:
         refreshed = await c.post(TOKEN, data=refresh)
         me = await c.get(ME, headers=bearer(refreshed.json()["access_token"]))
     assert refreshed.status_code == 200, refreshed.text
-    assert me.status_code == 200 and me.json()["organization"]["id"] == ws.org.id
+    assert me.status_code == 200 and me.json()["organization"]["id"] == public_organization_id(ws.org.id)

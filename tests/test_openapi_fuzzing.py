@@ -20,8 +20,10 @@ from openapi_spec_validator import validate
 from tests.factories import Factory
 from tests.live_prism import LiveServer, live_prism_fixture, run_process  # noqa: F401 -- the fixture
 
+# Beyond the answers' conformance: input the descriptor forbids is refused (negative_data_rejection), and a
+# method a path does not answer is 405 with an Allow header naming what it does (docs/architecture.md "Errors").
 CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"
-          "response_schema_conformance")
+          "response_schema_conformance,negative_data_rejection,unsupported_method,allow_header_conformance")
 MAX_EXAMPLES = os.environ.get("PRISM_FUZZ_MAX_EXAMPLES", "6")
 PHASES = os.environ.get("PRISM_FUZZ_PHASES", "examples,fuzzing")
 SEED = os.environ.get("PRISM_FUZZ_SEED", "20241231")

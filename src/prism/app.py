@@ -13,7 +13,8 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Router
+from starlette.routing import BaseRoute, Match, Router
+from starlette.types import Scope
 
 from prism.auth.authenticator import Authenticator
 from prism.canonical import endpoints as canonical
@@ -90,8 +91,20 @@ async def not_found(request: Request, exc: Exception) -> Response:
 
 
 async def method_not_allowed(request: Request, exc: Exception) -> Response:
-    return _refusal_or(request, PrismError(f"{request.method} not allowed here", code="method_not_allowed",
-                                           status=405), getattr(exc, "headers", None))  # keeps the Allow header
+    allow = ", ".join(allowed_methods(request.app.router.routes, request.scope))
+    return _refusal_or(request, PrismError(f"{request.method} not allowed here; allowed: {allow}",
+                                           code="method_not_allowed", status=405), {"Allow": allow})
+
+
+def allowed_methods(routes: list[BaseRoute], scope: Scope) -> list[str]:
+    """Every method some route of this path answers. Starlette's own 405 names the methods of the first route
+    that matched the path only, while a path may be served by several (GET and POST of introspection)."""
+    methods: set[str] = set()
+    for route in routes:
+        match, _ = route.matches({**scope, "method": "GET"})
+        if match != Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return sorted(methods)
 
 
 async def server_error(request: Request, exc: Exception) -> Response:

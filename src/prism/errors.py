@@ -8,13 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
+# The field a 400 names when its cause is not one field of the input (docs/architecture.md "Refusals").
+WHOLE_INPUT = "arguments"
+
 
 class PrismError(Exception):
     code = "internal_error"
     status = 500
+    # What a 400 of this class names when its raiser names no field.
+    whole_input = WHOLE_INPUT
 
     def __init__(self, message: str, *, code: str | None = None, status: int | None = None,
-                 details: dict[str, Any] | None = None) -> None:
+                 details: dict[str, Any] | None = None, field: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
@@ -22,10 +27,37 @@ class PrismError(Exception):
         if status is not None:
             self.status = status
         self.details = details or {}
+        if self.status == 400:
+            self.details = problem_details(message, self.details, field or self.whole_input)
+        elif field is not None:
+            self.details = {"field": field, **self.details}
+
+
+def problem_details(message: str, details: dict[str, Any], field: str) -> dict[str, Any]:
+    """The one shape of every 400's details: `errors`, a list of `{field, message}`, one per problem.
+
+    A raiser gives the list itself (every problem of a validation), or names one field (`field=`, or the
+    `field` key older raisers put in `details`); the rest of `details` (candidates, suggestions) stays beside it."""
+    errors = details.get("errors")
+    if isinstance(errors, list) and errors and all(_is_problem(e) for e in errors):
+        return details
+    rest = {k: v for k, v in details.items() if k not in ("field", "errors")}
+    named = details.get("field")
+    field = named if isinstance(named, str) and named else field
+    text = message[len(field) + 2:] if message.startswith(f"{field}: ") else message
+    return {"errors": [{"field": field, "message": text}], **rest}
+
+
+def _is_problem(value: Any) -> bool:
+    return (isinstance(value, dict) and set(value) == {"field", "message"}
+            and isinstance(value["field"], str) and isinstance(value["message"], str))
 
 
 class BadRequest(PrismError):
+    """A request Prism cannot read (body, header, form): its problems name `body` unless they name a field."""
+
     code, status = "bad_request", 400
+    whole_input = "body"
 
 
 class InvalidArguments(PrismError):

@@ -24,7 +24,7 @@ from prism.apps.params import DeleteParams, ListParams, Params, ReadParams
 from prism.errors import InvalidArguments
 from prism.models.base import Base
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository, text_search, to_record
+from prism.tenancy.repository import OrgRepository, sent_changes, text_search, to_record
 
 Prepare = Callable[[HandlerCall, dict[str, Any], Any], Awaitable[dict[str, Any]]]
 Hook = Callable[[HandlerCall, Any], Awaitable[None]]
@@ -183,7 +183,7 @@ def crud(app: HandlerApp, e: Entity) -> None:
                      description=f"Change fields of {_a(one)}: {_fields(e.update)}.", keywords=kw)
         async def update_record(call: HandlerCall, p: BaseModel) -> dict[str, Any]:
             row = await repo(call, e.model, n).get(p.id)  # type: ignore[attr-defined]
-            values = p.model_dump(exclude={"id"}, exclude_none=True)
+            values = sent_changes(p, e.model)  # null clears, absent keeps
             if not values:
                 raise InvalidArguments("nothing to update: give at least one field besides id")
             if e.prepare is not None:

@@ -72,8 +72,9 @@ class CoordinateDoor(_Door):
         tool_name = wire_name(p["mega_tool"])
 
         def build(body: bytes) -> Call:
-            arguments = parse_json(body, required=False)
-            return Call(tool_name=tool_name, door="prism_path", arguments=arguments if arguments is not None else {},
+            # An empty body is no arguments; anything else must be a JSON object (null and [] are refused).
+            arguments = {} if not body or body.isspace() else parse_json(body)
+            return Call(tool_name=tool_name, door="prism_path", arguments=arguments,
                         operation=p["operation"], app=p["app"], entity=p["entity"])
 
         return _dispatch(scope, receive, tool_name, build)

@@ -74,7 +74,7 @@ def _validated(model: type[personas.PersonaChanges], values: dict[str, Any]) -> 
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         field = ".".join(str(p) for p in first["loc"]) or "arguments"
-        raise InvalidArguments(f"{field}: {first['msg']}", details={"field": field}) from None
+        raise InvalidArguments(f"{field}: {first['msg']}", field=field) from None
 
 
 @persona_cli.command("create")

@@ -19,6 +19,7 @@ from prism.errors import PrismError
 from prism.identity.service import add_to_organization, create_user, require_user
 from prism.integrations.cli import integration_cli
 from prism.keys.service import create_key, revoke_key
+from prism.kit.ids import public_organization_id
 from prism.kit.timeutil import iso
 from prism.ledger.keys import LedgerKeys
 from prism.oauth.cli import keys_cli
@@ -134,7 +135,7 @@ def tenant_create(subdomain: str, name: str = typer.Option(..., "--name"),
         user, created = await require_or_create_user(session, admin_email, admin_password)
         await add_to_organization(session, user, org, role="owner")
         return {"tenant": {"id": tenant.id, "subdomain": tenant.subdomain, "name": tenant.name},
-                "organization": {"id": org.id, "slug": org.slug, "name": org.name},
+                "organization": {"id": public_organization_id(org.id), "slug": org.slug, "name": org.name},
                 "admin": {"id": user.id, "email": user.email, "role": "owner", "existing_user": not created}}
 
     out = in_transaction(as_json, work)
@@ -159,7 +160,7 @@ def org_create(name: str, tenant: str = typer.Option(..., "--tenant"),
     async def work(session: AsyncSession) -> dict[str, Any]:
         org = await create_organization(session, await require_tenant(session, tenant), name=name, slug=slug,
                                         keys=LedgerKeys(load_settings()))
-        return {"id": org.id, "slug": org.slug, "name": org.name, "tenant": tenant}
+        return {"id": public_organization_id(org.id), "slug": org.slug, "name": org.name, "tenant": tenant}
 
     out = in_transaction(as_json, work)
     emit(as_json, out, f"organization {out['slug']} ({out['id']}) created in {tenant}")
@@ -171,7 +172,8 @@ def org_list(tenant: str = typer.Option(..., "--tenant"), as_json: bool = JSON_O
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         orgs = await list_organizations(session, await require_tenant(session, tenant))
-        return {"organizations": [{"id": o.id, "slug": o.slug, "name": o.name} for o in orgs]}
+        return {"organizations": [{"id": public_organization_id(o.id), "slug": o.slug, "name": o.name}
+                                  for o in orgs]}
 
     out = in_transaction(as_json, work)
     emit(as_json, out, "\n".join(f"{o['slug']}\t{o['id']}\t{o['name']}" for o in out["organizations"]))
@@ -265,7 +267,7 @@ def key_create(tenant: str = typer.Option(..., "--tenant"), email: str = typer.O
                                   scopes=scopes, expires_days=expires_days, prefix=prefix)
         k = minted.key
         return {"api_key": minted.plaintext, "key_id": k.id, "key_prefix": k.lookup, "name": k.name,
-                "scopes": k.scopes.split(), "organization": organization.id,
+                "scopes": k.scopes.split(), "organization": public_organization_id(organization.id),
                 "organization_name": organization.name, "expires_at": iso(k.expires_at)}
 
     out = in_transaction(as_json, work)

@@ -1,6 +1,6 @@
 """The one pipeline every door goes through.
 
-    resolve coordinate → validate arguments → scope + RBAC → run the handler in the caller's
+    resolve coordinate → scope + RBAC → validate arguments → run the handler in the caller's
     organization → append to the audit ledger (same transaction as the handler's writes)
 
 Allowed and refused calls are both written to the ledger before the door answers.
@@ -13,7 +13,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.context import AuthContext
@@ -22,6 +22,7 @@ from prism.errors import InvalidArguments, PermissionDenied, PrismError, ToolNot
 from prism.governance.gate import Gate
 from prism.idempotency import IdempotencyKeys, ReplayedRefusal, Ticket
 from prism.kit.canonical import digest
+from prism.kit.validation import validated
 from prism.ledger.entries import EntryDraft
 from prism.ledger.writer import LedgerWriter
 from prism.observability.dispatch import ObservedDispatch
@@ -99,7 +100,7 @@ class Dispatcher:
                     value = getattr(call, name)
                     if not isinstance(value, str) or not value:
                         raise InvalidArguments(f"{name}: required, a string naming the {name}",
-                                               details={"field": name})
+                                               field=name)
             # The path of Coordinate(mega_tool, app, entity, operation), without building one per call.
             handler = self.registry.get_path(f"{mega_tool}/{app}/{entity}/{operation}")
         if handler is None:
@@ -109,34 +110,26 @@ class Dispatcher:
 
     @staticmethod
     def validate(handler: Handler, arguments: Any) -> BaseModel:
-        if arguments is None:
-            arguments = {}
-        if not isinstance(arguments, dict):
-            raise InvalidArguments("arguments: must be a JSON object", details={"field": "arguments"})
-        try:
-            params = handler.params.model_validate(arguments)
-        except ValidationError as exc:
-            problems = [{"field": ".".join(str(p) for p in e["loc"]) or "arguments", "message": e["msg"]}
-                        for e in exc.errors(include_url=False, include_input=False)]
-        else:
-            if handler.check_arguments is None:
-                return params
+        params = validated(handler.params, arguments)
+        if handler.check_arguments is not None:  # an imported operation: its service's own schema too
             problems = handler.check_arguments(arguments)
-            if not problems:
-                return params
-        text = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
-        raise InvalidArguments(text, details={"errors": problems}) from None
+            if problems:
+                raise InvalidArguments("; ".join(f"{p['field']}: {p['message']}" for p in problems),
+                                       details={"errors": problems})
+        return params
 
     def resolve_for(self, auth: AuthContext, call: Call) -> Handler:
         """`resolve`, where an imported integration the caller's organization has not enabled does not exist."""
         handler = self.resolve(call)
         if handler.integration is not None and handler.integration not in enabled_integrations(self.registry, auth):
-            raise ToolNotFound(f"no handler {call.coordinate_label()}; see /api/v1/dev/introspect/ for what exists",
+            raise ToolNotFound(f"no handler {call.coordinate_label()}; {_where_to_look(call.door)}",
                                code="operation_not_found")
         return handler
 
     @staticmethod
     def authorize(auth: AuthContext, handler: Handler) -> None:
+        """Scope and role, checked before the arguments are: a caller that may not call a handler learns nothing
+        about its parameters (a 400 would name them)."""
         needed = SCOPE_OF_CLASS[handler.scope]
         if not scopes_allow(auth.scopes, handler.scope, handler.permission):
             raise PermissionDenied(f"this credential lacks the {needed} scope needed by {handler.path}")
@@ -155,10 +148,10 @@ class Dispatcher:
         gate = _gate_for(auth, call)
         handler: Handler | None = None
         try:
-            with stage("prism.checks"):  # resolve, validate, authorize
+            with stage("prism.checks"):  # resolve, authorize, validate
                 handler = self.resolve_for(auth, call)
+                self.authorize(auth, handler)  # before validation: see `authorize`
                 params = self.validate(handler, call.arguments)
-                self.authorize(auth, handler)
         except PrismError as exc:
             finish = None
             if gate is not None and auth.ai_system_id is not None:
@@ -197,8 +190,8 @@ class Dispatcher:
         try:
             with stage("prism.checks"):
                 handler = self.resolve_for(auth, call)
+                self.authorize(auth, handler)  # before validation: see `authorize`
                 params = self.validate(handler, call.arguments)
-                self.authorize(auth, handler)
         except PrismError as exc:
             refusal = exc
         if gate is not None:

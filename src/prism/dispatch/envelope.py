@@ -19,10 +19,8 @@ OVERSIGHT_HEADER = "x-prism-oversight-request"
 
 
 def call_from_envelope(tool_name: str, payload: Any, *, door: str) -> Call:
-    if payload is None:
-        payload = {}
     if not isinstance(payload, dict):
-        raise InvalidArguments("arguments: must be a JSON object", details={"field": "arguments"})
+        raise InvalidArguments("arguments: must be a JSON object", field="arguments")
     if len(payload) == 1 and isinstance(payload.get("kwargs"), dict):
         payload = payload["kwargs"]
     if tool_name in LEGACY_BINDINGS:
@@ -31,7 +29,7 @@ def call_from_envelope(tool_name: str, payload: Any, *, door: str) -> Call:
     if not ENVELOPE_KEYS.issuperset(payload):
         unknown = sorted(set(payload) - ENVELOPE_KEYS)
         raise InvalidArguments(f"{unknown[0]}: not an envelope field; send handler parameters inside "
-                               "`arguments`", details={"field": unknown[0]})
+                               "`arguments`", field=unknown[0])
     get = payload.get
     return Call(tool_name=tool_name, door=door, arguments=get("arguments", {}), operation=get("operation"),
                 app=get("app"), entity=get("entity"), mission_id=_id_field(payload, "mission_id"),
@@ -44,7 +42,7 @@ def _id_field(payload: dict[str, Any], name: str) -> str | None:
         return None
     if not isinstance(value, str) or not 0 < len(value) <= 64:
         raise InvalidArguments(f"{name}: must be an id (a non-empty string of at most 64 characters)",
-                               details={"field": name})
+                               field=name)
     return value
 
 
@@ -58,6 +56,6 @@ def with_governance_headers(call: Call, headers: Mapping[str, str]) -> Call:
         current = getattr(call, name)
         if current is not None and current != value:
             raise InvalidArguments(f"{name}: the {header} header and the envelope name different ids",
-                                   details={"field": name})
+                                   field=name)
         setattr(call, name, value)
     return call

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.events.catalog import API_VERSION, EVENT_TYPES
 from prism.kit.canonical import canonical_json
+from prism.kit.ids import public_organization_id
 from prism.kit.timeutil import utcnow
 from prism.models import OutboxEvent
 from prism.webhooks.matching import fan_out
@@ -37,11 +38,6 @@ def new_event_id(event_type: str) -> str:
     if prefix is None:
         raise UnknownEventType(event_type)
     return prefix + uuid.uuid4().hex
-
-
-def public_organization_id(organization_id: str) -> str:
-    """Organizations appear in envelopes as `org_<uuid hex>`."""
-    return "org_" + uuid.UUID(organization_id).hex
 
 
 def timestamp(moment: datetime) -> str:

@@ -21,7 +21,7 @@ from prism.governance.policy import MAX_PATTERNS, validate_pattern
 from prism.kit.timeutil import utcnow
 from prism.models import ApiKey
 from prism.oauth.models import OAuthClient, OAuthGrant, OAuthGrantOrganization
-from prism.tenancy.repository import OrgRepository, to_record
+from prism.tenancy.repository import OrgRepository, sent_changes, to_record
 from prism.tenancy.scope import across_organizations
 
 Priority = Literal["low", "normal", "high", "critical"]
@@ -87,11 +87,12 @@ async def create_persona(session: AsyncSession, *, organization_id: str, tenant_
 
 
 async def update_persona(session: AsyncSession, *, organization_id: str, persona_id: str,
-                         changes: PersonaChanges, name: str | None = None) -> dict[str, Any]:
+                         changes: PersonaChanges) -> dict[str, Any]:
     persona = await repository(session, organization_id).get(persona_id)
-    _apply(persona, changes)
-    if name is not None:
-        persona.name = name
+    # The fields sent, and only those: null clears (description, patterns, cost_cap); name, default and the
+    # oversight settings cannot be cleared.
+    for column, value in sent_changes(changes, Persona, rename={"default": "default_effect"}).items():
+        setattr(persona, column, value)
     persona.version += 1
     persona.updated_at = utcnow()
     await _flush_unique(session, persona.name)

@@ -40,7 +40,7 @@ def checked_key(value: Any, field: str) -> str:
     if isinstance(value, str) and 0 < len(value) <= MAX_LENGTH and value.isascii() and value.isprintable():
         return value
     raise InvalidIdempotencyKey(f"{field}: must be 1 to {MAX_LENGTH} printable ASCII characters (a UUID, say)",
-                                details={"field": field})
+                                field=field)
 
 
 def key_from_headers(headers: Mapping[str, str]) -> str | None:

@@ -11,6 +11,7 @@ from prism.edge.doors import PAGE, PLAIN, door_routes
 from prism.errors import PrismError, Unauthenticated
 from prism.keys import dashboard
 from prism.keys.registration import check_credentials, parse_request, register_key
+from prism.kit.ids import public_organization_id
 from prism.kit.timeutil import iso
 from prism.models import User
 from prism.web.requests import host_of, read_json_object
@@ -39,7 +40,7 @@ async def register(request: Request) -> Response:
             key, organization = registered.minted.key, registered.organization
             body = {
                 "api_key": registered.minted.plaintext, "key_id": key.id, "key_prefix": key.lookup,
-                "name": key.name, "scopes": key.scopes.split(), "organization": organization.id,
+                "name": key.name, "scopes": key.scopes.split(), "organization": public_organization_id(organization.id),
                 "organization_name": organization.name, "expires_at": iso(key.expires_at),
             }
     except Unauthenticated as exc:

@@ -21,6 +21,7 @@ from prism.errors import BadRequest, NotFound, PermissionDenied, Unauthenticated
 from prism.identity.passwords import hash_password, verify_password
 from prism.identity.service import get_user
 from prism.keys.service import DEFAULT_KEY_NAME, MintedKey, create_key
+from prism.kit.ids import stored_organization_id
 from prism.models import Membership, Organization, Tenant, User
 from prism.tenancy.hosts import HostInfo
 from prism.tenancy.service import require_tenant
@@ -58,10 +59,10 @@ def _text(body: dict[str, Any], field: str, *, required: bool) -> str | None:
     if value is None and not required:
         return None
     if not isinstance(value, str) or (required and not value):
-        raise BadRequest(f"{field}: required, a string", code="invalid_body", details={"field": field})
+        raise BadRequest(f"{field}: required, a string", code="invalid_body", field=field)
     if len(value) > MAX_FIELD_LENGTH:
         raise BadRequest(f"{field}: at most {MAX_FIELD_LENGTH} characters", code="invalid_body",
-                         details={"field": field})
+                         field=field)
     return value
 
 
@@ -106,13 +107,14 @@ async def register_key(session: AsyncSession, user: User, request: RegistrationR
     if request.organization is None:
         organization = organizations[0]
     else:
-        matches = [o for o in organizations if request.organization in (o.id, o.slug)]
+        stored = stored_organization_id(request.organization)  # org_<hex> or the UUID
+        matches = [o for o in organizations if o.id == stored or o.slug == request.organization]
         if not matches:
             raise NotFound(f"organization {request.organization!r} not found among your organizations",
-                           code="organization_not_found", details={"field": "organization"})
+                           code="organization_not_found", field="organization")
         if len(matches) > 1:  # a slug repeated across tenants on the platform host
             raise BadRequest(f"organization {request.organization!r} is ambiguous here; send its id",
-                             code="ambiguous_organization", details={"field": "organization"})
+                             code="ambiguous_organization", field="organization")
         organization = matches[0]
     tenant = await session.get(Tenant, organization.tenant_id)
     assert tenant is not None

@@ -13,3 +13,23 @@ def new_id() -> str:
 
 def random_token(length: int) -> str:
     return "".join(secrets.choice(_ALPHABET) for _ in range(length))
+
+
+# Organizations have one public id, SPEC's `org_<uuid hex>` (the form webhook events carry). Prism stores the
+# UUID; every answer shows the public form, and every input takes either (docs/architecture.md "Ids").
+ORGANIZATION_PREFIX = "org_"
+
+
+def public_organization_id(organization_id: str) -> str:
+    """`org_<hex>` of a stored organization id."""
+    return ORGANIZATION_PREFIX + uuid.UUID(organization_id).hex
+
+
+def stored_organization_id(value: str) -> str | None:
+    """The stored (UUID) id an input names, `org_<hex>` or a UUID in any form `uuid` reads (hyphenated or 32 hex
+    digits, either case, braces, `urn:uuid:`); None when it is neither."""
+    text = value.strip()
+    try:
+        return str(uuid.UUID(text[len(ORGANIZATION_PREFIX):] if text.startswith(ORGANIZATION_PREFIX) else text))
+    except ValueError:
+        return None

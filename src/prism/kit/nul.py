@@ -28,7 +28,7 @@ NUL_REFUSED = "nul_character"
 
 
 def nul_refused(field: str) -> BadRequest:
-    return BadRequest(f"{field}: must not contain NUL (U+0000)", code=NUL_REFUSED, details={"field": field})
+    return BadRequest(f"{field}: must not contain NUL (U+0000)", code=NUL_REFUSED, field=field)
 
 
 def _shown(name: str) -> str:

@@ -108,7 +108,7 @@ async def check_url(url: str, *, allow_private_networks: bool, require_https: bo
                     field: str = "url") -> str:
     """The URL, normalised, or OutboundUrlRefused naming what is wrong with it."""
     def refuse(message: str) -> OutboundUrlRefused:
-        return OutboundUrlRefused(f"{field}: {message}", details={"field": field})
+        return OutboundUrlRefused(f"{field}: {message}", field=field)
 
     if any(c in url for c in "\r\n\t ") or not url:
         raise refuse("must be an absolute URL without whitespace")

@@ -21,7 +21,7 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-ALLOWED_METHODS = "GET, POST, DELETE, OPTIONS"
+ALLOWED_METHODS = "GET, POST, OPTIONS"  # DELETE is routed only to be answered 405: nothing to end
 EXPOSED_HEADERS = ("Mcp-Session-Id, WWW-Authenticate, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, "
                    "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After")
 ALLOWED_HEADERS = "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID"

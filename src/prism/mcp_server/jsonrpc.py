@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from prism.errors import BadRequest
+from prism.errors import BadRequest, InvalidArguments, PrismError
 from prism.kit.nul import refuse_nul_in_json
 
 PARSE_ERROR = -32700
@@ -71,7 +71,7 @@ def parse_body(body: bytes) -> tuple[list[Message | RpcError], bool]:
     try:
         refuse_nul_in_json(body, value)  # PostgreSQL cannot store it, and tool names reach the ledger
     except BadRequest as exc:
-        raise RpcError(INVALID_PARAMS, exc.message, data={"error": exc.code, **exc.details}) from None
+        raise invalid_params(exc) from None
     if isinstance(value, list):
         if not value:
             raise RpcError(INVALID_REQUEST, "an empty batch is not a JSON-RPC message",
@@ -108,8 +108,14 @@ def parse_message(value: Any) -> Message:
     if params is None:
         params = {}
     if not isinstance(params, dict):
-        raise RpcError(INVALID_PARAMS, "params must be a JSON object", data={"error": "invalid_arguments"})
+        raise invalid_params(InvalidArguments("params: must be a JSON object", field="params"))
     return Message(method, request_id, params, has_id)
+
+
+def invalid_params(error: PrismError) -> RpcError:
+    """A refusal of the call's input as JSON-RPC's invalid params, its details (`errors`: `{field, message}`
+    each, as every door's 400) in `data`."""
+    return RpcError(INVALID_PARAMS, error.message, data={"error": error.code, **error.details})
 
 
 def result(request_id: RequestId | None, value: dict[str, Any]) -> dict[str, Any]:

@@ -21,9 +21,9 @@ from prism.dispatch.response import failure_envelope, success_envelope
 from prism.errors import InvalidArguments, PrismError
 from prism.idempotency import InvalidIdempotencyKey, Replay, ReplayedRefusal, key_from_meta
 from prism.mcp_server import resources, revisions, surfaces
-from prism.mcp_server.jsonrpc import INVALID_PARAMS, RpcError
+from prism.mcp_server.jsonrpc import INVALID_PARAMS, RpcError, invalid_params
 from prism.mcp_server.outputs import output_schema
-from prism.registry.catalog import MEGA_TOOL_CATEGORY, tool_catalog
+from prism.registry.catalog import MEGA_TOOL_CATEGORY, all_tools
 from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, mega_tool_of
 from prism.registry.mega_tools import tool_name as door_name
 from prism.registry.model import Handler
@@ -78,7 +78,7 @@ def list_tools(registry: Registry, auth: AuthContext, version: str, surface: str
 def _build_list(registry: Registry, auth: AuthContext, surface: str) -> list[dict[str, Any]]:
     visible = visible_handlers(registry, auth)
     tools = []
-    for entry in tool_catalog(registry, auth)["tools"]:
+    for entry in all_tools(registry, auth):
         name = entry["name"]
         if entry["category"] == MEGA_TOOL_CATEGORY:
             mega_tool = mega_tool_of(name)
@@ -149,14 +149,14 @@ async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str,
                     version: str) -> dict[str, Any]:
     name = params.get("name")
     if not isinstance(name, str) or not name:
-        raise RpcError(INVALID_PARAMS, "name: required, the tool to call", data={"error": "invalid_arguments"})
+        raise invalid_params(InvalidArguments("name: required, the tool to call", field="name"))
     arguments = params.get("arguments")
     if arguments is not None and not isinstance(arguments, dict):
-        raise RpcError(INVALID_PARAMS, "arguments: must be a JSON object", data={"error": "invalid_arguments"})
+        raise invalid_params(InvalidArguments("arguments: must be a JSON object", field="arguments"))
     try:
         key = key_from_meta(params)
     except InvalidIdempotencyKey as exc:
-        raise RpcError(INVALID_PARAMS, exc.message, data={"error": exc.code, **exc.details}) from None
+        raise invalid_params(exc) from None
     split = surfaces.variant(name)
     try:
         if split is not None:  # a split-surface tool: its operations only, under the mega-tool's own name

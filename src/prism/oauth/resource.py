@@ -16,7 +16,6 @@ user is still a member of (403 organization_forbidden).
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -28,6 +27,7 @@ from prism.auth.permissions import PermissionSet
 from prism.config import Settings
 from prism.errors import BadRequest, CredentialNoLongerValid, PermissionDenied, Unauthenticated
 from prism.governance.models import ClientGovernance
+from prism.kit.ids import stored_organization_id
 from prism.oauth.errors import SessionIncomplete
 from prism.oauth.keys import KeyRing
 from prism.oauth.models import OAuthGrant, OAuthGrantOrganization
@@ -162,9 +162,8 @@ def organization_id_of(value: str) -> str:
     """The organization an X-Organization-Context value names: its id as a UUID in any form Python's `uuid`
     reads (hyphenated or 32 hex digits, either case, in braces or as `urn:uuid:`), optionally after `org_`
     (the prefixed form, `org_<hex>`); surrounding whitespace is ignored."""
-    text = value.strip()
-    try:
-        return str(uuid.UUID(text[4:] if text.startswith("org_") else text))
-    except ValueError:
+    stored = stored_organization_id(value)
+    if stored is None:
         raise BadRequest("X-Organization-Context must be an organization id (a UUID, or org_<hex>)",
-                         code="invalid_organization_context") from None
+                         code="invalid_organization_context", field="X-Organization-Context")
+    return stored

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from starlette.routing import BaseRoute, Match
 
-from prism.openapi.developer_shapes import SCHEMAS, ref, webhook_request_schemas
+from prism.openapi.developer_shapes import SCHEMAS, introspect_request_schema, ref, webhook_request_schemas
 
 OPENAPI_VERSION = "3.1.0"
 INFO_VERSION = "1.0.0"
@@ -59,7 +59,15 @@ def _op(op_id: str, tag: str, summary: str, responses: dict[str, Any], **extra: 
     return {"operationId": op_id, "tags": [tag], "summary": summary, "responses": responses, **extra}
 
 
-_INTROSPECT_PARAMS = [_query(name, schema) for name, schema in SCHEMAS["IntrospectRequest"]["properties"].items()]
+def _query_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A parameter's schema as a query string carries it: a value, never null."""
+    branches = [s for s in schema.get("anyOf", []) if s.get("type") != "null"]
+    rest = {k: v for k, v in schema.items() if k not in ("anyOf", "default") or (k == "default" and v is not None)}
+    return {**rest, **branches[0]} if branches else rest
+
+
+_INTROSPECT_PARAMS = [_query(name, _query_schema(schema))
+                      for name, schema in introspect_request_schema()["properties"].items()]
 _PAGE = [_query("page", {"type": "integer", "minimum": 1, "default": 1}),
          _query("page_size", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20})]
 _ANY_JSON = {"description": "A JSON value."}
@@ -82,9 +90,10 @@ def operations() -> list[tuple[str, str, dict[str, Any]]]:
         ("get", "/api/v1/dev/me/", _op("me", sandbox, "Who is calling.", {
             "200": _json(ref("Identity"), "The caller's identity."), **_errors("Error", 401, 403)})),
         ("get", "/api/v1/dev/tools/", _op("list_tools", sandbox, "The tools this key may call.", {
-            "200": _json(ref("ToolCatalog"), "The catalog."), **_errors("Error", 401)},
+            "200": _json(ref("ToolCatalog"), "The catalog."), **_errors("Error", 400, 401)},
             parameters=[_query("category", {"type": "string"}), _query("search", {"type": "string"},
-                                                                        "Case-insensitive substring of names.")])),
+                                                                        "Case-insensitive substring of names."),
+                        *_PAGE])),
         ("get", "/api/v1/dev/introspect/", _op("introspect", sandbox, "Explore the handler tree.", {
             "200": _json({"type": "object"}, "The requested dimension."),
             **_errors("Error", 400, 401, 403, 404)}, parameters=_INTROSPECT_PARAMS)),
@@ -184,7 +193,7 @@ def developer_document(routes: Iterable[BaseRoute], server_url: str) -> dict[str
     for method, path, operation in operations():
         if _routed(route_list, method, path):
             paths.setdefault(path, {})[method] = operation
-    schemas = dict(SCHEMAS)
+    schemas = {**SCHEMAS, "IntrospectRequest": introspect_request_schema()}
     if any(p.startswith(WEBHOOKS) for p in paths):
         schemas.update(webhook_request_schemas())
     tags = sorted({op["tags"][0] for item in paths.values() for op in item.values()})

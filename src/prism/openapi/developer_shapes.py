@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from prism.openapi.shapes import ENVELOPE_ERROR_30, ENVELOPE_SUCCESS_30
+from prism.openapi.shapes import ENVELOPE_ERROR_30, ENVELOPE_SUCCESS_30, ERROR_DETAILS_30
 
 STR: dict[str, Any] = {"type": "string"}
 NULLABLE_STR: dict[str, Any] = {"type": ["string", "null"]}
 TIMESTAMP: dict[str, Any] = {"type": "string", "format": "date-time"}
 NULLABLE_TIMESTAMP: dict[str, Any] = {"type": ["string", "null"], "format": "date-time"}
 STR_LIST: dict[str, Any] = {"type": "array", "items": STR}
+ORGANIZATION_ID: dict[str, Any] = {"type": "string", "pattern": "^org_[0-9a-f]{32}$",
+                                   "description": "The organization's public id (the form webhook events carry)."}
 
 
 def obj(properties: dict[str, Any], required: tuple[str, ...] | None = None, *,
@@ -29,14 +31,23 @@ def obj(properties: dict[str, Any], required: tuple[str, ...] | None = None, *,
     return schema
 
 
+def paged(items: dict[str, Any], **named: dict[str, Any]) -> dict[str, Any]:
+    """Prism's list envelope (prism.kit.paging) of `items`, with a door's own names for the same list."""
+    integer = {"type": "integer", "minimum": 0}
+    return obj({"items": {"type": "array", "items": items}, "page": {**integer, "minimum": 1},
+                "page_size": {**integer, "minimum": 1}, "total": integer,
+                **{name: schema for name, schema in named.items()}})
+
+
 def ref(name: str) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
 SCHEMAS: dict[str, dict[str, Any]] = {
-    "Error": obj({"error": STR, "message": STR, "details": {"type": "object"}}, ("error", "message"),
+    "ErrorDetails": ERROR_DETAILS_30,
+    "Error": obj({"error": STR, "message": STR, "details": ref("ErrorDetails")}, ("error", "message"),
                  description="Sandbox, key registration and webhook errors: a machine code and a message."),
-    "CallError": obj({"error": STR, "message": STR, "tool_name": NULLABLE_STR, "details": {"type": "object"}},
+    "CallError": obj({"error": STR, "message": STR, "tool_name": NULLABLE_STR, "details": ref("ErrorDetails")},
                      ("error", "tool_name"), description="POST /api/v1/dev/call/ on failure."),
     "OAuthError": obj({"error": STR, "error_description": STR}, ("error",),
                       description="RFC 6749 error response."),
@@ -48,19 +59,14 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "key": obj({"prefix": STR, "name": STR, "created_at": TIMESTAMP, "last_used_at": NULLABLE_TIMESTAMP,
                     "scopes": STR_LIST}),
         "user": obj({"id": STR, "email": {"type": "string", "format": "email"}}),
-        "organization": obj({"id": STR, "name": STR, "role": STR}, ("id",)),
+        "organization": obj({"id": ORGANIZATION_ID, "name": STR, "role": STR}, ("id",)),
         "tenant": obj({"id": STR, "name": NULLABLE_STR, "subdomain": NULLABLE_STR}),
     }, ("authenticated", "key", "user", "tenant")),
     "ToolDescriptor": obj({"name": STR, "description": STR, "category": NULLABLE_STR,
                            "parameters": {"type": "object"}, "handler_count": {"type": "integer"}},
                           ("name", "description", "category", "parameters")),
-    "ToolCatalog": obj({"tools": {"type": "array", "items": ref("ToolDescriptor")}, "count": {"type": "integer"}}),
-    "IntrospectRequest": obj({
-        "dimension": {"type": "string", "enum": ["mega_tools", "apps", "entities", "operations", "schema", "stats",
-                                                 "handlers", "capability_search", "capability_path", "guide"]},
-        "mega_tool": STR, "app": STR, "entity": STR, "operation": STR, "query": STR, "rerank": {"type": "boolean"},
-        "from_node": STR, "to_node": STR, "topic": STR,
-    }, (), description="Introspection parameters; all optional (dimension defaults to mega_tools)."),
+    "ToolCatalog": paged(ref("ToolDescriptor"), tools={"type": "array", "items": ref("ToolDescriptor")},
+                         count={"type": "integer"}),
     "CallRequest": obj({"name": {"type": "string", "minLength": 1},
                         "arguments": {"type": "object", "default": {}}}, ("name",)),
     "ToolEnvelope": obj({"app": STR, "entity": STR, "operation": STR, "arguments": {"type": "object"},
@@ -95,12 +101,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                          ("token",)),
     "KeyRegistrationRequest": obj({
         "email": {"type": "string", "format": "email"}, "password": {"type": "string", "format": "password"},
-        "name": STR, "organization": {"type": "string", "description": "Organization id or slug (optional)."},
+        "name": STR, "organization": {"type": "string", "description": "Organization id (org_<hex>, or the UUID) "
+                                                                    "or slug (optional)."},
     }, ("email", "password")),
     "KeyRegistration": obj({
         "api_key": {"type": "string", "description": "Plaintext, returned once."},
         "key_id": {"type": "string", "format": "uuid"}, "key_prefix": STR, "name": STR,
-        "organization": {"type": "string", "format": "uuid"}, "organization_name": STR,
+        "organization": ORGANIZATION_ID, "organization_name": STR,
         "expires_at": NULLABLE_TIMESTAMP,
     }),
     "Webhook": obj({
@@ -111,8 +118,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "timeout_seconds": {"type": "integer"}, "is_active": {"type": "boolean"}, "created_at": TIMESTAMP,
         "secret": {"type": "string", "description": "whk_secret_…; returned at creation only."},
     }, ("id", "name", "url", "events", "is_active", "created_at")),
-    "WebhookList": obj({"count": {"type": "integer"}, "results": {"type": "array", "items": ref("Webhook")},
-                        "next": NULLABLE_STR, "previous": NULLABLE_STR}, ("count", "results")),
+    "WebhookList": paged(ref("Webhook"), count={"type": "integer"},
+                         results={"type": "array", "items": ref("Webhook")}),
     "Delivery": obj({
         "id": {"type": "string", "pattern": "^del_"}, "event_type": STR, "event_id": STR,
         "status": {"enum": ["pending", "retrying", "success", "failed"]},
@@ -120,8 +127,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "error_message": NULLABLE_STR, "attempt_count": {"type": "integer"}, "created_at": TIMESTAMP,
         "delivered_at": NULLABLE_TIMESTAMP, "next_retry_at": NULLABLE_TIMESTAMP, "is_test": {"type": "boolean"},
     }, ("id", "event_type", "event_id", "status", "attempt_count", "created_at")),
-    "DeliveryList": obj({"count": {"type": "integer"}, "results": {"type": "array", "items": ref("Delivery")},
-                         "next": NULLABLE_STR, "previous": NULLABLE_STR}, ("count", "results")),
+    "DeliveryList": paged(ref("Delivery"), count={"type": "integer"},
+                          results={"type": "array", "items": ref("Delivery")}),
     "OpenIDConfiguration": obj({k: {"type": "string", "format": "uri"} for k in (
         "issuer", "authorization_endpoint", "token_endpoint", "userinfo_endpoint", "jwks_uri")} | {
         k: STR_LIST for k in ("response_types_supported", "grant_types_supported", "subject_types_supported")}),
@@ -138,6 +145,16 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "OpenAPIDocument": obj({"openapi": STR, "info": {"type": "object"}, "paths": {"type": "object"}},
                            ("openapi", "info", "paths")),
 }
+
+
+def introspect_request_schema() -> dict[str, Any]:
+    """The introspection parameters from the validator's own model: what the descriptor says is what is accepted
+    (an optional filter may be sent as null, meaning none)."""
+    from prism.registry.introspect import IntrospectParams
+
+    schema = _clean(IntrospectParams.model_json_schema())
+    schema["description"] = "Introspection parameters; all optional (dimension defaults to mega_tools)."
+    return schema
 
 
 def webhook_request_schemas() -> dict[str, dict[str, Any]]:

@@ -27,8 +27,24 @@ ENVELOPE_ERROR_30: dict[str, Any] = {
         "error": {"type": "string", "description": "Machine code, for example tool_not_found."},
         "message": {"type": "string"},
         "tool_name": {"type": "string"},
-        "details": {"type": "object", "additionalProperties": True,
-                    "description": "For invalid_arguments: errors[].field names each field."},
+        "details": {"$ref": "#/components/schemas/ErrorDetails"},
+    },
+}
+
+# The one shape of a refusal's details on every door, described once (both descriptors carry it as the
+# ErrorDetails component): every 400 lists its problems in `errors`; other refusals may add their own keys.
+ERROR_DETAILS_30: dict[str, Any] = {
+    "type": "object",
+    "description": "Details of a refusal. Every 400 (invalid_arguments, invalid_body, invalid_json, ...) has "
+                   "`errors`, one `{field, message}` per problem; `field` is the dotted path of the input at "
+                   "fault, `arguments` (or `body`) when the whole input is. Other keys depend on the error.",
+    "additionalProperties": True,
+    "properties": {
+        "errors": {
+            "type": "array", "minItems": 1,
+            "items": {"type": "object", "required": ["field", "message"], "additionalProperties": False,
+                      "properties": {"field": {"type": "string"}, "message": {"type": "string"}}},
+        },
     },
 }
 

@@ -23,7 +23,7 @@ import orjson
 from prism import __version__
 from prism.auth.context import AuthContext
 from prism.openapi.convert import Components, to_openapi30
-from prism.openapi.shapes import ENVELOPE_ERROR_30, ENVELOPE_SUCCESS_30, envelope_request_30
+from prism.openapi.shapes import ENVELOPE_ERROR_30, ENVELOPE_SUCCESS_30, ERROR_DETAILS_30, envelope_request_30
 from prism.registry.catalog import envelope_schema
 from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, MEGA_TOOLS, tool_name
 from prism.registry.model import Handler
@@ -171,6 +171,7 @@ def _build(registry: Registry, visible: tuple[Handler, ...] | None) -> Built:
             "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
                                                "description": "A Prism API key (ck_/mcp_) or OAuth access token."}},
             "schemas": {"PrismSuccess": ENVELOPE_SUCCESS_30, "PrismError": ENVELOPE_ERROR_30,
+                        "ErrorDetails": ERROR_DETAILS_30,
                         **components.schemas},
             "responses": _responses(),
             "parameters": HEADER_PARAMETERS,

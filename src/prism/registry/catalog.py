@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 from weakref import WeakKeyDictionary
 
+from pydantic import ConfigDict, Field
+
 from prism.auth.context import AuthContext
+from prism.kit.paging import Paging, page_of
 from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, MEGA_TOOLS, tool_name
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
@@ -39,18 +42,30 @@ def _describe(mega_tool: str, handlers: list[Handler]) -> str:
     return f"{MEGA_TOOLS[mega_tool]} {len(handlers)} operations across apps: {', '.join(apps)}."
 
 
-def tool_catalog(registry: Registry, auth: AuthContext, *, category: str | None = None,
-                 search: str | None = None) -> dict[str, Any]:
-    tools = _all_tools(registry, auth)
-    if category:
-        tools = [t for t in tools if t["category"] == category]
-    if search:
-        needle = search.lower()
+class CatalogQuery(Paging):
+    """The catalog's query: SPEC's `category` and `search`, and the paging every list takes."""
+
+    model_config = ConfigDict(extra="ignore", defer_build=True)
+
+    category: str | None = Field(None, description="Only tools of this category.")
+    search: str | None = Field(None, description="Case-insensitive substring of tool names.")
+
+
+def tool_catalog(registry: Registry, auth: AuthContext, query: CatalogQuery | None = None) -> dict[str, Any]:
+    """One page of the tools this grant may call: the list envelope, and SPEC's `{tools, count}` for the same
+    page and total."""
+    query = query or CatalogQuery()
+    tools = all_tools(registry, auth)
+    if query.category:
+        tools = [t for t in tools if t["category"] == query.category]
+    if query.search:
+        needle = query.search.lower()
         tools = [t for t in tools if needle in t["name"].lower()]
-    return {"tools": tools, "count": len(tools)}
+    listed = page_of(tools, query)
+    return {**listed, "tools": listed["items"], "count": listed["total"]}
 
 
-def _all_tools(registry: Registry, auth: AuthContext) -> list[dict[str, Any]]:
+def all_tools(registry: Registry, auth: AuthContext) -> list[dict[str, Any]]:
     """Every tool this grant may call, built once per grant (it depends on nothing else)."""
     grant = grant_of(registry, auth)
     hit = _CATALOGS.setdefault(registry, {}).get(grant)

@@ -53,7 +53,7 @@ OVERVIEW: list[Section] = [
      "(mcp:read, mcp:write, mcp:execute); the user's role decides the app permissions. Introspection only "
      "shows handlers the key may call."),
     ("Errors",
-     "400 bad arguments (details name the field), 401 missing or invalid key, 403 permission_denied, "
+     "400 bad arguments (details.errors name each field), 401 missing or invalid key, 403 permission_denied, "
      "404 tool_not_found / operation_not_found / not_found, 409 conflicts and invalid state transitions, "
      "429 rate limited (Retry-After). Client input never yields a 500."),
 ]
@@ -95,9 +95,10 @@ TEXT: dict[str, list[Section]] = {
          "status on failure. Utility tools take flat arguments: {\"name\": \"prism_introspect\", "
          "\"arguments\": {\"dimension\": \"stats\"}}."),
         ("What every call goes through",
-         "1. the coordinate is resolved (404 operation_not_found); 2. arguments are validated against the "
-         "handler's schema, unknown fields refused (400 invalid_arguments); 3. scope and role permission are "
-         "checked (403 permission_denied); 4. the handler runs inside the key's organization, in one "
+         "1. the coordinate is resolved (404 operation_not_found); 2. scope and role permission are checked "
+         "(403 permission_denied), before anything about the arguments is said; 3. arguments are validated "
+         "against the handler's schema, unknown fields refused (400 invalid_arguments); 4. the handler runs "
+         "inside the key's organization, in one "
          "transaction; 5. the call — allowed or refused — is appended to the audit ledger before the answer "
          "is sent."),
         ("Finding what to call",
@@ -113,9 +114,9 @@ TEXT: dict[str, list[Section]] = {
          "seconds; 502/503/504 transient, safe to retry with backoff."),
         ("Body shapes",
          "Canonical and per-handler doors: {success: false, error, message, tool_name}. Sandbox call: "
-         "{error, message, tool_name}. Other sandbox endpoints: {error, message}. When Prism knows which field "
-         "was wrong, `details.field` names it; validation failures list every problem in `details.errors` as "
-         "{field, message}."),
+         "{error, message, tool_name}. Other sandbox endpoints: {error, message}. Every 400 lists its problems "
+         "in `details.errors`, one {field, message} each (`field` is `arguments` or `body` when the whole "
+         "input is at fault)."),
         ("Retrying",
          "Retry 429 (after Retry-After) and 502/503/504. Do not retry 4xx answers unchanged: they will fail "
          "the same way."),

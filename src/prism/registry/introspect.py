@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from prism.apps.params import Params
 from prism.auth.context import AuthContext
 from prism.errors import InvalidArguments, NotFound, ToolNotFound
+from prism.kit.paging import Paging, page_of
 from prism.registry.answer import SearchParams, capability_answer
 from prism.registry.guide import guide
 from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, MEGA_TOOLS, SCOPE_OF_CLASS, tool_name
@@ -32,7 +32,7 @@ Dimension = Literal["mega_tools", "apps", "entities", "operations", "schema", "s
 OPERATIONS_CAP = 1000
 
 
-class IntrospectParams(Params):
+class IntrospectParams(Paging):
     dimension: Dimension = Field("mega_tools", description="What to describe; default mega_tools.")
     mega_tool: str | None = Field(None, max_length=64, description="Narrow to one mega-tool, e.g. entity_crud.")
     app: str | None = Field(None, max_length=64, description="Narrow to one app namespace.")
@@ -45,8 +45,8 @@ class IntrospectParams(Params):
     from_node: str | None = Field(None, max_length=255, description="capability_path: where to start.")
     to_node: str | None = Field(None, max_length=255, description="capability_path: where to arrive.")
     topic: str | None = Field(None, max_length=64, description="guide: the topic; none for the overview.")
-    limit: int = Field(10, ge=1, le=100, description="Results (capability_search) or page size (handlers).")
-    page: int = Field(1, ge=1, le=1_000_000, description="1-based page (handlers).")
+    limit: int = Field(10, ge=1, le=100, description="Results (capability_search); with handlers, a former name "
+                                                    "of page_size.")
 
     @field_validator("mega_tool", "app", "entity", "operation", "query", "from_node", "to_node", "topic",
                      mode="before")
@@ -71,7 +71,7 @@ def introspect(registry: Registry, auth: AuthContext, params: IntrospectParams) 
 def _required(p: IntrospectParams, name: str) -> str:
     value = getattr(p, name)
     if not isinstance(value, str):
-        raise InvalidArguments(f"{name}: required with dimension={p.dimension}", details={"field": name})
+        raise InvalidArguments(f"{name}: required with dimension={p.dimension}", field=name)
     return value
 
 
@@ -81,13 +81,13 @@ def _check_filters(view: TreeView, p: IntrospectParams) -> None:
     """Unknown names fail loudly; a name the caller cannot see is answered exactly like an unknown one."""
     if p.mega_tool is not None and p.mega_tool not in MEGA_TOOLS:
         raise NotFound(f"mega_tool: no mega-tool {p.mega_tool!r}; one of {', '.join(MEGA_TOOLS)}",
-                       code="mega_tool_not_found", details={"field": "mega_tool"})
+                       code="mega_tool_not_found", field="mega_tool")
     if p.app is not None and p.app not in view.app_megas:
         raise NotFound(f"app: no app {p.app!r} among the handlers this credential may call",
-                       code="app_not_found", details={"field": "app"})
+                       code="app_not_found", field="app")
     if p.entity is not None and p.entity not in view.entity_apps:
         raise NotFound(f"entity: no entity {p.entity!r} among the handlers this credential may call",
-                       code="entity_not_found", details={"field": "entity"})
+                       code="entity_not_found", field="entity")
 
 
 def _accept(p: IntrospectParams) -> Callable[[Handler], bool] | None:
@@ -255,11 +255,12 @@ def _operations(registry: Registry, view: TreeView, p: IntrospectParams) -> dict
 
 def _handlers(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[str, Any]:
     handlers = _narrowed(view, p)
-    start = (p.page - 1) * p.limit
-    items = [{"coordinate": h.path, "tool": tool_name(h.coordinate.mega_tool), "description": h.description,
-              "scope": h.scope} for h in handlers[start:start + p.limit]]
-    return {"dimension": "handlers", "filters": _filters(p), "items": items, "page": p.page, "page_size": p.limit,
-            "total": len(handlers)}
+    if "limit" in p.model_fields_set and "page_size" not in p.model_fields_set:  # the former name of page_size
+        p = p.model_copy(update={"page_size": p.limit})
+    listed = page_of(handlers, p)
+    listed["items"] = [{"coordinate": h.path, "tool": tool_name(h.coordinate.mega_tool),
+                        "description": h.description, "scope": h.scope} for h in listed["items"]]
+    return {"dimension": "handlers", "filters": _filters(p), **listed}
 
 
 def _stats(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[str, Any]:
@@ -310,7 +311,7 @@ def find_operation(view: TreeView, p: IntrospectParams) -> Handler:
         exact = view.by_path.get(operation.strip("/"))
         if exact is None:
             raise ToolNotFound(f"operation: no handler {operation!r} among those this credential may call",
-                               code="operation_not_found", details={"field": "operation"})
+                               code="operation_not_found", field="operation")
         return exact
     pool = _narrowed(view, p)
     matches = [h for h in pool if h.coordinate.operation == operation]

@@ -140,7 +140,7 @@ def _not_found(raw: str, field_name: str) -> NotFound:
     return NotFound(f"{field_name}: no node {raw!r} among the handlers this credential may call; nodes are "
                     "coordinate prefixes (entity_crud, entity_crud/finance, entity_crud/finance/invoice, "
                     "entity_crud/finance/invoice/list) or an app or app/entity name",
-                    code="node_not_found", details={"field": field_name})
+                    code="node_not_found", field=field_name)
 
 
 def _neighbours(view: TreeView, node: Node) -> list[tuple[str, Node]]:

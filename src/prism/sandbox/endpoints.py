@@ -18,7 +18,8 @@ from prism.edge.context import request_context
 from prism.edge.doors import PLAIN, SANDBOX_CALL
 from prism.errors import BadRequest, PrismError
 from prism.idempotency import REPLAYED_HEADERS, Replay, key_from_headers
-from prism.registry.catalog import tool_catalog
+from prism.kit.validation import validated
+from prism.registry.catalog import CatalogQuery, tool_catalog
 from prism.web.requests import caller, read_json_object
 from prism.web.responses import json_response
 
@@ -46,9 +47,11 @@ async def tools(request: Request) -> Response:
         auth = caller(request)
     except PrismError as exc:
         return _error(exc, request)
-    q = request.query_params
-    return json_response(tool_catalog(request.app.state.registry, auth, category=q.get("category") or None,
-                                      search=q.get("search") or None))
+    try:
+        query = validated(CatalogQuery, {k: v for k, v in request.query_params.items() if v}, whole="query")
+    except PrismError as exc:
+        return _error(exc, request)
+    return json_response(tool_catalog(request.app.state.registry, auth, query))
 
 
 async def introspect(request: Request) -> Response:
@@ -73,7 +76,7 @@ async def call(request: Request) -> Response:
         name = body.get("name")
         if not isinstance(name, str) or not name:
             raise BadRequest("name: required, the tool to call (for example prism_entity_crud)",
-                             code="missing_name", details={"field": "name"})
+                             code="missing_name", field="name")
         tool_name = name
         headers = request_context(request.scope).headers
         key = key_from_headers(headers)

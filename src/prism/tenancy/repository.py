@@ -9,14 +9,17 @@ tests/test_tenancy_isolation.py and tests/test_tenancy_scope.py enforce this.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from datetime import date, datetime
 from typing import Any, Generic, TypeVar
 
+from pydantic import BaseModel
 from sqlalchemy import Select, bindparam, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
 from prism.errors import InvalidArguments, NotFound
+from prism.kit.paging import envelope
 from prism.kit.timeutil import iso
 from prism.models.base import Base
 from prism.storage.reads import PreparedRead
@@ -39,6 +42,49 @@ def _json_ready(value: Any) -> Any:
 def to_record(row: Base) -> dict[str, Any]:
     """An ORM row as JSON-ready data: dates as ISO strings, the organization column left out."""
     return {c.key: _json_ready(getattr(row, c.key)) for c in row.__table__.columns if c.key not in HIDDEN_COLUMNS}
+
+
+def sent_changes(params: BaseModel, model: type[Base], *, exclude: Collection[str] = ("id",),
+                 rename: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What an update sets, by column: the fields the caller sent, and only those (absent keeps a value).
+
+    A field sent as `null` clears it: a nullable column becomes NULL, a column that cannot be NULL but starts
+    empty (text `""`, a JSON `[]` or `{}`) becomes empty again; any other column (a name, a quantity, a
+    status) cannot be cleared, and every such field is refused at once, 400 naming each. `rename` maps a
+    parameter to its column where their names differ. docs/extending.md "Updates" describes it for handlers."""
+    rename = rename or {}
+    sent = params.model_fields_set - set(exclude)
+    values = {rename.get(name, name): value for name, value in params.model_dump(include=sent).items()}
+    columns = model.__table__.columns
+    problems = []
+    for name, value in values.items():
+        column = columns.get(name)
+        if value is not None or column is None or column.nullable:
+            continue
+        empty = _empty_default(column)
+        if empty is None:
+            field = next((k for k, v in rename.items() if v == name), name)
+            problems.append({"field": field, "message": "cannot be cleared (null); send a value"})
+        else:
+            values[name] = empty
+    if problems:
+        raise InvalidArguments("; ".join(f"{p['field']}: {p['message']}" for p in problems),
+                               details={"errors": problems})
+    return values
+
+
+def _empty_default(column: Any) -> Any:
+    """The empty value a NOT NULL column starts with (`""`, `[]`, `{}`), or None when it starts otherwise."""
+    default = column.default
+    if default is None:
+        return None
+    value = default.arg
+    if callable(value) and not getattr(default, "is_clause_element", False):
+        try:
+            value = value(None)  # SQLAlchemy wraps a default callable to take the execution context
+        except Exception:  # a callable needing a real context (a clock, a counter) is no empty default
+            return None
+    return value if value in ("", [], {}) else None
 
 
 def _read_by_id(model: type[Base]) -> PreparedRead:
@@ -115,7 +161,7 @@ class OrgRepository(Generic[M]):
         stmt = stmt.order_by(column.desc() if descending else column.asc(),
                              tiebreak.desc() if descending else tiebreak.asc())
         rows = (await self.session.execute(stmt.limit(page_size).offset((page - 1) * page_size))).scalars()
-        return {"items": [to_record(r) for r in rows], "page": page, "page_size": page_size, "total": total}
+        return envelope([to_record(r) for r in rows], page, page_size, total)
 
 
 def _parse_ordering(ordering: str, orderable: tuple[str, ...]) -> tuple[bool, str]:
@@ -123,7 +169,7 @@ def _parse_ordering(ordering: str, orderable: tuple[str, ...]) -> tuple[bool, st
     name = ordering.lstrip("-")
     if name not in orderable:
         raise InvalidArguments(f"ordering: must be one of {', '.join(orderable)} (prefix '-' for "
-                               "descending)", details={"field": "ordering"})
+                               "descending)", field="ordering")
     return descending, name
 
 

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.permissions import BUILTIN_ROLES
 from prism.errors import BadRequest, Conflict, NotFound
+from prism.kit.ids import stored_organization_id
 from prism.ledger.entries import GENESIS_HASH
 from prism.ledger.keys import LedgerKeys
 from prism.ledger.sealer import empty_head
@@ -70,10 +71,11 @@ async def create_organization(session: AsyncSession, tenant: Tenant, *, name: st
 
 
 async def find_organization(session: AsyncSession, tenant: Tenant, ref: str) -> Organization:
-    """By id or slug, within the tenant only."""
+    """By id (`org_<hex>` or the UUID) or slug, within the tenant only."""
+    stored = stored_organization_id(ref)
+    named = Organization.slug == ref if stored is None else (Organization.id == stored) | (Organization.slug == ref)
     row = (await session.execute(select(Organization).where(
-        Organization.tenant_id == tenant.id, (Organization.id == ref) | (Organization.slug == ref)))
-    ).scalar_one_or_none()
+        Organization.tenant_id == tenant.id, named))).scalar_one_or_none()
     if row is None:
         raise NotFound(f"organization {ref!r} not found in tenant {tenant.subdomain!r}",
                        code="organization_not_found")

@@ -93,9 +93,11 @@ def parse_json(body: bytes, *, required: bool = True) -> Any:
 
 
 def parse_json_object(body: bytes, *, required: bool = True) -> dict[str, Any]:
-    value = parse_json(body, required=required)
-    if value is None:
+    """The body as a JSON object; an empty body is `{}` when not required. JSON `null` is not an object: it is
+    refused like `[]` (docs/architecture.md "Errors")."""
+    if not required and (not body or body.isspace()):
         return {}
+    value = parse_json(body)
     if not isinstance(value, dict):
         raise BadRequest("body must be a JSON object", code="invalid_body")
     return value

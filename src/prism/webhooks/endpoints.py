@@ -53,7 +53,7 @@ async def collection(request: Request) -> Response:
         return await _answer(request, lambda s, a, body: service.create_webhook(s, a, settings, body),
                              status=201, body_model=WebhookCreate)
     try:
-        query = parse(WebhookQuery, dict(request.query_params))
+        query = parse(WebhookQuery, dict(request.query_params), whole="query")
     except PrismError as exc:
         return _error(exc, request)
     return await _answer(request, lambda s, a, _: service.list_webhooks(s, a, query), read_only=True)
@@ -73,7 +73,7 @@ async def item(request: Request) -> Response:
 async def deliveries(request: Request) -> Response:
     webhook_id = request.path_params["webhook_id"]
     try:
-        query = parse(DeliveryQuery, dict(request.query_params))
+        query = parse(DeliveryQuery, dict(request.query_params), whole="query")
     except PrismError as exc:
         return _error(exc, request)
     return await _answer(request, lambda s, a, _: service.list_deliveries(s, a, webhook_id, query),

@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from prism.errors import InvalidArguments
 from prism.events.catalog import EVENT_TYPE_NAMES
+from prism.kit.paging import Paging
+from prism.kit.validation import validated
 
 SECRET_PREFIX = "whk_secret_"  # noqa: S105 -- a prefix, not a secret
 MAX_RETRIES = 4  # retries after the first attempt: at most 5 attempts (SPEC.md "Limits")
@@ -108,20 +109,16 @@ class WebhookUpdate(_Fields):
         return value
 
 
-class DeliveryQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class DeliveryQuery(Paging):
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
-    page: int = Field(default=1, ge=1, le=1_000_000)
-    page_size: int = Field(default=20, ge=1, le=100)
     status: str | None = Field(default=None, pattern="^(pending|retrying|success|failed)$")
     event_type: str | None = Field(default=None, max_length=64)
 
 
-class WebhookQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class WebhookQuery(Paging):
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
-    page: int = Field(default=1, ge=1, le=1_000_000)
-    page_size: int = Field(default=20, ge=1, le=100)
     is_active: bool | None = None
     name: str | None = Field(default=None, max_length=255)
 
@@ -129,16 +126,6 @@ class WebhookQuery(BaseModel):
 M = TypeVar("M", bound=BaseModel)
 
 
-def parse(model: type[M], data: Any) -> M:
+def parse(model: type[M], data: Any, *, whole: str = "body") -> M:
     """The model, or InvalidArguments naming every bad field (never a 500 for client input)."""
-    if not isinstance(data, dict):
-        raise InvalidArguments("body must be a JSON object", details={"errors": [
-            {"field": "body", "message": "must be a JSON object"}]})
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problems = [{"field": ".".join(str(p) for p in e["loc"]) or "body",
-                     "message": e["msg"].removeprefix("Value error, ")}
-                    for e in exc.errors(include_url=False, include_input=False)]
-        raise InvalidArguments("; ".join(f"{p['field']}: {p['message']}" for p in problems),
-                               details={"errors": problems}) from None
+    return validated(model, data, whole=whole)

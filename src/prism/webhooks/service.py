@@ -17,6 +17,7 @@ from prism.errors import InvalidArguments, PermissionDenied
 from prism.events.catalog import GOVERNANCE_EVENT_TYPES
 from prism.events.outbox import emit
 from prism.kit.outbound import OutboundUrlRefused, check_url
+from prism.kit.paging import Paging, envelope
 from prism.kit.timeutil import iso, utcnow
 from prism.webhooks.matching import forget_active_webhooks, new_delivery_id
 from prism.webhooks.models import Webhook, WebhookDelivery
@@ -75,7 +76,7 @@ async def _checked_url(settings: Settings, url: str) -> str:
     try:
         return await check_url(url, allow_private_networks=settings.webhook_allow_private_networks)
     except OutboundUrlRefused as exc:
-        raise InvalidArguments(exc.message, details={"errors": [{"field": "url", "message": exc.message}]}) from None
+        raise InvalidArguments(exc.message, field="url") from None
 
 
 async def create_webhook(session: AsyncSession, auth: AuthContext, settings: Settings,
@@ -104,8 +105,7 @@ async def list_webhooks(session: AsyncSession, auth: AuthContext, query: Webhook
     stmt = Webhooks(session, auth.organization_id).filtered(is_active=query.is_active, name=query.name)
     total, rows = await paged(session, stmt, [Webhook.created_at.desc(), Webhook.id.desc()],
                               page=query.page, page_size=query.page_size)
-    return {"count": total, "page": query.page, "page_size": query.page_size,
-            "results": [webhook_read(r) for r in rows]}
+    return spec_list([webhook_read(r) for r in rows], query, total)
 
 
 async def get_webhook(session: AsyncSession, auth: AuthContext, webhook_id: str) -> dict[str, Any]:
@@ -173,8 +173,12 @@ async def list_deliveries(session: AsyncSession, auth: AuthContext, webhook_id: 
                                                               event_type=query.event_type)
     total, rows = await paged(session, stmt, [WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc()],
                               page=query.page, page_size=query.page_size)
-    return {"count": total, "page": query.page, "page_size": query.page_size,
-            "results": [delivery_read(r) for r in rows]}
+    return spec_list([delivery_read(r) for r in rows], query, total)
+
+
+def spec_list(items: list[dict[str, Any]], query: Paging, total: int) -> dict[str, Any]:
+    """Prism's list envelope, with SPEC's names for the same list (`count`, `results`) beside it."""
+    return {**envelope(items, query.page, query.page_size, total), "count": total, "results": items}
 
 
 async def get_delivery(session: AsyncSession, auth: AuthContext, webhook_id: str,

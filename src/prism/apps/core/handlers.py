@@ -9,6 +9,8 @@ from pydantic import BaseModel, Field
 
 from prism.apps.params import Params
 from prism.events.catalog import API_VERSION, EVENT_TYPES
+from prism.kit.ids import public_organization_id
+from prism.kit.paging import Paging, page_of
 from prism.kit.timeutil import iso
 from prism.registry import AfterCommit, HandlerApp, HandlerCall
 from prism.registry.answer import SearchParams
@@ -57,7 +59,7 @@ class WhoamiResult(BaseModel):
     tenant: WhoamiTenant
 
 
-class WebhookEventList(Params):
+class WebhookEventList(Paging):
     group: Literal["governance", "platform"] | None = Field(None, description="Only this group of events.")
 
 
@@ -71,7 +73,8 @@ async def whoami(call: HandlerCall, _: WhoamiParams) -> dict[str, Any]:
         "key": {"prefix": a.key_prefix, "name": a.key_name, "created_at": iso(a.key_created_at),
                 "last_used_at": iso(a.usage.last_used_at), "scopes": sorted(a.scopes)},
         "user": {"id": a.user_id, "email": a.user_email},
-        "organization": {"id": a.organization_id, "name": a.organization_name, "role": a.role},
+        "organization": {"id": public_organization_id(a.organization_id), "name": a.organization_name,
+                         "role": a.role},
         "tenant": {"id": a.tenant_id, "name": a.tenant_name, "subdomain": a.tenant_subdomain},
     }
 
@@ -131,4 +134,4 @@ async def list_webhook_events(call: HandlerCall, p: WebhookEventList) -> dict[st
     items = [{"event_type": e.event_type, "group": e.group, "description": e.description,
               "event_id_prefix": e.id_prefix, "api_version": API_VERSION}
              for e in EVENT_TYPES if p.group is None or e.group == p.group]
-    return {"items": items, "page": 1, "page_size": len(items), "total": len(items)}
+    return page_of(items, p)

@@ -50,6 +50,7 @@ async def _document(call: HandlerCall, document_id: str) -> Document:
 async def _prepare_document(call: HandlerCall, values: dict[str, Any], row: Document | None) -> dict[str, Any]:
     if values.get("collection_id"):
         await repo(call, Collection, "collection").get(values["collection_id"])
+    if "collection_id" in values:  # moved to another collection, or out of any (null): its chunks follow
         await call.session.execute(update(DocumentChunk).where(
             DocumentChunk.document_id == (row.id if row else None)).values(collection_id=values["collection_id"]))
     return values
@@ -80,7 +81,7 @@ crud(app, Entity(DocumentChunk, "chunk", "document chunks", ChunkList, search=("
 async def _process(call: HandlerCall, document: Document, *, chunk_words: int, overlap_words: int) -> None:
     """Extract, chunk and store; a content that does not parse marks the document failed."""
     if overlap_words >= chunk_words:
-        raise InvalidArguments("overlap_words: must be smaller than chunk_words", details={"field": "overlap_words"})
+        raise InvalidArguments("overlap_words: must be smaller than chunk_words", field="overlap_words")
     await call.session.execute(delete(DocumentChunk).where(
         DocumentChunk.document_id == document.id))
     try:

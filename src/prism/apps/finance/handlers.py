@@ -14,7 +14,7 @@ from prism.apps.params import ListParams, Params, ReadParams
 from prism.errors import Conflict, InvalidArguments
 from prism.events.outbox import emit_for
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository, text_search, to_record
+from prism.tenancy.repository import OrgRepository, sent_changes, text_search, to_record
 
 app = HandlerApp("finance", description="Accounts payable: vendors, invoices, aging.")
 
@@ -145,19 +145,20 @@ async def create_invoice(call: HandlerCall, p: InvoiceCreate) -> dict[str, Any]:
              keywords=("approve invoice", "pay invoice", "dispute", "accounts payable", "supplier invoice"))
 async def update_invoice(call: HandlerCall, p: InvoiceUpdate) -> dict[str, Any]:
     row = await _invoices(call).get(p.id)
-    if p.status is not None and p.status != row.status:
+    sent = sent_changes(p, Invoice)  # null clears (memo), absent keeps; status and due_date cannot be cleared
+    if "status" in sent and p.status != row.status:
         if p.status not in INVOICE_TRANSITIONS[row.status]:
             allowed = sorted(INVOICE_TRANSITIONS[row.status]) or ["none"]
             raise Conflict(f"invoice status cannot go from {row.status} to {p.status} "
                            f"(allowed: {', '.join(allowed)})", code="invalid_transition")
         row.status = p.status
-    if p.due_date is not None:
+    if p.due_date is not None and "due_date" in sent:
         if p.due_date < row.issue_date:
             raise InvalidArguments("due_date: must not be before the invoice's issue_date",
-                                   details={"field": "due_date"})
+                                   field="due_date")
         row.due_date = p.due_date
-    if p.memo is not None:
-        row.memo = p.memo
+    if "memo" in sent:
+        row.memo = sent["memo"]
     await call.session.flush()
     return to_record(row)
 

@@ -18,7 +18,7 @@ from prism.governance import oversight, personas
 from prism.governance.models import AiSystem, GovernanceDecision, GovernanceViolation, OversightRequest
 from prism.governance.post_hoc_audit import run_audit
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository, text_search, to_record
+from prism.tenancy.repository import OrgRepository, sent_changes, text_search, to_record
 
 app = HandlerApp("governance", description="Personas, AI systems, human oversight, decisions and violations.")
 
@@ -97,7 +97,7 @@ async def create_persona(call: HandlerCall, p: PersonaCreateParams) -> dict[str,
              keywords=("policy", "rules", "permissions profile", "guardrails", "edit policy"))
 async def update_persona(call: HandlerCall, p: PersonaUpdateParams) -> dict[str, Any]:
     return await personas.update_persona(call.session, organization_id=call.organization_id, persona_id=p.id,
-                                         changes=p, name=p.name)
+                                         changes=p)
 
 
 @app.handler("config_manage", "persona", "delete", params=ReadParams, scope="write", permission=MANAGE_PERSONA,
@@ -175,7 +175,7 @@ async def read_ai_system(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
                          "carry the new risk level.")
 async def update_ai_system(call: HandlerCall, p: AiSystemUpdate) -> dict[str, Any]:
     row = await _systems(call).get(p.id)
-    for name, value in p.model_dump(exclude={"id"}, exclude_none=True).items():
+    for name, value in sent_changes(p, AiSystem).items():  # null clears, absent keeps
         setattr(row, name, value)
     await call.session.flush()
     return to_record(row)

@@ -54,10 +54,10 @@ async def _prepare_endpoint(call: HandlerCall, values: dict[str, Any], row: Any)
                                              allow_private_networks=call.settings.webhook_allow_private_networks)
     for name, value in (values.get("headers") or {}).items():
         if not HEADER_NAME.match(name) or any(c in value for c in "\r\n"):
-            raise InvalidArguments(f"headers: {name!r} is not a valid header", details={"field": "headers"})
+            raise InvalidArguments(f"headers: {name!r} is not a valid header", field="headers")
         if SECRET_HEADER.search(name):
             raise InvalidArguments(f"headers: {name!r} would carry a credential; Prism stores no secrets for "
-                                   "integrations", details={"field": "headers"})
+                                   "integrations", field="headers")
     return values
 
 

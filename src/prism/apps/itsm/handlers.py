@@ -202,7 +202,7 @@ async def escalate_ticket(call: HandlerCall, p: TicketEscalate) -> dict[str, Any
         raise Conflict(f"ticket #{ticket.number} is {ticket.status}", code="invalid_transition")
     if p.priority >= ticket.priority:  # p1 < p2 < ...: escalation means a smaller number
         raise InvalidArguments(f"priority: {p.priority} is not higher than {ticket.priority}",
-                               details={"field": "priority"})
+                               field="priority")
     ticket.priority = p.priority
     hours = await _sla_hours(call, p.priority)
     if hours:

@@ -49,7 +49,7 @@ async def _validate_template(call: HandlerCall, values: dict[str, Any], row: Any
     for name in ("subject", "body"):
         if values.get(name) is not None and not TextTemplate(values[name]).is_valid():
             raise InvalidArguments(f"{name}: invalid placeholder (use $name or ${{name}}; $$ for a dollar sign)",
-                                   details={"field": name})
+                                   field=name)
     return values
 
 
@@ -113,7 +113,7 @@ async def send_template(call: HandlerCall, p: SendTemplate) -> dict[str, Any]:
         body = TextTemplate(template.body).substitute(p.variables)
     except KeyError as exc:
         raise InvalidArguments(f"variables: missing a value for {exc.args[0]!r}",
-                               details={"field": "variables"}) from exc
+                               field="variables") from exc
     row = _add(call, **await _recipient(call, p), subject=subject[:500], body=body, priority=p.priority,
                template_id=template.id)
     await call.session.flush()

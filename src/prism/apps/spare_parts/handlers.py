@@ -9,7 +9,7 @@ from pydantic import Field
 from prism.apps.params import DeleteParams, ListParams, Params, ReadParams
 from prism.apps.spare_parts.models import SparePart
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository, text_search, to_record
+from prism.tenancy.repository import OrgRepository, sent_changes, text_search, to_record
 
 app = HandlerApp("spare_parts", description="Spare-parts inventory: stock levels, locations, costs.")
 
@@ -87,7 +87,7 @@ async def create_spare_part(call: HandlerCall, p: SparePartCreate) -> dict[str, 
              keywords=("inventory", "adjust stock", "restock"))
 async def update_spare_part(call: HandlerCall, p: SparePartUpdate) -> dict[str, Any]:
     row = await _repo(call).get(p.id)
-    for name, value in p.model_dump(exclude={"id"}, exclude_none=True).items():
+    for name, value in sent_changes(p, SparePart).items():  # null clears, absent keeps
         setattr(row, name, value)
     await call.session.flush()
     return to_record(row)

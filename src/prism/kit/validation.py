@@ -1,0 +1,50 @@
+"""Client input checked against a Pydantic model, refused in the one 400 shape (prism.errors.problem_details)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time
+from typing import Any, TypeVar, get_args
+
+from pydantic import BaseModel, ValidationError
+
+from prism.errors import InvalidArguments
+
+M = TypeVar("M", bound=BaseModel)
+_TEMPORAL_TYPES = (date, datetime, time)
+_TEMPORAL_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {}
+
+
+def validated(model: type[M], data: Any, *, whole: str = "arguments") -> M:
+    """`data` as `model`, or InvalidArguments listing every problem; `whole` names the input as a whole (the
+    field a problem of no one field names, and what must be a JSON object: `null` is not one)."""
+    if not isinstance(data, dict):
+        raise InvalidArguments(f"{whole}: must be a JSON object", field=whole)
+    problems = _numbers_for_times(model, data)
+    try:
+        result = model.model_validate(data)
+    except ValidationError as exc:
+        problems += [{"field": ".".join(str(p) for p in e["loc"]) or whole,
+                      "message": e["msg"].removeprefix("Value error, ")}
+                     for e in exc.errors(include_url=False, include_input=False)]
+        result = None
+    if problems or result is None:
+        raise InvalidArguments("; ".join(f"{p['field']}: {p['message']}" for p in problems),
+                               details={"errors": problems}) from None
+    return result
+
+
+def _numbers_for_times(model: type[BaseModel], data: dict[str, Any]) -> list[dict[str, str]]:
+    """Pydantic reads a number as a Unix time for a date or time field; the descriptors (and Prism) say such a
+    field is an ISO 8601 string, so a number is refused rather than read as a moment nobody meant."""
+    names = _TEMPORAL_FIELDS.get(model)
+    if names is None:
+        names = _TEMPORAL_FIELDS[model] = tuple(
+            name for name, info in model.model_fields.items() if _is_temporal(info.annotation))
+    return [{"field": name, "message": "must be an ISO 8601 string, not a number"} for name in names
+            if isinstance(data.get(name), int | float) and not isinstance(data.get(name), bool)]
+
+
+def _is_temporal(annotation: Any) -> bool:
+    if isinstance(annotation, type) and issubclass(annotation, _TEMPORAL_TYPES):
+        return True
+    return any(_is_temporal(arg) for arg in get_args(annotation))
