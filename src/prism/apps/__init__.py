@@ -4,4 +4,6 @@ BUILTIN_APP_MODULES = (
     "prism.apps.core.handlers",
     "prism.apps.spare_parts.handlers",
     "prism.apps.finance.handlers",
+    # The ledger is Prism's own record of every call: its API ships with the core, not as a pluggable app.
+    "prism.apps.ledger.handlers",
 )

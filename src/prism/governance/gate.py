@@ -53,6 +53,8 @@ class Gate:
         assert handler is not None
         # A batch the ledger replays runs this again on a fresh transaction: start from a clean slate.
         self.policies_evaluated, self.opened_request, self.detail = 1, None, {}
+        if auth.ai_system_id is not None:  # the ledger's entries can then be found by AI system
+            self.detail["ai_system_id"] = auth.ai_system_id
         if auth.persona_id is not None:
             self.policies_evaluated += 1
             policy = await _policy(session, auth)
