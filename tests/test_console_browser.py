@@ -1,0 +1,205 @@
+"""The console in a real headless Chromium against a real server, one test per role: the oversight inbox (a new
+request appears without reloading; approve with a note; four eyes), the ledger (filters, an entry's hash links,
+verification, export) — and what each role is not shown. Each page passes axe-core with no serious or critical
+violation, on a desktop and at 390 px."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from prism.config import Settings
+from tests.console_support import CHROMIUM, CHROMIUM_ARGS, check_page, no_horizontal_scroll, require_tools, serve
+from tests.console_support import sign_in as console_sign_in
+from tests.factories import Factory, Workspace
+from tests.governance_support import governed_key
+
+GATED = {"name": "gated-vendors", "default": "allow", "oversight": ["entity_crud/finance/vendor/create"],
+         "oversight_priority": "high", "oversight_sla_seconds": 900}
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture(scope="module")
+def port(settings: Settings) -> Iterator[int]:
+    yield from serve(settings)
+
+
+async def _escalate(http: httpx.AsyncClient, ws: Workspace, name: str) -> str:
+    response = await http.post("/api/mcp/tools/prism_entity_crud/", headers=ws.headers("agent"), json={
+        "app": "finance", "entity": "vendor", "operation": "create", "arguments": {"name": name}})
+    assert response.status_code == 202, response.text
+    request_id: str = response.json()["details"]["oversight_request_id"]
+    return request_id
+
+
+async def _setup(factory: Factory, port: int) -> tuple[Workspace, str, httpx.AsyncClient]:
+    ws = await factory.workspace(roles=("owner", "member", "viewer"))
+    http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers={"Host": f"{ws.host}:{port}"})
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as setup:
+        await governed_key(factory, _HostClient(setup, f"{ws.host}:{port}"), ws, "agent", persona=GATED)
+    return ws, f"http://{ws.host}:{port}", http
+
+
+class _HostClient:
+    """governed_key's client, sending the tenant host (with the live server's port) on every request."""
+
+    def __init__(self, client: httpx.AsyncClient, host: str) -> None:
+        self.client, self.host = client, host
+
+    async def post(self, url: str, *, json: Any, headers: dict[str, str]) -> httpx.Response:
+        return await self.client.post(url, json=json, headers={**headers, "Host": self.host})
+
+
+async def _fetch(page: Any, url: str, form: dict[str, str] | None = None) -> tuple[int, str]:
+    """A request made by the page itself (its cookie, its origin), as a hand-made form or link would be."""
+    status, text = await page.evaluate("""async ([url, form]) => {
+        const init = form ? {method: "POST", body: new URLSearchParams(form)} : {};
+        const response = await fetch(url, {credentials: "same-origin", ...init});
+        return [response.status, await response.text()];
+    }""", [url, form])
+    return int(status), str(text)
+
+
+async def _browser(playwright: Any, **context: Any) -> tuple[Any, Any]:
+    browser = await playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    page = await (await browser.new_context(bypass_csp=True, accept_downloads=True, **context)).new_page()
+    return browser, page
+
+
+async def test_an_owner_decides_oversight_and_reads_verifies_and_exports_the_ledger(
+        port: int, factory: Factory) -> None:
+    require_tools()
+    from playwright.async_api import async_playwright
+
+    ws, base, http = await _setup(factory, port)
+    async with http, async_playwright() as playwright:
+        browser, page = await _browser(playwright)
+        try:
+            await console_sign_in(page, base, ws.emails["owner"])
+            assert await page.text_content("#user-role") == "owner"
+            assert await page.locator("#nothing-pending").count() == 1
+            await check_page(page, "owner-inbox-empty")
+
+            # A call escalated while the inbox is open shows up without a reload.
+            request_id = await _escalate(http, ws, "Acme")
+            card = page.locator(f"#request-{request_id}")
+            await card.wait_for(timeout=15_000)
+            assert await card.locator(".asked-by").text_content() == ws.emails["agent"]
+            assert "due in" in (await card.locator("time").text_content() or "")
+            await check_page(page, "owner-inbox-pending")
+
+            await card.locator("textarea").fill("known supplier")
+            await card.locator("button.approve").click()
+            await page.wait_for_selector("#console-notice")
+            assert "approved" in (await page.text_content("#console-notice") or "")
+            decided = page.locator(f"#decided tr[data-request='{request_id}']")
+            assert await decided.locator(".status").text_content() == "approved"
+            assert "known supplier" in (await decided.text_content() or "")
+            ran = await http.post("/api/mcp/tools/prism_entity_crud/",
+                                  headers={**ws.headers("agent"), "X-Prism-Oversight-Request": request_id},
+                                  json={"app": "finance", "entity": "vendor", "operation": "create",
+                                        "arguments": {"name": "Acme"}})
+            assert ran.status_code == 200, ran.text
+
+            # The ledger: the approval itself is an entry of the console door, by this owner.
+            await page.click("text=Ledger")
+            await page.wait_for_selector("#entries")
+            await page.select_option("#f-outcome", "allowed")
+            await page.fill("#f-coordinate", "governance_review/*")
+            await page.click("#apply-filters")
+            await page.wait_for_selector("#entries tr[data-entry]")
+            rows = page.locator("#entries tbody tr[data-entry]")
+            assert "console" in (await rows.first.text_content() or "")
+            assert ws.emails["owner"] in (await page.text_content("#entries") or "")
+            await check_page(page, "owner-ledger-filtered")
+            await rows.first.locator("a").click()
+            await page.wait_for_selector("#hash-links")
+            assert await page.text_content("#check-content") == "yes"
+            assert "yes" in (await page.text_content("#check-mac") or "")
+            await check_page(page, "owner-ledger-entry")
+            await page.click("#previous-entry")
+            await page.wait_for_selector("#next-entry")
+
+            await page.click("text=Back to the ledger")
+            await page.click("#verify-full")
+            await page.wait_for_selector("#verification")
+            assert "Verified" in (await page.text_content("#verification") or "")
+            await check_page(page, "owner-ledger-verified")
+            async with page.expect_download() as waiting:
+                await page.click("#export-csv")
+            download = await waiting.value
+            rows_csv = list(csv.DictReader(io.StringIO((await download.path()).read_text())))
+            assert rows_csv and {"seq", "coordinate", "entry_hash"} <= set(rows_csv[0])
+            assert any(r["coordinate"] == "entity_crud/finance/vendor/create" and r["outcome"] == "allowed"
+                       for r in rows_csv)
+        finally:
+            await browser.close()
+
+
+async def test_the_person_whose_call_was_escalated_cannot_decide_it(port: int, factory: Factory) -> None:
+    require_tools()
+    from playwright.async_api import async_playwright
+
+    ws, base, http = await _setup(factory, port)
+    async with http, async_playwright() as playwright:
+        browser, page = await _browser(playwright)
+        try:
+            request_id = await _escalate(http, ws, "Self Approval Ltd")
+            await console_sign_in(page, base, ws.emails["agent"])  # an owner too, but the one who asked
+            card = page.locator(f"#request-{request_id}")
+            assert await card.locator(".own-request").count() == 1
+            assert await card.locator("button.approve").count() == 0
+            # The rule is the handler's, not the page's: a hand-made form post is refused the same way.
+            token = await page.evaluate("document.querySelector('input[name=csrf_token]').value")
+            status, text = await _fetch(page, f"/console/oversight/{request_id}/decide/?org={ws.org.id}",
+                                        {"csrf_token": token, "decision": "approve", "note": ""})
+            assert status == 403 and "self_approval_forbidden" in text
+            await check_page(page, "requester-inbox")
+        finally:
+            await browser.close()
+
+
+@pytest.mark.parametrize("role", ["member", "viewer"])
+async def test_members_and_viewers_see_the_inbox_and_ledger_without_the_levers_on_a_phone(
+        port: int, factory: Factory, role: str) -> None:
+    require_tools()
+    from playwright.async_api import async_playwright
+
+    ws, base, http = await _setup(factory, port)
+    async with http, async_playwright() as playwright:
+        browser, page = await _browser(playwright, viewport=PHONE, is_mobile=True, has_touch=True)
+        try:
+            request_id = await _escalate(http, ws, f"{role} view")
+            await console_sign_in(page, base, ws.emails[role])
+            card = page.locator(f"#request-{request_id}")
+            assert await card.count() == 1 and await card.locator("button.approve").count() == 0
+            assert "cannot decide" in (await card.text_content() or "")
+            await no_horizontal_scroll(page)
+            await check_page(page, f"{role}-inbox-phone")
+            token = await page.evaluate("document.querySelector('input[name=csrf_token]').value")
+            status, text = await _fetch(page, f"/console/oversight/{request_id}/decide/?org={ws.org.id}",
+                                        {"csrf_token": token, "decision": "approve", "note": ""})
+            assert status == 403 and "permission_denied" in text
+
+            await page.goto(f"{base}/console/ledger/?org={ws.org.id}&outcome=refused")
+            await page.wait_for_selector("#entries")
+            assert await page.locator("#export-csv").count() == 0  # ledger.export_entry: owners and admins
+            assert "oversight_required" in (await page.text_content("#entries") or "")
+            await no_horizontal_scroll(page)
+            await check_page(page, f"{role}-ledger-phone")
+            status, text = await _fetch(page, f"/console/ledger/export/?org={ws.org.id}&format=csv")
+            assert status == 403 and "ledger.export_entry" in text
+
+            # Keyboard only: the skip link leads to the content.
+            await page.goto(f"{base}/console/oversight/?org={ws.org.id}")
+            await page.keyboard.press("Tab")
+            assert await page.evaluate("document.activeElement.textContent") == "Skip to content"
+            await page.keyboard.press("Enter")
+            assert await page.evaluate("document.activeElement.id") == "content"
+        finally:
+            await browser.close()
