@@ -88,7 +88,7 @@ async def test_an_owner_decides_oversight_and_reads_verifies_and_exports_the_led
             # A call escalated while the inbox is open shows up without a reload.
             request_id = await _escalate(http, ws, "Acme")
             card = page.locator(f"#request-{request_id}")
-            await card.wait_for(timeout=15_000)
+            await card.wait_for(timeout=25_000)  # the inbox polls every 10 s
             assert await card.locator(".asked-by").text_content() == ws.emails["agent"]
             assert "due in" in (await card.locator("time").text_content() or "")
             await check_page(page, "owner-inbox-pending")
