@@ -137,6 +137,46 @@ async def test_an_owner_decides_oversight_and_reads_verifies_and_exports_the_led
             assert rows_csv and {"seq", "coordinate", "entry_hash"} <= set(rows_csv[0])
             assert any(r["coordinate"] == "entity_crud/finance/vendor/create" and r["outcome"] == "allowed"
                        for r in rows_csv)
+
+            # Personas, AI systems, missions: made here, a mission's budget bar moves with the calls under it.
+            await page.click("text=Personas, AI systems, missions")
+            await page.click("text=New persona")
+            await page.fill("#p-name", "console-made")
+            await page.fill("#p-allow", "entity_crud/finance/*/*\nreport_query/*/*/*")
+            await page.fill("#p-oversight", "not a pattern")
+            await page.click("#create-persona")
+            assert "'not a pattern'" in (await page.text_content("#console-error") or "")  # the handler's check
+            assert await page.input_value("#p-name") == "console-made"  # what was typed stays
+            await page.fill("#p-oversight", "entity_crud/finance/invoice/update")
+            await page.click("#create-persona")
+            await page.wait_for_selector("#console-notice")
+            persona = page.locator("#personas li", has_text="console-made")
+            assert "entity_crud/finance/*/*, report_query/*/*/*" in (await persona.text_content() or "")
+            await page.click("text=Register an AI system")
+            await page.fill("#s-name", "invoice bot")
+            await page.select_option("#s-risk", "high")
+            await page.click("#create-ai-system")
+            await page.wait_for_selector("#ai-systems tr:has-text('invoice bot')")
+            await page.click("text=Plan a mission")
+            await page.fill("#m-name", "Quarter close")
+            await page.fill("#m-budget", "10")
+            await page.click("#create-mission")
+            mission_card = page.locator("#missions li", has_text="Quarter close")
+            mission_id = await mission_card.get_attribute("data-mission")
+            assert mission_id and await mission_card.locator("meter").get_attribute("value") == "0"
+            started = await http.post("/api/mcp/tools/prism_mission_control/", headers=ws.headers("owner"), json={
+                "app": "missions", "entity": "mission", "operation": "start", "arguments": {"id": mission_id}})
+            assert started.status_code == 200, started.text
+            for _ in range(3):
+                spent = await http.post("/api/mcp/tools/prism_entity_crud/",
+                                        headers={**ws.headers("owner"), "X-Prism-Mission": mission_id},
+                                        json={"app": "finance", "entity": "vendor", "operation": "list",
+                                              "arguments": {}})
+                assert spent.status_code == 200, spent.text
+            await page.reload()
+            assert await mission_card.locator("meter").get_attribute("value") == "3"
+            assert "3 of 10" in (await mission_card.locator("label").text_content() or "")
+            await check_page(page, "owner-governance")
         finally:
             await browser.close()
 
@@ -194,6 +234,14 @@ async def test_members_and_viewers_see_the_inbox_and_ledger_without_the_levers_o
             await check_page(page, f"{role}-ledger-phone")
             status, text = await _fetch(page, f"/console/ledger/export/?org={ws.org.id}&format=csv")
             assert status == 403 and "ledger.export_entry" in text
+
+            await page.goto(f"{base}/console/governance/?org={ws.org.id}")
+            await page.wait_for_selector("#missions")
+            assert await page.locator("#persona-form, #ai-system-form").count() == 0  # governance.manage_*
+            # Members plan missions (`*.add_*`); viewers only look.
+            assert await page.locator("#mission-form").count() == (1 if role == "member" else 0)
+            await no_horizontal_scroll(page)
+            await check_page(page, f"{role}-governance-phone")
 
             # Keyboard only: the skip link leads to the content.
             await page.goto(f"{base}/console/oversight/?org={ws.org.id}")

@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from prism.console import ledger, oversight
+from prism.console import governance, ledger, oversight
 from prism.console.caller import ConsoleCaller
 from prism.console.pages import signed_in
 from prism.edge.doors import PAGE, door_routes
@@ -48,4 +48,6 @@ def routes() -> list[BaseRoute]:
         *door_routes(ledger.PATH, ledger.entries, ["GET"], PAGE),
         *door_routes(ledger.PATH + "export/", ledger.export, ["GET"], PAGE),
         *door_routes(ledger.PATH + "{key}/", ledger.entry, ["GET"], PAGE),
+        *door_routes(governance.PATH, governance.overview, ["GET"], PAGE),
+        *door_routes(governance.PATH + "{kind}/", governance.create, ["POST"], PAGE),
     ]

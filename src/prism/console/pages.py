@@ -15,7 +15,8 @@ from prism.errors import PrismError
 from prism.models import Membership, User
 from prism.web.browser import login_url, redirect, render, signed_in_user
 
-SECTIONS = (("/console/oversight/", "Oversight inbox"), ("/console/ledger/", "Ledger"))
+SECTIONS = (("/console/oversight/", "Oversight inbox"), ("/console/ledger/", "Ledger"),
+            ("/console/governance/", "Personas, AI systems, missions"))
 Page = Callable[[Request, ConsoleCaller], Awaitable[Response]]
 
 
