@@ -251,3 +251,33 @@ async def test_members_and_viewers_see_the_inbox_and_ledger_without_the_levers_o
             assert await page.evaluate("document.activeElement.id") == "content"
         finally:
             await browser.close()
+
+
+async def test_the_front_pages_lead_to_the_console_and_describe_the_api(port: int, factory: Factory) -> None:
+    require_tools()
+    from playwright.async_api import async_playwright
+
+    ws = await factory.workspace(roles=("viewer",))
+    base = f"http://{ws.host}:{port}"
+    async with async_playwright() as playwright:
+        browser, page = await _browser(playwright, viewport=PHONE, is_mobile=True, has_touch=True)
+        try:
+            await page.goto(f"{base}/")
+            await check_page(page, "front-tenant-phone")
+            await no_horizontal_scroll(page)
+            assert await page.get_attribute("#to-portal", "href") == f"http://portal.localhost:{port}/"
+            await page.click("#to-console")
+            await page.wait_for_url(f"{base}/login/**")
+
+            await page.goto(f"http://portal.localhost:{port}/")
+            operations = page.locator("li.operation")
+            assert await operations.count() >= 10
+            assert await page.locator("li.operation:has-text('/api/v1/dev/call/')").count() == 1
+            assert await page.get_attribute("#portal-descriptor", "href") == "/.well-known/openapi.json"
+            await no_horizontal_scroll(page)
+            await check_page(page, "front-portal-phone")
+        finally:
+            await browser.close()
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+        platform = await http.get("/")  # the platform host has no front page: JSON 404 as before
+        assert platform.status_code == 404 and platform.json()["error"] == "not_found"

@@ -7,12 +7,12 @@ from importlib.resources import files
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Route, request_response
 
-from prism.console import governance, ledger, oversight
+from prism.console import front, governance, ledger, oversight
 from prism.console.caller import ConsoleCaller
 from prism.console.pages import signed_in
-from prism.edge.doors import PAGE, door_routes
+from prism.edge.doors import PAGE, Entrance, door_routes
 from prism.errors import NotFound
 from prism.web.browser import SECURITY_HEADERS, redirect
 
@@ -40,6 +40,7 @@ async def home(request: Request, caller: ConsoleCaller) -> Response:
 
 def routes() -> list[BaseRoute]:
     return [
+        Route("/", Entrance(request_response(front.front), PAGE), methods=["GET"]),
         *door_routes("/console/", home, ["GET"], PAGE),
         *door_routes("/console/static/{name}", static, ["GET"], PAGE),
         *door_routes(oversight.PATH, oversight.inbox, ["GET"], PAGE),
