@@ -14,7 +14,7 @@ from starlette.responses import Response
 
 from prism.console.caller import ConsoleCaller
 from prism.console.pages import page, refusal, signed_in
-from prism.errors import InvalidArguments, PrismError
+from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.web.browser import SECURITY_HEADERS
 
 PATH = "/console/ledger/"
@@ -85,7 +85,13 @@ async def entry(request: Request, caller: ConsoleCaller) -> Response:
     if kind not in ("id", "seq") or not number.isdigit():
         return refusal(request, InvalidArguments("an entry is /console/ledger/id-<id>/ or /console/ledger/seq-<n>/"))
     try:
-        shown = await caller.call(request, f"{BASE}/entry/read", {kind: int(number)})
+        entry_id = int(number)
+        if kind == "seq":  # a position: the entry there, found through the list's own filter
+            found = await caller.call(request, f"{BASE}/entry/list", {"seq_from": entry_id, "seq_to": entry_id})
+            if not found["items"]:
+                raise NotFound(f"no ledger entry at position {entry_id}", code="not_found")
+            entry_id = found["items"][0]["id"]
+        shown = await caller.call(request, f"{BASE}/entry/read", {"id": entry_id})
     except PrismError as exc:
         return page("console_entry.html", request, caller, PATH, status=exc.status, entry=None,
                     error=f"{exc.message} ({exc.code})")

@@ -108,16 +108,13 @@ async def page(session: AsyncSession, organization_id: str, f: EntryFilter, *, p
     return result
 
 
-async def read(session: AsyncSession, organization_id: str, keys: LedgerKeys, *, entry_id: int | None,
-               seq: int | None) -> dict[str, Any]:
+async def read(session: AsyncSession, organization_id: str, keys: LedgerKeys, entry_id: int) -> dict[str, Any]:
     """One entry with what binds it: its content hash and MAC checked, its leaf, its neighbours in the log, and
     the signed head it is (or will be) part of."""
-    stmt = repository(session, organization_id).base()
-    stmt = stmt.where(AuditEntry.id == entry_id) if entry_id is not None else stmt.where(AuditEntry.seq == seq)
+    stmt = repository(session, organization_id).base().where(AuditEntry.id == entry_id)
     row = (await session.execute(stmt)).scalar_one_or_none()
     if row is None:
-        what = f"id {entry_id}" if entry_id is not None else f"seq {seq}"
-        raise NotFound(f"ledger entry with {what} not found", code="not_found")
+        raise NotFound(f"ledger entry {entry_id} not found", code="not_found")
     record = _decorate(to_record(row), await _emails(session, {row.actor_user_id}))
     chained = row.prev_hash is not None
     record["checks"] = {

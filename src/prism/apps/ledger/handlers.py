@@ -34,11 +34,10 @@ async def list_entries(call: HandlerCall, p: EntryList) -> dict[str, Any]:
 
 
 @app.handler("audit_query", "entry", "read", params=EntryRead, scope="read", keywords=KEYWORDS,
-             description="Read one ledger entry by id or position, with its hash links: content hash and MAC "
+             description="Read one ledger entry by id, with its hash links: content hash and MAC "
                          "checked, its Merkle leaf, its neighbours' positions and the signed tree head.")
 async def read_entry(call: HandlerCall, p: EntryRead) -> dict[str, Any]:
-    return await queries.read(call.session, call.organization_id, LedgerKeys(call.settings), entry_id=p.id,
-                              seq=p.seq)
+    return await queries.read(call.session, call.organization_id, LedgerKeys(call.settings), p.id)
 
 
 @app.handler("audit_query", "entry", "export", params=EntryExport, scope="read",

@@ -48,14 +48,7 @@ class EntryList(ListParams, EntryFilters):
 
 
 class EntryRead(Params):
-    id: int | None = Field(None, ge=1, description="The entry's id (as listed).")
-    seq: int | None = Field(None, ge=1, description="Or its position in the log.")
-
-    @model_validator(mode="after")
-    def _one(self) -> EntryRead:
-        if (self.id is None) == (self.seq is None):
-            raise ValueError("name exactly one of id and seq")
-        return self
+    id: int = Field(..., ge=1, description="The entry's id (as listed; list with seq_from = seq_to finds a position).")
 
 
 class EntryExport(EntryFilters):
