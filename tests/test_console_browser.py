@@ -41,7 +41,8 @@ async def _setup(factory: Factory, port: int) -> tuple[Workspace, str, httpx.Asy
     ws = await factory.workspace(roles=("owner", "member", "viewer"))
     http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers={"Host": f"{ws.host}:{port}"})
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as setup:
-        await governed_key(factory, _HostClient(setup, f"{ws.host}:{port}"), ws, "agent", persona=GATED)
+        await governed_key(factory, _HostClient(setup, f"{ws.host}:{port}"), ws, "agent", persona=GATED,
+                           risk_level="limited")  # its calls record governance decisions too
     return ws, f"http://{ws.host}:{port}", http
 
 
@@ -230,6 +231,8 @@ async def test_members_and_viewers_see_the_inbox_and_ledger_without_the_levers_o
             await page.wait_for_selector("#entries")
             assert await page.locator("#export-csv").count() == 0  # ledger.export_entry: owners and admins
             assert "oversight_required" in (await page.text_content("#entries") or "")
+            blocked = page.locator("#decisions tr[data-decision]")  # the escalation, as a BLOCK decision
+            assert await blocked.count() == 1 and "BLOCK" in (await blocked.text_content() or "")
             await no_horizontal_scroll(page)
             await check_page(page, f"{role}-ledger-phone")
             status, text = await _fetch(page, f"/console/ledger/export/?org={ws.org.id}&format=csv")

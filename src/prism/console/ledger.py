@@ -19,6 +19,7 @@ from prism.web.browser import SECURITY_HEADERS
 
 PATH = "/console/ledger/"
 BASE = "audit_query/ledger"
+DECISIONS = "audit_query/governance/decision/list"
 TEXT_FILTERS = ("actor", "credential_id", "persona_id", "ai_system_id", "coordinate", "door")
 TIME_FILTERS = ("since", "until")
 NUMBER_FILTERS = ("seq_from", "seq_to")
@@ -46,6 +47,20 @@ def _filters(request: Request) -> tuple[dict[str, Any], dict[str, str]]:
     return arguments, shown
 
 
+async def _decisions(request: Request, caller: ConsoleCaller, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    """The latest governance decisions (calls of credentials tied to an AI system), for the same AI system and
+    outcome when those filters are set; none for a role that may not list them."""
+    if not caller.may(DECISIONS, request):
+        return []
+    wanted: dict[str, Any] = {"page_size": 10}
+    if "ai_system_id" in arguments:
+        wanted["ai_system_id"] = arguments["ai_system_id"]
+    if arguments.get("outcome") in ("allowed", "refused"):
+        wanted["decision"] = "ALLOW" if arguments["outcome"] == "allowed" else "BLOCK"
+    items: list[dict[str, Any]] = (await caller.call(request, DECISIONS, wanted))["items"]
+    return items
+
+
 def _page_number(request: Request) -> int:
     raw = request.query_params.get("page", "1")
     return int(raw) if raw.isdigit() and 1 <= int(raw) <= 1_000_000 else 1
@@ -64,6 +79,7 @@ async def entries(request: Request, caller: ConsoleCaller) -> Response:
     number = _page_number(request)
     try:
         listed = await caller.call(request, f"{BASE}/entry/list", {**arguments, "page": number, "page_size": 25})
+        context["decisions"] = await _decisions(request, caller, arguments)
         if request.query_params.get("verify"):
             context["verification"] = await caller.call(request, f"{BASE}/log/verify", {
                 "start": "first_entry" if request.query_params.get("verify") == "full" else "latest_checkpoint"})
