@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, request_response
 
-from prism.console import front, governance, ledger, oversight
+from prism.console import front, governance, keys, ledger, oversight
 from prism.console.caller import ConsoleCaller
 from prism.console.pages import signed_in
 from prism.edge.doors import PAGE, Entrance, door_routes
@@ -49,6 +49,9 @@ def routes() -> list[BaseRoute]:
         *door_routes(ledger.PATH, ledger.entries, ["GET"], PAGE),
         *door_routes(ledger.PATH + "export/", ledger.export, ["GET"], PAGE),
         *door_routes(ledger.PATH + "{key}/", ledger.entry, ["GET"], PAGE),
+        *door_routes(keys.PATH, keys.overview, ["GET"], PAGE),
+        *door_routes(keys.PATH, keys.mint, ["POST"], PAGE),
+        *door_routes(keys.PATH + "{key_id}/revoke/", keys.revoke, ["POST"], PAGE),
         *door_routes(governance.PATH, governance.overview, ["GET"], PAGE),
         *door_routes(governance.PATH + "{kind}/", governance.create, ["POST"], PAGE),
     ]

@@ -16,7 +16,7 @@ from prism.models import Membership, User
 from prism.web.browser import login_url, redirect, render, signed_in_user
 
 SECTIONS = (("/console/oversight/", "Oversight inbox"), ("/console/ledger/", "Ledger"),
-            ("/console/governance/", "Personas, AI systems, missions"))
+            ("/console/governance/", "Personas, AI systems, missions"), ("/console/keys/", "API keys"))
 Page = Callable[[Request, ConsoleCaller], Awaitable[Response]]
 
 
