@@ -263,6 +263,12 @@ async def test_members_and_viewers_see_the_inbox_and_ledger_without_the_levers_o
             assert await page.locator(f"#keys tr[data-prefix='{plaintext[:15]}'] .status").text_content() == "revoked"
             assert (await http.get("/api/v1/dev/me/", headers=headers)).status_code == 401
 
+            await page.click("text=Members")
+            owner_row = page.locator(f"#members tr[data-member='{ws.emails['owner']}']")
+            assert await owner_row.locator(".role").text_content() == "owner"
+            await no_horizontal_scroll(page)
+            await check_page(page, f"{role}-members-phone")
+
             # Keyboard only: the skip link leads to the content.
             await page.goto(f"{base}/console/oversight/?org={ws.org.id}")
             await page.keyboard.press("Tab")

@@ -8,4 +8,5 @@ BUILTIN_APP_MODULES = (
     "prism.apps.ledger.handlers",
     # A person's own API keys: the console mints them through the dispatcher like any other call.
     "prism.apps.keys.handlers",
+    "prism.apps.organization.handlers",
 )

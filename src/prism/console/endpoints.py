@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, request_response
 
-from prism.console import front, governance, keys, ledger, oversight
+from prism.console import front, governance, keys, ledger, members, oversight
 from prism.console.caller import ConsoleCaller
 from prism.console.pages import signed_in
 from prism.edge.doors import PAGE, Entrance, door_routes
@@ -52,6 +52,7 @@ def routes() -> list[BaseRoute]:
         *door_routes(keys.PATH, keys.overview, ["GET"], PAGE),
         *door_routes(keys.PATH, keys.mint, ["POST"], PAGE),
         *door_routes(keys.PATH + "{key_id}/revoke/", keys.revoke, ["POST"], PAGE),
+        *door_routes(members.PATH, members.overview, ["GET"], PAGE),
         *door_routes(governance.PATH, governance.overview, ["GET"], PAGE),
         *door_routes(governance.PATH + "{kind}/", governance.create, ["POST"], PAGE),
     ]

@@ -1,5 +1,6 @@
 """A person's own API keys through the dispatcher (config_manage/keys/api_key/...): listed and revoked by their
-owner only, minted only from the console, never another organization's or tenant's."""
+owner only, minted only from the console, never another organization's or tenant's; the organization's members
+and roles (config_manage/organization/...)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,20 @@ async def test_a_key_lists_and_revokes_only_its_owners_keys_and_cannot_mint_one(
     assert revoked["status"] == "revoked"
     gone = await post(client, ws, f"{BASE}/list", {})
     assert gone.status_code == 401
+
+
+async def test_members_and_roles_are_those_of_the_callers_organization(client: httpx.AsyncClient,
+                                                                      factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner", "viewer"))
+    sibling = await factory.second_org(ws)
+    await factory.add_key(ws, "sibling", org=sibling)
+    await factory.workspace(roles=("owner",))  # another tenant, with members of its own
+    members = await ok(client, ws, "config_manage/organization/member/list", {}, label="viewer")
+    assert {(m["email"], m["role"]) for m in members["items"]} == {(ws.emails["owner"], "owner"),
+                                                                    (ws.emails["viewer"], "viewer")}
+    searched = await ok(client, ws, "config_manage/organization/member/list", {"search": "viewer"})
+    assert [m["email"] for m in searched["items"]] == [ws.emails["viewer"]]
+    theirs = await ok(client, ws, "config_manage/organization/member/list", {}, label="sibling")
+    assert [m["email"] for m in theirs["items"]] == [ws.emails["sibling"]]
+    roles = await ok(client, ws, "config_manage/organization/role/list", {}, label="viewer")
+    assert {r["name"]: r["permissions"] for r in roles["items"]}["viewer"] == ["*.view_*"]
