@@ -1,4 +1,4 @@
-"""A person's own API keys through the dispatcher (config_manage/keys/api_key/...): listed and revoked by their
+"""A person's own API keys through the dispatcher (config_manage/keys/key/...): listed and revoked by their
 owner only, minted only from the console, never another organization's or tenant's; the organization's members
 and roles (config_manage/organization/...)."""
 
@@ -9,12 +9,12 @@ import httpx
 from tests.factories import Factory
 from tests.governance_support import ok, post
 
-BASE = "config_manage/keys/api_key"
+BASE = "config_manage/keys/key"
 
 
 async def test_a_key_lists_and_revokes_only_its_owners_keys_and_cannot_mint_one(
         client: httpx.AsyncClient, factory: Factory) -> None:
-    ws = await factory.workspace(roles=("owner", "member"))
+    ws = await factory.workspace(roles=("owner", "member", "viewer"))
     theirs = await factory.workspace(roles=("owner",))
     owner_keys = (await ok(client, ws, f"{BASE}/list", {}))["items"]
     member_keys = (await ok(client, ws, f"{BASE}/list", {}, label="member"))["items"]
@@ -29,6 +29,9 @@ async def test_a_key_lists_and_revokes_only_its_owners_keys_and_cannot_mint_one(
         assert refused.status_code == 404 and refused.json()["error"] == "not_found"
     assert (await ok(client, ws, f"{BASE}/list", {}, label="member"))["items"][0]["status"] == "active"
 
+    viewer_key = (await ok(client, ws, f"{BASE}/list", {}, label="viewer"))["items"][0]
+    by_viewer = await post(client, ws, f"{BASE}/revoke", {"id": viewer_key["id"]}, label="viewer")
+    assert by_viewer.status_code == 403 and "keys.change_key" in by_viewer.json()["message"]
     revoked = await ok(client, ws, f"{BASE}/revoke", {"id": owner_keys[0]["id"]}, label="owner")
     assert revoked["status"] == "revoked"
     gone = await post(client, ws, f"{BASE}/list", {})

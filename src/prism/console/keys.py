@@ -1,4 +1,4 @@
-"""Your API keys (/console/keys/): list, mint and revoke, each a dispatched call (config_manage/keys/api_key/...).
+"""Your API keys (/console/keys/): list, mint and revoke, each a dispatched call (config_manage/keys/key/...).
 
 A revoked key is also dropped from this process's credential cache at once, as the key dashboard does (other
 processes drop it within `PRISM_CREDENTIAL_CACHE_SECONDS`). A new key's plaintext is shown once, on the page
@@ -19,14 +19,15 @@ from prism.registry.mega_tools import PLATFORM_SCOPES
 from prism.web.browser import read_form, redirect
 
 PATH = "/console/keys/"
-BASE = "config_manage/keys/api_key"
+BASE = "config_manage/keys/key"
 
 
 async def _show(request: Request, caller: ConsoleCaller, *, status: int = 200, error: str | None = None,
                 notice: str | None = None, minted: dict[str, Any] | None = None) -> Response:
     listed = await caller.call(request, f"{BASE}/list", {"page_size": 100})
     return page("console_keys.html", request, caller, PATH, status=status, error=error, notice=notice,
-                keys=listed["items"], scopes=PLATFORM_SCOPES, minted=minted)
+                keys=listed["items"], scopes=PLATFORM_SCOPES, minted=minted,
+                may_create=caller.may(f"{BASE}/create", request), may_revoke=caller.may(f"{BASE}/revoke", request))
 
 
 @signed_in

@@ -1,10 +1,12 @@
-"""keys: the caller's own API keys in the organization (config_manage/keys/api_key/...).
+"""keys: the caller's own API keys in the organization (config_manage/keys/key/...).
 
-Anyone who belongs to the organization may see and revoke their own keys, as on the key dashboard. Minting is
-for a person signed in to the console (credential `console`): an API key or OAuth token cannot mint another
-credential, or a leaked or governed one (with a persona, an AI system) could make itself an ungoverned key
-that outlives it. The new key's plaintext is in the answer once; Prism keeps only its hash, and the ledger
-entry only the digest of the arguments. Another person's key, or another organization's, is not found.
+Anyone who belongs to the organization may see their own keys; minting (`keys.add_key`) and revoking
+(`keys.change_key`) are write operations, which the seeded `viewer` role does not hold (a viewer keeps the
+`/keys/` dashboard). Minting is for a person signed in to the console (credential `console`): an API key or
+OAuth token cannot mint another credential, or a leaked or governed one (with a persona, an AI system) could
+make itself an ungoverned key that outlives it. The new key's plaintext is in the answer once; Prism keeps
+only its hash, and the ledger entry only the digest of the arguments. Another person's key, or another
+organization's, is not found.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def _record(key: ApiKey) -> dict[str, Any]:
             "expires_at": iso(key.expires_at), "status": status}
 
 
-@app.handler("config_manage", "api_key", "list", params=ListParams, scope="read", permission=None,
+@app.handler("config_manage", "key", "list", params=ListParams, scope="read", permission=None,
              keywords=KEYWORDS, description="List your own API keys in this organization (never their secrets).")
 async def list_keys(call: HandlerCall, p: ListParams) -> dict[str, Any]:
     stmt = _own(call).order_by(ApiKey.created_at.desc(), ApiKey.id)
@@ -61,7 +63,7 @@ async def list_keys(call: HandlerCall, p: ListParams) -> dict[str, Any]:
             "page_size": p.page_size, "total": len(keys)}
 
 
-@app.handler("config_manage", "api_key", "create", params=KeyCreate, scope="write", permission=None,
+@app.handler("config_manage", "key", "create", params=KeyCreate, scope="write",
              keywords=KEYWORDS, description="Mint an API key for yourself in this organization (from the console "
                                             "only); its plaintext is in this answer once.")
 async def create(call: HandlerCall, p: KeyCreate) -> dict[str, Any]:
@@ -77,7 +79,7 @@ async def create(call: HandlerCall, p: KeyCreate) -> dict[str, Any]:
     return {**_record(minted.key), "api_key": minted.plaintext}
 
 
-@app.handler("config_manage", "api_key", "revoke", params=KeyRevoke, scope="write", permission=None,
+@app.handler("config_manage", "key", "revoke", params=KeyRevoke, scope="write",
              keywords=KEYWORDS, description="Revoke one of your own API keys: refused from its next request on.")
 async def revoke(call: HandlerCall, p: KeyRevoke) -> dict[str, Any]:
     key = (await call.session.execute(_own(call).where(ApiKey.id == p.id))).scalar_one_or_none()
