@@ -91,6 +91,7 @@ async def test_an_owner_decides_oversight_and_reads_verifies_and_exports_the_led
             card = page.locator(f"#request-{request_id}")
             await card.wait_for(timeout=25_000)  # the inbox polls every 10 s
             assert await card.locator(".asked-by").text_content() == ws.emails["agent"]
+            assert '"name": "Acme"' in (await card.locator("pre.arguments").text_content() or "")
             assert "due in" in (await card.locator("time").text_content() or "")
             await check_page(page, "owner-inbox-pending")
 
