@@ -228,6 +228,11 @@ async def test_members_and_viewers_see_the_inbox_and_ledger_without_the_levers_o
                                         {"csrf_token": token, "decision": "approve", "note": ""})
             assert status == 403 and "permission_denied" in text
 
+            # The form's datetime-local fields send times without a zone: the page reads them as UTC.
+            await page.goto(f"{base}/console/ledger/?org={ws.org.id}&since=2999-01-01T00:00")
+            assert await page.text_content("#entry-total") == "0"
+            await page.goto(f"{base}/console/ledger/?org={ws.org.id}&until=2999-01-01T00:00&seq_from=x")
+            assert "seq_from" in (await page.text_content("#console-error") or "")
             await page.goto(f"{base}/console/ledger/?org={ws.org.id}&outcome=refused")
             await page.wait_for_selector("#entries")
             assert await page.locator("#export-csv").count() == 0  # ledger.export_entry: owners and admins
