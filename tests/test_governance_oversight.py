@@ -51,6 +51,7 @@ async def test_an_escalated_call_runs_exactly_once_after_approval(client: httpx.
     assert "gated-vendors" in event["data"]["oversight_reason"] and event["data"]["sla_deadline"].endswith("Z")
     pending = await ok(client, ws, "governance_review/governance/oversight_request/list", {"status": "pending"})
     assert [r["id"] for r in pending["items"]] == [request_id]
+    assert pending["items"][0]["arguments"] == args  # what the person deciding reads
 
     early = await _with(client, ws, args, request_id)
     assert early.status_code == 409 and early.json()["error"] == "oversight_pending"

@@ -19,6 +19,7 @@ from starlette.types import Scope
 from prism.auth.authenticator import Authenticator
 from prism.canonical import endpoints as canonical
 from prism.config import Settings, get_settings
+from prism.console.endpoints import routes as console_routes
 from prism.dispatch.dispatcher import Dispatcher
 from prism.edge.context import request_context
 from prism.edge.doors import ENVELOPE, PLAIN, SANDBOX_CALL, door_routes
@@ -74,6 +75,7 @@ def routes() -> list[BaseRoute]:
         *openapi_routes(),
         *key_routes(),
         *webhook_routes(),
+        *console_routes(),
     ]
 
 

@@ -22,11 +22,11 @@ from prism.cli.preflight import load_settings
 from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.ledger.archive import archive, archive_name, retention_cut
 from prism.ledger.checkpoints import Checkpoint, MalformedCheckpoint, parse_checkpoint
-from prism.ledger.entries import audit_checkpoints, audit_heads
+from prism.ledger.entries import audit_heads
 from prism.ledger.keys import LedgerKeys
 from prism.ledger.proofs import checkpoint_argument, prove_consistency, prove_inclusion
 from prism.ledger.sealer import SEAL_LIMIT, logs_to_seal, seal, seal_all
-from prism.ledger.verify import StartingPoint, verify_log
+from prism.ledger.verify import StartingPoint, latest_kept, verify_log
 from prism.models import Organization
 from prism.storage import Database
 from prism.tenancy.service import find_organization, list_organizations, require_tenant
@@ -75,16 +75,6 @@ def _starting_point(data: dict[str, Any], source: str) -> StartingPoint:
         raise InvalidArguments(f"{source}: {exc}") from exc
 
 
-async def _latest_kept(session: AsyncSession, organization_id: str) -> StartingPoint | None:
-    row = (await session.execute(
-        select(audit_checkpoints.c.checkpoint, audit_checkpoints.c.frontier)
-        .where(audit_checkpoints.c.organization_id == organization_id)
-        .order_by(audit_checkpoints.c.tree_size.desc()).limit(1))).first()
-    if row is None:
-        return None
-    return StartingPoint(parse_checkpoint(row.checkpoint), list(row.frontier))
-
-
 @audit_cli.command("verify")
 def audit_verify(tenant: str = typer.Option(..., "--tenant"),
                  org: str | None = typer.Option(None, "--org", help="Default: every organization of the tenant."),
@@ -118,7 +108,7 @@ def audit_verify(tenant: str = typer.Option(..., "--tenant"),
         for o in orgs:
             start = None
             if since == "latest":
-                start = await _latest_kept(session, o.id)
+                start = await latest_kept(session, o.id)
             elif since_file is not None:
                 start = _starting_point(since_file, str(since))
                 if start.checkpoint.organization_id != o.id:

@@ -53,6 +53,8 @@ class Gate:
         assert handler is not None
         # A batch the ledger replays runs this again on a fresh transaction: start from a clean slate.
         self.policies_evaluated, self.opened_request, self.detail = 1, None, {}
+        if auth.ai_system_id is not None:  # the ledger's entries can then be found by AI system
+            self.detail["ai_system_id"] = auth.ai_system_id
         if auth.persona_id is not None:
             self.policies_evaluated += 1
             policy = await _policy(session, auth)
@@ -84,6 +86,7 @@ class Gate:
             request_id, policy, reason = self.opened_request
             await oversight.open_request(
                 session, auth, request_id=request_id, persona_id=policy.persona_id, coordinate=coordinate,
+                arguments=self.call.arguments if isinstance(self.call.arguments, dict) else None,
                 arguments_digest=self.arguments_digest(), priority=policy.oversight_priority, reason=reason,
                 sla_seconds=policy.oversight_sla_seconds)
         elif isinstance(error, BudgetExceeded) and self.call.mission_id is not None:

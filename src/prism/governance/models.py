@@ -6,6 +6,7 @@ Every table is scoped to an organization and read only through `OrgRepository`.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
@@ -95,6 +96,9 @@ class OversightRequest(OrgScoped, Base):
     decision_note: Mapped[str] = mapped_column(Text, default="")
     consumed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     created_at: Mapped[datetime] = created_column()
+    # The escalated call's arguments, for the person who decides (None on requests made before they were kept;
+    # last, where the migration that added it put it).
+    arguments: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class Mission(OrgScoped, Base):

@@ -49,15 +49,15 @@ def oversight_record(request: OversightRequest, now: datetime | None = None) -> 
 
 
 async def open_request(session: AsyncSession, auth: AuthContext, *, request_id: str, persona_id: str,
-                       coordinate: str, arguments_digest: str, priority: str, reason: str,
-                       sla_seconds: int) -> None:
+                       coordinate: str, arguments: dict[str, Any] | None, arguments_digest: str, priority: str,
+                       reason: str, sla_seconds: int) -> None:
     """Record a pending request and emit `governance.oversight.requested` (the event id is the request id)."""
     now = utcnow()
     deadline = now + timedelta(seconds=sla_seconds)
     session.add(OversightRequest(
         id=request_id, organization_id=auth.organization_id, tenant_id=auth.tenant_id, persona_id=persona_id,
         credential_id=auth.credential_id, requested_by=auth.user_id, coordinate=coordinate,
-        arguments_digest=arguments_digest, status="pending", priority=priority, reason=reason,
+        arguments=arguments, arguments_digest=arguments_digest, status="pending", priority=priority, reason=reason,
         sla_deadline=deadline, decision_note="", created_at=now))
     await session.flush()
     await emit(session, organization_id=auth.organization_id, tenant_id=auth.tenant_id,

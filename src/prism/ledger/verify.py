@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.ledger.checkpoints import Checkpoint, MalformedCheckpoint, parse_checkpoint
@@ -87,14 +87,14 @@ async def verify_log(session: AsyncSession, organization_id: str, keys: LedgerKe
         head_problem = _signature_problem(head, organization_id, keys)
         start = since or await _pruned_start(session, organization_id, head)
         frontier = _frontier_of(start, organization_id, keys) if start else Frontier()
-        kept = await _kept_roots(session, organization_id, after=frontier.size)
+        kept = await _kept_roots(session, organization_id, after=frontier.size, through=head.tree_size)
         if trusted is not None:
             _check_trusted(trusted, organization_id, keys)
             kept[trusted.tree_size] = trusted.root
         last_chain_hash: str | None = GENESIS_HASH if frontier.size == 0 else None
         rows = await session.stream(
             select(audit_entries).where(audit_entries.c.organization_id == organization_id,
-                                        audit_entries.c.seq > frontier.size)
+                                        audit_entries.c.seq > frontier.size, audit_entries.c.seq <= head.tree_size)
             .order_by(audit_entries.c.seq).execution_options(yield_per=2_000))
         async for row in rows:
             seq = frontier.size + 1
@@ -115,23 +115,28 @@ async def verify_log(session: AsyncSession, organization_id: str, keys: LedgerKe
         waiting = await _check_waiting(session, organization_id, keys)
         if head_problem is not None:
             raise _Broken(head_problem)
-        if frontier.size > head.tree_size:
-            raise _Broken(f"entries {head.tree_size + 1}..{frontier.size} lie beyond the signed head",
-                          head.tree_size + 1)
         if frontier.size < head.tree_size:
             raise _Broken(f"entries {frontier.size + 1}..{head.tree_size} are missing from the end",
                           frontier.size + 1)
         if frontier.root().hex() != head.root:
             raise _Broken("the entries do not make the tree the signed head describes")
-        beyond = [size for size in kept if size > head.tree_size]
-        if beyond:
-            raise _Broken(f"a checkpoint of {max(beyond)} entries exists, but the log has {head.tree_size}: "
-                          f"entries {head.tree_size + 1}..{max(beyond)} were removed", head.tree_size + 1)
+        await _nothing_beyond(session, organization_id, head.tree_size, trusted)
     except _Broken as broken:
         return LogReport(organization_id, False, checked=checked, since=since.checkpoint.tree_size if since else 0,
                          first_broken_seq=broken.seq, first_broken_id=broken.entry_id, reason=broken.reason)
     return LogReport(organization_id, True, head.tree_size, checked, waiting,
                      start.checkpoint.tree_size if start else 0)
+
+
+async def latest_kept(session: AsyncSession, organization_id: str) -> StartingPoint | None:
+    """The newest checkpoint kept in the database, with its frontier: where a quick verification starts."""
+    row = (await session.execute(
+        select(audit_checkpoints.c.checkpoint, audit_checkpoints.c.frontier)
+        .where(audit_checkpoints.c.organization_id == organization_id)
+        .order_by(audit_checkpoints.c.tree_size.desc()).limit(1))).first()
+    if row is None:
+        return None
+    return StartingPoint(parse_checkpoint(row.checkpoint), list(row.frontier))
 
 
 async def _head(session: AsyncSession, organization_id: str) -> Any:
@@ -189,10 +194,39 @@ def _check_trusted(trusted: Checkpoint, organization_id: str, keys: LedgerKeys) 
         raise _Broken("the trusted checkpoint's signature does not verify with this deployment's key")
 
 
-async def _kept_roots(session: AsyncSession, organization_id: str, *, after: int) -> dict[int, str]:
+async def _kept_roots(session: AsyncSession, organization_id: str, *, after: int, through: int) -> dict[int, str]:
     rows = await session.execute(select(audit_checkpoints.c.tree_size, audit_checkpoints.c.root).where(
-        audit_checkpoints.c.organization_id == organization_id, audit_checkpoints.c.tree_size > after))
+        audit_checkpoints.c.organization_id == organization_id, audit_checkpoints.c.tree_size > after,
+        audit_checkpoints.c.tree_size <= through))
     return {size: root for size, root in rows}
+
+
+async def _nothing_beyond(session: AsyncSession, organization_id: str, size: int, trusted: Checkpoint | None) -> None:
+    """No entry and no checkpoint lies beyond the head that was verified — unless a seal committed meanwhile.
+
+    The log is checked up to the head read when verification began. On PostgreSQL a running server goes on
+    sealing (each statement of a READ COMMITTED transaction sees what has committed since), so what lies beyond
+    is compared with the head as it is now, read after it: a seal commits its entries, checkpoint and head
+    together, so growth is never mistaken for a cut log.
+    """
+    last_entry = (await session.execute(select(func.max(audit_entries.c.seq)).where(
+        audit_entries.c.organization_id == organization_id))).scalar() or 0
+    last_kept = (await session.execute(select(func.max(audit_checkpoints.c.tree_size)).where(
+        audit_checkpoints.c.organization_id == organization_id))).scalar() or 0
+    trusted_size = trusted.tree_size if trusted is not None else 0
+    if max(last_entry, last_kept, trusted_size) <= size:
+        return
+    now = (await session.execute(select(audit_heads.c.tree_size).where(
+        audit_heads.c.organization_id == organization_id))).scalar() or 0
+    if last_entry > now:
+        raise _Broken(f"entries {size + 1}..{last_entry} lie beyond the signed head", size + 1)
+    cut = max(last_kept, trusted_size)
+    if cut > now:
+        raise _Broken(f"a checkpoint of {cut} entries exists, but the log has {size}: entries {size + 1}..{cut} "
+                      "were removed", size + 1)
+    if trusted_size > size:  # the log grew to it while being verified: its root was not compared
+        raise _Broken(f"the trusted checkpoint ({trusted_size} entries) is newer than the head verified ({size}); "
+                      "verify again")
 
 
 def _check_chained(row: Any, previous: str | None) -> str:

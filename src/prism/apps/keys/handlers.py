@@ -1,0 +1,91 @@
+"""keys: the caller's own API keys in the organization (config_manage/keys/key/...).
+
+Anyone who belongs to the organization may see their own keys; minting (`keys.add_key`) and revoking
+(`keys.change_key`) are write operations, which the seeded `viewer` role does not hold (a viewer keeps the
+`/keys/` dashboard). Minting is for a person signed in to the console (credential `console`): an API key or
+OAuth token cannot mint another credential, or a leaked or governed one (with a persona, an AI system) could
+make itself an ungoverned key that outlives it. The new key's plaintext is in the answer once; Prism keeps
+only its hash, and the ledger entry only the digest of the arguments. Another person's key, or another
+organization's, is not found.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from prism.apps.params import ListParams, Params
+from prism.errors import NotFound, PermissionDenied
+from prism.keys.service import create_key
+from prism.kit.timeutil import iso, utcnow
+from prism.models import ApiKey, Organization, Tenant, User
+from prism.registry import HandlerApp, HandlerCall
+from prism.tenancy.repository import OrgRepository
+
+app = HandlerApp("keys", description="Your own API keys in this organization.")
+
+Scope = Literal["mcp:read", "mcp:write", "mcp:execute"]
+KEYWORDS = ("api key", "credential", "token", "access key", "rotate key")
+
+
+class KeyCreate(Params):
+    name: str = Field("", max_length=255, description="A name to recognise the key by.")
+    scopes: list[Scope] = Field(..., min_length=1, max_length=3, description="What the key may do.")
+    expires_days: int | None = Field(None, ge=1, le=3650, description="Days until it expires; none: never.")
+
+
+class KeyRevoke(Params):
+    id: str = Field(..., min_length=1, max_length=64, description="The key's id.")
+
+
+def _own(call: HandlerCall) -> Any:
+    repo = OrgRepository(call.session, ApiKey, call.organization_id, label="key")
+    return repo.base().where(ApiKey.user_id == call.auth.user_id)
+
+
+def _record(key: ApiKey) -> dict[str, Any]:
+    now = utcnow()
+    status = ("revoked" if key.revoked_at is not None
+              else "expired" if key.expires_at is not None and key.expires_at <= now else "active")
+    return {"id": key.id, "prefix": key.lookup, "name": key.name, "scopes": key.scopes.split(),
+            "created_at": iso(key.created_at), "last_used_at": iso(key.last_used_at),
+            "expires_at": iso(key.expires_at), "status": status}
+
+
+@app.handler("config_manage", "key", "list", params=ListParams, scope="read", permission=None,
+             keywords=KEYWORDS, description="List your own API keys in this organization (never their secrets).")
+async def list_keys(call: HandlerCall, p: ListParams) -> dict[str, Any]:
+    stmt = _own(call).order_by(ApiKey.created_at.desc(), ApiKey.id)
+    keys = list((await call.session.execute(stmt)).scalars())
+    start = (p.page - 1) * p.page_size
+    return {"items": [_record(k) for k in keys[start:start + p.page_size]], "page": p.page,
+            "page_size": p.page_size, "total": len(keys)}
+
+
+@app.handler("config_manage", "key", "create", params=KeyCreate, scope="write",
+             keywords=KEYWORDS, description="Mint an API key for yourself in this organization (from the console "
+                                            "only); its plaintext is in this answer once.")
+async def create(call: HandlerCall, p: KeyCreate) -> dict[str, Any]:
+    if call.auth.credential_kind != "console":
+        raise PermissionDenied("keys are minted by a person signed in to the console (or on /keys/); an API key "
+                               "or token cannot mint another credential", code="person_required")
+    session = call.session
+    tenant, user = await session.get(Tenant, call.auth.tenant_id), await session.get(User, call.auth.user_id)
+    organization = await session.get(Organization, call.organization_id)
+    assert tenant is not None and user is not None and organization is not None
+    minted = await create_key(session, tenant=tenant, user=user, organization=organization, name=p.name or None,
+                              scopes=" ".join(p.scopes), expires_days=p.expires_days, prefix="ck")
+    return {**_record(minted.key), "api_key": minted.plaintext}
+
+
+@app.handler("config_manage", "key", "revoke", params=KeyRevoke, scope="write",
+             keywords=KEYWORDS, description="Revoke one of your own API keys: refused from its next request on.")
+async def revoke(call: HandlerCall, p: KeyRevoke) -> dict[str, Any]:
+    key = (await call.session.execute(_own(call).where(ApiKey.id == p.id))).scalar_one_or_none()
+    if key is None:
+        raise NotFound(f"key {p.id!r} not found among your keys", code="not_found")
+    if key.revoked_at is None:
+        key.revoked_at = utcnow()
+        await call.session.flush()
+    return _record(key)

@@ -1,0 +1,1 @@
+"""organization: who belongs to the organization, and what each role may do."""

@@ -1,0 +1,102 @@
+"""Who is using the console, as the dispatcher sees them: a signed-in person acting in one organization.
+
+The console has no privileges of its own. Each action is a dispatched call (prism.dispatch), made with an
+AuthContext built from the browser session: the user, the organization chosen (`?org=`, by default their first
+on this tenant host) and their role's permissions there. So the dispatcher checks RBAC, writes the ledger entry
+(door `console`) and the governance decision exactly as for an API call. The credential is the browser session
+(`console:` and a digest of the session's CSRF token: it names one sign-in, and reveals nothing of it); its
+scopes are all three, the role decides.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from sqlalchemy import select
+from starlette.requests import Request
+
+from prism.auth.context import AuthContext, KeyUsage
+from prism.auth.permissions import PermissionSet
+from prism.dispatch.dispatcher import Call
+from prism.edge.context import request_context
+from prism.errors import NotFound, PermissionDenied, PrismError
+from prism.models import Membership, Organization, Role, Tenant, User
+from prism.registry.mega_tools import PLATFORM_SCOPES, tool_name
+from prism.web.browser import BrowserSession, browser_session
+from prism.web.requests import host_of
+
+DOOR = "console"
+
+
+class NotATenantHost(PrismError):
+    code, status = "tenant_host_required", 404
+
+
+@dataclass(frozen=True, slots=True)
+class OrganizationChoice:
+    id: str
+    name: str
+    role: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleCaller:
+    user: User
+    auth: AuthContext
+    organizations: list[OrganizationChoice]
+
+    def may(self, coordinate: str, request: Request) -> bool:
+        """Whether the dispatcher would let this person call the handler: the console shows only what they may do."""
+        handler = request.app.state.dispatcher.registry.get_path(coordinate)
+        return handler is not None and self.auth.permissions.allows(handler.permission)
+
+    def link(self, path: str, **query: Any) -> str:
+        """A console URL in the organization acted in (only values that are set)."""
+        params = {"org": self.auth.organization_id, **{k: v for k, v in query.items() if v not in (None, "")}}
+        return f"{path}?{urlencode(params)}"
+
+    async def call(self, request: Request, coordinate: str, arguments: dict[str, Any]) -> Any:
+        """Dispatch one handler as this person; a refusal is raised as the PrismError the API would answer."""
+        mega, app, entity, operation = coordinate.split("/")
+        call = Call(tool_name=tool_name(mega), door=DOOR, arguments=arguments, app=app, entity=entity,
+                    operation=operation, request_id=request_context(request.scope).request_id)
+        _, result = await request.app.state.dispatcher.dispatch(self.auth, call)
+        return result
+
+
+def _credential_id(session: BrowserSession) -> str:
+    return "console:" + hashlib.sha256(session.csrf_token.encode()).hexdigest()[:28]
+
+
+async def console_caller(request: Request, user: User) -> ConsoleCaller:
+    """The caller for a signed-in user on this tenant host; 404 elsewhere, 403 without a membership here."""
+    host = host_of(request)
+    if host.kind != "tenant" or host.subdomain is None:
+        raise NotATenantHost("the console is on each tenant's own host (<tenant>.<base domain>/console/)")
+    async with request.app.state.db.read() as session:
+        rows = (await session.execute(
+            select(Organization.id, Organization.name, Role.name.label("role"), Role.permissions,
+                   Tenant.id.label("tenant_id"), Tenant.subdomain, Tenant.name.label("tenant_name"))
+            .join(Membership, Membership.organization_id == Organization.id)
+            .join(Role, Role.id == Membership.role_id)
+            .join(Tenant, Tenant.id == Organization.tenant_id)
+            .where(Membership.user_id == user.id, Tenant.subdomain == host.subdomain)
+            .order_by(Membership.created_at, Organization.id))).all()
+    if not rows:
+        raise PermissionDenied(f"{user.email} belongs to no organization of this tenant", code="no_organization")
+    wanted = request.query_params.get("org")
+    row = next((r for r in rows if r.id == wanted), None) if wanted else rows[0]
+    if row is None:
+        raise NotFound("organization not found among your organizations", code="organization_not_found")
+    web = browser_session(request)
+    auth = AuthContext(
+        tenant_id=row.tenant_id, tenant_subdomain=row.subdomain, tenant_name=row.tenant_name,
+        organization_id=row.id, organization_name=row.name, user_id=user.id, user_email=user.email,
+        role=row.role, permissions=PermissionSet(tuple(row.permissions)), scopes=frozenset(PLATFORM_SCOPES),
+        credential_kind="console", credential_id=_credential_id(web), key_prefix="console", key_name="Console",
+        key_created_at=datetime.fromtimestamp(web.issued_at, UTC), usage=KeyUsage(None))
+    return ConsoleCaller(user, auth, [OrganizationChoice(r.id, r.name, r.role) for r in rows])

@@ -1,0 +1,58 @@
+"""The console's routes, all on the page door (refusals render as pages), and its two static files."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib.resources import files
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route, request_response
+
+from prism.console import front, governance, keys, ledger, members, oversight
+from prism.console.caller import ConsoleCaller
+from prism.console.pages import signed_in
+from prism.edge.doors import PAGE, Entrance, door_routes
+from prism.errors import NotFound
+from prism.web.browser import SECURITY_HEADERS, redirect
+
+STATIC = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
+
+
+@lru_cache(maxsize=len(STATIC))
+def _static(name: str) -> bytes:
+    return files("prism.console").joinpath("static", name).read_bytes()
+
+
+async def static(request: Request) -> Response:
+    name = request.path_params["name"]
+    if name not in STATIC:
+        raise NotFound(f"no console file {name!r}")
+    headers = {**SECURITY_HEADERS, "Cache-Control": "public, max-age=300"}
+    headers.pop("Pragma")
+    return Response(_static(name), media_type=STATIC[name], headers=headers)
+
+
+@signed_in
+async def home(request: Request, caller: ConsoleCaller) -> Response:
+    return redirect(request, caller.link(oversight.PATH))
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/", Entrance(request_response(front.front), PAGE), methods=["GET"]),
+        *door_routes("/console/", home, ["GET"], PAGE),
+        *door_routes("/console/static/{name}", static, ["GET"], PAGE),
+        *door_routes(oversight.PATH, oversight.inbox, ["GET"], PAGE),
+        *door_routes(oversight.PATH + "state/", oversight.state, ["GET"], PAGE),
+        *door_routes(oversight.PATH + "{request_id}/decide/", oversight.decide, ["POST"], PAGE),
+        *door_routes(ledger.PATH, ledger.entries, ["GET"], PAGE),
+        *door_routes(ledger.PATH + "export/", ledger.export, ["GET"], PAGE),
+        *door_routes(ledger.PATH + "{key}/", ledger.entry, ["GET"], PAGE),
+        *door_routes(keys.PATH, keys.overview, ["GET"], PAGE),
+        *door_routes(keys.PATH, keys.mint, ["POST"], PAGE),
+        *door_routes(keys.PATH + "{key_id}/revoke/", keys.revoke, ["POST"], PAGE),
+        *door_routes(members.PATH, members.overview, ["GET"], PAGE),
+        *door_routes(governance.PATH, governance.overview, ["GET"], PAGE),
+        *door_routes(governance.PATH + "{kind}/", governance.create, ["POST"], PAGE),
+    ]

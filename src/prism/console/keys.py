@@ -1,0 +1,62 @@
+"""Your API keys (/console/keys/): list, mint and revoke, each a dispatched call (config_manage/keys/key/...).
+
+A revoked key is also dropped from this process's credential cache at once, as the key dashboard does (other
+processes drop it within `PRISM_CREDENTIAL_CACHE_SECONDS`). A new key's plaintext is shown once, on the page
+that answers the form.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from prism.console.caller import ConsoleCaller
+from prism.console.pages import page, signed_in
+from prism.errors import InvalidArguments, PrismError
+from prism.registry.mega_tools import PLATFORM_SCOPES
+from prism.web.browser import read_form, redirect
+
+PATH = "/console/keys/"
+BASE = "config_manage/keys/key"
+
+
+async def _show(request: Request, caller: ConsoleCaller, *, status: int = 200, error: str | None = None,
+                notice: str | None = None, minted: dict[str, Any] | None = None) -> Response:
+    listed = await caller.call(request, f"{BASE}/list", {"page_size": 100})
+    return page("console_keys.html", request, caller, PATH, status=status, error=error, notice=notice,
+                keys=listed["items"], scopes=PLATFORM_SCOPES, minted=minted,
+                may_create=caller.may(f"{BASE}/create", request), may_revoke=caller.may(f"{BASE}/revoke", request))
+
+
+@signed_in
+async def overview(request: Request, caller: ConsoleCaller) -> Response:
+    return await _show(request, caller, notice=request.query_params.get("notice"))
+
+
+@signed_in
+async def mint(request: Request, caller: ConsoleCaller) -> Response:
+    try:
+        form = await read_form(request)
+        days = form.get("expires_days", "").strip()
+        if days and not days.isdigit():
+            raise InvalidArguments("expires_days: a whole number of days, or empty for none",
+                                   details={"field": "expires_days"})
+        minted = await caller.call(request, f"{BASE}/create", {
+            "name": form.get("name", ""), "scopes": [s for s in PLATFORM_SCOPES if form.get(s)],
+            "expires_days": int(days) if days else None})
+    except PrismError as exc:
+        return await _show(request, caller, status=exc.status, error=f"{exc.message} ({exc.code})")
+    return await _show(request, caller, status=201, minted=minted)
+
+
+@signed_in
+async def revoke(request: Request, caller: ConsoleCaller) -> Response:
+    try:
+        await read_form(request)
+        revoked = await caller.call(request, f"{BASE}/revoke", {"id": request.path_params["key_id"]})
+    except PrismError as exc:
+        return await _show(request, caller, status=exc.status, error=f"{exc.message} ({exc.code})")
+    request.app.state.authenticator.forget_key(revoked["prefix"])  # committed: refused from the next request on
+    return redirect(request, caller.link(PATH, notice=f"Key {revoked['prefix']} revoked."))

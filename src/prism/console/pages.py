@@ -1,0 +1,58 @@
+"""What every console page shares: the signed-in caller, the layout's sections, refusals as pages."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.requests import Request
+from starlette.responses import Response
+
+from prism.console.caller import ConsoleCaller, console_caller
+from prism.errors import PrismError
+from prism.models import Membership, User
+from prism.web.browser import login_url, redirect, render, signed_in_user
+
+SECTIONS = (("/console/oversight/", "Oversight inbox"), ("/console/ledger/", "Ledger"),
+            ("/console/governance/", "Personas, AI systems, missions"), ("/console/keys/", "API keys"),
+            ("/console/members/", "Members"))
+Page = Callable[[Request, ConsoleCaller], Awaitable[Response]]
+
+
+def page(template: str, request: Request, caller: ConsoleCaller, current: str, *, status: int = 200,
+         **context: Any) -> Response:
+    return render(request, template, {"caller": caller, "sections": SECTIONS, "current": current, **context},
+                  status=status)
+
+
+def refusal(request: Request, exc: PrismError) -> Response:
+    return render(request, "message.html", {"heading": "Request refused", "error": exc.code,
+                                            "message": exc.message}, status=exc.status)
+
+
+def signed_in(endpoint: Page) -> Callable[[Request], Awaitable[Response]]:
+    """The page for a signed-in member of an organization on this tenant host; the login page otherwise."""
+    async def wrapped(request: Request) -> Response:
+        user = await signed_in_user(request)
+        if user is None:
+            return redirect(request, login_url(request))
+        try:
+            caller = await console_caller(request, user)
+        except PrismError as exc:
+            return refusal(request, exc)
+        return await endpoint(request, caller)
+
+    wrapped.__name__ = endpoint.__name__
+    return wrapped
+
+
+async def member_emails(session: AsyncSession, organization_id: str, user_ids: set[str | None]) -> dict[str, str]:
+    """Emails of the organization's members among `user_ids`, to say who asked or decided (others: their id)."""
+    ids = [i for i in user_ids if i]
+    if not ids:
+        return {}
+    rows = await session.execute(select(User.id, User.email).join(Membership, Membership.user_id == User.id)
+                                 .where(Membership.organization_id == organization_id, User.id.in_(ids)))
+    return {user_id: email for user_id, email in rows}

@@ -1,0 +1,55 @@
+"""A person's own API keys through the dispatcher (config_manage/keys/key/...): listed and revoked by their
+owner only, minted only from the console, never another organization's or tenant's; the organization's members
+and roles (config_manage/organization/...)."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.factories import Factory
+from tests.governance_support import ok, post
+
+BASE = "config_manage/keys/key"
+
+
+async def test_a_key_lists_and_revokes_only_its_owners_keys_and_cannot_mint_one(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner", "member", "viewer"))
+    theirs = await factory.workspace(roles=("owner",))
+    owner_keys = (await ok(client, ws, f"{BASE}/list", {}))["items"]
+    member_keys = (await ok(client, ws, f"{BASE}/list", {}, label="member"))["items"]
+    assert [k["prefix"] for k in owner_keys] == [ws.keys["owner"][:15]]
+    assert [k["prefix"] for k in member_keys] == [ws.keys["member"][:15]]
+    assert "api_key" not in owner_keys[0] and owner_keys[0]["status"] == "active"
+
+    minted = await post(client, ws, f"{BASE}/create", {"scopes": ["mcp:read"]})
+    assert minted.status_code == 403 and minted.json()["error"] == "person_required"
+    for foreign in (member_keys[0]["id"], (await ok(client, theirs, f"{BASE}/list", {}))["items"][0]["id"]):
+        refused = await post(client, ws, f"{BASE}/revoke", {"id": foreign})
+        assert refused.status_code == 404 and refused.json()["error"] == "not_found"
+    assert (await ok(client, ws, f"{BASE}/list", {}, label="member"))["items"][0]["status"] == "active"
+
+    viewer_key = (await ok(client, ws, f"{BASE}/list", {}, label="viewer"))["items"][0]
+    by_viewer = await post(client, ws, f"{BASE}/revoke", {"id": viewer_key["id"]}, label="viewer")
+    assert by_viewer.status_code == 403 and "keys.change_key" in by_viewer.json()["message"]
+    revoked = await ok(client, ws, f"{BASE}/revoke", {"id": owner_keys[0]["id"]}, label="owner")
+    assert revoked["status"] == "revoked"
+    gone = await post(client, ws, f"{BASE}/list", {})
+    assert gone.status_code == 401
+
+
+async def test_members_and_roles_are_those_of_the_callers_organization(client: httpx.AsyncClient,
+                                                                      factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner", "viewer"))
+    sibling = await factory.second_org(ws)
+    await factory.add_key(ws, "sibling", org=sibling)
+    await factory.workspace(roles=("owner",))  # another tenant, with members of its own
+    members = await ok(client, ws, "config_manage/organization/member/list", {}, label="viewer")
+    assert {(m["email"], m["role"]) for m in members["items"]} == {(ws.emails["owner"], "owner"),
+                                                                    (ws.emails["viewer"], "viewer")}
+    searched = await ok(client, ws, "config_manage/organization/member/list", {"search": "viewer"})
+    assert [m["email"] for m in searched["items"]] == [ws.emails["viewer"]]
+    theirs = await ok(client, ws, "config_manage/organization/member/list", {}, label="sibling")
+    assert [m["email"] for m in theirs["items"]] == [ws.emails["sibling"]]
+    roles = await ok(client, ws, "config_manage/organization/role/list", {}, label="viewer")
+    assert {r["name"]: r["permissions"] for r in roles["items"]}["viewer"] == ["*.view_*"]
