@@ -8,6 +8,7 @@ and both OpenAPI descriptors, which describe the shape once (the ErrorDetails co
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import pkgutil
 from typing import Any
@@ -130,6 +131,11 @@ def _error_classes() -> list[type[PrismError]]:
     return seen
 
 
+def _names_its_own_field(cls: type[PrismError]) -> bool:
+    parameters = inspect.signature(cls.__init__).parameters
+    return cls.__init__ is not PrismError.__init__ and "field" not in parameters and "details" not in parameters
+
+
 @pytest.mark.engine_independent
 def test_every_400_error_class_builds_the_one_shape_whatever_its_raiser_passes() -> None:
     classes = [cls for cls in _error_classes() if cls.status == 400] + [PrismError]
@@ -144,6 +150,11 @@ def test_every_400_error_class_builds_the_one_shape_whatever_its_raiser_passes()
             except TypeError:
                 continue  # a class with its own constructor (OAuth's RFC 6749 errors render no details)
             found = problems(error.details)
+            if not kwargs and _names_its_own_field(cls):
+                # A class that takes only a message and names the input it refuses itself (an OpenAPI description
+                # Prism cannot import is the `spec` argument): still the one shape, with its own field.
+                assert found and all(set(p) == {"field", "message"} for p in found), (cls, found)
+                continue
             assert found[0]["field"] in ("x", "arguments", "body"), (cls, kwargs, found)
             if kwargs:  # the field named, its name not repeated in the message
                 expected = "bad" if "errors" in kwargs.get("details", {}) else "bad input"

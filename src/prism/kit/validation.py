@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, time
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from prism.errors import InvalidArguments
 
 M = TypeVar("M", bound=BaseModel)
-_TEMPORAL_TYPES = (date, datetime, time)
+_TEMPORAL_FORMATS = frozenset({"date", "time", "date-time"})
 _TEMPORAL_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {}
 
 
@@ -38,13 +37,19 @@ def _numbers_for_times(model: type[BaseModel], data: dict[str, Any]) -> list[dic
     field is an ISO 8601 string, so a number is refused rather than read as a moment nobody meant."""
     names = _TEMPORAL_FIELDS.get(model)
     if names is None:
-        names = _TEMPORAL_FIELDS[model] = tuple(
-            name for name, info in model.model_fields.items() if _is_temporal(info.annotation))
+        names = _TEMPORAL_FIELDS[model] = _temporal_fields(model)
     return [{"field": name, "message": "must be an ISO 8601 string, not a number"} for name in names
             if isinstance(data.get(name), int | float) and not isinstance(data.get(name), bool)]
 
 
-def _is_temporal(annotation: Any) -> bool:
-    if isinstance(annotation, type) and issubclass(annotation, _TEMPORAL_TYPES):
+def _temporal_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    """The fields whose published schema is a date, time or date-time string: judged by the schema the descriptors
+    publish, so every way of writing such a type (datetime, AwareDatetime, date | None ...) is covered."""
+    properties = model.model_json_schema().get("properties", {})
+    return tuple(name for name, schema in properties.items() if _is_temporal(schema))
+
+
+def _is_temporal(schema: dict[str, Any]) -> bool:
+    if schema.get("format") in _TEMPORAL_FORMATS:
         return True
-    return any(_is_temporal(arg) for arg in get_args(annotation))
+    return any(_is_temporal(option) for option in schema.get("anyOf", ()) if isinstance(option, dict))
