@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from sqlalchemy import select
 
 from prism.config import Settings
+from prism.kit.ids import public_organization_id
 from prism.oauth.models import OAuthSigningKey
 from prism.storage import Database
 from tests.factories import Factory, Workspace
@@ -240,10 +241,11 @@ async def test_x_organization_context_moves_a_token_between_its_consented_organi
         garbage = await c.post(whoami, headers={**bearer(token), "X-Organization-Context": "accounting"}, json={})
         # An API key is bound to its organization: the header changes nothing.
         key = await c.post(whoami, headers={**ws.headers(), "X-Organization-Context": second.id}, json={})
-    assert granted.json()["data"]["organization"]["id"] == ws.org.id
-    assert moved.json()["data"]["organization"] == {"id": second.id, "name": "Second org", "role": "viewer"}
-    assert as_public_id.json()["data"]["organization"]["id"] == second.id
+    assert granted.json()["data"]["organization"]["id"] == public_organization_id(ws.org.id)
+    assert moved.json()["data"]["organization"] == {
+        "id": public_organization_id(second.id), "name": "Second org", "role": "viewer"}
+    assert as_public_id.json()["data"]["organization"]["id"] == public_organization_id(second.id)
     assert write.status_code == 403 and write.json()["error"] == "permission_denied"
     assert not_member.status_code == 403 and not_member.json()["error"] == "organization_not_consented"
     assert garbage.status_code == 400 and garbage.json()["error"] == "invalid_organization_context"
-    assert key.json()["data"]["organization"]["id"] == ws.org.id
+    assert key.json()["data"]["organization"]["id"] == public_organization_id(ws.org.id)

@@ -149,7 +149,7 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
         # Imported integrations (docs/integrations.md): their handlers join the registry now, and whenever
         # they change, in this process or another.
         integrations = IntegrationRuntime(db, registry, partial(_serve_registry, app))
-        await integrations.refresh(force=True)
+        await integrations.first_load()
         watcher = asyncio.create_task(integrations.watch(settings.integrations_refresh_seconds))
         app.state.webhook_worker = webhook_tasks.start_in_process(db, settings)  # delivers events; may be off
         app.state.readiness = Readiness(db, limiter if settings.redis_url else None,

@@ -22,7 +22,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.integrations.handlers import build_app
@@ -30,6 +30,7 @@ from prism.integrations.models import IntegrationApp, IntegrationConnection, Int
 from prism.kit.collector import collector_paused
 from prism.registry import HandlerApp, Registry, search
 from prism.storage import Database
+from prism.storage.errors import unavailable_error
 
 log = logging.getLogger("prism.integrations")
 
@@ -155,6 +156,16 @@ class IntegrationRuntime:
         search.warm([registry])
         return registry
 
+    async def first_load(self) -> None:
+        """At start-up: serve what is imported. A database that cannot be reached or is not migrated yet must not
+        keep the server from starting (its /readyz says what is wrong); `watch` loads them once it can."""
+        try:
+            await self.refresh(force=True)
+        except Exception as exc:
+            if not _database_not_ready(exc):
+                raise
+            log.warning("imported integrations are not loaded yet (%s); trying again", exc)
+
     async def watch(self, interval: float) -> None:
         """Refresh whenever another process changed something; runs until cancelled."""
         while True:
@@ -163,8 +174,17 @@ class IntegrationRuntime:
                 await self.refresh()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("could not refresh imported integrations")
+            except Exception as exc:
+                if not _database_not_ready(exc):
+                    log.exception("could not refresh imported integrations")
+                else:  # down, restarting or not migrated yet: one line each time, no traceback
+                    log.warning("could not refresh imported integrations: %s", exc)
+
+
+def _database_not_ready(exc: BaseException) -> bool:
+    """Busy or unreachable (prism.storage.errors), or a database whose schema is not migrated yet: a statement the
+    database refuses as such (no such table) rather than a bug in Prism's own code."""
+    return unavailable_error(exc) is not None or isinstance(exc, DBAPIError)
 
 
 async def stop(task: asyncio.Task[None] | None) -> None:

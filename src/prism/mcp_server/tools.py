@@ -201,7 +201,8 @@ def _replayed(result: dict[str, Any]) -> dict[str, Any]:
 def _pointed(exc: PrismError, name: str, arguments: Any) -> PrismError:
     """A refusal of the arguments, with where the model finds the parameters it should have sent: the
     prism_introspect tool (a REST path means nothing to a model that can only call tools)."""
-    if type(exc) is not InvalidArguments or mega_tool_of(name) is None or not isinstance(arguments, dict):
+    # By code, not class: a refusal replayed for an idempotency key is pointed the same way as the first.
+    if exc.code != InvalidArguments.code or mega_tool_of(name) is None or not isinstance(arguments, dict):
         return exc
     parts = [arguments.get(k) for k in ("app", "entity", "operation")]
     if not all(isinstance(p, str) and p for p in parts):

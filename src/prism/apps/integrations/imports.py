@@ -20,6 +20,7 @@ from prism.integrations import service
 from prism.integrations.credentials import AUTH_KINDS
 from prism.integrations.runtime import IntegrationRuntime, runtime_of
 from prism.kit.outbound import OutboundClient, OutboundFailed, check_url
+from prism.kit.paging import Paging, page_of
 from prism.registry import AfterCommit, HandlerCall, Params
 
 from prism.apps.integrations.handlers import app  # isort: skip  (the app these handlers belong to)
@@ -63,7 +64,7 @@ class ConnectParams(NameParams):
     enabled: bool = Field(True, description="Disabled: the integration's handlers disappear for the organization.")
 
 
-class ListParams(Params):
+class ListParams(Paging):
     pass
 
 
@@ -216,7 +217,7 @@ async def list_integrations(call: HandlerCall, p: ListParams) -> dict[str, Any]:
     items = [{**service.describe(a), "connected": a.name in connected,
               "enabled": bool(connected.get(a.name, {}).get("enabled"))}
              for a in await service.usable(call.session, call.organization_id)]
-    return {"items": items, "count": len(items)}
+    return page_of(items, p)
 
 
 @app.handler("config_manage", "connection", "set", params=ConnectParams, scope="write",
@@ -246,5 +247,4 @@ async def remove_connection(call: HandlerCall, p: NameParams) -> AfterCommit[Non
              description="This organization's connections (base URL, credential kind; never the secret).",
              keywords=("integration credentials",))
 async def list_connections(call: HandlerCall, p: ListParams) -> dict[str, Any]:
-    items = await service.connections(call.session, call.organization_id)
-    return {"items": items, "count": len(items)}
+    return page_of(await service.connections(call.session, call.organization_id), p)
