@@ -66,14 +66,14 @@ class Factory:
 
     async def add_key(self, ws: Workspace, label: str, *, role: str = "owner", scopes: str | None = None,
                       expires_days: int | None = None, prefix: str = "ck",
-                      org: Organization | None = None) -> str:
+                      org: Organization | None = None, tool_surface: str | None = None) -> str:
         async with self.db.write() as s:
             email = f"{unique(label)}@example.com"
             user = await create_user(s, email, PASSWORD)
             organization = org or ws.org
             await add_to_organization(s, user, organization, role=role)
             minted = await create_key(s, tenant=ws.tenant, user=user, organization=organization, scopes=scopes,
-                                      expires_days=expires_days, prefix=prefix)
+                                      expires_days=expires_days, prefix=prefix, tool_surface=tool_surface)
         ws.keys[label] = minted.plaintext
         ws.emails[label] = email
         return minted.plaintext

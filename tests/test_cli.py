@@ -172,8 +172,14 @@ async def test_key_create_defaults_to_the_users_first_organization_and_all_scope
                    database_url=cli_db)
     assert out["organization"] == public_organization_id(ws.org.id)
     assert sorted(out["scopes"]) == ["mcp:execute", "mcp:read", "mcp:write"]
-    assert out["expires_at"] is None
+    assert out["expires_at"] is None and out["tool_surface"] is None  # the deployment's MCP tool surface
     assert out["api_key"].startswith("mcp_") and out["api_key"].startswith(out["key_prefix"])
+    split = cli_json("key", "create", "--tenant", ws.tenant.subdomain, "--email", ws.emails["owner"],
+                     "--tool-surface", "split", database_url=cli_db)
+    assert split["tool_surface"] == "split"
+    rows = query(cli_db, "SELECT tool_surface FROM api_keys WHERE lookup IN (:a, :b) ORDER BY tool_surface",
+                 a=out["key_prefix"], b=split["key_prefix"])
+    assert {r["tool_surface"] for r in rows} == {None, "split"}
 
 
 @pytest.fixture
@@ -262,6 +268,8 @@ BAD_INPUTS: dict[str, tuple[str, list[str]]] = {
     "bad scopes": ("invalid_scope", ["key", "create", "--tenant", "{sub}", "--email", "{admin}", "--scopes",
                                      "mcp:read mcp:everything"]),
     "bad prefix": ("invalid_prefix", ["key", "create", "--tenant", "{sub}", "--email", "{admin}", "--prefix", "sk"]),
+    "unknown tool surface": ("invalid_tool_surface", ["key", "create", "--tenant", "{sub}", "--email", "{admin}",
+                                                      "--tool-surface", "tiny"]),
     "expiry of zero days": ("invalid_expiry", ["key", "create", "--tenant", "{sub}", "--email", "{admin}",
                                                "--expires-days", "0"]),
     "non-member, no --org": ("not_a_member", ["key", "create", "--tenant", "{sub}", "--email", "{loner}"]),

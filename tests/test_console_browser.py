@@ -262,6 +262,7 @@ async def test_members_and_viewers_see_the_inbox_and_ledger_without_the_levers_o
             else:
                 await page.fill("#k-name", f"{role} console key")
                 await page.uncheck("input[name='mcp:execute']")
+                await page.select_option("#k-surface", "split")
                 await no_horizontal_scroll(page)
                 await page.click("#create-key")
                 plaintext = (await page.text_content("#new-key-value") or "").strip()
@@ -273,6 +274,7 @@ async def test_members_and_viewers_see_the_inbox_and_ledger_without_the_levers_o
                 await page.click(f"#keys tr[data-prefix='{plaintext[:15]}'] button.revoke")
                 await page.wait_for_selector("#console-notice")
                 minted_row = page.locator(f"#keys tr[data-prefix='{plaintext[:15]}']")
+                assert await minted_row.locator(".tool-surface").text_content() == "split"
                 assert await minted_row.locator(".status").text_content() == "revoked"
                 assert (await http.get("/api/v1/dev/me/", headers=headers)).status_code == 401
 

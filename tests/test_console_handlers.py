@@ -21,6 +21,7 @@ async def test_a_key_lists_and_revokes_only_its_owners_keys_and_cannot_mint_one(
     assert [k["prefix"] for k in owner_keys] == [ws.keys["owner"][:15]]
     assert [k["prefix"] for k in member_keys] == [ws.keys["member"][:15]]
     assert "api_key" not in owner_keys[0] and owner_keys[0]["status"] == "active"
+    assert owner_keys[0]["tool_surface"] is None  # no MCP tool surface of its own: the deployment's
 
     minted = await post(client, ws, f"{BASE}/create", {"scopes": ["mcp:read"]})
     assert minted.status_code == 403 and minted.json()["error"] == "person_required"

@@ -59,7 +59,7 @@ async def test_minting_shows_the_plaintext_once_and_the_key_works(client: httpx.
     ws = await factory.workspace(roles=("member",))
     csrf = await sign_in(client, ws.emails["member"])
     minted = await client.post("/keys/", data={"csrf_token": csrf, "organization": ws.org.id, "name": "laptop",
-                                               "mcp:read": "1", "expires_days": "30"})
+                                               "mcp:read": "1", "expires_days": "30", "tool_surface": "split"})
     assert minted.status_code == 201, minted.text
     plaintext = re.search(r'id="new-key-value">(ck_[A-Za-z0-9]{40})<', minted.text)
     assert plaintext, minted.text
@@ -69,6 +69,8 @@ async def test_minting_shows_the_plaintext_once_and_the_key_works(client: httpx.
     assert me.json()["key"]["name"] == "laptop"
     again = await client.get("/keys/")
     assert key not in again.text and key[:15] in again.text
+    row = re.search(rf'data-prefix="{key[:15]}">.*?class="tool-surface">(\w+)<', again.text, re.S)
+    assert row and row.group(1) == "split", again.text  # the MCP tool surface the key asked for
 
 
 async def test_minting_refuses_bad_input_and_missing_csrf(client: httpx.AsyncClient, factory: Factory) -> None:
@@ -79,6 +81,8 @@ async def test_minting_refuses_bad_input_and_missing_csrf(client: httpx.AsyncCli
     assert no_scope.status_code == 400 and "choose at least one scope" in no_scope.text
     bad_expiry = await client.post("/keys/", data={**base, "expires_days": "-3"})
     assert bad_expiry.status_code == 400 and "whole number of days" in bad_expiry.text
+    bad_surface = await client.post("/keys/", data={**base, "tool_surface": "tiny"})
+    assert bad_surface.status_code == 400 and "is not a tool surface" in bad_surface.text
     forged = await client.post("/keys/", data={**base, "csrf_token": "forged"})
     assert forged.status_code == 403 and "ck_" not in forged.text
 

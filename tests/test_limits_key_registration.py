@@ -54,7 +54,9 @@ async def test_a_chosen_name_and_organization_are_used(client: object, factory: 
     chosen = await client.post(REGISTER, json={**body, "organization": second.slug}, headers={"Host": ws.host})  # type: ignore[attr-defined]
     assert chosen.status_code == 201, chosen.text
     assert chosen.json()["organization"] == public_organization_id(second.id)
-    assert chosen.json()["name"] == "Claude desktop"
+    assert chosen.json()["name"] == "Claude desktop" and chosen.json()["tool_surface"] is None
+    split = await client.post(REGISTER, json={**body, "tool_surface": "split"}, headers={"Host": ws.host})  # type: ignore[attr-defined]
+    assert split.status_code == 201 and split.json()["tool_surface"] == "split", split.text
     stranger = await client.post(REGISTER, json={**body, "organization": str(uuid.uuid4())},  # type: ignore[attr-defined]
                                  headers={"Host": ws.host})
     assert stranger.status_code == 404 and stranger.json()["error"] == "organization_not_found"
@@ -88,7 +90,8 @@ async def test_bad_credentials_and_inactive_users_get_401(client: object, factor
 
 async def test_malformed_bodies_get_400_naming_the_field(client: object) -> None:
     cases = [(b"", "missing_body"), (b"{", "invalid_json"), (b"[]", "invalid_body"),
-             (b'{"password": "x"}', "invalid_body"), (b'{"email": "a@example.com", "password": 5}', "invalid_body")]
+             (b'{"password": "x"}', "invalid_body"), (b'{"email": "a@example.com", "password": 5}', "invalid_body"),
+             (b'{"email": "a@example.com", "password": "x", "tool_surface": "tiny"}', "invalid_tool_surface")]
     for raw, code in cases:
         response = await client.post(REGISTER, content=raw, headers={"Content-Type": "application/json"})  # type: ignore[attr-defined]
         assert response.status_code == 400 and response.json()["error"] == code, raw

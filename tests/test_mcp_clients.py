@@ -193,6 +193,39 @@ async def test_the_split_surface_gives_every_tool_hints_that_hold_for_each_of_it
             assert first[0] == "event: endpoint" and first[1].endswith("&tools=split")
 
 
+async def test_a_keys_own_tool_surface_is_used_without_a_url_parameter_and_touches_no_other_key(
+        servers: Pair, factory: Factory) -> None:
+    ws, other = await factory.workspace(roles=("owner",)), await factory.workspace(roles=("owner",))
+    split_key = await factory.add_key(ws, "split-agent", tool_surface="split")
+    mega_key = await factory.add_key(ws, "mega-agent", tool_surface="mega")
+    url = servers.first.base_url + PATH
+
+    async def names(key: str, transport: str, query: str = "") -> set[str]:
+        async with sdk_client(url + query, key, transport) as client:
+            return {t.name for t in await every_tool(client)}
+
+    for transport in ("auto", "legacy", "sse"):
+        split = await names(split_key, transport)
+        assert {"prism_entity_crud_read", "prism_entity_crud_write", "prism_entity_crud_destructive"} <= split
+        assert "prism_entity_crud" not in split and "prism_whoami" in split
+    # Another key of the same tenant (no option, or `mega`) sees the 13 doors; so does another tenant's key.
+    for key in (ws.keys["owner"], mega_key, other.keys["owner"]):
+        doors = await names(key, "auto")
+        assert "prism_entity_crud" in doors and not any(n.endswith("_read") for n in doors)
+    # The URL's ?tools= outranks the key's option, both ways.
+    assert "prism_entity_crud" in await names(split_key, "auto", "?tools=mega")
+    assert "prism_entity_crud_read" in await names(mega_key, "legacy", "?tools=split")
+    async with sdk_client(url, split_key, "auto") as client:  # the split key's calls run on its surface
+        created = await client.call_tool("prism_entity_crud_write", {
+            "app": "spare_parts", "entity": "spare_part", "operation": "create",
+            "arguments": {"sku": "KEY-SPLIT", "name": "From a split key"}})
+        assert created.is_error is False
+    async with sdk_client(url, other.keys["owner"], "auto") as client:  # and only in its own tenant
+        listed = await client.call_tool("prism_entity_crud", {
+            "app": "spare_parts", "entity": "spare_part", "operation": "list", "arguments": {}})
+        assert text_of(listed)["data"]["items"] == []
+
+
 @pytest.mark.parametrize("transport", ["auto", "legacy"])
 async def test_a_document_result_links_to_a_resource_the_client_reads_and_another_tenant_cannot(
         servers: Pair, factory: Factory, transport: str) -> None:

@@ -60,6 +60,10 @@ async def test_initialize_answers_the_offered_revision_or_our_latest_with_tools_
     assert result["protocolVersion"] == answered
     assert result["capabilities"]["tools"] == {"listChanged": False}
     assert result["serverInfo"]["name"] == "prism"
+    # The instructions lead a model to the utility tools that find an operation: search first, then browse.
+    instructions = result["instructions"]
+    assert "prism_search" in instructions and "prism_introspect" in instructions
+    assert instructions.index("prism_search") < instructions.index("prism_introspect")
     assert answer.headers["mcp-session-id"]
     assert answer.headers["x-ratelimit-limit"] == str(settings.rate_limit_mcp)
 

@@ -11,8 +11,9 @@ from sqlalchemy import select
 
 from prism.oauth.models import OAuthClient
 from prism.storage import Database
-from tests.factories import unique
-from tests.oauth_support import CLIENT_BODIES, OAUTH
+from tests.factories import Factory, unique
+from tests.oauth_support import CLIENT_BODIES, OAUTH, bearer, browser, register, tokens_for
+from tests.test_mcp_protocol import JSON_AND_SSE, PATH, rpc
 
 REGISTER = f"{OAUTH}/register/"
 
@@ -84,7 +85,7 @@ async def test_loopback_private_use_and_oob_redirect_uris_are_accepted(client: h
 @pytest.mark.parametrize("changes", [
     {"grant_types": ["password"]}, {"grant_types": ["client_credentials"]}, {"response_types": ["token"]},
     {"token_endpoint_auth_method": "private_key_jwt"}, {"grant_types": "authorization_code"},
-    {"client_name": 42}, {"client_id": "a b"}, {"scope": "admin:everything"},
+    {"client_name": 42}, {"client_id": "a b"}, {"scope": "admin:everything"}, {"prism_tool_surface": "tiny"},
 ])
 async def test_bad_metadata_is_refused_with_invalid_client_metadata(client: httpx.AsyncClient,
                                                                    changes: dict[str, Any]) -> None:
@@ -166,3 +167,30 @@ async def test_registration_allows_browser_clients_with_a_cors_preflight(client:
     assert answer.status_code == 204
     assert answer.headers["access-control-allow-origin"] == "*"
     assert "POST" in answer.headers["access-control-allow-methods"]
+
+
+async def test_a_client_registered_with_the_split_tool_surface_gets_it_on_the_mcp_door(
+        app: object, factory: Factory) -> None:
+    ws, other = await factory.workspace(roles=("owner",)), await factory.workspace(roles=("owner",))
+
+    async def tool_names(host: str, token: str, query: str = "") -> set[str]:
+        async with browser(app, host) as c:
+            headers = {**bearer(token), **JSON_AND_SSE}
+            opened = await c.post(PATH + query, json=rpc("initialize", {}), headers=headers)
+            listed = await c.post(PATH + query, json=rpc("tools/list"),
+                                  headers={**headers, "Mcp-Session-Id": opened.headers["mcp-session-id"]})
+            return {t["name"] for t in listed.json()["result"]["tools"]}
+
+    async with browser(app, ws.host) as c:
+        split_client = await register(c, {**CLIENT_BODIES["claude"], "prism_tool_surface": "split"})
+        plain_client = await register(c, CLIENT_BODIES["claude"])
+        assert split_client["prism_tool_surface"] == "split" and "prism_tool_surface" not in plain_client
+        assert split_client["client_id"] != plain_client["client_id"]  # another registration, another client
+        split_token = (await tokens_for(c, ws, client=split_client))["access_token"]
+        plain_token = (await tokens_for(c, ws, client=plain_client))["access_token"]
+    async with browser(app, other.host) as c:
+        other_token = (await tokens_for(c, other, client=split_client))["access_token"]
+    assert "prism_entity_crud_read" in await tool_names(ws.host, split_token)
+    assert "prism_entity_crud_read" in await tool_names(other.host, other_token)  # the client's, in every tenant
+    assert "prism_entity_crud" in await tool_names(ws.host, plain_token)
+    assert "prism_entity_crud" in await tool_names(ws.host, split_token, "?tools=mega")

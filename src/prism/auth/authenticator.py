@@ -48,7 +48,7 @@ MAX_TENANT_HOSTS = 10_000
 _KEY_QUERY = (
     select(ApiKey.id, ApiKey.key_hash, ApiKey.scopes, ApiKey.name, ApiKey.lookup, ApiKey.created_at,
            ApiKey.expires_at, ApiKey.last_used_at, ApiKey.revoked_at, ApiKey.organization_id,
-           ApiKey.persona_id, ApiKey.ai_system_id,
+           ApiKey.persona_id, ApiKey.ai_system_id, ApiKey.tool_surface,
            User.id.label("user_id"), User.email, User.is_active, Role.name.label("role"),
            Role.permissions, Organization.name.label("org_name"), Tenant.id.label("tenant_id"),
            Tenant.subdomain, Tenant.name.label("tenant_name"))
@@ -162,6 +162,7 @@ class Authenticator:
             scopes=frozenset(row.scopes.split()), credential_kind="api_key", credential_id=row.id,
             key_prefix=row.lookup, key_name=row.name, key_created_at=row.created_at,
             usage=KeyUsage(row.last_used_at), persona_id=row.persona_id, ai_system_id=row.ai_system_id,
+            tool_surface=row.tool_surface,
         )
         expires_at = row.expires_at.timestamp() if row.expires_at is not None else None
         cached = _Cached(row.key_hash, context, expires_at, time.monotonic())

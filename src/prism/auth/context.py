@@ -38,3 +38,5 @@ class AuthContext:
     ai_system_id: str | None = None
     # The OAuth client the caller acts through (credential_kind "oauth"); None for API keys.
     client_id: str | None = None
+    # The MCP tool surface the credential asks for (an API key's option); None: the deployment's setting.
+    tool_surface: str | None = None

@@ -248,6 +248,9 @@ def key_create(tenant: str = typer.Option(..., "--tenant"), email: str = typer.O
                name: str | None = typer.Option(None, "--name"),
                expires_days: int | None = typer.Option(None, "--expires-days"),
                prefix: str = typer.Option("mcp", "--prefix", help="ck or mcp."),
+               tool_surface: str | None = typer.Option(
+                   None, "--tool-surface", help="The MCP tool surface of this key: mega (13 doors) or split "
+                                                "(_read/_write/_destructive). Default: PRISM_MCP_TOOL_SURFACE."),
                as_json: bool = JSON_OPT) -> None:
     """Mint an API key bound to one user and one organization. The plaintext is shown once."""
     from prism.identity.service import memberships_in_tenant
@@ -264,10 +267,12 @@ def key_create(tenant: str = typer.Option(..., "--tenant"), email: str = typer.O
                                  status=403)
             organization = orgs[0]
         minted = await create_key(session, tenant=t, user=user, organization=organization, name=name,
-                                  scopes=scopes, expires_days=expires_days, prefix=prefix)
+                                  scopes=scopes, expires_days=expires_days, prefix=prefix,
+                                  tool_surface=tool_surface)
         k = minted.key
         return {"api_key": minted.plaintext, "key_id": k.id, "key_prefix": k.lookup, "name": k.name,
-                "scopes": k.scopes.split(), "organization": public_organization_id(organization.id),
+                "scopes": k.scopes.split(), "tool_surface": k.tool_surface,
+                "organization": public_organization_id(organization.id),
                 "organization_name": organization.name, "expires_at": iso(k.expires_at)}
 
     out = in_transaction(as_json, work)

@@ -15,6 +15,7 @@ from starlette.responses import Response
 from prism.console.caller import ConsoleCaller
 from prism.console.pages import page, signed_in
 from prism.errors import InvalidArguments, PrismError
+from prism.mcp_server.surfaces import SURFACES
 from prism.registry.mega_tools import PLATFORM_SCOPES
 from prism.web.browser import read_form, redirect
 
@@ -26,7 +27,7 @@ async def _show(request: Request, caller: ConsoleCaller, *, status: int = 200, e
                 notice: str | None = None, minted: dict[str, Any] | None = None) -> Response:
     listed = await caller.call(request, f"{BASE}/list", {"page_size": 100})
     return page("console_keys.html", request, caller, PATH, status=status, error=error, notice=notice,
-                keys=listed["items"], scopes=PLATFORM_SCOPES, minted=minted,
+                keys=listed["items"], scopes=PLATFORM_SCOPES, surfaces=SURFACES, minted=minted,
                 may_create=caller.may(f"{BASE}/create", request), may_revoke=caller.may(f"{BASE}/revoke", request))
 
 
@@ -45,7 +46,7 @@ async def mint(request: Request, caller: ConsoleCaller) -> Response:
                                    details={"field": "expires_days"})
         minted = await caller.call(request, f"{BASE}/create", {
             "name": form.get("name", ""), "scopes": [s for s in PLATFORM_SCOPES if form.get(s)],
-            "expires_days": int(days) if days else None})
+            "expires_days": int(days) if days else None, "tool_surface": form.get("tool_surface") or None})
     except PrismError as exc:
         return await _show(request, caller, status=exc.status, error=f"{exc.message} ({exc.code})")
     return await _show(request, caller, status=201, minted=minted)

@@ -21,6 +21,7 @@ from prism.errors import BadRequest, NotFound, PrismError
 from prism.keys.registration import organizations_on_host
 from prism.keys.service import MintedKey, create_key
 from prism.kit.timeutil import iso, utcnow
+from prism.mcp_server.surfaces import SURFACES
 from prism.models import ApiKey, Organization, Tenant, User
 from prism.registry.mega_tools import PLATFORM_SCOPES
 from prism.tenancy.repository import OrgRepository
@@ -41,6 +42,7 @@ class KeyView:
     last_used_at: str | None
     expires_at: str | None
     status: str
+    tool_surface: str | None
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ def _view(key: ApiKey) -> KeyView:
     else:
         status = "active"
     return KeyView(key.id, key.lookup, key.name, key.scopes, iso(key.created_at), iso(key.last_used_at),
-                   iso(key.expires_at), status)
+                   iso(key.expires_at), status, key.tool_surface)
 
 
 def _own_keys(session: AsyncSession, organization: Organization, user: User) -> Any:
@@ -83,7 +85,7 @@ async def _page(request: Request, user: User, *, status: int = 200, minted: Mint
                 error: str | None = None) -> Response:
     async with request.app.state.db.read() as session:
         groups = await _groups(session, user, request)
-    context = {"user": user, "groups": groups, "scopes": PLATFORM_SCOPES, "error": error,
+    context = {"user": user, "groups": groups, "scopes": PLATFORM_SCOPES, "surfaces": SURFACES, "error": error,
                "new_key": minted.plaintext if minted else None,
                "new_key_prefix": minted.key.lookup if minted else None}
     return render(request, "keys.html", context, status=status)
@@ -134,7 +136,8 @@ async def mint(request: Request) -> Response:
             assert tenant is not None
             minted = await create_key(session, tenant=tenant, user=current, organization=organization,
                                       name=form.get("name") or None, scopes=" ".join(scopes),
-                                      expires_days=expires_days, prefix="ck")
+                                      expires_days=expires_days, prefix="ck",
+                                      tool_surface=form.get("tool_surface") or None)
     except BadRequest as exc:
         return await _page(request, user, status=exc.status, error=exc.message)
     except PrismError as exc:

@@ -40,7 +40,8 @@ async def register(request: Request) -> Response:
             key, organization = registered.minted.key, registered.organization
             body = {
                 "api_key": registered.minted.plaintext, "key_id": key.id, "key_prefix": key.lookup,
-                "name": key.name, "scopes": key.scopes.split(), "organization": public_organization_id(organization.id),
+                "name": key.name, "scopes": key.scopes.split(), "tool_surface": key.tool_surface,
+                "organization": public_organization_id(organization.id),
                 "organization_name": organization.name, "expires_at": iso(key.expires_at),
             }
     except Unauthenticated as exc:

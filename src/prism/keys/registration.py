@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism.errors import BadRequest, NotFound, PermissionDenied, Unauthenticated
 from prism.identity.passwords import hash_password, verify_password
 from prism.identity.service import get_user
-from prism.keys.service import DEFAULT_KEY_NAME, MintedKey, create_key
+from prism.keys.service import DEFAULT_KEY_NAME, MintedKey, check_tool_surface, create_key
 from prism.kit.ids import stored_organization_id
 from prism.models import Membership, Organization, Tenant, User
 from prism.tenancy.hosts import HostInfo
@@ -36,6 +36,7 @@ class RegistrationRequest:
     password: str
     name: str
     organization: str | None
+    tool_surface: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,10 @@ def parse_request(body: dict[str, Any]) -> RegistrationRequest:
     password = _text(body, "password", required=True)
     name = (_text(body, "name", required=False) or "").strip()[:255] or DEFAULT_KEY_NAME
     organization = _text(body, "organization", required=False)
+    tool_surface = check_tool_surface(_text(body, "tool_surface", required=False))
     assert email is not None and password is not None
-    return RegistrationRequest(email.strip(), password, name, organization.strip() if organization else None)
+    return RegistrationRequest(email.strip(), password, name, organization.strip() if organization else None,
+                               tool_surface)
 
 
 async def check_credentials(session: AsyncSession, email: str, password: str) -> User:
@@ -119,5 +122,5 @@ async def register_key(session: AsyncSession, user: User, request: RegistrationR
     tenant = await session.get(Tenant, organization.tenant_id)
     assert tenant is not None
     minted = await create_key(session, tenant=tenant, user=user, organization=organization, name=request.name,
-                              prefix=REGISTRATION_PREFIX)
+                              prefix=REGISTRATION_PREFIX, tool_surface=request.tool_surface)
     return Registered(minted, organization)

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism.errors import BadRequest, NotFound, PermissionDenied
 from prism.kit.ids import random_token
 from prism.kit.timeutil import utcnow
+from prism.mcp_server.surfaces import SURFACES
 from prism.models import ApiKey, Membership, Organization, Tenant, User
 from prism.registry.mega_tools import PLATFORM_SCOPES
 
@@ -39,6 +40,16 @@ def keys_match(stored_hash: str, plaintext: str) -> bool:
     return hmac.compare_digest(stored_hash, hash_key(plaintext))
 
 
+def check_tool_surface(surface: str | None) -> str | None:
+    """A key's MCP tool surface option: one of SURFACES, or None (empty) for the deployment's setting."""
+    if surface is None or not surface.strip():
+        return None
+    if surface.strip() not in SURFACES:
+        raise BadRequest(f"tool_surface: {surface!r} is not a tool surface; one of {', '.join(SURFACES)}, or "
+                         "none for the deployment's setting", code="invalid_tool_surface", field="tool_surface")
+    return surface.strip()
+
+
 def normalize_scopes(scopes: str | None) -> str:
     if scopes is None or not scopes.strip():
         return DEFAULT_SCOPES
@@ -58,7 +69,7 @@ class MintedKey:
 
 async def create_key(session: AsyncSession, *, tenant: Tenant, user: User, organization: Organization,
                      name: str | None = None, scopes: str | None = None, expires_days: int | None = None,
-                     prefix: str = "ck") -> MintedKey:
+                     prefix: str = "ck", tool_surface: str | None = None) -> MintedKey:
     if prefix not in KEY_PREFIXES:
         raise BadRequest(f"key prefix must be one of {KEY_PREFIXES}", code="invalid_prefix")
     if expires_days is not None and not 1 <= expires_days <= 3650:
@@ -76,6 +87,7 @@ async def create_key(session: AsyncSession, *, tenant: Tenant, user: User, organ
         tenant_id=tenant.id, organization_id=organization.id, user_id=user.id, name=name, prefix=prefix,
         lookup=lookup_of(plaintext), key_hash=hash_key(plaintext), scopes=normalize_scopes(scopes),
         created_at=now, expires_at=now + timedelta(days=expires_days) if expires_days else None,
+        tool_surface=check_tool_surface(tool_surface),
     )
     session.add(key)
     await session.flush()

@@ -2,7 +2,8 @@
 2025-03-26 after `initialize`) and legacy HTTP+SSE (2024-11-05) on one path (revisions.py).
 
     POST                      JSON-RPC message, or batch where the revision has them (streamable HTTP);
-                              `?session_id=` → legacy SSE message; `?tools=` picks the tool surface (surfaces.py)
+                              `?session_id=` → legacy SSE message; `?tools=` picks the tool surface (surfaces.py),
+                              over the key's own option, over PRISM_MCP_TOOL_SURFACE
     GET                       legacy SSE stream (a GET naming a session or protocol version is refused: 405)
     DELETE                    405 — sessions are signed tokens, nothing server-side to end (docs/mcp.md)
     OPTIONS                   CORS preflight, no authentication
@@ -72,7 +73,8 @@ class McpDoor:
         auth = context.auth
         raw_query = scope.get("query_string", b"")
         query = parse_qs(raw_query.decode("latin-1")) if raw_query else {}
-        surface = query.get("tools", [scope["app"].state.settings.mcp_tool_surface])[0]
+        # The URL's ?tools= first, then the credential's own option, then the deployment's setting.
+        surface = query.get("tools", [auth.tool_surface or scope["app"].state.settings.mcp_tool_surface])[0]
         if surface not in SURFACES:
             refusal = RpcError(jsonrpc.INVALID_REQUEST, f"tools: {surface!r} is not a tool surface; one of "
                                f"{', '.join(SURFACES)}", data={"error": "invalid_tool_surface"})

@@ -13,9 +13,12 @@ from prism.mcp_server.jsonrpc import METHOD_NOT_FOUND, Message, RpcError, result
 from prism.registry.registry import Registry
 
 INSTRUCTIONS = (
-    "Prism exposes governed business operations. Each prism_<mega_tool> tool takes "
-    "{operation, app, entity, arguments}; use prism_introspect to discover apps, entities, operations and "
-    "their parameter schemas. Every call is authorized, audited and may be refused by policy.")
+    "Prism exposes governed business operations. Each prism_<mega_tool> tool (or, on the split surface, its "
+    "_read, _write and _destructive variants) takes {operation, app, entity, arguments}. To find the operation "
+    "for a task, call prism_search with the request in plain words: each result gives the tool to call, the "
+    "arguments' schema and a call recipe with what the request already says filled in. Use prism_introspect to "
+    "browse apps, entities and operations, or to read one operation's parameter schema. Every call is "
+    "authorized, audited and may be refused by policy.")
 SERVER_INFO = {"name": "prism", "title": "Prism", "version": __version__}
 # Resources: the documents that tool results link to (resources.py); they are reached through those links and
 # the template, never listed (a tenant's documents are searched with tools).

@@ -30,3 +30,5 @@ class ApiKey(OrgScoped, Base):
     # Governance (prism.governance): the persona whose policy applies, the AI system it acts for.
     persona_id: Mapped[str | None] = mapped_column(String(36))
     ai_system_id: Mapped[str | None] = mapped_column(String(36))
+    # The MCP tool surface this key asks for ("mega", "split"); None: the deployment's PRISM_MCP_TOOL_SURFACE.
+    tool_surface: Mapped[str | None] = mapped_column(String(8))

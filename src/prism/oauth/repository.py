@@ -88,7 +88,8 @@ async def organizations_of(session: AsyncSession, user_id: str, tenant_subdomain
 GRANT_CONTEXT_QUERY = (
     select(OAuthGrant.id, OAuthGrant.revoked_at, OAuthGrant.created_at, OAuthGrant.client_id,
            OAuthGrant.organization_id, User.id.label("user_id"), User.email, User.is_active,
-           OAuthClient.client_name, Organization.name.label("org_name"), Tenant.subdomain)
+           OAuthClient.client_name, OAuthClient.extra.label("client_extra"), Organization.name.label("org_name"),
+           Tenant.subdomain)
     .join(User, User.id == OAuthGrant.user_id)
     .outerjoin(OAuthClient, OAuthClient.client_id == OAuthGrant.client_id)
     .outerjoin(Organization, Organization.id == OAuthGrant.organization_id)

@@ -32,7 +32,7 @@ from prism.oauth.errors import SessionIncomplete
 from prism.oauth.keys import KeyRing
 from prism.oauth.models import OAuthGrant, OAuthGrantOrganization
 from prism.oauth.repository import CONSENTED_MEMBERSHIPS_QUERY, GRANT_CONTEXT_QUERY
-from prism.oauth.schemas import APP_SCOPE
+from prism.oauth.schemas import APP_SCOPE, TOOL_SURFACE_FIELD
 from prism.oauth.tokens import AccessClaims, verify_access_token
 from prism.registry.mega_tools import PLATFORM_SCOPES
 from prism.storage import Database
@@ -135,6 +135,7 @@ class AccessTokens:
             key_created_at=created, usage=KeyUsage(None), client_id=claims.client_id,
             persona_id=governance.persona_id if governance else None,
             ai_system_id=governance.ai_system_id if governance else None,
+            tool_surface=(row.client_extra or {}).get(TOOL_SURFACE_FIELD),
         )
 
     async def _client_governance(self, client_id: str, organization_id: str) -> Any:

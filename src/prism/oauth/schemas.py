@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from prism.mcp_server.surfaces import SURFACES
 from prism.oauth.errors import OAuthError
 from prism.registry.mega_tools import PLATFORM_SCOPES
 
@@ -36,6 +37,8 @@ MAX_URI_LENGTH = 2000
 ECHOED_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri", "software_id", "software_version",
                  "contacts")
 LINK_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri")
+# Prism's own registration metadata: the MCP tool surface the client's tokens get (docs/mcp.md), echoed back.
+TOOL_SURFACE_FIELD = "prism_tool_surface"
 
 
 def invalid_metadata(message: str) -> OAuthError:
@@ -147,8 +150,10 @@ class ClientRegistration:
 
     @property
     def fingerprint(self) -> str:
-        key = [self.client_name, sorted(self.redirect_uris), sorted(self.grant_types),
-               self.token_endpoint_auth_method, self.scope]
+        key: list[Any] = [self.client_name, sorted(self.redirect_uris), sorted(self.grant_types),
+                          self.token_endpoint_auth_method, self.scope]
+        if TOOL_SURFACE_FIELD in self.extra:  # only when chosen: the fingerprints of other clients stay as they were
+            key.append(self.extra[TOOL_SURFACE_FIELD])
         return hashlib.sha256(orjson.dumps(key)).hexdigest()
 
 
@@ -194,6 +199,11 @@ def parse_registration(body: dict[str, Any]) -> ClientRegistration:
     for link in LINK_FIELDS:
         if link in extra:
             check_link(link, extra[link])
+    surface = body.get(TOOL_SURFACE_FIELD)
+    if surface is not None:
+        if surface not in SURFACES:
+            raise invalid_metadata(f"{TOOL_SURFACE_FIELD} must be one of {', '.join(SURFACES)}")
+        extra[TOOL_SURFACE_FIELD] = surface
     return ClientRegistration(client_id=client_id, client_name=(name or "").strip() or "OAuth client",
                               redirect_uris=redirect_uris, grant_types=grant_types, response_types=response_types,
                               token_endpoint_auth_method=method, scope=scope, extra=extra)

@@ -33,6 +33,9 @@ class KeyCreate(Params):
     name: str = Field("", max_length=255, description="A name to recognise the key by.")
     scopes: list[Scope] = Field(..., min_length=1, max_length=3, description="What the key may do.")
     expires_days: int | None = Field(None, ge=1, le=3650, description="Days until it expires; none: never.")
+    tool_surface: Literal["mega", "split"] | None = Field(
+        None, description="The MCP tools it sees: mega (the 13 doors) or split (read, write and destructive tools "
+                          "apart); none: the deployment's setting. A URL's ?tools= overrides it.")
 
 
 class KeyRevoke(Params):
@@ -49,7 +52,7 @@ def _record(key: ApiKey) -> dict[str, Any]:
     status = ("revoked" if key.revoked_at is not None
               else "expired" if key.expires_at is not None and key.expires_at <= now else "active")
     return {"id": key.id, "prefix": key.lookup, "name": key.name, "scopes": key.scopes.split(),
-            "created_at": iso(key.created_at), "last_used_at": iso(key.last_used_at),
+            "tool_surface": key.tool_surface, "created_at": iso(key.created_at), "last_used_at": iso(key.last_used_at),
             "expires_at": iso(key.expires_at), "status": status}
 
 
@@ -75,7 +78,8 @@ async def create(call: HandlerCall, p: KeyCreate) -> dict[str, Any]:
     organization = await session.get(Organization, call.organization_id)
     assert tenant is not None and user is not None and organization is not None
     minted = await create_key(session, tenant=tenant, user=user, organization=organization, name=p.name or None,
-                              scopes=" ".join(p.scopes), expires_days=p.expires_days, prefix="ck")
+                              scopes=" ".join(p.scopes), expires_days=p.expires_days, prefix="ck",
+                              tool_surface=p.tool_surface)
     return {**_record(minted.key), "api_key": minted.plaintext}
 
 
