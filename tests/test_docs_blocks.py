@@ -1,33 +1,46 @@
 """Docs that work as written: every fenced block of README.md, docs/ and examples/ is checked.
 
 Each block says what it is (its info string). `text` is a picture; `python`, `json` and `toml` must parse (a
-snippet that compiles); `http` requests and `bash`/`sh` commands are run against a live Prism — or are named in
+snippet that compiles); `http` requests and `bash`/`sh` commands are run as a reader would — or are named in
 NOT_RUN with the reason they cannot run here. A new block that is neither run nor named fails the walk.
+
+The run starts where a reader starts: an empty directory, where docs/extending.md's block writes a handler
+module that is installed nowhere and starts `prism serve` with it named in PRISM_APPS (the first start seeds the
+demo and prints its key). Every other block then runs, in that directory, against that one server: the only
+changes made to a block are the reader's placeholders — the printed key for `KEY=ck_...` and the server's
+address for http://127.0.0.1:8000 (a port of its own, 8000 may be taken here).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
+import os
 import re
+import signal
 import subprocess
+import sys
+import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.factories import Factory
-from tests.live_prism import LiveServer, live_prism_fixture  # noqa: F401 -- the fixture
+from tests.processes import clean_env, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "examples").glob("*.md"))]
 FENCE = re.compile(r"^```(\S*)\s*$")
 README_ADDRESS = "http://127.0.0.1:8000"
 
-# Shell blocks run against the live server by this module: (file, first line of the block).
-RUN = {("README.md", 'KEY=ck_...   # printed by `bin/prism serve`')}
+# Shell blocks run by test_the_docs_run_as_written: (file, first line of the block).
+SERVE = ("docs/extending.md", "cat > parcel_quotes.py <<'EOF'")
+PARCEL_QUOTE = ("docs/extending.md", "KEY=ck_...   # printed by `prism serve`")
+README_CALLS = ("README.md", "KEY=ck_...   # printed by `bin/prism serve`")
+OVERSIGHT_WALK = ("docs/governance.md", f"BASE={README_ADDRESS}")
+RUN = {SERVE, PARCEL_QUOTE, README_CALLS, OVERSIGHT_WALK}
 # Shell blocks that are not run here, each with its reason: they operate a deployment (nginx, its prism.env,
 # pg_dump of its database) or install third-party software.
 NOT_RUN = {
@@ -45,8 +58,9 @@ NOT_RUN = {
         "a deployment's prism.env",
     ("docs/deploy.md", "createdb -h 127.0.0.1 -U postgres prism_restored"): "restores a deployment's backup",
     ("docs/deploy.md", "(set -a; . ./prism.env; prism migrate --json)"): "a deployment's prism.env",
-    ("docs/mcp.md", "npm install --prefix .cache/mcp-inspector --no-save --no-package-lock \\"):
-        "installs the MCP Inspector from npm; tests/test_mcp_clients.py drives it",
+    ("docs/integrations.md", "# 1. Import the service for the deployment: one handler per operation (re-run it "
+                             "to update in place)."):
+        "NOT YET DECIDED",
     ("examples/ledger_verifier.md", "prism audit public-key                                    # key id, "
                                     "algorithm, base64 public key"): "needs a tenant `acme` with a long log; "
                                                                     "tests/test_ledger_proofs.py runs the verifier",
@@ -102,8 +116,10 @@ def test_every_block_says_what_it_is_and_parses_or_is_run() -> None:
     assert seen_shell == RUN | set(NOT_RUN), "RUN and NOT_RUN name blocks that are gone"
 
 
-def _documents(output: str) -> list[object]:
-    """The JSON documents curl printed one after the other (bodies carry no newline)."""
+
+
+def _documents(output: str) -> list[Any]:
+    """The JSON documents a block printed one after the other (curl's bodies, the CLI's `--json` lines)."""
     decoder, out, at = json.JSONDecoder(), [], 0
     while at < len(output):
         if output[at].isspace():
@@ -114,27 +130,81 @@ def _documents(output: str) -> list[object]:
     return out
 
 
-async def test_the_readme_calls_work_as_printed(live_prism: LiveServer, factory: Factory) -> None:
-    ws = await factory.workspace(roles=("owner",))
-    [block] = [b for b in blocks() if b.key in RUN]
-    script = block.text.replace("KEY=ck_...", f"KEY={ws.keys['owner']}").replace(README_ADDRESS, live_prism.base_url)
-    run = await asyncio.to_thread(subprocess.run, ["bash", "-euo", "pipefail", "-c", script], capture_output=True,
-                                  text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
-    answers = _documents(run.stdout)
-    assert len(answers) == block.text.count("curl "), run.stdout
-    for answer in answers:
-        assert isinstance(answer, dict) and "error" not in answer and answer.get("success") is not False, answer
+def _printed_key(server: subprocess.Popen[bytes], output: Path) -> str:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = re.search(r"^API key \(shown once\): (\S+)$", output.read_text(), re.M)
+        if found:
+            return found.group(1)
+        assert server.poll() is None, f"prism serve exited:\n{output.read_text()}"
+        time.sleep(0.1)
+    raise AssertionError(f"prism serve printed no key within 60 s:\n{output.read_text()}")
 
 
-async def test_the_http_examples_work_as_printed(live_prism: LiveServer, factory: Factory) -> None:
-    ws = await factory.workspace(roles=("owner",))
-    for block in (b for b in blocks() if b.language == "http"):
-        head, _, body = block.text.partition("\n\n")
-        request_line, *header_lines = head.splitlines()
-        method, path = request_line.split()[:2]
-        headers = dict(line.split(": ", 1) for line in header_lines)
-        headers["Authorization"] = f"Bearer {ws.keys['owner']}"
-        async with httpx.AsyncClient(base_url=live_prism.base_url, timeout=30) as client:
-            r = await client.request(method, path, headers=headers, content=body.encode())
-        assert r.is_success, (block.file, block.line, r.text)
+def _run(block: Block, *, key: str, address: str, cwd: Path, env: dict[str, str]) -> list[Any]:
+    script = block.text.replace("KEY=ck_...", f"KEY={key}").replace(README_ADDRESS, address)
+    run = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd, env=env, capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert run.returncode == 0, (block.file, block.line, run.stdout, run.stderr)
+    return _documents(run.stdout)
+
+
+def _succeeded(answer: Any) -> bool:
+    return isinstance(answer, dict) and "error" not in answer and answer.get("success") is not False
+
+
+@pytest.mark.engine_independent
+def test_the_docs_run_as_written(tmp_path: Path) -> None:
+    by_key = {b.key: b for b in blocks() if b.language in ("bash", "sh")}
+    port = free_port()
+    address = f"http://127.0.0.1:{port}"
+    env = clean_env()  # no PRISM_* setting: the defaults a reader has (./prism.db, ./prism-secret.key)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # `prism`: the virtualenv's command
+    serve = by_key[SERVE].text.rstrip()
+    assert serve.endswith(" prism serve"), serve
+    # The module is installed nowhere: without the PYTHONPATH the block sets, the start stops naming it.
+    without = subprocess.run(["bash", "-euo", "pipefail", "-c", re.sub(r"PYTHONPATH=\S+ ", "", serve)], cwd=tmp_path,
+                             env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert without.returncode != 0 and "'parcel_quotes:app' cannot be loaded" in without.stderr, without
+    log = tmp_path / "serve.out"
+    with log.open("w") as out:
+        server = subprocess.Popen(["bash", "-euo", "pipefail", "-c", f"{serve} --port {port}"], cwd=tmp_path,
+                                  env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        key = _printed_key(server, log)
+
+        def run(which: tuple[str, str]) -> list[Any]:
+            return _run(by_key[which], key=key, address=address, cwd=tmp_path, env=env)
+
+        # The module in PRISM_APPS is importable only through PYTHONPATH, and its handler answers.
+        [quote] = run(PARCEL_QUOTE)
+        assert quote == {"success": True, "data": {"price_cents": 950}, "tool_name": quote.get("tool_name")}, quote
+
+        answers = run(README_CALLS)
+        assert len(answers) == by_key[README_CALLS].text.count("curl "), answers
+        assert all(_succeeded(a) for a in answers), answers
+
+        walk = run(OVERSIGHT_WALK)
+        assert [a.get("error") for a in walk] == [
+            None, None, "oversight_required", "self_approval_forbidden", None, None, None, None,
+            "oversight_request_used"], walk
+        assert walk[6]["success"] is True and walk[6]["data"]["status"] == "approved", walk[6]
+        assert _succeeded(walk[7]) and walk[7]["data"], walk[7]
+
+        for block in (b for b in blocks() if b.language == "http"):
+            head, _, body = block.text.partition("\n\n")
+            request_line, *header_lines = head.splitlines()
+            method, path = request_line.split()[:2]
+            headers = dict(line.split(": ", 1) for line in header_lines)
+            headers["Authorization"] = f"Bearer {key}"
+            r = httpx.request(method, address + path, headers=headers, content=body.encode(), timeout=30)
+            assert r.is_success, (block.file, block.line, r.text)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)  # the group this test started: bash and the server it runs
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=15)
+    assert server.returncode in (0, -signal.SIGTERM), log.read_text()
