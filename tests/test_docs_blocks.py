@@ -8,11 +8,16 @@ The run starts where a reader starts: an empty directory, where docs/extending.m
 module that is installed nowhere and starts `prism serve` with it named in PRISM_APPS (the first start seeds the
 demo and prints its key). Every other block then runs, in that directory, against that one server: the only
 changes made to a block are the reader's placeholders — the printed key for `KEY=ck_...` and the server's
-address for http://127.0.0.1:8000 (a port of its own, 8000 may be taken here).
+address for http://127.0.0.1:8000 (a port of its own, 8000 may be taken here), and in docs/integrations.md the
+address of the warehouse service, a real HTTPS service on loopback that implements the document's own
+warehouse.yaml strictly (tests/integrations_upstream.py). Reaching it takes the two settings an operator sets for
+a service on a private network with a private CA: PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS and PRISM_WEBHOOK_CA_BUNDLE.
+Blocks that cannot run here are named in NOT_RUN with the reason.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -27,8 +32,11 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
+from tests.integrations_upstream import RunningService, Scripted, SpecService
 from tests.processes import clean_env, free_port
+from tests.webhooks_receiver import make_tls
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "examples").glob("*.md"))]
@@ -40,7 +48,10 @@ SERVE = ("docs/extending.md", "cat > parcel_quotes.py <<'EOF'")
 PARCEL_QUOTE = ("docs/extending.md", "KEY=ck_...   # printed by `prism serve`")
 README_CALLS = ("README.md", "KEY=ck_...   # printed by `bin/prism serve`")
 OVERSIGHT_WALK = ("docs/governance.md", f"BASE={README_ADDRESS}")
-RUN = {SERVE, PARCEL_QUOTE, README_CALLS, OVERSIGHT_WALK}
+INTEGRATION_WALK = ("docs/integrations.md", f"BASE={README_ADDRESS}")
+WAREHOUSE_YAML = ("docs/integrations.md", "openapi: 3.0.3")  # the file the walk imports, as warehouse.yaml
+WAREHOUSE_ADDRESS = "https://warehouse.example.com/v2"
+RUN = {SERVE, PARCEL_QUOTE, README_CALLS, OVERSIGHT_WALK, INTEGRATION_WALK}
 # Shell blocks that are not run here, each with its reason: they operate a deployment (nginx, its prism.env,
 # pg_dump of its database) or install third-party software.
 NOT_RUN = {
@@ -58,9 +69,6 @@ NOT_RUN = {
         "a deployment's prism.env",
     ("docs/deploy.md", "createdb -h 127.0.0.1 -U postgres prism_restored"): "restores a deployment's backup",
     ("docs/deploy.md", "(set -a; . ./prism.env; prism migrate --json)"): "a deployment's prism.env",
-    ("docs/integrations.md", "# 1. Import the service for the deployment: one handler per operation (re-run it "
-                             "to update in place)."):
-        "NOT YET DECIDED",
     ("examples/ledger_verifier.md", "prism audit public-key                                    # key id, "
                                     "algorithm, base64 public key"): "needs a tenant `acme` with a long log; "
                                                                     "tests/test_ledger_proofs.py runs the verifier",
@@ -103,13 +111,16 @@ def test_every_block_says_what_it_is_and_parses_or_is_run() -> None:
     seen_shell: set[tuple[str, str]] = set()
     for block in blocks():
         where = f"{block.file}:{block.line}"
-        assert block.language in ("text", "python", "json", "toml", "http", "bash", "sh"), (where, block.language)
+        assert block.language in ("text", "python", "json", "toml", "yaml", "http", "bash", "sh"), (
+            where, block.language)
         if block.language == "python":
             compile(block.text, where, "exec")
         elif block.language == "json":
             json.loads(block.text)
         elif block.language == "toml":
             tomllib.loads(block.text)
+        elif block.language == "yaml":
+            yaml.safe_load(block.text)
         elif block.language in ("bash", "sh"):
             assert block.key in RUN or block.key in NOT_RUN, f"{where}: a command block neither run nor excused"
             seen_shell.add(block.key)
@@ -130,21 +141,41 @@ def _documents(output: str) -> list[Any]:
     return out
 
 
-def _printed_key(server: subprocess.Popen[bytes], output: Path) -> str:
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    """End the process group this test started (bash and the server it runs), gracefully first."""
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(timeout=15)
+
+
+def _serve(command: str, *, cwd: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """Start the block's `prism serve` in the background and return it with the key its first start printed."""
+    log = cwd / "serve.out"
+    with log.open("w") as out:
+        server = subprocess.Popen(["bash", "-euo", "pipefail", "-c", command], cwd=cwd, env=env, stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        found = re.search(r"^API key \(shown once\): (\S+)$", output.read_text(), re.M)
+        found = re.search(r"^API key \(shown once\): (\S+)$", log.read_text(), re.M)
         if found:
-            return found.group(1)
-        assert server.poll() is None, f"prism serve exited:\n{output.read_text()}"
+            return server, found.group(1), log
+        if server.poll() is not None:
+            break
         time.sleep(0.1)
-    raise AssertionError(f"prism serve printed no key within 60 s:\n{output.read_text()}")
+    _stop(server)
+    raise AssertionError(f"prism serve printed no key within 60 s:\n{log.read_text()}")
 
 
-def _run(block: Block, *, key: str, address: str, cwd: Path, env: dict[str, str]) -> list[Any]:
-    script = block.text.replace("KEY=ck_...", f"KEY={key}").replace(README_ADDRESS, address)
-    run = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd, env=env, capture_output=True,
-                         text=True, timeout=60, check=False)
+async def _run(block: Block, *, substitutes: dict[str, str], cwd: Path, env: dict[str, str]) -> list[Any]:
+    script = block.text
+    for placeholder, value in substitutes.items():
+        script = script.replace(placeholder, value)
+    run = await asyncio.to_thread(subprocess.run, ["bash", "-euo", "pipefail", "-c", script], cwd=cwd, env=env,
+                                  capture_output=True, text=True, timeout=60, check=False)
     assert run.returncode == 0, (block.file, block.line, run.stdout, run.stderr)
     return _documents(run.stdout)
 
@@ -154,42 +185,64 @@ def _succeeded(answer: Any) -> bool:
 
 
 @pytest.mark.engine_independent
-def test_the_docs_run_as_written(tmp_path: Path) -> None:
-    by_key = {b.key: b for b in blocks() if b.language in ("bash", "sh")}
+async def test_the_docs_run_as_written(tmp_path: Path) -> None:
+    by_key = {b.key: b for b in blocks() if b.language in ("bash", "sh", "yaml")}
     port = free_port()
     address = f"http://127.0.0.1:{port}"
-    env = clean_env()  # no PRISM_* setting: the defaults a reader has (./prism.db, ./prism-secret.key)
+    tls = make_tls(tmp_path)
+    warehouse_yaml = by_key[WAREHOUSE_YAML].text
+    warehouse = SpecService(yaml.safe_load(warehouse_yaml), base_path="/v2",
+                            required_headers={"X-API-Key": "wh-live-key"})
+    warehouse.script("getItem", Scripted(200, {"id": 7, "name": "pallet jack", "on_hand": 3}))
+    # No other PRISM_* setting: the defaults a reader has (./prism.db, ./prism-secret.key). A script types
+    # faster than a reader: the server notices the CLI's import within 0.2 s instead of 2 s.
+    env = clean_env(PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS="true", PRISM_WEBHOOK_CA_BUNDLE=str(tls.ca),
+                    PRISM_INTEGRATIONS_REFRESH_SECONDS="0.2")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # `prism`: the virtualenv's command
     serve = by_key[SERVE].text.rstrip()
     assert serve.endswith(" prism serve"), serve
     # The module is installed nowhere: without the PYTHONPATH the block sets, the start stops naming it.
-    without = subprocess.run(["bash", "-euo", "pipefail", "-c", re.sub(r"PYTHONPATH=\S+ ", "", serve)], cwd=tmp_path,
-                             env=env, capture_output=True, text=True, timeout=60, check=False)
+    without = await asyncio.to_thread(
+        subprocess.run, ["bash", "-euo", "pipefail", "-c", re.sub(r"PYTHONPATH=\S+ ", "", serve)], cwd=tmp_path,
+        env=env, capture_output=True, text=True, timeout=60, check=False)
     assert without.returncode != 0 and "'parcel_quotes:app' cannot be loaded" in without.stderr, without
-    log = tmp_path / "serve.out"
-    with log.open("w") as out:
-        server = subprocess.Popen(["bash", "-euo", "pipefail", "-c", f"{serve} --port {port}"], cwd=tmp_path,
-                                  env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    upstream = RunningService(warehouse, tls)
+    await upstream.start()
     try:
-        key = _printed_key(server, log)
+        server, key, log = await asyncio.to_thread(_serve, f"{serve} --port {port}", cwd=tmp_path, env=env)
+    except BaseException:
+        await upstream.stop()
+        raise
+    try:
+        substitutes = {"KEY=ck_...": f"KEY={key}", README_ADDRESS: address, WAREHOUSE_ADDRESS: warehouse.url()}
 
-        def run(which: tuple[str, str]) -> list[Any]:
-            return _run(by_key[which], key=key, address=address, cwd=tmp_path, env=env)
+        async def run(which: tuple[str, str]) -> list[Any]:
+            return await _run(by_key[which], substitutes=substitutes, cwd=tmp_path, env=env)
 
         # The module in PRISM_APPS is importable only through PYTHONPATH, and its handler answers.
-        [quote] = run(PARCEL_QUOTE)
+        [quote] = await run(PARCEL_QUOTE)
         assert quote == {"success": True, "data": {"price_cents": 950}, "tool_name": quote.get("tool_name")}, quote
 
-        answers = run(README_CALLS)
+        answers = await run(README_CALLS)
         assert len(answers) == by_key[README_CALLS].text.count("curl "), answers
         assert all(_succeeded(a) for a in answers), answers
 
-        walk = run(OVERSIGHT_WALK)
+        walk = await run(OVERSIGHT_WALK)
         assert [a.get("error") for a in walk] == [
             None, None, "oversight_required", "self_approval_forbidden", None, None, None, None,
             "oversight_request_used"], walk
         assert walk[6]["success"] is True and walk[6]["data"]["status"] == "approved", walk[6]
         assert _succeeded(walk[7]) and walk[7]["data"], walk[7]
+
+        (tmp_path / "warehouse.yaml").write_text(warehouse_yaml)
+        imported, connected, called = await run(INTEGRATION_WALK)
+        assert (imported["name"], imported["handlers"]) == ("warehouse", 1), imported
+        assert (connected["base_url"], connected["has_secret"]) == (warehouse.url(), True), connected
+        assert called["result"]["isError"] is False, called
+        assert json.loads(called["result"]["content"][0]["text"]) == {
+            "success": True, "data": {"status": 200, "body": {"id": 7, "name": "pallet jack", "on_hand": 3}},
+            "tool_name": "prism_integration_call"}, called
+        assert [a.operation_id for a in warehouse.arrived] == ["getItem"] and not warehouse.invalid, warehouse.invalid
 
         for block in (b for b in blocks() if b.language == "http"):
             head, _, body = block.text.partition("\n\n")
@@ -197,14 +250,12 @@ def test_the_docs_run_as_written(tmp_path: Path) -> None:
             method, path = request_line.split()[:2]
             headers = dict(line.split(": ", 1) for line in header_lines)
             headers["Authorization"] = f"Bearer {key}"
-            r = httpx.request(method, address + path, headers=headers, content=body.encode(), timeout=30)
+            async with httpx.AsyncClient(timeout=30) as client:
+                r = await client.request(method, address + path, headers=headers, content=body.encode())
             assert r.is_success, (block.file, block.line, r.text)
     finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGTERM)  # the group this test started: bash and the server it runs
         try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=15)
-    assert server.returncode in (0, -signal.SIGTERM), log.read_text()
+            await asyncio.to_thread(_stop, server)
+        finally:
+            await upstream.stop()
+    assert server.returncode in (0, -signal.SIGTERM), await asyncio.to_thread(log.read_text)
