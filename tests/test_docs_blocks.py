@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,7 +52,9 @@ OVERSIGHT_WALK = ("docs/governance.md", f"BASE={README_ADDRESS}")
 INTEGRATION_WALK = ("docs/integrations.md", f"BASE={README_ADDRESS}")
 WAREHOUSE_YAML = ("docs/integrations.md", "openapi: 3.0.3")  # the file the walk imports, as warehouse.yaml
 WAREHOUSE_ADDRESS = "https://warehouse.example.com/v2"
-RUN = {SERVE, PARCEL_QUOTE, README_CALLS, OVERSIGHT_WALK, INTEGRATION_WALK}
+LEDGER_PROOFS = ("examples/ledger_verifier.md", "prism audit public-key                                    # key id, "
+                                                 "algorithm, base64 public key")
+RUN = {SERVE, PARCEL_QUOTE, README_CALLS, OVERSIGHT_WALK, INTEGRATION_WALK, LEDGER_PROOFS}
 # Shell blocks that are not run here, each with its reason: they operate a deployment (nginx, its prism.env,
 # pg_dump of its database) or install third-party software.
 NOT_RUN = {
@@ -69,9 +72,6 @@ NOT_RUN = {
         "a deployment's prism.env",
     ("docs/deploy.md", "createdb -h 127.0.0.1 -U postgres prism_restored"): "restores a deployment's backup",
     ("docs/deploy.md", "(set -a; . ./prism.env; prism migrate --json)"): "a deployment's prism.env",
-    ("examples/ledger_verifier.md", "prism audit public-key                                    # key id, "
-                                    "algorithm, base64 public key"): "needs a tenant `acme` with a long log; "
-                                                                    "tests/test_ledger_proofs.py runs the verifier",
 }
 
 
@@ -243,6 +243,16 @@ async def test_the_docs_run_as_written(tmp_path: Path) -> None:
             "success": True, "data": {"status": 200, "body": {"id": 7, "name": "pallet jack", "on_hand": 3}},
             "tool_name": "prism_integration_call"}, called
         assert [a.operation_id for a in warehouse.arrived] == ["getItem"] and not warehouse.invalid, warehouse.invalid
+
+        # The auditor's verifier, handed over as one file, checks what the demo's CLI hands out.
+        shutil.copy(ROOT / "examples" / "ledger_verifier.py", tmp_path)
+        block = by_key[LEDGER_PROOFS]
+        run_ = await asyncio.to_thread(subprocess.run, ["bash", "-euo", "pipefail", "-c", block.text], cwd=tmp_path,
+                                       env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert run_.returncode == 0, (run_.stdout, run_.stderr)
+        verdicts = [line for line in run_.stdout.splitlines() if line.startswith(("OK:", "FAILED:"))]
+        assert len(verdicts) == block.text.count("python ledger_verifier.py"), run_.stdout
+        assert all(v.startswith("OK:") for v in verdicts), run_.stdout
 
         for block in (b for b in blocks() if b.language == "http"):
             head, _, body = block.text.partition("\n\n")
