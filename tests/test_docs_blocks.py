@@ -55,23 +55,27 @@ WAREHOUSE_ADDRESS = "https://warehouse.example.com/v2"
 LEDGER_PROOFS = ("examples/ledger_verifier.md", "prism audit public-key                                    # key id, "
                                                  "algorithm, base64 public key")
 RUN = {SERVE, PARCEL_QUOTE, README_CALLS, OVERSIGHT_WALK, INTEGRATION_WALK, LEDGER_PROOFS}
-# Shell blocks that are not run here, each with its reason: they operate a deployment (nginx, its prism.env,
-# pg_dump of its database) or install third-party software.
+# Shell blocks that are not run here, each with its reason: they need a deployment this test does not start (the
+# multi-node topology: root to install nginx, its ports, its CA and its prism.env on PostgreSQL) or they dump and
+# restore such a deployment's database. Everything else is run.
 NOT_RUN = {
     ("README.md", "bin/prism serve     # Prism on http://127.0.0.1:8000 — SQLite in ./prism.db, a demo tenant, "
-                  "a printed key"): "the first start itself: tests/test_quickstart.py runs it in an empty directory;"
-                                    " `bin/test` is this suite",
-    ("docs/deploy.md", "apt-get install -y nginx-light"): "installs nginx; the topology it starts is "
-                                                          "tests/test_deploy_topology.py's",
+                  "a printed key"): "`bin/prism` installs into .venv on first use and `bin/test` is this suite; "
+                                    "tests/test_quickstart.py runs that first start in an empty directory, and "
+                                    "docs/extending.md's `prism serve` block is the server every run block uses",
+    ("docs/deploy.md", "apt-get install -y nginx-light"): "installs a Debian package as root, then starts the "
+                                                          "two-node topology (deploy/topology.py), which "
+                                                          "tests/test_deploy_topology.py brings up and checks",
     ("docs/deploy.md", "curl -s --cacert /tmp/prism-topology/tls/ca.pem https://127.0.0.1:59987/readyz"):
-        "addresses the running topology (its port and CA)",
-    ("docs/deploy.md", "curl -s http://127.0.0.1:37637/readyz"): "addresses the running topology",
+        "addresses the running topology: the port its nginx printed and the CA it made",
+    ("docs/deploy.md", "curl -s http://127.0.0.1:37637/readyz"): "addresses a node of the running topology",
     ("docs/deploy.md", '(set -a; . ./prism.env; pg_dump --format=custom --file=prism.dump "$PRISM_DATABASE_URL")'):
-        "backs up a deployment's database (its prism.env)",
+        "dumps the PostgreSQL database of a deployment (the topology's prism.env)",
     ("docs/deploy.md", "(set -a; . ./prism.env; prism audit checkpoint --tenant demo --json > checkpoint.json)"):
-        "a deployment's prism.env",
-    ("docs/deploy.md", "createdb -h 127.0.0.1 -U postgres prism_restored"): "restores a deployment's backup",
-    ("docs/deploy.md", "(set -a; . ./prism.env; prism migrate --json)"): "a deployment's prism.env",
+        "reads a deployment's prism.env (the topology's)",
+    ("docs/deploy.md", "createdb -h 127.0.0.1 -U postgres prism_restored"):
+        "restores that dump into a database of a fixed name on the PostgreSQL server",
+    ("docs/deploy.md", "(set -a; . ./prism.env; prism migrate --json)"): "migrates a deployment (its prism.env)",
 }
 
 
