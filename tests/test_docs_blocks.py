@@ -6,18 +6,20 @@ NOT_RUN with the reason they cannot run here. A new block that is neither run no
 
 The run starts where a reader starts: an empty directory, where docs/extending.md's block writes a handler
 module that is installed nowhere and starts `prism serve` with it named in PRISM_APPS (the first start seeds the
-demo and prints its key). Every other block then runs, in that directory, against that one server: the only
-changes made to a block are the reader's placeholders — the printed key for `KEY=ck_...` and the server's
-address for http://127.0.0.1:8000 (a port of its own, 8000 may be taken here), and in docs/integrations.md the
-address of the warehouse service, a real HTTPS service on loopback that implements the document's own
-warehouse.yaml strictly (tests/integrations_upstream.py). Reaching it takes the two settings an operator sets for
-a service on a private network with a private CA: PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS and PRISM_WEBHOOK_CA_BUNDLE.
-Blocks that cannot run here are named in NOT_RUN with the reason.
+demo and prints its key). Every other block then runs, in that directory, against that one server. The only
+changes made to a block are the reader's placeholders: the printed key for `KEY=ck_...`, the server's address
+for http://127.0.0.1:8000 (a port of its own: 8000 may be taken here), and the addresses of the two outside
+services the docs talk to, both real HTTPS servers on loopback: docs/integrations.md's warehouse, which
+implements the document's own warehouse.yaml strictly (tests/integrations_upstream.py), and docs/webhooks.md's
+receiver. Reaching them takes the two settings an operator sets for services on a private network with a
+private CA: PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS and PRISM_WEBHOOK_CA_BUNDLE.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -37,7 +39,7 @@ import yaml
 
 from tests.integrations_upstream import RunningService, Scripted, SpecService
 from tests.processes import clean_env, free_port
-from tests.webhooks_receiver import make_tls
+from tests.webhooks_receiver import RunningReceiver, make_tls
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "examples").glob("*.md"))]
@@ -54,7 +56,9 @@ WAREHOUSE_YAML = ("docs/integrations.md", "openapi: 3.0.3")  # the file the walk
 WAREHOUSE_ADDRESS = "https://warehouse.example.com/v2"
 LEDGER_PROOFS = ("examples/ledger_verifier.md", "prism audit public-key                                    # key id, "
                                                  "algorithm, base64 public key")
-RUN = {SERVE, PARCEL_QUOTE, README_CALLS, OVERSIGHT_WALK, INTEGRATION_WALK, LEDGER_PROOFS}
+WEBHOOK_WALK = ("docs/webhooks.md", "KEY=ck_...   # printed by `prism serve`")
+RECEIVER_ADDRESS = "https://hooks.example.com/prism"
+RUN = {SERVE, PARCEL_QUOTE, README_CALLS, OVERSIGHT_WALK, INTEGRATION_WALK, LEDGER_PROOFS, WEBHOOK_WALK}
 # Shell blocks that are not run here, each with its reason: they need a deployment this test does not start (the
 # multi-node topology: root to install nginx, its ports, its CA and its prism.env on PostgreSQL) or they dump and
 # restore such a deployment's database. Everything else is run.
@@ -212,13 +216,17 @@ async def test_the_docs_run_as_written(tmp_path: Path) -> None:
     assert without.returncode != 0 and "'parcel_quotes:app' cannot be loaded" in without.stderr, without
     upstream = RunningService(warehouse, tls)
     await upstream.start()
+    hooks = RunningReceiver(tls)
+    receiver = await hooks.start()
     try:
         server, key, log = await asyncio.to_thread(_serve, f"{serve} --port {port}", cwd=tmp_path, env=env)
     except BaseException:
         await upstream.stop()
+        await hooks.stop()
         raise
     try:
-        substitutes = {"KEY=ck_...": f"KEY={key}", README_ADDRESS: address, WAREHOUSE_ADDRESS: warehouse.url()}
+        substitutes = {"KEY=ck_...": f"KEY={key}", README_ADDRESS: address, WAREHOUSE_ADDRESS: warehouse.url(),
+                       RECEIVER_ADDRESS: receiver.url("/prism")}
 
         async def run(which: tuple[str, str]) -> list[Any]:
             return await _run(by_key[which], substitutes=substitutes, cwd=tmp_path, env=env)
@@ -258,6 +266,16 @@ async def test_the_docs_run_as_written(tmp_path: Path) -> None:
         assert len(verdicts) == block.text.count("python ledger_verifier.py"), run_.stdout
         assert all(v.startswith("OK:") for v in verdicts), run_.stdout
 
+        # The webhook's test delivery reaches the receiver, signed with the secret shown once.
+        created, queued, deliveries = await run(WEBHOOK_WALK)
+        assert created["secret"].startswith("whk_secret_") and queued["is_test"] is True, (created, queued)
+        assert deliveries["total"] == 1, deliveries
+        [delivery] = await receiver.wait_for("/prism", 1, within=30)
+        assert delivery.headers["x-governance-event"] == "governance.oversight.requested", delivery.headers
+        stamp, signature = (part.split("=", 1)[1] for part in delivery.headers["x-governance-signature"].split(","))
+        expected = hmac.new(created["secret"].encode(), f"{stamp}.".encode() + delivery.body, hashlib.sha256)
+        assert hmac.compare_digest(signature, expected.hexdigest()), delivery.headers
+
         for block in (b for b in blocks() if b.language == "http"):
             head, _, body = block.text.partition("\n\n")
             request_line, *header_lines = head.splitlines()
@@ -272,4 +290,5 @@ async def test_the_docs_run_as_written(tmp_path: Path) -> None:
             await asyncio.to_thread(_stop, server)
         finally:
             await upstream.stop()
+            await hooks.stop()
     assert server.returncode in (0, -signal.SIGTERM), await asyncio.to_thread(log.read_text)
