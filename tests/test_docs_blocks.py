@@ -58,7 +58,9 @@ LEDGER_PROOFS = ("examples/ledger_verifier.md", "prism audit public-key         
                                                  "algorithm, base64 public key")
 WEBHOOK_WALK = ("docs/webhooks.md", "KEY=ck_...   # printed by `prism serve`")
 RECEIVER_ADDRESS = "https://hooks.example.com/prism"
-RUN = {SERVE, PARCEL_QUOTE, README_CALLS, OVERSIGHT_WALK, INTEGRATION_WALK, LEDGER_PROOFS, WEBHOOK_WALK}
+OAUTH_REGISTRATION = ("docs/oauth.md", f"BASE={README_ADDRESS}")
+RUN = {SERVE, PARCEL_QUOTE, README_CALLS, OVERSIGHT_WALK, INTEGRATION_WALK, LEDGER_PROOFS, WEBHOOK_WALK,
+       OAUTH_REGISTRATION}
 # Shell blocks that are not run here, each with its reason: they need a deployment this test does not start (the
 # multi-node topology: root to install nginx, its ports, its CA and its prism.env on PostgreSQL) or they dump and
 # restore such a deployment's database. Everything else is run.
@@ -275,6 +277,11 @@ async def test_the_docs_run_as_written(tmp_path: Path) -> None:
         stamp, signature = (part.split("=", 1)[1] for part in delivery.headers["x-governance-signature"].split(","))
         expected = hmac.new(created["secret"].encode(), f"{stamp}.".encode() + delivery.body, hashlib.sha256)
         assert hmac.compare_digest(signature, expected.hexdigest()), delivery.headers
+
+        # A client registers itself and reads its registration back from the address it was given.
+        metadata, registered, read_back = await run(OAUTH_REGISTRATION)
+        assert metadata["issuer"] == address and "S256" in metadata["code_challenge_methods_supported"], metadata
+        assert read_back["client_id"] == registered["client_id"] and read_back["client_name"] == "my agent", read_back
 
         for block in (b for b in blocks() if b.language == "http"):
             head, _, body = block.text.partition("\n\n")
