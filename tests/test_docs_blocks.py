@@ -133,6 +133,7 @@ def test_every_block_says_what_it_is_and_parses_or_is_run() -> None:
             yaml.safe_load(block.text)
         elif block.language in ("bash", "sh"):
             assert block.key in RUN or block.key in NOT_RUN, f"{where}: a command block neither run nor excused"
+            assert block.key not in seen_shell, f"{where}: two command blocks of one file begin alike"
             seen_shell.add(block.key)
     assert seen_shell == RUN | set(NOT_RUN), "RUN and NOT_RUN name blocks that are gone"
 
