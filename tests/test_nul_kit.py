@@ -18,6 +18,11 @@ from prism.kit.nul import (
 )
 
 
+def nul_refused(field: str) -> dict[str, list[dict[str, str]]]:
+    """The one 400 shape (prism.errors.problem_details) of a NUL refusal naming `field`."""
+    return {"errors": [{"field": field, "message": "must not contain NUL (U+0000)"}]}
+
+
 @pytest.mark.parametrize(("value", "field"), [
     ({"name": "a\x00b"}, "name"),
     ({"arguments": {"items": [{"name": "x"}, {}, {"name": "\x00"}]}}, "arguments.items[2].name"),
@@ -51,13 +56,13 @@ def test_a_json_body_with_an_escaped_nul_is_refused_naming_the_field() -> None:
         refuse_nul_in_json(body, orjson.loads(body))
     assert caught.value.status == 400 and caught.value.code == NUL_REFUSED
     assert caught.value.message == "arguments.name: must not contain NUL (U+0000)"
-    assert caught.value.details == {"field": "arguments.name"}
+    assert caught.value.details == nul_refused("arguments.name")
 
 
 def test_a_json_string_body_holding_nul_names_the_body() -> None:
     with pytest.raises(BadRequest) as caught:
         refuse_nul_in_json(b'"\\u0000"', "\x00")
-    assert caught.value.details == {"field": "body"}
+    assert caught.value.details == nul_refused("body")
 
 
 def test_an_escaped_backslash_before_u0000_is_not_a_nul() -> None:
@@ -68,7 +73,7 @@ def test_an_escaped_backslash_before_u0000_is_not_a_nul() -> None:
 def test_a_form_field_holding_nul_is_refused_naming_it() -> None:
     with pytest.raises(BadRequest) as caught:
         refuse_nul_in_form([("grant_type", "authorization_code"), ("code", "abc\x00")])
-    assert caught.value.details == {"field": "code"}
+    assert caught.value.details == nul_refused("code")
     refuse_nul_in_form([("grant_type", "authorization_code")])
 
 
@@ -78,7 +83,7 @@ def _scope(path: str = "/api/x/", query: bytes = b"") -> dict[str, Any]:
 
 def test_a_path_holding_nul_is_refused_as_path() -> None:
     refusal = nul_refusal(_scope("/api/v1/risk-assessment/governance/webhooks/ab\x00cd/"))
-    assert refusal is not None and refusal.status == 400 and refusal.details == {"field": "path"}
+    assert refusal is not None and refusal.status == 400 and refusal.details == nul_refused("path")
     assert refusal.message == "path: must not contain NUL (U+0000)"
 
 
@@ -89,7 +94,7 @@ def test_a_path_holding_nul_is_refused_as_path() -> None:
 ])
 def test_a_query_parameter_holding_nul_is_refused_naming_it(query: bytes, field: str) -> None:
     refusal = nul_refusal(_scope(query=query))
-    assert refusal is not None and refusal.details == {"field": field}
+    assert refusal is not None and refusal.details == nul_refused(field)
 
 
 def test_requests_without_nul_pass() -> None:

@@ -17,6 +17,7 @@ from alembic import command
 from prism.app import create_app
 from prism.config import Settings
 from prism.identity.service import add_to_organization, create_user
+from prism.kit.ids import public_organization_id
 from prism.kit.timeutil import utcnow
 from prism.migrate import alembic_config, migrate_with_alembic
 from prism.models.base import UTCDateTime
@@ -113,6 +114,6 @@ async def test_a_single_organization_grant_made_before_the_upgrade_acts_in_its_o
                 elsewhere = await c.post(WHOAMI, headers={**bearer(token), "X-Organization-Context": other_id},
                                          json={})
                 assert default.status_code == 200, default.text
-                assert default.json()["data"]["organization"]["id"] == main_id
-                assert named.json()["data"]["organization"]["id"] == main_id
+                assert default.json()["data"]["organization"]["id"] == public_organization_id(main_id)
+                assert named.json()["data"]["organization"]["id"] == public_organization_id(main_id)
                 assert elsewhere.status_code == 403 and elsewhere.json()["error"] == "organization_not_consented"

@@ -294,7 +294,9 @@ async def test_no_builtin_handler_reveals_another_organizations_record(
                 assert (status, code) == (404, "not_found"), (handler.path, status, code)
             swept.add(handler.path)
         elif handler.read_only:
-            arguments = {"page_size": 100} if "page_size" in handler.schema["properties"] else {}
+            arguments: dict[str, Any] = {"page_size": 100} if "page_size" in handler.schema["properties"] else {}
+            if "query" in handler.schema.get("required", []):  # capability search: a request is required
+                arguments["query"] = "which spare parts are low on stock"
             status, data = await via(client, "canonical", mine.headers, c.app, c.entity, c.operation, arguments,
                                      mega_tool=c.mega_tool)
             assert status == 200, (handler.path, data)
