@@ -22,6 +22,8 @@ from tests.governance_support import governed_key
 GATED = {"name": "gated-vendors", "default": "allow", "oversight": ["entity_crud/finance/vendor/create"],
          "oversight_priority": "high", "oversight_sla_seconds": 900}
 PHONE = {"width": 390, "height": 844}
+RECEIVER = "https://93.184.215.14/hook"  # a public address: the served app refuses private ones; nothing is sent
+WEBHOOKS = "/api/v1/risk-assessment/governance/webhooks/"
 
 
 @pytest.fixture(scope="module")
@@ -179,6 +181,32 @@ async def test_an_owner_decides_oversight_and_reads_verifies_and_exports_the_led
             assert await mission_card.locator("meter").get_attribute("value") == "3"
             assert "3 of 10" in (await mission_card.locator("label").text_content() or "")
             await check_page(page, "owner-governance")
+
+            # Webhooks: made, tested, resent, rotated and edited here; each secret is shown once.
+            await page.click("nav >> text=Webhooks")
+            await page.fill("#w-name", "SIEM")
+            await page.fill("#w-url", RECEIVER)
+            await page.check("input[name='event:governance.decision.block']")
+            await page.click("#create-webhook")
+            first_secret = (await page.text_content("#new-secret-value") or "").strip()
+            assert first_secret.startswith("whk_secret_")
+            await check_page(page, "owner-webhooks-created")
+            await page.click("#webhooks >> text=SIEM")
+            await page.click("#send-test")
+            await page.wait_for_selector("#deliveries tr[data-id]")
+            await page.click("#deliveries button.resend")
+            await page.wait_for_selector("#console-notice")
+            assert await page.locator("#deliveries tr[data-id]").count() == 2
+            await page.click("#rotate-secret")
+            second_secret = (await page.text_content("#new-secret-value") or "").strip()
+            assert second_secret.startswith("whk_secret_") and second_secret != first_secret
+            await page.fill("#w-name", "SIEM renamed")
+            await page.click("#save-webhook")
+            await page.wait_for_selector("#console-notice")
+            assert await page.locator("#new-secret").count() == 0  # not shown again
+            assert "SIEM renamed" in (await page.text_content("h1") or "")
+            assert first_secret not in await page.content() and second_secret not in await page.content()
+            await check_page(page, "owner-webhook-detail")
         finally:
             await browser.close()
 
@@ -275,6 +303,28 @@ async def test_members_and_viewers_see_the_inbox_and_ledger_without_the_levers_o
                 minted_row = page.locator(f"#keys tr[data-prefix='{plaintext[:15]}']")
                 assert await minted_row.locator(".status").text_content() == "revoked"
                 assert (await http.get("/api/v1/dev/me/", headers=headers)).status_code == 401
+
+            # Webhooks: a member tests and edits (not deletes); a viewer sees them without any lever.
+            hook = (await http.post(WEBHOOKS, headers=ws.headers("owner"), json={"name": "SIEM", "url": RECEIVER}))
+            assert hook.status_code == 201, hook.text
+            hook_id = hook.json()["id"]
+            assert (await http.post(f"{WEBHOOKS}{hook_id}/test/", headers=ws.headers("owner"))).status_code == 202
+            await page.click("nav >> text=Webhooks")
+            await page.click("#webhooks >> text=SIEM")
+            await page.wait_for_selector("#deliveries tr[data-id]")
+            levers = "#send-test, #rotate-secret, #edit-webhook-form, #deliveries button.resend"
+            assert await page.locator(levers).count() == (4 if role == "member" else 0)
+            assert await page.locator("#delete-webhook").count() == 0  # governance.delete_webhook: owners, admins
+            assert hook.json()["secret"] not in await page.content()
+            await no_horizontal_scroll(page)
+            await check_page(page, f"{role}-webhook-phone")
+            if role == "viewer":
+                status, text = await _fetch(page, f"/console/webhooks/{hook_id}/rotate/?org={ws.org.id}",
+                                            {"csrf_token": token})
+                assert status == 403 and "governance.change_webhook" in text
+                await page.click("text=All webhooks")
+                assert await page.locator("#no-webhook-levers").count() == 1
+                assert await page.locator("#create-webhook-form").count() == 0
 
             await page.click("text=Members")
             owner_row = page.locator(f"#members tr[data-member='{ws.emails['owner']}']")

@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, request_response
 
-from prism.console import front, governance, keys, ledger, members, oversight
+from prism.console import front, governance, keys, ledger, members, oversight, webhooks
 from prism.console.caller import ConsoleCaller
 from prism.console.pages import signed_in
 from prism.edge.doors import PAGE, Entrance, door_routes
@@ -55,4 +55,12 @@ def routes() -> list[BaseRoute]:
         *door_routes(members.PATH, members.overview, ["GET"], PAGE),
         *door_routes(governance.PATH, governance.overview, ["GET"], PAGE),
         *door_routes(governance.PATH + "{kind}/", governance.create, ["POST"], PAGE),
+        *door_routes(webhooks.PATH, webhooks.overview, ["GET"], PAGE),
+        *door_routes(webhooks.PATH, webhooks.create, ["POST"], PAGE),
+        *door_routes(webhooks.PATH + "{webhook_id}/", webhooks.detail, ["GET"], PAGE),
+        *door_routes(webhooks.PATH + "{webhook_id}/", webhooks.update, ["POST"], PAGE),
+        *door_routes(webhooks.PATH + "{webhook_id}/rotate/", webhooks.rotate, ["POST"], PAGE),
+        *door_routes(webhooks.PATH + "{webhook_id}/test/", webhooks.send_test, ["POST"], PAGE),
+        *door_routes(webhooks.PATH + "{webhook_id}/delete/", webhooks.remove, ["POST"], PAGE),
+        *door_routes(webhooks.PATH + "{webhook_id}/deliveries/{delivery_id}/resend/", webhooks.resend, ["POST"], PAGE),
     ]
