@@ -365,6 +365,16 @@ async def test_the_front_pages_lead_to_the_console_and_describe_the_api(port: in
             assert await page.get_attribute("#portal-descriptor", "href") == "/.well-known/openapi.json"
             await no_horizontal_scroll(page)
             await check_page(page, "front-portal-phone")
+
+            # The interactive reference: the vendored Swagger UI, served by Prism, renders the descriptor.
+            await page.click("#portal-reference")
+            operation = page.locator(".opblock", has_text="/api/v1/dev/call/")
+            await operation.first.wait_for(timeout=15_000)
+            assert await page.get_attribute("#reference-guide", "href") == "/api/v1/dev/introspect/?dimension=guide"
+            await check_page(page, "portal-api-reference-phone")
+            await operation.first.locator(".opblock-summary-control").click()  # opened: its parameters and answers
+            await operation.first.locator(".opblock-body .responses-wrapper").wait_for()
+            await check_page(page, "portal-api-reference-operation-phone")
         finally:
             await browser.close()
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:

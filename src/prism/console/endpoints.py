@@ -16,7 +16,12 @@ from prism.edge.doors import PAGE, Entrance, door_routes
 from prism.errors import NotFound
 from prism.web.browser import SECURITY_HEADERS, redirect
 
-STATIC = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
+CSS, JS, TEXT = "text/css; charset=utf-8", "text/javascript; charset=utf-8", "text/plain; charset=utf-8"
+# The console's own two files, the portal's API reference script, and the vendored Swagger UI with its licences.
+STATIC = {"console.css": CSS, "console.js": JS, "api-reference.js": JS, "api-reference.css": CSS,
+          "swagger-ui.css": CSS,
+          "swagger-ui-bundle.js": JS, "swagger-ui.LICENSE": TEXT, "swagger-ui.NOTICE": TEXT,
+          "swagger-ui-bundle.js.LICENSE.txt": TEXT}
 
 
 @lru_cache(maxsize=len(STATIC))
@@ -41,6 +46,7 @@ async def home(request: Request, caller: ConsoleCaller) -> Response:
 def routes() -> list[BaseRoute]:
     return [
         Route("/", Entrance(request_response(front.front), PAGE), methods=["GET"]),
+        *door_routes("/api-reference/", front.api_reference, ["GET"], PAGE),
         *door_routes("/console/", home, ["GET"], PAGE),
         *door_routes("/console/static/{name}", static, ["GET"], PAGE),
         *door_routes(oversight.PATH, oversight.inbox, ["GET"], PAGE),
