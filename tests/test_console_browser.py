@@ -380,3 +380,5 @@ async def test_the_front_pages_lead_to_the_console_and_describe_the_api(port: in
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
         platform = await http.get("/")  # the platform host has no front page: JSON 404 as before
         assert platform.status_code == 404 and platform.json()["error"] == "not_found"
+        reference = await http.get("/api-reference/", headers={"Host": f"{ws.host}:{port}"})
+        assert reference.status_code == 404  # the reference is the portal host's
