@@ -19,7 +19,8 @@ from tests.console_support import sign_in as console_sign_in
 from tests.factories import Factory, Workspace
 from tests.governance_support import governed_key
 
-GATED = {"name": "gated-vendors", "default": "allow", "oversight": ["entity_crud/finance/vendor/create"],
+GATED = {"name": "gated-vendors", "default": "allow",
+         "oversight": ["entity_crud/finance/vendor/create", "entity_crud/finance/vendor/update"],
          "oversight_priority": "high", "oversight_sla_seconds": 900}
 PHONE = {"width": 390, "height": 844}
 RECEIVER = "https://93.184.215.14/hook"  # a public address: the served app refuses private ones; nothing is sent
@@ -220,7 +221,24 @@ async def test_the_person_whose_call_was_escalated_cannot_decide_it(port: int, f
         browser, page = await _browser(playwright)
         try:
             request_id = await _escalate(http, ws, "Self Approval Ltd")
+            # An escalated update shows the record as it is now beside what the call asks for.
+            vendor = await http.post("/api/mcp/tools/prism_entity_crud/", headers=ws.headers("owner"), json={
+                "app": "finance", "entity": "vendor", "operation": "create",
+                "arguments": {"name": "Old Name", "payment_terms_days": 30}})
+            assert vendor.status_code == 200, vendor.text
+            update = await http.post("/api/mcp/tools/prism_entity_crud/", headers=ws.headers("agent"), json={
+                "app": "finance", "entity": "vendor", "operation": "update", "arguments": {
+                    "id": vendor.json()["data"]["id"], "name": "New Name", "payment_terms_days": 30}})
+            assert update.status_code == 202, update.text
+            update_id = update.json()["details"]["oversight_request_id"]
             await console_sign_in(page, base, ws.emails["agent"])  # an owner too, but the one who asked
+            changes = page.locator(f"#request-{update_id} .changes-table")
+            name_row = changes.locator("tr[data-field='name']")
+            assert await name_row.get_attribute("class") == "changed"
+            assert await name_row.locator(".current").text_content() == '"Old Name"'
+            assert '"New Name"' in (await name_row.locator(".requested").text_content() or "")
+            assert await changes.locator("tr[data-field='payment_terms_days']").get_attribute("class") == "same"
+            assert await page.locator(f"#request-{request_id} .changes-table").count() == 0  # a create: no record
             card = page.locator(f"#request-{request_id}")
             assert await card.locator(".own-request").count() == 1
             assert await card.locator("button.approve").count() == 0
