@@ -6,14 +6,17 @@ not found."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import httpx
 import pytest
+import stripe
 from sqlalchemy import select
 
 from prism.models import AuditEntry
 from prism.storage import Database
 from prism.webhooks.models import Webhook
+from prism.webhooks.worker import DeliveryWorker
 from tests.factories import Factory
 from tests.governance_support import ok, post
 from tests.webhooks_fixtures import (  # noqa: F401
@@ -21,8 +24,12 @@ from tests.webhooks_fixtures import (  # noqa: F401
     hook_client_fixture,
     hook_db_fixture,
     hook_settings_fixture,
+    make_worker_fixture,
+    receiver_fixture,
     tls_fixture,
+    unique_path,
 )
+from tests.webhooks_receiver import Receiver
 
 HOOK = "config_manage/governance/webhook"
 DELIVERY = "config_manage/governance/webhook_delivery"
@@ -98,3 +105,21 @@ async def test_a_viewer_only_reads_and_another_tenant_finds_nothing(hook_client:
         assert hidden.status_code == 404 and hidden.json()["error"] == "not_found", (path, hidden.text)
     assert (await ok(hook_client, stranger, f"{HOOK}/list", {}))["total"] == 0
     assert (await ok(hook_client, ws, f"{HOOK}/read", {"id": hook["id"]}))["name"] == "SIEM"
+
+
+async def test_after_rotation_deliveries_are_signed_with_the_new_secret_only(
+        hook_client: httpx.AsyncClient, factory: Factory, receiver: Receiver,
+        make_worker: Callable[..., DeliveryWorker]) -> None:
+    ws = await factory.workspace()
+    path = unique_path()
+    created = await ok(hook_client, ws, f"{HOOK}/create", {"name": "Rx", "url": receiver.url(path),
+                                                           "custom_headers": {"Authorization": "Bearer rx"}})
+    rotated = await ok(hook_client, ws, f"{HOOK}/rotate_secret", {"id": created["id"]})
+    await ok(hook_client, ws, f"{HOOK}/test", {"id": created["id"]})
+    assert await make_worker().run_once() >= 1
+    [got] = receiver.at(path)
+    assert got.headers["authorization"] == "Bearer rx"  # the custom headers survive the rotation
+    signature = got.headers["x-governance-signature"]
+    stripe.WebhookSignature.verify_header(got.body.decode(), signature, rotated["secret"], tolerance=300)
+    with pytest.raises(stripe.SignatureVerificationError):
+        stripe.WebhookSignature.verify_header(got.body.decode(), signature, created["secret"], tolerance=300)
