@@ -186,8 +186,12 @@ async def test_an_owner_decides_oversight_and_reads_verifies_and_exports_the_led
             # Webhooks: made, tested, resent, rotated and edited here; each secret is shown once.
             await page.click("nav >> text=Webhooks")
             await page.fill("#w-name", "SIEM")
-            await page.fill("#w-url", RECEIVER)
+            await page.fill("#w-url", "http://93.184.215.14/hook")
             await page.check("input[name='event:governance.decision.block']")
+            await page.click("#create-webhook")
+            assert "url" in (await page.text_content("#console-error") or "")  # the handler's rule: https only
+            assert await page.is_checked("input[name='event:governance.decision.block']")  # what was chosen stays
+            await page.fill("#w-url", RECEIVER)
             await page.click("#create-webhook")
             first_secret = (await page.text_content("#new-secret-value") or "").strip()
             assert first_secret.startswith("whk_secret_")
