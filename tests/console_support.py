@@ -81,7 +81,7 @@ async def check_page(page: Any, name: str) -> None:
     if not await page.evaluate("typeof window.axe !== 'undefined'"):
         await page.add_script_tag(path=str(AXE))
     result = await page.evaluate("axe.run(document, {resultTypes: ['violations']})")
-    serious = [f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:3]}"
+    serious = [f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:12]}"
                for v in result["violations"] if v["impact"] in ("serious", "critical")]
     assert not serious, f"{name}: {serious}"
 

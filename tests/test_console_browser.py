@@ -19,9 +19,12 @@ from tests.console_support import sign_in as console_sign_in
 from tests.factories import Factory, Workspace
 from tests.governance_support import governed_key
 
-GATED = {"name": "gated-vendors", "default": "allow", "oversight": ["entity_crud/finance/vendor/create"],
+GATED = {"name": "gated-vendors", "default": "allow",
+         "oversight": ["entity_crud/finance/vendor/create", "entity_crud/finance/vendor/update"],
          "oversight_priority": "high", "oversight_sla_seconds": 900}
 PHONE = {"width": 390, "height": 844}
+RECEIVER = "https://93.184.215.14/hook"  # a public address: the served app refuses private ones; nothing is sent
+WEBHOOKS = "/api/v1/risk-assessment/governance/webhooks/"
 
 
 @pytest.fixture(scope="module")
@@ -179,6 +182,36 @@ async def test_an_owner_decides_oversight_and_reads_verifies_and_exports_the_led
             assert await mission_card.locator("meter").get_attribute("value") == "3"
             assert "3 of 10" in (await mission_card.locator("label").text_content() or "")
             await check_page(page, "owner-governance")
+
+            # Webhooks: made, tested, resent, rotated and edited here; each secret is shown once.
+            await page.click("nav >> text=Webhooks")
+            await page.fill("#w-name", "SIEM")
+            await page.fill("#w-url", "http://93.184.215.14/hook")
+            await page.check("input[name='event:governance.decision.block']")
+            await page.click("#create-webhook")
+            assert "url" in (await page.text_content("#console-error") or "")  # the handler's rule: https only
+            assert await page.is_checked("input[name='event:governance.decision.block']")  # what was chosen stays
+            await page.fill("#w-url", RECEIVER)
+            await page.click("#create-webhook")
+            first_secret = (await page.text_content("#new-secret-value") or "").strip()
+            assert first_secret.startswith("whk_secret_")
+            await check_page(page, "owner-webhooks-created")
+            await page.click("#webhooks >> text=SIEM")
+            await page.click("#send-test")
+            await page.wait_for_selector("#deliveries tr[data-id]")
+            await page.click("#deliveries button.resend")
+            await page.wait_for_selector("#console-notice")
+            assert await page.locator("#deliveries tr[data-id]").count() == 2
+            await page.click("#rotate-secret")
+            second_secret = (await page.text_content("#new-secret-value") or "").strip()
+            assert second_secret.startswith("whk_secret_") and second_secret != first_secret
+            await page.fill("#w-name", "SIEM renamed")
+            await page.click("#save-webhook")
+            await page.wait_for_selector("#console-notice")
+            assert await page.locator("#new-secret").count() == 0  # not shown again
+            assert "SIEM renamed" in (await page.text_content("h1") or "")
+            assert first_secret not in await page.content() and second_secret not in await page.content()
+            await check_page(page, "owner-webhook-detail")
         finally:
             await browser.close()
 
@@ -192,7 +225,24 @@ async def test_the_person_whose_call_was_escalated_cannot_decide_it(port: int, f
         browser, page = await _browser(playwright)
         try:
             request_id = await _escalate(http, ws, "Self Approval Ltd")
+            # An escalated update shows the record as it is now beside what the call asks for.
+            vendor = await http.post("/api/mcp/tools/prism_entity_crud/", headers=ws.headers("owner"), json={
+                "app": "finance", "entity": "vendor", "operation": "create",
+                "arguments": {"name": "Old Name", "payment_terms_days": 30}})
+            assert vendor.status_code == 200, vendor.text
+            update = await http.post("/api/mcp/tools/prism_entity_crud/", headers=ws.headers("agent"), json={
+                "app": "finance", "entity": "vendor", "operation": "update", "arguments": {
+                    "id": vendor.json()["data"]["id"], "name": "New Name", "payment_terms_days": 30}})
+            assert update.status_code == 202, update.text
+            update_id = update.json()["details"]["oversight_request_id"]
             await console_sign_in(page, base, ws.emails["agent"])  # an owner too, but the one who asked
+            changes = page.locator(f"#request-{update_id} .changes-table")
+            name_row = changes.locator("tr[data-field='name']")
+            assert await name_row.get_attribute("class") == "changed"
+            assert await name_row.locator(".current").text_content() == '"Old Name"'
+            assert '"New Name"' in (await name_row.locator(".requested").text_content() or "")
+            assert await changes.locator("tr[data-field='payment_terms_days']").get_attribute("class") == "same"
+            assert await page.locator(f"#request-{request_id} .changes-table").count() == 0  # a create: no record
             card = page.locator(f"#request-{request_id}")
             assert await card.locator(".own-request").count() == 1
             assert await card.locator("button.approve").count() == 0
@@ -278,6 +328,28 @@ async def test_members_and_viewers_see_the_inbox_and_ledger_without_the_levers_o
                 assert await minted_row.locator(".status").text_content() == "revoked"
                 assert (await http.get("/api/v1/dev/me/", headers=headers)).status_code == 401
 
+            # Webhooks: a member tests and edits (not deletes); a viewer sees them without any lever.
+            hook = (await http.post(WEBHOOKS, headers=ws.headers("owner"), json={"name": "SIEM", "url": RECEIVER}))
+            assert hook.status_code == 201, hook.text
+            hook_id = hook.json()["id"]
+            assert (await http.post(f"{WEBHOOKS}{hook_id}/test/", headers=ws.headers("owner"))).status_code == 202
+            await page.click("nav >> text=Webhooks")
+            await page.click("#webhooks >> text=SIEM")
+            await page.wait_for_selector("#deliveries tr[data-id]")
+            levers = "#send-test, #rotate-secret, #edit-webhook-form, #deliveries button.resend"
+            assert await page.locator(levers).count() == (4 if role == "member" else 0)
+            assert await page.locator("#delete-webhook").count() == 0  # governance.delete_webhook: owners, admins
+            assert hook.json()["secret"] not in await page.content()
+            await no_horizontal_scroll(page)
+            await check_page(page, f"{role}-webhook-phone")
+            if role == "viewer":
+                status, text = await _fetch(page, f"/console/webhooks/{hook_id}/rotate/?org={ws.org.id}",
+                                            {"csrf_token": token})
+                assert status == 403 and "governance.change_webhook" in text
+                await page.click("text=All webhooks")
+                assert await page.locator("#no-webhook-levers").count() == 1
+                assert await page.locator("#create-webhook-form").count() == 0
+
             await page.click("text=Members")
             owner_row = page.locator(f"#members tr[data-member='{ws.emails['owner']}']")
             assert await owner_row.locator(".role").text_content() == "owner"
@@ -317,8 +389,20 @@ async def test_the_front_pages_lead_to_the_console_and_describe_the_api(port: in
             assert await page.get_attribute("#portal-descriptor", "href") == "/.well-known/openapi.json"
             await no_horizontal_scroll(page)
             await check_page(page, "front-portal-phone")
+
+            # The interactive reference: the vendored Swagger UI, served by Prism, renders the descriptor.
+            await page.click("#portal-reference")
+            operation = page.locator(".opblock", has_text="/api/v1/dev/call/")
+            await operation.first.wait_for(timeout=15_000)
+            assert await page.get_attribute("#reference-guide", "href") == "/api/v1/dev/introspect/?dimension=guide"
+            # Checked with one operation opened (its parameters and answers): all the collapsed page holds, and more.
+            await operation.first.locator(".opblock-summary-control").click()
+            await operation.first.locator(".opblock-body .responses-wrapper").wait_for()
+            await check_page(page, "portal-api-reference-operation-phone")
         finally:
             await browser.close()
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
         platform = await http.get("/")  # the platform host has no front page: JSON 404 as before
         assert platform.status_code == 404 and platform.json()["error"] == "not_found"
+        reference = await http.get("/api-reference/", headers={"Host": f"{ws.host}:{port}"})
+        assert reference.status_code == 404  # the reference is the portal host's

@@ -9,14 +9,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, request_response
 
-from prism.console import front, governance, keys, ledger, members, oversight
+from prism.console import front, governance, keys, ledger, members, oversight, webhooks
 from prism.console.caller import ConsoleCaller
 from prism.console.pages import signed_in
 from prism.edge.doors import PAGE, Entrance, door_routes
 from prism.errors import NotFound
 from prism.web.browser import SECURITY_HEADERS, redirect
 
-STATIC = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
+CSS, JS, TEXT = "text/css; charset=utf-8", "text/javascript; charset=utf-8", "text/plain; charset=utf-8"
+# The console's own two files, the portal's API reference script, and the vendored Swagger UI with its licences.
+STATIC = {"console.css": CSS, "console.js": JS, "api-reference.js": JS, "api-reference.css": CSS,
+          "swagger-ui.css": CSS,
+          "swagger-ui-bundle.js": JS, "swagger-ui.LICENSE": TEXT, "swagger-ui.NOTICE": TEXT,
+          "swagger-ui-bundle.js.LICENSE.txt": TEXT}
 
 
 @lru_cache(maxsize=len(STATIC))
@@ -41,6 +46,7 @@ async def home(request: Request, caller: ConsoleCaller) -> Response:
 def routes() -> list[BaseRoute]:
     return [
         Route("/", Entrance(request_response(front.front), PAGE), methods=["GET"]),
+        *door_routes("/api-reference/", front.api_reference, ["GET"], PAGE),
         *door_routes("/console/", home, ["GET"], PAGE),
         *door_routes("/console/static/{name}", static, ["GET"], PAGE),
         *door_routes(oversight.PATH, oversight.inbox, ["GET"], PAGE),
@@ -55,4 +61,12 @@ def routes() -> list[BaseRoute]:
         *door_routes(members.PATH, members.overview, ["GET"], PAGE),
         *door_routes(governance.PATH, governance.overview, ["GET"], PAGE),
         *door_routes(governance.PATH + "{kind}/", governance.create, ["POST"], PAGE),
+        *door_routes(webhooks.PATH, webhooks.overview, ["GET"], PAGE),
+        *door_routes(webhooks.PATH, webhooks.create, ["POST"], PAGE),
+        *door_routes(webhooks.PATH + "{webhook_id}/", webhooks.detail, ["GET"], PAGE),
+        *door_routes(webhooks.PATH + "{webhook_id}/", webhooks.update, ["POST"], PAGE),
+        *door_routes(webhooks.PATH + "{webhook_id}/rotate/", webhooks.rotate, ["POST"], PAGE),
+        *door_routes(webhooks.PATH + "{webhook_id}/test/", webhooks.send_test, ["POST"], PAGE),
+        *door_routes(webhooks.PATH + "{webhook_id}/delete/", webhooks.remove, ["POST"], PAGE),
+        *door_routes(webhooks.PATH + "{webhook_id}/deliveries/{delivery_id}/resend/", webhooks.resend, ["POST"], PAGE),
     ]

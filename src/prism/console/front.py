@@ -20,6 +20,7 @@ from prism.web.browser import render
 from prism.web.requests import host_of
 
 METHODS = ("get", "post", "put", "patch", "delete")
+SWAGGER_UI_VERSION = "5.35.0"  # the swagger-ui-dist release in prism/console/static (NOTICE: docs/openapi.md)
 
 
 def _portal_url(request: Request) -> str:
@@ -55,3 +56,11 @@ async def front(request: Request) -> Response:
         return render(request, "front_portal.html", {"info": document.get("info", {}),
                                                      "groups": _operations(document)})
     return PLAIN.response(NotFound(f"no route {request.url.path}"), request.scope)
+
+
+async def api_reference(request: Request) -> Response:
+    """The portal host's API reference: the developer descriptor rendered in the browser by the Swagger UI
+    bundle vendored in prism/console/static (docs/openapi.md "The API reference page")."""
+    if host_of(request).kind != "portal":
+        return PLAIN.response(NotFound(f"no route {request.url.path}"), request.scope)
+    return render(request, "front_api_reference.html", {"viewer_version": SWAGGER_UI_VERSION})

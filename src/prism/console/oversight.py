@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from prism.console.caller import ConsoleCaller
+from prism.console.changes import compare
 from prism.console.pages import member_emails, page, signed_in
 from prism.errors import InvalidArguments, PrismError
 from prism.governance.models import OversightRequest
@@ -63,6 +64,7 @@ async def _inbox(request: Request, caller: ConsoleCaller, *, status: int = 200, 
                                                                        r["sla_deadline"]))
     return page("console_oversight.html", request, caller, PATH, status=status, error=error, notice=notice,
                 pending=pending, decided=decided, emails=emails, state=await _state(request, caller),
+                comparisons=await compare(request, caller, pending),
                 may_decide=caller.may(f"{BASE}/approve", request))
 
 

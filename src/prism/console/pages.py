@@ -17,7 +17,7 @@ from prism.web.browser import login_url, redirect, render, signed_in_user
 
 SECTIONS = (("/console/oversight/", "Oversight inbox"), ("/console/ledger/", "Ledger"),
             ("/console/governance/", "Personas, AI systems, missions"), ("/console/keys/", "API keys"),
-            ("/console/members/", "Members"))
+            ("/console/webhooks/", "Webhooks"), ("/console/members/", "Members"))
 Page = Callable[[Request, ConsoleCaller], Awaitable[Response]]
 
 

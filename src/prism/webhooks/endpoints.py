@@ -47,6 +47,12 @@ async def _answer(request: Request, work: Work, *, status: int = 200, read_only:
     return json_response(result, status)
 
 
+async def _listed(listing: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """The list envelope, with SPEC's names for the same list (`count`, `results`) beside it."""
+    listed = await listing
+    return {**listed, "count": listed["total"], "results": listed["items"]}
+
+
 async def collection(request: Request) -> Response:
     settings = request.app.state.settings
     if request.method == "POST":
@@ -56,7 +62,7 @@ async def collection(request: Request) -> Response:
         query = parse(WebhookQuery, dict(request.query_params), whole="query")
     except PrismError as exc:
         return _error(exc, request)
-    return await _answer(request, lambda s, a, _: service.list_webhooks(s, a, query), read_only=True)
+    return await _answer(request, lambda s, a, _: _listed(service.list_webhooks(s, a, query)), read_only=True)
 
 
 async def item(request: Request) -> Response:
@@ -76,7 +82,7 @@ async def deliveries(request: Request) -> Response:
         query = parse(DeliveryQuery, dict(request.query_params), whole="query")
     except PrismError as exc:
         return _error(exc, request)
-    return await _answer(request, lambda s, a, _: service.list_deliveries(s, a, webhook_id, query),
+    return await _answer(request, lambda s, a, _: _listed(service.list_deliveries(s, a, webhook_id, query)),
                          read_only=True)
 
 

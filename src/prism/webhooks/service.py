@@ -17,7 +17,7 @@ from prism.errors import InvalidArguments, PermissionDenied
 from prism.events.catalog import GOVERNANCE_EVENT_TYPES
 from prism.events.outbox import emit
 from prism.kit.outbound import OutboundUrlRefused, check_url
-from prism.kit.paging import Paging, envelope
+from prism.kit.paging import envelope
 from prism.kit.timeutil import iso, utcnow
 from prism.webhooks.matching import forget_active_webhooks, new_delivery_id
 from prism.webhooks.models import Webhook, WebhookDelivery
@@ -105,7 +105,7 @@ async def list_webhooks(session: AsyncSession, auth: AuthContext, query: Webhook
     stmt = Webhooks(session, auth.organization_id).filtered(is_active=query.is_active, name=query.name)
     total, rows = await paged(session, stmt, [Webhook.created_at.desc(), Webhook.id.desc()],
                               page=query.page, page_size=query.page_size)
-    return spec_list([webhook_read(r) for r in rows], query, total)
+    return envelope([webhook_read(r) for r in rows], query.page, query.page_size, total)
 
 
 async def get_webhook(session: AsyncSession, auth: AuthContext, webhook_id: str) -> dict[str, Any]:
@@ -156,6 +156,20 @@ async def update_webhook(session: AsyncSession, auth: AuthContext, settings: Set
     return webhook_read(row)
 
 
+async def rotate_secret(session: AsyncSession, auth: AuthContext, settings: Settings,
+                        webhook_id: str) -> dict[str, Any]:
+    """A new signing secret made by Prism, sealed like the first; the answer is the only place it is shown."""
+    require(auth, "change")
+    row = await Webhooks(session, auth.organization_id).get(webhook_id)
+    _, headers = unseal(settings, row.id, row.sealed)
+    secret = new_secret()
+    row.sealed = seal(settings, row.id, secret, headers)
+    row.updated_at = utcnow()
+    await session.flush()
+    forget_active_webhooks(session)
+    return {**webhook_read(row), "secret": secret}
+
+
 async def delete_webhook(session: AsyncSession, auth: AuthContext, webhook_id: str) -> None:
     require(auth, "delete")
     row = await Webhooks(session, auth.organization_id).get(webhook_id)
@@ -173,12 +187,7 @@ async def list_deliveries(session: AsyncSession, auth: AuthContext, webhook_id: 
                                                               event_type=query.event_type)
     total, rows = await paged(session, stmt, [WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc()],
                               page=query.page, page_size=query.page_size)
-    return spec_list([delivery_read(r) for r in rows], query, total)
-
-
-def spec_list(items: list[dict[str, Any]], query: Paging, total: int) -> dict[str, Any]:
-    """Prism's list envelope, with SPEC's names for the same list (`count`, `results`) beside it."""
-    return {**envelope(items, query.page, query.page_size, total), "count": total, "results": items}
+    return envelope([delivery_read(r) for r in rows], query.page, query.page_size, total)
 
 
 async def get_delivery(session: AsyncSession, auth: AuthContext, webhook_id: str,

@@ -300,3 +300,7 @@ async def list_violations(call: HandlerCall, p: ListParams) -> dict[str, Any]:
     stmt = text_search(repo.base(), [GovernanceViolation.coordinate, GovernanceViolation.policy_name], p.search)
     return await repo.page(stmt, page=p.page, page_size=p.page_size, ordering=p.ordering,
                            orderable=("detected_at", "severity"), default_ordering="-detected_at")
+
+
+# config_manage/governance/webhook/...: the webhook management API's operations (registered on `app`).
+from prism.apps.governance import webhooks  # noqa: E402, F401
