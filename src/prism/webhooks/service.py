@@ -113,15 +113,21 @@ async def get_webhook(session: AsyncSession, auth: AuthContext, webhook_id: str)
     return webhook_read(await Webhooks(session, auth.organization_id).get(webhook_id))
 
 
+_NOT_CLEARABLE = ("name", "url", "secret", "is_active", "max_retries", "retry_delay_seconds", "timeout_seconds")
+
+
 async def update_webhook(session: AsyncSession, auth: AuthContext, settings: Settings, webhook_id: str,
                          body: WebhookUpdate) -> dict[str, Any]:
     require(auth, "change")
     row = await Webhooks(session, auth.organization_id).get(webhook_id)
     given = body.model_fields_set
-    for field in ("name", "url"):
-        if field in given and getattr(body, field) is None:
-            raise InvalidArguments(f"{field}: may not be null", details={"errors": [
-                {"field": field, "message": "may not be null"}]})
+    # Sent null clears what can be empty (description, events, filters, custom headers); every other field sent
+    # null is refused, all named at once, as on every update (docs/extending.md "Updates").
+    problems = [{"field": field, "message": "cannot be cleared (null); send a value"} for field in _NOT_CLEARABLE
+                if field in given and getattr(body, field) is None]
+    if problems:
+        raise InvalidArguments("; ".join(f"{p['field']}: {p['message']}" for p in problems),
+                               details={"errors": problems})
     if body.name is not None:
         row.name = body.name
     if "description" in given:
@@ -133,11 +139,8 @@ async def update_webhook(session: AsyncSession, auth: AuthContext, settings: Set
     if "filters" in given:
         row.filters = body.filters or {}
     for field in ("max_retries", "retry_delay_seconds", "timeout_seconds"):
-        if field in given:  # null puts the default back
-            default = {"max_retries": MAX_RETRIES, "retry_delay_seconds": DEFAULT_RETRY_DELAY_SECONDS,
-                       "timeout_seconds": DEFAULT_TIMEOUT_SECONDS}[field]
-            value = getattr(body, field)
-            setattr(row, field, default if value is None else value)
+        if field in given:
+            setattr(row, field, getattr(body, field))
     if "secret" in given or "custom_headers" in given:
         secret, headers = unseal(settings, row.id, row.sealed)
         secret = body.secret or secret
