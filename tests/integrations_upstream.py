@@ -23,11 +23,15 @@ import uvicorn
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
+from sqlalchemy import delete, select
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from prism.integrations.models import IntegrationApp
+from prism.integrations.runtime import bump_generation, runtime_of
+from prism.storage import Database
 from tests.webhooks_receiver import TlsFiles
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
@@ -242,3 +246,17 @@ class RunningService:
         if self.task is not None:
             await self.task
         self.sock.close()
+
+
+async def remove_every_integration(app: Any) -> None:
+    """What a module's tests imported into the suite's shared database goes, and the shared app serves the
+    built-in registry again: imported handlers change every other module's search statistics and counts."""
+    db: Database = app.state.db
+    async with db.write() as session:
+        if (await session.execute(select(IntegrationApp.id).limit(1))).first() is None:
+            return
+        await session.execute(delete(IntegrationApp))  # their connections go with them (ON DELETE CASCADE)
+        await bump_generation(session)
+    runtime = runtime_of(app.state.registry)
+    if runtime is not None:
+        await runtime.refresh()

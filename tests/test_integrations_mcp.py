@@ -18,8 +18,16 @@ from prism.config import Settings
 from tests.factories import Factory, Workspace
 from tests.governance_support import governed_key, ok, post
 from tests.integrations_mcp_upstream import UPSTREAM_KEY, RunningMcp
+from tests.integrations_upstream import remove_every_integration
 from tests.processes import cli_json, run_cli
 from tests.webhooks_receiver import TlsFiles, make_tls
+
+
+@pytest.fixture(scope="module", autouse=True)
+async def _imports_removed_after_the_module(app: Any) -> AsyncIterator[None]:
+    yield
+    await remove_every_integration(app)
+
 
 
 @pytest.fixture

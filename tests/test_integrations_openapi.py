@@ -23,7 +23,7 @@ from prism.models import AuditEntry
 from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import governed_key, ok, post
-from tests.integrations_upstream import RunningService, Scripted, SpecService
+from tests.integrations_upstream import RunningService, Scripted, SpecService, remove_every_integration
 from tests.processes import cli_json
 from tests.test_mcp_protocol import call as mcp_call
 from tests.test_mcp_protocol import headers_for, initialize, rpc, tool_text
@@ -31,6 +31,12 @@ from tests.webhooks_receiver import make_tls
 
 WAREHOUSE = Path(__file__).parent / "fixtures" / "integrations" / "warehouse.yaml"
 SECRET = "wh-key-" + "s3cr3t" * 4
+
+@pytest.fixture(scope="module", autouse=True)
+async def _imports_removed_after_the_module(app: Any) -> AsyncIterator[None]:
+    yield
+    await remove_every_integration(app)
+
 
 
 @pytest.fixture
@@ -213,7 +219,7 @@ async def test_the_secret_is_encrypted_and_never_shown(client: httpx.AsyncClient
 
 
 async def test_another_organization_sees_and_calls_none_of_it(
-        client: httpx.AsyncClient, factory: Factory, upstream: SpecService) -> None:
+        client: httpx.AsyncClient, factory: Factory, upstream: SpecService, app: Any) -> None:
     a = await factory.workspace(roles=("owner",))
     b = await factory.workspace(roles=("owner",))
     name = unique_name()
@@ -238,6 +244,11 @@ async def test_another_organization_sees_and_calls_none_of_it(
 
     assert all(name in seen for seen in await listings(a))
     assert not any(name in seen for seen in await listings(b))
+    # Nor counted: the handlers that exist for B are the built-in ones only, as if nothing had been imported.
+    stats_a, stats_b = [await ok(client, ws, "report_query/core/registry/introspect", {"dimension": "stats"})
+                        for ws in (a, b)]
+    assert stats_a["handlers_total"] > stats_b["handlers_total"] == len(
+        [h for h in app.state.registry if h.integration is None])
     # A governed call over MCP, as an agent makes it.
     session = await initialize(client, headers_for(a))
     answer = await mcp_call(client, headers_for(a), session, rpc("tools/call", {

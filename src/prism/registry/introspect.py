@@ -23,7 +23,7 @@ from prism.registry.model import Handler
 from prism.registry.paths import Tree, TreeView, capability_path, tree_view
 from prism.registry.registry import Registry
 from prism.registry.search import split_words
-from prism.registry.visibility import visible_handlers
+from prism.registry.visibility import enabled_integrations, visible_handlers
 
 Dimension = Literal["mega_tools", "apps", "entities", "operations", "schema", "stats", "handlers",
                     "capability_search", "capability_path", "guide"]
@@ -65,6 +65,8 @@ def introspect(registry: Registry, auth: AuthContext, params: IntrospectParams) 
         return capability_path(view, _required(params, "from_node"), _required(params, "to_node"))
     if dimension == "guide":
         return guide(params.topic, view, auth, recipe)
+    if dimension == "stats":
+        return _stats(view, params, existing=_existing(registry, enabled_integrations(registry, auth)))
     return _TREE_DIMENSIONS[dimension](registry, view, params)
 
 
@@ -263,17 +265,23 @@ def _handlers(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[s
     return {"dimension": "handlers", "filters": _filters(p), **listed}
 
 
-def _stats(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[str, Any]:
+def _stats(view: TreeView, p: IntrospectParams, *, existing: int) -> dict[str, Any]:
     if not _filters(p):  # the common case, and at 10,000 handlers the only costly one: once per view
         cached = view.memo.get("stats")
         if cached is None:
-            cached = view.memo["stats"] = _count(registry, view.handlers, p)
+            cached = view.memo["stats"] = _count(view.handlers, p, existing)
         return {**cached, "filters": {}, "by_scope": dict(cached["by_scope"]),
                 "by_mega_tool": dict(cached["by_mega_tool"])}
-    return _count(registry, _narrowed(view, p), p)
+    return _count(_narrowed(view, p), p, existing)
 
 
-def _count(registry: Registry, handlers: Iterable[Handler], p: IntrospectParams) -> dict[str, Any]:
+def _existing(registry: Registry, enabled: frozenset[str]) -> int:
+    """The handlers that exist for an organization, whatever its caller may call: every built-in one and those of
+    the integrations it enabled. Another organization's imports are not counted (nor named anywhere)."""
+    return sum(1 for h in registry if h.integration is None or h.integration in enabled)
+
+
+def _count(handlers: Iterable[Handler], p: IntrospectParams, existing: int) -> dict[str, Any]:
     by_scope = dict.fromkeys(SCOPE_OF_CLASS, 0)
     by_mega: dict[str, int] = {}
     apps: set[str] = set()
@@ -289,7 +297,7 @@ def _count(registry: Registry, handlers: Iterable[Handler], p: IntrospectParams)
         destructive += h.destructive
     return {"dimension": "stats", "filters": _filters(p), "total_mega_tools": len(MEGA_TOOLS),
             "mega_tools": len(by_mega), "apps": len(apps), "entities": len(entities), "handlers": total,
-            "handlers_total": len(registry), "by_scope": by_scope, "by_mega_tool": by_mega,
+            "handlers_total": existing, "by_scope": by_scope, "by_mega_tool": by_mega,
             "destructive": destructive}
 
 
@@ -338,7 +346,7 @@ def find_operation(view: TreeView, p: IntrospectParams) -> Handler:
 
 _TREE_DIMENSIONS: dict[str, Dim] = {
     "mega_tools": _mega_tools, "apps": _apps, "entities": _entities, "operations": _operations,
-    "schema": _schema, "stats": _stats, "handlers": _handlers,
+    "schema": _schema, "handlers": _handlers,
 }
 
 
