@@ -14,11 +14,14 @@ import asyncio
 import re
 import socket
 from collections import defaultdict, deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote
 
 import orjson
+import pytest
 import uvicorn
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
@@ -29,10 +32,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from prism.config import Settings
 from prism.integrations.models import IntegrationApp
 from prism.integrations.runtime import bump_generation, runtime_of
 from prism.storage import Database
-from tests.webhooks_receiver import TlsFiles
+from tests.webhooks_receiver import TlsFiles, make_tls
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 
@@ -260,3 +264,19 @@ async def remove_every_integration(app: Any) -> None:
     runtime = runtime_of(app.state.registry)
     if runtime is not None:
         await runtime.refresh()
+
+
+@pytest.fixture(scope="module", name="imports_removed_after_the_module")
+async def imports_removed_after_the_module_fixture(app: Any) -> AsyncIterator[None]:
+    """Used autouse by each integrations test module (see remove_every_integration)."""
+    yield
+    await remove_every_integration(app)
+
+
+@pytest.fixture(name="tls")
+def upstream_tls_fixture(tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> TlsFiles:
+    """A CA and certificate for a loopback upstream, which the suite's app trusts and may reach for this test."""
+    files = make_tls(tmp_path)
+    monkeypatch.setattr(settings, "webhook_allow_private_networks", True)
+    monkeypatch.setattr(settings, "webhook_ca_bundle", str(files.ca))
+    return files

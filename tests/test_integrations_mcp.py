@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,24 +17,14 @@ from prism.config import Settings
 from tests.factories import Factory, Workspace
 from tests.governance_support import governed_key, ok, post
 from tests.integrations_mcp_upstream import UPSTREAM_KEY, RunningMcp
-from tests.integrations_upstream import remove_every_integration
+from tests.integrations_upstream import (  # noqa: F401 -- fixtures: a loopback upstream's TLS, imports removed
+    imports_removed_after_the_module_fixture,
+    upstream_tls_fixture,
+)
 from tests.processes import cli_json, run_cli
-from tests.webhooks_receiver import TlsFiles, make_tls
+from tests.webhooks_receiver import TlsFiles
 
-
-@pytest.fixture(scope="module", autouse=True)
-async def _imports_removed_after_the_module(app: Any) -> AsyncIterator[None]:
-    yield
-    await remove_every_integration(app)
-
-
-
-@pytest.fixture
-def tls(tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> TlsFiles:
-    files = make_tls(tmp_path)
-    monkeypatch.setattr(settings, "webhook_allow_private_networks", True)
-    monkeypatch.setattr(settings, "webhook_ca_bundle", str(files.ca))
-    return files
+pytestmark = pytest.mark.usefixtures("imports_removed_after_the_module")
 
 
 @pytest.fixture(params=["http", "sse"])

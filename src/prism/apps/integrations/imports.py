@@ -49,8 +49,9 @@ class NameParams(Params):
     name: str = Field(..., pattern=NAME, description="The integration's name.")
 
 
-class ConnectParams(NameParams):
-    base_url: str = Field(..., min_length=8, max_length=2048, description="The service's base URL (HTTPS).")
+class CredentialParams(NameParams):
+    """How Prism authenticates to an upstream service: a connection's and an upstream MCP server's."""
+
     auth_kind: Literal["none", "api_key", "bearer", "basic", "oauth2_client_credentials"] = Field(
         "none", description=f"How calls authenticate: {', '.join(AUTH_KINDS)}.")
     secret: str | None = Field(None, max_length=8192, description="API key, token, password or client secret; "
@@ -61,6 +62,10 @@ class ConnectParams(NameParams):
     client_id: str | None = Field(None, max_length=255, description="oauth2_client_credentials: client id.")
     scope: str | None = Field(None, max_length=1000, description="oauth2_client_credentials: scope to ask for.")
     timeout_seconds: int = Field(10, ge=1, le=60, description="Seconds to wait for each answer.")
+
+
+class ConnectParams(CredentialParams):
+    base_url: str = Field(..., min_length=8, max_length=2048, description="The service's base URL (HTTPS).")
     enabled: bool = Field(True, description="Disabled: the integration's handlers disappear for the organization.")
 
 
@@ -142,20 +147,10 @@ async def _answer(done: HandlerCall, outcome: dict[str, Any] | PrismError) -> di
     return outcome
 
 
-class AddMcpParams(NameParams):
+class AddMcpParams(CredentialParams):
     url: str = Field(..., min_length=8, max_length=2048, description="The MCP server's endpoint (HTTPS).")
     transport: Literal["streamable_http", "sse"] = Field("streamable_http", description="streamable_http, or sse "
                                                          "for the legacy HTTP+SSE transport.")
-    auth_kind: Literal["none", "api_key", "bearer", "basic", "oauth2_client_credentials"] = Field(
-        "none", description=f"How calls authenticate: {', '.join(AUTH_KINDS)}.")
-    secret: str | None = Field(None, max_length=8192, description="API key, token, password or client secret; "
-                               "stored encrypted, never shown again.")
-    header: str | None = Field(None, max_length=64, description="api_key: the header that carries it.")
-    username: str | None = Field(None, max_length=255, description="basic: the user name.")
-    token_url: str | None = Field(None, max_length=2048, description="oauth2_client_credentials: token endpoint.")
-    client_id: str | None = Field(None, max_length=255, description="oauth2_client_credentials: client id.")
-    scope: str | None = Field(None, max_length=1000, description="oauth2_client_credentials: scope to ask for.")
-    timeout_seconds: int = Field(10, ge=1, le=60, description="Seconds to wait for each answer.")
     default_cost: int = Field(1, ge=0, le=10000, description="Budget units per call.")
 
 
