@@ -70,7 +70,9 @@ class StdoutHandler(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__()
-        self._flush_due = False
+        # The loop a flush is scheduled on, if any: a loop that closes before running it (asyncio.run ending)
+        # must not leave a later loop's lines unflushed.
+        self._flush_on: asyncio.AbstractEventLoop | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -86,12 +88,12 @@ class StdoutHandler(logging.Handler):
         except RuntimeError:  # not on an event loop's thread
             stream.flush()
             return
-        if not self._flush_due:
-            self._flush_due = True
+        if self._flush_on is not loop:
+            self._flush_on = loop
             loop.call_soon(self._flush, stream)
 
     def _flush(self, stream: TextIO) -> None:
-        self._flush_due = False
+        self._flush_on = None
         try:
             stream.flush()
         except (OSError, ValueError):  # the stream was closed (the process is ending) or its reader went away
