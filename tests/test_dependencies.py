@@ -29,8 +29,6 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["
 # Dependencies no module of Prism imports by name, each needed all the same: (why, a file of Prism and the text
 # in it that proves the need, so the entry goes when the need does).
 NOT_IMPORTED = {
-    "aiosqlite": ("SQLAlchemy's sqlite+aiosqlite driver, chosen by the database URL", "config.py",
-                  "sqlite+aiosqlite"),
     "asyncpg": ("SQLAlchemy's postgresql+asyncpg driver, chosen by the database URL", "storage/engines.py",
                 "postgresql+asyncpg"),
     "uvloop": ("Uvicorn's event loop, named to Uvicorn", "cli/serve.py", 'loop="uvloop"'),

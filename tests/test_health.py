@@ -67,7 +67,7 @@ async def test_readyz_is_503_while_redis_is_down(settings: Settings, app: Any) -
 
 @pytest.fixture
 def migrated_sqlite(tmp_path: Path) -> str:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'ready.db'}"
+    url = f"sqlite:///{tmp_path / 'ready.db'}"
     upgrade(url)
     return url
 
@@ -86,7 +86,7 @@ async def test_readyz_is_503_when_the_webhook_queue_stalls(settings: Settings, a
 
 
 async def test_readyz_is_503_until_the_schema_is_migrated(settings: Settings, app: Any, tmp_path: Path) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
     async with limited_app(settings, app, database_url=url, webhook_worker_in_process=False) as limited, \
             client_for(limited) as client:
         ready = await client.get("/readyz")

@@ -61,7 +61,8 @@ async def test_a_read_failing_in_the_database_leaves_the_rest_of_its_batch_answe
 async def test_a_dispatch_does_not_ask_asyncio_for_the_running_loop(
         db: Database, factory: Factory, settings: Settings, monkeypatch: Any) -> None:
     """In Python 3.11 `asyncio.get_running_loop()` makes a system call (getpid); the ledger writer keeps its loop
-    instead of asking for it on every dispatch (one system call per request, measured under load)."""
+    instead of asking for it on every dispatch (one system call per request, measured under load). On SQLite the
+    batch's commit asks once, to hand the commit to a thread (prism.storage.sqlite_driver): once per batch."""
     dispatcher = Dispatcher(db, build_registry(), settings)
     ws = await factory.workspace(roles=("owner",))
     auth = await Authenticator(db, cache_seconds=0).authenticate(
@@ -82,4 +83,4 @@ async def test_a_dispatch_does_not_ask_asyncio_for_the_running_loop(
     finally:
         monkeypatch.undo()
         await dispatcher.close()
-    assert len(results) == 20 and asked == 0
+    assert len(results) == 20 and asked <= 1

@@ -20,7 +20,7 @@ def test_a_migrated_database_reports_the_newest_revision(database_url: str) -> N
 
 
 def test_a_new_database_has_no_revision_until_migrated(tmp_path: Path) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
     assert database_revision(url) is None
     upgrade(url)
     assert database_revision(url) == newest_revision()

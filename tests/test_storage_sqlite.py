@@ -1,5 +1,6 @@
 """SQLite specifics: WAL with SQLite's own checkpoints, write transactions that take the write lock at once,
-statements that wait for a lock off the event loop, and a Database that can be disposed at any moment."""
+statements on the event loop except those that wait for a lock (and commits that wrote), and a Database that can
+be disposed at any moment."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from prism.storage import Database, DatabaseUnavailable, StorageOptions, unavailable_error
+from prism.storage import Database, DatabaseUnavailable, StorageOptions, sqlite_driver, unavailable_error
 
 pytestmark = pytest.mark.engine_independent
 
@@ -51,12 +53,66 @@ class LockHolder:
             self.conn.close()
 
 
-async def test_connections_use_wal_foreign_keys_the_busy_timeout_and_sqlites_own_checkpoints(
+async def test_connections_use_wal_foreign_keys_sqlites_own_checkpoints_and_never_wait_on_the_loop(
         database: Database) -> None:
     async with database.write() as session:
         pragmas = {name: (await session.execute(text(f"PRAGMA {name}"))).scalar_one()
                    for name in ("journal_mode", "foreign_keys", "busy_timeout", "wal_autocheckpoint")}
-    assert pragmas == {"journal_mode": "wal", "foreign_keys": 1, "busy_timeout": 300, "wal_autocheckpoint": 1000}
+    # A busy timeout of zero where statements run (the event loop): a lock makes a statement fail at once, and it is
+    # run again on a thread with the configured timeout (the tests below).
+    assert pragmas == {"journal_mode": "wal", "foreign_keys": 1, "busy_timeout": 0, "wal_autocheckpoint": 1000}
+
+
+async def test_statements_run_on_the_event_loop_and_only_a_commit_that_wrote_goes_to_a_thread(
+        database: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with database.write() as session:  # the pool's connections are opened (on threads) first
+        await session.execute(text("SELECT 1"))
+    async with database.read() as session:
+        await session.execute(text("SELECT 1"))
+    threaded: list[str] = []
+    real = sqlite_driver.on_waiting_thread
+
+    async def counted(fn: Any) -> Any:
+        threaded.append(repr(fn))
+        return await real(fn)
+
+    monkeypatch.setattr(sqlite_driver, "on_waiting_thread", counted)
+    async with database.read() as session:
+        assert (await session.execute(text("SELECT count(*) FROM t"))).scalar_one() == 0
+    assert threaded == []
+    async with database.write() as session:
+        await session.execute(text("SELECT count(*) FROM t"))
+    assert threaded == []  # BEGIN IMMEDIATE, the read and a commit that wrote nothing: all on the loop
+    async with database.write() as session:
+        await session.execute(text("INSERT INTO t VALUES ('x')"))
+        await session.execute(text("INSERT INTO t VALUES ('y')"))
+    assert len(threaded) == 1 and "commit" in threaded[0]
+
+
+async def test_a_writer_cancelled_while_it_waits_for_the_lock_frees_its_connection_only_when_the_wait_ends(
+        tmp_path: Path) -> None:
+    options = StorageOptions(pool_size=1, max_overflow=0, pool_timeout_seconds=5, busy_timeout_seconds=5)
+    database = Database(_prepare(tmp_path / "cancel.db"), options)
+    holder = LockHolder(database.engine.url.database or "")
+    try:
+        async def write(value: str) -> None:
+            async with database.write() as session:
+                await session.execute(text("INSERT INTO t VALUES (:x)"), {"x": value})
+
+        waiting = asyncio.create_task(write("cancelled"))
+        await asyncio.sleep(0.2)
+        waiting.cancel()
+        await asyncio.sleep(0.2)
+        assert not waiting.done()  # its BEGIN IMMEDIATE still waits on the connection's thread
+        holder.release()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(waiting, 5)
+        await write("after")  # the one connection was rolled back and returned, usable again
+        async with database.read() as session:
+            assert (await session.execute(text("SELECT x FROM t"))).scalars().all() == ["after"]
+    finally:
+        holder.release()
+        await database.dispose()
 
 
 async def test_a_write_takes_the_write_lock_at_its_begin(database: Database) -> None:

@@ -16,7 +16,7 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
 def _default_database_url() -> str:
     # `prism serve` run in an empty directory keeps its SQLite file there.
-    return f"sqlite+aiosqlite:///{Path.cwd() / 'prism.db'}"
+    return f"sqlite:///{Path.cwd() / 'prism.db'}"
 
 
 class Settings(BaseSettings):

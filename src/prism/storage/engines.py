@@ -11,6 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from prism.config import Settings
+from prism.storage.sqlite_driver import DRIVER
+
+SQLITE_URL_DRIVER = f"sqlite+{DRIVER}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +46,11 @@ JSON_OPTIONS: dict[str, Any] = {"json_serializer": json_text, "json_deserializer
 
 
 def normalize_url(url: str) -> str:
-    """Accept plain `postgresql://` and `sqlite:///` URLs and pick the async drivers."""
+    """Accept plain `postgresql://` and `sqlite:///` URLs and pick the async drivers: asyncpg, and Prism's own
+    SQLite driver (prism.storage.sqlite_driver; `sqlite+aiosqlite://`, which earlier releases used, means it too)."""
     parsed = make_url(url)
     driver = {"postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg",
-              "sqlite": "sqlite+aiosqlite"}.get(parsed.drivername)
+              "sqlite": SQLITE_URL_DRIVER, "sqlite+aiosqlite": SQLITE_URL_DRIVER}.get(parsed.drivername)
     return parsed.set(drivername=driver).render_as_string(hide_password=False) if driver else url
 
 

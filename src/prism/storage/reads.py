@@ -65,7 +65,7 @@ class PreparedRead:
         arguments = [value if bind is None else bind(value) for value, bind in
                      zip((params[name] for name in compiled.parameter_names), compiled.binders, strict=True)]
         raw = await connection.get_raw_connection()
-        rows = list(await raw.driver_connection.execute_fetchall(compiled.sql, arguments))  # type: ignore[union-attr]
+        rows = await raw.driver_connection.fetch_all(compiled.sql, arguments)  # type: ignore[union-attr]
         if not rows:
             return None
         return {key: value if read is None else read(value)

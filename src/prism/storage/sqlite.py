@@ -1,18 +1,17 @@
 """SQLite engines: WAL, foreign keys, a busy timeout, and transactions begun the way each engine needs.
 
-Statements run on aiosqlite's own thread per connection, so a statement waiting for another process's
-write lock (the CLI, `prism worker`, a second `prism serve`) blocks only its own transaction, never the
-event loop: requests that do not write go on being answered.
+Connections come from Prism's SQLite driver (prism.storage.sqlite_driver), which runs statements on the event
+loop and sends to a thread only a statement that meets another connection's lock, so a writer waiting for
+another process's write lock (the CLI, `prism worker`, a second `prism serve`) blocks only its own transaction,
+never the event loop: requests that do not write go on being answered. The driver sets WAL,
+``synchronous=NORMAL`` and foreign keys on every connection, and runs WAL checkpoints on a thread.
 
-Transactions follow SQLAlchemy's documented recipe for the sqlite3/aiosqlite drivers (see "Enabling
-Non-Legacy SQLite Transactional Modes"): the driver's own transaction handling is turned off when a
-connection is made, and SQLAlchemy's `begin` event emits the BEGIN. Writers emit ``BEGIN IMMEDIATE``, which
-takes the write lock at once: a transaction that reads and then writes can then never fail to upgrade its
-lock (WAL would answer SQLITE_BUSY_SNAPSHOT at once, with no wait). Readers emit a plain BEGIN: in WAL mode
-they never wait for writers and writers never wait for them.
-
-WAL checkpoints are SQLite's own automatic ones (every 1,000 pages, run by the committing connection on its
-aiosqlite thread, off the event loop).
+Transactions follow SQLAlchemy's documented recipe for the sqlite3 driver (see "Enabling Non-Legacy SQLite
+Transactional Modes"): the driver's own transaction handling is off (``isolation_level=None``), and
+SQLAlchemy's `begin` event emits the BEGIN. Writers emit ``BEGIN IMMEDIATE``, which takes the write lock at
+once: a transaction that reads and then writes can then never fail to upgrade its lock (WAL would answer
+SQLITE_BUSY_SNAPSHOT at once, with no wait), and none of its statements can wait for another connection.
+Readers emit a plain BEGIN: in WAL mode they never wait for writers and writers never wait for them.
 """
 
 from __future__ import annotations
@@ -34,17 +33,9 @@ def sqlite_engine(url: str, options: StorageOptions, *, begin: str) -> AsyncEngi
     database = make_url(url).database
     if not database or database == ":memory:":
         raise ValueError("Prism needs a SQLite file, not an in-memory database")
-    # sqlite3's `timeout` is SQLite's busy timeout: how long a statement waits for another connection's lock.
+    # `timeout` is how long a statement may wait (on the driver's thread) for another connection's lock.
     engine = create_async_engine(url, connect_args={"timeout": options.busy_timeout_seconds},
                                  **pool_options(options), **JSON_OPTIONS)
-
-    @event.listens_for(engine.sync_engine, "connect")
-    def set_up_connection(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None  # the `begin` listener below emits BEGIN, not the driver
-        cursor = dbapi_connection.cursor()
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
-            cursor.execute(f"PRAGMA {pragma}")
-        cursor.close()
 
     @event.listens_for(engine.sync_engine, "begin")
     def begin_transaction(connection: Any) -> None:

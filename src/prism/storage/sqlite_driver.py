@@ -1,0 +1,321 @@
+"""Prism's SQLite driver for SQLAlchemy's asyncio extension: statements run where they are issued, and only a
+statement that SQLite makes wait for a lock is sent to a thread.
+
+Why not aiosqlite: aiosqlite runs every driver call on the connection's own thread, so each call is a hand-over
+to that thread and back (a queue put, a thread wake-up, a loop wake-up). SQLAlchemy makes about four such calls
+per statement, and on this project's 2-core VM each costs 20-150 µs of CPU, against about 1 µs for the
+statement itself; a governed call's batch made two dozen of them (bench/README.md has the measurements).
+
+What may wait, and where it waits:
+- Every connection is opened with a busy timeout of zero, so SQLite never sleeps on the event loop: a statement
+  that meets another connection's lock fails at once with SQLITE_BUSY, and is then run again on a thread of this
+  module with the configured busy timeout, while the event loop goes on serving other requests. In practice
+  that is a writer's ``BEGIN IMMEDIATE`` while another process (the CLI, `prism worker`, a second `prism serve`)
+  holds the write lock; WAL readers never wait for writers.
+- Once ``BEGIN IMMEDIATE`` has succeeded, the transaction holds SQLite's only write lock: none of its statements
+  and not its COMMIT can wait for another connection (in WAL mode a commit needs no further lock). With
+  ``synchronous=NORMAL`` a commit appends to the WAL without fsync.
+- The slow part of a commit is SQLite's own automatic checkpoint, which the commit that takes the WAL past
+  1,000 pages runs (copying the WAL into the database file, with an fsync): so a commit that wrote runs on a
+  thread (one per batch of calls), and a commit that wrote nothing runs inline.
+- Opening a connection (it may wait for a lock while setting WAL) also runs on a thread.
+
+Everything here uses public names: the standard library's sqlite3 and threads; SQLAlchemy's dialect registry, its
+pysqlite dialect and the adapter bases its own asyncio dialects (aiosqlite, asyncpg) are built on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, Literal, TypeVar
+
+from sqlalchemy import pool
+from sqlalchemy.connectors.asyncio import (
+    AsyncAdapt_dbapi_connection,
+    AsyncAdapt_dbapi_cursor,
+    AsyncAdapt_dbapi_ss_cursor,
+)
+from sqlalchemy.dialects import registry
+from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteExecutionContext_aiosqlite
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
+from sqlalchemy.engine.url import URL
+from sqlalchemy.util import await_
+
+T = TypeVar("T")
+IsolationLevel = Literal["DEFERRED", "EXCLUSIVE", "IMMEDIATE"] | None  # None: Prism emits its own BEGIN
+
+DRIVER = "prism"
+SQLITE_BUSY = 5
+PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON")
+
+
+
+def is_busy(exc: sqlite3.OperationalError) -> bool:
+    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == SQLITE_BUSY
+
+
+async def on_waiting_thread(fn: Callable[[], T]) -> T:
+    """`fn` on a thread of its own, which ends with it, so no idle thread outlives the database. (A pool's
+    hand-over costs about as much as a new thread here: bench/README.md.)
+
+    A caller cancelled meanwhile still waits for `fn` to end before the cancellation goes on: the connection is
+    in use on that thread until then, and must never be used by two threads at once (SQLAlchemy rolls it back or
+    closes it next)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def run() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (fn(), None)
+        except BaseException as exc:
+            outcome = (None, exc)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
+            loop.call_soon_threadsafe(_settle, done, *outcome)
+
+    threading.Thread(target=run, name="prism-sqlite-wait", daemon=True).start()
+    try:
+        return await asyncio.shield(done)
+    except asyncio.CancelledError:
+        while not done.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([done])
+        done.exception()  # retrieved: the caller gets its cancellation, not this outcome
+        raise
+
+
+def _settle(done: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if error is None:
+        done.set_result(result)
+    else:
+        done.set_exception(error)
+
+
+class SQLiteConnection:
+    """The driver connection (SQLAlchemy's `driver_connection`), with an asyncio API like other asyncio drivers':
+    a sqlite3 connection used by one thread at a time, the event loop's or, while the loop awaits it, a
+    waiting thread's. Its coroutines finish without suspending unless a statement meets another's lock."""
+
+    def __init__(self, raw: sqlite3.Connection, busy_timeout: float) -> None:
+        self.raw = raw
+        self.busy_timeout_ms = int(busy_timeout * 1000)
+        self._changes_committed = raw.total_changes
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        """`fn` at once; if another connection's lock stops it, again on a waiting thread."""
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc):
+                raise
+        return await self.on_thread(fn)
+
+    async def on_thread(self, fn: Callable[[], T]) -> T:
+        """Run `fn` on a waiting thread, where the connection waits up to the busy timeout for a lock."""
+        return await on_waiting_thread(partial(self._waiting, fn))
+
+    def _waiting(self, fn: Callable[[], T]) -> T:
+        self.raw.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        try:
+            return fn()
+        finally:
+            self.raw.execute("PRAGMA busy_timeout = 0")
+
+    async def fetch_all(self, sql: str, parameters: Sequence[Any]) -> list[Any]:
+        """Rows of one statement, in the connection's current transaction."""
+        return await self.run(partial(_fetch_all, self.raw, sql, parameters))
+
+    def cursor(self) -> SQLiteCursor:
+        return SQLiteCursor(self, self.raw.cursor())
+
+    async def commit(self) -> None:
+        if self.raw.total_changes == self._changes_committed:  # nothing written: nothing for SQLite to copy
+            await self.run(self.raw.commit)
+        else:  # the commit that takes the WAL past 1,000 pages runs SQLite's checkpoint: a copy and an fsync
+            await self.on_thread(self.raw.commit)
+        self._changes_committed = self.raw.total_changes
+
+    async def rollback(self) -> None:
+        self.raw.rollback()
+
+    def close_now(self) -> None:
+        # Closing waits for nothing; only the last connection to the file checkpoints while closing.
+        self.raw.close()
+
+    async def close(self) -> None:
+        self.close_now()
+
+    async def create_function(self, *args: Any, **kwargs: Any) -> None:
+        self.raw.create_function(*args, **kwargs)
+
+    @property
+    def isolation_level(self) -> str | None:
+        return self.raw.isolation_level
+
+    @isolation_level.setter
+    def isolation_level(self, value: IsolationLevel) -> None:
+        self.raw.isolation_level = value
+
+
+def _fetch_all(raw: sqlite3.Connection, sql: str, parameters: Sequence[Any]) -> list[Any]:
+    return raw.execute(sql, parameters).fetchall()
+
+
+class SQLiteCursor:
+    """A sqlite3 cursor with the asyncio cursor API; a statement stopped by another's lock waits on a thread."""
+
+    def __init__(self, connection: SQLiteConnection, cursor: sqlite3.Cursor) -> None:
+        self.connection = connection
+        self.cursor = cursor
+
+    async def __aenter__(self) -> SQLiteCursor:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        self.cursor.close()
+
+    @property
+    def description(self) -> Any:
+        return self.cursor.description
+
+    @property
+    def rowcount(self) -> int:
+        return self.cursor.rowcount
+
+    @property
+    def lastrowid(self) -> int | None:
+        return self.cursor.lastrowid
+
+    @property
+    def arraysize(self) -> int:
+        return self.cursor.arraysize
+
+    @arraysize.setter
+    def arraysize(self, value: int) -> None:
+        self.cursor.arraysize = value
+
+    async def execute(self, sql: str, parameters: Any = ()) -> SQLiteCursor:
+        await self.connection.run(partial(self.cursor.execute, sql, parameters))
+        return self
+
+    async def executemany(self, sql: str, parameters: Any) -> SQLiteCursor:
+        await self.connection.run(partial(self.cursor.executemany, sql, parameters))
+        return self
+
+    async def fetchone(self) -> Any:
+        return self.cursor.fetchone()
+
+    async def fetchmany(self, size: int | None = None) -> list[Any]:
+        return self.cursor.fetchmany(self.cursor.arraysize if size is None else size)
+
+    async def fetchall(self) -> list[Any]:
+        return self.cursor.fetchall()
+
+    async def close(self) -> None:
+        self.cursor.close()
+
+    async def setinputsizes(self, *_sizes: Any) -> None:
+        return None
+
+    def __aiter__(self) -> SQLiteCursor:
+        return self
+
+    async def __anext__(self) -> Any:
+        row = self.cursor.fetchone()
+        if row is None:
+            raise StopAsyncIteration
+        return row
+
+
+class AdaptedSQLiteCursor(AsyncAdapt_dbapi_cursor):
+    __slots__ = ()
+
+
+class AdaptedSQLiteStreamingCursor(AsyncAdapt_dbapi_ss_cursor):
+    __slots__ = ()
+
+
+class AdaptedSQLiteConnection(AsyncAdapt_dbapi_connection):
+    """The PEP 249 facade SQLAlchemy drives, from SQLAlchemy's own base for asyncio drivers."""
+
+    __slots__ = ()
+
+    def cursor(self, server_side: bool = False) -> AsyncAdapt_dbapi_cursor:
+        return AdaptedSQLiteStreamingCursor(self) if server_side else AdaptedSQLiteCursor(self)
+
+    def close(self) -> None:
+        # Also called where nothing can be awaited (a pool emptied at exit), and closing waits for nothing.
+        self.driver_connection.close_now()
+
+    def create_function(self, *args: Any, **kwargs: Any) -> None:
+        self.driver_connection.raw.create_function(*args, **kwargs)
+
+    @property
+    def isolation_level(self) -> str | None:
+        return self.driver_connection.isolation_level  # type: ignore[no-any-return]
+
+    @isolation_level.setter
+    def isolation_level(self, value: str | None) -> None:
+        self.driver_connection.isolation_level = value
+
+
+def _open(database: str, busy_timeout: float, uri: bool) -> sqlite3.Connection:
+    """On a waiting thread: the file opened (waiting up to the busy timeout for a lock), WAL and the rest set."""
+    raw = sqlite3.connect(database, timeout=busy_timeout, isolation_level=None, check_same_thread=False, uri=uri)
+    try:
+        for pragma in PRAGMAS:
+            raw.execute(f"PRAGMA {pragma}").fetchall()
+        raw.execute("PRAGMA busy_timeout = 0")
+    except BaseException:
+        raw.close()
+        raise
+    return raw
+
+
+class SQLiteDBAPI:
+    """The DBAPI module SQLAlchemy sees: sqlite3's names, and `connect` making adapted connections."""
+
+    paramstyle = "qmark"
+    apilevel = "2.0"
+    threadsafety = 1
+
+    def __init__(self) -> None:
+        for name in ("Error", "Warning", "InterfaceError", "DatabaseError", "DataError", "OperationalError",
+                     "IntegrityError", "InternalError", "ProgrammingError", "NotSupportedError",
+                     "sqlite_version", "sqlite_version_info", "Binary", "PARSE_DECLTYPES", "PARSE_COLNAMES"):
+            setattr(self, name, getattr(sqlite3, name))
+
+    def connect(self, database: str, *, timeout: float = 5.0, uri: bool = False, **_ignored: Any,
+                ) -> AdaptedSQLiteConnection:
+        opening = on_waiting_thread(partial(_open, database, timeout, uri))
+        # Typed as Any: SQLAlchemy's protocol for driver connections also asks for a catch-all __getattr__.
+        driver: Any = SQLiteConnection(await_(opening), timeout)
+        return AdaptedSQLiteConnection(self, driver)
+
+
+class PrismSQLiteDialect(SQLiteDialect_pysqlite):
+    """`sqlite+prism://`: SQLAlchemy's pysqlite dialect over the adapter above, for the asyncio extension."""
+
+    driver = DRIVER
+    is_async = True
+    supports_statement_cache = True
+    supports_server_side_cursors = True  # `AsyncSession.stream`: rows fetched as they are read
+    execution_ctx_cls = SQLiteExecutionContext_aiosqlite  # its server-side cursor is the driver's own cursor
+
+    @classmethod
+    def import_dbapi(cls) -> Any:
+        return SQLiteDBAPI()
+
+    @classmethod
+    def get_pool_class(cls, url: URL) -> type[pool.Pool]:
+        return pool.AsyncAdaptedQueuePool
+
+    def get_driver_connection(self, connection: Any) -> SQLiteConnection:
+        return connection.driver_connection  # type: ignore[no-any-return]
+
+
+registry.register(f"sqlite.{DRIVER}", __name__, "PrismSQLiteDialect")
