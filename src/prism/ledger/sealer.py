@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import bindparam, insert, or_, select, update
@@ -35,6 +36,7 @@ from prism.ledger.keys import LedgerKeys
 from prism.ledger.merkle import EMPTY_ROOT, Frontier, leaf_hash
 from prism.models import Organization
 from prism.storage import Database
+from prism.storage.reads import PreparedRead
 from prism.webhooks.matching import subscribed_organizations
 
 log = logging.getLogger("prism.ledger")
@@ -91,12 +93,10 @@ async def seal(session: AsyncSession, organization_id: str, keys: LedgerKeys, *,
 
 
 async def seal_written(session: AsyncSession, organization_id: str, keys: LedgerKeys, entries: list[dict[str, Any]],
-                       *, checkpoint_every: float) -> None:
+                       *, head: Any, checkpoint_every: float) -> None:
     """Seal entries this transaction is about to insert: they get their positions and MACs in place, so each is
-    written once, sealed. For SQLite's ledger batch, which holds the database's only write lock."""
-    head = await _locked_head(session, organization_id)
-    if head is None:
-        return
+    written once, sealed. For SQLite's ledger batch, which holds the database's only write lock: `head` is the
+    organization's head row as the batch read it (`head_of`), with attribute access."""
     frontier = await _frontier_of(session, head)
     for entry in entries:
         seq = frontier.size + 1
@@ -106,6 +106,16 @@ async def seal_written(session: AsyncSession, organization_id: str, keys: Ledger
     await _announce(session, organization_id, [
         (e["seq"], e["entry_hash"], e["tenant_id"], e["coordinate"], e["outcome"], e["actor_user_id"], e["door"])
         for e in entries])
+
+
+_HEAD = PreparedRead(select(audit_heads).where(audit_heads.c.organization_id == bindparam("organization_id")))
+
+
+async def head_of(session: AsyncSession, organization_id: str) -> SimpleNamespace | None:
+    """The organization's head row (None: it has no log), read by SQLite's ledger batch, which holds the write
+    lock, so nothing needs locking; attributes as on a row."""
+    head = await _HEAD.one(session, {"organization_id": organization_id})
+    return None if head is None else SimpleNamespace(**head)
 
 
 async def _locked_head(session: AsyncSession, organization_id: str) -> Any:

@@ -34,7 +34,7 @@ from prism.errors import Conflict, PrismError
 from prism.kit.timeutil import iso, utcnow
 from prism.ledger.entries import EntryDraft, audit_entries, audit_heads, content_hash, content_of
 from prism.ledger.keys import LedgerKeys
-from prism.ledger.sealer import BrokenLog, Sealer, seal_written
+from prism.ledger.sealer import BrokenLog, Sealer, head_of, seal_written
 from prism.models import Organization
 from prism.observability.metrics import LEDGER_BATCH_SIZE, LEDGER_COMMIT_SECONDS
 from prism.storage import Database, unavailable_error
@@ -177,7 +177,12 @@ class LedgerWriter:
                         raise _ReadAborted from outcome[1]
             if not self.db.is_sqlite:  # SQLite's BEGIN IMMEDIATE already lets one writer in at a time
                 await _take_turn_to_write(session, {u.organization_id for u in batch if u.work and u.writes})
-            logs = await _existing_logs(session, {u.organization_id for u in batch})
+            organizations = {u.organization_id for u in batch}
+            if self.db.is_sqlite:  # the heads, which sealing here needs anyway, say which logs exist
+                heads = {org: head for org in organizations if (head := await head_of(session, org)) is not None}
+                logs = set(heads)
+            else:
+                logs = await _existing_logs(session, organizations)
             # One time for the batch's entries, which are committed together: its texts (hashed and stored) are
             # then made once per batch rather than once per entry.
             appended_at = utcnow()
@@ -205,7 +210,7 @@ class LedgerWriter:
             written = sorted({row["organization_id"] for row in rows})
             if self.db.is_sqlite:  # sealed here: each entry gets its position's MAC
                 for organization_id in written:
-                    await self._seal_here(session, organization_id,
+                    await self._seal_here(session, organization_id, heads[organization_id],
                                           [row for row in rows if row["organization_id"] == organization_id])
             else:  # sealed after the commit: the MAC of an entry not yet placed (position 0)
                 self._mac_as_waiting(rows)
@@ -219,9 +224,11 @@ class LedgerWriter:
         for entry in entries:
             entry["mac"] = self.keys.mac(entry["organization_id"], 0, entry["entry_hash"])
 
-    async def _seal_here(self, session: AsyncSession, organization_id: str, entries: list[dict[str, Any]]) -> None:
+    async def _seal_here(self, session: AsyncSession, organization_id: str, head: Any,
+                         entries: list[dict[str, Any]]) -> None:
         try:  # BrokenLog comes before anything is written or any entry is given a position
-            await seal_written(session, organization_id, self.keys, entries, checkpoint_every=self.checkpoint_every)
+            await seal_written(session, organization_id, self.keys, entries, head=head,
+                               checkpoint_every=self.checkpoint_every)
         except BrokenLog:
             self._mac_as_waiting(entries)
             # A log whose stored entries do not continue its head cannot be extended; the calls are still recorded

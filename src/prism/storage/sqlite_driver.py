@@ -15,9 +15,10 @@ What may wait, and where it waits:
 - Once ``BEGIN IMMEDIATE`` has succeeded, the transaction holds SQLite's only write lock: none of its statements
   and not its COMMIT can wait for another connection (in WAL mode a commit needs no further lock). With
   ``synchronous=NORMAL`` a commit appends to the WAL without fsync.
-- The slow part of a commit is SQLite's own automatic checkpoint, which the commit that takes the WAL past
-  1,000 pages runs (copying the WAL into the database file, with an fsync): so a commit that wrote runs on a
-  thread (one per batch of calls), and a commit that wrote nothing runs inline.
+- The slow part of a commit would be SQLite's automatic checkpoint (copying the WAL into the database file, with
+  two fsyncs: 5-8 ms here), so it is off, and every `CHECKPOINT_EVERY_COMMITS` commits that wrote (or
+  `CHECKPOINT_EVERY_ROWS` rows changed) the driver runs a PASSIVE checkpoint on a thread, on the connection that
+  committed, before handing it back.
 - Opening a connection (it may wait for a lock while setting WAL) also runs on a thread.
 
 Everything here uses public names: the standard library's sqlite3 and threads; SQLAlchemy's dialect registry, its
@@ -51,7 +52,13 @@ IsolationLevel = Literal["DEFERRED", "EXCLUSIVE", "IMMEDIATE"] | None  # None: P
 
 DRIVER = "prism"
 SQLITE_BUSY = 5
-PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON")
+# SQLite's automatic checkpoint would run inside a commit on the event loop (a copy of ~1,000 pages and two fsyncs,
+# 5-8 ms here), so it is off; the driver runs a PASSIVE checkpoint on a thread once an engine's connections have
+# committed this many writing transactions or changed this many rows since the last one (SQLite cannot tell
+# Python how many pages its WAL holds; a batch of calls writes a few pages to a few dozen).
+CHECKPOINT_EVERY_COMMITS = 64
+CHECKPOINT_EVERY_ROWS = 1_000
+PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "wal_autocheckpoint=0")
 
 
 
@@ -95,14 +102,31 @@ def _settle(done: asyncio.Future[Any], result: Any, error: BaseException | None)
         done.set_exception(error)
 
 
+class CommitCounter:
+    """Commits that wrote, and the rows they changed, through one engine's connections since its last checkpoint."""
+
+    def __init__(self) -> None:
+        self.commits = self.rows = 0
+
+    def checkpoint_due(self, rows: int) -> bool:
+        # Only the event loop's thread counts (commits run there), so no lock is needed.
+        self.commits += 1
+        self.rows += rows
+        if self.commits < CHECKPOINT_EVERY_COMMITS and self.rows < CHECKPOINT_EVERY_ROWS:
+            return False
+        self.commits = self.rows = 0
+        return True
+
+
 class SQLiteConnection:
     """The driver connection (SQLAlchemy's `driver_connection`), with an asyncio API like other asyncio drivers':
     a sqlite3 connection used by one thread at a time, the event loop's or, while the loop awaits it, a
     waiting thread's. Its coroutines finish without suspending unless a statement meets another's lock."""
 
-    def __init__(self, raw: sqlite3.Connection, busy_timeout: float) -> None:
+    def __init__(self, raw: sqlite3.Connection, busy_timeout: float, commits: CommitCounter) -> None:
         self.raw = raw
         self.busy_timeout_ms = int(busy_timeout * 1000)
+        self.commits = commits
         self._changes_committed = raw.total_changes
 
     async def run(self, fn: Callable[[], T]) -> T:
@@ -133,11 +157,10 @@ class SQLiteConnection:
         return SQLiteCursor(self, self.raw.cursor())
 
     async def commit(self) -> None:
-        if self.raw.total_changes == self._changes_committed:  # nothing written: nothing for SQLite to copy
-            await self.run(self.raw.commit)
-        else:  # the commit that takes the WAL past 1,000 pages runs SQLite's checkpoint: a copy and an fsync
-            await self.on_thread(self.raw.commit)
-        self._changes_committed = self.raw.total_changes
+        await self.run(self.raw.commit)
+        rows, self._changes_committed = self.raw.total_changes - self._changes_committed, self.raw.total_changes
+        if rows and self.commits.checkpoint_due(rows):
+            await self.on_thread(partial(checkpoint, self.raw))
 
     async def rollback(self) -> None:
         self.raw.rollback()
@@ -159,6 +182,11 @@ class SQLiteConnection:
     @isolation_level.setter
     def isolation_level(self, value: IsolationLevel) -> None:
         self.raw.isolation_level = value
+
+
+def checkpoint(raw: sqlite3.Connection) -> None:
+    # PASSIVE waits for no reader or writer: it copies what it can now, and the next one the rest.
+    raw.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
 def _fetch_all(raw: sqlite3.Connection, sql: str, parameters: Sequence[Any]) -> list[Any]:
@@ -288,12 +316,13 @@ class SQLiteDBAPI:
                      "IntegrityError", "InternalError", "ProgrammingError", "NotSupportedError",
                      "sqlite_version", "sqlite_version_info", "Binary", "PARSE_DECLTYPES", "PARSE_COLNAMES"):
             setattr(self, name, getattr(sqlite3, name))
+        self.commits = CommitCounter()
 
     def connect(self, database: str, *, timeout: float = 5.0, uri: bool = False, **_ignored: Any,
                 ) -> AdaptedSQLiteConnection:
         opening = on_waiting_thread(partial(_open, database, timeout, uri))
         # Typed as Any: SQLAlchemy's protocol for driver connections also asks for a catch-all __getattr__.
-        driver: Any = SQLiteConnection(await_(opening), timeout)
+        driver: Any = SQLiteConnection(await_(opening), timeout, self.commits)
         return AdaptedSQLiteConnection(self, driver)
 
 
