@@ -36,7 +36,7 @@ from prism.ledger.keys import LedgerKeys
 from prism.ledger.merkle import EMPTY_ROOT, Frontier, leaf_hash
 from prism.models import Organization
 from prism.storage import Database
-from prism.storage.reads import PreparedRead
+from prism.storage.prepared import PreparedRead, PreparedWrite
 from prism.webhooks.matching import subscribed_organizations
 
 log = logging.getLogger("prism.ledger")
@@ -108,6 +108,10 @@ async def seal_written(session: AsyncSession, organization_id: str, keys: Ledger
         for e in entries])
 
 
+_MOVED = ("tree_size", "root", "frontier", "checkpoint", "sealed_at")
+_MOVE_HEAD = PreparedWrite(update(audit_heads).where(
+    audit_heads.c.organization_id == bindparam("head_organization_id")), column_keys=_MOVED)
+_MOVE_HEAD_CHECKPOINTED = PreparedWrite(_MOVE_HEAD.stmt, column_keys=(*_MOVED, "checkpointed_at"))
 _HEAD = PreparedRead(select(audit_heads).where(audit_heads.c.organization_id == bindparam("organization_id")))
 
 
@@ -150,8 +154,8 @@ async def _store_head(session: AsyncSession, organization_id: str, keys: LedgerK
                 Organization.id == organization_id))).scalar_one()
             await emit(session, organization_id=organization_id, tenant_id=tenant_id, event_type=CHECKPOINT,
                        data=checkpoint.as_dict())
-    await session.execute(update(audit_heads).where(audit_heads.c.organization_id == organization_id)
-                          .values(**moved))
+    moved["head_organization_id"] = organization_id
+    await (_MOVE_HEAD_CHECKPOINTED if "checkpointed_at" in moved else _MOVE_HEAD).run(session, [moved])
 
 
 async def _announce(session: AsyncSession, organization_id: str, sealed: list[tuple[Any, ...]]) -> None:

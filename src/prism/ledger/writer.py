@@ -38,6 +38,7 @@ from prism.ledger.sealer import BrokenLog, Sealer, head_of, seal_written
 from prism.models import Organization
 from prism.observability.metrics import LEDGER_BATCH_SIZE, LEDGER_COMMIT_SECONDS
 from prism.storage import Database, unavailable_error
+from prism.storage.prepared import PreparedWrite
 
 log = logging.getLogger("prism.ledger")
 
@@ -214,8 +215,7 @@ class LedgerWriter:
                                           [row for row in rows if row["organization_id"] == organization_id])
             else:  # sealed after the commit: the MAC of an entry not yet placed (position 0)
                 self._mac_as_waiting(rows)
-            if rows:  # one executemany for the batch's entries
-                await session.execute(insert(audit_entries), rows)
+            await _INSERT_ENTRIES.run(session, rows)  # one executemany for the batch's entries
         if written and not self.db.is_sqlite:
             self.sealer.request(written)
         return [outcomes[i] for i in range(len(batch))]
@@ -251,6 +251,11 @@ async def _existing_logs(session: AsyncSession, organization_ids: set[str]) -> s
     rows = await session.execute(select(audit_heads.c.organization_id)
                                  .where(audit_heads.c.organization_id.in_(organization_ids)))
     return set(rows.scalars())
+
+
+_INSERT_ENTRIES = PreparedWrite(insert(audit_entries), column_keys=(
+    "organization_id", "tenant_id", "created_at", "actor_user_id", "credential_id", "door", "tool_name", "coordinate",
+    "arguments_digest", "outcome", "error_code", "detail", "entry_hash", "seq", "mac"))
 
 
 def _all_running(tasks: list[asyncio.Task[None]]) -> bool:

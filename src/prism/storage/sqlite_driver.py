@@ -153,6 +153,10 @@ class SQLiteConnection:
         """Rows of one statement, in the connection's current transaction."""
         return await self.run(partial(_fetch_all, self.raw, sql, parameters))
 
+    async def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """One statement per row of parameters, in the connection's current transaction."""
+        await self.run(partial(self.raw.executemany, sql, rows))
+
     def cursor(self) -> SQLiteCursor:
         return SQLiteCursor(self, self.raw.cursor())
 

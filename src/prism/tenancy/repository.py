@@ -22,7 +22,7 @@ from prism.errors import InvalidArguments, NotFound
 from prism.kit.paging import envelope
 from prism.kit.timeutil import iso
 from prism.models.base import Base
-from prism.storage.reads import PreparedRead
+from prism.storage.prepared import PreparedRead
 from prism.tenancy.scope import acting_organization
 
 M = TypeVar("M", bound=Base)
@@ -139,7 +139,7 @@ class OrgRepository(Generic[M]):
     async def get_record(self, record_id: str) -> dict[str, Any]:
         """The record as `to_record` shows it. Reads by id are the hot path: a Core statement built once per model,
         which names the organization itself (the session's criterion applies to ORM statements only), and no ORM
-        object (prism.storage.reads)."""
+        object (prism.storage.prepared)."""
         values = await _read_by_id(self.model).one(self.session, {"organization_id": self.organization_id,
                                                                   "record_id": record_id})
         if values is None:

@@ -23,7 +23,7 @@ from sqlalchemy import Table, bindparam, insert, literal, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.events.catalog import GOVERNANCE_EVENT_TYPES
-from prism.storage.reads import PreparedRead
+from prism.storage.prepared import PreparedRead
 from prism.webhooks.models import Webhook, WebhookDelivery
 from prism.webhooks.signal import wake_workers_after_commit
 
