@@ -7,18 +7,15 @@ never the event loop: requests that do not write go on being answered. The drive
 ``synchronous=NORMAL`` and foreign keys on every connection, and runs WAL checkpoints on a thread.
 
 Transactions follow SQLAlchemy's documented recipe for the sqlite3 driver (see "Enabling Non-Legacy SQLite
-Transactional Modes"): the driver's own transaction handling is off (``isolation_level=None``), and
-SQLAlchemy's `begin` event emits the BEGIN. Writers emit ``BEGIN IMMEDIATE``, which takes the write lock at
-once: a transaction that reads and then writes can then never fail to upgrade its lock (WAL would answer
-SQLITE_BUSY_SNAPSHOT at once, with no wait), and none of its statements can wait for another connection.
+Transactional Modes"): the driver's own transaction handling is off (``isolation_level=None``), and Prism's dialect
+emits the BEGIN when SQLAlchemy begins a transaction (`do_begin`). Writers emit ``BEGIN IMMEDIATE``, which takes
+the write lock at once: a transaction that reads and then writes can then never fail to upgrade its lock (WAL would
+answer SQLITE_BUSY_SNAPSHOT at once, with no wait), and none of its statements can wait for another connection.
 Readers emit a plain BEGIN: in WAL mode they never wait for writers and writers never wait for them.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -33,12 +30,7 @@ def sqlite_engine(url: str, options: StorageOptions, *, begin: str) -> AsyncEngi
     database = make_url(url).database
     if not database or database == ":memory:":
         raise ValueError("Prism needs a SQLite file, not an in-memory database")
-    # `timeout` is how long a statement may wait (on the driver's thread) for another connection's lock.
-    engine = create_async_engine(url, connect_args={"timeout": options.busy_timeout_seconds},
-                                 **pool_options(options), **JSON_OPTIONS)
-
-    @event.listens_for(engine.sync_engine, "begin")
-    def begin_transaction(connection: Any) -> None:
-        connection.exec_driver_sql(begin)
-
-    return engine
+    # `timeout` is how long a statement may wait (on the driver's thread) for another connection's lock; `begin`
+    # goes to Prism's SQLite dialect, which begins every transaction with it.
+    return create_async_engine(url, begin=begin, connect_args={"timeout": options.busy_timeout_seconds},
+                               **pool_options(options), **JSON_OPTIONS)
