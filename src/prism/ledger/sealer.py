@@ -66,12 +66,7 @@ async def seal(session: AsyncSession, organization_id: str, keys: LedgerKeys, *,
     if head is None:
         return 0
     frontier = await _frontier_of(session, head)
-    waiting = (await session.execute(
-        select(audit_entries.c.id, audit_entries.c.entry_hash, audit_entries.c.mac, audit_entries.c.tenant_id,
-               audit_entries.c.coordinate, audit_entries.c.outcome, audit_entries.c.actor_user_id,
-               audit_entries.c.door)
-        .where(audit_entries.c.organization_id == organization_id, audit_entries.c.seq.is_(None))
-        .order_by(audit_entries.c.id).limit(SEAL_LIMIT))).all()
+    waiting = [SimpleNamespace(**row) for row in await _WAITING.all(session, {"organization_id": organization_id})]
     if not waiting and frontier.size == head.tree_size and head.checkpoint is not None:
         return 0
     positions = []
@@ -83,8 +78,7 @@ async def seal(session: AsyncSession, organization_id: str, keys: LedgerKeys, *,
         fits = keys.mac_fits(organization_id, 0, entry.entry_hash, entry.mac)
         positions.append({"entry_id": entry.id, "new_seq": seq,
                           "new_mac": keys.mac(organization_id, seq, entry.entry_hash) if fits else entry.mac})
-    if positions:
-        await session.execute(_SET_POSITION, positions)
+    await _SET_POSITION.run(session, positions)
     await _store_head(session, organization_id, keys, head, frontier, checkpoint_every)
     await _announce(session, organization_id, [
         (position["new_seq"], entry.entry_hash, entry.tenant_id, entry.coordinate, entry.outcome,
@@ -169,8 +163,13 @@ async def _announce(session: AsyncSession, organization_id: str, sealed: list[tu
             "door": door})
 
 
-_SET_POSITION = (update(audit_entries).where(audit_entries.c.id == bindparam("entry_id"))
-                 .values(seq=bindparam("new_seq"), mac=bindparam("new_mac")))
+_SET_POSITION = PreparedWrite(update(audit_entries).where(audit_entries.c.id == bindparam("entry_id"))
+                              .values(seq=bindparam("new_seq"), mac=bindparam("new_mac")))
+_WAITING = PreparedRead(
+    select(audit_entries.c.id, audit_entries.c.entry_hash, audit_entries.c.mac, audit_entries.c.tenant_id,
+           audit_entries.c.coordinate, audit_entries.c.outcome, audit_entries.c.actor_user_id, audit_entries.c.door)
+    .where(audit_entries.c.organization_id == bindparam("organization_id"), audit_entries.c.seq.is_(None))
+    .order_by(audit_entries.c.id).limit(SEAL_LIMIT))
 
 
 async def _add_chained_entries(session: AsyncSession, organization_id: str, frontier: Frontier, *,

@@ -167,23 +167,25 @@ class LedgerWriter:
             # The transaction begins before any unit runs: not getting the database (no pool connection in time,
             # SQLite's write lock held elsewhere past the busy timeout) fails the batch, not its first handler.
             await session.connection()
-            # On PostgreSQL a failed statement aborts the whole transaction: reads run without a savepoint (two
-            # round trips fewer each), and if one fails in the database, the batch is rolled back and run again
-            # with every unit isolated. SQLite rolls back only the statement.
-            replay_on_failure = not self.db.is_sqlite and not isolate_reads
-            for i, unit in enumerate(batch):
-                if unit.work is not None and not unit.writes:
-                    outcome = outcomes[i] = await _run_unit(session, unit, savepoint=isolate_reads)
-                    if replay_on_failure and isinstance(outcome[1], DBAPIError):
-                        raise _ReadAborted from outcome[1]
-            if not self.db.is_sqlite:  # SQLite's BEGIN IMMEDIATE already lets one writer in at a time
-                await _take_turn_to_write(session, {u.organization_id for u in batch if u.work and u.writes})
+            # The logs first: a unit of an organization without one does not run at all. (On PostgreSQL this is also
+            # the transaction's first statement, after which prepared statements go straight to asyncpg.)
             organizations = {u.organization_id for u in batch}
             if self.db.is_sqlite:  # the heads, which sealing here needs anyway, say which logs exist
                 heads = {org: head for org in organizations if (head := await head_of(session, org)) is not None}
                 logs = set(heads)
             else:
                 logs = await _existing_logs(session, organizations)
+            # On PostgreSQL a failed statement aborts the whole transaction: reads run without a savepoint (two
+            # round trips fewer each), and if one fails in the database, the batch is rolled back and run again
+            # with every unit isolated. SQLite rolls back only the statement.
+            replay_on_failure = not self.db.is_sqlite and not isolate_reads
+            for i, unit in enumerate(batch):
+                if unit.work is not None and not unit.writes and unit.organization_id in logs:
+                    outcome = outcomes[i] = await _run_unit(session, unit, savepoint=isolate_reads)
+                    if replay_on_failure and isinstance(outcome[1], DBAPIError):
+                        raise _ReadAborted from outcome[1]
+            if not self.db.is_sqlite:  # SQLite's BEGIN IMMEDIATE already lets one writer in at a time
+                await _take_turn_to_write(session, {u.organization_id for u in batch if u.work and u.writes})
             # One time for the batch's entries, which are committed together: its texts (hashed and stored) are
             # then made once per batch rather than once per entry.
             appended_at = utcnow()

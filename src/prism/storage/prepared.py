@@ -5,8 +5,8 @@ On SQLite a statement by key costs about 1.5 µs in SQLite and 100-200 µs in SQ
 on every call's path (a record by id; the ledger batch's head, webhooks, entries and head update) are therefore
 built and compiled once per dialect and sent by Prism's SQLite driver on the session's own connection (so in its
 transaction); each column type's public bind and result processors convert the values, as SQLAlchemy would.
-PostgreSQL pays a network round trip either way: there the session runs the statement. bench/README.md has the
-measurements.
+On PostgreSQL they go the same way through asyncpg's public API once the session's transaction is open (a
+statement of the session opens it). bench/README.md has the measurements.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Insert, Select, Update
 from sqlalchemy.engine import Dialect
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.compiler import SQLCompiler
 
 Processor = Callable[[Any], Any] | None
@@ -30,10 +30,13 @@ class _Compiled:
     binders: tuple[Processor, ...]
     keys: tuple[str, ...]
     readers: tuple[Processor, ...]
+    # Values the statement carries itself (a LIMIT is a parameter on PostgreSQL), used when `params` has none.
+    carried: Mapping[str, Any]
 
     def arguments(self, params: Mapping[str, Any]) -> list[Any]:
-        return [value if bind is None else bind(value) for value, bind in
-                zip((params[name] for name in self.parameter_names), self.binders, strict=True)]
+        return [value if bind is None else bind(value) for value, bind in zip(
+            (params[name] if name in params else self.carried[name] for name in self.parameter_names),
+            self.binders, strict=True)]
 
 
 class _Prepared:
@@ -51,19 +54,31 @@ class _Prepared:
             assert isinstance(compiled, SQLCompiler)
             names = tuple(compiled.positiontup or ())
             columns = list(self.stmt.selected_columns) if isinstance(self.stmt, Select) else []
+            # The dialect's own implementation of each type, as SQLAlchemy's execution would use (asyncpg decodes
+            # JSON itself, SQLite does not).
             hit = self._by_dialect[dialect.name] = _Compiled(
                 sql=compiled.string, parameter_names=names,
-                binders=tuple(compiled.binds[name].type.bind_processor(dialect) for name in names),
+                binders=tuple(compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
+                              for name in names),
                 keys=tuple(str(column.key) for column in columns),
-                readers=tuple(column.type.result_processor(dialect, None) for column in columns))
+                readers=tuple(column.type.dialect_impl(dialect).result_processor(dialect, None)
+                              for column in columns),
+                carried={name: compiled.binds[name].effective_value for name in names
+                         if not compiled.binds[name].required})
         return hit
 
     @staticmethod
-    async def _connection(session: AsyncSession) -> AsyncConnection:
-        """The session's connection, after flushing pending ORM changes, as an ORM statement would."""
+    async def _driver(session: AsyncSession) -> tuple[Dialect, Any]:
+        """The session's dialect and driver connection (after flushing pending ORM changes, as an ORM statement
+        would); the driver connection is None where only the session may run the statement: on PostgreSQL before
+        the session's first statement, since SQLAlchemy's asyncpg adapter opens the transaction with it."""
         if session.new or session.dirty or session.deleted:
             await session.flush()
-        return await session.connection()
+        connection = await session.connection()
+        driver = (await connection.get_raw_connection()).driver_connection
+        if connection.dialect.name != "sqlite" and not driver.is_in_transaction():  # type: ignore[union-attr]
+            driver = None
+        return connection.dialect, driver
 
 
 class PreparedRead(_Prepared):
@@ -79,12 +94,13 @@ class PreparedRead(_Prepared):
 
     async def all(self, session: AsyncSession, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Every row, as dicts."""
-        connection = await self._connection(session)
-        if connection.dialect.name != "sqlite":
+        dialect, driver = await self._driver(session)
+        if driver is None:
             return [dict(row) for row in (await session.execute(self.stmt, dict(params))).mappings()]
-        compiled = self._compiled(connection.dialect)
-        raw = await connection.get_raw_connection()
-        rows = await raw.driver_connection.fetch_all(compiled.sql, compiled.arguments(params))  # type: ignore[union-attr]
+        compiled = self._compiled(dialect)
+        arguments = compiled.arguments(params)
+        rows = (await driver.fetch_all(compiled.sql, arguments) if dialect.name == "sqlite" else
+                await driver.fetch(compiled.sql, *arguments))
         return [{key: value if read is None else read(value)
                  for key, read, value in zip(compiled.keys, compiled.readers, row, strict=True)} for row in rows]
 
@@ -96,11 +112,13 @@ class PreparedWrite(_Prepared):
         """Run it once per row (one executemany)."""
         if not rows:
             return
-        connection = await self._connection(session)
-        if connection.dialect.name != "sqlite":
+        dialect, driver = await self._driver(session)
+        if driver is None:
             await session.execute(self.stmt, [dict(row) for row in rows])
             return
-        compiled = self._compiled(connection.dialect)
-        raw = await connection.get_raw_connection()
-        await raw.driver_connection.execute_many(  # type: ignore[union-attr]
-            compiled.sql, [compiled.arguments(row) for row in rows])
+        compiled = self._compiled(dialect)
+        arguments = [compiled.arguments(row) for row in rows]
+        if dialect.name == "sqlite":
+            await driver.execute_many(compiled.sql, arguments)
+        else:
+            await driver.executemany(compiled.sql, arguments)

@@ -1,0 +1,74 @@
+"""Prepared statements (prism.storage.prepared) give what SQLAlchemy's own execution gives, on both engines, and
+go through the driver once the session's transaction is open (SQLite: always)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from sqlalchemy import bindparam, insert, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.ledger.entries import audit_entries
+from prism.storage import Database
+from prism.storage.prepared import PreparedRead, PreparedWrite
+from tests.factories import Factory
+
+COLUMNS = ("organization_id", "tenant_id", "created_at", "actor_user_id", "credential_id", "door", "tool_name",
+           "coordinate", "arguments_digest", "outcome", "error_code", "detail", "entry_hash", "seq", "mac")
+INSERT = PreparedWrite(insert(audit_entries), column_keys=COLUMNS)
+BY_DIGEST = PreparedRead(select(*(audit_entries.c[name] for name in COLUMNS))
+                         .where(audit_entries.c.arguments_digest == bindparam("digest"))
+                         .order_by(audit_entries.c.id).limit(5))
+
+
+def _entry(organization_id: str, tenant_id: str, digest: str, i: int) -> dict[str, Any]:
+    return {"organization_id": organization_id, "tenant_id": tenant_id,
+            "created_at": datetime(2026, 11, 24, 12, 0, i, 123456, tzinfo=UTC), "actor_user_id": None,
+            "credential_id": None, "door": "rest", "tool_name": "prism_probe", "coordinate": "probe/x/y/z",
+            "arguments_digest": digest, "outcome": "refused", "error_code": "nope",
+            "detail": {"n": i, "nested": {"list": [1, "two", None]}, "text": "é\u2028"},
+            "entry_hash": f"{i:064x}", "seq": None, "mac": None}
+
+
+@pytest.fixture
+def driver_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Which statements the session ran itself (the rest went through the driver)."""
+    through_session: list[str] = []
+    execute = AsyncSession.execute
+
+    async def counted(self: AsyncSession, statement: Any, *args: Any, **kwargs: Any) -> Any:
+        through_session.append(type(statement).__name__)
+        return await execute(self, statement, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncSession, "execute", counted)
+    return through_session
+
+
+async def test_prepared_writes_and_reads_round_trip_like_sqlalchemy(db: Database, factory: Factory,
+                                                                     driver_calls: list[str]) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    digest = f"prepared-{ws.org.id}"
+    rows = [_entry(ws.org.id, ws.tenant.id, digest, i) for i in range(3)]
+    driver_calls.clear()
+    async with db.write() as session:
+        await session.execute(select(1))  # the transaction is open: on PostgreSQL too, the driver runs the rest
+        await INSERT.run(session, rows)
+        prepared = await BY_DIGEST.all(session, {"digest": digest})
+    assert driver_calls == ["Select"]
+    async with db.read() as session:
+        stored = [dict(row) for row in (await session.execute(
+            select(*(audit_entries.c[name] for name in COLUMNS)).where(audit_entries.c.arguments_digest == digest)
+            .order_by(audit_entries.c.id))).mappings()]
+    assert prepared == stored == rows
+
+
+async def test_before_the_transaction_has_a_statement_the_session_runs_it(db: Database, factory: Factory,
+                                                                          driver_calls: list[str]) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    driver_calls.clear()
+    async with db.write() as session:
+        assert await BY_DIGEST.all(session, {"digest": f"none-{ws.org.id}"}) == []
+    # SQLite's driver runs it either way; SQLAlchemy's asyncpg adapter opens the transaction with a first statement.
+    assert driver_calls == ([] if db.is_sqlite else ["Select"])
