@@ -230,3 +230,28 @@ async def test_the_wal_stays_small_under_steady_writes(database: Database, tmp_p
 def test_an_in_memory_database_is_refused() -> None:
     with pytest.raises(ValueError, match="file"):
         Database("sqlite:///:memory:", QUICK)
+
+
+async def test_a_long_read_runs_on_a_thread_and_leaves_the_event_loop_free(database: Database) -> None:
+    async with database.write() as session:
+        await session.execute(text("INSERT INTO t VALUES (:x)"), [{"x": str(i)} for i in range(300)])
+    ticks: list[float] = []
+
+    async def tick() -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(0.005)
+            ticks.append(time.monotonic() - before - 0.005)
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0.05)
+    try:
+        started = time.monotonic()
+        async with database.read() as session:  # 27 million combinations: far past the loop's budget for a read
+            count = (await session.execute(text("SELECT count(*) FROM t a, t b, t c"))).scalar_one()
+        took = time.monotonic() - started
+    finally:
+        ticker.cancel()
+    assert count == 300**3
+    assert took > 0.1  # long enough that running it on the loop would have shown
+    assert max(ticks) < 0.05, f"the loop stalled {max(ticks) * 1000:.0f} ms during a {took * 1000:.0f} ms read"

@@ -12,6 +12,9 @@ What may wait, and where it waits:
   module with the configured busy timeout, while the event loop goes on serving other requests. In practice
   that is a writer's ``BEGIN IMMEDIATE`` while another process (the CLI, `prism worker`, a second `prism serve`)
   holds the write lock; WAL readers never wait for writers.
+- A read that takes long (a count over a large ledger, a report) would hold the loop for as long: a SELECT gets
+  `INLINE_BUDGET_SECONDS` there (SQLite's progress handler stops it past them, which changes nothing), then runs
+  again on a thread.
 - Once ``BEGIN IMMEDIATE`` has succeeded, the transaction holds SQLite's only write lock: none of its statements
   and not its COMMIT can wait for another connection (in WAL mode a commit needs no further lock). With
   ``synchronous=NORMAL`` a commit appends to the WAL without fsync.
@@ -31,6 +34,7 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Literal, TypeVar
@@ -52,6 +56,12 @@ IsolationLevel = Literal["DEFERRED", "EXCLUSIVE", "IMMEDIATE"] | None  # None: P
 
 DRIVER = "prism"
 SQLITE_BUSY = 5
+SQLITE_INTERRUPT = 9
+# A read runs on the event loop for at most this long; a longer one (a count over a big ledger, a report) is
+# stopped and run again on a thread. SQLite calls the check every this many virtual-machine instructions
+# (a read by key takes about a hundred).
+INLINE_BUDGET_SECONDS = 0.002
+PROGRESS_EVERY_INSTRUCTIONS = 1_000
 # SQLite's automatic checkpoint would run inside a commit on the event loop (a copy of ~1,000 pages and two fsyncs,
 # 5-8 ms here), so it is off; the driver runs a PASSIVE checkpoint on a thread once an engine's connections have
 # committed this many writing transactions or changed this many rows since the last one (SQLite cannot tell
@@ -64,6 +74,15 @@ PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "wal_aut
 
 def is_busy(exc: sqlite3.OperationalError) -> bool:
     return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == SQLITE_BUSY
+
+
+def is_interrupted(exc: sqlite3.OperationalError) -> bool:
+    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == SQLITE_INTERRUPT
+
+
+def only_reads(sql: str) -> bool:
+    """A SELECT: stopping it half-way changes nothing (a write stopped inside a transaction would roll it back)."""
+    return sql.lstrip()[:6].upper() == "SELECT"
 
 
 async def on_waiting_thread(fn: Callable[[], T]) -> T:
@@ -129,14 +148,24 @@ class SQLiteConnection:
         self.commits = commits
         self._changes_committed = raw.total_changes
 
-    async def run(self, fn: Callable[[], T]) -> T:
-        """`fn` at once; if another connection's lock stops it, again on a waiting thread."""
+    async def run(self, fn: Callable[[], T], *, reads: bool = False) -> T:
+        """`fn` at once; if another connection's lock stops it, again on a waiting thread. A statement that only
+        `reads` also gets `INLINE_BUDGET_SECONDS` on the loop: past them SQLite stops it, and it runs again on a
+        thread (a read stopped half-way changed nothing)."""
         try:
-            return fn()
+            return self._within_budget(fn) if reads else fn()
         except sqlite3.OperationalError as exc:
-            if not is_busy(exc):
+            if not (is_busy(exc) or (reads and is_interrupted(exc))):
                 raise
         return await self.on_thread(fn)
+
+    def _within_budget(self, fn: Callable[[], T]) -> T:
+        deadline = time.perf_counter() + INLINE_BUDGET_SECONDS
+        self.raw.set_progress_handler(lambda: time.perf_counter() > deadline, PROGRESS_EVERY_INSTRUCTIONS)
+        try:
+            return fn()
+        finally:
+            self.raw.set_progress_handler(None, 0)
 
     async def on_thread(self, fn: Callable[[], T]) -> T:
         """Run `fn` on a waiting thread, where the connection waits up to the busy timeout for a lock."""
@@ -154,7 +183,7 @@ class SQLiteConnection:
 
     async def fetch_all(self, sql: str, parameters: Sequence[Any]) -> list[Any]:
         """Rows of one statement, in the connection's current transaction."""
-        return await self.run(partial(_fetch_all, self.raw, sql, parameters))
+        return await self.run(partial(_fetch_all, self.raw, sql, parameters), reads=True)
 
     async def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """One statement per row of parameters, in the connection's current transaction."""
@@ -234,7 +263,8 @@ class SQLiteCursor:
         self.cursor.arraysize = value
 
     async def execute(self, sql: str, parameters: Any = ()) -> SQLiteCursor:
-        await self.connection.run(partial(self.cursor.execute, sql, parameters))
+        # SQLite does a query's own work (a count, a sort) in its first step, here; rows are then read as fetched.
+        await self.connection.run(partial(self.cursor.execute, sql, parameters), reads=only_reads(sql))
         return self
 
     async def executemany(self, sql: str, parameters: Any) -> SQLiteCursor:
