@@ -1,5 +1,5 @@
-"""Prepared statements (prism.storage.prepared) give what SQLAlchemy's own execution gives, on both engines, and
-go through the driver once the session's transaction is open (SQLite: always)."""
+"""Prepared statements (prism.storage.prepared) give what SQLAlchemy's own execution gives, on both engines; on
+SQLite the driver runs them, on PostgreSQL the session."""
 
 from __future__ import annotations
 
@@ -53,10 +53,10 @@ async def test_prepared_writes_and_reads_round_trip_like_sqlalchemy(db: Database
     rows = [_entry(ws.org.id, ws.tenant.id, digest, i) for i in range(3)]
     driver_calls.clear()
     async with db.write() as session:
-        await session.execute(select(1))  # the transaction is open: on PostgreSQL too, the driver runs the rest
+        await session.execute(select(1))
         await INSERT.run(session, rows)
         prepared = await BY_DIGEST.all(session, {"digest": digest})
-    assert driver_calls == ["Select"]
+    assert driver_calls == (["Select"] if db.is_sqlite else ["Select", "Insert", "Select"])
     async with db.read() as session:
         stored = [dict(row) for row in (await session.execute(
             select(*(audit_entries.c[name] for name in COLUMNS)).where(audit_entries.c.arguments_digest == digest)
@@ -64,11 +64,11 @@ async def test_prepared_writes_and_reads_round_trip_like_sqlalchemy(db: Database
     assert prepared == stored == rows
 
 
-async def test_before_the_transaction_has_a_statement_the_session_runs_it(db: Database, factory: Factory,
-                                                                          driver_calls: list[str]) -> None:
+async def test_a_prepared_read_finds_nothing_as_an_empty_list(db: Database, factory: Factory,
+                                                             driver_calls: list[str]) -> None:
     ws = await factory.workspace(roles=("owner",))
     driver_calls.clear()
     async with db.write() as session:
         assert await BY_DIGEST.all(session, {"digest": f"none-{ws.org.id}"}) == []
-    # SQLite's driver runs it either way; SQLAlchemy's asyncpg adapter opens the transaction with a first statement.
-    assert driver_calls == ([] if db.is_sqlite else ["Select"])
+        assert await BY_DIGEST.one(session, {"digest": f"none-{ws.org.id}"}) is None
+    assert driver_calls == ([] if db.is_sqlite else ["Select", "Select"])

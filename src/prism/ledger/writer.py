@@ -167,8 +167,7 @@ class LedgerWriter:
             # The transaction begins before any unit runs: not getting the database (no pool connection in time,
             # SQLite's write lock held elsewhere past the busy timeout) fails the batch, not its first handler.
             await session.connection()
-            # The logs first: a unit of an organization without one does not run at all. (On PostgreSQL this is also
-            # the transaction's first statement, after which prepared statements go straight to asyncpg.)
+            # The logs first: a unit of an organization without one does not run at all.
             organizations = {u.organization_id for u in batch}
             if self.db.is_sqlite:  # the heads, which sealing here needs anyway, say which logs exist
                 heads = {org: head for org in organizations if (head := await head_of(session, org)) is not None}

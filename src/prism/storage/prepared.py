@@ -5,8 +5,8 @@ On SQLite a statement by key costs about 1.5 µs in SQLite and 100-200 µs in SQ
 on every call's path (a record by id; the ledger batch's head, webhooks, entries and head update) are therefore
 built and compiled once per dialect and sent by Prism's SQLite driver on the session's own connection (so in its
 transaction); each column type's public bind and result processors convert the values, as SQLAlchemy would.
-On PostgreSQL they go the same way through asyncpg's public API once the session's transaction is open (a
-statement of the session opens it). bench/README.md has the measurements.
+PostgreSQL pays a network round trip either way: there the session runs the prebuilt statement (no construction
+each time). bench/README.md has the measurements.
 """
 
 from __future__ import annotations
@@ -54,8 +54,7 @@ class _Prepared:
             assert isinstance(compiled, SQLCompiler)
             names = tuple(compiled.positiontup or ())
             columns = list(self.stmt.selected_columns) if isinstance(self.stmt, Select) else []
-            # The dialect's own implementation of each type, as SQLAlchemy's execution would use (asyncpg decodes
-            # JSON itself, SQLite does not).
+            # The dialect's own implementation of each type, as SQLAlchemy's execution uses.
             hit = self._by_dialect[dialect.name] = _Compiled(
                 sql=compiled.string, parameter_names=names,
                 binders=tuple(compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
@@ -69,16 +68,15 @@ class _Prepared:
 
     @staticmethod
     async def _driver(session: AsyncSession) -> tuple[Dialect, Any]:
-        """The session's dialect and driver connection (after flushing pending ORM changes, as an ORM statement
-        would); the driver connection is None where only the session may run the statement: on PostgreSQL before
-        the session's first statement, since SQLAlchemy's asyncpg adapter opens the transaction with it."""
+        """The session's dialect and, on SQLite, its driver connection (after flushing pending ORM changes, as an
+        ORM statement would). On PostgreSQL the session runs the statement: asyncpg converts types itself, in ways
+        SQLAlchemy's processors only reproduce with what its own execution learns from the statement."""
         if session.new or session.dirty or session.deleted:
             await session.flush()
         connection = await session.connection()
-        driver = (await connection.get_raw_connection()).driver_connection
-        if connection.dialect.name != "sqlite" and not driver.is_in_transaction():  # type: ignore[union-attr]
-            driver = None
-        return connection.dialect, driver
+        if connection.dialect.name != "sqlite":
+            return connection.dialect, None
+        return connection.dialect, (await connection.get_raw_connection()).driver_connection
 
 
 class PreparedRead(_Prepared):
@@ -99,8 +97,7 @@ class PreparedRead(_Prepared):
             return [dict(row) for row in (await session.execute(self.stmt, dict(params))).mappings()]
         compiled = self._compiled(dialect)
         arguments = compiled.arguments(params)
-        rows = (await driver.fetch_all(compiled.sql, arguments) if dialect.name == "sqlite" else
-                await driver.fetch(compiled.sql, *arguments))
+        rows = await driver.fetch_all(compiled.sql, arguments)
         return [{key: value if read is None else read(value)
                  for key, read, value in zip(compiled.keys, compiled.readers, row, strict=True)} for row in rows]
 
@@ -117,8 +114,4 @@ class PreparedWrite(_Prepared):
             await session.execute(self.stmt, [dict(row) for row in rows])
             return
         compiled = self._compiled(dialect)
-        arguments = [compiled.arguments(row) for row in rows]
-        if dialect.name == "sqlite":
-            await driver.execute_many(compiled.sql, arguments)
-        else:
-            await driver.executemany(compiled.sql, arguments)
+        await driver.execute_many(compiled.sql, [compiled.arguments(row) for row in rows])
