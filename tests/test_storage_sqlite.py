@@ -254,4 +254,4 @@ async def test_a_long_read_runs_on_a_thread_and_leaves_the_event_loop_free(datab
         ticker.cancel()
     assert count == 300**3
     assert took > 0.1  # long enough that running it on the loop would have shown
-    assert max(ticks) < 0.05, f"the loop stalled {max(ticks) * 1000:.0f} ms during a {took * 1000:.0f} ms read"
+    assert max(ticks) < 0.1, f"the loop stalled {max(ticks) * 1000:.0f} ms during a {took * 1000:.0f} ms read"
