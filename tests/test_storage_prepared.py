@@ -10,13 +10,12 @@ import pytest
 from sqlalchemy import bindparam, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from prism.ledger.entries import audit_entries
+from prism.ledger.entries import WRITTEN_COLUMNS, audit_entries
 from prism.storage import Database
 from prism.storage.prepared import PreparedRead, PreparedWrite
 from tests.factories import Factory
 
-COLUMNS = ("organization_id", "tenant_id", "created_at", "actor_user_id", "credential_id", "door", "tool_name",
-           "coordinate", "arguments_digest", "outcome", "error_code", "detail", "entry_hash", "seq", "mac")
+COLUMNS = WRITTEN_COLUMNS
 INSERT = PreparedWrite(insert(audit_entries), column_keys=COLUMNS)
 BY_DIGEST = PreparedRead(select(*(audit_entries.c[name] for name in COLUMNS))
                          .where(audit_entries.c.arguments_digest == bindparam("digest"))

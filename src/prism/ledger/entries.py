@@ -16,7 +16,7 @@ and keep verifying that way (`legacy_chain_hash`); their chain hash is their `en
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -50,6 +50,10 @@ class EntryDraft:
     outcome: str
     error_code: str | None
     detail: dict[str, Any]
+
+
+# The columns a batch writes for each entry: what a draft says (its content), its hash, position and MAC.
+WRITTEN_COLUMNS = (*(field.name for field in fields(EntryDraft)), "entry_hash", "seq", "mac")
 
 
 def content_of(row: Any, created_at_iso: str | None = None) -> dict[str, Any]:

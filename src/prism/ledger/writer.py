@@ -32,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism.config import Settings
 from prism.errors import Conflict, PrismError
 from prism.kit.timeutil import iso, utcnow
-from prism.ledger.entries import EntryDraft, audit_entries, audit_heads, content_hash, content_of
+from prism.ledger.entries import WRITTEN_COLUMNS, EntryDraft, audit_entries, audit_heads, content_hash, content_of
 from prism.ledger.keys import LedgerKeys
 from prism.ledger.sealer import BrokenLog, Sealer, head_of, seal_written
 from prism.models import Organization
@@ -254,9 +254,7 @@ async def _existing_logs(session: AsyncSession, organization_ids: set[str]) -> s
     return set(rows.scalars())
 
 
-_INSERT_ENTRIES = PreparedWrite(insert(audit_entries), column_keys=(
-    "organization_id", "tenant_id", "created_at", "actor_user_id", "credential_id", "door", "tool_name", "coordinate",
-    "arguments_digest", "outcome", "error_code", "detail", "entry_hash", "seq", "mac"))
+_INSERT_ENTRIES = PreparedWrite(insert(audit_entries), column_keys=WRITTEN_COLUMNS)
 
 
 def _all_running(tasks: list[asyncio.Task[None]]) -> bool:

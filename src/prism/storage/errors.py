@@ -15,6 +15,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from prism.errors import PrismError
+from prism.storage.sqlite_driver import is_busy
 
 # Long enough for a burst to pass, short enough that a client does not give up on a healthy server.
 RETRY_AFTER_SECONDS = 2
@@ -56,8 +57,6 @@ def _is_unavailable(exc: BaseException) -> bool:
         return True
     driver_error = exc.orig
     if isinstance(driver_error, sqlite3.Error):
-        # SQLITE_BUSY and its extended codes (the low byte is the primary code).
-        code = getattr(driver_error, "sqlite_errorcode", None)
-        return isinstance(code, int) and (code & 0xFF) == sqlite3.SQLITE_BUSY
+        return is_busy(driver_error)
     sqlstate = getattr(driver_error, "sqlstate", None)
     return isinstance(sqlstate, str) and sqlstate.startswith(_POSTGRES_UNAVAILABLE_PREFIXES)

@@ -30,7 +30,7 @@ class _Compiled:
     binders: tuple[Processor, ...]
     keys: tuple[str, ...]
     readers: tuple[Processor, ...]
-    # Values the statement carries itself (a LIMIT is a parameter on PostgreSQL), used when `params` has none.
+    # Values the statement carries itself (a LIMIT is a parameter), used when `params` has none.
     carried: Mapping[str, Any]
 
     def arguments(self, params: Mapping[str, Any]) -> list[Any]:

@@ -55,8 +55,6 @@ T = TypeVar("T")
 IsolationLevel = Literal["DEFERRED", "EXCLUSIVE", "IMMEDIATE"] | None  # None: Prism emits its own BEGIN
 
 DRIVER = "prism"
-SQLITE_BUSY = 5
-SQLITE_INTERRUPT = 9
 # A read runs on the event loop for at most this long; a longer one (a count over a big ledger, a report) is
 # stopped and run again on a thread. SQLite calls the check every this many virtual-machine instructions
 # (a read by key takes about a hundred).
@@ -71,13 +69,18 @@ CHECKPOINT_EVERY_ROWS = 1_000
 PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "wal_autocheckpoint=0")
 
 
+def is_busy(exc: sqlite3.Error) -> bool:
+    """SQLITE_BUSY or one of its extended codes (the low byte is the primary code)."""
+    return _primary_code(exc) == sqlite3.SQLITE_BUSY
 
-def is_busy(exc: sqlite3.OperationalError) -> bool:
-    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == SQLITE_BUSY
+
+def is_interrupted(exc: sqlite3.Error) -> bool:
+    return _primary_code(exc) == sqlite3.SQLITE_INTERRUPT
 
 
-def is_interrupted(exc: sqlite3.OperationalError) -> bool:
-    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == SQLITE_INTERRUPT
+def _primary_code(exc: sqlite3.Error) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
 
 
 def only_reads(sql: str) -> bool:
@@ -204,12 +207,6 @@ class SQLiteConnection:
     def close_now(self) -> None:
         # Closing waits for nothing; only the last connection to the file checkpoints while closing.
         self.raw.close()
-
-    async def close(self) -> None:
-        self.close_now()
-
-    async def create_function(self, *args: Any, **kwargs: Any) -> None:
-        self.raw.create_function(*args, **kwargs)
 
     @property
     def isolation_level(self) -> str | None:
