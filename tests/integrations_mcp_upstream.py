@@ -5,8 +5,10 @@ server does when its tool list changes."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from typing import Any
+from urllib.parse import parse_qs
 
 import uvicorn
 from fastmcp import Context, FastMCP
@@ -65,22 +67,53 @@ def build_server() -> FastMCP:
 
 
 class RequireKey:
-    """Refuses every request without the upstream's key header (what a real server's gateway does)."""
+    """Refuses every request without the upstream's credential (what a real server's gateway does): its key
+    header, or, once `oauth_client` is set, a bearer token its own token endpoint (`/oauth/token`) issued for
+    that client's credentials."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self.requests = 0
+        self.oauth_client: tuple[str, str] | None = None  # (client id, client secret)
+        self.access_token = "mcp-at-" + "t0k" * 8
+        self.tokens_issued = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            if scope["path"] == "/oauth/token" and self.oauth_client is not None:
+                await self._token(receive, send)
+                return
             self.requests += 1
             headers = dict(scope["headers"])
-            if headers.get(b"x-upstream-key") != UPSTREAM_KEY.encode():
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json")]})
-                await send({"type": "http.response.body", "body": b'{"error":"unauthorized"}'})
+            if self.oauth_client is not None:
+                allowed = headers.get(b"authorization") == f"Bearer {self.access_token}".encode()
+            else:
+                allowed = headers.get(b"x-upstream-key") == UPSTREAM_KEY.encode()
+            if not allowed:
+                await _answer(send, 401, {"error": "unauthorized"})
                 return
         await self.app(scope, receive, send)
+
+    async def _token(self, receive: Receive, send: Send) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+        client_id, secret = self.oauth_client or ("", "")
+        if form.get("grant_type") != "client_credentials" or (form.get("client_id"), form.get("client_secret")) != (
+                client_id, secret):
+            await _answer(send, 401, {"error": "invalid_client"})
+            return
+        self.tokens_issued += 1
+        await _answer(send, 200, {"access_token": self.access_token, "token_type": "bearer", "expires_in": 3600})
+
+
+async def _answer(send: Send, status: int, body: dict[str, Any]) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
 class RunningMcp:

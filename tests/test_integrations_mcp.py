@@ -108,6 +108,35 @@ async def test_a_persona_denies_upstream_tools_like_any_handler(
         await running.stop()
 
 
+async def test_oauth2_client_credentials_reach_an_upstream_mcp_server(
+        client: httpx.AsyncClient, factory: Factory, tls: TlsFiles) -> None:
+    running = await RunningMcp(tls).start()
+    running.gate.oauth_client = ("prism-client", "client-s3cret")
+    token_url = f"https://127.0.0.1:{running.port}/oauth/token"
+    try:
+        ws = await factory.workspace(roles=("owner",))
+        name = "mcp_" + uuid.uuid4().hex[:8]
+        report = await ok(client, ws, "config_manage/integrations/integration/addMcp", {
+            "name": name, "url": running.url, "transport": "streamable_http", "auth_kind": "oauth2_client_credentials",
+            "client_id": "prism-client", "token_url": token_url, "secret": "client-s3cret"})
+        assert "tool/getForecast" in report["added"]  # the tool list was read with a token
+        for city in ("Oslo", "Rome"):
+            forecast = await tool(client, ws, name, "getForecast", {"city": city})
+            assert forecast.status_code == 200, forecast.text
+            assert forecast.json()["data"]["structuredContent"]["city"] == city
+        assert running.gate.tokens_issued == 2  # one to read the tools, one for the kept-open session
+
+        await ok(client, ws, "config_manage/integrations/connection/set", {
+            "name": name, "base_url": running.url, "auth_kind": "oauth2_client_credentials",
+            "client_id": "prism-client", "token_url": token_url, "secret": "wrong-s3cret"})
+        refused = await tool(client, ws, name, "getForecast", {"city": "Lima"})
+        assert refused.status_code == 502 and refused.json()["error"] == "upstream_unreachable"
+        assert "token endpoint refused" in refused.json()["message"] and "wrong-s3cret" not in refused.text
+        assert running.server.calls == ["get_forecast", "get_forecast"]  # type: ignore[attr-defined]
+    finally:
+        await running.stop()
+
+
 async def test_the_tool_list_follows_the_upstream_and_an_unreachable_upstream_blocks_nothing_else(
         client: httpx.AsyncClient, factory: Factory, tls: TlsFiles) -> None:
     running = await RunningMcp(tls).start()

@@ -11,7 +11,8 @@ from bench.synthetic_app import SHAPES
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 from prism.apps.params import ListParams
-from prism.kit.collector import collector_paused, pause_until_serving, start_serving
+from prism.kit import collector
+from prism.kit.collector import building_long_lived, collector_paused, pause_until_serving, start_serving
 from prism.registry import HandlerApp, HandlerCall, Params
 from prism.registry.registry import Registry, _clean_schema, build_registry
 
@@ -77,6 +78,48 @@ def test_the_collector_is_paused_inside_and_restored_after_even_when_nested() ->
     assert gc.isenabled()
 
 
+def test_blocks_that_overlap_across_threads_resume_the_collector_only_when_the_last_ends() -> None:
+    import threading
+
+    entered, leave = threading.Event(), threading.Event()
+
+    def worker() -> None:  # an index built on a worker thread while a refresh runs on the event loop
+        with collector_paused():
+            entered.set()
+            leave.wait(timeout=10)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    entered.wait(timeout=10)
+    with collector_paused():
+        leave.set()
+        thread.join()
+        assert not gc.isenabled(), "the worker's block ended first: this one still pauses the collector"
+    assert gc.isenabled()
+
+
+def test_in_a_server_a_long_lived_build_pauses_the_collector_and_is_frozen_after(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(collector, "_server_process", True)  # as `prism serve` sets it
+    try:
+        with building_long_lived():
+            assert not gc.isenabled()
+            built = [{"handler": n} for n in range(1000)]  # what a registry refresh builds
+        assert gc.isenabled()
+        assert all(o is not built for o in gc.get_objects()), "frozen: no full collection walks it again"
+    finally:
+        gc.unfreeze()
+
+
+def test_elsewhere_a_long_lived_build_leaves_the_collector_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(collector, "_server_process", False)  # tests, or an app embedded in another program
+    frozen = gc.get_freeze_count()
+    with building_long_lived():
+        assert gc.isenabled()
+        built = [{"handler": n} for n in range(1000)]
+    assert gc.get_freeze_count() == frozen and any(o is built for o in gc.get_objects())
+
+
 def test_a_collector_disabled_by_the_embedding_process_stays_disabled() -> None:
     gc.disable()
     try:
@@ -87,7 +130,8 @@ def test_a_collector_disabled_by_the_embedding_process_stays_disabled() -> None:
         gc.enable()
 
 
-def test_a_server_start_up_pauses_the_collector_until_it_starts_serving() -> None:
+def test_a_server_start_up_pauses_the_collector_until_it_starts_serving(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(collector, "_server_process", False)  # start_serving sets it: back to a test process after
     try:
         pause_until_serving()
         assert not gc.isenabled()
@@ -102,7 +146,8 @@ def test_a_server_start_up_pauses_the_collector_until_it_starts_serving() -> Non
         gc.unfreeze()
 
 
-def test_starting_to_serve_leaves_a_collector_it_did_not_pause_as_it_was() -> None:
+def test_starting_to_serve_leaves_a_collector_it_did_not_pause_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(collector, "_server_process", False)
     gc.disable()
     try:
         start_serving()

@@ -128,11 +128,13 @@ def test_embeddings_are_wordllamas_own() -> None:
     # The package looks for its tokenizer in a folder its wheel does not have and would download it; pointed
     # at its own folder as the cache, with downloads off, it loads offline.
     reference = wordllama.WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
-    texts = ["record a vendor invoice", "the forklift is broken, take it out of use", ""]
+    # Words recur within and across texts: each is tokenized once per embedding (Model.embed).
+    texts = ["record a vendor invoice", "the forklift is broken, take it out of use", "",
+             "the vendor's forklift invoice: invoice, invoice"]
     ours = model.embed(texts)
     theirs = reference.embed(texts)
-    assert ours.shape == (3, 256)
-    assert np.allclose(ours[:2], theirs[:2], atol=1e-5)
+    assert ours.shape == (4, 256)
+    assert np.allclose(ours[[0, 1, 3]], theirs[[0, 1, 3]], atol=1e-5)
     assert not ours[2].any()  # no tokens, no direction
 
 

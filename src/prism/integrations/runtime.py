@@ -16,18 +16,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import select, update
+from sqlalchemy import Row, Text, cast, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.integrations.handlers import build_app
 from prism.integrations.models import IntegrationApp, IntegrationConnection, IntegrationGeneration
-from prism.kit.collector import collector_paused
+from prism.integrations.stored import decoded
+from prism.kit.collector import building_long_lived, collector_paused
+from prism.kit.heap import release_freed_memory
 from prism.registry import HandlerApp, Registry, search
 from prism.storage import Database
 from prism.storage.errors import unavailable_error
@@ -62,19 +62,6 @@ async def read_generation(session: AsyncSession) -> int:
     return int(value or 0)
 
 
-def interned(node: Any) -> Any:
-    """`node` with every string interned, in place: the same parameter descriptions, names and types recur across
-    thousands of operations (a description's `$ref`s are inlined into each); at 10,000 GitHub and directory
-    handlers this keeps ~40 MB fewer strings for 0.15 s."""
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for key, value in items:
-        if isinstance(value, str):
-            node[key] = sys.intern(value)
-        elif isinstance(value, (dict, list)):
-            interned(value)
-    return node
-
-
 class IntegrationRuntime:
     def __init__(self, db: Database, base: Registry, install: Callable[[Registry], None]) -> None:
         self.db, self._base, self._install = db, base, install
@@ -83,6 +70,7 @@ class IntegrationRuntime:
         self._lock = asyncio.Lock()
         self.registry = base
         self._base_serves_integrations = any(h.integration is not None for h in base)
+        self._warming: asyncio.Task[None] | None = None
         # Apps built on one registry object (create_app(registry=...)) share it until they serve registries of
         # their own: calls on it refresh the first app's runtime; the others follow within the refresh interval.
         _RUNTIMES.setdefault(base, self)
@@ -104,10 +92,10 @@ class IntegrationRuntime:
                 IntegrationApp.id, IntegrationApp.name, IntegrationApp.revision, IntegrationApp.title,
                 IntegrationApp.description).order_by(IntegrationApp.name))).all()
             stale = [row.id for row in listed if self._built.get(row.id, (None,))[0] != row.revision]
-            operations: dict[str, list[dict[str, Any]]] = {}
+            stored: dict[str, str] = {}  # as text: decoded with the registry, off the event loop
             if stale:
-                operations = dict((await session.execute(
-                    select(IntegrationApp.id, IntegrationApp.operations)
+                stored = dict((await session.execute(
+                    select(IntegrationApp.id, cast(IntegrationApp.operations, Text))
                     .where(IntegrationApp.id.in_(stale)))).all())
             enabled = (await session.execute(
                 select(IntegrationConnection.organization_id, IntegrationApp.name)
@@ -121,24 +109,31 @@ class IntegrationRuntime:
                         or (self.registry is self._base and self._base_serves_integrations))
         if changed_apps:
             built = {row.id: self._built[row.id] for row in listed if row.id not in stale}
-            for row in listed:
-                if row.id in stale and row.id in operations:
-                    built[row.id] = (row.revision, build_app(
-                        row.name, row.description or row.title, interned(operations[row.id] or [])))
-            registry = await asyncio.to_thread(self._assemble, [built[row.id][1] for row in listed
-                                                                if row.id in built])
+            registry = await asyncio.to_thread(self._assemble, listed, built, stored)
             registry.enablement = frozen_enablement
             self._built = built
             self.registry = registry
             _RUNTIMES[registry] = self
             self._install(registry)
+            # Served from now on; its search index (~1 s at 10,000 handlers) follows on a worker thread, and a
+            # search that comes first waits for it after its call is committed (apps/core/handlers.py).
+            self._warming = asyncio.create_task(asyncio.to_thread(_warm_search, registry))
+            self._warming.add_done_callback(_report_failure)
         else:
             self.registry.enablement = frozen_enablement
         self._generation = generation
         return True
 
-    def _assemble(self, apps: list[HandlerApp]) -> Registry:
-        """The built-in handlers and every integration's, frozen and indexed for search (off the loop)."""
+    def _assemble(self, listed: Sequence[Row[str, str, int, str, str]],
+                  built: dict[str, tuple[int, HandlerApp]], stored: dict[str, str]) -> Registry:
+        """The built-in handlers and every integration's, frozen and indexed for search (off the loop).
+        `built` holds the apps still current; those of `stored` (their operations as stored) join it: decoded
+        here too, since at 10,000 handlers that is ~0.4 s the event loop would otherwise stand still."""
+        for row in listed:
+            if row.id in stored:
+                built[row.id] = (row.revision, build_app(row.name, row.description or row.title,
+                                                         decoded(stored[row.id]) or []))
+        apps = [built[row.id][1] for row in listed if row.id in built]
         registry = Registry()
         # A base that is itself a served registry (an app built with another app's registry) brings its
         # integrations along: only its own handlers are kept, the integrations are today's.
@@ -153,7 +148,6 @@ class IntegrationRuntime:
                 continue
             registry.add_app(app)
         registry.freeze()
-        search.warm([registry])
         return registry
 
     async def first_load(self) -> None:
@@ -179,6 +173,17 @@ class IntegrationRuntime:
                     log.exception("could not refresh imported integrations")
                 else:  # down, restarting or not migrated yet: one line each time, no traceback
                     log.warning("could not refresh imported integrations: %s", exc)
+
+
+def _warm_search(registry: Registry) -> None:
+    with building_long_lived():
+        search.warm([registry])
+    release_freed_memory()  # what decoding, building and indexing freed (prism.kit.heap)
+
+
+def _report_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:  # the first search builds it instead
+        log.error("could not build the search index", exc_info=task.exception())
 
 
 def _database_not_ready(exc: BaseException) -> bool:

@@ -353,18 +353,36 @@ _TREE_DIMENSIONS: dict[str, Dim] = {
 # ---- capability search ----------------------------------------------------------------------
 
 def _capability_search(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[str, Any]:
-    query = _required(p, "query").strip()
-    _check_filters(view, p)
+    query = _checked_search(view, p)
     answer = capability_answer(registry, view.handlers, query, limit=p.limit, rerank=p.rerank, accept=_accept(p),
                                with_schemas=False, recipe=recipe)
     return {"dimension": "capability_search", "query": query, "filters": _filters(p), "rerank": p.rerank, **answer}
 
 
+def _checked_search(view: TreeView, p: IntrospectParams) -> str:
+    """The query, once it and the filters are found acceptable (no query, a filter naming nothing the caller may
+    call: refused)."""
+    query = _required(p, "query").strip()
+    _check_filters(view, p)
+    return query
+
+
+def check_search(registry: Registry, auth: AuthContext, p: IntrospectParams) -> None:
+    """What a capability search refuses, without searching: for a search whose index is still being built
+    (registry.search.pending)."""
+    _checked_search(tree_view(registry, visible_handlers(registry, auth)), p)
+
+
+def search_narrowing(p: SearchParams) -> IntrospectParams:
+    """`prism_search`'s request as the capability search it runs: its query and filters."""
+    return IntrospectParams(dimension="capability_search", query=p.query, mega_tool=p.mega_tool, app=p.app,
+                            entity=p.entity)
+
+
 def search_answer(registry: Registry, auth: AuthContext, p: SearchParams) -> dict[str, Any]:
     """`prism_search`: capability search with each result's argument schema and a filled recipe."""
     view = tree_view(registry, visible_handlers(registry, auth))
-    narrowing = IntrospectParams(dimension="capability_search", query=p.query, mega_tool=p.mega_tool, app=p.app,
-                                 entity=p.entity)
+    narrowing = search_narrowing(p)
     _check_filters(view, narrowing)
     return capability_answer(registry, view.handlers, p.query, limit=p.limit, rerank=True,
                              accept=_accept(narrowing), with_schemas=True, recipe=recipe)

@@ -19,9 +19,11 @@ import importlib.util
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from prism.kit.heap import release_freed_memory
 from prism.registry.model import Handler
 
 if TYPE_CHECKING:
@@ -39,9 +41,9 @@ log = logging.getLogger(__name__)
 MODEL = "wordllama l2_supercat 256d"
 _WEIGHTS = ("weights", "l2_supercat_256.safetensors")
 _TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
-# Texts pooled at a time when embedding a registry: keeps the (tokens, 256) scratch arrays small, and with
-# them the freed memory the allocator keeps for itself afterwards (~30 MB more at 512 for 10,000 handlers).
-_CHUNK = 64
+# Tokens pooled at a time when embedding a registry: bounds the (tokens, 256) scratch arrays (6 MB), whatever
+# the texts' lengths. Counted in texts (64) it was 36 MB for a batch of long imported descriptions.
+_TOKENS_AT_A_TIME = 4096
 
 
 class Model:
@@ -63,18 +65,45 @@ class Model:
         """One float32 row per text; a text without tokens gets zeros."""
         import numpy as np
 
+        # A registry's texts share most of their words (10,000 handlers: a million words, 20,000 distinct), and
+        # since no token spans a space, a text's tokens are its words' tokens: each word is tokenized once.
+        known: dict[str, list[int]] = {}
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(texts), _CHUNK):
-            token_ids = [self.ids(t) for t in texts[start:start + _CHUNK]]
-            lengths = np.array([len(ids) for ids in token_ids], dtype=np.int64)
-            filled = np.flatnonzero(lengths)
-            if not len(filled):
-                continue
-            flat = np.fromiter((i for ids in token_ids for i in ids), dtype=np.int64, count=int(lengths.sum()))
-            offsets = np.concatenate(([0], np.cumsum(lengths[filled])[:-1]))
-            sums = np.add.reduceat(self.table[flat].astype(np.float32), offsets, axis=0)
-            out[start + filled] = sums / lengths[filled, None]
+        batch: list[tuple[int, list[int]]] = []
+        pending = 0
+        for row, text in enumerate(texts):
+            ids = self._ids_of(text.split(), known)
+            if ids:
+                batch.append((row, ids))
+                pending += len(ids)
+            if pending >= _TOKENS_AT_A_TIME:
+                self._pool(batch, out)
+                batch, pending = [], 0
+        if batch:
+            self._pool(batch, out)
         return out
+
+    def _pool(self, batch: list[tuple[int, list[int]]], out: np.ndarray) -> None:
+        """Each text's row of `out`: the mean of its tokens' rows."""
+        import numpy as np
+
+        rows = np.fromiter((row for row, _ in batch), dtype=np.int64, count=len(batch))
+        lengths = np.fromiter((len(ids) for _, ids in batch), dtype=np.int64, count=len(batch))
+        flat = np.fromiter(chain.from_iterable(ids for _, ids in batch), dtype=np.int64, count=int(lengths.sum()))
+        offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        # Summed in float32 straight from the half-precision rows: no float32 copy of every token's row.
+        sums = np.add.reduceat(self.table[flat], offsets, axis=0, dtype=np.float32)
+        out[rows] = sums / lengths[:, None]
+
+    def _ids_of(self, words: list[str], known: dict[str, list[int]]) -> list[int]:
+        ids: list[int] = []
+        for word in words:
+            found = known.get(word)
+            if found is None:
+                found = known[word] = self.tokenizer.encode([word], is_pretokenized=True,
+                                                            add_special_tokens=False).ids
+            ids += found
+        return ids
 
 
 _model: Model | None = None
@@ -184,4 +213,9 @@ def build(handlers: Sequence[Handler], keywords: Sequence[Sequence[str]],
     model = load_model()
     if model is None:
         return None
-    return SemanticIndex(model, [handler_text(h, k, split) for h, k in zip(handlers, keywords, strict=True)])
+    # Before: this runs on a worker thread, whose heap cannot reuse what the others hold free, so the build's
+    # peak would stack on top of it. After: the tokens and scratch arrays of every handler (prism.kit.heap).
+    release_freed_memory()
+    index = SemanticIndex(model, [handler_text(h, k, split) for h, k in zip(handlers, keywords, strict=True)])
+    release_freed_memory()
+    return index

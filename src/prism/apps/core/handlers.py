@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -12,10 +13,10 @@ from prism.events.catalog import API_VERSION, EVENT_TYPES
 from prism.kit.ids import public_organization_id
 from prism.kit.paging import Paging, page_of
 from prism.kit.timeutil import iso
-from prism.registry import AfterCommit, HandlerApp, HandlerCall
+from prism.registry import AfterCommit, HandlerApp, HandlerCall, search
 from prism.registry.answer import SearchParams
-from prism.registry.introspect import IntrospectParams, introspect, search_answer
-from prism.registry.search import index_for
+from prism.registry.introspect import IntrospectParams, check_search, introspect, search_answer, search_narrowing
+from prism.registry.registry import Registry
 
 app = HandlerApp("core", description="The platform itself: identity, introspection, event registry.")
 
@@ -84,21 +85,18 @@ async def whoami(call: HandlerCall, _: WhoamiParams) -> dict[str, Any]:
              "operations, schemas, stats, capability search and paths, and the guide.",
              keywords=("discover", "help", "what can I do", "schema", "search capabilities"))
 async def introspect_handler(call: HandlerCall, p: IntrospectParams) -> dict[str, Any] | AfterCommit[None]:
-    index = index_for(call.registry)
-    if p.dimension == "capability_search" and p.rerank and index.embeddings_pending():
-        # The first semantic rerank embeds every handler (about a second at 10,000): on a worker thread, after
-        # the call is committed, so neither the event loop nor the ledger's transaction waits for it. Its
-        # refusals (no query, unknown filters) are found now, by the cheap first pass, inside the audited call.
-        introspect(call.registry, call.auth, p.model_copy(update={"rerank": False}))
+    if p.dimension == "capability_search" and search.pending(call.registry, embeddings=p.rerank):
+        # The registry's first search builds its index (or, for a semantic rerank, embeds every handler): about
+        # a second at 10,000 handlers, on a worker thread after the call is committed, so neither the event
+        # loop nor the ledger's transaction waits for it. Its refusals (no query, unknown filters) are found
+        # now, inside the audited call.
+        check_search(call.registry, call.auth, p)
         registry, auth = call.registry, call.auth
-
-        async def embed() -> None:
-            await asyncio.to_thread(index.embeddings)
 
         async def answer(_call: HandlerCall, _done: None) -> dict[str, Any]:
             return introspect(registry, auth, p)
 
-        return AfterCommit(embed, answer)
+        return AfterCommit(_preparing(registry, embeddings=p.rerank), answer)
     return introspect(call.registry, call.auth, p)
 
 
@@ -108,23 +106,24 @@ async def introspect_handler(call: HandlerCall, p: IntrospectParams) -> dict[str
              "no_match when nothing fits.",
              keywords=("find a tool", "which handler", "how do I", "capability search"))
 async def search_handler(call: HandlerCall, p: SearchParams) -> dict[str, Any] | AfterCommit[None]:
-    index = index_for(call.registry)
-    if index.embeddings_pending():
-        # As for introspect: the first semantic search embeds every handler on a worker thread after the call
-        # is committed; the filters are checked now, by the first pass, inside the audited call.
-        introspect(call.registry, call.auth, IntrospectParams(dimension="capability_search", query=p.query,
-                                                              mega_tool=p.mega_tool, app=p.app, entity=p.entity,
-                                                              rerank=False))
+    if search.pending(call.registry, embeddings=True):
+        # As for introspect: the index and the embeddings are built on a worker thread after the call is
+        # committed; the filters are checked now.
+        check_search(call.registry, call.auth, search_narrowing(p))
         registry, auth = call.registry, call.auth
-
-        async def embed() -> None:
-            await asyncio.to_thread(index.embeddings)
 
         async def answer(_call: HandlerCall, _done: None) -> dict[str, Any]:
             return search_answer(registry, auth, p)
 
-        return AfterCommit(embed, answer)
+        return AfterCommit(_preparing(registry, embeddings=True), answer)
     return search_answer(call.registry, call.auth, p)
+
+
+def _preparing(registry: Registry, *, embeddings: bool) -> Callable[[], Awaitable[None]]:
+    async def prepare() -> None:
+        await asyncio.to_thread(search.warm, [registry], embeddings=embeddings)
+
+    return prepare
 
 
 @app.handler("entity_crud", "webhook_event", "list", params=WebhookEventList, scope="read",

@@ -1,0 +1,100 @@
+"""A registry's search index is built off the event loop: after an import the new handlers are served at once and
+the index follows on a worker thread; a search that comes before it builds it there after its call is committed."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from weakref import WeakKeyDictionary
+
+import httpx
+import pytest
+
+from prism.integrations.runtime import IntegrationRuntime
+from prism.registry import Registry, search
+from prism.registry.registry import build_registry
+from prism.storage import Database
+from tests.factories import Factory, Workspace
+from tests.governance_support import ok
+from tests.integrations_upstream import (  # noqa: F401 -- fixture: imports removed after the module
+    imports_removed_after_the_module_fixture,
+)
+
+WAREHOUSE = Path(__file__).parent / "fixtures" / "integrations" / "warehouse.yaml"
+URL = "/api/v1/dev/introspect/"
+
+pytestmark = pytest.mark.usefixtures("imports_removed_after_the_module")
+
+
+class RecordedBuilds:
+    """Stands in for SearchIndex: where each index was built; a build may be held until `release`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, held: bool = False) -> None:
+        self.threads: list[str] = []
+        self.release = threading.Event()
+        if not held:
+            self.release.set()
+        real = search.SearchIndex
+        recorder = self
+
+        class Recording(real):  # type: ignore[misc,valid-type]
+            def __init__(self, registry: Registry) -> None:
+                recorder.threads.append(threading.current_thread().name)
+                recorder.release.wait(timeout=30)
+                super().__init__(registry)
+
+        monkeypatch.setattr(search, "SearchIndex", Recording)
+        monkeypatch.setattr(search, "_INDEXES", WeakKeyDictionary())  # every registry unbuilt
+
+
+@pytest.fixture(scope="module")
+async def ws(db: Database) -> Workspace:
+    return await Factory(db).workspace()
+
+
+async def test_the_first_search_builds_the_index_on_a_worker_thread_after_its_call(
+        client: httpx.AsyncClient, ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    builds = RecordedBuilds(monkeypatch)
+    refused = await client.get(URL, params={"dimension": "capability_search", "app": "no_such_app",
+                                            "query": "assign a ticket"}, headers=ws.headers())
+    assert refused.status_code == 404 and builds.threads == []  # refused by the audited call, nothing built
+    found = await client.get(URL, params={"dimension": "capability_search", "query": "assign a ticket",
+                                          "rerank": "false"}, headers=ws.headers())
+    assert found.status_code == 200, found.text
+    assert found.json()["results"][0]["coordinate"] == "workflow_action/itsm/ticket/assign"
+    assert len(builds.threads) == 1 and builds.threads[0] != threading.main_thread().name
+    again = await client.get(URL, params={"dimension": "capability_search", "query": "assign a ticket",
+                                          "rerank": "false"}, headers=ws.headers())
+    assert again.json()["results"] == found.json()["results"] and len(builds.threads) == 1
+
+
+async def test_prism_search_builds_it_the_same_way(client: httpx.AsyncClient, ws: Workspace,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    builds = RecordedBuilds(monkeypatch)
+    body = await ok(client, ws, "report_query/core/registry/search", {"query": "assign a ticket"})
+    assert body["results"][0]["coordinate"] == "workflow_action/itsm/ticket/assign"
+    assert len(builds.threads) == 1 and builds.threads[0] != threading.main_thread().name
+
+
+async def test_an_import_is_served_before_its_search_index_is_built(
+        client: httpx.AsyncClient, ws: Workspace, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    await ok(client, ws, "config_manage/integrations/integration/importOpenapi",
+             {"name": "wh_index_later", "spec": WAREHOUSE.read_text()})
+    installed: list[Registry] = []
+    runtime = IntegrationRuntime(db, build_registry(), installed.append)
+    builds = RecordedBuilds(monkeypatch, held=True)
+    try:
+        await asyncio.wait_for(runtime.refresh(force=True), timeout=10)  # does not wait for the index
+        assert len(installed) == 1
+        served = installed[0]
+        assert any(h.integration == "wh_index_later" for h in served)
+        assert search.built_index(served) is None
+    finally:
+        builds.release.set()
+    for _ in range(300):  # the worker thread builds it once released
+        if search.built_index(served) is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert search.built_index(served) is not None
+    assert builds.threads and all(name != threading.main_thread().name for name in builds.threads)
