@@ -3,6 +3,7 @@ SQLite the driver runs them, on PostgreSQL the session."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,14 +32,25 @@ def _entry(organization_id: str, tenant_id: str, digest: str, i: int) -> dict[st
             "entry_hash": f"{i:064x}", "seq": None, "mac": None}
 
 
+class SessionCalls(list[str]):
+    """Statements the session ran itself in the test's task, from its last `clear()` (the rest went through the
+    driver). Other tasks of the shared app (the integrations watcher) may run statements meanwhile: not these."""
+
+    task: asyncio.Task[Any] | None = None
+
+    def clear(self) -> None:
+        super().clear()
+        self.task = asyncio.current_task()
+
+
 @pytest.fixture
-def driver_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Which statements the session ran itself (the rest went through the driver)."""
-    through_session: list[str] = []
+def driver_calls(monkeypatch: pytest.MonkeyPatch) -> SessionCalls:
+    through_session = SessionCalls()
     execute = AsyncSession.execute
 
     async def counted(self: AsyncSession, statement: Any, *args: Any, **kwargs: Any) -> Any:
-        through_session.append(type(statement).__name__)
+        if asyncio.current_task() is through_session.task:
+            through_session.append(type(statement).__name__)
         return await execute(self, statement, *args, **kwargs)
 
     monkeypatch.setattr(AsyncSession, "execute", counted)
@@ -46,7 +58,7 @@ def driver_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 async def test_prepared_writes_and_reads_round_trip_like_sqlalchemy(db: Database, factory: Factory,
-                                                                     driver_calls: list[str]) -> None:
+                                                                     driver_calls: SessionCalls) -> None:
     ws = await factory.workspace(roles=("owner",))
     digest = f"prepared-{ws.org.id}"
     rows = [_entry(ws.org.id, ws.tenant.id, digest, i) for i in range(3)]
@@ -64,7 +76,7 @@ async def test_prepared_writes_and_reads_round_trip_like_sqlalchemy(db: Database
 
 
 async def test_a_prepared_read_finds_nothing_as_an_empty_list(db: Database, factory: Factory,
-                                                             driver_calls: list[str]) -> None:
+                                                             driver_calls: SessionCalls) -> None:
     ws = await factory.workspace(roles=("owner",))
     driver_calls.clear()
     async with db.write() as session:

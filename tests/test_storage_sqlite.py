@@ -21,6 +21,9 @@ from prism.storage import Database, DatabaseUnavailable, StorageOptions, sqlite_
 pytestmark = pytest.mark.engine_independent
 
 QUICK = StorageOptions(pool_size=5, max_overflow=5, pool_timeout_seconds=5, busy_timeout_seconds=0.3)
+# Twelve writers queue for one lock: on a slow machine the last one waits longer than QUICK's 0.3 s, and this test
+# is about disposal mid-write, not about how long a writer may wait.
+PATIENT = StorageOptions(pool_size=5, max_overflow=5, pool_timeout_seconds=5, busy_timeout_seconds=10)
 
 
 def _prepare(path: Path) -> str:
@@ -189,7 +192,7 @@ async def test_databases_opened_written_and_disposed_mid_write_many_times_leave_
     url = _prepare(tmp_path / "churn.db")
     before = _threads()
     for round_ in range(20):
-        database = Database(url, QUICK)
+        database = Database(url, PATIENT)
 
         async def write(i: int, db: Database = database, r: int = round_) -> None:
             async with db.write() as session:
