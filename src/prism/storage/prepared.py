@@ -3,20 +3,33 @@
 On SQLite a statement by key costs about 1.5 µs in SQLite and 100-200 µs in SQLAlchemy's execution path
 (building the statement, its cache key, the execution context, the result) on this project's VM. The statements
 on every call's path (a record by id; the ledger batch's head, webhooks, entries and head update) are therefore
-built and compiled once per dialect and sent by Prism's SQLite driver on the session's own connection (so in its
+built and compiled once per dialect and sent by the driver on the session's own connection (so in its
 transaction); each column type's public bind and result processors convert the values, as SQLAlchemy would.
-PostgreSQL pays a network round trip either way: there the session runs the prebuilt statement (no construction
-each time). bench/README.md has the measurements.
+
+On PostgreSQL they go to asyncpg (`fetch`, `executemany`, its own statement cache) once the session's
+transaction is open: SQLAlchemy's asyncpg adapter opens it with the session's first statement, so before that the
+session runs the prebuilt statement. A numeric column's result processor depends on the type PostgreSQL answers
+with (numeric, float or integer), which SQLAlchemy learns from each execution; here it is read once per
+statement from asyncpg's prepared statement (`get_attributes()`); built-in types' OIDs are the same in every
+database.
+
+On both engines the driver's errors are raised as SQLAlchemy's (`IntegrityError`, `OperationalError`,
+`DBAPIError`), as every caller of a session expects, with the driver's own as their `orig`.
+bench/README.md has the measurements.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
 from sqlalchemy import Insert, Select, Update
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.compiler import SQLCompiler
 
@@ -47,36 +60,41 @@ class _Prepared:
         self.column_keys = list(column_keys) if column_keys is not None else None
         self._by_dialect: dict[str, _Compiled] = {}
 
-    def _compiled(self, dialect: Dialect) -> _Compiled:
+    async def _compiled(self, dialect: Dialect, driver: Any) -> _Compiled:
         hit = self._by_dialect.get(dialect.name)
         if hit is None:
             compiled = self.stmt.compile(dialect=dialect, column_keys=self.column_keys)
             assert isinstance(compiled, SQLCompiler)
             names = tuple(compiled.positiontup or ())
             columns = list(self.stmt.selected_columns) if isinstance(self.stmt, Select) else []
+            answered: list[Any] = [None] * len(columns)  # the type each column comes back as, where it matters
+            if columns and dialect.name == "postgresql":
+                answered = [attribute.type.oid
+                            for attribute in (await driver.prepare(compiled.string)).get_attributes()]
             # The dialect's own implementation of each type, as SQLAlchemy's execution uses.
             hit = self._by_dialect[dialect.name] = _Compiled(
                 sql=compiled.string, parameter_names=names,
                 binders=tuple(compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
                               for name in names),
                 keys=tuple(str(column.key) for column in columns),
-                readers=tuple(column.type.dialect_impl(dialect).result_processor(dialect, None)
-                              for column in columns),
+                readers=tuple(column.type.dialect_impl(dialect).result_processor(dialect, column_type)
+                              for column, column_type in zip(columns, answered, strict=True)),
                 carried={name: compiled.binds[name].effective_value for name in names
                          if not compiled.binds[name].required})
         return hit
 
     @staticmethod
     async def _driver(session: AsyncSession) -> tuple[Dialect, Any]:
-        """The session's dialect and, on SQLite, its driver connection (after flushing pending ORM changes, as an
-        ORM statement would). On PostgreSQL the session runs the statement: asyncpg converts types itself, in ways
-        SQLAlchemy's processors only reproduce with what its own execution learns from the statement."""
+        """The session's dialect and driver connection (after flushing pending ORM changes, as an ORM statement
+        would); None for the driver connection where the session must run the statement: on PostgreSQL before
+        the transaction is open (the session's first statement opens it)."""
         if session.new or session.dirty or session.deleted:
             await session.flush()
         connection = await session.connection()
-        if connection.dialect.name != "sqlite":
-            return connection.dialect, None
-        return connection.dialect, (await connection.get_raw_connection()).driver_connection
+        driver = (await connection.get_raw_connection()).driver_connection
+        if connection.dialect.name != "sqlite" and not driver.is_in_transaction():  # type: ignore[union-attr]
+            driver = None
+        return connection.dialect, driver
 
 
 class PreparedRead(_Prepared):
@@ -95,9 +113,11 @@ class PreparedRead(_Prepared):
         dialect, driver = await self._driver(session)
         if driver is None:
             return [dict(row) for row in (await session.execute(self.stmt, dict(params))).mappings()]
-        compiled = self._compiled(dialect)
+        compiled = await self._compiled(dialect, driver)
         arguments = compiled.arguments(params)
-        rows = await driver.fetch_all(compiled.sql, arguments)
+        with _as_sqlalchemy_errors(compiled.sql, arguments):
+            rows = (await driver.fetch_all(compiled.sql, arguments) if dialect.name == "sqlite" else
+                    await driver.fetch(compiled.sql, *arguments))
         return [{key: value if read is None else read(value)
                  for key, read, value in zip(compiled.keys, compiled.readers, row, strict=True)} for row in rows]
 
@@ -113,5 +133,34 @@ class PreparedWrite(_Prepared):
         if driver is None:
             await session.execute(self.stmt, [dict(row) for row in rows])
             return
-        compiled = self._compiled(dialect)
-        await driver.execute_many(compiled.sql, [compiled.arguments(row) for row in rows])
+        compiled = await self._compiled(dialect, driver)
+        arguments = [compiled.arguments(row) for row in rows]
+        with _as_sqlalchemy_errors(compiled.sql, arguments):
+            if dialect.name == "sqlite":
+                await driver.execute_many(compiled.sql, arguments)
+            else:
+                await driver.executemany(compiled.sql, arguments)
+
+
+# SQLSTATE classes: integrity constraint violation; connection exception, transaction rollback (serialization,
+# deadlock), insufficient resources, operator intervention.
+_INTEGRITY, _OPERATIONAL = ("23",), ("08", "40", "53", "57")
+
+
+@contextmanager
+def _as_sqlalchemy_errors(sql: str, arguments: Any) -> Iterator[None]:
+    """The driver's errors as SQLAlchemy's own execution raises them (a busy SQLite or an unreachable PostgreSQL
+    is then answered 503 like any other statement's: prism.storage.errors)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        kind = (IntegrityError if isinstance(exc, sqlite3.IntegrityError) else
+                OperationalError if isinstance(exc, sqlite3.OperationalError) else DBAPIError)
+        raise kind(sql, arguments, exc, hide_parameters=True) from exc
+    except asyncpg.PostgresError as exc:
+        sqlstate = str(exc.sqlstate or "")
+        kind = (IntegrityError if sqlstate.startswith(_INTEGRITY) else
+                OperationalError if sqlstate.startswith(_OPERATIONAL) else DBAPIError)
+        raise kind(sql, arguments, exc, hide_parameters=True) from exc
+    except (asyncpg.InterfaceError, OSError) as exc:  # the connection is gone or unusable
+        raise OperationalError(sql, arguments, exc, hide_parameters=True, connection_invalidated=True) from exc
