@@ -21,8 +21,7 @@ bench/README.md has the measurements.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,9 +114,11 @@ class PreparedRead(_Prepared):
             return [dict(row) for row in (await session.execute(self.stmt, dict(params))).mappings()]
         compiled = await self._compiled(dialect, driver)
         arguments = compiled.arguments(params)
-        with _as_sqlalchemy_errors(compiled.sql, arguments):
+        try:
             rows = (await driver.fetch_all(compiled.sql, arguments) if dialect.name == "sqlite" else
                     await driver.fetch(compiled.sql, *arguments))
+        except _DRIVER_ERRORS as exc:
+            raise _as_sqlalchemy_error(exc, compiled.sql, arguments) from exc
         return [{key: value if read is None else read(value)
                  for key, read, value in zip(compiled.keys, compiled.readers, row, strict=True)} for row in rows]
 
@@ -135,32 +136,32 @@ class PreparedWrite(_Prepared):
             return
         compiled = await self._compiled(dialect, driver)
         arguments = [compiled.arguments(row) for row in rows]
-        with _as_sqlalchemy_errors(compiled.sql, arguments):
+        try:
             if dialect.name == "sqlite":
                 await driver.execute_many(compiled.sql, arguments)
             else:
                 await driver.executemany(compiled.sql, arguments)
+        except _DRIVER_ERRORS as exc:
+            raise _as_sqlalchemy_error(exc, compiled.sql, arguments) from exc
 
 
+# What the drivers raise: SQLite's errors; PostgreSQL's, and asyncpg's for a connection gone or unusable.
+_DRIVER_ERRORS = (sqlite3.Error, asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
 # SQLSTATE classes: integrity constraint violation; connection exception, transaction rollback (serialization,
 # deadlock), insufficient resources, operator intervention.
 _INTEGRITY, _OPERATIONAL = ("23",), ("08", "40", "53", "57")
 
 
-@contextmanager
-def _as_sqlalchemy_errors(sql: str, arguments: Any) -> Iterator[None]:
-    """The driver's errors as SQLAlchemy's own execution raises them (a busy SQLite or an unreachable PostgreSQL
-    is then answered 503 like any other statement's: prism.storage.errors)."""
-    try:
-        yield
-    except sqlite3.Error as exc:
+def _as_sqlalchemy_error(exc: BaseException, sql: str, arguments: Any) -> DBAPIError:
+    """A driver's error as SQLAlchemy's own execution raises it (a busy SQLite or an unreachable PostgreSQL is then
+    answered 503 like any other statement's: prism.storage.errors)."""
+    if isinstance(exc, sqlite3.Error):
         kind = (IntegrityError if isinstance(exc, sqlite3.IntegrityError) else
                 OperationalError if isinstance(exc, sqlite3.OperationalError) else DBAPIError)
-        raise kind(sql, arguments, exc, hide_parameters=True) from exc
-    except asyncpg.PostgresError as exc:
+        return kind(sql, arguments, exc, hide_parameters=True)
+    if isinstance(exc, asyncpg.PostgresError):
         sqlstate = str(exc.sqlstate or "")
         kind = (IntegrityError if sqlstate.startswith(_INTEGRITY) else
                 OperationalError if sqlstate.startswith(_OPERATIONAL) else DBAPIError)
-        raise kind(sql, arguments, exc, hide_parameters=True) from exc
-    except (asyncpg.InterfaceError, OSError) as exc:  # the connection is gone or unusable
-        raise OperationalError(sql, arguments, exc, hide_parameters=True, connection_invalidated=True) from exc
+        return kind(sql, arguments, exc, hide_parameters=True)
+    return OperationalError(sql, arguments, exc, hide_parameters=True, connection_invalidated=True)
