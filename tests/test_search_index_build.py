@@ -32,6 +32,7 @@ class RecordedBuilds:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *, held: bool = False) -> None:
         self.threads: list[str] = []
+        self.registries: list[Registry] = []
         self.release = threading.Event()
         if not held:
             self.release.set()
@@ -41,6 +42,7 @@ class RecordedBuilds:
         class Recording(real):  # type: ignore[misc,valid-type]
             def __init__(self, registry: Registry) -> None:
                 recorder.threads.append(threading.current_thread().name)
+                recorder.registries.append(registry)
                 recorder.release.wait(timeout=30)
                 super().__init__(registry)
 
@@ -98,3 +100,28 @@ async def test_an_import_is_served_before_its_search_index_is_built(
         await asyncio.sleep(0.05)
     assert search.built_index(served) is not None
     assert builds.threads and all(name != threading.main_thread().name for name in builds.threads)
+
+
+async def test_imports_in_quick_succession_build_one_index_at_a_time_for_the_registry_served(
+        client: httpx.AsyncClient, ws: Workspace, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    installed: list[Registry] = []
+    runtime = IntegrationRuntime(db, build_registry(), installed.append)
+    builds = RecordedBuilds(monkeypatch, held=True)
+    try:
+        for n in range(4):  # four imports while the first index is still being built
+            await ok(client, ws, "config_manage/integrations/integration/importOpenapi",
+                     {"name": f"wh_quick_{n}", "spec": WAREHOUSE.read_text()})
+            await asyncio.wait_for(runtime.refresh(), timeout=10)
+        assert len(installed) == 4
+    finally:
+        builds.release.set()
+    latest = installed[-1]
+    for _ in range(300):
+        if search.built_index(latest) is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert search.built_index(latest) is not None
+    # The build that started first, then the latest registry's: none for those in between. (The test app's own
+    # runtime builds its registries too: not counted.)
+    mine = [r for r in builds.registries if r in installed]
+    assert len(mine) <= 2 and mine[-1] is latest

@@ -71,6 +71,7 @@ class IntegrationRuntime:
         self.registry = base
         self._base_serves_integrations = any(h.integration is not None for h in base)
         self._warming: asyncio.Task[None] | None = None
+        self._to_warm: Registry | None = None  # the served registry whose index is still to be built
         # Apps built on one registry object (create_app(registry=...)) share it until they serve registries of
         # their own: calls on it refresh the first app's runtime; the others follow within the refresh interval.
         _RUNTIMES.setdefault(base, self)
@@ -117,12 +118,25 @@ class IntegrationRuntime:
             self._install(registry)
             # Served from now on; its search index (~1 s at 10,000 handlers) follows on a worker thread, and a
             # search that comes first waits for it after its call is committed (apps/core/handlers.py).
-            self._warming = asyncio.create_task(asyncio.to_thread(_warm_search, registry))
-            self._warming.add_done_callback(_report_failure)
+            self._warm_later(registry)
         else:
             self.registry.enablement = frozen_enablement
         self._generation = generation
         return True
+
+    def _warm_later(self, registry: Registry) -> None:
+        """One index build at a time, for the registry served when it starts: a build cannot be stopped, so
+        imports in quick succession would otherwise build an index for every registry in between, each holding
+        its memory until it is done."""
+        self._to_warm = registry
+        if self._warming is None or self._warming.done():
+            self._warming = asyncio.create_task(self._warm_served())
+            self._warming.add_done_callback(_report_failure)
+
+    async def _warm_served(self) -> None:
+        while self._to_warm is not None:
+            registry, self._to_warm = self._to_warm, None
+            await asyncio.to_thread(_warm_search, registry)
 
     def _assemble(self, listed: Sequence[Row[str, str, int, str, str]],
                   built: dict[str, tuple[int, HandlerApp]], stored: dict[str, str]) -> Registry:
