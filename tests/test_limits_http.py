@@ -34,6 +34,14 @@ async def test_anonymous_requests_get_30_per_minute_per_address_then_429_with_re
         assert (await neighbour.get("/api/v1/dev/ping/")).status_code == 200
 
 
+async def test_the_consoles_static_files_do_not_spend_the_anonymous_ceiling(settings: Settings, app: object) -> None:
+    async with limited_app(settings, app) as limited, client_for(limited) as client:
+        for name in ["console.css", "console.js", "swagger-ui-bundle.js", "swagger-ui.css"] * 10:
+            assert (await client.get(f"/console/static/{name}")).status_code == 200
+        statuses = [(await client.get("/api/v1/dev/ping/")).status_code for _ in range(31)]
+        assert statuses == [200] * 30 + [429]  # the 40 files counted nowhere
+
+
 async def test_authenticated_users_are_counted_per_user_with_the_canonical_envelope_on_429(
         settings: Settings, app: object, factory: Factory) -> None:
     ws = await factory.workspace(roles=("member", "viewer"))

@@ -4,6 +4,9 @@
   optional key, checked like any other.
 - /api/mcp/oauth/authorize* (and /authorize at the origin root) is exempt from the rate tiers (a person signs
   in and consents there).
+- The console's static files (/console/static/*: its style sheet and script, the API reference's bundle) are
+  exempt from the rate tiers: served from memory, public and cached, they would otherwise spend a reader's
+  anonymous 30 per minute on a few page loads.
 - /healthz, /readyz and /metrics are exempt from everything: an orchestrator probes them and Prometheus scrapes
   /metrics from one address, often (/metrics checks its own access: prism.observability.scrape).
 - The OAuth endpoints (register, a client's registration, token, revoke, userinfo; /token and /register at the
@@ -34,6 +37,7 @@ _NO_BEARER = frozenset({"/api/v1/dev/ping"})
 _WELL_KNOWN = "/.well-known/"
 _DESCRIPTOR = "/.well-known/openapi.json"
 _AUTHORIZE = "/api/mcp/oauth/authorize"
+_CONSOLE_STATIC = "/console/static/"
 # The MCP 2025-03-26 fallback paths at the origin root (prism.oauth.routes): counted as the endpoints they alias.
 ROOT_ALIASES = {"/authorize": _AUTHORIZE, "/token": "/api/mcp/oauth/token", "/register": OAUTH_REGISTRATION}
 
@@ -83,7 +87,7 @@ def policy_for(path: str) -> PathPolicy:
     path = ROOT_ALIASES.get(path.rstrip("/"), path)
     if path.startswith(_WELL_KNOWN):
         return _DESCRIPTOR_POLICY if path.rstrip("/") == _DESCRIPTOR else _EXEMPT
-    if path.startswith(_AUTHORIZE):
+    if path.startswith((_AUTHORIZE, _CONSOLE_STATIC)):
         return _UNLIMITED
     bare = path.rstrip("/")
     if bare in HEALTH_PATHS or bare == METRICS_PATH:
