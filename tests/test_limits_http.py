@@ -13,6 +13,7 @@ from prism.config import Settings
 from prism.ratelimit.memory import MemoryBackend
 from tests.factories import PASSWORD, Factory
 from tests.limits_support import FakeClock, client_for, limited_app
+from tests.test_limits_dashboard import sign_in
 
 TOOL = "/api/mcp/tools/prism_entity_crud/"
 LIST_PARTS = {"app": "spare_parts", "entity": "spare_part", "operation": "list", "arguments": {}}
@@ -40,6 +41,22 @@ async def test_the_consoles_static_files_do_not_spend_the_anonymous_ceiling(sett
             assert (await client.get(f"/console/static/{name}")).status_code == 200
         statuses = [(await client.get("/api/v1/dev/ping/")).status_code for _ in range(31)]
         assert statuses == [200] * 30 + [429]  # the 40 files counted nowhere
+
+
+async def test_a_signed_in_reader_counts_per_user_not_in_the_addresses_anonymous_ceiling(
+        settings: Settings, app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("member",))
+    async with limited_app(settings, app, rate_limit_authenticated=45) as limited, client_for(limited) as reader, \
+            client_for(limited) as neighbour, client_for(limited) as forger:
+        await sign_in(reader, ws.emails["member"])
+        assert [(await reader.get("/keys/")).status_code for _ in range(45)] == [200] * 44 + [429]  # per user
+        # Others behind the same address still have the anonymous 30 (the reader's pages were not counted there).
+        assert [(await neighbour.get("/api/v1/dev/ping/")).status_code for _ in range(30)] == [200] * 30
+        # A cookie that does not verify is no session: anonymous, and that window is now spent.
+        forged = reader.cookies["prism_session"][:-4] + "AAAA"
+        forger.cookies.set("prism_session", forged)
+        refused = await forger.get("/keys/")
+        assert refused.status_code == 429 and refused.headers["RateLimit-Limit"] == "30"
 
 
 async def test_authenticated_users_are_counted_per_user_with_the_canonical_envelope_on_429(

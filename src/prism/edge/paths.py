@@ -18,7 +18,9 @@
   accepted one counts per user (per tenant on the MCP door), anything else per address in `anonymous`
   (`anonymous_discovery` on the MCP door, whose anonymous 401 is the first step of every OAuth connection).
 - Every other path (ping, the browser pages, unknown paths) never looks at a Bearer credential, so a request
-  there counts per address in `anonymous`, whatever Authorization header it carries.
+  there counts per address in `anonymous`, whatever Authorization header it carries; unless it carries a
+  signed-in browser session (the console's cookie, signature and age checked): then it counts per user in
+  `authenticated`, so a reviewer's open pages and their polling do not share one address's 30 per minute.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class PathPolicy:
     # The methods whose requests carry the credential (a CORS preflight never does; the MCP door answers other
     # methods than GET and POST before looking at the caller).
     credential_methods: frozenset[str] = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"})
+    # Whether a signed-in browser session counts per user in `authenticated` instead of the address tiers.
+    counts_signed_in_reader: bool = False
 
 
 _EXEMPT = PathPolicy((), takes_bearer=False, caller_tier=None, lockout=False)
@@ -73,7 +77,7 @@ _OAUTH_CREDENTIAL = PathPolicy(("anonymous_discovery",), takes_bearer=False, cal
 _API = PathPolicy((), takes_bearer=True, caller_tier="user", anonymous_tier="anonymous")
 _MCP = PathPolicy((), takes_bearer=True, caller_tier="mcp", anonymous_tier="anonymous_discovery",
                   credential_methods=frozenset({"GET", "POST"}))
-_ANONYMOUS = PathPolicy(("anonymous",), takes_bearer=False, caller_tier=None)
+_ANONYMOUS = PathPolicy(("anonymous",), takes_bearer=False, caller_tier=None, counts_signed_in_reader=True)
 
 
 def host_exempt(path: str) -> bool:

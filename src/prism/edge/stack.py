@@ -35,6 +35,7 @@ from prism.ratelimit.unavailable import LimiterUnavailable
 from prism.ratelimit.verdict import Locked, Verdict
 from prism.storage import unavailable_error
 from prism.tenancy.hosts import classify_host
+from prism.web.browser import signed_in_user_id
 
 if TYPE_CHECKING:  # the authenticator is the app's, read per request: importing it here would be circular
     from prism.auth.authenticator import Authenticator
@@ -123,6 +124,11 @@ class Edge:
         if malformed is not None:
             raise malformed
         lock = context.address if policy.lockout else None
+        if policy.counts_signed_in_reader:
+            reader = signed_in_user_id(scope["app"].state.settings, context.headers.get("cookie"))
+            if reader is not None:
+                self._count(context, await self.limiter.hit("authenticated", reader, lock))
+                return
         if not policy.takes_bearer or scope["method"] not in policy.credential_methods:
             await self._count_address(context, policy.address_tiers, lock, policy.anonymous_tier)
             return
