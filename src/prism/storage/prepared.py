@@ -68,8 +68,11 @@ class _Prepared:
             columns = list(self.stmt.selected_columns) if isinstance(self.stmt, Select) else []
             answered: list[Any] = [None] * len(columns)  # the type each column comes back as, where it matters
             if columns and dialect.name == "postgresql":
-                answered = [attribute.type.oid
-                            for attribute in (await driver.prepare(compiled.string)).get_attributes()]
+                try:
+                    described = (await driver.prepare(compiled.string)).get_attributes()
+                except _DRIVER_ERRORS as exc:
+                    raise _as_sqlalchemy_error(exc, compiled.string, None) from exc
+                answered = [attribute.type.oid for attribute in described]
             # The dialect's own implementation of each type, as SQLAlchemy's execution uses.
             hit = self._by_dialect[dialect.name] = _Compiled(
                 sql=compiled.string, parameter_names=names,
