@@ -59,6 +59,15 @@ async def test_a_signed_in_reader_counts_per_user_not_in_the_addresses_anonymous
         assert refused.status_code == 429 and refused.headers["RateLimit-Limit"] == "30"
 
 
+async def test_a_session_cookie_of_any_bytes_is_no_session_and_no_error(settings: Settings, app: object) -> None:
+    async with limited_app(settings, app) as limited, client_for(limited) as client:
+        for cookie in ["prism_session=a.\u00e9", "prism_session=\u00e9.\u00e9", "prism_session=....", "prism_session"]:
+            headers = {"Cookie": cookie.encode("latin-1")}
+            assert (await client.get("/api/v1/dev/ping/", headers=headers)).status_code == 200
+            signed_out = await client.get("/keys/", headers=headers)
+            assert signed_out.status_code == 303 and signed_out.headers["location"].startswith("/login/")
+
+
 async def test_authenticated_users_are_counted_per_user_with_the_canonical_envelope_on_429(
         settings: Settings, app: object, factory: Factory) -> None:
     ws = await factory.workspace(roles=("member", "viewer"))

@@ -97,7 +97,8 @@ def _encode(settings: Settings, session: BrowserSession) -> str:
 
 def _decode(settings: Settings, cookie: str) -> BrowserSession | None:
     payload, _, signature = cookie.partition(".")
-    if not payload or not hmac.compare_digest(signature, _signature(settings, payload)):
+    # As bytes: a cookie is whatever a client sends, and compare_digest refuses non-ASCII text.
+    if not payload or not hmac.compare_digest(signature.encode(), _signature(settings, payload).encode()):
         return None
     try:
         data = orjson.loads(_unb64(payload))
