@@ -234,6 +234,7 @@ TAMPERINGS: dict[str, tuple[Tamper, int | None, bool]] = {
     "timestamp of the first entry": (shift_time(1), 1, True),
     "hash of a middle entry": (set_fields(4, entry_hash="f" * 64), 4, True),
     "MAC of a middle entry": (set_fields(4, mac="0" * 64), 4, True),
+    "MAC of a middle entry, not even ASCII": (set_fields(4, mac="\u00e9" * 64), 4, True),
     "hash of the last entry": (set_fields(N, entry_hash="a" * 64), N, True),
     "middle entry deleted": (delete_row(4), 4, False),
     "last entry deleted": (delete_row(N), N, False),

@@ -109,7 +109,7 @@ async def test_verification_names_the_first_entry_someone_rewrote(client: httpx.
     ws, _ = await _busy_workspace(client, factory, db)
     for start in ("first_entry", "latest_checkpoint"):
         report = await ok(client, ws, VERIFY, {"start": start})
-        assert report["valid"] is True and report["reason"] is None and report["start"] == start
+        assert report["valid"] is True and report["reason"] is None and report["start"] == start, report
     report = await ok(client, ws, VERIFY, {"start": "first_entry"})
     assert report["checked"] >= 5 and report["head"]["tree_size"] == report["tree_size"]
     refused = (await ok(client, ws, LIST, {"outcome": "refused"}))["items"][0]

@@ -12,10 +12,12 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 import sqlalchemy as sa
 from alembic import command
 from sqlalchemy import delete, func, select, update
 
+from prism.config import Settings
 from prism.kit.timeutil import utcnow
 from prism.ledger.checkpoints import parse_checkpoint
 from prism.ledger.entries import (
@@ -27,6 +29,7 @@ from prism.ledger.entries import (
     content_of,
     legacy_chain_hash,
 )
+from prism.ledger.keys import LedgerKeys
 from prism.ledger.sealer import seal_all
 from prism.ledger.verify import verify_log
 from prism.migrate import alembic_config
@@ -201,6 +204,36 @@ async def test_sealers_racing_on_one_log_give_every_entry_one_position(
     assert positions == list(range(1, 301))
     report = await verified(db, ws.org.id)
     assert report.valid and report.tree_size == 300, report
+
+
+async def test_a_process_with_another_master_secret_seals_nothing_and_the_other_logs_are_still_sealed(
+        db: Database, factory: Factory, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # A misconfigured process (another PRISM_SECRET_KEY) sweeping the database would give entries MACs and heads
+    # signatures that fit no other process's key: every log it touched would fail verification.
+    foreign = LedgerKeys(Settings(secret_key_file=str(tmp_path / "another.key")))
+    assert foreign.key_id != ledger_keys().key_id
+    first, second = sorted([await factory.workspace(roles=("owner",)) for _ in range(2)], key=lambda w: w.org.id)
+    async with db.write() as s:
+        await s.execute(sa.insert(audit_entries), [waiting_entry(w, detail={"n": i}) for w in (first, second)
+                                                   for i in range(3)])
+    assert await seal_all(db, [first.org.id, second.org.id], foreign, checkpoint_every=0.0) == 0
+    assert {str(r.message) for r in caplog.records if r.name == "prism.ledger"} >= {
+        f"the audit log cannot be sealed: organization {w.org.id}: its log is signed with key "
+        f"{ledger_keys().key_id}, and this process's key is {foreign.key_id}: every process of a deployment must "
+        "share the master secret (PRISM_SECRET_KEY); nothing is sealed here" for w in (first, second)}
+    async with db.read() as s:
+        assert (await s.execute(select(func.count()).where(audit_entries.c.organization_id.in_(
+            [first.org.id, second.org.id]), audit_entries.c.seq.is_(None)))).scalar_one() == 6
+
+    # A log this key cannot seal does not hold up the ones after it.
+    async with db.write() as s:
+        await s.execute(update(audit_heads).where(audit_heads.c.organization_id == first.org.id).values(
+            checkpoint=orjson.dumps({**orjson.loads((await head_of(db, first.org.id)).checkpoint),
+                                     "key_id": foreign.key_id}).decode()))
+    assert await seal_all(db, [first.org.id, second.org.id], ledger_keys(), checkpoint_every=0.0) == 3
+    report = await verified(db, second.org.id)
+    assert report.valid and report.tree_size == 3, report
+    assert (await head_of(db, first.org.id)).tree_size == 0
 
 
 async def test_a_checkpoint_event_reaches_subscribers_and_verifies_with_the_public_key(

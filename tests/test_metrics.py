@@ -121,3 +121,18 @@ async def test_a_bad_metrics_setting_is_refused_at_start() -> None:
         Settings(log_format="xml")  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="must be one of"):
         Settings(log_level="loud")
+
+
+async def test_the_oauth_endpoints_at_the_origin_root_are_counted_as_oauth(client: httpx.AsyncClient,
+                                                                          factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    before = await scrape(client)
+    for path in ("/token", "/register", "/api/mcp/oauth/token"):
+        answer = await client.post(path, headers={"Host": ws.host}, data={"grant_type": "nothing"})
+        assert 400 <= answer.status_code < 500, (path, answer.status_code, answer.text)
+    after = await scrape(client)
+    moved = sample(after, "prism_http_requests_total", door="oauth", status_class="4xx", tool="none") - \
+        sample(before, "prism_http_requests_total", door="oauth", status_class="4xx", tool="none")
+    assert moved == 3
+    assert sample(after, "prism_http_requests_total", door="page", status_class="4xx", tool="none") == \
+        sample(before, "prism_http_requests_total", door="page", status_class="4xx", tool="none")

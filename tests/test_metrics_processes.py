@@ -4,7 +4,6 @@ workers served; the workers' metrics directory is private to the server and gone
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -19,26 +18,17 @@ LIST_PARTS = {"app": "spare_parts", "entity": "spare_part", "operation": "list",
 pytestmark = pytest.mark.skipif(postgres_test_url() is None, reason="several workers need PostgreSQL")
 
 
-@pytest.fixture
-def pool(tmp_path: Path) -> Iterator[ServerPool]:
-    servers = ServerPool(tmp_path)
-    try:
-        yield servers
-    finally:
-        servers.stop_all()
-
-
 def access_pids(stdout: str, path: str) -> set[int]:
     lines = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"ts"')]
     return {line["pid"] for line in lines if line["logger"] == "prism.access" and line["path"] == path}
 
 
-def test_one_scrape_adds_up_every_worker(tmp_path: Path, pool: ServerPool) -> None:
+def test_one_scrape_adds_up_every_worker(tmp_path: Path, server_pool: ServerPool) -> None:
     temp = tmp_path / "tmp"
     temp.mkdir()
     with scratch_database(tmp_path, "metrics") as url:
-        server = pool.start("--workers", "2", "--json", ready=False,
-                            env=clean_env(PRISM_DATABASE_URL=url, PRISM_SEED_DEMO="true", TMPDIR=str(temp)))
+        server = server_pool.start("--workers", "2", "--json", ready=False,
+                                   env=clean_env(PRISM_DATABASE_URL=url, PRISM_SEED_DEMO="true", TMPDIR=str(temp)))
         server.wait_ready(timeout=120)
         key = server.banner_json(timeout=120)["api_key"]
         [metrics_dir] = list(temp.glob("prism-metrics-*"))

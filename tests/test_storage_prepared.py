@@ -118,3 +118,32 @@ async def test_a_driver_error_is_raised_as_sqlalchemys(db: Database, factory: Fa
     assert unavailable_error(raised.value) is None  # a constraint, not "try again"
     async with db.read() as session:
         assert await BY_DIGEST.all(session, {"digest": orphan["arguments_digest"]}) == []
+
+
+async def test_a_session_reused_for_another_transaction_runs_on_that_transactions_connection(db: Database) -> None:
+    # The driver connection is noted when a transaction begins and forgotten when it ends: a session that goes on
+    # to another transaction (on another connection: the first one is thrown away here) never reaches back.
+    digest = {"digest": "reused-session"}
+    async with db.sessions() as session:
+        await session.begin()
+        await session.execute(select(1))
+        assert await BY_DIGEST.all(session, digest) == []
+        await (await session.connection()).invalidate()
+        await session.rollback()
+        assert await BY_DIGEST.all(session, digest) == []  # the session's next transaction begins here
+        await session.rollback()
+
+
+async def test_a_savepoint_keeps_the_transactions_connection(db: Database, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    digest = f"savepoint-{ws.org.id}"
+    async with db.write() as session:
+        await session.execute(select(1))
+        await INSERT.run(session, [_entry(ws.org.id, ws.tenant.id, digest, 0)])
+        with pytest.raises(IntegrityError):
+            async with session.begin_nested():
+                await INSERT.run(session, [_entry("org-that-does-not-exist", ws.tenant.id, digest, 1)])
+        await INSERT.run(session, [_entry(ws.org.id, ws.tenant.id, digest, 2)])
+        assert [row["detail"]["n"] for row in await BY_DIGEST.all(session, {"digest": digest})] == [0, 2]
+    async with db.read() as session:
+        assert [row["detail"]["n"] for row in await BY_DIGEST.all(session, {"digest": digest})] == [0, 2]

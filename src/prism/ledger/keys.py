@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from prism.config import Settings
-from prism.kit.secret import derived_key
+from prism.kit.secret import derived_key, same_secret
 
 
 class LedgerKeys:
@@ -38,7 +38,7 @@ class LedgerKeys:
         return hmac.digest(key, seq.to_bytes(8, "big") + bytes.fromhex(entry_hash), "sha256").hex()
 
     def mac_fits(self, organization_id: str, seq: int, entry_hash: str, mac: str | None) -> bool:
-        return mac is not None and hmac.compare_digest(self.mac(organization_id, seq, entry_hash), mac)
+        return mac is not None and same_secret(mac, self.mac(organization_id, seq, entry_hash))
 
     def sign(self, message: bytes) -> bytes:
         return self._signing_key.sign(message)

@@ -10,9 +10,11 @@ Where it runs:
 - SQLite has one writer at a time: the ledger batch already holds the database's write lock, so it seals in
   its own transaction (`seal_written`: its entries are inserted with their positions) and an entry is sealed
   when its call answers.
-- PostgreSQL: after the batch commits, this process's `Sealer` task seals the batch's organizations in a
-  transaction of its own, usually a few milliseconds later; every process also sweeps for entries left
-  unsealed (a process that stopped between commit and seal) every `audit_seal_sweep_seconds`.
+- PostgreSQL: several batches (lanes, processes) are in flight at once. At its end, a batch takes the heads
+  that no other transaction holds (`free_heads`, which never waits) and seals its own entries as SQLite does;
+  the entries of an organization whose head was held are written waiting, and this process's `Sealer` task
+  seals them in a transaction of its own just after the batch commits. Every process also sweeps for entries
+  left waiting (a process that stopped between commit and seal) every `audit_seal_sweep_seconds`.
 Either way an entry is in the database, with its content hash and MAC, before its call answers.
 """
 
@@ -25,16 +27,18 @@ from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import bindparam, insert, or_, select, update
+from sqlalchemy import String, any_, bindparam, insert, or_, select, update
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.events.outbox import emit
 from prism.kit.timeutil import iso, utcnow
-from prism.ledger.checkpoints import sign_checkpoint
+from prism.ledger.checkpoints import MalformedCheckpoint, parse_checkpoint, sign_checkpoint
 from prism.ledger.entries import audit_checkpoints, audit_entries, audit_heads
 from prism.ledger.keys import LedgerKeys
 from prism.ledger.merkle import EMPTY_ROOT, Frontier, leaf_hash
 from prism.models import Organization
+from prism.observability.metrics import LEDGER_ENTRIES_SEALED
 from prism.storage import Database
 from prism.storage.prepared import PreparedRead, PreparedWrite
 from prism.webhooks.matching import subscribed_organizations
@@ -65,6 +69,7 @@ async def seal(session: AsyncSession, organization_id: str, keys: LedgerKeys, *,
     head = await _locked_head(session, organization_id)
     if head is None:
         return 0
+    _refuse_another_key(keys, head)
     frontier = await _frontier_of(session, head)
     waiting = [SimpleNamespace(**row) for row in await _WAITING.all(session, {"organization_id": organization_id})]
     if not waiting and frontier.size == head.tree_size and head.checkpoint is not None:
@@ -89,8 +94,10 @@ async def seal(session: AsyncSession, organization_id: str, keys: LedgerKeys, *,
 async def seal_written(session: AsyncSession, organization_id: str, keys: LedgerKeys, entries: list[dict[str, Any]],
                        *, head: Any, checkpoint_every: float) -> None:
     """Seal entries this transaction is about to insert: they get their positions and MACs in place, so each is
-    written once, sealed. For SQLite's ledger batch, which holds the database's only write lock: `head` is the
-    organization's head row as the batch read it (`head_of`), with attribute access."""
+    written once, sealed. `head` is the organization's head row, with attribute access, that no other transaction
+    can move before this one ends: read by SQLite's ledger batch, which holds the database's only write lock
+    (`head_of`), or locked by PostgreSQL's (`free_heads`)."""
+    _refuse_another_key(keys, head)
     frontier = await _frontier_of(session, head)
     for entry in entries:
         seq = frontier.size + 1
@@ -106,7 +113,14 @@ _MOVED = ("tree_size", "root", "frontier", "checkpoint", "sealed_at")
 _MOVE_HEAD = PreparedWrite(update(audit_heads).where(
     audit_heads.c.organization_id == bindparam("head_organization_id")), column_keys=_MOVED)
 _MOVE_HEAD_CHECKPOINTED = PreparedWrite(_MOVE_HEAD.stmt, column_keys=(*_MOVED, "checkpointed_at"))
-_HEAD = PreparedRead(select(audit_heads).where(audit_heads.c.organization_id == bindparam("organization_id")))
+_HEAD_ROW = select(audit_heads).where(audit_heads.c.organization_id == bindparam("organization_id"))
+_HEAD = PreparedRead(_HEAD_ROW)
+# FOR NO KEY UPDATE: entries' foreign keys never wait on it. Built once, as a statement per sealing costs ~30 µs.
+_LOCKED_HEAD = _HEAD_ROW.with_for_update(key_share=True)
+_FREE_HEADS = PreparedRead(
+    select(audit_heads).where(audit_heads.c.organization_id == any_(bindparam("organization_ids",
+                                                                             type_=postgresql.ARRAY(String))))
+    .with_for_update(key_share=True, skip_locked=True))
 
 
 async def head_of(session: AsyncSession, organization_id: str) -> SimpleNamespace | None:
@@ -116,10 +130,34 @@ async def head_of(session: AsyncSession, organization_id: str) -> SimpleNamespac
     return None if head is None else SimpleNamespace(**head)
 
 
+async def free_heads(session: AsyncSession, organization_ids: list[str]) -> dict[str, SimpleNamespace]:
+    """PostgreSQL: the heads of these organizations that no other transaction holds, locked until this one ends
+    (FOR NO KEY UPDATE SKIP LOCKED, so it never waits); an organization missing from the answer has its head
+    held by another batch or a sealer (or has no log)."""
+    if not organization_ids:
+        return {}
+    rows = await _FREE_HEADS.all(session, {"organization_ids": organization_ids})
+    return {row["organization_id"]: SimpleNamespace(**row) for row in rows}
+
+
 async def _locked_head(session: AsyncSession, organization_id: str) -> Any:
-    return (await session.execute(
-        select(audit_heads).where(audit_heads.c.organization_id == organization_id)
-        .with_for_update(key_share=True))).first()  # FOR NO KEY UPDATE: entries' foreign keys never wait on it
+    return (await session.execute(_LOCKED_HEAD, {"organization_id": organization_id})).first()
+
+
+def _refuse_another_key(keys: LedgerKeys, head: Any) -> None:
+    """A process started with another master secret must not seal: its MACs and signatures would fit no other
+    process's key, and every entry it sealed would fail verification. The head names the key that signed it.
+    (A head without a checkpoint predates signing; one whose checkpoint is not valid JSON is left to verification.)"""
+    if head.checkpoint is None:
+        return
+    try:
+        signed_with = parse_checkpoint(head.checkpoint).key_id
+    except MalformedCheckpoint:
+        return
+    if signed_with != keys.key_id:
+        raise BrokenLog(f"organization {head.organization_id}: its log is signed with key {signed_with}, and this "
+                        f"process's key is {keys.key_id}: every process of a deployment must share the master "
+                        "secret (PRISM_SECRET_KEY); nothing is sealed here")
 
 
 async def _frontier_of(session: AsyncSession, head: Any) -> Frontier:
@@ -163,6 +201,7 @@ async def _announce(session: AsyncSession, organization_id: str, sealed: list[tu
             "door": door})
 
 
+_SEALED_AFTER_COMMIT = LEDGER_ENTRIES_SEALED.labels("after_commit")
 _SET_POSITION = PreparedWrite(update(audit_entries).where(audit_entries.c.id == bindparam("entry_id"))
                               .values(seq=bindparam("new_seq"), mac=bindparam("new_mac")))
 _WAITING = PreparedRead(
@@ -188,15 +227,20 @@ async def _add_chained_entries(session: AsyncSession, organization_id: str, fron
 
 async def seal_all(db: Database, organization_ids: Iterable[str], keys: LedgerKeys, *,
                    checkpoint_every: float) -> int:
-    """Seal each organization's whole backlog, a transaction per SEAL_LIMIT entries; how many were sealed."""
+    """Seal each organization's whole backlog, a transaction per SEAL_LIMIT entries; how many were sealed. A log that
+    cannot be sealed (BrokenLog) is logged and left as it is; the others are still sealed."""
     total = 0
     for organization_id in sorted(set(organization_ids)):
-        while True:
-            async with db.write() as session:
-                sealed = await seal(session, organization_id, keys, checkpoint_every=checkpoint_every)
-            total += sealed
-            if sealed < SEAL_LIMIT:
-                break
+        try:
+            while True:
+                async with db.write() as session:
+                    sealed = await seal(session, organization_id, keys, checkpoint_every=checkpoint_every)
+                _SEALED_AFTER_COMMIT.inc(sealed)
+                total += sealed
+                if sealed < SEAL_LIMIT:
+                    break
+        except BrokenLog as broken:  # that log stays as it is, for verification to name; the others are sealed
+            log.error("the audit log cannot be sealed: %s", broken)
     return total
 
 

@@ -7,11 +7,12 @@ and a writer runs whatever has queued up in ONE transaction — each write handl
 a refused call rolls back only its own changes and still gets its "refused" entry — then commits once and
 answers every waiting request.
 
-Entries are written with their content hash and MAC but without a position: no row is locked for the ledger
-that another call, lane or process would wait for (write handlers of one organization still take turns, see
-`_take_turn_to_write`). Positions and the signed tree come from sealing (prism.ledger.sealer):
-in the batch's own transaction on SQLite, which has one writer anyway, and right after the commit on
-PostgreSQL, where several lanes (transactions) run at once so one lane's round trips overlap another's.
+No row is locked for the ledger that another call, lane or process would wait for (write handlers of one
+organization still take turns, see `_take_turn_to_write`). Positions and the signed tree come from sealing
+(prism.ledger.sealer), in the batch's own transaction: on SQLite, which has one writer anyway, always; on
+PostgreSQL, where several lanes (transactions) run at once so one lane's round trips overlap another's, for
+each organization whose head no other transaction holds at the batch's end. Another organization's entries
+are written with their content hash and MAC but without a position, and sealed just after the commit.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import bindparam, insert, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -34,9 +35,9 @@ from prism.errors import Conflict, PrismError
 from prism.kit.timeutil import iso, utcnow
 from prism.ledger.entries import WRITTEN_COLUMNS, EntryDraft, audit_entries, audit_heads, content_hash, content_of
 from prism.ledger.keys import LedgerKeys
-from prism.ledger.sealer import BrokenLog, Sealer, head_of, seal_written
+from prism.ledger.sealer import BrokenLog, Sealer, free_heads, head_of, seal_written
 from prism.models import Organization
-from prism.observability.metrics import LEDGER_BATCH_SIZE, LEDGER_COMMIT_SECONDS
+from prism.observability.metrics import LEDGER_BATCH_SIZE, LEDGER_COMMIT_SECONDS, LEDGER_ENTRIES_SEALED
 from prism.storage import Database, unavailable_error
 from prism.storage.prepared import PreparedWrite
 
@@ -169,6 +170,7 @@ class LedgerWriter:
             await session.connection()
             # The logs first: a unit of an organization without one does not run at all.
             organizations = {u.organization_id for u in batch}
+            heads: dict[str, Any] = {}
             if self.db.is_sqlite:  # the heads, which sealing here needs anyway, say which logs exist
                 heads = {org: head for org in organizations if (head := await head_of(session, org)) is not None}
                 logs = set(heads)
@@ -209,32 +211,46 @@ class LedgerWriter:
                 # The hashed content becomes the row: the column takes the datetime, not the hashed text.
                 row.update(created_at=draft.created_at, entry_hash=digest, seq=None, mac=None)
                 rows.append(row)
-            written = sorted({row["organization_id"] for row in rows})
-            if self.db.is_sqlite:  # sealed here: each entry gets its position's MAC
-                for organization_id in written:
-                    await self._seal_here(session, organization_id, heads[organization_id],
-                                          [row for row in rows if row["organization_id"] == organization_id])
-            else:  # sealed after the commit: the MAC of an entry not yet placed (position 0)
-                self._mac_as_waiting(rows)
+            if not self.db.is_sqlite:  # last, so that a head is held only for the batch's last round trips
+                heads = await free_heads(session, sorted({row["organization_id"] for row in rows}))
+            sealed, left_waiting = await self._seal_or_leave_waiting(session, rows, heads)
             await _INSERT_ENTRIES.run(session, rows)  # one executemany for the batch's entries
-        if written and not self.db.is_sqlite:
-            self.sealer.request(written)
+        _SEALED_WITH_CALL.inc(sealed)
+        if left_waiting:
+            self.sealer.request(left_waiting)
         return [outcomes[i] for i in range(len(batch))]
+
+    async def _seal_or_leave_waiting(self, session: AsyncSession, rows: list[dict[str, Any]],
+                                     heads: dict[str, Any]) -> tuple[int, list[str]]:
+        """Seal the entries of each organization whose head this transaction holds; the others' are written waiting.
+        How many were sealed, and the organizations left to the sealer."""
+        sealed, left_waiting = 0, []
+        for organization_id in sorted({row["organization_id"] for row in rows}):
+            entries = [row for row in rows if row["organization_id"] == organization_id]
+            if organization_id not in heads:  # sealed after the commit: the MAC of an entry not yet placed
+                self._mac_as_waiting(entries)
+                left_waiting.append(organization_id)
+            elif await self._seal_here(session, organization_id, heads[organization_id], entries):
+                sealed += len(entries)  # each entry has its position and its position's MAC
+        return sealed, left_waiting
 
     def _mac_as_waiting(self, entries: list[dict[str, Any]]) -> None:
         for entry in entries:
             entry["mac"] = self.keys.mac(entry["organization_id"], 0, entry["entry_hash"])
 
     async def _seal_here(self, session: AsyncSession, organization_id: str, head: Any,
-                         entries: list[dict[str, Any]]) -> None:
+                         entries: list[dict[str, Any]]) -> bool:
+        """Whether the entries were sealed: a log that cannot be extended leaves them waiting."""
         try:  # BrokenLog comes before anything is written or any entry is given a position
             await seal_written(session, organization_id, self.keys, entries, head=head,
                                checkpoint_every=self.checkpoint_every)
+            return True
         except BrokenLog:
             self._mac_as_waiting(entries)
             # A log whose stored entries do not continue its head cannot be extended; the calls are still recorded
             # (waiting, with their hashes and MACs), and `prism audit verify` names what is wrong.
             log.exception("the audit log of organization %s cannot be sealed", organization_id)
+            return False
 
 
 async def _take_turn_to_write(session: AsyncSession, organization_ids: set[str]) -> None:
@@ -243,17 +259,23 @@ async def _take_turn_to_write(session: AsyncSession, organization_ids: set[str])
     each other's rows. The organizations' rows are locked in one statement, in id order (FOR NO KEY UPDATE:
     inserts that reference an organization do not wait for it). Reads, and the ledger itself, never wait."""
     if organization_ids:
-        await session.execute(select(Organization.id).where(Organization.id.in_(organization_ids))
-                              .order_by(Organization.id).with_for_update(key_share=True))
+        await session.execute(_LOCK_ORGANIZATIONS, {"ids": list(organization_ids)})
 
 
 async def _existing_logs(session: AsyncSession, organization_ids: set[str]) -> set[str]:
     """The organizations that still have a log (a head row): entries of any other would have nowhere to go."""
-    rows = await session.execute(select(audit_heads.c.organization_id)
-                                 .where(audit_heads.c.organization_id.in_(organization_ids)))
+    rows = await session.execute(_HEADS_OF, {"ids": list(organization_ids)})
     return set(rows.scalars())
 
 
+# Built once: building a statement and its cache key costs about 30 µs, once per batch (`expanding` lists).
+_LOCK_ORGANIZATIONS = (select(Organization.id).where(Organization.id.in_(bindparam("ids", expanding=True)))
+                       .order_by(Organization.id).with_for_update(key_share=True))
+_HEADS_OF = select(audit_heads.c.organization_id).where(
+    audit_heads.c.organization_id.in_(bindparam("ids", expanding=True)))
+
+
+_SEALED_WITH_CALL = LEDGER_ENTRIES_SEALED.labels("with_call")
 _INSERT_ENTRIES = PreparedWrite(insert(audit_entries), column_keys=WRITTEN_COLUMNS)
 
 

@@ -42,6 +42,10 @@ LEDGER_BATCH_SIZE = Histogram("prism_ledger_batch_size", "Calls committed togeth
 LEDGER_COMMIT_SECONDS = Histogram("prism_ledger_commit_duration_seconds",
                                   "Time to run and commit one ledger batch.",
                                   buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0))
+LEDGER_ENTRIES_SEALED = Counter("prism_ledger_entries_sealed",
+                                "Ledger entries given their position: by the call's own transaction ('with_call') or "
+                                "after its commit, because another transaction held the head ('after_commit').",
+                                ["when"])
 WEBHOOK_DELIVERIES = Counter("prism_webhook_deliveries", "Webhook delivery attempts by outcome.", ["outcome"])
 RATE_LIMIT_REFUSALS = Counter("prism_rate_limit_refusals", "Requests refused by a rate limit (429).", ["door"])
 LOCKOUT_REFUSALS = Counter("prism_lockout_refusals",

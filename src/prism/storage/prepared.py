@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-from sqlalchemy import Insert, Select, Update
-from sqlalchemy.engine import Dialect
+from sqlalchemy import Insert, Select, Update, event
+from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session, SessionTransaction
 from sqlalchemy.sql.compiler import SQLCompiler
 
 Processor = Callable[[Any], Any] | None
@@ -92,11 +93,17 @@ class _Prepared:
         the transaction is open (the session's first statement opens it)."""
         if session.new or session.dirty or session.deleted:
             await session.flush()
-        connection = await session.connection()
-        driver = (await connection.get_raw_connection()).driver_connection
-        if connection.dialect.name != "sqlite" and not driver.is_in_transaction():  # type: ignore[union-attr]
+        noted = session.info.get(_DRIVER_NOTED)
+        if noted is None or session.in_nested_transaction():
+            # Asking for the connection begins the session's transaction (which notes its connection), and
+            # emits a savepoint SQLAlchemy has only promised so far: a statement that fails must not abort more
+            # than its savepoint on PostgreSQL.
+            await session.connection()
+            noted = session.info[_DRIVER_NOTED]
+        dialect, driver = noted
+        if dialect.name != "sqlite" and not driver.is_in_transaction():
             driver = None
-        return connection.dialect, driver
+        return dialect, driver
 
 
 class PreparedRead(_Prepared):
@@ -146,6 +153,23 @@ class PreparedWrite(_Prepared):
                 await driver.executemany(compiled.sql, arguments)
         except _DRIVER_ERRORS as exc:
             raise _as_sqlalchemy_error(exc, compiled.sql, arguments) from exc
+
+
+# The transaction's dialect and driver connection, in `session.info` from the moment the session's transaction is
+# on a connection until it ends. Asking the session for them costs two greenlet switches (about 23 µs, five
+# times the statement itself on SQLite), and a ledger batch asks once per statement.
+_DRIVER_NOTED = "prism.prepared.driver"
+
+
+@event.listens_for(Session, "after_begin")
+def _note_driver(session: Session, _transaction: SessionTransaction, connection: Connection) -> None:
+    session.info[_DRIVER_NOTED] = (connection.dialect, connection.connection.driver_connection)
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _forget_driver(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.parent is None:  # the session's own transaction, not a savepoint within it
+        session.info.pop(_DRIVER_NOTED, None)
 
 
 # What the drivers raise: SQLite's errors; PostgreSQL's, and asyncpg's for a connection gone or unusable.
