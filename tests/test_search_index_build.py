@@ -28,14 +28,15 @@ pytestmark = pytest.mark.usefixtures("imports_removed_after_the_module")
 
 
 class RecordedBuilds:
-    """Stands in for SearchIndex: where each index was built; a build may be held until `release`."""
+    """Stands in for SearchIndex: where each index was built. The builds of the registries in `held_for` wait until
+    `release`; no other build is held (the test app's own runtime builds its registries too, on the same default
+    executor as every to_thread of the suite's loop: holding those would starve it)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, held: bool = False) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, held_for: list[Registry] | None = None) -> None:
         self.threads: list[str] = []
         self.registries: list[Registry] = []
         self.release = threading.Event()
-        if not held:
-            self.release.set()
+        held = held_for if held_for is not None else []
         real = search.SearchIndex
         recorder = self
 
@@ -43,7 +44,8 @@ class RecordedBuilds:
             def __init__(self, registry: Registry) -> None:
                 recorder.threads.append(threading.current_thread().name)
                 recorder.registries.append(registry)
-                recorder.release.wait(timeout=30)
+                if any(registry is r for r in held):
+                    recorder.release.wait(timeout=30)
                 super().__init__(registry)
 
         monkeypatch.setattr(search, "SearchIndex", Recording)
@@ -85,7 +87,7 @@ async def test_an_import_is_served_before_its_search_index_is_built(
              {"name": "wh_index_later", "spec": WAREHOUSE.read_text()})
     installed: list[Registry] = []
     runtime = IntegrationRuntime(db, build_registry(), installed.append)
-    builds = RecordedBuilds(monkeypatch, held=True)
+    builds = RecordedBuilds(monkeypatch, held_for=installed)
     try:
         await asyncio.wait_for(runtime.refresh(force=True), timeout=10)  # does not wait for the index
         assert len(installed) == 1
@@ -106,7 +108,7 @@ async def test_imports_in_quick_succession_build_one_index_at_a_time_for_the_reg
         client: httpx.AsyncClient, ws: Workspace, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     installed: list[Registry] = []
     runtime = IntegrationRuntime(db, build_registry(), installed.append)
-    builds = RecordedBuilds(monkeypatch, held=True)
+    builds = RecordedBuilds(monkeypatch, held_for=installed)
     try:
         for n in range(4):  # four imports while the first index is still being built
             await ok(client, ws, "config_manage/integrations/integration/importOpenapi",

@@ -12,6 +12,9 @@ import pytest
 
 from prism.app import create_app
 from prism.config import Settings
+from prism.integrations.runtime import IntegrationRuntime
+from prism.registry.registry import build_registry
+from prism.storage import Database
 from tests.processes import clean_env
 
 pytestmark = pytest.mark.engine_independent
@@ -23,6 +26,17 @@ async def test_building_and_running_the_app_leaves_the_process_collector_as_it_w
     async with application.router.lifespan_context(application):
         assert (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count()) == before
     assert (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count()) == before
+
+
+async def test_an_integrations_refresh_outside_a_server_never_pauses_the_collector(
+        db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pause would last while the refresh awaits the database, so collection would stop for everything else on
+    the loop meanwhile (a test, an embedding program): only a server process's collector is Prism's to pause."""
+    paused: list[bool] = []
+    monkeypatch.setattr(gc, "disable", lambda: paused.append(True))
+    runtime = IntegrationRuntime(db, build_registry(), lambda registry: None)
+    await runtime.refresh(force=True)
+    assert paused == []
 
 
 def test_a_served_process_collects_again_once_its_app_is_built(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism.integrations.handlers import build_app
 from prism.integrations.models import IntegrationApp, IntegrationConnection, IntegrationGeneration
 from prism.integrations.stored import decoded
-from prism.kit.collector import building_long_lived, collector_paused
+from prism.kit.collector import building_long_lived, paused_in_server
 from prism.kit.heap import release_freed_memory
 from prism.registry import HandlerApp, Registry, search
 from prism.storage import Database
@@ -81,7 +81,7 @@ class IntegrationRuntime:
         # Reading and building allocate hundreds of thousands of long-lived objects and almost no garbage: the
         # collector would walk them again and again (at 10,000 handlers, most of the time; prism.kit.collector).
         async with self._lock:
-            with collector_paused():
+            with paused_in_server():
                 return await self._refresh(force)
 
     async def _refresh(self, force: bool) -> bool:

@@ -62,16 +62,25 @@ def start_serving() -> None:
 
 
 @contextmanager
-def building_long_lived() -> Iterator[None]:
-    """In a server process: a build of long-lived objects (a registry of imported integrations and its search
-    index: hundreds of thousands of objects) runs with the collector paused, and what it built is frozen
-    afterwards, so that no full collection walks it again (at 10,000 handlers one took 0.2 s, a stall of every
-    request in the process, each time it ran). A registry that is replaced later is freed by reference counting;
-    only what it held in reference cycles stays, once per refresh. Elsewhere (tests, an app embedded in another
-    program) the process's collector is not Prism's to tune, and nothing changes."""
+def paused_in_server() -> Iterator[None]:
+    """`collector_paused` in a server process (once `start_serving` ran). Elsewhere (tests, an app embedded in
+    another program) the process's collector is not Prism's to tune, and nothing changes: a pause there would
+    also pause collection for whatever else runs on the event loop meanwhile."""
     if not _server_process:
         yield
         return
     with collector_paused():
         yield
-    gc.freeze()
+
+
+@contextmanager
+def building_long_lived() -> Iterator[None]:
+    """In a server process: a build of long-lived objects (a registry of imported integrations and its search
+    index: hundreds of thousands of objects) runs with the collector paused, and what it built is frozen
+    afterwards, so that no full collection walks it again (at 10,000 handlers one took 0.2 s, a stall of every
+    request in the process, each time it ran). A registry that is replaced later is freed by reference counting;
+    only what it held in reference cycles stays, once per refresh. Elsewhere nothing changes (`paused_in_server`)."""
+    with paused_in_server():
+        yield
+    if _server_process:
+        gc.freeze()
