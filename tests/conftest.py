@@ -9,6 +9,7 @@ see each other's data and need no cleanup.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,7 +20,7 @@ from prism.migrate import upgrade
 from prism.ratelimit import TIERS
 from prism.storage import Database, normalize_url
 from tests.factories import Factory
-from tests.processes import TEST_SECRET_KEY_FILE, scratch_database
+from tests.processes import TEST_SECRET_KEY_FILE, ServerPool, scratch_database
 
 UNTHROTTLED = {**{f"rate_limit_{tier}": 10**9 for tier in TIERS}, "lockout_failures": 10**9}
 
@@ -83,3 +84,13 @@ async def client(app: object) -> AsyncIterator[httpx.AsyncClient]:
 @pytest.fixture
 def factory(db: Database) -> Factory:
     return Factory(db)
+
+
+@pytest.fixture
+def server_pool(tmp_path: Path) -> Iterator[ServerPool]:
+    """`prism serve` processes a test starts, each stopped when the test ends."""
+    pool = ServerPool(tmp_path)
+    try:
+        yield pool
+    finally:
+        pool.stop_all()

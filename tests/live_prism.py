@@ -36,8 +36,7 @@ def live_prism_fixture(database_url: str, tmp_path_factory: pytest.TempPathFacto
     pool = ServerPool(log_dir)
     env = clean_env(PRISM_DATABASE_URL=database_url, PRISM_SEED_DEMO="false", PRISM_CREDENTIAL_CACHE_SECONDS="0",
                     PRISM_LOG_LEVEL="warning", PRISM_WEBHOOK_WORKER_IN_PROCESS="false",
-                    PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS="true",
-                    PRISM_SECRET_KEY_FILE=str(log_dir / "secret.key"), **GENEROUS_LIMITS)
+                    PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS="true", **GENEROUS_LIMITS)
     try:
         server = pool.start("--workers", "1", env=env, cwd=log_dir)
         yield LiveServer(server.base_url, pool)

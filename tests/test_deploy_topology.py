@@ -147,7 +147,10 @@ async def test_a_per_user_ceiling_is_one_ceiling_across_both_nodes(topology: Top
         answers = await asyncio.gather(*(http.get(ME, headers=bearer(key)) for _ in range(3 * USER_CEILING)))
     statuses = [a.status_code for a in answers]
     assert statuses.count(200) == USER_CEILING and statuses.count(429) == 2 * USER_CEILING, statuses
-    assert {node_of(a) for a in answers if a.status_code == 200} == nodes(topology)
+    # Both nodes counted requests, yet only one ceiling's worth succeeded: with a ceiling per node each would have
+    # let its own first USER_CEILING through. Which node's requests win is a race (a node pipelines its
+    # concurrent checks to Redis in one round trip, so one pipeline can take the whole ceiling).
+    assert {node_of(a) for a in answers} == nodes(topology)
 
 
 async def test_a_mission_budget_spent_through_both_nodes_refuses_at_the_ceiling_once(topology: Topology) -> None:
@@ -163,7 +166,10 @@ async def test_a_mission_budget_spent_through_both_nodes_refuses_at_the_ceiling_
     statuses = [a.status_code for a in answers]
     assert statuses.count(200) == 10 and statuses.count(403) == 30, statuses
     assert {a.json()["error"] for a in answers if a.status_code == 403} == {"budget_exceeded"}
-    assert {node_of(a) for a in answers if a.status_code == 200} == nodes(topology)
+    # Both nodes counted requests, yet only one ceiling's worth succeeded: with a ceiling per node each would have
+    # let its own first USER_CEILING through. Which node's requests win is a race (a node pipelines its
+    # concurrent checks to Redis in one round trip, so one pipeline can take the whole ceiling).
+    assert {node_of(a) for a in answers} == nodes(topology)
     [mission] = query(topology.database_url, "SELECT spent, budget_ceiling FROM missions WHERE id = :id", id=mission_id)
     assert mission == {"spent": 10, "budget_ceiling": 10}
     exceeded = query(topology.database_url,

@@ -7,7 +7,6 @@ import asyncio
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -20,15 +19,6 @@ TOOL = "/api/mcp/tools/prism_entity_crud/"
 LIST_PARTS = {"app": "spare_parts", "entity": "spare_part", "operation": "list", "arguments": {}}
 WEBHOOKS = "/api/v1/risk-assessment/governance/webhooks/"
 BUSY_TIMEOUT_SECONDS = 3
-
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[ServerPool]:
-    pool = ServerPool(tmp_path)
-    try:
-        yield pool
-    finally:
-        pool.stop_all()
 
 
 class WriteLockHolder:
@@ -59,10 +49,10 @@ async def _timed_get(client: httpx.AsyncClient, url: str, headers: dict[str, str
 
 @pytest.mark.engine_independent
 async def test_while_another_process_holds_the_sqlite_write_lock_only_writers_wait(
-        servers: ServerPool, tmp_path: Path) -> None:
+        server_pool: ServerPool, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'prism.db'}"
-    server = servers.start("--json", env=clean_env(PRISM_DATABASE_URL=url, PRISM_SEED_DEMO="true",
-                                                   PRISM_DATABASE_BUSY_TIMEOUT_SECONDS=str(BUSY_TIMEOUT_SECONDS)))
+    server = server_pool.start("--json", env=clean_env(PRISM_DATABASE_URL=url, PRISM_SEED_DEMO="true",
+                                                       PRISM_DATABASE_BUSY_TIMEOUT_SECONDS=str(BUSY_TIMEOUT_SECONDS)))
     key = server.banner_json()["api_key"]
     auth = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as client:
@@ -101,10 +91,11 @@ def test_serve_with_several_workers_on_sqlite_is_refused_with_a_clear_message(tm
 
 
 @pytest.mark.skipif(postgres_test_url() is None, reason="several workers need PostgreSQL")
-def test_serve_with_several_workers_on_postgresql_seeds_once_and_serves(servers: ServerPool, tmp_path: Path) -> None:
+def test_serve_with_several_workers_on_postgresql_seeds_once_and_serves(
+        server_pool: ServerPool, tmp_path: Path) -> None:
     with scratch_database(tmp_path, "workers") as url:
-        server = servers.start("--json", "--workers", "2", "--seed-demo", env=clean_env(PRISM_DATABASE_URL=url),
-                               cwd=tmp_path)
+        server = server_pool.start("--json", "--workers", "2", "--seed-demo",
+                                   env=clean_env(PRISM_DATABASE_URL=url), cwd=tmp_path)
         banner = server.banner_json()
         assert banner["seeded"] is True
         auth = {"Authorization": f"Bearer {banner['api_key']}"}

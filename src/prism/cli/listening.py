@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
+import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 import uvicorn
-from uvicorn.supervisors.multiprocess import Multiprocess
+from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
 from prism.cli.output import report_error
 from prism.cli.preflight import ConfigurationError
@@ -28,10 +29,39 @@ Announcement = Callable[[], Coroutine[Any, Any, None]]
 WORKER_READY_SECONDS = 120.0
 
 
-def bind_listener(host: str, port: int) -> socket.socket:
-    """The server's socket, bound now so that a port in use stops the start before anything is written."""
+def bind_listener(host: str, port: int, *, workers: int = 1) -> socket.socket:
+    """The server's socket, bound now so that a port in use stops the start before anything is written. For several
+    workers it lets each of them bind a socket of its own to the same port (`worker_listener`); whether the port is
+    in use is checked first without that option, which another server's sockets would otherwise share."""
+    if workers > 1 and _SPREADS_CONNECTIONS:
+        _bound(host, port, reuse_port=False).close()
+        return _bound(host, port, reuse_port=True)
+    return _bound(host, port, reuse_port=False)
+
+
+def worker_listener(first: socket.socket) -> socket.socket:
+    """Another socket on `first`'s address, for one worker of its own: the kernel spreads new connections over the
+    sockets of a port (SO_REUSEPORT) by their addresses. On one shared socket a burst of connections opened together
+    goes to whichever worker accepts first (bench/README.md measured 28-30 of 32 on one of two workers)."""
+    host, port = first.getsockname()[:2]
+    return _bound(host, port, reuse_port=True)
+
+
+def spreads_connections(listener: socket.socket) -> bool:
+    """Whether workers can have sockets of their own on this listener's port (Linux's SO_REUSEPORT balancing)."""
+    return _SPREADS_CONNECTIONS and bool(listener.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT))
+
+
+# Linux balances the sockets of one port; elsewhere SO_REUSEPORT only lets them share it (or is missing), so the
+# workers share one socket there.
+_SPREADS_CONNECTIONS = sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
+
+
+def _bound(host: str, port: int, *, reuse_port: bool) -> socket.socket:
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:
@@ -75,7 +105,17 @@ class AnnouncingSupervisor(Multiprocess):
         self.announcement_failed = False
 
     def init_processes(self) -> None:
-        super().init_processes()
+        # Each worker serves on a socket of its own where the kernel spreads connections over them
+        # (`worker_listener`); the first serves on the server's socket. A worker Uvicorn starts again later (after a
+        # crash, or SIGHUP) serves on the server's socket, sharing it.
+        spread = spreads_connections(self.sockets[0])
+        for index in range(self.processes_num):
+            sockets = [worker_listener(self.sockets[0])] if spread and index > 0 else self.sockets
+            process = Process(self.config, sockets)
+            process.start()  # the worker has its own copy of its socket from here on
+            self.processes.append(process)
+            if sockets is not self.sockets:
+                sockets[0].close()
         try:
             if not all(p.wait_until_ready(WORKER_READY_SECONDS, self.should_exit) for p in self.processes):
                 raise PrismError("a worker process did not start; its error is above", code="worker_start_failed")

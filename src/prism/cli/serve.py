@@ -109,7 +109,7 @@ def serve(*, host: str, port: int, workers: int, as_json: bool, seed: bool | Non
                 upgrade(settings.database_url)
             except (SQLAlchemyError, OSError) as exc:
                 raise database_error(settings.database_url, getattr(exc, "orig", None) or exc) from None
-        listener = bind_listener(host, port)
+        listener = bind_listener(host, port, workers=workers)
     except PrismError as exc:
         fail(as_json, exc, exit_code=2 if exc.code == "sqlite_single_process" else 1)
     seeding = should_seed(settings, seed)
