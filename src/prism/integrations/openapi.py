@@ -18,6 +18,7 @@ import yaml
 
 from prism.errors import InvalidArguments
 from prism.integrations.names import entity_name, operation_name, words
+from prism.registry.capability import names_irreversible_act
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 READ_METHODS = frozenset({"get", "head", "options"})
@@ -266,6 +267,9 @@ def _operation(resolver: _Resolver, path: str, method: str, spec: dict[str, Any]
         "operation_id": operation_id or "", "tag": tag or "",
         "description": _text(spec.get("summary"), spec.get("description")) or f"{method.upper()} {path}",
         "parameters": parameters, "body": body, "schema": arguments_schema,
-        "read_only": method in READ_METHODS, "destructive": method == "delete",
+        # Destructive: DELETE, or a write whose name says an act that cannot be undone (POST /orders/{id}/cancel),
+        # as built-in handlers declare it: MCP clients confirm such calls by the tool's destructiveHint.
+        "read_only": method in READ_METHODS,
+        "destructive": method == "delete" or (method not in READ_METHODS and names_irreversible_act(name)),
         "cost": cost if isinstance(cost, int) and not isinstance(cost, bool) and cost >= 0 else default_cost,
     }

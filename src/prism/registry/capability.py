@@ -42,11 +42,12 @@ if TYPE_CHECKING:
 # Candidates scored and reordered before the first `limit` are kept: enough to find a safe first result.
 POOL = 20
 
-# Verbs of acts that cannot be undone, stemmed. A handler named by one is irreversible even where it does not
-# declare itself destructive; a request saying one (not negated) asks for such an act.
+# Verbs of acts that cannot be undone or that take something out of service at once (disable), stemmed. A
+# handler named by one is irreversible even where it does not declare itself destructive, and every built-in one
+# declares it (tests/test_mcp_surfaces.py); a request saying one (not negated) asks for such an act.
 IRREVERSIBLE_VERBS = frozenset(stem(w) for w in (
     "delete remove erase purge destroy wipe void cancel retire scrap decommission discard dispose terminate "
-    "revoke drop kill abort").split())
+    "revoke drop kill abort disable").split())
 # Phrases that ask for the irreversible form of an act: "for good", "permanently", "get rid of".
 IRREVERSIBLE_PHRASES = (("for", "good"), ("get", "rid"), ("permanently",), ("irreversibly",))
 # Words that negate a verb up to NEGATION_REACH words after them: "don't delete", "without removing".
@@ -109,8 +110,12 @@ class Found:
 
 
 def irreversible(handler: Handler) -> bool:
-    return handler.destructive or not IRREVERSIBLE_VERBS.isdisjoint(stem(w) for w in split_words(
-        handler.coordinate.operation))
+    return handler.destructive or names_irreversible_act(handler.coordinate.operation)
+
+
+def names_irreversible_act(operation: str) -> bool:
+    """Whether an operation's name says an act that cannot be undone (`cancelOrder`, `void_payment`)."""
+    return not IRREVERSIBLE_VERBS.isdisjoint(stem(w) for w in split_words(operation))
 
 
 def asks_irreversible(words: Sequence[str]) -> bool:
