@@ -1,10 +1,15 @@
 """Counters in Redis, shared by every Prism process of a deployment (PRISM_REDIS_URL).
 
-Each check is ONE round trip: a Lua script looks at the address's lockout key, and unless it is set
+Each check is ONE script call: a Lua script looks at the address's lockout key, and unless it is set
 increments the window counter, starts its expiry on the first hit and returns the count with the time
 left. The `limits` package needs two round trips for the count alone (hit, then window statistics for
 the headers), and a separate lockout lookup would be a third. Scripts run atomically, so concurrent
 requests from many processes never overshoot a ceiling and never exceed the lockout's threshold.
+
+The checks of a process's requests in flight share round trips: while one pipeline of script calls is on its
+way, the checks that arrive wait for the next, which carries all of them. A lone request still costs one round
+trip; under load one round trip serves many. redis-py spends about 50-90 µs of CPU per command sent alone and
+about 12 µs per command in a pipeline of 32 (bench/README.md).
 
 When Redis cannot be reached every method raises `LimiterUnavailable`; what happens then is the edge's
 decision (prism.ratelimit.unavailable). A WARNING is logged once per interval, not once per request.
@@ -12,12 +17,14 @@ decision (prism.ratelimit.unavailable). A WARNING is logged once per interval, n
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, RedisError
 
 from prism.ratelimit.unavailable import LimiterUnavailable
 from prism.ratelimit.verdict import Locked, Verdict, verdict_of
@@ -70,14 +77,20 @@ class RedisBackend:
         # Short timeouts: a check waits at most this long for a Redis that went away.
         self.redis: Redis = Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=1.0,
                                            client_name=client_name)
-        self._hit: Any = self.redis.register_script(_HIT)
+        self._hit_sha: str = self.redis.register_script(_HIT).sha
         self._fail: Any = self.redis.register_script(_FAIL)
         self._complained = -COMPLAINT_INTERVAL
+        self._waiting: list[_Check] = []  # hits for the next pipeline
+        self._sender: asyncio.Task[None] | None = None
 
     async def hit(self, key: str, limit: int, period: float, lock: str | None = None) -> Verdict | Locked:
-        keys = [PREFIX + key] if lock is None else [PREFIX + key, _auth_key(lock) + ":lock"]
+        keys = (PREFIX + key,) if lock is None else (PREFIX + key, _auth_key(lock) + ":lock")
+        check = _Check(keys, _ms(period), asyncio.get_running_loop().create_future())
+        self._waiting.append(check)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send_waiting())
         try:
-            count, ttl_ms = await self._hit(keys=keys, args=[_ms(period)])
+            count, ttl_ms = await check.reply
         except RedisError as exc:
             raise self._unavailable(exc) from None
         if count < 0:
@@ -118,5 +131,55 @@ class RedisBackend:
                         type(exc).__name__, exc)
         return LimiterUnavailable()
 
+    async def _send_waiting(self) -> None:
+        """One pipeline at a time, each with every hit waiting when it leaves, until none are left."""
+        while self._waiting:
+            checks, self._waiting = self._waiting, []
+            try:
+                replies = await self._evaluate(checks)
+                for check, reply in zip(checks, replies, strict=True):
+                    if not check.reply.done():  # its request may have been cancelled meanwhile
+                        if isinstance(reply, Exception):
+                            check.reply.set_exception(reply)
+                        else:
+                            check.reply.set_result(reply)
+            except RedisError as exc:  # the connection: every hit of the pipeline fails alike
+                _fail_all(checks, exc)
+            finally:  # cancelled (the process stops) or a fault: no request waits forever
+                _fail_all(checks, RedisConnectionError("the rate-limit pipeline stopped"))
+
+    async def _evaluate(self, checks: list[_Check]) -> list[Any]:
+        replies = await self._pipeline(checks)
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:  # Redis restarted or flushed its scripts: load it, and run again only what did not run
+            await self.redis.script_load(_HIT)
+            for i, reply in zip(missing, await self._pipeline([checks[i] for i in missing]), strict=True):
+                replies[i] = reply
+        return replies
+
+    async def _pipeline(self, checks: list[_Check]) -> list[Any]:
+        pipe = self.redis.pipeline(transaction=False)
+        for check in checks:
+            pipe.evalsha(self._hit_sha, len(check.keys), *check.keys, check.period_ms)
+        replies: list[Any] = await pipe.execute(raise_on_error=False)
+        return replies
+
     async def close(self) -> None:
+        if self._sender is not None:
+            self._sender.cancel()
         await self.redis.aclose()
+
+
+class _Check:
+    __slots__ = ("keys", "period_ms", "reply")
+
+    def __init__(self, keys: tuple[str, ...], period_ms: int, reply: asyncio.Future[Any]) -> None:
+        self.keys = keys
+        self.period_ms = period_ms
+        self.reply = reply
+
+
+def _fail_all(checks: list[_Check], exc: RedisError) -> None:
+    for check in checks:
+        if not check.reply.done():
+            check.reply.set_exception(exc)
