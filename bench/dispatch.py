@@ -31,13 +31,13 @@ from bench.harness import (
     LOOPBACK,
     RESULTS,
     Server,
-    backend_cpu_seconds,
     bench_env,
     children_cpu_seconds,
     free_port,
     machine,
     named_process_cpu_seconds,
     pinned,
+    postgres_cpu_seconds,
     prism_cli,
     spawn,
     start_prism,
@@ -63,7 +63,7 @@ class Plan:
     warmup: float
     server_cpus: str | None
     wrk_cpus: str | None
-    db_name: str | None  # PostgreSQL database whose backends' CPU is accounted
+    db_name: str | None  # the run's PostgreSQL database (the whole server's CPU is accounted)
     raw_log: Path
     rounds: int = 1  # governed then floor, this many times over
     workers: int = 1  # Uvicorn worker processes of each side
@@ -145,8 +145,9 @@ def measure(server: Server, script: Path, plan: Plan) -> dict[str, Any]:
 
 
 def cpu_now(pid: int, db_name: str | None) -> tuple[float, float, float, float, float]:
-    """CPU seconds so far: the server, finished wrk runs, our PostgreSQL backends, Redis, the whole machine."""
-    return (tree_cpu_seconds(pid), children_cpu_seconds(), backend_cpu_seconds(db_name) if db_name else 0.0,
+    """CPU seconds so far: the server, finished wrk runs, the PostgreSQL server (when the run uses one), Redis, the
+    whole machine."""
+    return (tree_cpu_seconds(pid), children_cpu_seconds(), postgres_cpu_seconds() if db_name else 0.0,
             named_process_cpu_seconds("redis-server"), system_busy_seconds())
 
 

@@ -84,19 +84,23 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
-def backend_cpu_seconds(database: str) -> float:
-    """CPU time of the live PostgreSQL backends serving `database` (their titles name it)."""
-    total = 0.0
+def postgres_cpu_seconds() -> float:
+    """CPU time of the machine's PostgreSQL server: its live processes (backends, WAL writer, checkpointer, ...)
+    plus what its postmaster has collected from exited ones, so a backend that exits between two readings keeps
+    its time counted instead of taking it away (a reading by live backends alone once went negative)."""
+    processes: dict[int, tuple[int, int, int]] = {}  # pid -> (parent, own ticks, reaped children's ticks)
     for proc in Path("/proc").glob("[0-9]*"):
         try:
-            title = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            stat = (proc / "stat").read_text() if title.startswith("postgres: ") else ""
+            head, _, rest = (proc / "stat").read_text().rpartition(")")
         except OSError:  # exited meanwhile
             continue
-        if f" {database} " in title and stat:
-            fields = stat.rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+        if head.split("(", 1)[-1] == "postgres":
+            fields = rest.split()
+            processes[int(proc.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]),
+                                         int(fields[13]) + int(fields[14]))
+    # Only the postmaster (the postgres process whose parent is not one) reaps the server's processes.
+    ticks = sum(own + (reaped if parent not in processes else 0) for parent, own, reaped in processes.values())
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def named_process_cpu_seconds(name: str) -> float:

@@ -34,10 +34,10 @@ from tests.webhooks_receiver import make_tls  # noqa: E402
 
 from bench.harness import (  # noqa: E402
     PRISM,
-    backend_cpu_seconds,
     bench_env,
     free_port,
     machine,
+    postgres_cpu_seconds,
     proc_cpu_seconds,
     system_busy_seconds,
     write_result,
@@ -97,18 +97,18 @@ async def raw_loop(url: str, bodies: list[bytes], ca: str, concurrency: int) -> 
 
 
 class CpuMeter:
-    """Cores used during one measured window: receiver, workers (or this process for the raw loop), database
-    backends, everything else on the machine, and the machine in all (`host`: near its core count, the
-    measure was bound by the machine's CPU, not by Prism's waits)."""
+    """Cores used during one measured window: receiver, workers (or this process for the raw loop), the PostgreSQL
+    server (harness.postgres_cpu_seconds), everything else on the machine, and the machine in all (`host`: near its
+    core count, the measure was bound by the machine's CPU, not by Prism's waits)."""
 
-    def __init__(self, receiver: int, workers: list[int], database: str) -> None:
-        self.receiver, self.workers, self.database = receiver, workers, database
+    def __init__(self, receiver: int, workers: list[int]) -> None:
+        self.receiver, self.workers = receiver, workers
         self.start = self._sample()
 
     def _sample(self) -> dict[str, float]:
         return {"wall": time.perf_counter(), "receiver": proc_cpu_seconds(self.receiver),
                 "workers": sum(proc_cpu_seconds(p) for p in self.workers) if self.workers else time.process_time(),
-                "database": backend_cpu_seconds(self.database), "all": system_busy_seconds()}
+                "database": postgres_cpu_seconds(), "all": system_busy_seconds()}
 
     def read(self) -> dict[str, float]:
         end = self._sample()
@@ -142,7 +142,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 async def scenario(args: argparse.Namespace, db: Database, work: Path, tls: Any, delay_ms: int) -> dict[str, Any]:
     """Raw loop, 1 worker, 2 workers against one receiver answering after `delay_ms`; its own organization."""
-    database = args.database_url.rsplit("/", 1)[1]
     port = free_port()
     receiver = start_receiver(tls, port, delay_ms)
     url = f"https://127.0.0.1:{port}/hook"
@@ -163,7 +162,7 @@ async def scenario(args: argparse.Namespace, db: Database, work: Path, tls: Any,
         async with db.write() as s:
             hook = await create_webhook(s, auth, settings, WebhookCreate(name="bench", url=url))
         await raw_loop(url, bodies[:200], str(tls.ca), args.concurrency)  # warm-up
-        meter = CpuMeter(receiver.pid, [], database)
+        meter = CpuMeter(receiver.pid, [])
         results["raw_loop"] = await raw_loop(url, bodies, str(tls.ca), args.concurrency)
         results["cpu_raw_loop"] = meter.read()
         env = bench_env(PRISM_DATABASE_URL=args.database_url, PRISM_SECRET_KEY_FILE=str(work / "secret.key"),
@@ -178,7 +177,7 @@ async def scenario(args: argparse.Namespace, db: Database, work: Path, tls: Any,
             before = await successes(db, hook["id"])
             await record_events(db, ws, args.events)  # the deliveries become visible at this commit
             committed = utcnow()
-            meter = CpuMeter(receiver.pid, [w.pid for w in workers], database)
+            meter = CpuMeter(receiver.pid, [w.pid for w in workers])
             while await successes(db, hook["id"]) < before + args.events:  # noqa: ASYNC110 -- polling the database is the measurement
                 await asyncio.sleep(0.2)
             results[f"cpu_workers_{count}"] = meter.read()
