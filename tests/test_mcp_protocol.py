@@ -39,7 +39,8 @@ async def initialize(client: httpx.AsyncClient, headers: dict[str, str], version
 
 
 async def call(client: httpx.AsyncClient, headers: dict[str, str], session: str, message: Any) -> httpx.Response:
-    return await client.post(PATH, headers={**headers, "Mcp-Session-Id": session}, json=message)
+    # Latin-1, as HTTP carries header bytes: a client may send any.
+    return await client.post(PATH, headers={**headers, "Mcp-Session-Id": session.encode("latin-1")}, json=message)
 
 
 def tool_text(answer: httpx.Response) -> tuple[bool, dict[str, Any]]:
@@ -100,7 +101,8 @@ async def test_a_forged_or_tampered_session_is_404(client: httpx.AsyncClient, fa
     headers = headers_for(ws)
     session = await initialize(client, headers)
     tampered = session[:-1] + ("0" if session[-1] != "0" else "1")
-    for bad in (tampered, "nonsense", session.replace("2025-03-26", "2024-11-05")):
+    # The last one's signature is not ASCII (a header is whatever a client sends): 404 too, not a 500.
+    for bad in (tampered, "nonsense", session.replace("2025-03-26", "2024-11-05"), session[:-1] + "\u00e9"):
         answer = await call(client, headers, bad, rpc("tools/list"))
         assert answer.status_code == 404, bad
         assert answer.json()["error"]["data"]["error"] == "session_not_found"

@@ -8,6 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
+from prism.app import create_app
+from prism.config import Settings
 from tests.factories import Factory, Workspace
 from tests.test_mcp_protocol import LIST_PARTS, PATH, call, headers_for, initialize, rpc
 
@@ -155,3 +157,28 @@ async def test_the_version_header_of_a_handshake_request_must_be_one_we_speak(
     assert ok.status_code == 200
     bad = await call(client, {**headers, "MCP-Protocol-Version": "2099-01-01"}, session, rpc("ping"))
     assert bad.status_code == 400 and bad.json()["error"]["code"] == -32022
+
+
+async def test_a_browser_page_of_an_allowed_origin_may_send_a_2026_07_28_request(
+        app: Any, settings: Settings, factory: Factory) -> None:
+    """A browser sends a request only with the headers its preflight allowed: a 2026-07-28 call carries
+    MCP-Protocol-Version, Mcp-Method and Mcp-Name besides the credential and the body's type."""
+    origin = "https://inspector.example.com"
+    browser = create_app(settings.model_copy(update={"mcp_allowed_origins": origin}), registry=app.state.registry)
+    async with browser.router.lifespan_context(browser):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=browser), base_url="http://localhost") as c:
+            ws = await factory.workspace()
+            sent = modern_headers(ws, "tools/call", "prism_entity_crud")
+            requested = ["authorization", "content-type", "mcp-protocol-version", "mcp-method", "mcp-name"]
+            assert {h.lower() for h in sent} >= set(requested)
+            preflight = await c.options(PATH, headers={
+                "Host": ws.host, "Origin": origin, "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": ", ".join(requested)})
+            assert preflight.status_code == 204
+            allowed = {h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")}
+            assert set(requested) | {"mcp-session-id", "last-event-id", "accept"} <= allowed
+            assert "POST" in preflight.headers["access-control-allow-methods"]
+            called = await c.post(PATH, headers={**sent, "Origin": origin}, json=rpc("tools/call", envelope(
+                {"name": "prism_entity_crud", "arguments": LIST_PARTS})))
+            assert called.status_code == 200 and called.json()["result"]["isError"] is False
+            assert called.headers["access-control-allow-origin"] == "*"

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from prism.kit.ids import public_organization_id
-from tests.factories import Factory
+from tests.factories import Factory, Workspace
 from tests.oauth_support import (
     CLAUDE_REDIRECT,
     CLIENT_BODIES,
@@ -173,15 +173,33 @@ async def test_denying_consent_redirects_access_denied(app: object, factory: Fac
     assert query_of(answer.headers["location"])["error"] == "access_denied"
 
 
+async def _signed_in_consent_page(c: httpx.AsyncClient, ws: Workspace) -> httpx.Response:
+    """The consent page of a newly registered client, for the workspace's owner, signed in."""
+    client = await register(c)
+    await sign_in(c, ws.emails["owner"])
+    return await c.get(f"{OAUTH}/authorize/", params=authorize_params(client["client_id"], pkce()[1]))
+
+
 async def test_consent_without_the_csrf_token_is_refused(app: object, factory: Factory) -> None:
     ws = await factory.workspace(roles=("owner",))
     async with browser(app, ws.host) as c:
-        client = await register(c)
-        await sign_in(c, ws.emails["owner"])
-        page = await c.get(f"{OAUTH}/authorize/", params=authorize_params(client["client_id"], pkce()[1]))
+        page = await _signed_in_consent_page(c, ws)
         forged = await c.post(f"{OAUTH}/authorize/", data={"request": field(page.text, "request"),
                                                            "decision": "allow", "organization": ws.org.id})
     assert forged.status_code == 403 and "location" not in forged.headers
+
+
+async def test_a_consent_form_with_a_forged_request_is_400(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        page = await _signed_in_consent_page(c, ws)
+        sealed = field(page.text, "request")
+        # A changed payload, and a signature with a character beyond ASCII (a form is whatever a client sends).
+        for forged in (sealed.replace(".", "x.", 1), sealed[:-1] + "\u00e9"):
+            answer = await c.post(f"{OAUTH}/authorize/", data={
+                "request": forged, "csrf_token": field(page.text, "csrf_token"), "decision": "allow",
+                "organization": ws.org.id})
+            assert answer.status_code == 400 and "location" not in answer.headers, forged
 
 
 async def test_an_organization_of_another_tenant_cannot_be_chosen(app: object, factory: Factory) -> None:

@@ -9,6 +9,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from prism.app import create_app
+from prism.config import Settings
 from prism.oauth.models import OAuthClient
 from prism.storage import Database
 from tests.factories import Factory, unique
@@ -194,3 +196,34 @@ async def test_a_client_registered_with_the_split_tool_surface_gets_it_on_the_mc
     assert "prism_entity_crud_read" in await tool_names(other.host, other_token)  # the client's, in every tenant
     assert "prism_entity_crud" in await tool_names(ws.host, plain_token)
     assert "prism_entity_crud" in await tool_names(ws.host, split_token, "?tools=mega")
+
+
+async def test_deleting_a_registration_stops_its_access_and_refresh_tokens_at_once(
+        app: Any, settings: Settings, factory: Factory) -> None:
+    """RFC 7592 2.3: once a client deletes its registration, nothing it was granted works any longer, even a token
+    this process has just seen (an app with the credential cache of a deployment)."""
+    cached = create_app(settings.model_copy(update={"credential_cache_seconds": 60.0}), registry=app.state.registry)
+    ws = await factory.workspace(roles=("owner",))
+    async with cached.router.lifespan_context(cached), browser(cached, ws.host) as c:
+        registered = await register(c, {**CLIENT_BODIES["claude"], "client_name": unique("leaving")})
+        tokens = await tokens_for(c, ws, client=registered)
+        assert tokens["refresh_token"]
+        headers = {**bearer(tokens["access_token"]), **JSON_AND_SSE}
+        opened = await c.post(PATH, json=rpc("initialize", {}), headers=headers)
+        assert opened.status_code == 200
+        session = {**headers, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+        assert (await c.post(PATH, json=rpc("tools/list"), headers=session)).status_code == 200
+        assert (await c.get("/api/v1/dev/me/", headers=bearer(tokens["access_token"]))).status_code == 200
+
+        manage = bearer(registered["registration_access_token"])
+        assert (await c.delete(registered["registration_client_uri"], headers=manage)).status_code == 204
+
+        for refused in (await c.post(PATH, json=rpc("tools/list"), headers=session),
+                        await c.post(PATH, json=rpc("initialize", {}), headers=headers)):
+            assert refused.status_code == 401 and refused.json()["error"]["data"]["error"] == "invalid_token"
+        assert (await c.get("/api/v1/dev/me/", headers=bearer(tokens["access_token"]))).status_code == 401
+        refreshed = await c.post(f"{OAUTH}/token/", data={"grant_type": "refresh_token", "client_id":
+                                                          registered["client_id"],
+                                                          "refresh_token": tokens["refresh_token"]})
+        assert refreshed.status_code in (400, 401) and "access_token" not in refreshed.json()
+        assert refreshed.json()["error"] in ("invalid_client", "invalid_grant")

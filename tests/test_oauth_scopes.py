@@ -3,13 +3,19 @@
 
 from __future__ import annotations
 
+import json
+from fnmatch import fnmatchcase
 from typing import Any
 
 import httpx
 import pytest
 
+from prism.auth.permissions import BUILTIN_ROLES
+from prism.registry.mega_tools import LEGACY_BINDINGS
+from prism.registry.model import Handler
 from tests.factories import Factory, Workspace
 from tests.oauth_support import CLAUDE_REDIRECT, OAUTH, authorize_params, bearer, browser, pkce, register, tokens_for
+from tests.test_mcp_protocol import JSON_AND_SSE, PATH, rpc
 
 CRUD = "/api/mcp/tools/prism_entity_crud/"
 CREATE = {"operation": "create", "app": "spare_parts", "entity": "spare_part",
@@ -85,3 +91,59 @@ async def test_a_repeated_authorize_parameter_is_refused_on_a_page(app: object, 
         answer = await c.get(f"{OAUTH}/authorize/", params=params)
     assert answer.status_code == 400 and "location" not in answer.headers
     assert "more than once: redirect_uri" in answer.text
+
+
+def _app_scope_allows(granted: set[str], handler: Handler, role: str) -> bool:
+    """docs/oauth.md "Scopes", written out: a per-app scope names `<app>.<verb>` or one permission; a read that
+    needs no permission takes any; the role's patterns are checked besides."""
+    permission = handler.permission
+    if permission is None:
+        return handler.scope == "read"
+    app_name, _, rest = permission.partition(".")
+    named = permission in granted or f"{app_name}.{rest.split('_', 1)[0]}" in granted
+    return named and any(fnmatchcase(permission, p) for p in BUILTIN_ROLES[role])
+
+
+async def _over_mcp(c: httpx.AsyncClient, token: str, *messages: dict[str, Any]) -> list[dict[str, Any]]:
+    headers = {**bearer(token), **JSON_AND_SSE}
+    opened = await c.post(PATH, json=rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                                        "clientInfo": {"name": "t", "version": "1"}}), headers=headers)
+    assert opened.status_code == 200, opened.text
+    headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
+    return [(await c.post(PATH, json=m, headers=headers)).json() for m in messages]
+
+
+@pytest.mark.parametrize(("role", "scope"), [
+    ("owner", "spare_parts.view"), ("member", "spare_parts.view spare_parts.add"),
+    ("viewer", "spare_parts.view spare_parts.add"), ("member", "spare_parts.delete spare_parts.view_stock_movement")])
+async def test_over_mcp_an_app_scope_lists_and_runs_exactly_what_it_and_the_role_permit(
+        app: Any, factory: Factory, role: str, scope: str) -> None:
+    ws = await factory.workspace(roles=(role,))
+    token = (await _tokens(app, ws, role, scope))["access_token"]
+    granted = set(scope.split())
+    registry = list(app.state.registry)
+    allowed = [h for h in registry if _app_scope_allows(granted, h, role)]
+    # Every spare_parts handler, and each other app's first handler: the scope names none of those.
+    probed = [h for h in registry if h.coordinate.app == "spare_parts" or h.permission is None]
+    probed += list({h.coordinate.app: h for h in reversed(registry) if h.permission is not None}.values())
+    calls = [rpc("tools/call", {"name": f"prism_{h.coordinate.mega_tool}", "arguments": {
+        "app": h.coordinate.app, "entity": h.coordinate.entity, "operation": h.coordinate.operation,
+        "arguments": {}}}, request_id=i) for i, h in enumerate(probed, start=2)]
+    async with browser(app, ws.host) as c:
+        listed, *answers = await _over_mcp(c, token, rpc("tools/list"), *calls)
+
+    tools = {t["name"]: t for t in listed["result"]["tools"]}
+    expected_megas = {f"prism_{h.coordinate.mega_tool}" for h in allowed}
+    paths = {h.path for h in allowed}
+    assert set(tools) == expected_megas | {name for name, path in LEGACY_BINDINGS.items() if path in paths}
+    for name in expected_megas:
+        mine = [h for h in allowed if f"prism_{h.coordinate.mega_tool}" == name]
+        schema = tools[name]["inputSchema"]["properties"]
+        for part in ("app", "entity", "operation"):
+            assert set(schema[part]["enum"]) == {getattr(h.coordinate, part) for h in mine}, (name, part)
+        assert tools[name]["annotations"]["readOnlyHint"] is all(h.read_only for h in mine)
+    for handler, answer in zip(probed, answers, strict=True):
+        outcome = json.loads(answer["result"]["content"][0]["text"])
+        refused = outcome.get("error") == "permission_denied"
+        assert refused is (handler not in allowed), (handler.path, outcome)
+    assert 0 < sum(h in allowed for h in probed) < len(probed)  # both outcomes were probed

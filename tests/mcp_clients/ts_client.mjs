@@ -1,11 +1,13 @@
 // One session of the official TypeScript MCP client against Prism, printed as JSON for tests/test_mcp_clients.py.
-// usage: node ts_client.mjs <sdk|client> <package dir> <url> <api key> <legacy|auto>
+// usage: node ts_client.mjs <sdk|client> <package dir> <url> <api key> <legacy|auto> [revisions]
 //   sdk:    @modelcontextprotocol/sdk 1.x (handshake revisions only)
 //   client: @modelcontextprotocol/client 2.x (server/discover and 2026-07-28 in `auto`)
+//   revisions: the client's own supportedProtocolVersions, comma-separated (2.x only): its `legacy` handshake
+//              offers the first 2025-era one, as an older client would
 import { pathToFileURL } from "node:url";
 import path from "node:path";
 
-const [flavour, dir, url, key, mode] = process.argv.slice(2);
+const [flavour, dir, url, key, mode, revisions] = process.argv.slice(2);
 const load = (file) => import(pathToFileURL(path.join(dir, file)).href);
 let Client, Transport;
 if (flavour === "sdk") {
@@ -15,6 +17,7 @@ if (flavour === "sdk") {
   ({ Client, StreamableHTTPClientTransport: Transport } = await load("dist/index.mjs"));
 }
 const options = flavour === "sdk" ? {} : { versionNegotiation: { mode } };
+if (revisions) options.supportedProtocolVersions = revisions.split(",");
 const client = new Client({ name: "prism-test", version: "1.0.0" }, options);
 const transport = new Transport(new URL(url), { requestInit: { headers: { Authorization: `Bearer ${key}` } } });
 await client.connect(transport);

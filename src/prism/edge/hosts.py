@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from prism.config import Settings
@@ -32,6 +33,7 @@ class OriginNotAllowed(PermissionDenied):
     code = "origin_not_allowed"
 
 
+@lru_cache(maxsize=1024)  # parsing an address costs more than the rest of the host check; few names recur
 def is_loopback_name(hostname: str) -> bool:
     if hostname == "localhost":
         return True

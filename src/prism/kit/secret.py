@@ -26,6 +26,13 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from prism.config import Settings
 
 
+def same_secret(sent: str, expected: str) -> bool:
+    """Whether a secret a client sent (a signature, a token) is the expected one, in constant time. Compared as
+    UTF-8 bytes: `hmac.compare_digest` raises TypeError for text with characters beyond ASCII, and a client (or
+    whoever wrote to the database) may send any."""
+    return hmac.compare_digest(sent.encode(), expected.encode())
+
+
 def _read_or_create(path: Path) -> bytes:
     with contextlib.suppress(FileExistsError):
         # O_EXCL: two processes starting together never write two different secrets.
@@ -63,7 +70,7 @@ def seal(settings: Settings, purpose: str, data: dict[str, Any]) -> str:
 def unseal(settings: Settings, purpose: str, sealed: str) -> dict[str, Any] | None:
     payload, _, mac = sealed.partition(".")
     expected = hmac.new(derived_key(settings, purpose), payload.encode(), hashlib.sha256).hexdigest()
-    if not payload or not hmac.compare_digest(mac, expected):
+    if not payload or not same_secret(mac, expected):
         return None
     try:
         data = orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))

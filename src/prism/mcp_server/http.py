@@ -24,7 +24,11 @@ Send = Callable[[Message], Awaitable[None]]
 ALLOWED_METHODS = "GET, POST, OPTIONS"  # DELETE is routed only to be answered 405: nothing to end
 EXPOSED_HEADERS = ("Mcp-Session-Id, WWW-Authenticate, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, "
                    "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After")
-ALLOWED_HEADERS = "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID"
+# Every request header an MCP client sends from a page: a browser refuses to send a header the preflight does not
+# allow, so a 2026-07-28 request (which mirrors its method and tool name in Mcp-Method and Mcp-Name) would never
+# leave the page without them.
+ALLOWED_HEADERS = ("Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, "
+                   "Mcp-Name, Last-Event-ID")
 
 
 async def read_body(receive: Receive, declared: str | None) -> bytes:

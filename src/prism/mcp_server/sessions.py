@@ -15,12 +15,12 @@ requests with its handshake.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import secrets
 import time
 
 from prism.auth.context import AuthContext
+from prism.kit.secret import same_secret
 from prism.mcp_server.revisions import HANDSHAKE
 
 
@@ -31,7 +31,7 @@ class SessionSigner:
 
     def _mac(self, auth: AuthContext, issued: str, version: str, nonce: str) -> str:
         message = "|".join((auth.tenant_id, *_principal(auth), issued, version, nonce))
-        return hmac.new(self._key, message.encode(), hashlib.sha256).hexdigest()
+        return hmac.digest(self._key, message.encode(), "sha256").hex()
 
     def issue(self, auth: AuthContext, version: str, *, now: float | None = None) -> str:
         issued = str(int(time.time() if now is None else now))
@@ -46,7 +46,7 @@ class SessionSigner:
         issued, version, nonce, mac = parts
         if not issued.isdigit() or version not in HANDSHAKE:
             return None
-        if not hmac.compare_digest(mac, self._mac(auth, issued, version, nonce)):
+        if not same_secret(mac, self._mac(auth, issued, version, nonce)):
             return None
         age = (time.time() if now is None else now) - int(issued)
         if age < -60 or age > self.ttl_seconds:  # a minute of clock skew between hosts is tolerated

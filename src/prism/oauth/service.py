@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.config import Settings
 from prism.errors import Unauthenticated
+from prism.kit.secret import same_secret
 from prism.kit.timeutil import utcnow
 from prism.oauth import repository as repo
 from prism.oauth.errors import GrantReplayed, InvalidClient, InvalidGrant, OAuthError
@@ -186,7 +187,7 @@ async def exchange_code(session: AsyncSession, ctx: TokenContext, client: OAuthC
         raise InvalidGrant("redirect_uri is required: it was sent in the authorization request")
     if not verifier or not VERIFIER.match(verifier):
         raise InvalidGrant("code_verifier is required: 43-128 characters of A-Z a-z 0-9 - . _ ~")
-    if not hmac.compare_digest(s256(verifier), row.code_challenge):
+    if not same_secret(s256(verifier), row.code_challenge):
         raise InvalidGrant("code_verifier does not match the code_challenge")
     grant = await _create_grant(session, row, now)
     row.grant_id = grant.id

@@ -11,7 +11,7 @@ from typing import Any
 from starlette.types import Message, Scope, Send
 
 from prism.edge.context import RequestContext
-from prism.edge.paths import policy_for
+from prism.edge.paths import ROOT_ALIASES, policy_for
 from prism.observability import metrics
 from prism.observability.logs import ACCESS, security_event, write
 from prism.observability.request_id import REQUEST_ID_HEADER
@@ -32,6 +32,8 @@ _STATUS_CLASS = {1: "1xx", 2: "2xx", 3: "3xx", 4: "4xx", 5: "5xx"}
 
 
 def door_of_path(path: str) -> str:
+    if path in ROOT_ALIASES:  # /authorize, /token, /register: the OAuth endpoints they alias
+        return "oauth"
     for prefix, door in _DOOR_PREFIXES:
         if path.startswith(prefix):
             return door

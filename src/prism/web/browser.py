@@ -42,7 +42,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from prism.config import Settings
 from prism.errors import BadRequest, PrismError
 from prism.kit.nul import refuse_nul_in_form
-from prism.kit.secret import derived_key
+from prism.kit.secret import derived_key, same_secret
 from prism.models import User
 from prism.web.requests import declared_length, read_body
 
@@ -97,8 +97,7 @@ def _encode(settings: Settings, session: BrowserSession) -> str:
 
 def _decode(settings: Settings, cookie: str) -> BrowserSession | None:
     payload, _, signature = cookie.partition(".")
-    # As bytes: a cookie is whatever a client sends, and compare_digest refuses non-ASCII text.
-    if not payload or not hmac.compare_digest(signature.encode(), _signature(settings, payload).encode()):
+    if not payload or not same_secret(signature, _signature(settings, payload)):
         return None
     try:
         data = orjson.loads(_unb64(payload))
@@ -186,8 +185,7 @@ async def read_form(request: Request, *, check_csrf: bool = True, single_valued:
         raise BadRequest(f"parameters sent more than once: {', '.join(repeated)}", code="invalid_request")
     if check_csrf:
         sent = form.get("csrf_token", "")
-        # As bytes: compare_digest refuses str with characters beyond ASCII (TypeError, a 500).
-        if not sent or not hmac.compare_digest(sent.encode(), browser_session(request).csrf_token.encode()):
+        if not sent or not same_secret(sent, browser_session(request).csrf_token):
             raise CsrfRejected("the form expired or did not come from this site; reload the page and try again")
     return form
 

@@ -137,7 +137,7 @@ async def record_step(call: HandlerCall, p: RecordStep) -> dict[str, Any]:
     return to_record(step)
 
 
-@app.handler("agent_command", "agent_instance", "retire", params=Retire, scope="execute",
+@app.handler("agent_command", "agent_instance", "retire", params=Retire, scope="execute", destructive=True,
              description="End a running instance: completed with its result (emits agent.completed), or failed "
                          "when an error is given (emits agent.failed).", keywords=("finish agent", "stop agent"))
 async def retire_instance(call: HandlerCall, p: Retire) -> dict[str, Any]:
@@ -155,12 +155,13 @@ async def fail_instance(call: HandlerCall, p: Fail) -> dict[str, Any]:
 
 
 @app.handler("agent_command", "agent_instance", "cancel", params=InstanceAction, scope="execute",
+             destructive=True,
              description="Cancel a spawned or running instance (no outcome event).", keywords=("kill agent",))
 async def cancel_instance(call: HandlerCall, p: InstanceAction) -> dict[str, Any]:
     return await _end(call, await _instance(call, p.id), "cancelled")
 
 
-@app.handler("workflow_action", "agent", "disable", params=AgentAction, scope="execute",
+@app.handler("workflow_action", "agent", "disable", params=AgentAction, scope="execute", destructive=True,
              description="Disable an agent: no new instances can be spawned.", keywords=("turn off agent",))
 async def disable_agent(call: HandlerCall, p: AgentAction) -> dict[str, Any]:
     agent: Agent = await repo(call, Agent, "agent").get(p.id)

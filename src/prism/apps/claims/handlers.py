@@ -230,7 +230,7 @@ async def pay_claim(call: HandlerCall, p: ClaimPay) -> dict[str, Any]:
     return to_record(claim)
 
 
-@app.handler("workflow_action", "claim", "void", params=ClaimAction, scope="execute",
+@app.handler("workflow_action", "claim", "void", params=ClaimAction, scope="execute", destructive=True,
              description="Void a draft claim that will not be submitted.", keywords=("cancel claim",))
 async def void_claim(call: HandlerCall, p: ClaimAction) -> dict[str, Any]:
     claim = await _claim(call, p.id)

@@ -120,6 +120,7 @@ async def close_order(call: HandlerCall, p: OrderAction) -> dict[str, Any]:
 
 
 @app.handler("workflow_action", "purchase_order", "cancel", params=OrderAction, scope="execute",
+             destructive=True,
              description="Cancel a purchase order before its goods are received.", keywords=("cancel po",))
 async def cancel_order(call: HandlerCall, p: OrderAction) -> dict[str, Any]:
     order = await _move(call, p.id, "cancelled")

@@ -91,7 +91,7 @@ crud(app, Entity(Invoice, "invoice", "vendor invoices", InvoiceList, search=("nu
                  sums=("amount_cents",), keywords=("bill", "accounts payable", "supplier invoice")))
 
 
-@app.handler("workflow_action", "payment", "void", params=PaymentVoid, scope="execute",
+@app.handler("workflow_action", "payment", "void", params=PaymentVoid, scope="execute", destructive=True,
              description="Void a recorded payment (bounced, sent in error); a paid invoice reopens as approved.",
              keywords=("reverse payment", "cancel payment", "bounced check"))
 async def void_payment(call: HandlerCall, p: PaymentVoid) -> dict[str, Any]:

@@ -173,6 +173,7 @@ async def ping_endpoint(call: HandlerCall, p: EndpointAction) -> AfterCommit[_Se
 
 
 @app.handler("workflow_action", "endpoint", "disable", params=EndpointAction, scope="execute",
+             destructive=True,
              description="Disable an endpoint: calls to it are refused until it is enabled.",
              keywords=("turn off integration",))
 async def disable_endpoint(call: HandlerCall, p: EndpointAction) -> dict[str, Any]:

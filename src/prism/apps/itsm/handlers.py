@@ -182,7 +182,7 @@ async def reopen_ticket(call: HandlerCall, p: TicketReason) -> dict[str, Any]:
     return to_record(ticket)
 
 
-@app.handler("workflow_action", "ticket", "cancel", params=TicketReason, scope="execute",
+@app.handler("workflow_action", "ticket", "cancel", params=TicketReason, scope="execute", destructive=True,
              description="Cancel a ticket that needs no resolution (duplicate, raised in error).",
              keywords=("duplicate", "withdraw"))
 async def cancel_ticket(call: HandlerCall, p: TicketReason) -> dict[str, Any]:

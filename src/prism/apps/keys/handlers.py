@@ -84,7 +84,8 @@ async def create(call: HandlerCall, p: KeyCreate) -> dict[str, Any]:
 
 
 @app.handler("config_manage", "key", "revoke", params=KeyRevoke, scope="write",
-             keywords=KEYWORDS, description="Revoke one of your own API keys: refused from its next request on.")
+             destructive=True, keywords=KEYWORDS,
+             description="Revoke one of your own API keys: refused from its next request on.")
 async def revoke(call: HandlerCall, p: KeyRevoke) -> dict[str, Any]:
     key = (await call.session.execute(_own(call).where(ApiKey.id == p.id))).scalar_one_or_none()
     if key is None:

@@ -177,6 +177,7 @@ async def complete_work_order(call: HandlerCall, p: WorkOrderComplete) -> dict[s
 
 
 @app.handler("workflow_action", "work_order", "cancel", params=WorkOrderCancel, scope="execute",
+             destructive=True,
              description="Cancel a work order that is not finished; parts issued to it stay consumed.",
              keywords=("abort work order", "call off"))
 async def cancel_work_order(call: HandlerCall, p: WorkOrderCancel) -> dict[str, Any]:
@@ -207,7 +208,7 @@ async def mark_asset_operational(call: HandlerCall, p: AssetAction) -> dict[str,
     return await _move_asset(call, p, "operational")
 
 
-@app.handler("workflow_action", "asset", "retire", params=AssetAction, scope="execute",
+@app.handler("workflow_action", "asset", "retire", params=AssetAction, scope="execute", destructive=True,
              description="Retire an asset for good (no new work orders or plans).",
              keywords=("decommission", "scrap", "dispose", "write off", "end of life"))
 async def retire_asset(call: HandlerCall, p: AssetAction) -> dict[str, Any]:

@@ -68,6 +68,7 @@ def _transition(status: str, description: str) -> None:
     @app.handler("mission_control", "mission", {"active": "start", "completed": "complete", "failed": "fail",
                                                 "cancelled": "cancel"}[status],
                  params=ReadParams, scope="execute", permission="missions.change_mission", description=description,
+                 destructive=status == "cancelled",
                  keywords=("project", "initiative", "campaign", "objective",
                            *{"active": ("launch", "kick off", "go live"),
                              "completed": ("finish", "wrap up", "accomplished"),
