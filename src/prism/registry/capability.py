@@ -60,6 +60,12 @@ ASKED_BOOST = 0.3
 # A record's UUID: ranked as the number it stands for ("part 3f2a...-..." reads like "part 12"), not as the
 # hexadecimal fragments the word splitter would make of it.
 UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE)
+# A value in quotes: a name, a title, a message ("make a collection 'Supplier Contracts 2025'"). It is what the act
+# writes, not what the act is, so its words are not ranked: they would pull toward whatever handler they happen to
+# name. An apostrophe inside a word ("Jana's", "don't") opens no quote.
+QUOTED = re.compile(r"(?<!\w)'([^']+)'(?!\w)|\"([^\"]+)\"|\u201c([^\u201d]*)\u201d|\u2018([^\u2019]*)\u2019")
+# One or two lowercase words in quotes stay: a state to move to ('closed', 'in progress') does say the act.
+QUOTED_STATE_WORDS = 2
 
 # Clause boundaries of a request of several acts in order.
 # (semicolon, "then", a dash between spaces, a sentence end, "and" before a word)
@@ -149,7 +155,7 @@ def calibrated(values: Sequence[float], with_model: bool) -> float:
 
 def find(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool = True,
          accept: Callable[[Handler], bool] | None = None, plan: bool = True) -> Found:
-    query = UUID.sub("1", query)
+    query = without_quoted_values(UUID.sub("1", query))
     words = split_words(query)
     asked = asks_irreversible(words)
     hits, ranker = _ordered(index, query, visible, limit=limit, rerank=rerank, accept=accept, asked=asked)
@@ -161,6 +167,16 @@ def find(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, limit:
     hits = hits[:limit]
     no_match = not hits or hits[0].confidence < NO_MATCH_BELOW
     return Found(hits, ranker, no_match, asked, steps)
+
+
+def without_quoted_values(query: str) -> str:
+    """The request with its quoted values left out (`QUOTED`); as it is when nothing else would be left."""
+    def value_or_state(match: re.Match[str]) -> str:
+        text = next(group for group in match.groups() if group is not None)
+        return match.group(0) if len(text.split()) <= QUOTED_STATE_WORDS and text == text.lower() else " "
+
+    left = QUOTED.sub(value_or_state, query)
+    return left if terms(left) else query
 
 
 def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool,

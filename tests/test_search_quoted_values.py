@@ -1,0 +1,44 @@
+"""A quoted value in a request (a name, a title, a message) is what the act writes, not what the act is: its words
+do not pull the search toward the handlers they happen to name (registry/capability.py, `QUOTED`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from prism.registry.capability import find, without_quoted_values
+from prism.registry.registry import Registry, build_registry
+from prism.registry.search import index_for
+
+pytestmark = pytest.mark.engine_independent
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    return build_registry()
+
+
+def first_path(registry: Registry, query: str) -> str:
+    return find(index_for(registry), query, tuple(registry), limit=5).hits[0].handler.path
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    # Without the rule, the quoted words win: itsm/ticket/create and spare_parts/spare_part/delete come first.
+    ("create a template titled 'Ticket Escalated To Payroll'", "entity_crud/notifications/template/create"),
+    ("start a mission called \u201cRetire the old spare parts\u201d", "mission_control/missions/mission/start"),
+    ('create a channel "Overdue Invoices Team"', "entity_crud/notifications/channel/create"),
+    # A state to move to, in quotes, still says the act.
+    ("mark ticket 4471 as 'in progress'", "workflow_action/itsm/ticket/start"),
+])
+def test_the_act_ranks_first_whatever_the_quoted_value_says(registry: Registry, query: str, expected: str) -> None:
+    assert first_path(registry, query) == expected
+
+
+@pytest.mark.parametrize(("query", "left"), [
+    ("make a collection 'Supplier Contracts 2025' now", "make a collection   now"),
+    ("rename doc 332 to \u2018Lockout-Tagout v4\u2019", "rename doc 332 to  "),
+    ("approve Jana's request, don't delete it", "approve Jana's request, don't delete it"),  # apostrophes
+    ("set it to 'closed'", "set it to 'closed'"),
+    ("'Quarterly Review'", "'Quarterly Review'"),  # nothing else would be left: the request as it is
+])
+def test_what_is_left_of_a_request(query: str, left: str) -> None:
+    assert without_quoted_values(query) == left
