@@ -27,7 +27,7 @@ def test_a_plural_noun_and_its_modifier_ask_for_a_list() -> None:
 
 def test_a_number_after_a_word_asks_to_read_that_record() -> None:
     assert _shape("open alert 123 please") == {stem("read"): {"alert"}}
-    assert _shape("what does PO #881 contain") == {stem("read"): {"po"}}
+    assert _shape("what does PO #881 contain") == {stem("read"): {stem("purchase")}}  # PO spelled out
 
 
 def test_how_many_asks_for_a_count_not_a_list() -> None:

@@ -82,8 +82,9 @@ OPERATION_W, ENTITY_W, APP_W, MEGA_W, KEYWORD_W, DESCRIPTION_W, APP_DESCRIPTION_
 PARAMETER_W = 0.2  # parameters say what a handler takes, not what it does: the weakest evidence
 
 # Where a word starts inside camel case: `agingAp` (after a lower-case letter or digit) and `HTTPServer` (before
-# the last capital of a run followed by lower case). Zero-width, so the space is inserted without a template.
-_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+# the last capital of a run followed by two lower-case letters or more: `POs` and `APIs` are plural acronyms, not
+# "P Os"). Zero-width, so the space is inserted without a template.
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z]{2})")
 _WORD = re.compile(r"[a-z0-9]+")
 
 # "all" is not one: it tells `markAllRead` from `markRead`, and "all the tickets" asks for a list.
@@ -123,12 +124,20 @@ def _american(word: str) -> str:
     return word
 
 
+# Abbreviations of business records, spelled out (on both sides, like the spellings above): "WO-5531", "open POs",
+# "doc 1007". A two-word record keeps the word that tells it from the others ("purchase", "work": both are orders).
+ABBREVIATIONS = {"doc": "document", "docs": "document", "po": "purchase", "pos": "purchase", "wo": "work",
+                 "wos": "work", "inv": "invoice", "qty": "quantity"}
+
+
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light suffix stripper in the spirit of Porter's step 1: plurals, -ing, -ed, final -e.
 
     It only has to map a word and its inflections to one form, the same on both sides of the index.
     """
+    if word in ABBREVIATIONS:
+        return stem(ABBREVIATIONS[word])
     w = _american(word)
     if len(w) <= 3 or not w.isalpha():
         return w

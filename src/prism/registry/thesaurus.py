@@ -14,8 +14,8 @@ from __future__ import annotations
 SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     # records and what is done to them
     ("delete", "remove", "destroy", "erase", "purge"),
-    ("create", "add", "new", "register", "enter", "record", "raise", "open", "file", "log"),
-    ("update", "change", "edit", "modify", "adjust", "set", "amend"),
+    ("create", "add", "new", "register", "enter", "record", "raise", "open", "file", "log", "post", "book"),
+    ("update", "change", "edit", "modify", "adjust", "set", "amend", "rename"),
     ("list", "browse", "enumerate", "show", "all"),
     ("read", "get", "fetch", "view", "detail", "lookup"),
     ("search", "find", "query", "lookup", "look"),

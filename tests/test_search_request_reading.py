@@ -1,5 +1,6 @@
-"""A quoted value in a request (a name, a title, a message) is what the act writes, not what the act is: its words
-do not pull the search toward the handlers they happen to name (registry/capability.py, `QUOTED`)."""
+"""How a request is read before it is ranked: a quoted value (a name, a title, a message) is what the act writes, not
+what the act is, so its words do not pull the search toward the handlers they happen to name (`QUOTED`); business
+abbreviations are spelled out (`ABBREVIATIONS`, registry/search.py) and a plural acronym is one word."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 
 from prism.registry.capability import find, without_quoted_values
 from prism.registry.registry import Registry, build_registry
-from prism.registry.search import index_for
+from prism.registry.search import index_for, split_words
 
 pytestmark = pytest.mark.engine_independent
 
@@ -42,3 +43,22 @@ def test_the_act_ranks_first_whatever_the_quoted_value_says(registry: Registry, 
 ])
 def test_what_is_left_of_a_request(query: str, left: str) -> None:
     assert without_quoted_values(query) == left
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    # Before abbreviations were spelled out, POs was split as "P Os" and matched no order at all, and "book"
+    # said no act: work_order/start came first.
+    ("list open POs", "entity_crud/finance/purchase_order/list"),
+    ("book an invoice for the Kaeser repair", "entity_crud/finance/invoice/create"),
+    ("which SLAs were breached", "report_query/itsm/ticket/slaBreaches"),
+])
+def test_business_abbreviations_and_bookkeeping_verbs(registry: Registry, query: str, expected: str) -> None:
+    assert first_path(registry, query) == expected
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("POs", ["pos"]), ("APIs", ["apis"]), ("HTTPServer", ["http", "server"]),
+    ("agingApSummary", ["aging", "ap", "summary"]),
+])
+def test_a_plural_acronym_is_one_word(text: str, words: list[str]) -> None:
+    assert split_words(text) == words
