@@ -39,6 +39,9 @@ def first(registry: Registry, query: str) -> Any:
     ("remove notification 5521 permanently", True), ("cancel mission 7", True),
     ("pause plan 88 but don't delete it", False), ("change it without removing anything", False),
     ("which tickets are open?", False), ("update the vendor's address", False),
+    # Taking an act back asks for no irreversible act.
+    ("un-revoke key k_4, we still need it", False), ("undo the void of invoice 12", False),
+    ("restore the deleted collection", False),
 ])
 def test_a_request_asks_for_an_irreversible_act_only_when_it_says_so_unnegated(query: str, asks: bool) -> None:
     assert asks_irreversible(split_words(query)) is asks
@@ -152,3 +155,8 @@ def test_a_recipe_takes_the_requests_one_record_number_and_one_email(registry: R
     # Two numbers: which one is the ticket is not said, so the identifier stays a placeholder.
     unsure = filled(recipe(handler), handler.schema, "give ticket 5520 or 5521 to raj.patel@example.com")
     assert unsure["fill"] == ["id"] and unsure["http"]["body"]["arguments"]["id"] == "<id>"
+
+
+def test_a_request_to_take_an_act_back_gets_no_irreversible_handler_first(registry: Registry) -> None:
+    found = first(registry, "un-revoke key 7, we still need it")
+    assert not irreversible(found.hits[0].handler), found.hits[0].handler.path

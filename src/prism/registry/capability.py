@@ -50,8 +50,10 @@ IRREVERSIBLE_VERBS = frozenset(stem(w) for w in (
     "revoke drop kill abort disable").split())
 # Phrases that ask for the irreversible form of an act: "for good", "permanently", "get rid of".
 IRREVERSIBLE_PHRASES = (("for", "good"), ("get", "rid"), ("permanently",), ("irreversibly",))
-# Words that negate a verb up to NEGATION_REACH words after them: "don't delete", "without removing".
-NEGATIONS = frozenset({"not", "never", "without", "dont", "no", "t"})
+# Words that negate a verb up to NEGATION_REACH words after them: "don't delete", "without removing"; and those
+# that ask to take such an act back, which is no irreversible act either: "un-revoke", "undo the void", "restore
+# the webhook I deleted".
+NEGATIONS = frozenset({"not", "never", "without", "dont", "no", "t", "un", "undo", "restore"})
 NEGATION_REACH = 3
 # How far an irreversible handler's score moves (relative to the first result's) when the request asks for
 # such an act.
