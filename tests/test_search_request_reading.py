@@ -1,6 +1,7 @@
 """How a request is read before it is ranked: a quoted value (a name, a title, a message) is what the act writes, not
 what the act is, so its words do not pull the search toward the handlers they happen to name (`QUOTED`); business
-abbreviations are spelled out (`ABBREVIATIONS`, registry/search.py) and a plural acronym is one word."""
+abbreviations are spelled out (`ABBREVIATIONS`, registry/search.py) and a plural acronym is one word; an irreversible
+act the request negates is not ranked."""
 
 from __future__ import annotations
 
@@ -62,3 +63,9 @@ def test_business_abbreviations_and_bookkeeping_verbs(registry: Registry, query:
 ])
 def test_a_plural_acronym_is_one_word(text: str, words: list[str]) -> None:
     assert split_words(text) == words
+
+
+@pytest.mark.parametrize(("query", "among"), [("change the mission but do not delete it", 3), ("un-revoke key 7", 1)])
+def test_a_negated_act_does_not_pull_its_handlers_up(registry: Registry, query: str, among: int) -> None:
+    top = find(index_for(registry), query, tuple(registry), limit=5).hits[:among]
+    assert not any(h.handler.coordinate.operation in {"delete", "revoke"} for h in top), [h.handler.path for h in top]

@@ -160,6 +160,7 @@ def find(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, limit:
     query = without_quoted_values(UUID.sub("1", query))
     words = split_words(query)
     asked = asks_irreversible(words)
+    query = without_negated_acts(query, words)
     hits, ranker = _ordered(index, query, visible, limit=limit, rerank=rerank, accept=accept, asked=asked)
     steps = _plan(index, query, visible, rerank=rerank, accept=accept) if plan else []
     if steps:
@@ -178,6 +179,17 @@ def without_quoted_values(query: str) -> str:
         return match.group(0) if len(text.split()) <= QUOTED_STATE_WORDS and text == text.lower() else " "
 
     left = QUOTED.sub(value_or_state, query)
+    return left if terms(left) else query
+
+
+def without_negated_acts(query: str, words: Sequence[str]) -> str:
+    """The request without the irreversible verbs it negates: "pause plan 88 but don't delete it" asks for no
+    deletion, and the word must not pull the delete handlers up."""
+    negated = {w for i, w in enumerate(words) if stem(w) in IRREVERSIBLE_VERBS
+               and not NEGATIONS.isdisjoint(words[max(0, i - NEGATION_REACH):i])}
+    if not negated:
+        return query
+    left = re.sub(r"\b(?:" + "|".join(map(re.escape, sorted(negated))) + r")\b", " ", query, flags=re.IGNORECASE)
     return left if terms(left) else query
 
 
