@@ -69,3 +69,10 @@ def test_a_plural_acronym_is_one_word(text: str, words: list[str]) -> None:
 def test_a_negated_act_does_not_pull_its_handlers_up(registry: Registry, query: str, among: int) -> None:
     top = find(index_for(registry), query, tuple(registry), limit=5).hits[:among]
     assert not any(h.handler.coordinate.operation in {"delete", "revoke"} for h in top), [h.handler.path for h in top]
+
+
+def test_stopping_something_for_good_finds_its_cancel(registry: Registry) -> None:
+    """Cancel has everyday words too (stop, halt, kill, abandon): before they were known, the run's cancel came
+    fourth, behind another entity's retire."""
+    top = find(index_for(registry), "stop the run 8812 for good", tuple(registry), limit=5).hits[:2]
+    assert "agent_command/agents/agent_instance/cancel" in [h.handler.path for h in top]
