@@ -76,3 +76,13 @@ def test_stopping_something_for_good_finds_its_cancel(registry: Registry) -> Non
     fourth, behind another entity's retire."""
     top = find(index_for(registry), "stop the run 8812 for good", tuple(registry), limit=5).hits[:2]
     assert "agent_command/agents/agent_instance/cancel" in [h.handler.path for h in top]
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    # A record named with its number asks to read it, unless the opening verb names another of its operations.
+    ("rename doc 5567", "entity_crud/documents/document/update"),  # read came first
+    ("open ticket 5567", "entity_crud/itsm/ticket/read"),
+    ("show ticket 5567", "entity_crud/itsm/ticket/read"),
+])
+def test_the_opening_verb_outweighs_a_records_number(registry: Registry, query: str, expected: str) -> None:
+    assert first_path(registry, query) == expected

@@ -622,6 +622,8 @@ class QueryShape:
     asked: tuple[tuple[str, frozenset[str]], ...]
     # The request's words, stemmed, less those of a count phrase: what it may name an operation with.
     said: frozenset[str]
+    # The synonyms of the request's first word, the verb of an imperative ("rename ticket 5567" says update).
+    opening: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, words: Sequence[str]) -> QueryShape:
@@ -633,12 +635,13 @@ class QueryShape:
         if counting is not None:
             asked.append((_COUNT, _plural_nouns(words[counting:])))
         rest = [*before_count, *([] if counting is None else words[counting:])]
-        return cls(tuple(asked), frozenset(stem(w) for w in rest if w not in STOPWORDS))
+        opening = _naming_verb(words[0]) if words else frozenset()
+        return cls(tuple(asked), frozenset(stem(w) for w in rest if w not in STOPWORDS), opening)
 
     def leaves_to(self, operations: frozenset[str]) -> bool:
         """Whether the shape may choose among the entity's handlers: it is the default when the request
         names none of the entity's other operations ("overdue payables aging" names `agingApSummary`)."""
-        return self.said.isdisjoint(operations)
+        return self.said.isdisjoint(operations) and self.opening.isdisjoint(operations)
 
     def fit(self, operation: str, vocabulary: frozenset[str]) -> float:
         """1 when the operation is the list, count or read the shape asks for, of this entity; else 0."""
@@ -646,6 +649,17 @@ class QueryShape:
         if kind is None:
             return 0.0
         return 1.0 if any(k == kind and any(_names(w, vocabulary) for w in ws) for k, ws in self.asked) else 0.0
+
+
+def _naming_verb(word: str) -> frozenset[str]:
+    """The synonyms of a request's first word, if it is a verb that names an operation other than the shape's own:
+    "rename" (update), not "open", "show" or "get", which also ask to see a record ("open ticket 5567")."""
+    synonyms = SYNONYMS.get(stem(word), frozenset())
+    return frozenset() if word in STOPWORDS or word in _SEEING or not synonyms.isdisjoint(_KINDS) else synonyms
+
+
+# Verbs that ask to see a record as well as what their synonyms say ("open ticket 5567" reads it).
+_SEEING = frozenset({"open", "pull", "bring"})
 
 
 def _plural_nouns(words: Sequence[str]) -> frozenset[str]:
