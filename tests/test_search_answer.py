@@ -42,6 +42,9 @@ def first(registry: Registry, query: str) -> Any:
     # Taking an act back asks for no irreversible act.
     ("un-revoke key k_4, we still need it", False), ("undo the void of invoice 12", False),
     ("restore the deleted collection", False),
+    # A past tense after its subject tells what happened; a past participle may still ask.
+    ("we voided claim 10702 by mistake, put it back", False), ("the webhook I deleted yesterday", False),
+    ("I need claim 7 voided", True),
 ])
 def test_a_request_asks_for_an_irreversible_act_only_when_it_says_so_unnegated(query: str, asks: bool) -> None:
     assert asks_irreversible(split_words(query)) is asks

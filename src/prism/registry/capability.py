@@ -55,6 +55,8 @@ IRREVERSIBLE_PHRASES = (("for", "good"), ("get", "rid"), ("permanently",), ("irr
 # the webhook I deleted".
 NEGATIONS = frozenset({"not", "never", "without", "dont", "no", "t", "un", "undo", "restore"})
 NEGATION_REACH = 3
+# Who may have done an act the request tells of rather than asks for ("we voided", "I deleted").
+SUBJECTS = frozenset({"i", "we", "you", "they", "he", "she", "someone", "somebody", "who"})
 # How far an irreversible handler's score moves (relative to the first result's) when the request asks for
 # such an act.
 ASKED_BOOST = 0.3
@@ -129,12 +131,21 @@ def names_irreversible_act(operation: str) -> bool:
 def asks_irreversible(words: Sequence[str]) -> bool:
     """Whether the request (its words, split) asks for an act that cannot be undone, and does not negate it."""
     for i, w in enumerate(words):
-        negated = not NEGATIONS.isdisjoint(words[max(0, i - NEGATION_REACH):i])
-        if stem(w) in IRREVERSIBLE_VERBS and not negated:
+        if stem(w) in IRREVERSIBLE_VERBS and not _not_asked(words, i):
             return True
-        if any(tuple(words[i:i + len(p)]) == p for p in IRREVERSIBLE_PHRASES) and not negated:
+        if any(tuple(words[i:i + len(p)]) == p for p in IRREVERSIBLE_PHRASES) and not _negated(words, i):
             return True
     return False
+
+
+def _negated(words: Sequence[str], i: int) -> bool:
+    return not NEGATIONS.isdisjoint(words[max(0, i - NEGATION_REACH):i])
+
+
+def _not_asked(words: Sequence[str], i: int) -> bool:
+    """Whether the verb at `i` is negated, or tells what someone did ("we voided it by mistake", "the webhook I
+    deleted"): a past tense after its subject."""
+    return _negated(words, i) or (words[i].endswith("ed") and i > 0 and words[i - 1] in SUBJECTS)
 
 
 def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: float, mass: float, best: float,
@@ -183,10 +194,9 @@ def without_quoted_values(query: str) -> str:
 
 
 def without_negated_acts(query: str, words: Sequence[str]) -> str:
-    """The request without the irreversible verbs it negates: "pause plan 88 but don't delete it" asks for no
-    deletion, and the word must not pull the delete handlers up."""
-    negated = {w for i, w in enumerate(words) if stem(w) in IRREVERSIBLE_VERBS
-               and not NEGATIONS.isdisjoint(words[max(0, i - NEGATION_REACH):i])}
+    """The request without the irreversible verbs it negates or tells of (`_not_asked`): "pause plan 88 but don't
+    delete it" asks for no deletion, and the word must not pull the delete handlers up."""
+    negated = {w for i, w in enumerate(words) if stem(w) in IRREVERSIBLE_VERBS and _not_asked(words, i)}
     if not negated:
         return query
     left = re.sub(r"\b(?:" + "|".join(map(re.escape, sorted(negated))) + r")\b", " ", query, flags=re.IGNORECASE)
