@@ -196,10 +196,10 @@ def without_quoted_values(query: str) -> str:
 def without_negated_acts(query: str, words: Sequence[str]) -> str:
     """The request without the irreversible verbs it negates or tells of (`_not_asked`): "pause plan 88 but don't
     delete it" asks for no deletion, and the word must not pull the delete handlers up."""
-    negated = {w for i, w in enumerate(words) if stem(w) in IRREVERSIBLE_VERBS and _not_asked(words, i)}
-    if not negated:
+    not_asked = {w for i, w in enumerate(words) if stem(w) in IRREVERSIBLE_VERBS and _not_asked(words, i)}
+    if not not_asked:
         return query
-    left = re.sub(r"\b(?:" + "|".join(map(re.escape, sorted(negated))) + r")\b", " ", query, flags=re.IGNORECASE)
+    left = re.sub(r"\b(?:" + "|".join(map(re.escape, sorted(not_asked))) + r")\b", " ", query, flags=re.IGNORECASE)
     return left if terms(left) else query
 
 

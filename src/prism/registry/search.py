@@ -651,15 +651,15 @@ class QueryShape:
         return 1.0 if any(k == kind and any(_names(w, vocabulary) for w in ws) for k, ws in self.asked) else 0.0
 
 
+# Verbs that ask to see a record as well as what their synonyms say ("open ticket 5567" reads it).
+_SEEING = frozenset({"open", "pull", "bring"})
+
+
 def _naming_verb(word: str) -> frozenset[str]:
     """The synonyms of a request's first word, if it is a verb that names an operation other than the shape's own:
     "rename" (update), not "open", "show" or "get", which also ask to see a record ("open ticket 5567")."""
     synonyms = SYNONYMS.get(stem(word), frozenset())
     return frozenset() if word in STOPWORDS or word in _SEEING or not synonyms.isdisjoint(_KINDS) else synonyms
-
-
-# Verbs that ask to see a record as well as what their synonyms say ("open ticket 5567" reads it).
-_SEEING = frozenset({"open", "pull", "bring"})
 
 
 def _plural_nouns(words: Sequence[str]) -> frozenset[str]:
