@@ -38,6 +38,7 @@ from bench.harness import (
     percentile,
     spawn,
     start_prism,
+    tree_cpu_seconds,
     write_result,
 )
 
@@ -51,12 +52,14 @@ def parse_args() -> argparse.Namespace:
 
 
 async def measure(url: str, headers: dict[str, str], verify: Any, tool: str, arguments: dict[str, Any],
-                  calls: int) -> dict[str, Any]:
+                  calls: int, processes: dict[str, int]) -> dict[str, Any]:
+    """Sequential calls over one session; with the CPU each of `processes` (name: pid) spent per call."""
     latencies: list[float] = []
     async with httpx2.AsyncClient(headers=headers, timeout=30, verify=verify) as http:
         async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
             for _ in range(20):  # warm-up: connections, caches, the registry's first views
                 await client.call_tool(tool, arguments)
+            cpu_before = {name: tree_cpu_seconds(pid) for name, pid in processes.items()}
             began = time.perf_counter()
             for _ in range(calls):
                 start = time.perf_counter()
@@ -64,10 +67,12 @@ async def measure(url: str, headers: dict[str, str], verify: Any, tool: str, arg
                 latencies.append((time.perf_counter() - start) * 1000)
                 assert not result.is_error, result
             elapsed = time.perf_counter() - began
+            cpu_ms = {f"{name}_cpu_ms_per_call": round((tree_cpu_seconds(pid) - cpu_before[name]) * 1000 / calls, 3)
+                      for name, pid in processes.items()}
     latencies.sort()
     return {"calls": calls, "p50_ms": round(percentile(latencies, 50), 3),
             "p90_ms": round(percentile(latencies, 90), 3), "p99_ms": round(percentile(latencies, 99), 3),
-            "calls_per_s": round(calls / elapsed, 1)}
+            "calls_per_s": round(calls / elapsed, 1), **cpu_ms}
 
 
 def main() -> None:
@@ -98,17 +103,18 @@ def main() -> None:
             report["added"] = {"handlers": added.get("handlers"), "connected": connected.get("base_url")}
             time.sleep(3)  # the server picks the change up within PRISM_INTEGRATIONS_REFRESH_SECONDS
             verify = str(tls.ca)
+            processes = {"prism": prism.pid, "upstream": upstream.pid}
             report["direct"] = asyncio.run(measure(upstream_url, {}, verify, "lookup_part", {"sku": "P-1"},
-                                                   args.calls))
+                                                   args.calls, processes))
             report["governed"] = asyncio.run(measure(
                 prism.base_url + "/api/mcp/sse", {"Authorization": f"Bearer {banner['api_key']}"}, True,
                 "prism_integration_call", {"app": "upstream", "entity": "tool", "operation": "lookupPart",
-                                           "arguments": {"sku": "P-1"}}, args.calls))
+                                           "arguments": {"sku": "P-1"}}, args.calls, processes))
             # Prism's own share: a governed call of a built-in read handler through the same door, same session kind.
             report["governed_builtin_read"] = asyncio.run(measure(
                 prism.base_url + "/api/mcp/sse", {"Authorization": f"Bearer {banner['api_key']}"}, True,
                 "prism_entity_crud", {"app": "spare_parts", "entity": "spare_part", "operation": "list",
-                                      "arguments": {"page_size": 1}}, args.calls))
+                                      "arguments": {"page_size": 1}}, args.calls, processes))
         finally:
             prism.stop()
             upstream.stop()

@@ -368,6 +368,46 @@ async def test_a_deployment_import_from_the_cli_reaches_a_running_server_without
         raise AssertionError("the removal never reached the server")
 
 
+async def test_organizations_connected_to_one_deployment_integration_each_call_with_their_own_connection(
+        client: httpx.AsyncClient, factory: Factory, settings: Settings, db: Database, upstream: SpecService) -> None:
+    a = await factory.workspace(roles=("owner",))
+    b = await factory.workspace(roles=("owner",))
+    name = unique_name()
+    await asyncio.to_thread(cli_json, "integration", "import-openapi", str(WAREHOUSE), "--app", name,
+                            database_url=settings.database_url)
+    for ws, header, secret in ((a, "X-API-Key", SECRET), (b, "X-Other-Key", "b-" + SECRET)):
+        await asyncio.to_thread(
+            cli_json, "integration", "connect", name, "--tenant", ws.tenant.subdomain, "--base-url", upstream.url(),
+            "--auth", "api_key", "--header", header, database_url=settings.database_url,
+            PRISM_CONNECTION_SECRET=secret, PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS="true")
+    try:
+        async def first_call(ws: Workspace, item: int) -> httpx.Response:
+            for _ in range(100):  # the server notices within PRISM_INTEGRATIONS_REFRESH_SECONDS (2 s)
+                answer = await call(client, ws, name, "items", "getItem", {"itemId": item})
+                if answer.status_code != 404:
+                    break
+                await asyncio.sleep(0.1)
+            return answer
+
+        answer_a = await first_call(a, 5)
+        assert answer_a.status_code == 200, answer_a.text
+        assert upstream.arrived[-1].headers["x-api-key"] == SECRET
+        # B's call carries B's credential, which this service does not accept: its refusal is B's alone.
+        answer_b = await first_call(b, 6)
+        assert answer_b.status_code == 502 and answer_b.json()["details"]["upstream_status"] == 400, answer_b.text
+        assert "x-api-key missing or wrong" in answer_b.json()["details"]["upstream_body"]
+        assert (await call(client, a, name, "items", "getItem", {"itemId": 7})).status_code == 200
+        async with db.read() as session:
+            records = {org: [(r.path, r.outcome) for r in (await session.execute(
+                select(IntegrationCall).where(IntegrationCall.organization_id == org)
+                .order_by(IntegrationCall.created_at))).scalars()] for org in (a.org.id, b.org.id)}
+        items = upstream.url() + "/items/"
+        assert records == {a.org.id: [(items + "5", "ok"), (items + "7", "ok")],
+                           b.org.id: [(items + "6", "upstream_error")]}
+    finally:
+        await asyncio.to_thread(cli_json, "integration", "remove", name, database_url=settings.database_url)
+
+
 async def test_an_app_built_on_a_served_registry_serves_todays_integrations_once(
         app: Any, settings: Settings, client: httpx.AsyncClient, factory: Factory, upstream: SpecService) -> None:
     ws = await factory.workspace(roles=("owner",))

@@ -21,10 +21,11 @@ from typing import Any
 from prism.config import Settings
 from prism.errors import InvalidArguments, PrismError
 from prism.integrations import mcp_sessions
+from prism.integrations.call_records import connection_for, keep_record
 from prism.integrations.credentials import Credential, open_secret
-from prism.integrations.models import IntegrationApp, IntegrationCall
+from prism.integrations.models import IntegrationApp
 from prism.integrations.names import operation_name
-from prism.integrations.upstream import EXCERPT, USER_AGENT, UpstreamError, connection_for
+from prism.integrations.upstream import EXCERPT, USER_AGENT, UpstreamError
 from prism.kit.canonical import digest
 from prism.kit.outbound import OutboundClient, check_url, ssl_context
 from prism.registry import AfterCommit, HandlerCall
@@ -178,15 +179,15 @@ def _reason(exc: BaseException) -> str:
 async def call_tool_operation(operation: dict[str, Any], call: HandlerCall, params: Any) -> AfterCommit[Forwarded]:
     """The handler of every upstream MCP tool (bound to its operation with functools.partial)."""
     assert call.handler.integration is not None
-    connection, app = await connection_for(call, call.handler.integration)
+    connection = await connection_for(call, call.handler.integration)
     arguments = params.model_dump()
     credential = Credential(connection.auth_kind, dict(connection.auth_settings),
                             open_secret(call.settings, connection.id, connection.secret_encrypted))
     settings, url, timeout = call.settings, connection.base_url, float(connection.timeout_seconds)
-    connection_id, app_id = connection.id, app.id
+    connection_id, app_id = connection.id, connection.integration_id
     # Only the upstream the integration was added from may change its tool list (another organization's
     # connection may point elsewhere).
-    canonical = connection.base_url.rstrip("/") == (app.default_server or "").rstrip("/")
+    canonical = connection.base_url.rstrip("/") == (connection.default_server or "").rstrip("/")
     arguments_digest = digest(arguments)
 
     async def go() -> Forwarded:
@@ -196,7 +197,7 @@ async def call_tool_operation(operation: dict[str, Any], call: HandlerCall, para
     async def record(done: HandlerCall, sent: Forwarded) -> Any:
         if sent.tools is not None and canonical:
             await store_tools(done, app_id, sent.tools, operation["transport"])
-        return record_forwarded(done, operation["tool_name"], arguments_digest, sent)
+        return await record_forwarded(done, operation["tool_name"], arguments_digest, sent)
 
     return AfterCommit(go, record)
 
@@ -219,7 +220,7 @@ def _cost_of(app: IntegrationApp) -> int:
     return int(app.operations[0]["cost"]) if app.operations else 1
 
 
-def record_forwarded(call: HandlerCall, tool_name: str, arguments_digest: str, sent: Forwarded) -> Any:
+async def record_forwarded(call: HandlerCall, tool_name: str, arguments_digest: str, sent: Forwarded) -> Any:
     refusal: UpstreamError | None = None
     if sent.timed_out:
         refusal = UpstreamError(f"the upstream MCP server did not answer in time ({sent.error})",
@@ -234,11 +235,9 @@ def record_forwarded(call: HandlerCall, tool_name: str, arguments_digest: str, s
         text = " ".join(str(c.get("text", "")) for c in sent.result.get("content", []) if isinstance(c, dict))
         refusal = UpstreamError(f"the upstream tool {tool_name} failed", code="upstream_error", status=502,
                                 details={"upstream_status": None, "upstream_body": text[:EXCERPT]})
-    call.session.add(IntegrationCall(
-        organization_id=call.organization_id, coordinate=call.handler.path, method="MCP", path=tool_name[:2048],
-        arguments_digest=arguments_digest, upstream_status=None,
-        outcome="ok" if refusal is None else refusal.code, attempts=1, duration_ms=sent.duration_ms,
-        error=(refusal.message if refusal is not None else "")[:1000], actor_email=call.auth.user_email or ""))
+    await keep_record(call, method="MCP", path=tool_name, arguments_digest=arguments_digest, upstream_status=None,
+                      outcome="ok" if refusal is None else refusal.code, attempts=1, duration_ms=sent.duration_ms,
+                      error=refusal.message if refusal is not None else "")
     if refusal is not None:
         return refusal
     assert sent.result is not None

@@ -17,12 +17,11 @@ from urllib.parse import quote, urlencode
 from weakref import WeakKeyDictionary
 
 import orjson
-from sqlalchemy import select
 
 from prism.config import Settings
-from prism.errors import PrismError, ToolNotFound
+from prism.errors import PrismError
+from prism.integrations.call_records import connection_for, keep_record
 from prism.integrations.credentials import Credential, open_secret
-from prism.integrations.models import IntegrationApp, IntegrationCall, IntegrationConnection
 from prism.kit.canonical import digest
 from prism.kit.outbound import OutboundAnswer, OutboundClient, OutboundFailed, OutboundTimeout
 from prism.registry import AfterCommit, HandlerCall
@@ -206,23 +205,10 @@ def _decoded(answer: OutboundAnswer) -> Any:
     return answer.body.decode("utf-8", errors="replace")
 
 
-async def connection_for(call: HandlerCall, integration: str) -> tuple[IntegrationConnection, IntegrationApp]:
-    """The caller's organization's enabled connection to `integration` (the session's criterion limits the
-    read to it); none, and the operation does not exist for the caller."""
-    row = (await call.session.execute(
-        select(IntegrationConnection, IntegrationApp)
-        .join(IntegrationApp, IntegrationApp.id == IntegrationConnection.integration_id)
-        .where(IntegrationApp.name == integration, IntegrationConnection.enabled.is_(True)))).first()
-    if row is None:
-        raise ToolNotFound(f"no handler {call.handler.path}; see /api/v1/dev/introspect/ for what exists",
-                           code="operation_not_found")
-    return row[0], row[1]
-
-
 async def call_operation(operation: dict[str, Any], call: HandlerCall, params: Any) -> AfterCommit[Sent]:
     """The handler of every imported OpenAPI operation (bound to its operation with functools.partial)."""
     assert call.handler.integration is not None
-    connection, _ = await connection_for(call, call.handler.integration)
+    connection = await connection_for(call, call.handler.integration)
     arguments = params.model_dump()
     credential = Credential(connection.auth_kind, dict(connection.auth_settings),
                             open_secret(call.settings, connection.id, connection.secret_encrypted))
@@ -234,12 +220,12 @@ async def call_operation(operation: dict[str, Any], call: HandlerCall, params: A
         return await send(settings, connection_id, credential, request, timeout)
 
     async def record(done: HandlerCall, sent: Sent) -> Any:
-        return record_call(done, request.method, request.path, arguments_digest, sent)
+        return await record_call(done, request.method, request.path, arguments_digest, sent)
 
     return AfterCommit(go, record)
 
 
-def record_call(call: HandlerCall, method: str, path: str, arguments_digest: str, sent: Sent) -> Any:
+async def record_call(call: HandlerCall, method: str, path: str, arguments_digest: str, sent: Sent) -> Any:
     """Keeps the outcome and answers the caller: the upstream's data, or a refusal naming its status."""
     answer = sent.answer
     status = answer.status if answer is not None else None
@@ -258,11 +244,9 @@ def record_call(call: HandlerCall, method: str, path: str, arguments_digest: str
         excerpt = answer.body[:EXCERPT].decode("utf-8", errors="replace")
         refusal = UpstreamError(f"the upstream answered HTTP {answer.status}", code="upstream_error", status=502,
                                 details={"upstream_status": answer.status, "upstream_body": excerpt})
-    call.session.add(IntegrationCall(
-        organization_id=call.organization_id, coordinate=call.handler.path, method=method, path=path[:2048],
-        arguments_digest=arguments_digest, upstream_status=status,
-        outcome="ok" if refusal is None else refusal.code, attempts=sent.attempts, duration_ms=sent.duration_ms,
-        error=(refusal.message if refusal is not None else "")[:1000], actor_email=call.auth.user_email or ""))
+    await keep_record(call, method=method, path=path, arguments_digest=arguments_digest, upstream_status=status,
+                      outcome="ok" if refusal is None else refusal.code, attempts=sent.attempts,
+                      duration_ms=sent.duration_ms, error=refusal.message if refusal is not None else "")
     if refusal is not None:
         return refusal
     assert answer is not None
