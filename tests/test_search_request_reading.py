@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from prism.registry.capability import find, without_quoted_values
+from prism.registry.capability import find, without_negated_acts, without_quoted_values
 from prism.registry.registry import Registry, build_registry
 from prism.registry.search import index_for, split_words
 
@@ -86,3 +86,18 @@ def test_stopping_something_for_good_finds_its_cancel(registry: Registry) -> Non
 ])
 def test_the_opening_verb_outweighs_a_records_number(registry: Registry, query: str, expected: str) -> None:
     assert first_path(registry, query) == expected
+
+
+@pytest.mark.parametrize(("query", "left"), [
+    ("pause plan 88 but don't delete it", "pause plan 88 but don't   it"),
+    # The same verb asked for elsewhere is asked for: before, every "delete" went and nothing asked for one.
+    ("don't delete ticket 4, delete ticket 5", "don't delete ticket 4, delete ticket 5"),
+    # A word told of as done goes, even when the act is asked for in another word.
+    ("we voided claim 7 by mistake, void claim 8", "we   claim 7 by mistake, void claim 8"),
+])
+def test_only_the_acts_not_asked_for_are_left_out(query: str, left: str) -> None:
+    assert without_negated_acts(query, split_words(query)) == left
+
+
+def test_an_act_refused_once_and_asked_once_finds_its_handler(registry: Registry) -> None:
+    assert first_path(registry, "don't delete ticket 4, delete ticket 5") == "entity_crud/itsm/ticket/delete"

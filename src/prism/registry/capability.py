@@ -195,8 +195,10 @@ def without_quoted_values(query: str) -> str:
 
 def without_negated_acts(query: str, words: Sequence[str]) -> str:
     """The request without the irreversible verbs it negates or tells of (`_not_asked`): "pause plan 88 but don't
-    delete it" asks for no deletion, and the word must not pull the delete handlers up."""
-    not_asked = {w for i, w in enumerate(words) if stem(w) in IRREVERSIBLE_VERBS and _not_asked(words, i)}
+    delete it" asks for no deletion, and the word must not pull the delete handlers up. A verb also asked for
+    elsewhere in the request stays ("don't delete 4, delete 5")."""
+    acts = [(w, _not_asked(words, i)) for i, w in enumerate(words) if stem(w) in IRREVERSIBLE_VERBS]
+    not_asked = {w for w, refused in acts if refused} - {w for w, refused in acts if not refused}
     if not not_asked:
         return query
     left = re.sub(r"\b(?:" + "|".join(map(re.escape, sorted(not_asked))) + r")\b", " ", query, flags=re.IGNORECASE)
