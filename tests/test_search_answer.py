@@ -45,6 +45,10 @@ def first(registry: Registry, query: str) -> Any:
     # A past tense after its subject tells what happened; a past participle may still ask.
     ("we voided claim 10702 by mistake, put it back", False), ("the webhook I deleted yesterday", False),
     ("I need claim 7 voided", True),
+    # An act going on, recurring or to be prevented is told of, not asked for; "drop a note" writes one.
+    ("robot R2 keeps dropping cartons, raise a job for it", False), ("stop the bot deleting vendors", False),
+    ("the sync is removing rows it should not", False), ("drop a private note on INC-4410", False),
+    ("drop me a line when it ships", False), ("drop vendor 12", True), ("deleting vendor 12, please", True),
 ])
 def test_a_request_asks_for_an_irreversible_act_only_when_it_says_so_unnegated(query: str, asks: bool) -> None:
     assert asks_irreversible(split_words(query)) is asks

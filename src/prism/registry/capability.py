@@ -57,6 +57,15 @@ NEGATIONS = frozenset({"not", "never", "without", "dont", "no", "t", "un", "undo
 NEGATION_REACH = 3
 # Who may have done an act the request tells of rather than asks for ("we voided", "I deleted").
 SUBJECTS = frozenset({"i", "we", "you", "they", "he", "she", "someone", "somebody", "who"})
+# An -ing form right after one of these tells of an act going on or recurring rather than asks for it: "the
+# robot keeps dropping cartons", "the sync is removing rows".
+DESCRIBING = frozenset({"keep", "keeps", "kept", "is", "are", "was", "were", "been", "be"})
+# And one up to NEGATION_REACH words after one of these, of an act to be prevented: "stop the bot deleting
+# vendors", "keep it from cancelling".
+PREVENTING = frozenset({"stop", "stops", "prevent", "prevents", "from", "avoid", "avoids"})
+# Everyday phrases in which an irreversible verb writes something instead: "drop a note on INC-4410", "drop me a
+# line". The verb is followed by one of these words.
+LIGHT_USES = {stem("drop"): frozenset({"a", "an", "me", "us", "him", "her", "them", "in"})}
 # How far an irreversible handler's score moves (relative to the first result's) when the request asks for
 # such an act.
 ASKED_BOOST = 0.3
@@ -143,9 +152,15 @@ def _negated(words: Sequence[str], i: int) -> bool:
 
 
 def _not_asked(words: Sequence[str], i: int) -> bool:
-    """Whether the verb at `i` is negated, or tells what someone did ("we voided it by mistake", "the webhook I
-    deleted"): a past tense after its subject."""
-    return _negated(words, i) or (words[i].endswith("ed") and i > 0 and words[i - 1] in SUBJECTS)
+    """Whether the verb at `i` is negated, tells what someone did ("we voided it by mistake", "the webhook I
+    deleted": a past tense after its subject) or what is going on or to be prevented ("keeps dropping", "stop it
+    deleting": `DESCRIBING`, `PREVENTING`), or is used lightly ("drop a note": `LIGHT_USES`)."""
+    word, before = words[i], words[i - 1] if i > 0 else ""
+    light = LIGHT_USES.get(stem(word))
+    return (_negated(words, i) or (word.endswith("ed") and before in SUBJECTS)
+            or (word.endswith("ing") and (before in DESCRIBING
+                                          or not PREVENTING.isdisjoint(words[max(0, i - NEGATION_REACH):i])))
+            or (light is not None and i + 1 < len(words) and words[i + 1] in light))
 
 
 def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: float, mass: float, best: float,
