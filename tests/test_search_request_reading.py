@@ -101,3 +101,16 @@ def test_only_the_acts_not_asked_for_are_left_out(query: str, left: str) -> None
 
 def test_an_act_refused_once_and_asked_once_finds_its_handler(registry: Registry) -> None:
     assert first_path(registry, "don't delete ticket 4, delete ticket 5") == "entity_crud/itsm/ticket/delete"
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    # Records named before "by" or "per" a field are to be grouped: the entity's breakdown, not its list.
+    ("Tickets by priority and status please, open ones only", "report_query/itsm/ticket/breakdown"),
+    ("invoice totals by status across all vendors", "report_query/finance/invoice/breakdown"),
+    ("work orders by asset", "report_query/maintenance/work_order/breakdown"),
+    # "by" a time, a manner or a person groups nothing; a verb naming the list still lists.
+    ("close ticket 5 by friday", "workflow_action/itsm/ticket/close"),
+    ("list tickets by priority", "entity_crud/itsm/ticket/list"),
+])
+def test_records_grouped_by_a_field_ask_for_a_breakdown(registry: Registry, query: str, expected: str) -> None:
+    assert first_path(registry, query) == expected

@@ -9,8 +9,9 @@ more than a word deep in a description) — a simplified BM25F: weighted term fr
 normalisation. Every posting stores its finished BM25 contribution, so a query only adds numbers.
 A handler's keywords include those its entity shares (see `entity_keywords`), and a query word counts
 once per handler, by its best match among itself and its synonyms (see `SearchIndex.concept_postings`).
-The request's shape (see `QueryShape`) then raises the entity's list, count or read the request asks for
-without naming it ("which machines...", "how many tickets", "alert 123"), found through a small index.
+The request's shape (see `QueryShape`) then raises the entity's list, count, breakdown or read the request asks
+for without naming it ("which machines...", "how many tickets", "tickets by priority", "alert 123"), found
+through a small index.
 
 `rerank` is a second, finer pass over the top candidates. Its lexical part scores each (query, handler)
 pair jointly — term coverage, matching word pairs, proximity of the matched words, exact coordinate
@@ -578,8 +579,8 @@ def _entity_operations(handlers: Sequence[Handler]) -> list[frozenset[str]]:
 
 def _shaped_documents(handlers: Sequence[Handler],
                       vocabularies: Sequence[frozenset[str]]) -> dict[tuple[str, str], list[int]]:
-    """`(kind, word) → documents`: the list and read handlers (see `_operation_kind`) of the entities each
-    word names, so that the first pass finds those a request's shape points at without a scan."""
+    """`(kind, word) → documents`: the list, count, breakdown and read handlers (see `_operation_kind`) of the
+    entities each word names, so that the first pass finds those a request's shape points at without a scan."""
     shaped: dict[tuple[str, str], list[int]] = {}
     for doc, (h, vocabulary) in enumerate(zip(handlers, vocabularies, strict=True)):
         kind = _operation_kind(h.coordinate.operation)
@@ -601,6 +602,15 @@ def _is_plural(word: str) -> bool:
 
 _LIST, _COUNT, _READ = stem("list"), stem("count"), stem("read")
 _KINDS = (_LIST, _COUNT, _READ)
+# Records grouped by a field ("tickets by priority and status", "spend per vendor") ask for the entity's breakdown.
+_GROUP = stem("breakdown")
+_GROUPING = frozenset({"by", "per"})
+# Words after "by" that say when, how or who rather than a field to group by: "by Friday", "by mistake", "by me".
+_NOT_GROUPING = frozenset(
+    "mistake accident hand email mail phone default now then tomorrow today tonight noon midnight end eod cob "
+    "close next monday tuesday wednesday thursday friday saturday sunday mon tue wed thu fri sat sun january "
+    "february march april may june july august september october november december jan feb mar apr jun jul aug "
+    "sep sept oct nov dec me us him her them someone somebody anyone everyone".split())
 
 
 # Phrases that ask for a count of what follows them ("how many tickets", "the number of open claims").
@@ -612,10 +622,11 @@ class QueryShape:
     """What the form of a request says about the operation, beyond its words.
 
     "Which machines are down", "repair jobs given to Jonas": an entity named in the plural, asked about
-    or just named, wants its records listed; "how many tickets are open" wants them counted. "Open alert
-    123", "what does PO #881 contain": an entity named with a number after it wants that one record read.
-    None of them names an operation, so the operation intent alone cannot tell the entity's list, count or
-    read from its other handlers.
+    or just named, wants its records listed; "how many tickets are open" wants them counted; "tickets by
+    priority", "spend per vendor" want them grouped (the entity's breakdown). "Open alert 123", "what does PO
+    #881 contain": an entity named with a number after it wants that one record read. None of them names an
+    operation, so the operation intent alone cannot tell the entity's list, count, breakdown or read from its
+    other handlers.
     """
 
     # (operation kind, the stemmed words that name an entity in that shape)
@@ -634,6 +645,11 @@ class QueryShape:
         asked = [(_LIST, _plural_nouns(before_count)), (_READ, numbered)]
         if counting is not None:
             asked.append((_COUNT, _plural_nouns(words[counting:])))
+        grouping = next((i for i, (w, field) in enumerate(pairwise(words)) if w in _GROUPING and field.isalpha()
+                         and field not in STOPWORDS and field not in _NOT_GROUPING), None)
+        if grouping is not None:  # the records named before "by" are to be grouped, not listed
+            asked = [(kind, ws) for kind, ws in asked if kind != _LIST]
+            asked.append((_GROUP, frozenset(stem(w) for w in words[:grouping] if w not in STOPWORDS)))
         rest = [*before_count, *([] if counting is None else words[counting:])]
         opening = _naming_verb(words[0]) if words else frozenset()
         return cls(tuple(asked), frozenset(stem(w) for w in rest if w not in STOPWORDS), opening)
@@ -644,7 +660,7 @@ class QueryShape:
         return self.said.isdisjoint(operations) and self.opening.isdisjoint(operations)
 
     def fit(self, operation: str, vocabulary: frozenset[str]) -> float:
-        """1 when the operation is the list, count or read the shape asks for, of this entity; else 0."""
+        """1 when the operation is the list, count, breakdown or read the shape asks for, of this entity; else 0."""
         kind = _operation_kind(operation)
         if kind is None:
             return 0.0
@@ -672,14 +688,14 @@ def _plural_nouns(words: Sequence[str]) -> frozenset[str]:
 @lru_cache(maxsize=65536)
 def _operation_kind(operation: str) -> str | None:
     """`_LIST`, `_COUNT` or `_READ` for an operation named by one word of those concepts (`list`, `browse`;
-    `count`, `tally`; `read`, `get`, `view`), else None."""
+    `count`, `tally`; `read`, `get`, `view`), `_GROUP` for one named `breakdown`, else None."""
     words = _operation_words(operation)
     if len(words) != 1:
         return None
     for kind in _KINDS:
         if words[0] == kind or words[0] in SYNONYMS.get(kind, frozenset()):
             return kind
-    return None
+    return _GROUP if words[0] == _GROUP else None
 
 
 def is_question(query: str, words: Sequence[str]) -> bool:
