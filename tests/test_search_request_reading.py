@@ -114,3 +114,14 @@ def test_an_act_refused_once_and_asked_once_finds_its_handler(registry: Registry
 ])
 def test_records_grouped_by_a_field_ask_for_a_breakdown(registry: Registry, query: str, expected: str) -> None:
     assert first_path(registry, query) == expected
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    # Goods that arrived are received; an agent turned off is disabled. Before these words were known, neither
+    # handler was among the first three.
+    ("PO 4410 landed this morning", "workflow_action/finance/purchase_order/receive"),
+    ("deactivate agent 17", "workflow_action/agents/agent/disable"),
+])
+def test_everyday_words_for_receiving_and_disabling(registry: Registry, query: str, expected: str) -> None:
+    top = find(index_for(registry), query, tuple(registry), limit=5).hits[:2]
+    assert expected in [h.handler.path for h in top]

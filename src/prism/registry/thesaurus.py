@@ -27,6 +27,8 @@ SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     ("submit", "send", "forward", "lodge", "transmit"),
     ("assign", "give", "allocate", "hand", "delegate", "route", "owner"),
     ("hold", "pause", "wait", "suspend", "postpone"),
+    ("receive", "receipt", "arrived", "arrive", "arrival", "landed"),
+    ("disable", "deactivate", "off"),
     ("cancel", "stop", "halt", "kill", "abandon"),
     ("escalate", "urgent", "priority", "bump", "urgency"),
     ("resolve", "solve", "fixed", "note", "resolution"),
