@@ -125,3 +125,11 @@ def test_records_grouped_by_a_field_ask_for_a_breakdown(registry: Registry, quer
 def test_everyday_words_for_receiving_and_disabling(registry: Registry, query: str, expected: str) -> None:
     top = find(index_for(registry), query, tuple(registry), limit=5).hits[:2]
     assert expected in [h.handler.path for h in top]
+
+
+def test_asking_who_one_is_finds_whoami(registry: Registry) -> None:
+    """People ask which key or account they are on and what it may do; whoami's description now says so."""
+    assert first_path(registry, "what am I allowed to do here") == "report_query/core/caller/whoami"
+    for query in ("which API key am I on right now?", "what account is this and what may I do with it"):
+        top = find(index_for(registry), query, tuple(registry), limit=5).hits[:2]
+        assert "report_query/core/caller/whoami" in [h.handler.path for h in top], query

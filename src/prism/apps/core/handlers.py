@@ -65,8 +65,10 @@ class WebhookEventList(Paging):
 
 
 @app.handler("report_query", "caller", "whoami", params=WhoamiParams, scope="read", permission=None,
-             result=WhoamiResult, description="Who is calling: key, user, organization, tenant, role and scopes.",
-             keywords=("identity", "me", "current user", "my permissions"))
+             result=WhoamiResult,
+             description="Who is calling: the key in use, its user and account, organization, tenant, role and "
+                         "scopes (what the caller is allowed to do).",
+             keywords=("identity", "me", "current user", "my account", "my permissions", "which key am I using"))
 async def whoami(call: HandlerCall, _: WhoamiParams) -> dict[str, Any]:
     a = call.auth
     return {
