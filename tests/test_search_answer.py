@@ -167,3 +167,11 @@ def test_a_recipe_takes_the_requests_one_record_number_and_one_email(registry: R
 def test_a_request_to_take_an_act_back_gets_no_irreversible_handler_first(registry: Registry) -> None:
     found = first(registry, "un-revoke key 7, we still need it")
     assert not irreversible(found.hits[0].handler), found.hits[0].handler.path
+
+
+def test_a_verb_in_a_path_or_url_asks_for_no_irreversible_act(registry: Registry) -> None:
+    """"deny finance/payment/void to the persona" changes the persona; before, the path's "void" raised every void."""
+    found = find(index_for(registry), "tighten persona 'ap-agent': deny anything under finance/payment/void",
+                 tuple(registry), limit=5)
+    assert not found.asks_irreversible and not irreversible(found.hits[0].handler), found.hits[0].handler.path
+    assert find(index_for(registry), "void payment 12", tuple(registry), limit=5).asks_irreversible

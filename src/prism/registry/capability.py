@@ -79,6 +79,9 @@ UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 QUOTED = re.compile(r"(?<!\w)'([^']+)'(?!\w)|\"([^\"]+)\"|\u201c([^\u201d]*)\u201d|\u2018([^\u2019]*)\u2019")
 # One or two lowercase words in quotes stay: a state to move to ('closed', 'in progress') does say the act.
 QUOTED_STATE_WORDS = 2
+# A path or URL names something ("deny anything under finance/payment/void", "https://x.example/delete"): a verb
+# in it asks for no act.
+SLASHED = re.compile(r"\S+/\S+")
 
 # Clause boundaries of a request of several acts in order.
 # (semicolon, "then", a dash between spaces, a sentence end, "and" before a word)
@@ -185,7 +188,7 @@ def find(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, limit:
          accept: Callable[[Handler], bool] | None = None, plan: bool = True) -> Found:
     query = without_quoted_values(UUID.sub("1", query))
     words = split_words(query)
-    asked = asks_irreversible(words)
+    asked = asks_irreversible(split_words(SLASHED.sub(" ", query)))
     query = without_negated_acts(query, words)
     hits, ranker = _ordered(index, query, visible, limit=limit, rerank=rerank, accept=accept, asked=asked)
     steps = _plan(index, query, visible, rerank=rerank, accept=accept) if plan else []
