@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from prism.registry.capability import find, without_negated_acts, without_quoted_values
+from prism.registry.capability import clauses, find, without_negated_acts, without_quoted_values
 from prism.registry.registry import Registry, build_registry
 from prism.registry.search import index_for, split_words
 
@@ -133,3 +133,22 @@ def test_asking_who_one_is_finds_whoami(registry: Registry) -> None:
     for query in ("which API key am I on right now?", "what account is this and what may I do with it"):
         top = find(index_for(registry), query, tuple(registry), limit=5).hits[:2]
         assert "report_query/core/caller/whoami" in [h.handler.path for h in top], query
+
+
+@pytest.mark.parametrize(("query", "parts"), [
+    # A verb and a pointer back at the record are a clause of their own: before, "close it" was too short and
+    # the request read as one act.
+    ("receive PO 3350 and close it", ["receive PO 3350", "close it"]),
+    # A comma before an everyday imperative starts an act; a comma inside a list of values does not.
+    ("create claim CLM-7781 for patient 443, payer 12, DOS May 5, add a line 97110 x4, then submit it",
+     ["create claim CLM-7781 for patient 443, payer 12, DOS May 5", "add a line 97110 x4", "submit it"]),
+    ("list tickets for Ana, Raj and Li", ["list tickets for Ana, Raj and Li"]),
+])
+def test_the_acts_of_a_request_are_read_in_order(query: str, parts: list[str]) -> None:
+    assert clauses(query) == parts
+
+
+def test_a_verb_pointing_back_is_a_step_of_the_plan(registry: Registry) -> None:
+    plan = find(index_for(registry), "receive PO 3350 and close it", tuple(registry), limit=5).plan
+    assert [s.handler.path for s in plan] == ["workflow_action/finance/purchase_order/receive",
+                                              "workflow_action/finance/purchase_order/close"]

@@ -271,9 +271,27 @@ def _asks_an_act(index: SearchIndex, clause: str) -> bool:
 
 def clauses(query: str) -> list[str]:
     """The request's clauses, in order, when it reads as several acts; one element otherwise."""
-    parts = [p.strip(" ,.") for p in _CLAUSES.split(query)]
-    parts = [p for p in parts if len(terms(p)) >= CLAUSE_MIN_TERMS]
+    parts = [p.strip(" ,.") for part in _CLAUSES.split(query) for p in _comma_clauses(part)]
+    parts = [p for p in parts if len(terms(p)) >= CLAUSE_MIN_TERMS or (terms(p) and _points_back(p))]
     return parts if len(parts) > 1 else [query]
+
+
+def _comma_clauses(part: str) -> list[str]:
+    """A part split at its commas where an everyday imperative follows ("make a corrected draft from it, add a
+    line"); a comma before anything else ("for patient 443, payer 12") stays within the clause."""
+    pieces: list[str] = []
+    for piece in part.split(","):
+        words = [w for w in split_words(piece) if w not in _LEADING]
+        if pieces and not (words and stem(words[0]) in IMPERATIVES):
+            pieces[-1] += "," + piece
+        else:
+            pieces.append(piece)
+    return pieces
+
+
+def _points_back(clause: str) -> bool:
+    """Whether the clause points back at a record named before ("close it"): its verb alone is then an act."""
+    return not _POINTERS.isdisjoint(split_words(clause))
 
 
 def _plan(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, rerank: bool,
@@ -287,7 +305,7 @@ def _plan(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, reran
             continue
         asked = asks_irreversible(split_words(part))
         hits: list[Scored] = []
-        if steps and not _POINTERS.isdisjoint(split_words(part)):
+        if steps and _points_back(part):
             # "..., cancel it": the clause points back at the previous step's record; its entity's handlers
             # answer first, if one does confidently.
             hits, _ = _ordered(index, part, visible, limit=1, rerank=rerank,
