@@ -152,3 +152,9 @@ def test_a_verb_pointing_back_is_a_step_of_the_plan(registry: Registry) -> None:
     plan = find(index_for(registry), "receive PO 3350 and close it", tuple(registry), limit=5).plan
     assert [s.handler.path for s in plan] == ["workflow_action/finance/purchase_order/receive",
                                               "workflow_action/finance/purchase_order/close"]
+
+
+def test_fillers_of_time_say_no_act(registry: Registry) -> None:
+    """"now" and "just" say when, not what: "now" in payInFull's keywords ("pay invoice now") put it before
+    the approval asked for."""
+    assert first_path(registry, "approve the Grainger invoice now") == "workflow_action/finance/invoice/approve"

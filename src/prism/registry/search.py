@@ -88,11 +88,12 @@ PARAMETER_W = 0.2  # parameters say what a handler takes, not what it does: the 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z]{2})")
 _WORD = re.compile(r"[a-z0-9]+")
 
-# "all" is not one: it tells `markAllRead` from `markRead`, and "all the tickets" asks for a list.
+# "all" is not one: it tells `markAllRead` from `markRead`, and "all the tickets" asks for a list. "now" and
+# "just" say when, not what ("approve it now" is no `payInFull`, whose keywords say "pay invoice now").
 STOPWORDS = frozenset(
     "a an the of for to in on by with and or at from per as is are be been do does can could should would "
     "i me my we our you your it its this that these those please want need some any there which what "
-    "how whom when where into about".split())
+    "how whom when where into about now just".split())
 
 from prism.registry.thesaurus import SYNONYM_GROUPS  # noqa: E402
 
