@@ -81,6 +81,9 @@ def test_stopping_something_for_good_finds_its_cancel(registry: Registry) -> Non
 @pytest.mark.parametrize(("query", "expected"), [
     # A record named with its number asks to read it, unless the opening verb names another of its operations.
     ("rename doc 5567", "entity_crud/documents/document/update"),  # read came first
+    # ... whichever entity the number's word names: ticket_comment, named by "ticket" too, has no update, and its
+    # read came first.
+    ("rename ticket 5567", "entity_crud/itsm/ticket/update"),
     ("open ticket 5567", "entity_crud/itsm/ticket/read"),
     ("show ticket 5567", "entity_crud/itsm/ticket/read"),
 ])

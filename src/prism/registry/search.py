@@ -331,7 +331,7 @@ class SearchIndex:
 
         `cosines`: the query's embedding scores, when the caller has them already (see `cosines`)."""
         own = list(dict.fromkeys(terms(query)))
-        shape = QueryShape.of(split_words(query))
+        shape = QueryShape.of(split_words(query), self.operation_verbs)
         top = self._first_pass(own, shape, visible, max(limit, RERANK_POOL) if rerank else limit, accept)
         if not rerank:
             return self._hits(top), FIRST_PASS
@@ -638,7 +638,10 @@ class QueryShape:
     opening: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, words: Sequence[str]) -> QueryShape:
+    def of(cls, words: Sequence[str], operation_verbs: frozenset[str] = frozenset()) -> QueryShape:
+        """The shape of a request (its words, split). `operation_verbs`: the verbs the registry's operations
+        start with; a request opening with one of them (or a synonym) asks for that act, not to read a record
+        it names with a number ("deactivate agent 17": the instance entity, which has no disable, must not read)."""
         counting = next((i + 2 for i, pair in enumerate(pairwise(words)) if pair in _COUNT_PHRASES), None)
         before_count = words if counting is None else words[:counting - 2]
         numbered = frozenset(stem(before) for before, w in pairwise(words)
@@ -653,6 +656,8 @@ class QueryShape:
             asked.append((_GROUP, frozenset(stem(w) for w in words[:grouping] if w not in STOPWORDS)))
         rest = [*before_count, *([] if counting is None else words[counting:])]
         opening = _naming_verb(words[0]) if words else frozenset()
+        if not opening.isdisjoint(operation_verbs):
+            asked = [(kind, ws) for kind, ws in asked if kind != _READ]
         return cls(tuple(asked), frozenset(stem(w) for w in rest if w not in STOPWORDS), opening)
 
     def leaves_to(self, operations: frozenset[str]) -> bool:
