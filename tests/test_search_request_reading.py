@@ -113,6 +113,8 @@ def test_an_act_refused_once_and_asked_once_finds_its_handler(registry: Registry
     ("work orders by asset", "report_query/maintenance/work_order/breakdown"),
     # "by" a time, a manner or a person groups nothing; a verb naming the list still lists.
     ("close ticket 5 by friday", "workflow_action/itsm/ticket/close"),
+    ("invoices sent by Grainger this year", "entity_crud/finance/invoice/list"),  # a name the catalog does not know
+    ("show me tickets opened by raj", "entity_crud/itsm/ticket/list"),
     ("list tickets by priority", "entity_crud/itsm/ticket/list"),
 ])
 def test_records_grouped_by_a_field_ask_for_a_breakdown(registry: Registry, query: str, expected: str) -> None:

@@ -31,7 +31,7 @@ import heapq
 import math
 import re
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
@@ -331,7 +331,7 @@ class SearchIndex:
 
         `cosines`: the query's embedding scores, when the caller has them already (see `cosines`)."""
         own = list(dict.fromkeys(terms(query)))
-        shape = QueryShape.of(split_words(query), self.operation_verbs)
+        shape = QueryShape.of(split_words(query), self.operation_verbs, self.idf)
         top = self._first_pass(own, shape, visible, max(limit, RERANK_POOL) if rerank else limit, accept)
         if not rerank:
             return self._hits(top), FIRST_PASS
@@ -638,10 +638,13 @@ class QueryShape:
     opening: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, words: Sequence[str], operation_verbs: frozenset[str] = frozenset()) -> QueryShape:
+    def of(cls, words: Sequence[str], operation_verbs: frozenset[str] = frozenset(),
+           vocabulary: Container[str] = frozenset()) -> QueryShape:
         """The shape of a request (its words, split). `operation_verbs`: the verbs the registry's operations
         start with; a request opening with one of them (or a synonym) asks for that act, not to read a record
-        it names with a number ("deactivate agent 17": the instance entity, which has no disable, must not read)."""
+        it names with a number ("deactivate agent 17": the instance entity, which has no disable, must not read).
+        `vocabulary`: the index's terms; records are grouped only by a word the catalog knows ("by status"), not
+        by a name ("sent by Grainger", "opened by raj")."""
         counting = next((i + 2 for i, pair in enumerate(pairwise(words)) if pair in _COUNT_PHRASES), None)
         before_count = words if counting is None else words[:counting - 2]
         numbered = frozenset(stem(before) for before, w in pairwise(words)
@@ -650,7 +653,8 @@ class QueryShape:
         if counting is not None:
             asked.append((_COUNT, _plural_nouns(words[counting:])))
         grouping = next((i for i, (w, field) in enumerate(pairwise(words)) if w in _GROUPING and field.isalpha()
-                         and field not in STOPWORDS and field not in _NOT_GROUPING), None)
+                         and field not in STOPWORDS and field not in _NOT_GROUPING and stem(field) in vocabulary),
+                        None)
         if grouping is not None:  # the records named before "by" are to be grouped, not listed
             asked = [(kind, ws) for kind, ws in asked if kind != _LIST]
             asked.append((_GROUP, frozenset(stem(w) for w in words[:grouping] if w not in STOPWORDS)))
