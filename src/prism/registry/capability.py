@@ -150,6 +150,11 @@ def asks_irreversible(words: Sequence[str]) -> bool:
     return False
 
 
+def _asks_irreversible_in(text: str) -> bool:
+    """`asks_irreversible` of a request or one of its clauses, paths and URLs left out (`SLASHED`)."""
+    return asks_irreversible(split_words(SLASHED.sub(" ", text)))
+
+
 def _negated(words: Sequence[str], i: int) -> bool:
     return not NEGATIONS.isdisjoint(words[max(0, i - NEGATION_REACH):i])
 
@@ -188,7 +193,7 @@ def find(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, limit:
          accept: Callable[[Handler], bool] | None = None, plan: bool = True) -> Found:
     query = without_quoted_values(UUID.sub("1", query))
     words = split_words(query)
-    asked = asks_irreversible(split_words(SLASHED.sub(" ", query)))
+    asked = _asks_irreversible_in(query)
     query = without_negated_acts(query, words)
     hits, ranker = _ordered(index, query, visible, limit=limit, rerank=rerank, accept=accept, asked=asked)
     steps = _plan(index, query, visible, rerank=rerank, accept=accept) if plan else []
@@ -303,7 +308,7 @@ def _plan(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, reran
     for part in parts:
         if not _asks_an_act(index, part):
             continue
-        asked = asks_irreversible(split_words(part))
+        asked = _asks_irreversible_in(part)
         hits: list[Scored] = []
         if steps and _points_back(part):
             # "..., cancel it": the clause points back at the previous step's record; its entity's handlers
