@@ -75,6 +75,10 @@ QUESTION_WORDS = frozenset(
 # times for the handler the shape points at. Both chosen on the tuning tasks only, like the weights above.
 SHAPE_WEIGHT = 0.6
 FIRST_PASS_SHAPE = 1.0
+# The joint features of the lexical rerank (see `_pair_score`), each in [0, 1], and what each counts: the share
+# of the request's words the handler says, its word pairs, the words naming its operation or entity, how close
+# together the matched words sit, an exact mention of its coordinate. Chosen on the tuning tasks only.
+COVERAGE_W, PAIRS_W, NAMES_W, PROXIMITY_W, EXACT_W = 0.8, 0.5, 0.4, 0.3, 1.5
 
 FIRST_PASS, LEXICAL_RERANK, SEMANTIC_RERANK = "bm25", "bm25+lexical-rerank", "bm25+semantic-rerank"
 
@@ -549,7 +553,8 @@ def _pair_score(joint: _Joint, fields: Sequence[Sequence[str]], own: Sequence[st
     proximity = max((_proximity(f, set(covered)) for f in fields[4:6]), default=0.0)
     padded = f" {raw_query} "
     exact = 1.0 if any(w in padded for w in joint.spelled) else 0.0
-    return 0.8 * coverage + 0.5 * pair_score + 0.4 * name_score + 0.3 * proximity + 1.5 * exact
+    return (COVERAGE_W * coverage + PAIRS_W * pair_score + NAMES_W * name_score + PROXIMITY_W * proximity
+            + EXACT_W * exact)
 
 
 def _per_entity(handlers: Sequence[Handler],
