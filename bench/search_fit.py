@@ -32,7 +32,7 @@ if __package__ in (None, ""):  # run as a script: make `bench.*` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.search_blind import answer, auc, first_right, ndcg10
-from prism.registry import Registry
+from prism.registry import Registry, semantic
 from prism.registry import search as search_module
 from prism.registry.capability import find
 from prism.registry.registry import build_registry
@@ -54,7 +54,11 @@ MIN_GAIN = 1e-4
 HELD_MODULES = ("tests.test_search_shape", "tests.test_search_request_reading", "tests.test_search_intent")
 HELD_FIRST = {"assign a ticket": "workflow_action/itsm/ticket/assign",
               "approve the Grainger invoice now": "workflow_action/finance/invoice/approve",
-              "show me spare part 42": "entity_crud/spare_parts/spare_part/read"}
+              "show me spare part 42": "entity_crud/spare_parts/spare_part/read",
+              "show me spare part 3f2a9c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b": "entity_crud/spare_parts/spare_part/read"}
+# Held without the embedding model too: these tests switch it off.
+HELD_WITHOUT_MODEL_MODULES = ("tests.test_search_shape",)
+HELD_WITHOUT_MODEL = {"show me spare part 42": "entity_crud/spare_parts/spare_part/read"}
 # Tests that hold a handler among the first few rather than first.
 HELD_WITHIN = {"test_everyday_words_for_receiving_and_disabling": 2}
 HELD_PLANS = {"receive PO 3350 and close it": ["workflow_action/finance/purchase_order/receive",
@@ -93,11 +97,12 @@ def scores(registry: Registry, tasks: Sequence[dict[str, Any]]) -> dict[str, flo
             "ndcg_at_10": ndcg, "violations": violations, "no_match_auc": no_match_auc}
 
 
-def held_by_tests() -> dict[str, tuple[str, int]]:
+def held_by_tests(modules: tuple[str, ...] = HELD_MODULES,
+                  also: dict[str, str] = HELD_FIRST) -> dict[str, tuple[str, int]]:
     """query: (expected path, within how many first results) of every `("query", "expected")` parametrization
-    in HELD_MODULES."""
-    held = {query: (path, 1) for query, path in HELD_FIRST.items()}
-    for name in HELD_MODULES:
+    in `modules`, and `also`."""
+    held = {query: (path, 1) for query, path in also.items()}
+    for name in modules:
         module = importlib.import_module(name)
         for test_name, test in vars(module).items():
             for mark in getattr(test, "pytestmark", []):
@@ -108,6 +113,19 @@ def held_by_tests() -> dict[str, tuple[str, int]]:
 
 
 def keeps_what_tests_hold(registry: Registry, held: dict[str, tuple[str, int]]) -> bool:
+    """`held` with the embedding model; and without it, what the tests hold without it
+    (HELD_WITHOUT_MODEL_MODULES and HELD_WITHOUT_MODEL)."""
+    model = semantic.AVAILABLE
+    try:
+        if not _keeps(registry, held):
+            return False
+        semantic.AVAILABLE = False
+        return _keeps(registry, held_by_tests(HELD_WITHOUT_MODEL_MODULES, HELD_WITHOUT_MODEL))
+    finally:
+        semantic.AVAILABLE = model
+
+
+def _keeps(registry: Registry, held: dict[str, tuple[str, int]]) -> bool:
     index, visible = index_for(registry), tuple(registry)
     for query, (expected, within) in held.items():
         if expected not in [h.handler.path for h in find(index, query, visible, limit=5).hits[:within]]:

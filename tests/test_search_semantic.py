@@ -25,7 +25,7 @@ LEXICAL, SEMANTIC = "bm25+lexical-rerank", "bm25+semantic-rerank"
 # favours read-only handlers for a question, which alone finds a report like `endpoint/health`.)
 UNSEEN = {
     "flakiness and slowness of the partner's API": "report_query/integrations/endpoint/health",
-    "a reusable message layout with blanks": "entity_crud/notifications/template/create",
+    "we disagree with the amount on this supplier bill, push back on it": "workflow_action/finance/invoice/dispute",
 }
 
 pytestmark = pytest.mark.skipif(not semantic.AVAILABLE, reason="the semantic extra is not installed")
