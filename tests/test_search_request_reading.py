@@ -9,7 +9,7 @@ import pytest
 
 from prism.registry.capability import clauses, find, without_negated_acts, without_quoted_values
 from prism.registry.registry import Registry, build_registry
-from prism.registry.search import index_for, split_words
+from prism.registry.search import clause_openers, index_for, split_words
 
 pytestmark = pytest.mark.engine_independent
 
@@ -163,3 +163,23 @@ def test_fillers_of_time_say_no_act(registry: Registry) -> None:
     """"now" and "just" say when, not what: "now" in payInFull's keywords ("pay invoice now") put it before
     the approval asked for."""
     assert first_path(registry, "approve the Grainger invoice now") == "workflow_action/finance/invoice/approve"
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    # An opening verb that is itself an operation's name, with no synonym, asks for that act too: "escalate 7731"
+    # read an oversight request (escalation's other sense) before.
+    ("escalate 7731 to P1", "workflow_action/itsm/ticket/escalate"),
+    ("escalate 5120, the CFO's laptop is down", "workflow_action/itsm/ticket/escalate"),
+    # So does a later clause opening with one: the purchase order was read before.
+    ("the Festo order PO 5512 turned up, mark it done", "workflow_action/finance/purchase_order/close"),
+])
+def test_a_clause_opening_with_an_operation_verb_asks_for_that_act(registry: Registry, query: str,
+                                                                  expected: str) -> None:
+    assert first_path(registry, query) == expected
+
+
+def test_clause_openers_are_the_first_words_after_each_clause_end() -> None:
+    assert clause_openers("PO 4410 landed yesterday, mark it received") == ["mark"]
+    assert clause_openers("It broke again. Fix it - today; thanks") == ["fix", "today", "thanks"]
+    assert clause_openers("rename doc 5567") == []
+    assert clause_openers("PO-4410 and v2.1") == []  # a hyphen or a dot inside a word ends nothing

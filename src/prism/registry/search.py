@@ -336,7 +336,7 @@ class SearchIndex:
 
         `cosines`: the query's embedding scores, when the caller has them already (see `cosines`)."""
         own = list(dict.fromkeys(terms(query)))
-        shape = QueryShape.of(split_words(query), self.operation_verbs, self.idf)
+        shape = QueryShape.of(split_words(query), self.operation_verbs, self.idf, clause_openers(query))
         top = self._first_pass(own, shape, visible, max(limit, RERANK_POOL) if rerank else limit, accept)
         if not rerank:
             return self._hits(top), FIRST_PASS
@@ -645,10 +645,12 @@ class QueryShape:
 
     @classmethod
     def of(cls, words: Sequence[str], operation_verbs: frozenset[str] = frozenset(),
-           vocabulary: Container[str] = frozenset()) -> QueryShape:
+           vocabulary: Container[str] = frozenset(), openers: Sequence[str] = ()) -> QueryShape:
         """The shape of a request (its words, split). `operation_verbs`: the verbs the registry's operations
         start with; a request opening with one of them (or a synonym) asks for that act, not to read a record
         it names with a number ("deactivate agent 17": the instance entity, which has no disable, must not read).
+        So does a later clause opening with one (`openers`, see `clause_openers`): "PO 4410 landed yesterday,
+        mark it received", "Carrier turned down claim 6003. Record it as denied".
         `vocabulary`: the index's terms; records are grouped only by a word the catalog knows ("by status"), not
         by a name ("sent by Grainger", "opened by raj")."""
         counting = next((i + 2 for i, pair in enumerate(pairwise(words)) if pair in _COUNT_PHRASES), None)
@@ -665,7 +667,7 @@ class QueryShape:
             asked = [(kind, ws) for kind, ws in asked if kind != _LIST]
             asked.append((_GROUP, frozenset(stem(w) for w in words[:grouping] if w not in STOPWORDS)))
         rest = [*before_count, *([] if counting is None else words[counting:])]
-        opening = _naming_verb(words[0]) if words else frozenset()
+        opening = frozenset().union(*(_naming_verb(w) for w in [*words[:1], *openers]))
         if not opening.isdisjoint(operation_verbs):
             asked = [(kind, ws) for kind, ws in asked if kind != _READ]
         return cls(tuple(asked), frozenset(stem(w) for w in rest if w not in STOPWORDS), opening)
@@ -690,8 +692,17 @@ _SEEING = frozenset({"open", "pull", "bring"})
 def _naming_verb(word: str) -> frozenset[str]:
     """The synonyms of a request's first word, if it is a verb that names an operation other than the shape's own:
     "rename" (update), not "open", "show" or "get", which also ask to see a record ("open ticket 5567")."""
-    synonyms = SYNONYMS.get(stem(word), frozenset())
+    synonyms = SYNONYMS.get(stem(word), frozenset()) | {stem(word)}
     return frozenset() if word in STOPWORDS or word in _SEEING or not synonyms.isdisjoint(_KINDS) else synonyms
+
+
+# Where a clause ends inside a request: a sentence's end, a semicolon or colon, a comma, a dash between spaces.
+_CLAUSE_END = re.compile(r"[.;:!?,]\s|\s[-\u2013\u2014]+\s")
+
+
+def clause_openers(query: str) -> list[str]:
+    """The first word of each clause after the first: where an imperative's verb stands."""
+    return [words[0] for clause in _CLAUSE_END.split(query)[1:] if (words := split_words(clause))]
 
 
 def _plural_nouns(words: Sequence[str]) -> frozenset[str]:
