@@ -183,3 +183,12 @@ def test_clause_openers_are_the_first_words_after_each_clause_end() -> None:
     assert clause_openers("It broke again. Fix it - today; thanks") == ["fix", "today", "thanks"]
     assert clause_openers("rename doc 5567") == []
     assert clause_openers("PO-4410 and v2.1") == []  # a hyphen or a dot inside a word ends nothing
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    # To scrap an order is to cancel it (its delete came first before); a machine is still scrapped by retiring it.
+    ("scrap PO 881, we found a cheaper supplier", "workflow_action/finance/purchase_order/cancel"),
+    ("scrap the old compressor", "workflow_action/maintenance/asset/retire"),
+])
+def test_scrap_cancels_an_order_and_retires_a_machine(registry: Registry, query: str, expected: str) -> None:
+    assert first_path(registry, query) == expected

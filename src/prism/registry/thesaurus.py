@@ -29,7 +29,7 @@ SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     ("hold", "pause", "wait", "suspend", "postpone"),
     ("receive", "receipt", "arrived", "arrive", "arrival", "landed"),
     ("disable", "deactivate", "off"),
-    ("cancel", "stop", "halt", "kill", "abandon"),
+    ("cancel", "stop", "halt", "kill", "abandon", "scrap"),
     ("escalate", "urgent", "priority", "bump", "urgency"),
     ("resolve", "solve", "fixed", "note", "resolution"),
     ("archive", "shelve", "hide"),
