@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import itertools
 import secrets
@@ -22,7 +23,7 @@ from prism.apps.spare_parts.models import SparePart
 from prism.auth import authenticator as authenticator_module
 from prism.auth.authenticator import Authenticator
 from prism.config import Settings
-from prism.keys.service import lookup_of, revoke_key
+from prism.keys.service import lookup_of, revoke_key, touch_keys
 from prism.kit.ids import public_organization_id
 from prism.kit.timeutil import utcnow
 from prism.models import ApiKey, AuditEntry
@@ -363,6 +364,31 @@ async def test_a_keys_use_is_recorded_once_a_second_and_written_by_the_flush(
         stored = (await s.execute(select(ApiKey.last_used_at).where(
             ApiKey.lookup == lookup_of(bearer.removeprefix("Bearer "))))).scalar_one()
     assert stored == later
+
+
+async def test_flushes_of_two_processes_over_the_same_keys_neither_deadlock_nor_go_back_in_time(
+        db: Database, factory: Factory, shared: Workspace) -> None:
+    """Every process flushes the uses its own requests saw. Two flushes over the same keys, their uses noted in
+    opposite orders, both commit (on PostgreSQL each updating in its own order deadlocked), and a key keeps its
+    latest use whichever flush commits last."""
+    labels = [f"flushed_{n}" for n in range(20)]
+    for label in labels:
+        await factory.add_key(shared, label)
+    lookups = [lookup_of(shared.keys[label]) for label in labels]
+    async with db.read() as s:
+        ids = list((await s.execute(select(ApiKey.id).where(ApiKey.lookup.in_(lookups)))).scalars())
+    latest = utcnow().replace(microsecond=0)
+    later = {key_id: latest for key_id in reversed(ids)}
+    earlier = {key_id: latest - timedelta(seconds=5) for key_id in ids}
+
+    async def flush(used: dict[str, datetime]) -> None:
+        async with db.write() as s:
+            await touch_keys(s, used)
+
+    await asyncio.gather(*(flush(used) for used in (later, earlier) * 3))
+    async with db.read() as s:
+        stored = set((await s.execute(select(ApiKey.last_used_at).where(ApiKey.id.in_(ids)))).scalars())
+    assert stored == {latest}
 
 
 async def test_tools_catalog_filters_by_category_and_search(client: httpx.AsyncClient, shared: Workspace) -> None:

@@ -7,7 +7,7 @@ import hmac
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.errors import BadRequest, NotFound, PermissionDenied
@@ -108,6 +108,13 @@ async def revoke_key(session: AsyncSession, *, tenant: Tenant, key_ref: str) -> 
 
 
 async def touch_keys(session: AsyncSession, used: dict[str, datetime]) -> None:
-    """Write batched last_used_at values (one statement per key, never once per request)."""
-    for key_id, when in used.items():
-        await session.execute(update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=when))
+    """Write batched last_used_at values (one statement per key, never once per request).
+
+    In key id order: every process flushes its own batch, and two transactions that lock the same keys in
+    different orders deadlock on PostgreSQL. A value only moves forward: another process may have written a later
+    use of the key first."""
+    for key_id in sorted(used):
+        when = used[key_id]
+        await session.execute(update(ApiKey).where(
+            ApiKey.id == key_id, or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at < when))
+            .values(last_used_at=when))
