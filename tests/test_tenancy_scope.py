@@ -4,6 +4,7 @@ and changes only its caller's rows; reading across organizations takes the named
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from datetime import date
 from typing import Any
@@ -217,3 +218,26 @@ async def test_a_record_read_by_id_shows_what_the_orm_row_shows(factory: Factory
         assert await repository.get_record(invoice.id) == expected
         with acting_for(s, ws.org.id):
             assert await repository.get_record(invoice.id) == expected
+
+
+async def test_a_page_shows_each_record_as_the_orm_row_shows_it(factory: Factory, db: Database) -> None:
+    """A page reads the shown columns, not ORM objects: each item is still what `to_record` makes of the row, on the
+    acting path and off it, and only the repository's organization's rows are on it."""
+    ws, other = await factory.workspace(roles=("owner",)), await factory.workspace(roles=("owner",))
+    async with db.write() as s:
+        for org, name in ((ws.org.id, "Paged vendor"), (other.org.id, "Other vendor")):
+            vendor = Vendor(organization_id=org, name=name)
+            s.add(vendor)
+            await s.flush()
+            s.add(Invoice(organization_id=org, vendor_id=vendor.id, number=f"P-{name[0]}", amount_cents=7,
+                          issue_date=date(2024, 3, 1), due_date=date(2024, 4, 1)))
+    async with db.read() as s:
+        rows = (await s.execute(select(Invoice).where(Invoice.organization_id == ws.org.id))).scalars()
+        expected = sorted((to_record(row) for row in rows), key=lambda r: r["id"])
+        assert expected and expected[0]["issue_date"] == "2024-03-01"
+        repository = OrgRepository(s, Invoice, ws.org.id)
+        for acting in (False, True):
+            with acting_for(s, ws.org.id) if acting else contextlib.nullcontext():
+                page = await repository.page(repository.base(), page=1, page_size=100, ordering="id",
+                                             orderable=("id",), default_ordering="id")
+            assert page["items"] == expected and page["total"] == len(expected), acting
