@@ -4,6 +4,7 @@ the index follows on a worker thread; a search that comes before it builds it th
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from pathlib import Path
 from weakref import WeakKeyDictionary
@@ -29,8 +30,8 @@ pytestmark = pytest.mark.usefixtures("imports_removed_after_the_module")
 
 class RecordedBuilds:
     """Stands in for SearchIndex: where each index was built. The builds of the registries in `held_for` wait until
-    `release`; no other build is held (the test app's own runtime builds its registries too, on the same default
-    executor as every to_thread of the suite's loop: holding those would starve it)."""
+    `release`; no other build is held (the test app's own runtime builds its registries too, on the same index
+    builder thread: holding those would keep its own searches waiting)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *, held_for: list[Registry] | None = None) -> None:
         self.threads: list[str] = []
@@ -127,3 +128,22 @@ async def test_imports_in_quick_succession_build_one_index_at_a_time_for_the_reg
     # runtime builds its registries too: not counted.)
     mine = [r for r in builds.registries if r in installed]
     assert len(mine) <= 2 and mine[-1] is latest
+
+
+async def test_builds_waiting_for_another_hold_no_thread_of_the_loops_default_executor(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Builds wait for each other on the index builder's own thread. Meanwhile the loop's default executor, which
+    password checks, the tenant descriptor and a registry's assembly use, answers at once: when builds ran there,
+    as many builds waiting for a long one as it has threads took all of them."""
+    registry = build_registry()
+    builds = RecordedBuilds(monkeypatch, held_for=[registry])
+    default_threads = min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's own default
+    queued = [asyncio.ensure_future(search.on_index_builder(search.warm, [registry]))
+              for _ in range(default_threads + 2)]
+    try:
+        await asyncio.sleep(0.2)
+        assert await asyncio.wait_for(asyncio.to_thread(threading.current_thread), timeout=5) is not None
+    finally:
+        builds.release.set()
+    await asyncio.wait_for(asyncio.gather(*queued), timeout=60)
+    assert search.built_index(registry) is not None and builds.registries.count(registry) == 1

@@ -116,8 +116,9 @@ class IntegrationRuntime:
             self.registry = registry
             _RUNTIMES[registry] = self
             self._install(registry)
-            # Served from now on; its search index (~1 s at 10,000 handlers) follows on a worker thread, and a
-            # search that comes first waits for it after its call is committed (apps/core/handlers.py).
+            # Served from now on; its search index (~1 s at 10,000 handlers) follows on the index builder's thread
+            # (search.on_index_builder), and a search that comes first waits for it after its call is committed
+            # (apps/core/handlers.py).
             self._warm_later(registry)
         else:
             self.registry.enablement = frozen_enablement
@@ -136,7 +137,7 @@ class IntegrationRuntime:
     async def _warm_served(self) -> None:
         while self._to_warm is not None:
             registry, self._to_warm = self._to_warm, None
-            await asyncio.to_thread(_warm_search, registry)
+            await search.on_index_builder(_warm_search, registry)
 
     def _assemble(self, listed: Sequence[Row[str, str, int, str, str]],
                   built: dict[str, tuple[int, HandlerApp]], stored: dict[str, str]) -> Registry:

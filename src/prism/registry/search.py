@@ -27,13 +27,15 @@ Without the extra the pass is lexical alone.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import math
 import re
 import threading
 from collections.abc import Callable, Container, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import pairwise
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
@@ -803,3 +805,15 @@ def warm(registries: Iterable[Registry], *, embeddings: bool = False) -> None:
         index = index_for(registry)
         if embeddings:
             index.embeddings()
+
+
+# Index builds off the event loop run on a thread of their own, one after the other. A build that waits for another
+# then waits in this executor's queue, holding no thread: on the loop's default executor, builds queued behind a
+# long one (an import's registry at 10,000 handlers, a first search meanwhile) held its few threads, and everything
+# else sent there (password checks, the tenant descriptor, a registry's assembly) waited for the build.
+_INDEX_BUILDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prism-search-index")
+
+
+async def on_index_builder(build: Callable[..., None], *args: object) -> None:
+    """Run `build(*args)` (`warm`, or a function that calls it) on the index builder's thread."""
+    await asyncio.get_running_loop().run_in_executor(_INDEX_BUILDER, partial(build, *args))

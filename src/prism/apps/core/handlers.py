@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -89,9 +89,9 @@ async def whoami(call: HandlerCall, _: WhoamiParams) -> dict[str, Any]:
 async def introspect_handler(call: HandlerCall, p: IntrospectParams) -> dict[str, Any] | AfterCommit[None]:
     if p.dimension == "capability_search" and search.pending(call.registry, embeddings=p.rerank):
         # The registry's first search builds its index (or, for a semantic rerank, embeds every handler): about
-        # a second at 10,000 handlers, on a worker thread after the call is committed, so neither the event
-        # loop nor the ledger's transaction waits for it. Its refusals (no query, unknown filters) are found
-        # now, inside the audited call.
+        # a second at 10,000 handlers, on the index builder's thread (search.on_index_builder) after the call is
+        # committed, so neither the event loop nor the ledger's transaction waits for it. Its refusals (no query,
+        # unknown filters) are found now, inside the audited call.
         check_search(call.registry, call.auth, p)
         registry, auth = call.registry, call.auth
 
@@ -109,7 +109,7 @@ async def introspect_handler(call: HandlerCall, p: IntrospectParams) -> dict[str
              keywords=("find a tool", "which handler", "how do I", "capability search"))
 async def search_handler(call: HandlerCall, p: SearchParams) -> dict[str, Any] | AfterCommit[None]:
     if search.pending(call.registry, embeddings=True):
-        # As for introspect: the index and the embeddings are built on a worker thread after the call is
+        # As for introspect: the index and the embeddings are built on the index builder's thread after the call is
         # committed; the filters are checked now.
         check_search(call.registry, call.auth, search_narrowing(p))
         registry, auth = call.registry, call.auth
@@ -123,7 +123,7 @@ async def search_handler(call: HandlerCall, p: SearchParams) -> dict[str, Any] |
 
 def _preparing(registry: Registry, *, embeddings: bool) -> Callable[[], Awaitable[None]]:
     async def prepare() -> None:
-        await asyncio.to_thread(search.warm, [registry], embeddings=embeddings)
+        await search.on_index_builder(partial(search.warm, [registry], embeddings=embeddings))
 
     return prepare
 
