@@ -692,8 +692,9 @@ _SEEING = frozenset({"open", "pull", "bring"})
 
 
 def _naming_verb(word: str) -> frozenset[str]:
-    """The synonyms of a request's first word, if it is a verb that names an operation other than the shape's own:
-    "rename" (update), not "open", "show" or "get", which also ask to see a record ("open ticket 5567")."""
+    """The word and its synonyms, stemmed, if it opens the request or a clause as a verb naming an operation other
+    than the shape's own: "rename" (update), "escalate"; not "open", "show" or "get", which also ask to see a record
+    ("open ticket 5567")."""
     synonyms = SYNONYMS.get(stem(word), frozenset()) | {stem(word)}
     return frozenset() if word in STOPWORDS or word in _SEEING or not synonyms.isdisjoint(_KINDS) else synonyms
 

@@ -39,9 +39,14 @@ def _json_ready(value: Any) -> Any:
     return value
 
 
+def _shown(model: type[Base]) -> list[Any]:
+    """The table columns a record shows, in table order: all but HIDDEN_COLUMNS."""
+    return [c for c in model.__table__.columns if c.key not in HIDDEN_COLUMNS]
+
+
 def to_record(row: Base) -> dict[str, Any]:
     """An ORM row as JSON-ready data: dates as ISO strings, the organization column left out."""
-    return {c.key: _json_ready(getattr(row, c.key)) for c in row.__table__.columns if c.key not in HIDDEN_COLUMNS}
+    return {c.key: _json_ready(getattr(row, c.key)) for c in _shown(type(row))}
 
 
 def sent_changes(params: BaseModel, model: type[Base], *, exclude: Collection[str] = ("id",),
@@ -93,7 +98,7 @@ def _read_by_id(model: type[Base]) -> PreparedRead:
     read = _BY_ID.get(model)
     if read is None:
         table = model.__table__
-        read = _BY_ID[model] = PreparedRead(select(*(c for c in table.columns if c.key not in HIDDEN_COLUMNS)).where(
+        read = _BY_ID[model] = PreparedRead(select(*_shown(model)).where(
             table.c.organization_id == bindparam("organization_id"), table.c.id == bindparam("record_id")))
     return read
 
@@ -105,8 +110,7 @@ def _shown_columns(model: type[Base]) -> dict[str, Any]:
     """The model's attributes for the columns a record shows (as `to_record` shows them, in table order), by key."""
     shown = _SHOWN.get(model)
     if shown is None:
-        shown = _SHOWN[model] = {c.key: getattr(model, c.key) for c in model.__table__.columns
-                                 if c.key not in HIDDEN_COLUMNS}
+        shown = _SHOWN[model] = {c.key: getattr(model, c.key) for c in _shown(model)}
     return shown
 
 
