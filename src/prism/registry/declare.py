@@ -11,7 +11,7 @@ PRISM_APPS setting); see docs/extending.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel
@@ -40,6 +40,10 @@ class HandlerApp:
     name: str
     description: str = ""
     handlers: list[Handler] = field(default_factory=list)
+    # Example requests per handler path (`<mega_tool>/<app>/<entity>/<operation>`): what people ask of each handler
+    # in their own words, read by capability search. A path this app does not declare is left alone, so several
+    # modules of one app can share one mapping.
+    examples: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not NAME_PATTERN.match(self.name):
@@ -71,8 +75,9 @@ class HandlerApp:
             raise ValueError("cost must be >= 0")
 
         def register(func: HandlerFunc) -> HandlerFunc:
+            coordinate = Coordinate(mega_tool, self.name, entity, operation)
             self.handlers.append(Handler(
-                coordinate=Coordinate(mega_tool, self.name, entity, operation),
+                coordinate=coordinate,
                 params=params,
                 func=func,
                 description=description,
@@ -84,6 +89,7 @@ class HandlerApp:
                 read_only=scope == "read",
                 destructive=destructive,
                 keywords=keywords,
+                examples=tuple(self.examples.get(coordinate.path, ())),
                 result=result,
             ))
             return func

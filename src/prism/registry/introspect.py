@@ -306,7 +306,8 @@ def _schema(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[str
     c = h.coordinate
     return {"dimension": "schema", "coordinate": c.path,
             "parts": {"mega_tool": c.mega_tool, "app": c.app, "entity": c.entity, "operation": c.operation},
-            "tool": tool_name(c.mega_tool), "description": h.description, "parameters": h.schema,
+            "tool": tool_name(c.mega_tool), "description": h.description, "examples": list(h.examples),
+            "parameters": h.schema,
             "hints": {"read_only": h.read_only, "destructive": h.destructive, "cost": h.cost,
                       "category": h.category, "keywords": list(h.keywords)},
             "scope": h.scope, "required_scope": SCOPE_OF_CLASS[h.scope], "required_permission": h.permission,

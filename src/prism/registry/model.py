@@ -61,6 +61,9 @@ class Handler:
     read_only: bool
     destructive: bool
     keywords: tuple[str, ...] = ()
+    # Requests people make of it, in their own words ("book in the 50 zip ties from PO 7781"): capability search
+    # reads them besides the description (registry/search.py), so a request need not use the catalog's words.
+    examples: tuple[str, ...] = ()
     # What the handler answers, when it declares it (MCP publishes it as the tool's output schema).
     result: type[BaseModel] | None = None
     # Filled once by Registry.freeze(): the JSON Schema of `params` (unless given: an imported operation's), and

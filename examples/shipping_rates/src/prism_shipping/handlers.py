@@ -12,7 +12,19 @@ from pydantic import Field
 
 from prism.registry import HandlerApp, HandlerCall, Params
 
-app = HandlerApp("shipping", description="Parcel shipping: zone-based rate quotes.")
+# What people ask of each handler in their own words: capability search reads them besides the description.
+EXAMPLES = {
+    "report_query/shipping/rate/quote": (
+        "How much to ship a 2 kg parcel within the country?",
+        "Quote express shipping for a 5.5 kg box to Europe",
+        "What's the postage on a 12 kg box going overseas, standard service?",
+        "price check: 0.8 kg package to France",
+        "shipping rate for 3 kilos worldwide, express vs normal?",
+        "what would it cost to send a 20 kg parcel abroad next-day",
+    ),
+}
+
+app = HandlerApp("shipping", description="Parcel shipping: zone-based rate quotes.", examples=EXAMPLES)
 
 Zone = Literal["domestic", "europe", "world"]
 BASE_CENTS: dict[str, int] = {"domestic": 590, "europe": 1490, "world": 2990}

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import case, func, select
 
+from prism.apps import shipped_examples
 from prism.apps.agents.models import Agent, AgentInstance, AgentStep
 from prism.apps.agents.params import (
     AgentAction,
@@ -34,7 +35,8 @@ from prism.kit.timeutil import iso, utcnow
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
 
-app = HandlerApp("agents", description="AI agents: definitions, running instances, their steps and outcomes.")
+app = HandlerApp("agents", description="AI agents: definitions, running instances, their steps and outcomes.",
+                 examples=shipped_examples())
 
 INSTANCE_TRANSITIONS: dict[str, frozenset[str]] = {
     "spawned": frozenset({"running", "cancelled"}),

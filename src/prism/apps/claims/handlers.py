@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import case, func, select
 
+from prism.apps import shipped_examples
 from prism.apps.claims.models import Claim, ClaimLine, Patient, Payer
 from prism.apps.claims.params import (
     ClaimAction,
@@ -43,7 +44,8 @@ from prism.kit.timeutil import iso, utcnow
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
 
-app = HandlerApp("claims", description="Insurance claims: payers, patients, claims, lines, adjudication.")
+app = HandlerApp("claims", description="Insurance claims: payers, patients, claims, lines, adjudication.",
+                 examples=shipped_examples())
 
 CLAIM_TRANSITIONS: dict[str, frozenset[str]] = {
     "draft": frozenset({"submitted", "void"}),

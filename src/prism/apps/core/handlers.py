@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from prism.apps import shipped_examples
 from prism.apps.params import Params
 from prism.events.catalog import API_VERSION, EVENT_TYPES
 from prism.kit.ids import public_organization_id
@@ -18,7 +19,8 @@ from prism.registry.answer import SearchParams
 from prism.registry.introspect import IntrospectParams, check_search, introspect, search_answer, search_narrowing
 from prism.registry.registry import Registry
 
-app = HandlerApp("core", description="The platform itself: identity, introspection, event registry.")
+app = HandlerApp("core", description="The platform itself: identity, introspection, event registry.",
+                 examples=shipped_examples())
 
 
 class WhoamiParams(Params):

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import delete, select, update
 
+from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
 from prism.apps.documents.models import Collection, Document, DocumentChunk
 from prism.apps.documents.params import (
@@ -38,7 +39,8 @@ from prism.kit.timeutil import iso, utcnow
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
 
-app = HandlerApp("documents", description="Documents and knowledge: upload, extract, chunk, search.")
+app = HandlerApp("documents", description="Documents and knowledge: upload, extract, chunk, search.",
+                 examples=shipped_examples())
 
 
 

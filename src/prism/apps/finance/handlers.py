@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 from sqlalchemy import func, select
 
+from prism.apps import shipped_examples
 from prism.apps.finance.aging import aging_summary
 from prism.apps.finance.models import Invoice, Payment, Vendor
 from prism.apps.params import ListParams, Params, ReadParams
@@ -16,7 +17,8 @@ from prism.events.outbox import emit_for
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import OrgRepository, sent_changes, text_search, to_record
 
-app = HandlerApp("finance", description="Accounts payable: vendors, invoices, aging.")
+app = HandlerApp("finance", description="Accounts payable: vendors, invoices, aging.",
+                 examples=shipped_examples())
 
 InvoiceStatus = Literal["received", "approved", "disputed", "paid", "void"]
 

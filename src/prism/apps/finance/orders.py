@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
 from prism.apps.finance.models import PurchaseOrder, Vendor
 from prism.apps.params import ListParams, Params
@@ -19,7 +20,8 @@ from prism.errors import Conflict
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
 
-app = HandlerApp("finance", description="Accounts payable: vendors, purchase orders, invoices, payments, aging.")
+app = HandlerApp("finance", description="Accounts payable: vendors, purchase orders, invoices, payments, aging.",
+                 examples=shipped_examples())
 
 ORDER_TRANSITIONS: dict[str, frozenset[str]] = {
     "draft": frozenset({"approved", "cancelled"}),

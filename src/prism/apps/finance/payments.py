@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
 from prism.apps.finance.handlers import INVOICE_TRANSITIONS
 from prism.apps.finance.models import Invoice, Payment, Vendor
@@ -33,7 +34,8 @@ from prism.errors import Conflict
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
 
-app = HandlerApp("finance", description="Accounts payable: vendors, invoices, payments, aging.")
+app = HandlerApp("finance", description="Accounts payable: vendors, invoices, payments, aging.",
+                 examples=shipped_examples())
 
 
 

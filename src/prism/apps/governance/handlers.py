@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from prism.apps import shipped_examples
 from prism.apps.params import ListParams, Params, ReadParams
 from prism.errors import Conflict
 from prism.governance import oversight, personas
@@ -20,7 +21,8 @@ from prism.governance.post_hoc_audit import run_audit
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import OrgRepository, sent_changes, text_search, to_record
 
-app = HandlerApp("governance", description="Personas, AI systems, human oversight, decisions and violations.")
+app = HandlerApp("governance", description="Personas, AI systems, human oversight, decisions and violations.",
+                 examples=shipped_examples())
 
 MANAGE_PERSONA = "governance.manage_persona"
 MANAGE_AI_SYSTEM = "governance.manage_ai_system"

@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 
 import orjson
 
+from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
 from prism.apps.integrations.models import CallLog, Endpoint
 from prism.apps.integrations.params import (
@@ -38,7 +39,8 @@ from prism.kit.timeutil import utcnow
 from prism.registry import AfterCommit, HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
 
-app = HandlerApp("integrations", description="Calls to external systems through configured HTTPS endpoints.")
+app = HandlerApp("integrations", description="Calls to external systems through configured HTTPS endpoints.",
+                 examples=shipped_examples())
 
 SECRET_HEADER = re.compile(r"authorization|cookie|token|secret|key|password|credential", re.I)
 HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")

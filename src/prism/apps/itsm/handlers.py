@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
 from prism.apps.itsm.models import Service, SlaPolicy, Ticket, TicketComment
 from prism.apps.itsm.params import (
@@ -41,7 +42,8 @@ from prism.kit.timeutil import iso, utcnow
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
 
-app = HandlerApp("itsm", description="IT service management: tickets, comments, services, SLAs.")
+app = HandlerApp("itsm", description="IT service management: tickets, comments, services, SLAs.",
+                 examples=shipped_examples())
 
 TICKET_TRANSITIONS: dict[str, frozenset[str]] = {
     "new": frozenset({"assigned", "cancelled"}),

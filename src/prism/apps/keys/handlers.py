@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from prism.apps import shipped_examples
 from prism.apps.params import ListParams, Params
 from prism.errors import NotFound, PermissionDenied
 from prism.keys.service import create_key
@@ -23,7 +24,8 @@ from prism.models import ApiKey, Organization, Tenant, User
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import OrgRepository
 
-app = HandlerApp("keys", description="Your own API keys in this organization.")
+app = HandlerApp("keys", description="Your own API keys in this organization.",
+                 examples=shipped_examples())
 
 Scope = Literal["mcp:read", "mcp:write", "mcp:execute"]
 KEYWORDS = ("api key", "credential", "token", "access key", "rotate key")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from prism.apps import shipped_examples
 from prism.apps.ledger.params import EntryExport, EntryList, EntryRead, LogVerify
 from prism.errors import PrismError
 from prism.ledger import queries
@@ -17,7 +18,8 @@ from prism.ledger.keys import LedgerKeys
 from prism.ledger.verify import latest_kept, verify_log
 from prism.registry import HandlerApp, HandlerCall
 
-app = HandlerApp("ledger", description="The audit ledger: entries, verification, export.")
+app = HandlerApp("ledger", description="The audit ledger: entries, verification, export.",
+                 examples=shipped_examples())
 
 # A verification runs in its call's transaction: beyond this many entries it belongs to `prism audit verify`,
 # which reports progress and holds up no other call.

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
 from prism.apps.maintenance.models import Asset, MaintenancePlan, MeterReading, WorkOrder, WorkOrderPart
 from prism.apps.maintenance.params import (
@@ -41,7 +42,8 @@ from prism.kit.timeutil import iso, utcnow
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
 
-app = HandlerApp("maintenance", description="Maintenance: assets, work orders, parts used, preventive plans.")
+app = HandlerApp("maintenance", description="Maintenance: assets, work orders, parts used, preventive plans.",
+                 examples=shipped_examples())
 
 WORK_ORDER_TRANSITIONS: dict[str, frozenset[str]] = {
     "open": frozenset({"in_progress", "cancelled"}),

@@ -10,13 +10,15 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from prism.apps import shipped_examples
 from prism.apps.params import ListParams, Params, ReadParams
 from prism.governance import missions
 from prism.governance.models import Mission
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import OrgRepository, text_search
 
-app = HandlerApp("missions", description="Missions: planned work with a budget ceiling for the calls made under it.")
+app = HandlerApp("missions", description="Missions: planned work with a budget ceiling for the calls made under it.",
+                 examples=shipped_examples())
 
 MissionStatus = Literal["planning", "active", "completed", "failed", "cancelled"]
 

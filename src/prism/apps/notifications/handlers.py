@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 
+from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
 from prism.apps.notifications.models import Channel, Notification, Template
 from prism.apps.notifications.params import (
@@ -35,7 +36,8 @@ from prism.models import Membership, Role, User
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
 
-app = HandlerApp("notifications", description="Notifications to people and channels, with templates.")
+app = HandlerApp("notifications", description="Notifications to people and channels, with templates.",
+                 examples=shipped_examples())
 
 NOTIFICATION_TRANSITIONS: dict[str, frozenset[str]] = {
     "unread": frozenset({"read", "archived"}),

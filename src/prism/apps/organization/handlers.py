@@ -11,13 +11,15 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from prism.apps import shipped_examples
 from prism.apps.params import ListParams
 from prism.kit.timeutil import iso
 from prism.models import Membership, Role, User
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import OrgRepository, text_search
 
-app = HandlerApp("organization", description="Members of the organization and their roles.")
+app = HandlerApp("organization", description="Members of the organization and their roles.",
+                 examples=shipped_examples())
 
 
 @app.handler("config_manage", "member", "list", params=ListParams, scope="read",

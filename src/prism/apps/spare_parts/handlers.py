@@ -6,12 +6,14 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from prism.apps import shipped_examples
 from prism.apps.params import DeleteParams, ListParams, Params, ReadParams
 from prism.apps.spare_parts.models import SparePart
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import OrgRepository, sent_changes, text_search, to_record
 
-app = HandlerApp("spare_parts", description="Spare-parts inventory: stock levels, locations, costs.")
+app = HandlerApp("spare_parts", description="Spare-parts inventory: stock levels, locations, costs.",
+                 examples=shipped_examples())
 
 Status = Literal["active", "discontinued"]
 ORDERABLE = ("name", "sku", "quantity", "unit_cost_cents", "created_at", "updated_at")

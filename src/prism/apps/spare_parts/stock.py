@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 from sqlalchemy import func, select
 
+from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
 from prism.apps.params import ListParams, Params
 from prism.apps.spare_parts.models import SparePart, StockMovement
@@ -19,7 +20,8 @@ from prism.errors import Conflict
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
 
-app = HandlerApp("spare_parts", description="Spare-parts inventory: stock levels, locations, costs.")
+app = HandlerApp("spare_parts", description="Spare-parts inventory: stock levels, locations, costs.",
+                 examples=shipped_examples())
 
 Kind = Literal["received", "issued", "adjusted"]
 
