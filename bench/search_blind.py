@@ -26,7 +26,8 @@ answer with. Metrics:
   for an irreversible act;
 - word overlap: the share of a request's words (after the index's own tokenisation: split, stop words out,
   stemmed) found in its grade-3 handlers' own text (coordinate and description). Low overlap is what real
-  requests look like; a set with high overlap flatters a lexical ranker.
+  requests look like; a set with high overlap flatters a lexical ranker. "with examples" counts the handlers'
+  example requests (`Handler.examples`, written from the catalog alone) as their text too.
 
 `--lexical` switches the embedding model off (the ranking without the embedding model); `--synthetic 10000`
 adds 10,000 synthetic handlers whose words overlap the real ones (bench/synthetic_app.py): whether the ranking
@@ -120,18 +121,19 @@ def auc(positives: Sequence[float], negatives: Sequence[float]) -> float:
     return wins / (len(positives) * len(negatives))
 
 
-def own_text_terms(registry: Registry, path: str) -> set[str]:
+def own_text_terms(registry: Registry, path: str, *, with_examples: bool = False) -> set[str]:
     handler = registry.get_path(path)
     assert handler is not None
-    return set(terms(handler.coordinate.path)) | set(terms(handler.description))
+    own = set(terms(handler.coordinate.path)) | set(terms(handler.description))
+    return own.union(*(terms(e) for e in handler.examples)) if with_examples else own
 
 
-def overlap(registry: Registry, task: dict[str, Any]) -> float | None:
+def overlap(registry: Registry, task: dict[str, Any], *, with_examples: bool = False) -> float | None:
     words = set(terms(task["query"]))
     exact = [p for p, g in task["relevant"].items() if g == 3]
     if not words or not exact:
         return None
-    text = set().union(*(own_text_terms(registry, p) for p in exact))
+    text = set().union(*(own_text_terms(registry, p, with_examples=with_examples) for p in exact))
     return len(words & text) / len(words)
 
 
@@ -151,7 +153,9 @@ def evaluate(registry: Registry, tasks: list[dict[str, Any]]) -> tuple[dict[str,
                       "r_at_5": mean([1.0 if r is not None and r <= 5 else 0.0 for r in ranks]),
                       "mrr": mean([1.0 / r if r else 0.0 for r in ranks]),
                       "ndcg_at_10": mean([ndcg10(t, answers[t["id"]].paths) for t in chosen]),
-                      "overlap": mean([o for t in chosen if (o := overlap(registry, t)) is not None])}
+                      "overlap": mean([o for t in chosen if (o := overlap(registry, t)) is not None]),
+                      "overlap_with_examples": mean([o for t in chosen
+                                                     if (o := overlap(registry, t, with_examples=True)) is not None])}
     violations = [t["id"] for t in tasks if not t["asks_destructive"] and (a := answers[t["id"]]).paths
                   and not a.no_match and a.destructive[0]]
     seconds = sorted(a.seconds for a in answers.values())
@@ -227,10 +231,11 @@ def main() -> None:
     print(f"{args.tasks.name}: {len(tasks)} tasks ({summary['matchable']} matchable, {summary['none']} with no "
           f"matching handler), {len(registry)} handlers, ranker {'/'.join(summary['rankers'])}"
           + (f" ({summary['model']})" if summary["model"] else "") + "\n")
-    print("| tasks | n | R@1 | R@5 | MRR | NDCG@10 | word overlap |\n|---|---:|---:|---:|---:|---:|---:|")
+    print("| tasks | n | R@1 | R@5 | MRR | NDCG@10 | word overlap | with examples |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, m in summary["metrics"].items():
         print(f"| {name} | {m['tasks']} | {m['r_at_1']:.3f} | {m['r_at_5']:.3f} | {m['mrr']:.3f} | "
-              f"{m['ndcg_at_10']:.3f} | {m['overlap']:.2f} |")
+              f"{m['ndcg_at_10']:.3f} | {m['overlap']:.2f} | {m['overlap_with_examples']:.2f} |")
     print(f"\nno-match AUC {summary['no_match_auc']:.3f}; `none` tasks flagged {summary['none_flagged']:.3f}; "
           f"matchable tasks flagged {summary['matchable_flagged']:.3f}; safe-ordering violations "
           f"{summary['safe_ordering_violations']} {summary['violations']}; latency p50 "

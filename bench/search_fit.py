@@ -12,9 +12,9 @@ The objective is what an agent needs of the list: R@1 + (MRR + NDCG@10) / 2 over
 VIOLATION_COST per safe-ordering violation (bench/search_blind.py defines each), through `capability.find` on
 the real registry, as served.
 
-Method, so that the figures can be trusted: leave one set out. For each of the four tuning parts, the weights are
-fitted on the other three and scored on it, against today's weights on the same part; only if that holds
-should the weights fitted on all four be taken (`--apply` prints them; they are copied into search.py by hand).
+Method, so that the figures can be trusted: leave one set out. For each of the tuning parts, the weights are
+fitted on the others and scored on it, against today's weights on the same part; only if that holds
+should the weights fitted on all of them be taken (`--apply` prints them; they are copied into search.py by hand).
 The held-out parts are never read here.
 """
 
@@ -39,7 +39,7 @@ from prism.registry.registry import build_registry
 from prism.registry.search import index_for
 
 HERE = Path(__file__).parent
-TUNING = [HERE / f"search_blind{n}_tune.json" for n in ("", "2", "3", "4")]
+TUNING = [HERE / f"search_blind{n}_tune.json" for n in ("", "2", "3", "4", "5")]
 WEIGHTS = ("PAIR_WEIGHT", "SEMANTIC_WEIGHT", "INTENT_WEIGHT", "INTENT_SYNONYM", "QUESTION_WEIGHT", "SHAPE_WEIGHT",
            "FIRST_PASS_SHAPE", "COVERAGE_W", "PAIRS_W", "NAMES_W", "PROXIMITY_W", "EXACT_W")
 FACTORS = (0.5, 0.75, 1.33, 2.0)
@@ -68,7 +68,7 @@ HELD_PLANS = {"receive PO 3350 and close it": ["workflow_action/finance/purchase
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sweeps", type=int, default=3)
-    p.add_argument("--apply", action="store_true", help="also fit on all four parts and print the weights")
+    p.add_argument("--apply", action="store_true", help="also fit on all the parts and print the weights")
     return p.parse_args()
 
 
@@ -177,11 +177,11 @@ def main() -> None:
               f"{after['mrr']:.3f}, NDCG@10 {before['ndcg_at_10']:.3f} -> {after['ndcg_at_10']:.3f}, AUC "
               f"{before['no_match_auc']:.3f} -> {after['no_match_auc']:.3f}, violations {before['violations']} -> "
               f"{after['violations']}", flush=True)
-        print(f"  fitted on the other three: {weights}", flush=True)
+        print(f"  fitted on the others: {weights}", flush=True)
     if args.apply:
         everything = [t for tasks in parts.values() for t in tasks]
         report["all"] = fit(registry, everything, today, args.sweeps)
-        print(f"fitted on all four: {report['all']}")
+        print(f"fitted on all parts: {report['all']}")
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "search-fit.json").write_text(json.dumps(report, indent=1))
 

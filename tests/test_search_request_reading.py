@@ -170,8 +170,9 @@ def test_fillers_of_time_say_no_act(registry: Registry) -> None:
     # read an oversight request (escalation's other sense) before.
     ("escalate 7731 to P1", "workflow_action/itsm/ticket/escalate"),
     ("escalate 5120, the CFO's laptop is down", "workflow_action/itsm/ticket/escalate"),
-    # So does a later clause opening with one: the purchase order was read before.
-    ("the Festo order PO 5512 turned up, mark it done", "workflow_action/finance/purchase_order/close"),
+    # So does a later clause opening with one: the purchase order was read before. (Said of an order that "turned
+    # up", "mark it done" reads as received, which receive's example requests say in those words.)
+    ("the Festo order PO 5512 is settled, mark it done", "workflow_action/finance/purchase_order/close"),
 ])
 def test_a_clause_opening_with_an_operation_verb_asks_for_that_act(registry: Registry, query: str,
                                                                   expected: str) -> None:

@@ -69,11 +69,22 @@ def test_the_shape_picks_the_handler_within_the_entity(ranked: Any, monkeypatch:
     assert ranked(query, rerank=rerank) == expected
 
 
-def test_without_the_shape_the_first_pass_misses_them(ranked: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cases above are not found by their words alone: the shape is what ranks them first."""
+def test_without_the_shape_the_first_pass_misses_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cases above are not found by the handlers' own words alone: the shape is what ranks them first. (The
+    handlers' example requests say some of them in so many words — "how many tickets are open?" — so they are
+    left out of this index.)"""
+    monkeypatch.setattr(search, "EXAMPLE_W", 0.0)
+    registry = build_registry()
+    index = SearchIndex(registry)
+
+    def first_pass(query: str) -> str:
+        return index.search(query, tuple(registry), limit=5)[0].handler.path
+
+    assert first_pass("which vehicles are parked at the north depot") == "entity_crud/maintenance/asset/list"
+    assert first_pass("how many tickets are open") == "entity_crud/itsm/ticket/count"
     monkeypatch.setattr(search, "FIRST_PASS_SHAPE", 0.0)
-    assert ranked("which vehicles are parked at the north depot", rerank=False) != "entity_crud/maintenance/asset/list"
-    assert ranked("how many tickets are open", rerank=False) != "entity_crud/itsm/ticket/count"
+    assert first_pass("which vehicles are parked at the north depot") != "entity_crud/maintenance/asset/list"
+    assert first_pass("how many tickets are open") != "entity_crud/itsm/ticket/count"
 
 
 @pytest.mark.parametrize(("british", "american"), [

@@ -65,29 +65,30 @@ SEMANTIC_POOL = 20
 SEMANTIC_WEIGHT = 0.4
 # How much the operation intent counts (see `_operation_intent`): what the request asks to do, matched
 # against the operation's name, tells apart the handlers of one entity.
-INTENT_WEIGHT = 1.5
+INTENT_WEIGHT = 1.125
 INTENT_SYNONYM = 0.931
 # A question ("what ...", "how many ...", "is there ...?") asks to be told something: read-only handlers
 # answer it, and count this much more (a request to act names its operation, which INTENT_WEIGHT rewards).
-QUESTION_WEIGHT = 1.596
+QUESTION_WEIGHT = 1.592
 QUESTION_WORDS = frozenset(
     "what which how who whose whom where when why is are was were do does did has have".split())
 # How much the shape of the request counts (see `QueryShape`): an entity named in the plural asks for a list
 # of its records (after "how many", their count), one named with a number after it ("case 88", "PO #881")
 # for that one record. In the first pass, the query word that names the entity counts 1 + FIRST_PASS_SHAPE
 # times for the handler the shape points at.
-SHAPE_WEIGHT = 0.6
+SHAPE_WEIGHT = 0.3
 FIRST_PASS_SHAPE = 1.0
 # The joint features of the lexical rerank (see `_pair_score`), each in [0, 1], and what each counts: the share
 # of the request's words the handler says, its word pairs, the words naming its operation or entity, how close
 # together the matched words sit, an exact mention of its coordinate.
-COVERAGE_W, PAIRS_W, NAMES_W, PROXIMITY_W, EXACT_W = 0.8, 0.885, 0.266, 0.399, 1.5
+COVERAGE_W, PAIRS_W, NAMES_W, PROXIMITY_W, EXACT_W = 0.8, 1.177, 0.266, 0.798, 1.5
 
 FIRST_PASS, LEXICAL_RERANK, SEMANTIC_RERANK = "bm25", "bm25+lexical-rerank", "bm25+semantic-rerank"
 
 # Field weights: the coordinate names a handler, its description only talks about it.
 OPERATION_W, ENTITY_W, APP_W, MEGA_W, KEYWORD_W, DESCRIPTION_W, APP_DESCRIPTION_W = 3.0, 2.5, 1.5, 1.0, 2.0, 1.0, 0.5
 PARAMETER_W = 0.2  # parameters say what a handler takes, not what it does: the weakest evidence
+EXAMPLE_W = 0.5  # example requests (`Handler.examples`) say it in the caller's words, several times over
 
 # Where a word starts inside camel case: `agingAp` (after a lower-case letter or digit) and `HTTPServer` (before
 # the last capital of a run followed by two lower-case letters or more: `POs` and `APIs` are plural acronyms, not
@@ -100,7 +101,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 STOPWORDS = frozenset(
     "a an the of for to in on by with and or at from per as is are be been do does can could should would "
     "i me my we our you your it its this that these those please want need some any there which what "
-    "how whom when where into about now just".split())
+    "how whom when where into about now just today tomorrow yesterday tonight s t ll re ve d m".split())
 
 from prism.registry.thesaurus import SYNONYM_GROUPS  # noqa: E402
 
@@ -219,13 +220,50 @@ def handler_keywords(handler: Handler, entity_words: dict[tuple[str, str], tuple
     return (*own, *(k for k in inherited if k not in own))
 
 
-def _fields(handler: Handler, app_description: str,
-            keywords: tuple[str, ...]) -> list[tuple[float, tuple[str, ...]]]:
+QUOTED = re.compile(r"(?<!\w)'([^']+)'(?!\w)|\"([^\"]+)\"|\u201c([^\u201d]*)\u201d|\u2018([^\u2019]*)\u2019")
+# One or two lowercase words in quotes stay: a state to move to ('closed', 'in progress') does say the act.
+QUOTED_STATE_WORDS = 2
+
+
+def without_quoted_values(query: str) -> str:
+    """The request with its quoted values left out (`QUOTED`); as it is when nothing else would be left."""
+    def value_or_state(match: re.Match[str]) -> str:
+        text = next(group for group in match.groups() if group is not None)
+        return match.group(0) if len(text.split()) <= QUOTED_STATE_WORDS and text == text.lower() else " "
+
+    left = QUOTED.sub(value_or_state, query)
+    return left if terms(left) else query
+
+
+def without_particulars(example: str) -> str:
+    """An example request without the particulars it names: quoted values (as in a request:
+    `without_quoted_values`), names (a capitalised word inside a sentence: "Grainger", "Aetna", "Friday") and
+    addresses (an email, a URL). They say which supplier or day the example was
+    about, not what it asks for, and would match any request naming the same supplier. Record numbers stay:
+    "INV-2031" says invoice, and no two requests share a number by more than chance."""
+    kept = []
+    starts_sentence = True
+    for word in without_quoted_values(example).split():
+        bare = word.strip(_PUNCTUATION)
+        if not _ADDRESS.search(bare) and (starts_sentence or not _NAME.match(bare)):
+            kept.append(word)
+        starts_sentence = word.endswith((".", "!", "?"))
+    return " ".join(kept)
+
+
+_PUNCTUATION = ".,;:!?()[]\"'`"
+_NAME = re.compile(r"[A-Z][a-z]")
+_ADDRESS = re.compile(r"@|://|^www\.|\.(com|org|net|io|example)$")
+
+
+def _fields(handler: Handler, app_description: str, keywords: tuple[str, ...],
+            examples: tuple[str, ...]) -> list[tuple[float, tuple[str, ...]]]:
     c = handler.coordinate
     return [(OPERATION_W, terms(c.operation)), (ENTITY_W, terms(c.entity)), (APP_W, terms(c.app)),
             (MEGA_W, terms(c.mega_tool)), (KEYWORD_W, tuple(t for k in keywords for t in (*terms(k), _BREAK))),
             (DESCRIPTION_W, terms(handler.description)), (APP_DESCRIPTION_W, terms(app_description)),
-            (PARAMETER_W, _parameter_terms(handler))]
+            (PARAMETER_W, _parameter_terms(handler)),
+            (EXAMPLE_W, tuple(t for example in examples for t in (*terms(example), _BREAK)))]
 
 
 def _parameter_terms(handler: Handler) -> tuple[str, ...]:
@@ -255,12 +293,13 @@ class SearchIndex:
         self._fields: list[tuple[tuple[str, ...], ...]] = []
         entity_words = entity_keywords(self.handlers)
         self._keywords = [handler_keywords(h, entity_words) for h in self.handlers]
+        self._examples = [tuple(without_particulars(e) for e in h.examples) for h in self.handlers]
         self._entity_terms = _entity_vocabularies(self.handlers, entity_words)
         self._entity_operations = _entity_operations(self.handlers)
         self._shaped = _shaped_documents(self.handlers, self._entity_terms)
-        for handler, keywords in zip(self.handlers, self._keywords, strict=True):
+        for handler, keywords, examples in zip(self.handlers, self._keywords, self._examples, strict=True):
             tf: dict[str, float] = {}
-            fields = _fields(handler, self._app_descriptions.get(handler.coordinate.app, ""), keywords)
+            fields = _fields(handler, self._app_descriptions.get(handler.coordinate.app, ""), keywords, examples)
             for weight, field_terms in fields:
                 for t in field_terms:
                     if t != _BREAK:
@@ -310,7 +349,7 @@ class SearchIndex:
         if self._semantic is None:
             with self._semantic_lock:
                 if self._semantic is None:
-                    self._semantic = semantic.build(self.handlers, self._keywords, split_words)
+                    self._semantic = semantic.build(self.handlers, self._keywords, self._examples, split_words)
         return self._semantic
 
     def mask(self, visible: tuple[Handler, ...]) -> bytearray:

@@ -153,18 +153,19 @@ def handler_text(handler: Handler, keywords: Sequence[str], split: Callable[[str
 
 
 class SemanticIndex:
-    """Unit vectors of every handler of one registry (rows in the search index's document order)."""
+    """Unit vectors of every handler of one registry (rows in the search index's document order), and of their
+    example requests."""
 
-    def __init__(self, model: Model, texts: Sequence[str]) -> None:
+    def __init__(self, model: Model, texts: Sequence[str], examples: Sequence[Sequence[str]] = ()) -> None:
         import numpy as np
 
         self.model = model
-        # Lower case on both sides: the tokenizer tells `Vendor` from `vendor`, a request's meaning does not.
-        vectors = model.embed([t.lower() for t in texts])
-        self.center = vectors.mean(axis=0) if len(texts) else np.zeros(model.dim, dtype=np.float32)
-        vectors -= self.center  # in place: no second copy of the matrix, even for a moment
-        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        self.rows = vectors
+        self.rows, self.center = _unit_rows(model, texts)
+        # Each example request's vector, with the document it belongs to; documents without examples own none.
+        flat = [example for own in examples for example in own]
+        self.example_rows, self.example_center = _unit_rows(model, flat)
+        self.example_owners = np.fromiter((doc for doc, own in enumerate(examples) for _ in own), dtype=np.int64,
+                                          count=len(flat))
 
     def scores(self, query: str) -> np.ndarray | None:
         """Cosine similarity of the query with every handler; None when the query has no tokens."""
@@ -173,13 +174,22 @@ class SemanticIndex:
         ids = self.model.ids(query.lower())
         if not ids:
             return None
-        vector = self.model.table[ids].astype(np.float32).mean(axis=0) - self.center
+        pooled = self.model.table[ids].astype(np.float32).mean(axis=0)
+        vector = pooled - self.center
         norm = float(np.linalg.norm(vector))
         if norm == 0.0:
             return None
         # numpy's own single-threaded loop, not `rows @ vector`: BLAS hands a product this size to worker
         # threads, and waking them between requests cost 1-10 ms here against ~0.4 ms for 10,000 rows.
         scores: np.ndarray = np.vecdot(self.rows, vector / norm)
+        if len(self.example_rows):
+            # A handler is as near as its description or its nearest example request, whichever is nearer: an
+            # example says one way of asking, so the best one counts, not their mean (which blurs them together).
+            asked = pooled - self.example_center
+            asked /= max(float(np.linalg.norm(asked)), 1e-12)
+            nearest = np.full(len(scores), -np.inf, dtype=np.float32)
+            np.maximum.at(nearest, self.example_owners, np.vecdot(self.example_rows, asked))
+            scores = np.maximum(scores, nearest)
         return scores
 
     @staticmethod
@@ -207,15 +217,30 @@ class SemanticIndex:
         return picked
 
 
-def build(handlers: Sequence[Handler], keywords: Sequence[Sequence[str]],
+def _unit_rows(model: Model, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The texts' vectors centred on their mean (what they all share says nothing about any one) and normalised,
+    with that mean."""
+    import numpy as np
+
+    # Lower case on both sides: the tokenizer tells `Vendor` from `vendor`, a request's meaning does not.
+    vectors = model.embed([t.lower() for t in texts])
+    center = vectors.mean(axis=0) if len(texts) else np.zeros(model.dim, dtype=np.float32)
+    vectors -= center  # in place: no second copy of the matrix, even for a moment
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return vectors, center
+
+
+def build(handlers: Sequence[Handler], keywords: Sequence[Sequence[str]], examples: Sequence[Sequence[str]],
           split: Callable[[str], list[str]]) -> SemanticIndex | None:
-    """Embeddings of the handlers, each described with `keywords` (its own and those of its entity)."""
+    """Embeddings of the handlers, each described with `keywords` (its own and those of its entity), and of each
+    one's `examples` (its example requests, as the lexical index reads them)."""
     model = load_model()
     if model is None:
         return None
     # Before: this runs on a worker thread, whose heap cannot reuse what the others hold free, so the build's
     # peak would stack on top of it. After: the tokens and scratch arrays of every handler (prism.kit.heap).
     release_freed_memory()
-    index = SemanticIndex(model, [handler_text(h, k, split) for h, k in zip(handlers, keywords, strict=True)])
+    index = SemanticIndex(model, [handler_text(h, k, split) for h, k in zip(handlers, keywords, strict=True)],
+                          examples)
     release_freed_memory()
     return index
