@@ -91,6 +91,8 @@ async def test_every_operation_becomes_a_handler_and_calls_reach_the_service_as_
     body = schema["parameters"]["properties"]["body"]
     assert body["required"] == ["sku", "name"] and body["properties"]["sku"]["pattern"] == "^[A-Z]{3}-[0-9]{3}$"
     assert body["properties"]["parent"] == {"description": "(recursive: any value)"}  # NewItem inside NewItem
+    # Its example requests (`x-prism-examples`): the strings, trimmed; what is not a string is ignored.
+    assert schema["examples"] == ["put the 40 new hex bolts on the shelf", "we got a fresh crate of seals"]
 
     listed = await call(client, ws, name, "items", "listItems", {"page": 2, "category": "tool", "tag": ["a", "b"]})
     assert listed.status_code == 200, listed.text

@@ -82,5 +82,6 @@ def build_app(name: str, description: str, operations: list[dict[str, Any]]) -> 
                         else permission_for(name, operation["entity"], operation["method"])),
             cost=int(operation["cost"]), read_only=read_only, destructive=bool(operation["destructive"]),
             keywords=tuple(dict.fromkeys(w for w in (operation.get("tag") or "", " ".join(words(name))) if w)),
+            examples=tuple(operation.get("examples", ())),
             schema=operation["schema"], integration=name, check_arguments=argument_checker(operation["schema"])))
     return app

@@ -26,6 +26,8 @@ READ_METHODS = frozenset({"get", "head", "options"})
 RESERVED_HEADERS = frozenset({"authorization", "content-type", "accept", "content-length", "host", "cookie"})
 MAX_REF_DEPTH = 12
 DESCRIPTION_CHARS = 2000
+# An operation's example requests (`x-prism-examples`): how many are kept, and how long each may be.
+MAX_EXAMPLES, EXAMPLE_CHARS = 20, 300
 _DROPPED_KEYS = frozenset({"example", "examples", "discriminator", "xml", "externalDocs", "deprecated",
                            "readOnly", "writeOnly", "$schema", "$id", "contentMediaType", "contentEncoding"})
 
@@ -262,6 +264,7 @@ def _operation(resolver: _Resolver, path: str, method: str, spec: dict[str, Any]
     if required:
         arguments_schema["required"] = sorted(set(required), key=required.index)
     cost = spec.get("x-prism-cost")
+    examples = _examples(spec.get("x-prism-examples"))
     return {
         "entity": entity, "operation": name, "method": method.upper(), "path": path,
         "operation_id": operation_id or "", "tag": tag or "",
@@ -272,4 +275,16 @@ def _operation(resolver: _Resolver, path: str, method: str, spec: dict[str, Any]
         "read_only": method in READ_METHODS,
         "destructive": method == "delete" or (method not in READ_METHODS and names_irreversible_act(name)),
         "cost": cost if isinstance(cost, int) and not isinstance(cost, bool) and cost >= 0 else default_cost,
+        # Only when given: an operation imported before examples existed compares equal on its next import.
+        **({"examples": examples} if examples else {}),
     }
+
+
+def _examples(declared: Any) -> list[str]:
+    """`x-prism-examples`: the operation's example requests (capability search reads them, docs/search.md); the
+    strings of a list, each trimmed, at most MAX_EXAMPLES of at most EXAMPLE_CHARS; anything else is ignored, as a
+    malformed `x-prism-cost` is."""
+    if not isinstance(declared, list):
+        return []
+    texts = [" ".join(e.split()) for e in declared if isinstance(e, str)]
+    return [t for t in texts if 0 < len(t) <= EXAMPLE_CHARS][:MAX_EXAMPLES]
