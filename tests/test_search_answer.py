@@ -49,6 +49,10 @@ def first(registry: Registry, query: str) -> Any:
     ("robot R2 keeps dropping cartons, raise a job for it", False), ("stop the bot deleting vendors", False),
     ("the sync is removing rows it should not", False), ("drop a private note on INC-4410", False),
     ("drop me a line when it ships", False), ("drop vendor 12", True), ("deleting vendor 12, please", True),
+    # An attempt told of is not asked for; wanting or trying it oneself still asks.
+    ("say no to request 1190, the agent was trying to mass-delete vendor records", False),
+    ("it kept attempting to void payments", False), ("try to delete vendor 12", True),
+    ("I am trying to delete vendor 12, do it", True),
 ])
 def test_a_request_asks_for_an_irreversible_act_only_when_it_says_so_unnegated(query: str, asks: bool) -> None:
     assert asks_irreversible(split_words(query)) is asks

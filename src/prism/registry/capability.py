@@ -72,6 +72,9 @@ DESCRIBING = frozenset({"keep", "keeps", "kept", "is", "are", "was", "were", "be
 # And one up to NEGATION_REACH words after one of these, of an act to be prevented: "stop the bot deleting
 # vendors", "keep it from cancelling".
 PREVENTING = frozenset({"stop", "stops", "prevent", "prevents", "from", "avoid", "avoids"})
+# And one up to NEGATION_REACH words after an attempt told of ("the agent was trying to mass-delete vendors",
+# "it kept attempting to void payments"): one of these right after a DESCRIBING word.
+ATTEMPTING = frozenset({"trying", "attempting"})
 # Everyday phrases in which an irreversible verb writes something instead: "drop a note on INC-4410", "drop me a
 # line". The verb is followed by one of these words.
 LIGHT_USES = {stem("drop"): frozenset({"a", "an", "me", "us", "him", "her", "them", "in"})}
@@ -171,13 +174,16 @@ def _negated(words: Sequence[str], i: int) -> bool:
 
 def _not_asked(words: Sequence[str], i: int) -> bool:
     """Whether the verb at `i` is negated, tells what someone did ("we voided it by mistake", "the webhook I
-    deleted": a past tense after its subject) or what is going on or to be prevented ("keeps dropping", "stop it
-    deleting": `DESCRIBING`, `PREVENTING`), or is used lightly ("drop a note": `LIGHT_USES`)."""
+    deleted": a past tense after its subject), what is going on, to be prevented or was attempted ("keeps
+    dropping", "stop it deleting", "was trying to delete": `DESCRIBING`, `PREVENTING`, `ATTEMPTING`), or is used
+    lightly ("drop a note": `LIGHT_USES`)."""
     word, before = words[i], words[i - 1] if i > 0 else ""
     light = LIGHT_USES.get(stem(word))
+    reach = range(max(1, i - NEGATION_REACH), i)
     return (_negated(words, i) or (word.endswith("ed") and before in SUBJECTS)
             or (word.endswith("ing") and (before in DESCRIBING
                                           or not PREVENTING.isdisjoint(words[max(0, i - NEGATION_REACH):i])))
+            or any(words[j] in ATTEMPTING and words[j - 1] in DESCRIBING for j in reach)
             or (light is not None and i + 1 < len(words) and words[i + 1] in light))
 
 
