@@ -235,12 +235,18 @@ def without_quoted_values(query: str) -> str:
     return left if terms(left) else query
 
 
+# What `without_particulars` leaves out of an example request: a name (a capitalised word inside a sentence) and an
+# address (an e-mail, a URL), once the word is stripped of the punctuation around it.
+_PUNCTUATION = ".,;:!?()[]\"'`"
+_NAME = re.compile(r"[A-Z][a-z]")
+_ADDRESS = re.compile(r"@|://|^www\.|\.(com|org|net|io|example)$")
+
+
 def without_particulars(example: str) -> str:
     """An example request without the particulars it names: quoted values (as in a request:
-    `without_quoted_values`), names (a capitalised word inside a sentence: "Grainger", "Aetna", "Friday") and
-    addresses (an email, a URL). They say which supplier or day the example was
-    about, not what it asks for, and would match any request naming the same supplier. Record numbers stay:
-    "INV-2031" says invoice, and no two requests share a number by more than chance."""
+    `without_quoted_values`), names ("Grainger", "Aetna", "Friday") and addresses. They say which supplier or day
+    the example was about, not what it asks for, and would match any request naming the same supplier. Record
+    numbers stay: "INV-2031" says invoice, and no two requests share a number by more than chance."""
     kept = []
     starts_sentence = True
     for word in without_quoted_values(example).split():
@@ -249,11 +255,6 @@ def without_particulars(example: str) -> str:
             kept.append(word)
         starts_sentence = word.endswith((".", "!", "?"))
     return " ".join(kept)
-
-
-_PUNCTUATION = ".,;:!?()[]\"'`"
-_NAME = re.compile(r"[A-Z][a-z]")
-_ADDRESS = re.compile(r"@|://|^www\.|\.(com|org|net|io|example)$")
 
 
 def _fields(handler: Handler, app_description: str, keywords: tuple[str, ...],

@@ -168,7 +168,8 @@ class SemanticIndex:
                                           count=len(flat))
 
     def scores(self, query: str) -> np.ndarray | None:
-        """Cosine similarity of the query with every handler; None when the query has no tokens."""
+        """Cosine similarity of the query with every handler (with its description, or its nearest example request
+        if that is nearer); None when the query has no tokens."""
         import numpy as np
 
         ids = self.model.ids(query.lower())
