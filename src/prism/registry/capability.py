@@ -85,9 +85,6 @@ ASKED_BOOST = 0.3
 # A record's UUID: ranked as the number it stands for ("part 3f2a...-..." reads like "part 12"), not as the
 # hexadecimal fragments the word splitter would make of it.
 UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE)
-# A value in quotes: a name, a title, a message ("make a collection 'Supplier Contracts 2025'"). It is what the act
-# writes, not what the act is, so its words are not ranked: they would pull toward whatever handler they happen to
-# name. An apostrophe inside a word ("Jana's", "don't") opens no quote.
 # A path or URL names something ("deny anything under finance/payment/void", "https://x.example/delete"): a verb
 # in it asks for no act.
 SLASHED = re.compile(r"\S+/\S+")

@@ -220,6 +220,9 @@ def handler_keywords(handler: Handler, entity_words: dict[tuple[str, str], tuple
     return (*own, *(k for k in inherited if k not in own))
 
 
+# A value in quotes: a name, a title, a message ("make a collection 'Supplier Contracts 2025'"). It is what the act
+# writes, not what the act is, so its words are not ranked: they would pull toward whatever handler they happen to
+# name. An apostrophe inside a word ("Jana's", "don't") opens no quote.
 QUOTED = re.compile(r"(?<!\w)'([^']+)'(?!\w)|\"([^\"]+)\"|\u201c([^\u201d]*)\u201d|\u2018([^\u2019]*)\u2019")
 # One or two lowercase words in quotes stay: a state to move to ('closed', 'in progress') does say the act.
 QUOTED_STATE_WORDS = 2

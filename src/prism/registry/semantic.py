@@ -156,7 +156,7 @@ class SemanticIndex:
     """Unit vectors of every handler of one registry (rows in the search index's document order), and of their
     example requests."""
 
-    def __init__(self, model: Model, texts: Sequence[str], examples: Sequence[Sequence[str]] = ()) -> None:
+    def __init__(self, model: Model, texts: Sequence[str], examples: Sequence[Sequence[str]]) -> None:
         import numpy as np
 
         self.model = model
