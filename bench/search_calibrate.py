@@ -1,12 +1,16 @@
-"""Fit the confidence of capability search (registry/capability.py CALIBRATION) on a task set.
+"""Fit the confidence of capability search (registry/capability.py CALIBRATION) on task sets.
 
-    python bench/search_calibrate.py [--tasks bench/search_blind_tune.json]
+    python bench/search_calibrate.py [--tasks bench/search_blind_tune.json ...] [--check]
 
 Every result among the first 10 of every task is one example: its features (capability.features) and
 whether it is right (grade 2-3, or a step of a multi-step task; no result of a `none` task is). A logistic
 regression (Newton's method, a small ridge) is fitted twice, with and without the embedding model, and
-its coefficients printed, to be copied into CALIBRATION. Fit on the tuning tasks only: held-out tasks are
-scored with what this produced.
+its coefficients printed, to be copied into CALIBRATION. The default tasks are every tuning part
+(bench/search_fit.py's TUNING): held-out tasks are scored with what this produced, never fitted on.
+
+`--check` leaves one set out: for each task set, the coefficients are fitted on the others, and the no-match
+AUC of the set left out (the first result's confidence, matchable tasks against `none` tasks) is printed with
+those coefficients and with CALIBRATION as it stands. A new feature or refit is taken only if it holds there.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,27 +27,39 @@ if __package__ in (None, ""):
 
 import numpy as np
 
-from bench.search_blind import TASKS
+from bench.search_blind import auc
+from bench.search_fit import TUNING
 from prism.registry import semantic
-from prism.registry.capability import find
+from prism.registry.capability import CALIBRATION, find
+from prism.registry.model import Handler
 from prism.registry.registry import build_registry
-from prism.registry.search import index_for, warm
+from prism.registry.search import SearchIndex, index_for, warm
 
 RIDGE = 0.1
 
 
-def examples(tasks: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
-    registry = build_registry()
-    warm([registry], embeddings=semantic.AVAILABLE)
-    index = index_for(registry)
-    visible = tuple(registry)
-    rows, labels = [], []
+@dataclass
+class Examples:
+    """One task set's results: the features of each (rows) with whether it is right (labels), and per task
+    the features of its first result (None when it has none) and whether some handler does the task."""
+
+    rows: list[tuple[float, ...]]
+    labels: list[float]
+    firsts: list[tuple[float, ...] | None]
+    matchable: list[bool]
+
+
+def examples(tasks: list[dict[str, Any]], index: SearchIndex, visible: tuple[Handler, ...]) -> Examples:
+    found = Examples([], [], [], [])
     for task in tasks:
         right = {p for p, g in task["relevant"].items() if g >= 2} | set(task.get("steps", ()))
-        for hit in find(index, task["query"], visible, limit=10, plan=False).hits:
-            rows.append(hit.features)
-            labels.append(1.0 if hit.handler.path in right else 0.0)
-    return np.array(rows, dtype=np.float64), np.array(labels)
+        hits = find(index, task["query"], visible, limit=10, plan=False).hits
+        for hit in hits:
+            found.rows.append(hit.features)
+            found.labels.append(1.0 if hit.handler.path in right else 0.0)
+        found.firsts.append(hits[0].features if hits else None)
+        found.matchable.append(task["kind"] != "none")
+    return found
 
 
 def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -56,16 +73,40 @@ def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return w
 
 
+def fitted(sets: list[Examples]) -> np.ndarray:
+    return fit(np.array([r for s in sets for r in s.rows], dtype=np.float64),
+               np.array([y for s in sets for y in s.labels]))
+
+
+def no_match_auc(examples: Examples, w: np.ndarray) -> float:
+    def confidence(first: tuple[float, ...] | None) -> float:
+        return 0.0 if first is None else float(1.0 / (1.0 + np.exp(-(w[0] + np.dot(w[1:], first)))))
+    scored = [(confidence(f), m) for f, m in zip(examples.firsts, examples.matchable, strict=True)]
+    return auc([c for c, m in scored if m], [c for c, m in scored if not m])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tasks", type=Path, default=TASKS)
-    tasks = json.loads(p.parse_args().tasks.read_text())["tasks"]
+    p.add_argument("--tasks", type=Path, nargs="+", default=TUNING)
+    p.add_argument("--check", action="store_true", help="leave one set out: the no-match AUC of each set")
+    args = p.parse_args()
+    parts = {path.name: json.loads(path.read_text())["tasks"] for path in args.tasks}
+    registry = build_registry()
     installed = semantic.AVAILABLE
     for with_model in ((True, False) if installed else (False,)):
         semantic.AVAILABLE = with_model
-        x, y = examples(tasks)
-        w = fit(x, y)
-        print(f"{with_model}: ({', '.join(f'{v:.2f}' for v in w)}),  # {len(y)} results, {int(y.sum())} right")
+        warm([registry], embeddings=with_model)
+        index, visible = index_for(registry), tuple(registry)
+        sets = {name: examples(tasks, index, visible) for name, tasks in parts.items()}
+        w = fitted(list(sets.values()))
+        labels = [y for s in sets.values() for y in s.labels]
+        print(f"{with_model}: ({', '.join(f'{v:.2f}' for v in w)}),  # {len(labels)} results, {int(sum(labels))} right")
+        if args.check:
+            now = np.array(CALIBRATION[with_model])
+            for name, held in sets.items():
+                w = fitted([s for other, s in sets.items() if other != name])
+                print(f"  {name}: no-match AUC {no_match_auc(held, now):.3f} as CALIBRATION stands, "
+                      f"{no_match_auc(held, w):.3f} fitted on the other sets")
     semantic.AVAILABLE = installed
 
 
