@@ -12,7 +12,7 @@ import pytest
 
 from prism.registry import semantic
 from prism.registry.answer import filled
-from prism.registry.capability import asks_irreversible, find, irreversible
+from prism.registry.capability import asks_irreversible, asks_to_change, find, irreversible
 from prism.registry.introspect import recipe
 from prism.registry.registry import Registry, build_registry
 from prism.registry.search import LEXICAL_RERANK, SEMANTIC_RERANK, index_for, split_words
@@ -93,6 +93,34 @@ def test_confidence_is_a_probability_and_nothing_fits_is_flagged(registry: Regis
     assert all(0.0 <= h.confidence <= 1.0 for h in found.hits)
     assert found.hits[0].confidence > found.hits[-1].confidence
     assert first(registry, "the of and").no_match  # nothing but stop words: nothing to look for
+
+
+@pytest.mark.parametrize(("query", "asks"), [
+    ("extend the expiry on key 4 by 90 days", True), ("on claim 6611 line 3, change the CPT to 99214", True),
+    ("please rename agent invoice-bot to ap-triage", True), ("update the vendor's address", True),
+    # The first act decides: a change asked after another act, a change told of, or "change" as a noun is not it.
+    ("add a line to PO 7, then change its quantity", False), ("changes made to persona 7 last week?", False),
+    ("set up a PM for the filter change every 90 days", False), ("which tickets are open?", False),
+])
+def test_a_request_asks_to_change_a_record_when_its_first_act_is_a_change(registry: Registry, query: str,
+                                                                             asks: bool) -> None:
+    assert asks_to_change(index_for(registry), query) is asks
+
+
+@pytest.mark.parametrize("model", [True, False])
+def test_a_change_asked_of_a_record_the_catalog_cannot_change_is_flagged(
+        registry: Registry, model: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """API keys can be made, listed and revoked, agents made and listed: nothing extends or renames them. The
+    best handlers (create, list) match the request's words well, and without this reading they were answered
+    with confidence (0.95 for the key)."""
+    monkeypatch.setattr(semantic, "AVAILABLE", model and semantic.AVAILABLE)
+    for query in ("extend the expiry on my ci-runner API key by another 90 days, same key",
+                  "rename agent invoice-bot to ap-triage"):
+        found = first(registry, query)
+        assert found.no_match, (query, [(h.handler.path, h.confidence) for h in found.hits[:3]])
+    # Where the catalog does change the record, the change is answered.
+    found = first(registry, "change the priority of ticket 4412 to P2")
+    assert not found.no_match and found.hits[0].handler.coordinate.entity == "ticket", found.hits[:3]
 
 
 def test_a_request_of_several_acts_gets_its_steps_in_order(registry: Registry) -> None:

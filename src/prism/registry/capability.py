@@ -6,8 +6,9 @@ an honest "nothing fits", safe ordering and, for a request of several acts, an o
 - **Confidence** (`confidence`): the probability that a result is a right answer, from features that mean
   the same for every request — how much of the request the handler's text accounts for (idf-weighted
   coverage, and the same in absolute terms), how many of the request's words any handler knows at all, the
-  embedding's cosine (when the model is installed), the result's score relative to the first, and first
-  place. A logistic model over them was fitted on
+  embedding's cosine (when the model is installed), the result's score relative to the first, first
+  place, and whether the request asks to change a record this handler cannot change (`asks_to_change`: a
+  near miss, "extend the expiry on my key" answered by `key/create`). A logistic model over them was fitted on
   the tuning part of the blind tasks (bench/search_calibrate.py); the coefficients are below. Scores differ
   in scale from one request to the next; confidences do not, so one threshold serves every request.
 - **Nothing fits** (`no_match`): the first result's confidence is below NO_MATCH_BELOW. The results are still
@@ -22,7 +23,7 @@ an honest "nothing fits", safe ordering and, for a request of several acts, an o
   the tuning tasks slightly worse: the whole request's ranking places later steps well already).
 
 Everything here is general: verb lists of irreversible acts, of imperatives and of clause boundaries, and
-seven coefficients per ranker. None of it names a handler or a word of a tuning request.
+eight coefficients per ranker. None of it names a handler or a word of a tuning request.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from prism.registry.search import (
     SYNONYMS,
     Hit,
     SearchIndex,
+    clause_openers,
     split_words,
     stem,
     terms,
@@ -109,12 +111,21 @@ CONDITIONALS = frozenset({"if", "when", "once", "unless", "after", "before", "sh
 # Words that may come before the verb of an imperative clause.
 _LEADING = frozenset({"please", "now", "also", "then", "and", "just", "so", "can", "you", "could"})
 
+# Verbs that ask to change a record that exists ("extend the expiry on key 4", "rename agent 7"), in the form an
+# imperative takes ("changes made to persona 7" asks for a list). A handler that makes a record (CREATING) or
+# only reads does no such thing: when it is the best there is, the request most likely asks for an act the
+# catalog does not offer, and the confidence says so (`features`).
+CHANGING = frozenset(
+    "update change edit modify adjust amend rename extend bump correct increase decrease lower reset undo reverse"
+    .split())
+CREATING = frozenset(stem(w) for w in ("create", "add", "new"))
+
 # The logistic model of `confidence`: intercept, then the weights of (coverage, known, cosine, relative
-# score, first result, matched mass). Fitted on the tuning tasks (bench/search_calibrate.py), one set per
-# ranker: without the model there is no cosine.
+# score, first result, matched mass, a change asked of a handler that does not change). Fitted on the tuning
+# tasks (bench/search_calibrate.py), one set per ranker: without the model there is no cosine.
 CALIBRATION: dict[bool, tuple[float, ...]] = {
-    True: (-11.25, 0.58, 0.00, 4.43, 6.54, 1.10, 1.12),
-    False: (-9.82, 2.37, 0.20, 0.00, 5.84, 1.31, 1.17),
+    True: (-11.54, 0.41, 0.10, 4.57, 6.68, 1.17, 1.20, -5.00),
+    False: (-10.24, 2.04, 0.43, 0.00, 6.31, 1.21, 1.22, -4.81),
 }
 # Chosen on the tuning parts: it flags about 60 % of the requests nothing fits, and 3 % of right first answers.
 NO_MATCH_BELOW = 0.35
@@ -185,15 +196,36 @@ def _not_asked(words: Sequence[str], i: int) -> bool:
 
 
 def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: float, mass: float, best: float,
-             cosines: np.ndarray | None, first: bool) -> tuple[float, ...]:
-    """(coverage, known, cosine, relative score, first place, matched mass): see the module's docstring.
-    `mass` is the request's words' idf in units of the rarest possible word: coverage times it says how much
-    the handler matched in absolute terms (two rare words said outweigh one common word said)."""
+             cosines: np.ndarray | None, first: bool, changing: bool) -> tuple[float, ...]:
+    """(coverage, known, cosine, relative score, first place, matched mass, unchanging): see the module's
+    docstring. `mass` is the request's words' idf in units of the rarest possible word: coverage times it says
+    how much the handler matched in absolute terms (two rare words said outweigh one common word said).
+    `changing`: the request asks to change a record (`asks_to_change`); unchanging is 1 when this handler
+    cannot do that."""
     doc = index.document(hit.handler)
     coverage = 0.0 if doc is None else index.coverage(doc, query_terms)
     cosine = 0.0 if cosines is None or doc is None else float(cosines[doc])
     relative = hit.score / best if best > 0 else 0.0
-    return coverage, known, cosine, relative, 1.0 if first else 0.0, coverage * mass
+    unchanging = changing and (hit.handler.read_only or _creates(hit.handler))
+    return coverage, known, cosine, relative, 1.0 if first else 0.0, coverage * mass, 1.0 if unchanging else 0.0
+
+
+def _creates(handler: Handler) -> bool:
+    words = split_words(handler.coordinate.operation)
+    return bool(words) and stem(words[0]) in CREATING
+
+
+def asks_to_change(index: SearchIndex, query: str) -> bool:
+    """Whether the request's first act is a change to a record that exists: the first clause that opens with a
+    verb opens with one of CHANGING ("on claim 6611, change the CPT" does; "add a line, then change the
+    quantity" does not)."""
+    words = [w for w in split_words(query) if w not in _LEADING]
+    for opener in [*words[:1], *clause_openers(query)]:
+        if opener in CHANGING:
+            return True
+        if _is_act(index, stem(opener)):
+            return False
+    return False
 
 
 def calibrated(values: Sequence[float], with_model: bool) -> float:
@@ -250,11 +282,12 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
             hits = [hits[safe], *hits[:safe], *hits[safe + 1:]]
     with_model = ranker == SEMANTIC_RERANK and cosines is not None
     known = index.known(query_terms)
+    changing = asks_to_change(index, query)
     mass = sum(index.idf.get(t, index.unknown_idf) for t in query_terms) / index.unknown_idf
     best = max(h.score for h in hits)
     scored = []
     for i, h in enumerate(hits):
-        values = features(index, h, query_terms, known, mass, best, cosines, i == 0)
+        values = features(index, h, query_terms, known, mass, best, cosines, i == 0, changing)
         scored.append(Scored(h.handler, h.score, calibrated(values, with_model), values))
     return scored, ranker
 
@@ -272,7 +305,12 @@ def _asks_an_act(index: SearchIndex, clause: str) -> bool:
     words = [w for w in split_words(clause) if w not in _LEADING]
     if not words:
         return False
-    verb = stem(words[0])
+    return _is_act(index, stem(words[0]))
+
+
+def _is_act(index: SearchIndex, verb: str) -> bool:
+    """Whether a (stemmed) word opening a clause asks for an act: an operation's verb, a synonym of one, or an
+    everyday imperative."""
     return (verb in index.operation_verbs or verb in IMPERATIVES
             or not SYNONYMS.get(verb, frozenset()).isdisjoint(index.operation_verbs))
 
