@@ -44,7 +44,8 @@ def first(registry: Registry, query: str) -> Any:
     ("restore the deleted collection", False),
     # A past tense after its subject tells what happened; a past participle may still ask.
     ("we voided claim 10702 by mistake, put it back", False), ("the webhook I deleted yesterday", False),
-    ("I need claim 7 voided", True),
+    ("I need claim 7 voided", True), ("asset 220 got retired by mistake, un-retire it", False),
+    ("the vendor was deleted yesterday, bring it back", False), ("it has been cancelled twice", False),
     # An act going on, recurring or to be prevented is told of, not asked for; "drop a note" writes one.
     ("robot R2 keeps dropping cartons, raise a job for it", False), ("stop the bot deleting vendors", False),
     ("the sync is removing rows it should not", False), ("drop a private note on INC-4410", False),
@@ -121,6 +122,16 @@ def test_a_change_asked_of_a_record_the_catalog_cannot_change_is_flagged(
     # Where the catalog does change the record, the change is answered.
     found = first(registry, "change the priority of ticket 4412 to P2")
     assert not found.no_match and found.hits[0].handler.coordinate.entity == "ticket", found.hits[:3]
+
+
+@pytest.mark.parametrize("model", [True, False])
+def test_a_change_asked_is_answered_first_by_the_entitys_handler_that_changes(
+        registry: Registry, model: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The words of the new terms matched `vendor/create` best; the request asks to change vendor 40."""
+    monkeypatch.setattr(semantic, "AVAILABLE", model and semantic.AVAILABLE)
+    found = first(registry, "Brightline (vendor 40) agreed new terms after all the delays, change their payment "
+                            "terms to 60 days")
+    assert found.hits[0].handler.path == "entity_crud/finance/vendor/update", found.hits[:3]
 
 
 def test_a_request_of_several_acts_gets_its_steps_in_order(registry: Registry) -> None:

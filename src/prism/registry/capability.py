@@ -66,8 +66,10 @@ IRREVERSIBLE_PHRASES = (("for", "good"), ("get", "rid"), ("permanently",), ("irr
 # the webhook I deleted".
 NEGATIONS = frozenset({"not", "never", "without", "dont", "no", "t", "un", "undo", "restore"})
 NEGATION_REACH = 3
-# Who may have done an act the request tells of rather than asks for ("we voided", "I deleted").
+# Who may have done an act the request tells of rather than asks for ("we voided", "I deleted"), and the
+# auxiliaries that tell of one done ("asset 220 got retired by mistake", "it was deleted", "has been voided").
 SUBJECTS = frozenset({"i", "we", "you", "they", "he", "she", "someone", "somebody", "who"})
+TELLING = frozenset({"got", "gotten", "was", "were", "been", "has", "have", "had"})
 # An -ing form right after one of these tells of an act going on or recurring rather than asks for it: "the
 # robot keeps dropping cartons", "the sync is removing rows".
 DESCRIBING = frozenset({"keep", "keeps", "kept", "is", "are", "was", "were", "been", "be"})
@@ -182,13 +184,13 @@ def _negated(words: Sequence[str], i: int) -> bool:
 
 def _not_asked(words: Sequence[str], i: int) -> bool:
     """Whether the verb at `i` is negated, tells what someone did ("we voided it by mistake", "the webhook I
-    deleted": a past tense after its subject), what is going on, to be prevented or was attempted ("keeps
-    dropping", "stop it deleting", "was trying to delete": `DESCRIBING`, `PREVENTING`, `ATTEMPTING`), or is used
-    lightly ("drop a note": `LIGHT_USES`)."""
+    deleted": a past tense after its subject; "got retired": a participle after an auxiliary), what is going on,
+    to be prevented or was attempted ("keeps dropping", "stop it deleting", "was trying to delete": `DESCRIBING`,
+    `PREVENTING`, `ATTEMPTING`), or is used lightly ("drop a note": `LIGHT_USES`)."""
     word, before = words[i], words[i - 1] if i > 0 else ""
     light = LIGHT_USES.get(stem(word))
     reach = range(max(1, i - NEGATION_REACH), i)
-    return (_negated(words, i) or (word.endswith("ed") and before in SUBJECTS)
+    return (_negated(words, i) or (word.endswith("ed") and (before in SUBJECTS or before in TELLING))
             or (word.endswith("ing") and (before in DESCRIBING
                                           or not PREVENTING.isdisjoint(words[max(0, i - NEGATION_REACH):i])))
             or any(words[j] in ATTEMPTING and words[j - 1] in DESCRIBING for j in reach)
@@ -206,13 +208,14 @@ def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: fl
     coverage = 0.0 if doc is None else index.coverage(doc, query_terms)
     cosine = 0.0 if cosines is None or doc is None else float(cosines[doc])
     relative = hit.score / best if best > 0 else 0.0
-    unchanging = changing and (hit.handler.read_only or _creates(hit.handler))
-    return coverage, known, cosine, relative, 1.0 if first else 0.0, coverage * mass, 1.0 if unchanging else 0.0
+    cannot = changing and unchanging(hit.handler)
+    return coverage, known, cosine, relative, 1.0 if first else 0.0, coverage * mass, 1.0 if cannot else 0.0
 
 
-def _creates(handler: Handler) -> bool:
+def unchanging(handler: Handler) -> bool:
+    """Whether the handler changes no record that exists: it only reads, or it makes a new one."""
     words = split_words(handler.coordinate.operation)
-    return bool(words) and stem(words[0]) in CREATING
+    return handler.read_only or (bool(words) and stem(words[0]) in CREATING)
 
 
 def asks_to_change(index: SearchIndex, query: str) -> bool:
@@ -280,9 +283,18 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
         safe = next((i for i, h in enumerate(hits) if not irreversible(h.handler)), None)
         if safe is not None:
             hits = [hits[safe], *hits[:safe], *hits[safe + 1:]]
+    changing = asks_to_change(index, query)
+    if changing and unchanging(hits[0].handler):
+        # A change asked of the first result's entity: its handler that changes a record (reversibly) moves up to
+        # first, when it is among the candidates ("vendor 40 agreed new terms, change their payment terms" read
+        # `vendor/create` first on the words of the terms).
+        entity = _same_entity(hits[0].handler, None)
+        change = next((i for i, h in enumerate(hits) if entity(h.handler) and not unchanging(h.handler)
+                       and not irreversible(h.handler)), None)
+        if change is not None:
+            hits = [hits[change], *hits[:change], *hits[change + 1:]]
     with_model = ranker == SEMANTIC_RERANK and cosines is not None
     known = index.known(query_terms)
-    changing = asks_to_change(index, query)
     mass = sum(index.idf.get(t, index.unknown_idf) for t in query_terms) / index.unknown_idf
     best = max(h.score for h in hits)
     scored = []
