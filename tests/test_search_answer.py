@@ -38,6 +38,9 @@ def first(registry: Registry, query: str) -> Any:
     ("delete spare part 42", True), ("void claim 7120", True), ("get rid of that collection for good", True),
     ("remove notification 5521 permanently", True), ("cancel mission 7", True),
     ("pause plan 88 but don't delete it", False), ("change it without removing anything", False),
+    # A policy's rule names the act it refuses.
+    ("need a persona for the AP agent: allow finance reads, deny any delete", False),
+    ("forbid deleting vendors for the ap-clerk persona", False),
     ("which tickets are open?", False), ("update the vendor's address", False),
     # Taking an act back asks for no irreversible act.
     ("un-revoke key k_4, we still need it", False), ("undo the void of invoice 12", False),

@@ -61,10 +61,11 @@ IRREVERSIBLE_VERBS = frozenset(stem(w) for w in (
     "revoke drop kill abort disable").split())
 # Phrases that ask for the irreversible form of an act: "for good", "permanently", "get rid of".
 IRREVERSIBLE_PHRASES = (("for", "good"), ("get", "rid"), ("permanently",), ("irreversibly",))
-# Words that negate a verb up to NEGATION_REACH words after them: "don't delete", "without removing"; and those
-# that ask to take such an act back, which is no irreversible act either: "un-revoke", "undo the void", "restore
-# the webhook I deleted".
-NEGATIONS = frozenset({"not", "never", "without", "dont", "no", "t", "un", "undo", "restore"})
+# Words that negate a verb up to NEGATION_REACH words after them: "don't delete", "without removing", "deny any
+# delete" (a rule of a policy, not an act); and those that ask to take such an act back, which is no
+# irreversible act either: "un-revoke", "undo the void", "restore the webhook I deleted".
+NEGATIONS = frozenset({"not", "never", "without", "dont", "no", "t", "un", "undo", "restore", "deny", "denies",
+                       "forbid", "forbids", "disallow", "disallows"})
 NEGATION_REACH = 3
 # Who may have done an act the request tells of rather than asks for ("we voided", "I deleted"), and the
 # auxiliaries that tell of one done ("asset 220 got retired by mistake", "it was deleted", "has been voided").
