@@ -5,7 +5,11 @@ and roles (config_manage/organization/...)."""
 from __future__ import annotations
 
 import httpx
+from sqlalchemy import select
 
+from prism.keys.service import create_key
+from prism.models import User
+from prism.storage import Database
 from tests.factories import Factory
 from tests.governance_support import ok, post
 
@@ -54,3 +58,28 @@ async def test_members_and_roles_are_those_of_the_callers_organization(client: h
     assert [m["email"] for m in theirs["items"]] == [ws.emails["sibling"]]
     roles = await ok(client, ws, "config_manage/organization/role/list", {}, label="viewer")
     assert {r["name"]: r["permissions"] for r in roles["items"]}["viewer"] == ["*.view_*"]
+
+
+async def test_a_persons_keys_are_paged_ordered_and_searched_by_the_database(
+        client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
+    """Six keys of one person, three more of a person of another organization of another tenant: pages are
+    counted, ordered and cut in SQL over the caller's own keys only, and a bad ordering is a 400."""
+    ws = await factory.workspace(roles=("owner",))
+    theirs = await factory.workspace(roles=("owner",))
+    for workspace, names in ((ws, [f"runner-{n}" for n in "bdacf"]), (theirs, ["runner-x", "runner-y", "runner-z"])):
+        async with db.write() as s:
+            user = (await s.execute(select(User).where(User.email == workspace.emails["owner"]))).scalar_one()
+            for name in names:
+                await create_key(s, tenant=workspace.tenant, user=user, organization=workspace.org, name=name)
+    first = await ok(client, ws, f"{BASE}/list", {"page_size": 4})
+    second = await ok(client, ws, f"{BASE}/list", {"page": 2, "page_size": 4})
+    assert first["total"] == second["total"] == 6 and len(first["items"]) == 4 and len(second["items"]) == 2
+    newest_first = [k["created_at"] for k in first["items"] + second["items"]]
+    assert newest_first == sorted(newest_first, reverse=True)
+    assert not {k["id"] for k in first["items"]} & {k["id"] for k in second["items"]}
+    by_name = await ok(client, ws, f"{BASE}/list", {"ordering": "name", "search": "runner"})
+    assert [k["name"] for k in by_name["items"]] == [f"runner-{n}" for n in "abcdf"] and by_name["total"] == 5
+    by_prefix = await ok(client, ws, f"{BASE}/list", {"search": first["items"][0]["prefix"]})
+    assert [k["id"] for k in by_prefix["items"]] == [first["items"][0]["id"]]
+    bad = await post(client, ws, f"{BASE}/list", {"ordering": "secret_hash"})
+    assert bad.status_code == 400 and "ordering" in bad.json()["message"], bad.json()

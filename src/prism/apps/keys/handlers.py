@@ -19,10 +19,11 @@ from prism.apps import shipped_examples
 from prism.apps.params import ListParams, Params
 from prism.errors import NotFound, PermissionDenied
 from prism.keys.service import create_key
+from prism.kit.paging import envelope
 from prism.kit.timeutil import iso, utcnow
 from prism.models import ApiKey, Organization, Tenant, User
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository
+from prism.tenancy.repository import OrgRepository, text_search
 
 app = HandlerApp("keys", description="Your own API keys in this organization.",
                  examples=shipped_examples())
@@ -44,9 +45,16 @@ class KeyRevoke(Params):
     id: str = Field(..., min_length=1, max_length=64, description="The key's id.")
 
 
+# What a list of keys may be ordered by; newest first unless asked.
+KEY_ORDERING = ("created_at", "name", "last_used_at", "expires_at")
+
+
+def _repository(call: HandlerCall) -> OrgRepository[ApiKey]:
+    return OrgRepository(call.session, ApiKey, call.organization_id, label="key")
+
+
 def _own(call: HandlerCall) -> Any:
-    repo = OrgRepository(call.session, ApiKey, call.organization_id, label="key")
-    return repo.base().where(ApiKey.user_id == call.auth.user_id)
+    return _repository(call).base().where(ApiKey.user_id == call.auth.user_id)
 
 
 def _record(key: ApiKey) -> dict[str, Any]:
@@ -61,11 +69,12 @@ def _record(key: ApiKey) -> dict[str, Any]:
 @app.handler("config_manage", "key", "list", params=ListParams, scope="read", permission=None,
              keywords=KEYWORDS, description="List your own API keys in this organization (never their secrets).")
 async def list_keys(call: HandlerCall, p: ListParams) -> dict[str, Any]:
-    stmt = _own(call).order_by(ApiKey.created_at.desc(), ApiKey.id)
-    keys = list((await call.session.execute(stmt)).scalars())
-    start = (p.page - 1) * p.page_size
-    return {"items": [_record(k) for k in keys[start:start + p.page_size]], "page": p.page,
-            "page_size": p.page_size, "total": len(keys)}
+    repository = _repository(call)
+    stmt = text_search(_own(call), [ApiKey.name, ApiKey.lookup], p.search)
+    total = await repository.total(stmt)
+    stmt = repository.ordered(stmt, p.ordering, KEY_ORDERING, "-created_at")
+    keys = (await call.session.execute(stmt.limit(p.page_size).offset((p.page - 1) * p.page_size))).scalars()
+    return envelope([_record(k) for k in keys], p.page, p.page_size, total)
 
 
 @app.handler("config_manage", "key", "create", params=KeyCreate, scope="write",
