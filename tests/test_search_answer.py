@@ -12,7 +12,7 @@ import pytest
 
 from prism.registry import semantic
 from prism.registry.answer import filled
-from prism.registry.capability import asks_irreversible, asks_to_change, find, irreversible
+from prism.registry.capability import CHANGE, TAKE_BACK, asked_act, asks_irreversible, find, irreversible
 from prism.registry.introspect import recipe
 from prism.registry.registry import Registry, build_registry
 from prism.registry.search import LEXICAL_RERANK, SEMANTIC_RERANK, index_for, split_words
@@ -99,32 +99,38 @@ def test_confidence_is_a_probability_and_nothing_fits_is_flagged(registry: Regis
     assert first(registry, "the of and").no_match  # nothing but stop words: nothing to look for
 
 
-@pytest.mark.parametrize(("query", "asks"), [
-    ("extend the expiry on key 4 by 90 days", True), ("on claim 6611 line 3, change the CPT to 99214", True),
-    ("please rename agent invoice-bot to ap-triage", True), ("update the vendor's address", True),
+@pytest.mark.parametrize(("query", "act"), [
+    ("extend the expiry on key 4 by 90 days", CHANGE), ("on claim 6611 line 3, change the CPT to 99214", CHANGE),
+    ("please rename agent invoice-bot to ap-triage", CHANGE), ("update the vendor's address", CHANGE),
+    ("reopen PO 3310, we cancelled it but the vendor can deliver", TAKE_BACK),
+    ("we voided claim 10702 by mistake - un-void it", TAKE_BACK), ("restore doc 90", TAKE_BACK),
     # The first act decides: a change asked after another act, a change told of, or "change" as a noun is not it.
-    ("add a line to PO 7, then change its quantity", False), ("changes made to persona 7 last week?", False),
-    ("set up a PM for the filter change every 90 days", False), ("which tickets are open?", False),
+    ("add a line to PO 7, then change its quantity", None), ("changes made to persona 7 last week?", None),
+    ("set up a PM for the filter change every 90 days", None), ("which tickets are open?", None),
 ])
-def test_a_request_asks_to_change_a_record_when_its_first_act_is_a_change(registry: Registry, query: str,
-                                                                             asks: bool) -> None:
-    assert asks_to_change(index_for(registry), query) is asks
+def test_the_first_act_of_a_request_may_ask_to_change_a_record_or_take_an_act_back(
+        registry: Registry, query: str, act: str | None) -> None:
+    assert asked_act(index_for(registry), query) == act
 
 
 @pytest.mark.parametrize("model", [True, False])
-def test_a_change_asked_of_a_record_the_catalog_cannot_change_is_flagged(
+def test_an_act_asked_that_the_catalog_does_not_offer_is_flagged(
         registry: Registry, model: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """API keys can be made, listed and revoked, agents made and listed: nothing extends or renames them. The
-    best handlers (create, list) match the request's words well, and without this reading they were answered
-    with confidence (0.95 for the key)."""
+    """API keys can be made, listed and revoked: nothing extends them. The best handlers (`key/create`,
+    `purchase_order/close`, `work_order/complete`) match the request's words well, and without this reading
+    they were answered with confidence (0.95 for the key)."""
     monkeypatch.setattr(semantic, "AVAILABLE", model and semantic.AVAILABLE)
-    for query in ("extend the expiry on my ci-runner API key by another 90 days, same key",
-                  "rename agent invoice-bot to ap-triage"):
+    for query in ("extend the expiry on key k_77 by 90 days",
+                  # Purchase orders are closed and work orders deleted, never reopened or restored.
+                  "reopen PO 7702, we closed it by mistake", "restore work order 5120 that I deleted yesterday"):
         found = first(registry, query)
         assert found.no_match, (query, [(h.handler.path, h.confidence) for h in found.hits[:3]])
-    # Where the catalog does change the record, the change is answered.
-    found = first(registry, "change the priority of ticket 4412 to P2")
-    assert not found.no_match and found.hits[0].handler.coordinate.entity == "ticket", found.hits[:3]
+    # Where the catalog does it, it is answered.
+    for query, entity in (("change the priority of ticket 4412 to P2", "ticket"),
+                          ("reopen ticket 4412, the printer jams again", "ticket"),
+                          ("restore doc 90, it was deleted by mistake", "document")):
+        found = first(registry, query)
+        assert not found.no_match and found.hits[0].handler.coordinate.entity == entity, found.hits[:3]
 
 
 @pytest.mark.parametrize("model", [True, False])

@@ -7,8 +7,10 @@ an honest "nothing fits", safe ordering and, for a request of several acts, an o
   the same for every request — how much of the request the handler's text accounts for (idf-weighted
   coverage, and the same in absolute terms), how many of the request's words any handler knows at all, the
   embedding's cosine (when the model is installed), the result's score relative to the first, first
-  place, and whether the request asks to change a record this handler cannot change (`asks_to_change`: a
-  near miss, "extend the expiry on my key" answered by `key/create`). A logistic model over them was fitted on
+  place, and whether the request's first act is one this handler cannot do (`asked_act`: a change asked of
+  a handler that creates or only reads, "extend the expiry on my key" answered by `key/create`; an act to take
+  back asked of one that does not take acts back, "reopen PO 3310, we cancelled it" answered by `cancel`).
+  A logistic model over them was fitted on
   the tuning part of the blind tasks (bench/search_calibrate.py); the coefficients are below. Scores differ
   in scale from one request to the next; confidences do not, so one threshold serves every request.
 - **Nothing fits** (`no_match`): the first result's confidence is below NO_MATCH_BELOW. The results are still
@@ -114,21 +116,32 @@ CONDITIONALS = frozenset({"if", "when", "once", "unless", "after", "before", "sh
 # Words that may come before the verb of an imperative clause.
 _LEADING = frozenset({"please", "now", "also", "then", "and", "just", "so", "can", "you", "could"})
 
-# Verbs that ask to change a record that exists ("extend the expiry on key 4", "rename agent 7"), in the form an
-# imperative takes ("changes made to persona 7" asks for a list). A handler that makes a record (CREATING) or
-# only reads does no such thing: when it is the best there is, the request most likely asks for an act the
-# catalog does not offer, and the confidence says so (`features`).
+# Two kinds of act a request's first act may ask for (`asked_act`) that some handlers cannot do. When the best
+# handler is one of those, the request most likely asks for an act the catalog does not offer (a near miss),
+# and the confidence says so (`features`).
+# - A change to a record that exists ("extend the expiry on key 4", "rename agent 7"): its verbs in the form an
+#   imperative takes ("changes made to persona 7" asks for a list). A handler that makes a record (CREATING) or
+#   only reads does no such thing.
+# - Taking an act back ("reopen PO 3310, we cancelled it", "un-void it", "restore the work order I deleted"):
+#   only a handler whose operation takes one back (TAKING_BACK_OPERATIONS) does that; cancelling, closing or
+#   reading does not.
+CHANGE, TAKE_BACK = "change", "take back"
 CHANGING = frozenset(
-    "update change edit modify adjust amend rename extend bump correct increase decrease lower reset undo reverse"
-    .split())
+    "update change edit modify adjust amend rename extend bump correct increase decrease lower reset".split())
 CREATING = frozenset(stem(w) for w in ("create", "add", "new"))
+TAKING_BACK = frozenset(
+    "reopen restore undelete unretire reactivate revert undo reverse unrevoke unvoid uncancel recover reinstate "
+    "unarchive un".split())
+TAKING_BACK_OPERATIONS = frozenset(stem(w) for w in (
+    "reopen restore undelete reactivate revert undo reverse recover reinstate unarchive resume enable activate")
+    .split())
 
 # The logistic model of `confidence`: intercept, then the weights of (coverage, known, cosine, relative
-# score, first result, matched mass, a change asked of a handler that does not change). Fitted on the tuning
+# score, first result, matched mass, an act asked of a handler that cannot do it). Fitted on the tuning
 # tasks (bench/search_calibrate.py), one set per ranker: without the model there is no cosine.
 CALIBRATION: dict[bool, tuple[float, ...]] = {
-    True: (-11.54, 0.41, 0.10, 4.57, 6.68, 1.17, 1.20, -5.00),
-    False: (-10.24, 2.04, 0.43, 0.00, 6.31, 1.21, 1.22, -4.81),
+    True: (-11.43, 0.59, -0.17, 4.61, 6.73, 1.19, 1.18, -3.68),
+    False: (-10.18, 2.39, 0.15, 0.00, 6.41, 1.26, 1.19, -3.51),
 }
 # Chosen on the tuning parts: it flags about 60 % of the requests nothing fits, and 3 % of right first answers.
 NO_MATCH_BELOW = 0.35
@@ -199,17 +212,16 @@ def _not_asked(words: Sequence[str], i: int) -> bool:
 
 
 def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: float, mass: float, best: float,
-             cosines: np.ndarray | None, first: bool, changing: bool) -> tuple[float, ...]:
-    """(coverage, known, cosine, relative score, first place, matched mass, unchanging): see the module's
-    docstring. `mass` is the request's words' idf in units of the rarest possible word: coverage times it says
-    how much the handler matched in absolute terms (two rare words said outweigh one common word said).
-    `changing`: the request asks to change a record (`asks_to_change`); unchanging is 1 when this handler
-    cannot do that."""
+             cosines: np.ndarray | None, first: bool, act: str | None) -> tuple[float, ...]:
+    """(coverage, known, cosine, relative score, first place, matched mass, cannot): see the module's docstring.
+    `mass` is the request's words' idf in units of the rarest possible word: coverage times it says how much
+    the handler matched in absolute terms (two rare words said outweigh one common word said). `act`: what the
+    request's first act asks for (`asked_act`); cannot is 1 when this handler cannot do it."""
     doc = index.document(hit.handler)
     coverage = 0.0 if doc is None else index.coverage(doc, query_terms)
     cosine = 0.0 if cosines is None or doc is None else float(cosines[doc])
     relative = hit.score / best if best > 0 else 0.0
-    cannot = changing and unchanging(hit.handler)
+    cannot = (act == CHANGE and unchanging(hit.handler)) or (act == TAKE_BACK and not takes_back(hit.handler))
     return coverage, known, cosine, relative, 1.0 if first else 0.0, coverage * mass, 1.0 if cannot else 0.0
 
 
@@ -219,17 +231,25 @@ def unchanging(handler: Handler) -> bool:
     return handler.read_only or (bool(words) and stem(words[0]) in CREATING)
 
 
-def asks_to_change(index: SearchIndex, query: str) -> bool:
-    """Whether the request's first act is a change to a record that exists: the first clause that opens with a
-    verb opens with one of CHANGING ("on claim 6611, change the CPT" does; "add a line, then change the
-    quantity" does not)."""
+def takes_back(handler: Handler) -> bool:
+    """Whether the handler's operation takes an act back: reopen, restore, enable ..."""
+    words = split_words(handler.coordinate.operation)
+    return bool(words) and stem(words[0]) in TAKING_BACK_OPERATIONS
+
+
+def asked_act(index: SearchIndex, query: str) -> str | None:
+    """CHANGE or TAKE_BACK when the request's first act asks for one: the first clause that opens with a verb
+    opens with one of CHANGING or TAKING_BACK ("on claim 6611, change the CPT" asks for a change; "add a line,
+    then change the quantity" does not). None otherwise."""
     words = [w for w in split_words(query) if w not in _LEADING]
     for opener in [*words[:1], *clause_openers(query)]:
         if opener in CHANGING:
-            return True
+            return CHANGE
+        if opener in TAKING_BACK:
+            return TAKE_BACK
         if _is_act(index, stem(opener)):
-            return False
-    return False
+            return None
+    return None
 
 
 def calibrated(values: Sequence[float], with_model: bool) -> float:
@@ -284,8 +304,8 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
         safe = next((i for i, h in enumerate(hits) if not irreversible(h.handler)), None)
         if safe is not None:
             hits = [hits[safe], *hits[:safe], *hits[safe + 1:]]
-    changing = asks_to_change(index, query)
-    if changing and unchanging(hits[0].handler):
+    act = asked_act(index, query)
+    if act == CHANGE and unchanging(hits[0].handler):
         # A change asked of the first result's entity: its handler that changes a record (reversibly) moves up to
         # first, when it is among the candidates ("vendor 40 agreed new terms, change their payment terms" read
         # `vendor/create` first on the words of the terms).
@@ -300,7 +320,7 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
     best = max(h.score for h in hits)
     scored = []
     for i, h in enumerate(hits):
-        values = features(index, h, query_terms, known, mass, best, cosines, i == 0, changing)
+        values = features(index, h, query_terms, known, mass, best, cosines, i == 0, act)
         scored.append(Scored(h.handler, h.score, calibrated(values, with_model), values))
     return scored, ranker
 
