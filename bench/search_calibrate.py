@@ -11,6 +11,8 @@ its coefficients printed, to be copied into CALIBRATION. The default tasks are e
 `--check` leaves one set out: for each task set, the coefficients are fitted on the others, and the no-match
 AUC of the set left out (the first result's confidence, matchable tasks against `none` tasks) is printed with
 those coefficients and with CALIBRATION as it stands. A new feature or refit is taken only if it holds there.
+It needs two sets or more. Like the fit, it reads the results without a plan (`find(..., plan=False)`): where
+a multi-step request's plan puts another handler first, search_blind.py's AUC (plan on) differs a little.
 """
 
 from __future__ import annotations
@@ -90,7 +92,9 @@ def main() -> None:
     p.add_argument("--tasks", type=Path, nargs="+", default=TUNING)
     p.add_argument("--check", action="store_true", help="leave one set out: the no-match AUC of each set")
     args = p.parse_args()
-    parts = {path.name: json.loads(path.read_text())["tasks"] for path in args.tasks}
+    if args.check and len(args.tasks) < 2:
+        p.error("--check leaves one task set out: give two or more")
+    parts = {str(path): json.loads(path.read_text())["tasks"] for path in args.tasks}
     registry = build_registry()
     installed = semantic.AVAILABLE
     for with_model in ((True, False) if installed else (False,)):
@@ -104,9 +108,9 @@ def main() -> None:
         if args.check:
             now = np.array(CALIBRATION[with_model])
             for name, held in sets.items():
-                w = fitted([s for other, s in sets.items() if other != name])
-                print(f"  {name}: no-match AUC {no_match_auc(held, now):.3f} as CALIBRATION stands, "
-                      f"{no_match_auc(held, w):.3f} fitted on the other sets")
+                others = fitted([s for other, s in sets.items() if other != name])
+                print(f"  {Path(name).name}: no-match AUC {no_match_auc(held, now):.3f} as CALIBRATION stands, "
+                      f"{no_match_auc(held, others):.3f} fitted on the other sets")
     semantic.AVAILABLE = installed
 
 

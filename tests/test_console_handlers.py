@@ -7,8 +7,9 @@ from __future__ import annotations
 import httpx
 from sqlalchemy import select
 
+from prism.identity.service import add_to_organization
 from prism.keys.service import create_key
-from prism.models import User
+from prism.models import Organization, User
 from prism.storage import Database
 from tests.factories import Factory
 from tests.governance_support import ok, post
@@ -62,15 +63,23 @@ async def test_members_and_roles_are_those_of_the_callers_organization(client: h
 
 async def test_a_persons_keys_are_paged_ordered_and_searched_by_the_database(
         client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
-    """Six keys of one person, three more of a person of another organization of another tenant: pages are
-    counted, ordered and cut in SQL over the caller's own keys only, and a bad ordering is a 400."""
+    """Six keys of one person, two more of the same person in a second organization, three of a person of
+    another tenant: pages are counted, ordered and cut in SQL over the caller's own keys in the caller's
+    organization only, and a bad ordering is a 400."""
     ws = await factory.workspace(roles=("owner",))
+    sibling = await factory.second_org(ws)
     theirs = await factory.workspace(roles=("owner",))
-    for workspace, names in ((ws, [f"runner-{n}" for n in "bdacf"]), (theirs, ["runner-x", "runner-y", "runner-z"])):
+    for workspace, org, names in ((ws, ws.org, [f"runner-{n}" for n in "bdacf"]),
+                                  (ws, sibling, ["runner-s1", "runner-s2"]),
+                                  (theirs, theirs.org, ["runner-x", "runner-y", "runner-z"])):
         async with db.write() as s:
             user = (await s.execute(select(User).where(User.email == workspace.emails["owner"]))).scalar_one()
+            organization = await s.get(Organization, org.id)
+            assert organization is not None
+            if organization.id == sibling.id:
+                await add_to_organization(s, user, organization, role="owner")
             for name in names:
-                await create_key(s, tenant=workspace.tenant, user=user, organization=workspace.org, name=name)
+                await create_key(s, tenant=workspace.tenant, user=user, organization=organization, name=name)
     first = await ok(client, ws, f"{BASE}/list", {"page_size": 4})
     second = await ok(client, ws, f"{BASE}/list", {"page": 2, "page_size": 4})
     assert first["total"] == second["total"] == 6 and len(first["items"]) == 4 and len(second["items"]) == 2

@@ -40,14 +40,15 @@ def first(registry: Registry, query: str) -> Any:
     ("pause plan 88 but don't delete it", False), ("change it without removing anything", False),
     # A policy's rule names the act it refuses.
     ("need a persona for the AP agent: allow finance reads, deny any delete", False),
-    ("forbid deleting vendors for the ap-clerk persona", False),
+    ("forbid deleting vendors for the ap-clerk persona", False), ("deny claim 5, delete payment 7", True),
     ("which tickets are open?", False), ("update the vendor's address", False),
     # Taking an act back asks for no irreversible act.
     ("un-revoke key k_4, we still need it", False), ("undo the void of invoice 12", False),
     ("restore the deleted collection", False),
     # A past tense after its subject tells what happened; a past participle may still ask.
     ("we voided claim 10702 by mistake, put it back", False), ("the webhook I deleted yesterday", False),
-    ("I need claim 7 voided", True), ("asset 220 got retired by mistake, un-retire it", False),
+    ("I need claim 7 voided", True), ("I need PO 7 cancelled", True),
+    ("asset 220 got retired by mistake, un-retire it", False),
     ("the vendor was deleted yesterday, bring it back", False), ("it has been cancelled twice", False),
     # An act going on, recurring or to be prevented is told of, not asked for; "drop a note" writes one.
     ("robot R2 keeps dropping cartons, raise a job for it", False), ("stop the bot deleting vendors", False),
@@ -104,6 +105,8 @@ def test_confidence_is_a_probability_and_nothing_fits_is_flagged(registry: Regis
     ("please rename agent invoice-bot to ap-triage", CHANGE), ("update the vendor's address", CHANGE),
     ("reopen PO 3310, we cancelled it but the vendor can deliver", TAKE_BACK),
     ("we voided claim 10702 by mistake - un-void it", TAKE_BACK), ("restore doc 90", TAKE_BACK),
+    ("on ticket 4412, please change the priority to P2", CHANGE), ("hi team, could you reopen ticket 4412", TAKE_BACK),
+    ("update on ticket 4412?", None),
     # The first act decides: a change asked after another act, a change told of, or "change" as a noun is not it.
     ("add a line to PO 7, then change its quantity", None), ("changes made to persona 7 last week?", None),
     ("set up a PM for the filter change every 90 days", None), ("which tickets are open?", None),

@@ -9,7 +9,7 @@ an honest "nothing fits", safe ordering and, for a request of several acts, an o
   embedding's cosine (when the model is installed), the result's score relative to the first, first
   place, and whether the request's first act is one this handler cannot do (`asked_act`: a change asked of
   a handler that creates or only reads, "extend the expiry on my key" answered by `key/create`; an act to take
-  back asked of one that does not take acts back, "reopen PO 3310, we cancelled it" answered by `cancel`).
+  back asked of one that does not take acts back, "reopen PO 7702, we closed it" answered by `close`).
   A logistic model over them was fitted on
   the tuning part of the blind tasks (bench/search_calibrate.py); the coefficients are below. Scores differ
   in scale from one request to the next; confidences do not, so one threshold serves every request.
@@ -42,7 +42,7 @@ from prism.registry.search import (
     SYNONYMS,
     Hit,
     SearchIndex,
-    clause_openers,
+    clause_words,
     split_words,
     stem,
     terms,
@@ -63,12 +63,15 @@ IRREVERSIBLE_VERBS = frozenset(stem(w) for w in (
     "revoke drop kill abort disable").split())
 # Phrases that ask for the irreversible form of an act: "for good", "permanently", "get rid of".
 IRREVERSIBLE_PHRASES = (("for", "good"), ("get", "rid"), ("permanently",), ("irreversibly",))
-# Words that negate a verb up to NEGATION_REACH words after them: "don't delete", "without removing", "deny any
-# delete" (a rule of a policy, not an act); and those that ask to take such an act back, which is no
-# irreversible act either: "un-revoke", "undo the void", "restore the webhook I deleted".
-NEGATIONS = frozenset({"not", "never", "without", "dont", "no", "t", "un", "undo", "restore", "deny", "denies",
-                       "forbid", "forbids", "disallow", "disallows"})
+# Words that negate a verb up to NEGATION_REACH words after them: "don't delete", "without removing"; and those
+# that ask to take such an act back, which is no irreversible act either: "un-revoke", "undo the void",
+# "restore the webhook I deleted".
+NEGATIONS = frozenset({"not", "never", "without", "dont", "no", "t", "un", "undo", "restore"})
 NEGATION_REACH = 3
+# Words of a policy's rule that refuse the act right after them, or after a quantifier: "deny any delete",
+# "forbid deleting" (a rule, not an act). Only so close: "deny claim 5, delete payment 7" asks for a deletion.
+REFUSING = frozenset({"deny", "denies", "forbid", "forbids", "disallow", "disallows"})
+QUANTIFIERS = frozenset({"any", "all", "every", "each"})
 # Who may have done an act the request tells of rather than asks for ("we voided", "I deleted"), and the
 # auxiliaries that tell of one done ("asset 220 got retired by mistake", "it was deleted", "has been voided").
 SUBJECTS = frozenset({"i", "we", "you", "they", "he", "she", "someone", "somebody", "who"})
@@ -126,15 +129,19 @@ _LEADING = frozenset({"please", "now", "also", "then", "and", "just", "so", "can
 #   only a handler whose operation takes one back (TAKING_BACK_OPERATIONS) does that; cancelling, closing or
 #   reading does not.
 CHANGE, TAKE_BACK = "change", "take back"
+# As a request says them (an imperative's form, not stemmed).
 CHANGING = frozenset(
     "update change edit modify adjust amend rename extend bump correct increase decrease lower reset".split())
-CREATING = frozenset(stem(w) for w in ("create", "add", "new"))
 TAKING_BACK = frozenset(
     "reopen restore undelete unretire reactivate revert undo reverse unrevoke unvoid uncancel recover reinstate "
     "unarchive un".split())
-TAKING_BACK_OPERATIONS = frozenset(stem(w) for w in (
-    "reopen restore undelete reactivate revert undo reverse recover reinstate unarchive resume enable activate")
-    .split())
+# As an operation's name says them (stemmed): `createOrUpdate` changes as well as creates; `un_void`, `enable`
+# and `resume` take an act back.
+CREATING = frozenset(stem(w) for w in ("create", "add", "new"))
+CHANGING_OPERATIONS = frozenset(stem(w) for w in (*CHANGING, "upsert", "set", "patch"))
+TAKING_BACK_OPERATIONS = frozenset(stem(w) for w in (*TAKING_BACK, "resume", "enable", "activate"))
+# A change verb followed by one of these is a noun: "update on ticket 4412?", "change of plans".
+_NOUN_AFTER = frozenset({"on", "about", "of", "from"})
 
 # The logistic model of `confidence`: intercept, then the weights of (coverage, known, cosine, relative
 # score, first result, matched mass, an act asked of a handler that cannot do it). Fitted on the tuning
@@ -193,7 +200,12 @@ def _asks_irreversible_in(text: str) -> bool:
 
 
 def _negated(words: Sequence[str], i: int) -> bool:
-    return not NEGATIONS.isdisjoint(words[max(0, i - NEGATION_REACH):i])
+    if not NEGATIONS.isdisjoint(words[max(0, i - NEGATION_REACH):i]):
+        return True
+    j = i - 1
+    while j >= 0 and words[j] in QUANTIFIERS:
+        j -= 1
+    return j >= 0 and words[j] in REFUSING
 
 
 def _not_asked(words: Sequence[str], i: int) -> bool:
@@ -221,33 +233,40 @@ def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: fl
     coverage = 0.0 if doc is None else index.coverage(doc, query_terms)
     cosine = 0.0 if cosines is None or doc is None else float(cosines[doc])
     relative = hit.score / best if best > 0 else 0.0
-    cannot = (act == CHANGE and unchanging(hit.handler)) or (act == TAKE_BACK and not takes_back(hit.handler))
+    cannot = ((act == CHANGE and changes_no_existing_record(hit.handler))
+              or (act == TAKE_BACK and not takes_back(hit.handler)))
     return coverage, known, cosine, relative, 1.0 if first else 0.0, coverage * mass, 1.0 if cannot else 0.0
 
 
-def unchanging(handler: Handler) -> bool:
-    """Whether the handler changes no record that exists: it only reads, or it makes a new one."""
-    words = split_words(handler.coordinate.operation)
-    return handler.read_only or (bool(words) and stem(words[0]) in CREATING)
+def changes_no_existing_record(handler: Handler) -> bool:
+    """Whether the handler changes no record that exists: it only reads, or it only makes a new one
+    (`createOrUpdate` changes one too)."""
+    words = [stem(w) for w in split_words(handler.coordinate.operation)]
+    return handler.read_only or (bool(words) and words[0] in CREATING
+                                 and CHANGING_OPERATIONS.isdisjoint(words))
 
 
 def takes_back(handler: Handler) -> bool:
-    """Whether the handler's operation takes an act back: reopen, restore, enable ..."""
+    """Whether the handler's operation takes an act back: reopen, restore, enable, un_void ..."""
     words = split_words(handler.coordinate.operation)
     return bool(words) and stem(words[0]) in TAKING_BACK_OPERATIONS
 
 
 def asked_act(index: SearchIndex, query: str) -> str | None:
     """CHANGE or TAKE_BACK when the request's first act asks for one: the first clause that opens with a verb
-    opens with one of CHANGING or TAKING_BACK ("on claim 6611, change the CPT" asks for a change; "add a line,
-    then change the quantity" does not). None otherwise."""
-    words = [w for w in split_words(query) if w not in _LEADING]
-    for opener in [*words[:1], *clause_openers(query)]:
-        if opener in CHANGING:
-            return CHANGE
-        if opener in TAKING_BACK:
+    (after "please", "could you" ...) opens with one of CHANGING or TAKING_BACK ("on claim 6611, please change
+    the CPT" asks for a change; "add a line, then change the quantity" does not; nor does a noun, "update on
+    ticket 4412?"). None otherwise."""
+    for clause in clause_words(query):
+        opening = [w for w in clause if w not in _LEADING][:2]
+        if not opening:
+            continue
+        verb = opening[0]
+        if verb in CHANGING:
+            return None if opening[1:] and opening[1] in _NOUN_AFTER else CHANGE
+        if verb in TAKING_BACK:
             return TAKE_BACK
-        if _is_act(index, stem(opener)):
+        if _is_act(index, stem(verb)):
             return None
     return None
 
@@ -305,12 +324,12 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
         if safe is not None:
             hits = [hits[safe], *hits[:safe], *hits[safe + 1:]]
     act = asked_act(index, query)
-    if act == CHANGE and unchanging(hits[0].handler):
+    if act == CHANGE and changes_no_existing_record(hits[0].handler):
         # A change asked of the first result's entity: its handler that changes a record (reversibly) moves up to
         # first, when it is among the candidates ("vendor 40 agreed new terms, change their payment terms" read
         # `vendor/create` first on the words of the terms).
         entity = _same_entity(hits[0].handler, None)
-        change = next((i for i, h in enumerate(hits) if entity(h.handler) and not unchanging(h.handler)
+        change = next((i for i, h in enumerate(hits) if entity(h.handler) and not changes_no_existing_record(h.handler)
                        and not irreversible(h.handler)), None)
         if change is not None:
             hits = [hits[change], *hits[:change], *hits[change + 1:]]

@@ -117,12 +117,13 @@ def split_words(text: str) -> list[str]:
 _UNDOUBLE_EXEMPT = frozenset("lsz")
 
 
-# British spellings and their American forms ("catalogue", "organise", "colour", "centre"): a request may
-# use either, the handler text the other. Applied on both sides, so a word wrongly caught ("promise" →
-# "promize") still matches itself.
+# British spellings and their American forms ("catalogue", "organise", "colour", "centre", "cancelled"): a
+# request may use either, the handler text the other. Applied on both sides, so a word wrongly caught ("promise"
+# → "promize", "compelled" → "compeled") still matches itself.
 _SPELLING = (("ogues", "ogs"), ("ogue", "og"), ("isation", "ization"), ("ising", "izing"), ("ised", "ized"),
              ("ises", "izes"), ("ise", "ize"), ("yse", "yze"), ("yses", "yzes"), ("ysed", "yzed"),
-             ("ysing", "yzing"), ("ours", "ors"), ("our", "or"), ("tres", "ters"), ("tre", "ter"))
+             ("ysing", "yzing"), ("ours", "ors"), ("our", "or"), ("tres", "ters"), ("tre", "ter"),
+             ("elled", "eled"), ("elling", "eling"))
 
 
 def _american(word: str) -> str:
@@ -752,7 +753,13 @@ _CLAUSE_END = re.compile(r"[.;:!?,]\s|\s[-\u2013\u2014]+\s")
 
 def clause_openers(query: str) -> list[str]:
     """The first word of each clause after the first: where an imperative's verb stands."""
-    return [words[0] for clause in _CLAUSE_END.split(query)[1:] if (words := split_words(clause))]
+    return [words[0] for words in clause_words(query)[1:] if words]
+
+
+def clause_words(query: str) -> list[list[str]]:
+    """The words of each clause of the request, split at a sentence's end, a semicolon, colon or comma, or a
+    dash between spaces (`_CLAUSE_END`)."""
+    return [split_words(clause) for clause in _CLAUSE_END.split(query)]
 
 
 def _plural_nouns(words: Sequence[str]) -> frozenset[str]:

@@ -71,9 +71,9 @@ def _record(key: ApiKey) -> dict[str, Any]:
 async def list_keys(call: HandlerCall, p: ListParams) -> dict[str, Any]:
     repository = _repository(call)
     stmt = text_search(_own(call), [ApiKey.name, ApiKey.lookup], p.search)
+    ordered = repository.ordered(stmt, p.ordering, KEY_ORDERING, "-created_at")  # a bad ordering: 400, no query
     total = await repository.total(stmt)
-    stmt = repository.ordered(stmt, p.ordering, KEY_ORDERING, "-created_at")
-    keys = (await call.session.execute(stmt.limit(p.page_size).offset((p.page - 1) * p.page_size))).scalars()
+    keys = (await call.session.execute(ordered.limit(p.page_size).offset(p.offset))).scalars()
     return envelope([_record(k) for k in keys], p.page, p.page_size, total)
 
 
