@@ -125,7 +125,10 @@ def test_an_act_asked_that_the_catalog_does_not_offer_is_flagged(
     monkeypatch.setattr(semantic, "AVAILABLE", model and semantic.AVAILABLE)
     for query in ("extend the expiry on key k_77 by 90 days",
                   # Purchase orders are closed and work orders deleted, never reopened or restored.
-                  "reopen PO 7702, we closed it by mistake", "restore work order 5120 that I deleted yesterday"):
+                  "reopen PO 7702, we closed it by mistake", "restore work order 5120 that I deleted yesterday",
+                  # Tickets are reopened and documents restored, each its own entity only.
+                  "reopen PO 3310, we cancelled it but the vendor can deliver after all",
+                  "restore ticket 7702, someone deleted it by mistake"):
         found = first(registry, query)
         assert found.no_match, (query, [(h.handler.path, h.confidence) for h in found.hits[:3]])
     # Where the catalog does it, it is answered.

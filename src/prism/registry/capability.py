@@ -125,9 +125,9 @@ _LEADING = frozenset({"please", "now", "also", "then", "and", "just", "so", "can
 # - A change to a record that exists ("extend the expiry on key 4", "rename agent 7"): its verbs in the form an
 #   imperative takes ("changes made to persona 7" asks for a list). A handler that makes a record (CREATING) or
 #   only reads does no such thing.
-# - Taking an act back ("reopen PO 3310, we cancelled it", "un-void it", "restore the work order I deleted"):
-#   only a handler whose operation takes one back (TAKING_BACK_OPERATIONS) does that; cancelling, closing or
-#   reading does not.
+# - Taking an act back ("reopen PO 7702, we closed it", "un-void it", "restore the work order I deleted"):
+#   only a handler whose operation takes one back (TAKING_BACK_OPERATIONS) does that, and only for its own
+#   entity; cancelling, closing or reading does not, nor does reopening a ticket for "reopen PO 3310".
 CHANGE, TAKE_BACK = "change", "take back"
 # As a request says them (an imperative's form, not stemmed).
 CHANGING = frozenset(
@@ -228,13 +228,15 @@ def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: fl
     """(coverage, known, cosine, relative score, first place, matched mass, cannot): see the module's docstring.
     `mass` is the request's words' idf in units of the rarest possible word: coverage times it says how much
     the handler matched in absolute terms (two rare words said outweigh one common word said). `act`: what the
-    request's first act asks for (`asked_act`); cannot is 1 when this handler cannot do it."""
+    request's first act asks for (`asked_act`); cannot is 1 when this handler cannot do it (a handler that takes
+    acts back cannot take one back for an entity the request names instead of its own)."""
     doc = index.document(hit.handler)
     coverage = 0.0 if doc is None else index.coverage(doc, query_terms)
     cosine = 0.0 if cosines is None or doc is None else float(cosines[doc])
     relative = hit.score / best if best > 0 else 0.0
     cannot = ((act == CHANGE and changes_no_existing_record(hit.handler))
-              or (act == TAKE_BACK and not takes_back(hit.handler)))
+              or (act == TAKE_BACK and (not takes_back(hit.handler)
+                                        or (doc is not None and index.names_another_entity(doc, query_terms)))))
     return coverage, known, cosine, relative, 1.0 if first else 0.0, coverage * mass, 1.0 if cannot else 0.0
 
 

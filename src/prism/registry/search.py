@@ -304,6 +304,7 @@ class SearchIndex:
         self._keywords = [handler_keywords(h, entity_words) for h in self.handlers]
         self._examples = [tuple(without_particulars(e) for e in h.examples) for h in self.handlers]
         self._entity_terms = _entity_vocabularies(self.handlers, entity_words)
+        self._any_entity_terms = frozenset().union(*self._entity_terms)
         self._entity_operations = _entity_operations(self.handlers)
         self._shaped = _shaped_documents(self.handlers, self._entity_terms)
         for handler, keywords, examples in zip(self.handlers, self._keywords, self._examples, strict=True):
@@ -427,6 +428,14 @@ class SearchIndex:
             if t in self.idf or any(s in self.idf for s in SYNONYMS.get(t, ())):
                 said += weight
         return said / total if total else 0.0
+
+    def names_another_entity(self, doc: int, query_terms: Sequence[str]) -> bool:
+        """Whether the request names an entity (its name or a keyword it shares, itself or by a synonym), but not
+        this document's: "reopen PO 3310" names a purchase order, not a ticket."""
+        own = self._entity_terms[doc]
+        if any(_names(t, own) for t in query_terms):
+            return False
+        return any(_names(t, self._any_entity_terms) for t in query_terms)
 
     def _joint(self, doc: int) -> _Joint:
         joint = self._joints.get(doc)
