@@ -106,7 +106,8 @@ def test_confidence_is_a_probability_and_nothing_fits_is_flagged(registry: Regis
     ("reopen PO 3310, we cancelled it but the vendor can deliver", TAKE_BACK),
     ("we voided claim 10702 by mistake - un-void it", TAKE_BACK), ("restore doc 90", TAKE_BACK),
     ("on ticket 4412, please change the priority to P2", CHANGE), ("hi team, could you reopen ticket 4412", TAKE_BACK),
-    ("update on ticket 4412?", None),
+    ("update on ticket 4412?", None), ("Raise mission 12's budget ceiling to $800", CHANGE),
+    ("raise a PO to vendor 31 for 100 FC-200 cartridges", None),
     # The first act decides: a change asked after another act, a change told of, or "change" as a noun is not it.
     ("add a line to PO 7, then change its quantity", None), ("changes made to persona 7 last week?", None),
     ("set up a PM for the filter change every 90 days", None), ("which tickets are open?", None),
@@ -124,6 +125,8 @@ def test_an_act_asked_that_the_catalog_does_not_offer_is_flagged(
     they were answered with confidence (0.95 for the key)."""
     monkeypatch.setattr(semantic, "AVAILABLE", model and semantic.AVAILABLE)
     for query in ("extend the expiry on key k_77 by 90 days",
+                  # Missions are made with a budget ceiling and never changed.
+                  "Raise mission 12's budget ceiling to $800",
                   # Purchase orders are closed and work orders deleted, never reopened or restored.
                   "reopen PO 7702, we closed it by mistake", "restore work order 5120 that I deleted yesterday",
                   # Tickets are reopened and documents restored, each its own entity only.

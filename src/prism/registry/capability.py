@@ -34,6 +34,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from prism.registry.model import Handler
@@ -142,6 +143,9 @@ CHANGING_OPERATIONS = frozenset(stem(w) for w in (*CHANGING, "upsert", "set", "p
 TAKING_BACK_OPERATIONS = frozenset(stem(w) for w in (*TAKING_BACK, "resume", "enable", "activate"))
 # A change verb followed by one of these is a noun: "update on ticket 4412?", "change of plans".
 _NOUN_AFTER = frozenset({"on", "about", "of", "from"})
+# Verbs that make a record or change one: a change when their clause sets something "to" an amount ("raise
+# mission 12's budget ceiling to $800", "set the reserve to $45,000"), else not ("raise a PO to vendor 31").
+CHANGING_TO_AN_AMOUNT = frozenset({"raise", "set"})
 
 # The logistic model of `confidence`: intercept, then the weights of (coverage, known, cosine, relative
 # score, first result, matched mass, an act asked of a handler that cannot do it). Fitted on the tuning
@@ -266,6 +270,8 @@ def asked_act(index: SearchIndex, query: str) -> str | None:
         verb = opening[0]
         if verb in CHANGING:
             return None if opening[1:] and opening[1] in _NOUN_AFTER else CHANGE
+        if verb in CHANGING_TO_AN_AMOUNT and _to_an_amount(clause):
+            return CHANGE
         if verb in TAKING_BACK:
             return TAKE_BACK
         if _is_act(index, stem(verb)):
@@ -360,6 +366,11 @@ def _asks_an_act(index: SearchIndex, clause: str) -> bool:
     if not words:
         return False
     return _is_act(index, stem(words[0]))
+
+
+def _to_an_amount(words: Sequence[str]) -> bool:
+    """Whether the clause's words say "to" and then a number ("to $800": the currency sign is no word)."""
+    return any(w == "to" and after[:1].isdigit() for w, after in pairwise(words))
 
 
 def _is_act(index: SearchIndex, verb: str) -> bool:
