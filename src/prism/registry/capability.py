@@ -44,6 +44,7 @@ from prism.registry.search import (
     Hit,
     SearchIndex,
     clause_words,
+    operation_words,
     split_words,
     stem,
     terms,
@@ -247,15 +248,15 @@ def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: fl
 def changes_no_existing_record(handler: Handler) -> bool:
     """Whether the handler changes no record that exists: it only reads, or it only makes a new one
     (`createOrUpdate` changes one too)."""
-    words = [stem(w) for w in split_words(handler.coordinate.operation)]
+    words = operation_words(handler.coordinate.operation)
     return handler.read_only or (bool(words) and words[0] in CREATING
                                  and CHANGING_OPERATIONS.isdisjoint(words))
 
 
 def takes_back(handler: Handler) -> bool:
     """Whether the handler's operation takes an act back: reopen, restore, enable, un_void ..."""
-    words = split_words(handler.coordinate.operation)
-    return bool(words) and stem(words[0]) in TAKING_BACK_OPERATIONS
+    words = operation_words(handler.coordinate.operation)
+    return bool(words) and words[0] in TAKING_BACK_OPERATIONS
 
 
 def asked_act(index: SearchIndex, query: str) -> str | None:

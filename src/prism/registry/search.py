@@ -640,7 +640,7 @@ def _entity_operations(handlers: Sequence[Handler]) -> list[frozenset[str]]:
     `invoice/agingApSummary`): not those of the list and read concepts, which the shape itself stands for."""
     generic = {*_KINDS, *(s for kind in _KINDS for s in SYNONYMS.get(kind, ()))}
     return _per_entity(handlers, lambda _key, members: frozenset(
-        w for h in members for w in _operation_words(h.coordinate.operation) if w not in generic))
+        w for h in members for w in operation_words(h.coordinate.operation) if w not in generic))
 
 
 def _shaped_documents(handlers: Sequence[Handler],
@@ -782,7 +782,7 @@ def _plural_nouns(words: Sequence[str]) -> frozenset[str]:
 def _operation_kind(operation: str) -> str | None:
     """`_LIST`, `_COUNT` or `_READ` for an operation named by one word of those concepts (`list`, `browse`;
     `count`, `tally`; `read`, `get`, `view`), `_GROUP` for one named `breakdown`, else None."""
-    words = _operation_words(operation)
+    words = operation_words(operation)
     if len(words) != 1:
         return None
     for kind in _KINDS:
@@ -797,7 +797,7 @@ def is_question(query: str, words: Sequence[str]) -> bool:
 
 
 @lru_cache(maxsize=65536)
-def _operation_words(operation: str) -> tuple[str, ...]:
+def operation_words(operation: str) -> tuple[str, ...]:
     """Every word of an operation name, stemmed, stop words included: `markAllRead` → mark all read."""
     return tuple(stem(w) for w in split_words(operation))
 
@@ -810,7 +810,7 @@ def _operation_intent(operation: str, spoken: set[str]) -> float:
     divided by one more than the name's length, so that of two operations the request names fully, the
     longer (more specific) one wins: "mark all as read" → markAllRead before markRead.
     """
-    words = _operation_words(operation)
+    words = operation_words(operation)
     said = sum(1.0 if w in spoken else INTENT_SYNONYM if not SYNONYMS.get(w, frozenset()).isdisjoint(spoken) else 0.0
                for w in words)
     return said / (len(words) + 1)
