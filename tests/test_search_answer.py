@@ -152,6 +152,16 @@ def test_a_change_asked_is_answered_first_by_the_entitys_handler_that_changes(
     assert found.hits[0].handler.path == "entity_crud/finance/vendor/update", found.hits[:3]
 
 
+def test_a_count_comes_first_only_when_the_request_asks_for_a_number(registry: Registry) -> None:
+    """The count's example requests share the words of a question about the records; only "how many", "the
+    number of", "count" or "total" ask for the number."""
+    found = first(registry, "which POs from vendor 12 are still open?")
+    assert found.hits[0].handler.path == "entity_crud/finance/purchase_order/list", found.hits[:3]
+    for query, entity in (("how many tickets are due before noon?", "itsm/ticket"),
+                          ("count the POs from vendor 12 that are still open", "finance/purchase_order")):
+        assert first(registry, query).hits[0].handler.path == f"entity_crud/{entity}/count", query
+
+
 def test_a_request_of_several_acts_gets_its_steps_in_order(registry: Registry) -> None:
     found = first(registry, "receive purchase order 4402, then put the belts into stock")
     assert [s.handler.path for s in found.plan][:1] == ["workflow_action/finance/purchase_order/receive"]

@@ -147,6 +147,9 @@ _NOUN_AFTER = frozenset({"on", "about", "of", "from"})
 # Verbs that make a record or change one: a change when their clause sets something "to" an amount ("raise
 # mission 12's budget ceiling to $800", "set the reserve to $45,000"), else not ("raise a PO to vendor 31").
 CHANGING_TO_AN_AMOUNT = frozenset({"raise", "set"})
+# The words of a count, stemmed: an operation named by one counts records; a request saying one asks for a number
+# ("how many", "the number of", "count", "tally", "total").
+COUNTING = frozenset({stem("count"), *SYNONYMS.get(stem("count"), ())})
 
 # The logistic model of `confidence`: intercept, then the weights of (coverage, known, cosine, relative
 # score, first result, matched mass, an act asked of a handler that cannot do it). Fitted on the tuning
@@ -253,6 +256,12 @@ def changes_no_existing_record(handler: Handler) -> bool:
                                  and CHANGING_OPERATIONS.isdisjoint(words))
 
 
+def counts_records(handler: Handler) -> bool:
+    """Whether the handler's operation is a count: `count`, `tally` ..."""
+    words = operation_words(handler.coordinate.operation)
+    return len(words) == 1 and words[0] in COUNTING
+
+
 def takes_back(handler: Handler) -> bool:
     """Whether the handler's operation takes an act back: reopen, restore, enable, un_void ..."""
     words = operation_words(handler.coordinate.operation)
@@ -342,6 +351,13 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
                        and not irreversible(h.handler)), None)
         if change is not None:
             hits = [hits[change], *hits[:change], *hits[change + 1:]]
+    if counts_records(hits[0].handler) and COUNTING.isdisjoint(query_terms):
+        # A count answers a request for a number only: "which POs are still open", "show me the failed calls"
+        # want the records, and the first result that does not count them moves up to first.
+        records = next((i for i, h in enumerate(hits) if not counts_records(h.handler)
+                        and (asked or not irreversible(h.handler))), None)
+        if records is not None:
+            hits = [Hit(hits[records].handler, hits[0].score), *hits[:records], *hits[records + 1:]]
     with_model = ranker == SEMANTIC_RERANK and cosines is not None
     known = index.known(query_terms)
     mass = sum(index.idf.get(t, index.unknown_idf) for t in query_terms) / index.unknown_idf
