@@ -12,7 +12,7 @@ import pytest
 
 from prism.registry import semantic
 from prism.registry.answer import filled
-from prism.registry.capability import CHANGE, TAKE_BACK, asked_act, asks_irreversible, find, irreversible
+from prism.registry.capability import CHANGE, TAKE_BACK, UNDOABLE, asked_act, asks_irreversible, find, irreversible
 from prism.registry.introspect import recipe
 from prism.registry.registry import Registry, build_registry
 from prism.registry.search import LEXICAL_RERANK, SEMANTIC_RERANK, index_for, split_words
@@ -108,13 +108,16 @@ def test_confidence_is_a_probability_and_nothing_fits_is_flagged(registry: Regis
     ("on ticket 4412, please change the priority to P2", CHANGE), ("hi team, could you reopen ticket 4412", TAKE_BACK),
     ("update on ticket 4412?", None), ("Raise mission 12's budget ceiling to $800", CHANGE),
     ("raise a PO to vendor 31 for 100 FC-200 cartridges", None),
+    ("instance 4471 crashed, resume it", TAKE_BACK), ("please wipe the movement history of part 7", UNDOABLE),
+    ("void payment 3307", UNDOABLE), ("drop a note on ticket 4412", None), ("we voided payment 3307", None),
     # The first act decides: a change asked after another act, a change told of, or "change" as a noun is not it.
     ("add a line to PO 7, then change its quantity", None), ("changes made to persona 7 last week?", None),
     ("set up a PM for the filter change every 90 days", None), ("which tickets are open?", None),
 ])
 def test_the_first_act_of_a_request_may_ask_to_change_a_record_or_take_an_act_back(
         registry: Registry, query: str, act: str | None) -> None:
-    assert asked_act(index_for(registry), query) == act
+    found = asked_act(index_for(registry), query)
+    assert (found.kind if found else None) == act
 
 
 @pytest.mark.parametrize("model", [True, False])
@@ -131,13 +134,19 @@ def test_an_act_asked_that_the_catalog_does_not_offer_is_flagged(
                   "reopen PO 7702, we closed it by mistake", "restore work order 5120 that I deleted yesterday",
                   # Tickets are reopened and documents restored, each its own entity only.
                   "reopen PO 3310, we cancelled it but the vendor can deliver after all",
-                  "restore ticket 7702, someone deleted it by mistake"):
+                  "restore ticket 7702, someone deleted it by mistake",
+                  # Stock movements are only read: nothing erases them. Agent instances are never resumed.
+                  "wipe the stock movement history of part 7 before 2020, it is clutter",
+                  "instance 4471 crashed at step 9, resume it from there"):
         found = first(registry, query)
         assert found.no_match, (query, [(h.handler.path, h.confidence) for h in found.hits[:3]])
     # Where the catalog does it, it is answered.
     for query, entity in (("change the priority of ticket 4412 to P2", "ticket"),
                           ("reopen ticket 4412, the printer jams again", "ticket"),
-                          ("restore doc 90, it was deleted by mistake", "document")):
+                          ("restore doc 90, it was deleted by mistake", "document"),
+                          # Starting a work order resumes one on hold, as its description says.
+                          ("resume work order 90401, the gearbox arrived", "work_order"),
+                          ("cancel work order 5120, the pump was replaced", "work_order")):
         found = first(registry, query)
         assert not found.no_match and found.hits[0].handler.coordinate.entity == entity, found.hits[:3]
 

@@ -34,8 +34,9 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import pairwise
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from prism.registry.model import Handler
 from prism.registry.search import (
@@ -130,18 +131,28 @@ _LEADING = frozenset({"please", "now", "also", "then", "and", "just", "so", "can
 # - Taking an act back ("reopen PO 7702, we closed it", "un-void it", "restore the work order I deleted"):
 #   only a handler whose operation takes one back (TAKING_BACK_OPERATIONS) does that, and only for its own
 #   entity; cancelling, closing or reading does not, nor does reopening a ticket for "reopen PO 3310".
-CHANGE, TAKE_BACK = "change", "take back"
+# - An act that cannot be undone ("wipe the stock movement history for part 7", "cancel PO 4410"): a handler
+#   that creates or only reads does no such thing.
+CHANGE, TAKE_BACK, UNDOABLE = "change", "take back", "cannot be undone"
+
+
+class Act(NamedTuple):
+    """What a request's first act asks for (`asked_act`): its kind, and the verb that says it."""
+
+    kind: str
+    verb: str
+
 # As a request says them (an imperative's form, not stemmed).
 CHANGING = frozenset(
     "update change edit modify adjust amend rename extend bump correct increase decrease lower reset".split())
 TAKING_BACK = frozenset(
     "reopen restore undelete unretire reactivate revert undo reverse unrevoke unvoid uncancel recover reinstate "
-    "unarchive un".split())
+    "unarchive resume unpause unblock unsuspend un".split())
 # As an operation's name says them (stemmed): `createOrUpdate` changes as well as creates; `un_void`, `enable`
 # and `resume` take an act back.
 CREATING = frozenset(stem(w) for w in ("create", "add", "new"))
 CHANGING_OPERATIONS = frozenset(stem(w) for w in (*CHANGING, "upsert", "set", "patch"))
-TAKING_BACK_OPERATIONS = frozenset(stem(w) for w in (*TAKING_BACK, "resume", "enable", "activate"))
+TAKING_BACK_OPERATIONS = frozenset(stem(w) for w in (*TAKING_BACK, "enable", "activate"))
 # A change verb followed by one of these is a noun: "update on ticket 4412?", "change of plans".
 _NOUN_AFTER = frozenset({"on", "about", "of", "from"})
 # Verbs that make a record or change one: a change when their clause sets something "to" an amount ("raise
@@ -232,7 +243,7 @@ def _not_asked(words: Sequence[str], i: int) -> bool:
 
 
 def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: float, mass: float, best: float,
-             cosines: np.ndarray | None, first: bool, act: str | None) -> tuple[float, ...]:
+             cosines: np.ndarray | None, first: bool, act: Act | None) -> tuple[float, ...]:
     """(coverage, known, cosine, relative score, first place, matched mass, cannot): see the module's docstring.
     `mass` is the request's words' idf in units of the rarest possible word: coverage times it says how much
     the handler matched in absolute terms (two rare words said outweigh one common word said). `act`: what the
@@ -242,9 +253,10 @@ def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: fl
     coverage = 0.0 if doc is None else index.coverage(doc, query_terms)
     cosine = 0.0 if cosines is None or doc is None else float(cosines[doc])
     relative = hit.score / best if best > 0 else 0.0
-    cannot = ((act == CHANGE and changes_no_existing_record(hit.handler))
-              or (act == TAKE_BACK and (not takes_back(hit.handler)
-                                        or (doc is not None and index.names_another_entity(doc, query_terms)))))
+    cannot = act is not None and (
+        (act.kind in (CHANGE, UNDOABLE) and changes_no_existing_record(hit.handler))
+        or (act.kind == TAKE_BACK and (not takes_back(hit.handler, act.verb)
+                                       or (doc is not None and index.names_another_entity(doc, query_terms)))))
     return coverage, known, cosine, relative, 1.0 if first else 0.0, coverage * mass, 1.0 if cannot else 0.0
 
 
@@ -262,28 +274,37 @@ def counts_records(handler: Handler) -> bool:
     return len(words) == 1 and words[0] in COUNTING
 
 
-def takes_back(handler: Handler) -> bool:
-    """Whether the handler's operation takes an act back: reopen, restore, enable, un_void ..."""
+def takes_back(handler: Handler, verb: str) -> bool:
+    """Whether the handler takes an act back: its operation says so (reopen, restore, enable, un_void ...), or
+    its description says the request's verb ("Start work on an open work order (or resume one on hold)")."""
     words = operation_words(handler.coordinate.operation)
-    return bool(words) and words[0] in TAKING_BACK_OPERATIONS
+    return (bool(words) and words[0] in TAKING_BACK_OPERATIONS) or stem(verb) in _description_words(
+        handler.description)
 
 
-def asked_act(index: SearchIndex, query: str) -> str | None:
-    """CHANGE or TAKE_BACK when the request's first act asks for one: the first clause that opens with a verb
-    (after "please", "could you" ...) opens with one of CHANGING or TAKING_BACK ("on claim 6611, please change
-    the CPT" asks for a change; "add a line, then change the quantity" does not; nor does a noun, "update on
-    ticket 4412?"). None otherwise."""
+@lru_cache(maxsize=4096)
+def _description_words(description: str) -> frozenset[str]:
+    return frozenset(stem(w) for w in split_words(description))
+
+
+def asked_act(index: SearchIndex, query: str) -> Act | None:
+    """A CHANGE, TAKE_BACK or UNDOABLE act when the request's first act asks for one: the first clause that opens
+    with a verb (after "please", "could you" ...) opens with one of CHANGING, TAKING_BACK or IRREVERSIBLE_VERBS
+    ("on claim 6611, please change the CPT" asks for a change; "add a line, then change the quantity" does not;
+    nor does a noun, "update on ticket 4412?", or a light use, "drop a note"). None otherwise."""
     for clause in clause_words(query):
         opening = [w for w in clause if w not in _LEADING][:2]
         if not opening:
             continue
         verb = opening[0]
         if verb in CHANGING:
-            return None if opening[1:] and opening[1] in _NOUN_AFTER else CHANGE
+            return None if opening[1:] and opening[1] in _NOUN_AFTER else Act(CHANGE, verb)
         if verb in CHANGING_TO_AN_AMOUNT and _to_an_amount(clause):
-            return CHANGE
+            return Act(CHANGE, verb)
         if verb in TAKING_BACK:
-            return TAKE_BACK
+            return Act(TAKE_BACK, verb)
+        if stem(verb) in IRREVERSIBLE_VERBS:
+            return None if _not_asked(clause, clause.index(verb)) else Act(UNDOABLE, verb)
         if _is_act(index, stem(verb)):
             return None
     return None
@@ -342,7 +363,7 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
         if safe is not None:
             hits = [hits[safe], *hits[:safe], *hits[safe + 1:]]
     act = asked_act(index, query)
-    if act == CHANGE and changes_no_existing_record(hits[0].handler):
+    if act is not None and act.kind == CHANGE and changes_no_existing_record(hits[0].handler):
         # A change asked of the first result's entity: its handler that changes a record (reversibly) moves up to
         # first, when it is among the candidates ("vendor 40 agreed new terms, change their payment terms" read
         # `vendor/create` first on the words of the terms).
