@@ -184,6 +184,17 @@ def test_a_request_of_several_acts_gets_its_steps_in_order(registry: Registry) -
                                                       "mission_control/missions/mission/cancel"]
 
 
+def test_a_plans_first_step_is_as_confident_as_the_request_as_a_whole(registry: Registry) -> None:
+    """"mark it down" alone says little; the whole request finds its work order with confidence, and the plan
+    answers the whole request."""
+    found = first(registry, "conveyor 3120 is leaking oil everywhere, mark it down and then open an urgent work "
+                            "order on it for the mechanics")
+    assert [s.handler.path for s in found.plan] == ["workflow_action/maintenance/asset/markDown",
+                                                    "entity_crud/maintenance/work_order/create"]
+    assert found.hits[0].confidence == max(h.confidence for h in found.hits), found.hits[:2]
+    assert not found.no_match
+
+
 def test_the_ranker_says_whether_the_model_ran(registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
     assert semantic.AVAILABLE  # a runtime dependency: the default install ranks with the model
     assert first(registry, "show me spare part 42").ranker == SEMANTIC_RERANK

@@ -325,8 +325,11 @@ def find(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, limit:
     hits, ranker = _ordered(index, query, visible, limit=limit, rerank=rerank, accept=accept, asked=asked)
     steps = _plan(index, query, visible, rerank=rerank, accept=accept) if plan else []
     if steps:
+        # The plan answers the request as a whole: its first step is as credible as the better of its own
+        # clause's reading and the whole request's (whose best handler is often a later step).
         first = steps[0]
-        hits = [Scored(first.handler, hits[0].score if hits else first.score, first.confidence, first.features),
+        confidence = max(first.confidence, hits[0].confidence if hits else 0.0)
+        hits = [Scored(first.handler, hits[0].score if hits else first.score, confidence, first.features),
                 *(h for h in hits if h.handler.path != first.handler.path)]
     hits = hits[:limit]
     no_match = not hits or hits[0].confidence < NO_MATCH_BELOW
