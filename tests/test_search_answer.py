@@ -195,6 +195,20 @@ def test_a_plans_first_step_is_as_confident_as_the_request_as_a_whole(registry: 
     assert not found.no_match
 
 
+def test_a_clause_that_tells_what_was_done_is_no_step(registry: Registry) -> None:
+    """"opened the panel" tells; read as "open" it made a meter reading the plan's first step."""
+    found = first(registry, "opened the panel on compressor 88 this morning, then put work order 5120 on hold")
+    assert found.plan == [] and found.hits[0].handler.path == "workflow_action/maintenance/work_order/hold"
+
+
+def test_the_confidence_knows_whether_the_request_names_the_handlers_entity(registry: Registry) -> None:
+    named = first(registry, "put work order 5120 on hold").hits[0]
+    unnamed = first(registry, "convert 4,500 EUR to USD at today's rate").hits[0]
+    assert named.features[-1] == 1.0 and unnamed.features[-1] == 0.0, (named, unnamed)
+    # A synonym or one of the entity's keywords names it too: "job" for a work order.
+    assert first(registry, "put job 5120 on hold").hits[0].features[-1] == 1.0
+
+
 def test_the_ranker_says_whether_the_model_ran(registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
     assert semantic.AVAILABLE  # a runtime dependency: the default install ranks with the model
     assert first(registry, "show me spare part 42").ranker == SEMANTIC_RERANK

@@ -9,8 +9,9 @@ an honest "nothing fits", safe ordering and, for a request of several acts, an o
   embedding's cosine (when the model is installed), the result's score relative to the first, first
   place, and whether the request's first act is one this handler cannot do (`asked_act`: a change asked of
   a handler that creates or only reads, "extend the expiry on my key" answered by `key/create`; an act to take
-  back asked of one that does not take acts back, "reopen PO 7702, we closed it" answered by `close`).
-  A logistic model over them was fitted on
+  back asked of one that does not take acts back, "reopen PO 7702, we closed it" answered by `close`; an act that
+  cannot be undone asked of one that creates or reads, "wipe the movement history of part 7"), and whether
+  the request names the handler's entity. A logistic model over them was fitted on
   the tuning part of the blind tasks (bench/search_calibrate.py); the coefficients are below. Scores differ
   in scale from one request to the next; confidences do not, so one threshold serves every request.
 - **Nothing fits** (`no_match`): the first result's confidence is below NO_MATCH_BELOW. The results are still
@@ -25,7 +26,7 @@ an honest "nothing fits", safe ordering and, for a request of several acts, an o
   the tuning tasks slightly worse: the whole request's ranking places later steps well already).
 
 Everything here is general: verb lists of irreversible acts, of imperatives and of clause boundaries, and
-eight coefficients per ranker. None of it names a handler or a word of a tuning request.
+nine coefficients per ranker. None of it names a handler or a word of a tuning request.
 """
 
 from __future__ import annotations
@@ -163,11 +164,12 @@ CHANGING_TO_AN_AMOUNT = frozenset({"raise", "set"})
 COUNTING = frozenset({stem("count"), *SYNONYMS.get(stem("count"), ())})
 
 # The logistic model of `confidence`: intercept, then the weights of (coverage, known, cosine, relative
-# score, first result, matched mass, an act asked of a handler that cannot do it). Fitted on the tuning
+# score, first result, matched mass, an act asked of a handler that cannot do it, the request names the
+# handler's entity for an act it can do). Fitted on the tuning
 # tasks (bench/search_calibrate.py), one set per ranker: without the model there is no cosine.
 CALIBRATION: dict[bool, tuple[float, ...]] = {
-    True: (-11.43, 0.59, -0.17, 4.61, 6.73, 1.19, 1.18, -3.68),
-    False: (-10.18, 2.39, 0.15, 0.00, 6.41, 1.26, 1.19, -3.51),
+    True: (-11.54, 0.93, -0.34, 4.35, 6.76, 1.37, 1.01, -3.13, 0.52),
+    False: (-10.28, 2.64, -0.19, 0.00, 6.35, 1.42, 0.99, -2.73, 0.77),
 }
 # Chosen on the tuning parts: it flags about 60 % of the requests nothing fits, and 3 % of right first answers.
 NO_MATCH_BELOW = 0.35
@@ -244,11 +246,14 @@ def _not_asked(words: Sequence[str], i: int) -> bool:
 
 def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: float, mass: float, best: float,
              cosines: np.ndarray | None, first: bool, act: Act | None) -> tuple[float, ...]:
-    """(coverage, known, cosine, relative score, first place, matched mass, cannot): see the module's docstring.
+    """(coverage, known, cosine, relative score, first place, matched mass, cannot, named): see the module's
+    docstring.
     `mass` is the request's words' idf in units of the rarest possible word: coverage times it says how much
     the handler matched in absolute terms (two rare words said outweigh one common word said). `act`: what the
     request's first act asks for (`asked_act`); cannot is 1 when this handler cannot do it (a handler that takes
-    acts back cannot take one back for an entity the request names instead of its own)."""
+    acts back cannot take one back for an entity the request names instead of its own). named is 1 when the
+    request names the handler's entity (its name, a keyword it shares, or a synonym) and cannot is 0: "convert
+    4,500 EUR to USD" names no purchase order, however near its words and their embedding come."""
     doc = index.document(hit.handler)
     coverage = 0.0 if doc is None else index.coverage(doc, query_terms)
     cosine = 0.0 if cosines is None or doc is None else float(cosines[doc])
@@ -257,7 +262,8 @@ def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: fl
         (act.kind in (CHANGE, UNDOABLE) and changes_no_existing_record(hit.handler))
         or (act.kind == TAKE_BACK and (not takes_back(hit.handler, act.verb)
                                        or (doc is not None and index.names_another_entity(doc, query_terms)))))
-    return coverage, known, cosine, relative, 1.0 if first else 0.0, coverage * mass, 1.0 if cannot else 0.0
+    named = doc is not None and not cannot and index.names_entity(doc, query_terms)
+    return (coverage, known, cosine, relative, float(first), coverage * mass, float(cannot), float(named))
 
 
 def changes_no_existing_record(handler: Handler) -> bool:
@@ -266,6 +272,11 @@ def changes_no_existing_record(handler: Handler) -> bool:
     words = operation_words(handler.coordinate.operation)
     return handler.read_only or (bool(words) and words[0] in CREATING
                                  and CHANGING_OPERATIONS.isdisjoint(words))
+
+
+def changes_a_record(handler: Handler) -> bool:
+    """Whether the handler's operation is named for changing a record: update, edit, set, upsert ..."""
+    return not CHANGING_OPERATIONS.isdisjoint(operation_words(handler.coordinate.operation))
 
 
 def counts_records(handler: Handler) -> bool:
@@ -367,11 +378,12 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
             hits = [hits[safe], *hits[:safe], *hits[safe + 1:]]
     act = asked_act(index, query)
     if act is not None and act.kind == CHANGE and changes_no_existing_record(hits[0].handler):
-        # A change asked of the first result's entity: its handler that changes a record (reversibly) moves up to
-        # first, when it is among the candidates ("vendor 40 agreed new terms, change their payment terms" read
-        # `vendor/create` first on the words of the terms).
+        # A change asked of the first result's entity: its handler named for changing a record (update, edit,
+        # set ...) moves up to first, when it is among the candidates ("vendor 40 agreed new terms, change their
+        # payment terms" read `vendor/create` first on the words of the terms). Another act of the entity
+        # (`mission/start`) is no change asked for.
         entity = _same_entity(hits[0].handler, None)
-        change = next((i for i, h in enumerate(hits) if entity(h.handler) and not changes_no_existing_record(h.handler)
+        change = next((i for i, h in enumerate(hits) if entity(h.handler) and changes_a_record(h.handler)
                        and not irreversible(h.handler)), None)
         if change is not None:
             hits = [hits[change], *hits[:change], *hits[change + 1:]]
@@ -404,9 +416,14 @@ def _asks_an_act(index: SearchIndex, clause: str) -> bool:
     if opening and opening[0] in CONDITIONALS and "," in clause:
         clause = clause.split(",", 1)[1]
     words = [w for w in split_words(clause) if w not in _LEADING]
-    if not words:
-        return False
+    if not words or _past_tense(words[0]):
+        return False  # "pulled 4 of part 5531 for WO 90412" tells what was done
     return _is_act(index, stem(words[0]))
+
+
+def _past_tense(word: str) -> bool:
+    """A verb's past form, by its ending: "pulled", "closed" (not "need" or "proceed")."""
+    return word.endswith("ed") and not word.endswith("eed")
 
 
 def _to_an_amount(words: Sequence[str]) -> bool:

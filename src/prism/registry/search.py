@@ -429,6 +429,12 @@ class SearchIndex:
                 said += weight
         return said / total if total else 0.0
 
+    def names_entity(self, doc: int, query_terms: Sequence[str]) -> bool:
+        """Whether the request names this document's entity (its name or a keyword it shares, itself or by a
+        synonym)."""
+        own = self._entity_terms[doc]
+        return any(_names(t, own) for t in query_terms)
+
     def names_another_entity(self, doc: int, query_terms: Sequence[str]) -> bool:
         """Whether the request names an entity (its name or a keyword it shares, itself or by a synonym), but not
         this document's: "reopen PO 3310" names a purchase order, not a ticket."""
