@@ -48,6 +48,17 @@ async def test_an_app_scope_grants_what_it_names_and_no_more(app: object, factor
     assert me.status_code == 200, me.text  # a read that needs no permission takes any app scope
 
 
+async def test_an_app_scope_does_not_list_the_persons_keys(app: object, factory: Factory) -> None:
+    """whoami and introspection orient any client; the person's own credentials are not among them."""
+    ws = await factory.workspace(roles=("viewer",))
+    keys = {"operation": "list", "app": "keys", "entity": "key", "arguments": {}}
+    for scope, status in (("spare_parts.view", 403), ("keys.view", 200), ("mcp:read", 200)):
+        token = (await _tokens(app, ws, "viewer", scope))["access_token"]
+        async with browser(app, ws.host) as c:
+            answer = await c.post("/api/mcp/tools/prism_config_manage/", json=keys, headers=bearer(token))
+        assert answer.status_code == status, (scope, answer.text)
+
+
 async def test_an_app_scope_never_goes_beyond_the_role(app: object, factory: Factory) -> None:
     ws = await factory.workspace(roles=("viewer",))
     tokens = await _tokens(app, ws, "viewer", "spare_parts.add spare_parts.view")

@@ -1,8 +1,9 @@
 """keys: the caller's own API keys in the organization (config_manage/keys/key/...).
 
-Anyone who belongs to the organization may see their own keys; minting (`keys.add_key`) and revoking
-(`keys.change_key`) are write operations, which the seeded `viewer` role does not hold (a viewer keeps the
-`/keys/` dashboard). Minting is for a person signed in to the console (credential `console`): an API key or
+Seeing one's own keys takes `keys.view_key`, which every seeded role holds (`*.view_*`): a permission, not
+none, so that an OAuth token scoped to another app (`spare_parts.view`) cannot list the person's credentials,
+as it may call whoami or introspection. Minting (`keys.add_key`) and revoking (`keys.change_key`) are write
+operations, which the seeded `viewer` role does not hold (a viewer keeps the `/keys/` dashboard). Minting is for a person signed in to the console (credential `console`): an API key or
 OAuth token cannot mint another credential, or a leaked or governed one (with a persona, an AI system) could
 make itself an ungoverned key that outlives it. The new key's plaintext is in the answer once; Prism keeps
 only its hash, and the ledger entry only the digest of the arguments. Another person's key, or another
@@ -66,7 +67,7 @@ def _record(key: ApiKey) -> dict[str, Any]:
             "expires_at": iso(key.expires_at), "status": status}
 
 
-@app.handler("config_manage", "key", "list", params=ListParams, scope="read", permission=None,
+@app.handler("config_manage", "key", "list", params=ListParams, scope="read", permission="keys.view_key",
              keywords=KEYWORDS, description="List your own API keys in this organization (never their secrets).")
 async def list_keys(call: HandlerCall, p: ListParams) -> dict[str, Any]:
     repository = _repository(call)
