@@ -79,7 +79,10 @@ async def test_a_persons_keys_are_paged_ordered_and_searched_by_the_database(
             if organization.id == sibling.id:
                 await add_to_organization(s, user, organization, role="owner")
             for name in names:
-                await create_key(s, tenant=workspace.tenant, user=user, organization=organization, name=name)
+                # Two keys expire, the others never do: their expiry is NULL.
+                expires = {"runner-a": 10, "runner-c": 30}.get(name)
+                await create_key(s, tenant=workspace.tenant, user=user, organization=organization, name=name,
+                                 expires_days=expires)
     first = await ok(client, ws, f"{BASE}/list", {"page_size": 4})
     second = await ok(client, ws, f"{BASE}/list", {"page": 2, "page_size": 4})
     assert first["total"] == second["total"] == 6 and len(first["items"]) == 4 and len(second["items"]) == 2
@@ -92,3 +95,9 @@ async def test_a_persons_keys_are_paged_ordered_and_searched_by_the_database(
     assert [k["id"] for k in by_prefix["items"]] == [first["items"][0]["id"]]
     bad = await post(client, ws, f"{BASE}/list", {"ordering": "secret_hash"})
     assert bad.status_code == 400 and "ordering" in bad.json()["message"], bad.json()
+    # Keys that never expire come last either way, on PostgreSQL (NULLs sort high) as on SQLite (NULLs sort low).
+    soonest = await ok(client, ws, f"{BASE}/list", {"ordering": "expires_at", "search": "runner"})
+    latest = await ok(client, ws, f"{BASE}/list", {"ordering": "-expires_at", "search": "runner"})
+    assert [k["name"] for k in soonest["items"]][:2] == ["runner-a", "runner-c"]
+    assert [k["name"] for k in latest["items"]][:2] == ["runner-c", "runner-a"]
+    assert all(k["expires_at"] is None for k in soonest["items"][2:] + latest["items"][2:])

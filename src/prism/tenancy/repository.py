@@ -14,7 +14,7 @@ from datetime import date, datetime
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import Select, bindparam, func, or_, select
+from sqlalchemy import Select, bindparam, func, inspect, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
@@ -179,8 +179,13 @@ class OrgRepository(Generic[M]):
         descending, name = _parse_ordering(ordering or default_ordering, orderable)
         column = getattr(self.model, name)
         tiebreak = self.model.id  # type: ignore[attr-defined]
-        return stmt.order_by(column.desc() if descending else column.asc(),
-                             tiebreak.desc() if descending else tiebreak.asc())
+        order = column.desc() if descending else column.asc()
+        if inspect(self.model).columns[name].nullable:
+            # Records without the value come last either way, on both engines (PostgreSQL sorts NULLs high and
+            # SQLite low). Only where NULLs can be: it would keep PostgreSQL from reading a NOT NULL column's
+            # index backwards for a descending page.
+            order = order.nulls_last()
+        return stmt.order_by(order, tiebreak.desc() if descending else tiebreak.asc())
 
     async def page(self, stmt: Select[M], *, page: int, page_size: int, ordering: str | None,
                    orderable: tuple[str, ...], default_ordering: str) -> dict[str, Any]:

@@ -3,11 +3,11 @@
 Seeing one's own keys takes `keys.view_key`, which every seeded role holds (`*.view_*`): a permission, not
 none, so that an OAuth token scoped to another app (`spare_parts.view`) cannot list the person's credentials,
 as it may call whoami or introspection. Minting (`keys.add_key`) and revoking (`keys.change_key`) are write
-operations, which the seeded `viewer` role does not hold (a viewer keeps the `/keys/` dashboard). Minting is for a person signed in to the console (credential `console`): an API key or
-OAuth token cannot mint another credential, or a leaked or governed one (with a persona, an AI system) could
-make itself an ungoverned key that outlives it. The new key's plaintext is in the answer once; Prism keeps
-only its hash, and the ledger entry only the digest of the arguments. Another person's key, or another
-organization's, is not found.
+operations, which the seeded `viewer` role does not hold (a viewer keeps the `/keys/` dashboard). Minting is for
+a person signed in to the console (credential `console`): an API key or OAuth token cannot mint another
+credential, or a leaked or governed one (with a persona, an AI system) could make itself an ungoverned key that
+outlives it. The new key's plaintext is in the answer once; Prism keeps only its hash, and the ledger entry only
+the digest of the arguments. Another person's key, or another organization's, is not found.
 """
 
 from __future__ import annotations
