@@ -3,11 +3,12 @@
     python bench/search_eval.py [--tasks bench/search_tasks.json]
 
 Each task is a plain-language request and the coordinate(s) that answer it. Tasks marked
-`"unseen_words": true` are phrased only in words that appear in no handler's coordinate (no mega-tool,
+`"unseen_words": true` were phrased only in words that appear in no handler's coordinate (no mega-tool,
 app, entity or operation name, after the same word splitting and stemming the index uses); the script
-checks that claim and refuses to report if a task breaks it. The search runs over the whole registry
-(built-in apps and installed `prism.apps` packages) as an owner sees it (every handler visible),
-through the same SearchIndex the endpoint uses.
+checks that claim against today's catalog, which has grown since: a task whose words a handler's name now
+uses is counted with the named tasks, and the script says how many and which words. The search runs over
+the whole registry (built-in apps and installed `prism.apps` packages) as an owner sees it (every handler
+visible), through the same SearchIndex the endpoint uses.
 
 Three passes: the first pass alone, rerank with its lexical part only (the semantic extra switched
 off), and rerank as the endpoint runs it (with the semantic part when the `semantic` extra is
@@ -57,11 +58,13 @@ def name_vocabulary(registry: Registry) -> set[str]:
 
 
 def check_unseen(tasks: list[dict[str, Any]], vocabulary: set[str]) -> list[str]:
+    """Unmarks, and lists, the tasks marked `unseen_words` whose words a handler's name uses now."""
     problems = []
     for task in tasks:
         if task.get("unseen_words"):
             shared = sorted(set(terms(task["query"])) & vocabulary)
             if shared:
+                task["unseen_words"] = False
                 problems.append(f"{task['query']!r} uses handler-name words {shared}")
     return problems
 
@@ -101,7 +104,8 @@ def main() -> None:
         sys.exit(f"tasks name coordinates that do not exist: {missing}")
     problems = check_unseen(tasks, name_vocabulary(registry))
     if problems:
-        sys.exit("tasks marked unseen_words use handler-name words:\n  " + "\n  ".join(problems))
+        print(f"{len(problems)} tasks marked unseen_words use words of today's handler names; counted as named:\n  "
+              + "\n  ".join(problems) + "\n")
     rankers: dict[str, str] = {}
     subsets = {"all": tasks, "named": [t for t in tasks if not t.get("unseen_words")],
                "unseen words": [t for t in tasks if t.get("unseen_words")],
