@@ -25,7 +25,9 @@ BASE = "config_manage/keys/key"
 
 async def _show(request: Request, caller: ConsoleCaller, *, status: int = 200, error: str | None = None,
                 notice: str | None = None, minted: dict[str, Any] | None = None) -> Response:
-    listed = await caller.call(request, f"{BASE}/list", {"page_size": 100})
+    # A role may mint without `keys.view_key`: the page still shows what was minted, once.
+    may_list = caller.may(f"{BASE}/list", request)
+    listed = await caller.call(request, f"{BASE}/list", {"page_size": 100}) if may_list else {"items": []}
     return page("console_keys.html", request, caller, PATH, status=status, error=error, notice=notice,
                 keys=listed["items"], scopes=PLATFORM_SCOPES, surfaces=SURFACES, minted=minted,
                 may_create=caller.may(f"{BASE}/create", request), may_revoke=caller.may(f"{BASE}/revoke", request))
