@@ -110,6 +110,8 @@ def test_confidence_is_a_probability_and_nothing_fits_is_flagged(registry: Regis
     ("raise a PO to vendor 31 for 100 FC-200 cartridges", None),
     ("instance 4471 crashed, resume it", TAKE_BACK), ("please wipe the movement history of part 7", UNDOABLE),
     ("void payment 3307", UNDOABLE), ("drop a note on ticket 4412", None), ("we voided payment 3307", None),
+    # A clause opening with a past tense tells: the act is asked after it.
+    ("deleted doc 90 by mistake, restore it", TAKE_BACK),
     # The first act decides: a change asked after another act, a change told of, or "change" as a noun is not it.
     ("add a line to PO 7, then change its quantity", None), ("changes made to persona 7 last week?", None),
     ("set up a PM for the filter change every 90 days", None), ("which tickets are open?", None),
@@ -161,12 +163,29 @@ def test_a_change_asked_is_answered_first_by_the_entitys_handler_that_changes(
     assert found.hits[0].handler.path == "entity_crud/finance/vendor/update", found.hits[:3]
 
 
+def test_an_act_told_at_the_start_is_not_asked(registry: Registry) -> None:
+    """"deleted doc 90 by mistake" tells of a deletion (no subject before it); what it asks is to restore."""
+    found = first(registry, "deleted doc 90 by mistake, restore it")
+    assert found.hits[0].handler.path == "document_op/documents/document/restore" and not found.no_match
+    assert not found.asks_irreversible
+
+
+def test_an_irreversible_handler_never_takes_an_act_back(registry: Registry) -> None:
+    """`payment/void`'s description says a paid invoice "reopens": voiding is no reopening."""
+    found = first(registry, "reopen invoice 7702, the payment bounced")
+    assert found.no_match, found.hits[:3]
+    assert all(h.confidence < 0.2 for h in found.hits if h.handler.path == "workflow_action/finance/payment/void")
+
+
 def test_a_count_comes_first_only_when_the_request_asks_for_a_number(registry: Registry) -> None:
     """The count's example requests share the words of a question about the records; only "how many", "the
     number of", "count" or "total" ask for the number."""
     found = first(registry, "which POs from vendor 12 are still open?")
     assert found.hits[0].handler.path == "entity_crud/finance/purchase_order/list", found.hits[:3]
+    part_number = first(registry, "what is the part number of spare part 12?")
+    assert part_number.hits[0].handler.path == "entity_crud/spare_parts/spare_part/read", part_number.hits[:3]
     for query, entity in (("how many tickets are due before noon?", "itsm/ticket"),
+                          ("the number of open tickets for priya", "itsm/ticket"),
                           ("count the POs from vendor 12 that are still open", "finance/purchase_order")):
         assert first(registry, query).hits[0].handler.path == f"entity_crud/{entity}/count", query
 

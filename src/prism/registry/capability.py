@@ -123,7 +123,7 @@ CONDITIONALS = frozenset({"if", "when", "once", "unless", "after", "before", "sh
 # Words that may come before the verb of an imperative clause.
 _LEADING = frozenset({"please", "now", "also", "then", "and", "just", "so", "can", "you", "could"})
 
-# Two kinds of act a request's first act may ask for (`asked_act`) that some handlers cannot do. When the best
+# Three kinds of act a request's first act may ask for (`asked_act`) that some handlers cannot do. When the best
 # handler is one of those, the request most likely asks for an act the catalog does not offer (a near miss),
 # and the confidence says so (`features`).
 # - A change to a record that exists ("extend the expiry on key 4", "rename agent 7"): its verbs in the form an
@@ -160,8 +160,9 @@ _NOUN_AFTER = frozenset({"on", "about", "of", "from"})
 # mission 12's budget ceiling to $800", "set the reserve to $45,000"), else not ("raise a PO to vendor 31").
 CHANGING_TO_AN_AMOUNT = frozenset({"raise", "set"})
 # The words of a count, stemmed: an operation named by one counts records; a request saying one asks for a number
-# ("how many", "the number of", "count", "tally", "total").
+# ("how many", "count", "tally", "total"), and so does "number of" ("the part number of part 12" does not).
 COUNTING = frozenset({stem("count"), *SYNONYMS.get(stem("count"), ())})
+_NUMBER = stem("number")
 
 # The logistic model of `confidence`: intercept, then the weights of (coverage, known, cosine, relative
 # score, first result, matched mass, an act asked of a handler that cannot do it, the request names the
@@ -184,6 +185,7 @@ class Scored:
     score: float
     confidence: float
     # What the confidence was computed from (see `features`): kept for calibration (bench/search_calibrate.py).
+    # A plan's first step keeps its clause's features, and may carry the whole request's confidence (`find`).
     features: tuple[float, ...] = ()
 
 
@@ -237,7 +239,7 @@ def _not_asked(words: Sequence[str], i: int) -> bool:
     word, before = words[i], words[i - 1] if i > 0 else ""
     light = LIGHT_USES.get(stem(word))
     reach = range(max(1, i - NEGATION_REACH), i)
-    return (_negated(words, i) or (word.endswith("ed") and (before in SUBJECTS or before in TELLING))
+    return (_negated(words, i) or (word.endswith("ed") and (i == 0 or before in SUBJECTS or before in TELLING))
             or (word.endswith("ing") and (before in DESCRIBING
                                           or not PREVENTING.isdisjoint(words[max(0, i - NEGATION_REACH):i])))
             or any(words[j] in ATTEMPTING and words[j - 1] in DESCRIBING for j in reach)
@@ -287,15 +289,17 @@ def counts_records(handler: Handler) -> bool:
 
 def takes_back(handler: Handler, verb: str) -> bool:
     """Whether the handler takes an act back: its operation says so (reopen, restore, enable, un_void ...), or
-    its description says the request's verb ("Start work on an open work order (or resume one on hold)")."""
+    its description says the request's verb as said ("Start work on an open work order (or resume one on
+    hold)"), and it is not itself irreversible (`payment/void`: "a paid invoice reopens as approved")."""
     words = operation_words(handler.coordinate.operation)
-    return (bool(words) and words[0] in TAKING_BACK_OPERATIONS) or stem(verb) in _description_words(
-        handler.description)
+    if bool(words) and words[0] in TAKING_BACK_OPERATIONS:
+        return True
+    return not irreversible(handler) and verb in _description_words(handler.description)
 
 
 @lru_cache(maxsize=4096)
 def _description_words(description: str) -> frozenset[str]:
-    return frozenset(stem(w) for w in split_words(description))
+    return frozenset(split_words(description))
 
 
 def asked_act(index: SearchIndex, query: str) -> Act | None:
@@ -308,6 +312,8 @@ def asked_act(index: SearchIndex, query: str) -> Act | None:
         if not opening:
             continue
         verb = opening[0]
+        if _past_tense(verb):
+            continue  # "deleted doc 90 by mistake, restore it": the first clause tells, the second asks
         if verb in CHANGING:
             return None if opening[1:] and opening[1] in _NOUN_AFTER else Act(CHANGE, verb)
         if verb in CHANGING_TO_AN_AMOUNT and _to_an_amount(clause):
@@ -387,7 +393,7 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
                        and not irreversible(h.handler)), None)
         if change is not None:
             hits = [hits[change], *hits[:change], *hits[change + 1:]]
-    if counts_records(hits[0].handler) and COUNTING.isdisjoint(query_terms):
+    if counts_records(hits[0].handler) and not _asks_a_number(query, query_terms):
         # A count answers a request for a number only: "which POs are still open", "show me the failed calls"
         # want the records, and the first result that does not count them moves up to first.
         records = next((i for i, h in enumerate(hits) if not counts_records(h.handler)
@@ -422,8 +428,27 @@ def _asks_an_act(index: SearchIndex, clause: str) -> bool:
 
 
 def _past_tense(word: str) -> bool:
-    """A verb's past form, by its ending: "pulled", "closed" (not "need" or "proceed")."""
-    return word.endswith("ed") and not word.endswith("eed")
+    """A verb's past form, by its ending: "pulled", "closed" (not "need", "proceed", "shred" or "embed")."""
+    return (len(word) > 4 and word.endswith("ed") and not word.endswith("eed")
+            and word not in _ED_BUT_PRESENT)
+
+
+# Verbs whose present form ends in -ed (those in -eed aside).
+_ED_BUT_PRESENT = frozenset({"shred", "embed"})
+
+
+def _asks_a_number(query: str, query_terms: Sequence[str]) -> bool:
+    """Whether the request asks how many: "how many", "count", "tally", "total", or "the number of" (not "the
+    part number of part 12")."""
+    if not (COUNTING - {_NUMBER}).isdisjoint(query_terms):
+        return True
+    words = ["", *split_words(query)]
+    return _NUMBER in query_terms and any(
+        words[i:i + 2] == ["number", "of"] and words[i - 1] in _BEFORE_A_COUNT for i in range(1, len(words)))
+
+
+# What comes before "number of" when it asks for a count: the start of the request, "the", "total".
+_BEFORE_A_COUNT = frozenset({"", "the", "total"})
 
 
 def _to_an_amount(words: Sequence[str]) -> bool:
