@@ -8,10 +8,14 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
 
 from prism.kit.paging import PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, Paging
+from prism.models import ApiKey, AuditEntry
 from prism.registry import Registry
 from prism.storage import Database
+from prism.tenancy.repository import OrgRepository
 from tests.factories import Factory, Workspace
 from tests.webhooks_fixtures import (  # noqa: F401 -- fixtures: an app that may send to loopback
     hook_app_fixture,
@@ -142,3 +146,17 @@ async def test_webhook_and_delivery_lists_answer_the_envelope_beside_their_spec_
     assert deliveries["results"] == deliveries["items"] and deliveries["count"] == deliveries["total"]
     for url in (WEBHOOKS, f"{WEBHOOKS}{hook}/deliveries/"):
         assert_refused_naming(await client.get(url, headers=ws.headers(), params={"page_size": "101"}), "page_size")
+
+
+@pytest.mark.parametrize(("model", "ordering", "nulls_last"), [
+    (ApiKey, "expires_at", True), (ApiKey, "-last_used_at", True),
+    # An index holds it: the engine's own order, so that PostgreSQL reads the index backwards for a newest-first
+    # page of the ledger (an entry not yet sealed has no position).
+    (AuditEntry, "-seq", False),
+    (ApiKey, "-created_at", False)])  # NOT NULL: nothing to place
+def test_records_without_the_ordering_value_go_last_only_where_no_index_serves_it(
+        model: type, ordering: str, nulls_last: bool) -> None:
+    for dialect in (postgresql.dialect(), sqlite.dialect()):
+        repository = OrgRepository(None, model, "org")  # type: ignore[arg-type]  # compiled only, never run
+        stmt = repository.ordered(select(model), ordering, (ordering.lstrip("-"),), "id")
+        assert ("NULLS LAST" in str(stmt.compile(dialect=dialect))) is nulls_last, (model, ordering, dialect.name)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from datetime import date, datetime
+from functools import cache
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import Select, bindparam, func, inspect, or_, select
+from sqlalchemy import Column, Index, Select, UniqueConstraint, bindparam, func, inspect, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
@@ -180,10 +181,7 @@ class OrgRepository(Generic[M]):
         column = getattr(self.model, name)
         tiebreak = self.model.id  # type: ignore[attr-defined]
         order = column.desc() if descending else column.asc()
-        if inspect(self.model).columns[name].nullable:
-            # Records without the value come last either way, on both engines (PostgreSQL sorts NULLs high and
-            # SQLite low). Only where NULLs can be: it would keep PostgreSQL from reading a NOT NULL column's
-            # index backwards for a descending page.
+        if _nulls_go_last(self.model, name):
             order = order.nulls_last()
         return stmt.order_by(order, tiebreak.desc() if descending else tiebreak.asc())
 
@@ -199,6 +197,21 @@ class OrgRepository(Generic[M]):
         keys = tuple(shown)
         return envelope([{key: _json_ready(value) for key, value in zip(keys, row, strict=True)} for row in rows],
                         page, page_size, total)
+
+
+@cache
+def _nulls_go_last(model: type, name: str) -> bool:
+    """Whether records without the ordering's value are put last whichever the direction, as the engines do not
+    agree (PostgreSQL sorts NULLs high, SQLite low): for a nullable column that no index or unique constraint
+    holds. An indexed column keeps its engine's order, so that its index still serves the page read backwards
+    (`audit_entries.seq`: an entry not yet sealed has none); a NOT NULL column has no NULLs to place."""
+    column: Column[Any] = inspect(model).columns[name]
+    if not column.nullable:
+        return False
+    table = column.table
+    held: list[Index | UniqueConstraint] = [*table.indexes, *(c for c in table.constraints
+                                                              if isinstance(c, UniqueConstraint))]
+    return not any(column.name in held_by.columns for held_by in held)
 
 
 def _parse_ordering(ordering: str, orderable: tuple[str, ...]) -> tuple[bool, str]:
