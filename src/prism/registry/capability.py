@@ -233,9 +233,10 @@ def _negated(words: Sequence[str], i: int) -> bool:
 
 def _not_asked(words: Sequence[str], i: int) -> bool:
     """Whether the verb at `i` is negated, tells what someone did ("we voided it by mistake", "the webhook I
-    deleted": a past tense after its subject; "got retired": a participle after an auxiliary), what is going on,
-    to be prevented or was attempted ("keeps dropping", "stop it deleting", "was trying to delete": `DESCRIBING`,
-    `PREVENTING`, `ATTEMPTING`), or is used lightly ("drop a note": `LIGHT_USES`)."""
+    deleted": a past tense after its subject, or opening the request: "deleted doc 90 by mistake"; "got retired": a
+    participle after an auxiliary), what is going on, to be prevented or was attempted ("keeps dropping", "stop it
+    deleting", "was trying to delete": `DESCRIBING`, `PREVENTING`, `ATTEMPTING`), or is used lightly ("drop a
+    note": `LIGHT_USES`)."""
     word, before = words[i], words[i - 1] if i > 0 else ""
     light = LIGHT_USES.get(stem(word))
     reach = range(max(1, i - NEGATION_REACH), i)
