@@ -35,6 +35,12 @@ def test_how_many_asks_for_a_count_not_a_list() -> None:
     assert _shape("the number of open claims") == {stem("count"): {"open", "claim"}}
 
 
+def test_an_abbreviation_in_the_plural_asks_for_a_list() -> None:
+    """"POs" is too short for the plural's form, yet it is one; "open" before it says a state, not an act."""
+    assert _shape("show me open POs")[stem("list")] == {"open", stem("purchase")}
+    assert _shape("which WOs are overdue") == {stem("list"): {stem("work")}}
+
+
 def test_words_that_only_look_plural_are_not() -> None:
     assert _shape("what is its status") == {}
 
@@ -61,6 +67,7 @@ def ranked() -> Any:
     ("which vehicles are parked at the north depot", "entity_crud/maintenance/asset/list"),
     ("how many tickets are open", "entity_crud/itsm/ticket/count"),
     ("open ticket 4412", "entity_crud/itsm/ticket/read"),
+    ("show me open POs for vendor 12", "entity_crud/finance/purchase_order/list"),
 ])
 @pytest.mark.parametrize("rerank", [False, True])
 def test_the_shape_picks_the_handler_within_the_entity(ranked: Any, monkeypatch: pytest.MonkeyPatch,

@@ -668,7 +668,10 @@ def _names(word: str, vocabulary: frozenset[str]) -> bool:
 
 
 def _is_plural(word: str) -> bool:
-    """A noun in the plural, by its form: the stemmer strips an -s ending (not -ss, -us, -is)."""
+    """A noun in the plural, by its form: the stemmer strips an -s ending (not -ss, -us, -is); or an abbreviation's
+    plural ("POs", "WOs", "docs")."""
+    if word.endswith("s") and word[:-1] in ABBREVIATIONS:
+        return True
     return len(word) > 3 and word.endswith("s") and word not in STOPWORDS and stem(word) != word
 
 
