@@ -293,7 +293,7 @@ def takes_back(handler: Handler, verb: str) -> bool:
     its description says the request's verb as said ("Start work on an open work order (or resume one on
     hold)"), and it is not itself irreversible (`payment/void`: "a paid invoice reopens as approved")."""
     words = operation_words(handler.coordinate.operation)
-    if bool(words) and words[0] in TAKING_BACK_OPERATIONS:
+    if words and words[0] in TAKING_BACK_OPERATIONS:
         return True
     return not irreversible(handler) and verb in _description_words(handler.description)
 
@@ -382,7 +382,7 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
         # Stable: the first reversible handler moves up to first; the rest keep their order.
         safe = next((i for i, h in enumerate(hits) if not irreversible(h.handler)), None)
         if safe is not None:
-            hits = [hits[safe], *hits[:safe], *hits[safe + 1:]]
+            hits = _first(hits, safe)
     act = asked_act(index, query)
     if act is not None and act.kind == CHANGE and changes_no_existing_record(hits[0].handler):
         # A change asked of the first result's entity: its handler named for changing a record (update, edit,
@@ -393,14 +393,14 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
         change = next((i for i, h in enumerate(hits) if entity(h.handler) and changes_a_record(h.handler)
                        and not irreversible(h.handler)), None)
         if change is not None:
-            hits = [hits[change], *hits[:change], *hits[change + 1:]]
+            hits = _first(hits, change)
     if counts_records(hits[0].handler) and not _asks_a_number(query, query_terms):
         # A count answers a request for a number only: "which POs are still open", "show me the failed calls"
         # want the records, and the first result that does not count them moves up to first.
         records = next((i for i, h in enumerate(hits) if not counts_records(h.handler)
                         and (asked or not irreversible(h.handler))), None)
         if records is not None:
-            hits = [Hit(hits[records].handler, hits[0].score), *hits[:records], *hits[records + 1:]]
+            hits = _first(hits, records, score=hits[0].score)
     with_model = ranker == SEMANTIC_RERANK and cosines is not None
     known = index.known(query_terms)
     mass = sum(index.idf.get(t, index.unknown_idf) for t in query_terms) / index.unknown_idf
@@ -410,6 +410,12 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
         values = features(index, h, query_terms, known, mass, best, cosines, i == 0, act)
         scored.append(Scored(h.handler, h.score, calibrated(values, with_model), values))
     return scored, ranker
+
+
+def _first(hits: list[Hit], i: int, *, score: float | None = None) -> list[Hit]:
+    """The hits with the i-th moved up to first (with `score` when given); the rest keep their order."""
+    moved = hits[i] if score is None else Hit(hits[i].handler, score)
+    return [moved, *hits[:i], *hits[i + 1:]]
 
 
 def _same_entity(handler: Handler, accept: Callable[[Handler], bool] | None) -> Callable[[Handler], bool]:
