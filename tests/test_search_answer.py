@@ -53,7 +53,10 @@ def first(registry: Registry, query: str) -> Any:
     # An act going on, recurring or to be prevented is told of, not asked for; "drop a note" writes one.
     ("robot R2 keeps dropping cartons, raise a job for it", False), ("stop the bot deleting vendors", False),
     ("the sync is removing rows it should not", False), ("drop a private note on INC-4410", False),
-    ("drop me a line when it ships", False), ("drop vendor 12", True), ("deleting vendor 12, please", True),
+    ("drop me a line when it ships", False), ("drop vendor 12", True),
+    # "drop" that lowers a level changes a record.
+    ("drop ticket 8812 from P1 down to P3, customer says it can wait", False), ("drop the limit to $500", False),
+    ("drop vendor 12 from the approved list", True), ("deleting vendor 12, please", True),
     # An attempt told of is not asked for; wanting or trying it oneself still asks.
     ("say no to request 1190, the agent was trying to mass-delete vendor records", False),
     ("it kept attempting to void payments", False), ("try to delete vendor 12", True),

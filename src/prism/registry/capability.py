@@ -92,6 +92,10 @@ ATTEMPTING = frozenset({"trying", "attempting"})
 # Everyday phrases in which an irreversible verb writes something instead: "drop a note on INC-4410", "drop me a
 # line". The verb is followed by one of these words.
 LIGHT_USES = {stem("drop"): frozenset({"a", "an", "me", "us", "him", "her", "them", "in"})}
+# Verbs that also lower a level: "drop ticket 8812 from P1 down to P3", "drop the limit to $500" change a record.
+# The verb says "down", or "to" and a level with a digit, within LOWERING_REACH words after it.
+LOWERING = frozenset({stem("drop")})
+LOWERING_REACH = 7
 # How far an irreversible handler's score moves (relative to the first result's) when the request asks for
 # such an act.
 ASKED_BOOST = 0.3
@@ -244,7 +248,13 @@ def _not_asked(words: Sequence[str], i: int) -> bool:
             or (word.endswith("ing") and (before in DESCRIBING
                                           or not PREVENTING.isdisjoint(words[max(0, i - NEGATION_REACH):i])))
             or any(words[j] in ATTEMPTING and words[j - 1] in DESCRIBING for j in reach)
-            or (light is not None and i + 1 < len(words) and words[i + 1] in light))
+            or (light is not None and i + 1 < len(words) and words[i + 1] in light)
+            or (stem(word) in LOWERING and _lowers(words[i + 1:i + 1 + LOWERING_REACH])))
+
+
+def _lowers(after: Sequence[str]) -> bool:
+    """Whether the words after a LOWERING verb say where a level goes: "down", or "to" and a level ("to P3")."""
+    return "down" in after or any(w == "to" and any(c.isdigit() for c in level) for w, level in pairwise(after))
 
 
 def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: float, mass: float, best: float,

@@ -49,7 +49,10 @@ if TYPE_CHECKING:
     import numpy as np
 
 K1 = 1.2
-B = 0.75
+# BM25's length normalisation, nearly off: a handler's text is long because it is well described (its example
+# requests, its keywords), not because it is wordy, and among thousands of one-line descriptions sharing a
+# request's common word (tests/test_search_at_scale.py) normalising by length ranks the bare ones first.
+B = 0.1
 SYNONYM_WEIGHT = 0.4
 RERANK_POOL = 50
 # Documents whose rerank features (`_Joint`) are kept between queries.
@@ -489,7 +492,7 @@ class SearchIndex:
         # of candidates, a concept found in most documents only adds to those already there (the "continue"
         # strategy of Moffat & Zobel): its idf is low, so a document matching nothing rarer would rank
         # below them in practice, and skipping it bounds the work on queries full of common words.
-        concepts = [self.concept_postings(t, [o for o in own if o != t and o in SYNONYMS.get(t, ())]) for t in own]
+        concepts = self._concepts_of(own)
         for postings in sorted((c for c in concepts if c), key=len):
             if not scores:
                 scores = dict(postings)
@@ -514,6 +517,21 @@ class SearchIndex:
         candidates = ((s, -d) for d, s in scores.items()
                       if mask[d] and (accept is None or accept(handlers[d])))
         return heapq.nlargest(pool, candidates)
+
+    def _concepts_of(self, own: Sequence[str]) -> list[dict[int, float]]:
+        return [self.concept_postings(t, [o for o in own if o != t and o in SYNONYMS.get(t, ())]) for t in own]
+
+    def _first_pass_scores(self, own: Sequence[str], shape: QueryShape, docs: Iterable[int]) -> list[tuple[float, int]]:
+        """What the first pass would have scored these documents, as (score, -doc)."""
+        concepts = self._concepts_of(own)
+        shaped = self._shape_documents(shape)
+        scored = []
+        for doc in docs:
+            s = sum(c.get(doc, 0.0) for c in concepts)
+            if doc in shaped and s:
+                s += FIRST_PASS_SHAPE * self.concept_postings(shaped[doc]).get(doc, 0.0)
+            scored.append((s, -doc))
+        return scored
 
     def _shape_documents(self, shape: QueryShape) -> dict[int, str]:
         """The list handlers of the entities the request names in the plural, and the read handlers of
@@ -558,17 +576,24 @@ class SearchIndex:
     def _hybrid(self, query: str, own: Sequence[str], shape: QueryShape, top: list[tuple[float, int]],
                 embeddings: semantic.SemanticIndex, visible: tuple[Handler, ...],
                 accept: Callable[[Handler], bool] | None, cosines: np.ndarray | None) -> list[tuple[float, int]]:
-        """Lexical rerank fused with the embedding: candidates from both, one weighted score."""
-        lexical = self._rerank(query, own, shape, top)
+        """Lexical rerank fused with the embedding: candidates from both, one weighted score.
+
+        The embedding's candidates are scored lexically too, as if the first pass had kept them: among
+        hundreds of handlers sharing a request's one known word ("cancel it"), the first pass keeps the
+        shortest texts, and the handler the embedding finds must not enter with no lexical score at all."""
         if cosines is None:
             cosines = embeddings.scores(query)
         if cosines is None:
-            return lexical
+            return self._rerank(query, own, shape, top)
         handlers = self.handlers
         take = None if accept is None else (lambda doc: accept(handlers[doc]))
-        lexical_score = {-neg: s for s, neg in lexical}
         nearest = embeddings.best(cosines, self.mask(visible), SEMANTIC_POOL, take)
-        docs = list(dict.fromkeys([*lexical_score, *nearest]))
+        pooled = {-neg for _, neg in top}
+        joined = top + self._first_pass_scores(own, shape, (d for d in nearest if d not in pooled))
+        joined.sort(reverse=True)
+        lexical = self._rerank(query, own, shape, joined)
+        lexical_score = {-neg: s for s, neg in lexical}
+        docs = list(lexical_score)
         if not docs:
             return []
         best = max(lexical_score.values(), default=0.0) or 1.0

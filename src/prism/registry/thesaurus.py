@@ -23,7 +23,7 @@ SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     ("report", "summary", "aggregate", "overview", "breakdown", "statistics", "stats", "rate"),
     ("approve", "accept", "authorize", "sign", "signoff", "allow", "okay"),
     ("deny", "refuse", "decline", "reject", "rejected"),
-    ("appeal", "contest", "dispute", "challenge", "reconsider"),
+    ("appeal", "contest", "dispute", "challenge", "reconsider", "disagree"),
     ("submit", "send", "forward", "lodge", "transmit"),
     ("assign", "give", "allocate", "hand", "delegate", "route", "owner"),
     ("hold", "pause", "wait", "suspend", "postpone"),
