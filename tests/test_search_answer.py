@@ -118,6 +118,9 @@ def test_confidence_is_a_probability_and_nothing_fits_is_flagged(registry: Regis
     # The first act decides: a change asked after another act, a change told of, or "change" as a noun is not it.
     ("add a line to PO 7, then change its quantity", None), ("changes made to persona 7 last week?", None),
     ("set up a PM for the filter change every 90 days", None), ("which tickets are open?", None),
+    # A record named at the start ("ticket 4401 was ..."; "ticket" is a synonym of an operation's verb) is no act.
+    ("Ticket 4401 was escalated to P1 by mistake - lower it back to P3", CHANGE),
+    ("ticket 20455 isn't actually urgent, lower it to P4", CHANGE),
 ])
 def test_the_first_act_of_a_request_may_ask_to_change_a_record_or_take_an_act_back(
         registry: Registry, query: str, act: str | None) -> None:
@@ -142,7 +145,11 @@ def test_an_act_asked_that_the_catalog_does_not_offer_is_flagged(
                   "restore ticket 7702, someone deleted it by mistake",
                   # Stock movements are only read: nothing erases them. Agent instances are never resumed.
                   "wipe the stock movement history of part 7 before 2020, it is clutter",
-                  "instance 4471 crashed at step 9, resume it from there"):
+                  "instance 4471 crashed at step 9, resume it from there",
+                  # Tickets are escalated, never lowered: escalating is the opposite act.
+                  "Ticket 4401 was escalated to P1 by mistake - lower it back to P3",
+                  "ticket 20455 isn't actually urgent, drop it from P1 down to P4",
+                  "drop ticket 8812 from P1 down to P3, customer says it can wait"):
         found = first(registry, query)
         assert found.no_match, (query, [(h.handler.path, h.confidence) for h in found.hits[:3]])
     # Where the catalog does it, it is answered.
@@ -151,7 +158,8 @@ def test_an_act_asked_that_the_catalog_does_not_offer_is_flagged(
                           ("restore doc 90, it was deleted by mistake", "document"),
                           # Starting a work order resumes one on hold, as its description says.
                           ("resume work order 90401, the gearbox arrived", "work_order"),
-                          ("cancel work order 5120, the pump was replaced", "work_order")):
+                          ("cancel work order 5120, the pump was replaced", "work_order"),
+                          ("escalate ticket 6120 to P1, the CEO's laptop is down", "ticket")):
         found = first(registry, query)
         assert not found.no_match and found.hits[0].handler.coordinate.entity == entity, found.hits[:3]
 

@@ -138,6 +138,8 @@ _LEADING = frozenset({"please", "now", "also", "then", "and", "just", "so", "can
 #   entity; cancelling, closing or reading does not, nor does reopening a ticket for "reopen PO 3310".
 # - An act that cannot be undone ("wipe the stock movement history for part 7", "cancel PO 4410"): a handler
 #   that creates or only reads does no such thing.
+# A change that lowers ("lower it back to P3", "drop ticket 8812 from P1 down to P3") is not done by a handler
+# that raises (RAISING_OPERATIONS: `ticket/escalate`) either.
 CHANGE, TAKE_BACK, UNDOABLE = "change", "take back", "cannot be undone"
 
 
@@ -158,6 +160,9 @@ TAKING_BACK = frozenset(
 CREATING = frozenset(stem(w) for w in ("create", "add", "new"))
 CHANGING_OPERATIONS = frozenset(stem(w) for w in (*CHANGING, "upsert", "set", "patch"))
 TAKING_BACK_OPERATIONS = frozenset(stem(w) for w in (*TAKING_BACK, "enable", "activate"))
+# A change that lowers (as a request says it), and operations that raise (stemmed): escalating is no lowering.
+LOWERING_CHANGES = frozenset({"lower", "decrease", "reduce", "downgrade", "deescalate", "demote"})
+RAISING_OPERATIONS = frozenset(stem(w) for w in ("escalate", "increase", "raise", "upgrade", "promote"))
 # A change verb followed by one of these is a noun: "update on ticket 4412?", "change of plans".
 _NOUN_AFTER = frozenset({"on", "about", "of", "from"})
 # Verbs that make a record or change one: a change when their clause sets something "to" an amount ("raise
@@ -249,7 +254,12 @@ def _not_asked(words: Sequence[str], i: int) -> bool:
                                           or not PREVENTING.isdisjoint(words[max(0, i - NEGATION_REACH):i])))
             or any(words[j] in ATTEMPTING and words[j - 1] in DESCRIBING for j in reach)
             or (light is not None and i + 1 < len(words) and words[i + 1] in light)
-            or (stem(word) in LOWERING and _lowers(words[i + 1:i + 1 + LOWERING_REACH])))
+            or _lowering(words, i))
+
+
+def _lowering(words: Sequence[str], i: int) -> bool:
+    """Whether the word at `i` is a LOWERING verb saying where a level goes."""
+    return stem(words[i]) in LOWERING and _lowers(words[i + 1:i + 1 + LOWERING_REACH])
 
 
 def _lowers(after: Sequence[str]) -> bool:
@@ -273,6 +283,7 @@ def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: fl
     relative = hit.score / best if best > 0 else 0.0
     cannot = act is not None and (
         (act.kind in (CHANGE, UNDOABLE) and changes_no_existing_record(hit.handler))
+        or (act.kind == CHANGE and act.verb in LOWERING_CHANGES and raises(hit.handler))
         or (act.kind == TAKE_BACK and (not takes_back(hit.handler, act.verb)
                                        or (doc is not None and index.names_another_entity(doc, query_terms)))))
     named = doc is not None and not cannot and index.names_entity(doc, query_terms)
@@ -285,6 +296,12 @@ def changes_no_existing_record(handler: Handler) -> bool:
     words = operation_words(handler.coordinate.operation)
     return handler.read_only or (bool(words) and words[0] in CREATING
                                  and CHANGING_OPERATIONS.isdisjoint(words))
+
+
+def raises(handler: Handler) -> bool:
+    """Whether the handler's operation raises a level: `escalate` ..."""
+    words = operation_words(handler.coordinate.operation)
+    return bool(words) and words[0] in RAISING_OPERATIONS
 
 
 def changes_a_record(handler: Handler) -> bool:
@@ -333,9 +350,17 @@ def asked_act(index: SearchIndex, query: str) -> Act | None:
             return Act(TAKE_BACK, verb)
         if stem(verb) in IRREVERSIBLE_VERBS:
             return None if _not_asked(clause, clause.index(verb)) else Act(UNDOABLE, verb)
-        if _is_act(index, stem(verb)):
+        if _is_act(index, stem(verb)) and not _names_a_record(index, opening):
             return None
     return None
+
+
+def _names_a_record(index: SearchIndex, opening: Sequence[str]) -> bool:
+    """Whether a clause's opening words name a record ("ticket 4401 was escalated by mistake"): a word that is
+    neither an operation's verb nor an everyday imperative, only a synonym of one (ticket, issue), then a number."""
+    verb = stem(opening[0])
+    return (len(opening) > 1 and opening[1][:1].isdigit()
+            and verb not in index.operation_verbs and verb not in IMPERATIVES)
 
 
 def calibrated(values: Sequence[float], with_model: bool) -> float:
@@ -372,7 +397,10 @@ def without_negated_acts(query: str, words: Sequence[str]) -> str:
     not_asked = {w for w, refused in acts if refused} - {w for w, refused in acts if not refused}
     if not not_asked:
         return query
-    left = re.sub(r"\b(?:" + "|".join(map(re.escape, sorted(not_asked))) + r")\b", " ", query, flags=re.IGNORECASE)
+    # A verb that lowers a level ("drop ticket 8812 from P1 down to P3") is read as the change it asks for.
+    lowering = {w for i, w in enumerate(words) if w in not_asked and _lowering(words, i)}
+    left = re.sub(r"\b(?:" + "|".join(map(re.escape, sorted(not_asked))) + r")\b",
+                  lambda m: "lower" if m.group(0).lower() in lowering else " ", query, flags=re.IGNORECASE)
     return left if terms(left) else query
 
 
