@@ -214,6 +214,17 @@ def test_a_request_of_several_acts_gets_its_steps_in_order(registry: Registry) -
                                                       "mission_control/missions/mission/cancel"]
 
 
+def test_a_clause_pointing_back_before_any_step_is_read_with_what_the_request_told(registry: Registry) -> None:
+    """"cancel it" alone could cancel anything (a purchase order came first); the record is the agent instance the
+    request told of, and the clause says the operation in full ("mark it received" is no `markRead`)."""
+    found = first(registry, "Agent instance 9021 is looping - cancel it, then disable agent 19 so nothing new "
+                            "spawns until we review")
+    assert [s.handler.path for s in found.plan] == ["agent_command/agents/agent_instance/cancel",
+                                                    "workflow_action/agents/agent/disable"]
+    received = first(registry, "PO 5120 is here - mark it received and put the 40 pump seals (part 771) into stock")
+    assert received.hits[0].handler.path == "workflow_action/finance/purchase_order/receive", received.hits[:2]
+
+
 def test_a_plans_first_step_is_as_confident_as_the_request_as_a_whole(registry: Registry) -> None:
     """"mark it down" alone says little; the whole request finds its work order with confidence, and the plan
     answers the whole request."""

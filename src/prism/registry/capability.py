@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from prism.registry.model import Handler
 from prism.registry.search import (
     SEMANTIC_RERANK,
+    STOPWORDS,
     SYNONYMS,
     Hit,
     SearchIndex,
@@ -462,6 +463,18 @@ def _same_entity(handler: Handler, accept: Callable[[Handler], bool] | None) -> 
                       and (accept is None or accept(h)))
 
 
+def _says_the_operation(clause: str, accept: Callable[[Handler], bool] | None) -> Callable[[Handler], bool]:
+    """The handlers whose operation's name the clause says in full, each word itself or by a synonym ("mark it
+    down": `markDown`; "mark it received": `receive`, not `markRead`)."""
+    said = {stem(w) for w in split_words(clause)}
+
+    def says(h: Handler) -> bool:
+        words = [w for w in operation_words(h.coordinate.operation) if w not in STOPWORDS]
+        return (bool(words) and all(w in said or not SYNONYMS.get(w, frozenset()).isdisjoint(said) for w in words)
+                and (accept is None or accept(h)))
+    return says
+
+
 def _asks_an_act(index: SearchIndex, clause: str) -> bool:
     opening = split_words(clause)[:1]
     if opening and opening[0] in CONDITIONALS and "," in clause:
@@ -539,7 +552,9 @@ def _plan(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, reran
     if len(parts) < 2:
         return []
     steps: list[Scored] = []
+    told: list[str] = []  # the clauses before this one
     for part in parts:
+        before, told = " ".join(told), [*told, part]
         if not _asks_an_act(index, part):
             continue
         asked = _asks_irreversible_in(part)
@@ -549,6 +564,11 @@ def _plan(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, reran
             # answer first, if one does confidently.
             hits, _ = _ordered(index, part, visible, limit=1, rerank=rerank,
                                accept=_same_entity(steps[-1].handler, accept), asked=asked)
+        elif before and _points_back(part):
+            # With no step before it, at a record the clauses before it tell of ("Agent instance 9021 is looping -
+            # cancel it"): the clause is read with them, among the handlers whose operation it says.
+            hits, _ = _ordered(index, f"{before}. {part}", visible, limit=1, rerank=rerank,
+                               accept=_says_the_operation(part, accept), asked=asked)
         if not hits or hits[0].confidence < STEP_BELOW:
             hits, _ = _ordered(index, part, visible, limit=1, rerank=rerank, accept=accept, asked=asked)
         if not hits or hits[0].confidence < STEP_BELOW:
