@@ -12,7 +12,16 @@ import pytest
 
 from prism.registry import semantic
 from prism.registry.answer import filled
-from prism.registry.capability import CHANGE, TAKE_BACK, UNDOABLE, asked_act, asks_irreversible, find, irreversible
+from prism.registry.capability import (
+    CHANGE,
+    TAKE_BACK,
+    UNDOABLE,
+    asked_act,
+    asks_irreversible,
+    clauses,
+    find,
+    irreversible,
+)
 from prism.registry.introspect import recipe
 from prism.registry.registry import Registry, build_registry
 from prism.registry.search import LEXICAL_RERANK, SEMANTIC_RERANK, index_for, split_words
@@ -111,6 +120,7 @@ def test_confidence_is_a_probability_and_nothing_fits_is_flagged(registry: Regis
     ("on ticket 4412, please change the priority to P2", CHANGE), ("hi team, could you reopen ticket 4412", TAKE_BACK),
     ("update on ticket 4412?", None), ("Raise mission 12's budget ceiling to $800", CHANGE),
     ("raise a PO to vendor 31 for 100 FC-200 cartridges", None),
+    ("Raise the risk level of the AI system (id 7) to high", CHANGE), ("set ticket 4412 to P2", CHANGE),
     ("instance 4471 crashed, resume it", TAKE_BACK), ("please wipe the movement history of part 7", UNDOABLE),
     ("void payment 3307", UNDOABLE), ("drop a note on ticket 4412", None), ("we voided payment 3307", None),
     # A clause opening with a past tense tells: the act is asked after it.
@@ -234,6 +244,15 @@ def test_a_plans_first_step_is_as_confident_as_the_request_as_a_whole(registry: 
                                                     "entity_crud/maintenance/work_order/create"]
     assert found.hits[0].confidence == max(h.confidence for h in found.hits), found.hits[:2]
     assert not found.no_match
+
+
+def test_a_sentence_ends_at_an_exclamation_or_question_mark(registry: Registry) -> None:
+    """"stuck between floors!! mark it down" was one clause, opening with no verb: no step."""
+    query = ("Elevator 2 at Midtown (asset 77) stuck between floors!! mark it down, open an urgent work order, and "
+             "post an alert to the duty engineers channel (id 5)")
+    assert clauses(query)[:2] == ["Elevator 2 at Midtown (asset 77) stuck between floors", "mark it down"]
+    assert first(registry, query).plan[0].handler.path == "workflow_action/maintenance/asset/markDown"
+    assert clauses("is 4412 still open? close it if so") == ["is 4412 still open", "close it if so"]
 
 
 def test_a_clause_that_tells_what_was_done_is_no_step(registry: Registry) -> None:

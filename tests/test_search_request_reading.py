@@ -9,7 +9,7 @@ import pytest
 
 from prism.registry.capability import clauses, find, without_negated_acts, without_quoted_values
 from prism.registry.registry import Registry, build_registry
-from prism.registry.search import clause_openers, index_for, split_words
+from prism.registry.search import clause_openers, index_for, split_words, terms
 
 pytestmark = pytest.mark.engine_independent
 
@@ -52,9 +52,14 @@ def test_what_is_left_of_a_request(query: str, left: str) -> None:
     ("list open POs", "entity_crud/finance/purchase_order/list"),
     ("book an invoice for the Kaeser repair", "entity_crud/finance/invoice/create"),
     ("which SLAs were breached", "report_query/itsm/ticket/slaBreaches"),
+    ("show me all open tix for dana", "entity_crud/itsm/ticket/list"),
 ])
 def test_business_abbreviations_and_bookkeeping_verbs(registry: Registry, query: str, expected: str) -> None:
     assert first_path(registry, query) == expected
+
+
+def test_an_abbreviation_is_the_word_it_stands_for() -> None:
+    assert terms("open tix for WOs") == terms("open ticket for work")
 
 
 @pytest.mark.parametrize(("text", "words"), [

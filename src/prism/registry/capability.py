@@ -110,7 +110,7 @@ SLASHED = re.compile(r"\S+/\S+")
 
 # Clause boundaries of a request of several acts in order.
 # (semicolon, "then", a dash between spaces, a sentence end, "and" before a word)
-_CLAUSES = re.compile(r"\s*(?:;|,?\s+and then\s+|,?\s+then\s+|\s[-\u2013\u2014]+\s|\.\s+(?=[A-Za-z])"
+_CLAUSES = re.compile(r"\s*(?:;|,?\s+and then\s+|,?\s+then\s+|\s[-\u2013\u2014]+\s|[.!?]+\s+(?=[A-Za-z])"
                       r"|,?\s+and\s+(?:also\s+)?(?=(?:please\s+)?[a-z]+\s))\s*", re.IGNORECASE)
 # A clause needs this many terms of its own to be searched apart.
 CLAUSE_MIN_TERMS = 2
@@ -166,9 +166,11 @@ LOWERING_CHANGES = frozenset({"lower", "decrease", "reduce", "downgrade", "deesc
 RAISING_OPERATIONS = frozenset(stem(w) for w in ("escalate", "increase", "raise", "upgrade", "promote"))
 # A change verb followed by one of these is a noun: "update on ticket 4412?", "change of plans".
 _NOUN_AFTER = frozenset({"on", "about", "of", "from"})
-# Verbs that make a record or change one: a change when their clause sets something "to" an amount ("raise
+# Verbs that make a record or change one: a change when their clause sets something "to" an amount or a level
+# ("raise the risk level of AI system 7 to high", "set ticket 4412 to P2"; LEVELS) ("raise
 # mission 12's budget ceiling to $800", "set the reserve to $45,000"), else not ("raise a PO to vendor 31").
 CHANGING_TO_AN_AMOUNT = frozenset({"raise", "set"})
+LEVELS = frozenset({"high", "higher", "low", "lower", "medium", "critical", "urgent", "normal"})
 # The words of a count, stemmed: an operation named by one counts records; a request saying one asks for a number
 # ("how many", "count", "tally", "total"), and so does "number of" ("the part number of part 12" does not).
 COUNTING = frozenset({stem("count"), *SYNONYMS.get(stem("count"), ())})
@@ -345,7 +347,7 @@ def asked_act(index: SearchIndex, query: str) -> Act | None:
             continue  # "deleted doc 90 by mistake, restore it": the first clause tells, the second asks
         if verb in CHANGING:
             return None if opening[1:] and opening[1] in _NOUN_AFTER else Act(CHANGE, verb)
-        if verb in CHANGING_TO_AN_AMOUNT and _to_an_amount(clause):
+        if verb in CHANGING_TO_AN_AMOUNT and _to_an_amount_or_level(clause):
             return Act(CHANGE, verb)
         if verb in TAKING_BACK:
             return Act(TAKE_BACK, verb)
@@ -509,9 +511,14 @@ def _asks_a_number(query: str, query_terms: Sequence[str]) -> bool:
 _BEFORE_A_COUNT = frozenset({"", "the", "total"})
 
 
-def _to_an_amount(words: Sequence[str]) -> bool:
-    """Whether the clause's words say "to" and then a number ("to $800": the currency sign is no word)."""
-    return any(w == "to" and after[:1].isdigit() for w, after in pairwise(words))
+def _to_an_amount_or_level(words: Sequence[str]) -> bool:
+    """Whether the clause's words say "to" and then a number, a level with a digit ("P2") or one of LEVELS (the
+    currency sign of "to $800" is no word)."""
+    return any(w == "to" and (after[:1].isdigit() or _PRIORITY.fullmatch(after) is not None or after in LEVELS)
+               for w, after in pairwise(words))
+
+
+_PRIORITY = re.compile(r"p\d")
 
 
 def _is_act(index: SearchIndex, verb: str) -> bool:

@@ -141,7 +141,7 @@ def _american(word: str) -> str:
 # Abbreviations of business records, spelled out (on both sides, like the spellings above): "WO-5531", "open POs",
 # "doc 1007". A two-word record keeps the word that tells it from the others ("purchase", "work": both are orders).
 ABBREVIATIONS = {"doc": "document", "docs": "document", "po": "purchase", "pos": "purchase", "wo": "work",
-                 "wos": "work", "inv": "invoice", "qty": "quantity"}
+                 "wos": "work", "inv": "invoice", "qty": "quantity", "tix": "ticket"}
 
 
 @lru_cache(maxsize=65536)
