@@ -70,6 +70,8 @@ def first(registry: Registry, query: str) -> Any:
     ("say no to request 1190, the agent was trying to mass-delete vendor records", False),
     ("it kept attempting to void payments", False), ("try to delete vendor 12", True),
     ("I am trying to delete vendor 12, do it", True),
+    # A negation reaches the verbs coordinated with the one it negates.
+    ("put a legal hold on doc_771 so nobody can archive or delete it", False),
 ])
 def test_a_request_asks_for_an_irreversible_act_only_when_it_says_so_unnegated(query: str, asks: bool) -> None:
     assert asks_irreversible(split_words(query)) is asks

@@ -71,7 +71,9 @@ IRREVERSIBLE_PHRASES = (("for", "good"), ("get", "rid"), ("permanently",), ("irr
 # Words that negate a verb up to NEGATION_REACH words after them: "don't delete", "without removing"; and those
 # that ask to take such an act back, which is no irreversible act either: "un-revoke", "undo the void",
 # "restore the webhook I deleted".
-NEGATIONS = frozenset({"not", "never", "without", "dont", "no", "t", "un", "undo", "restore"})
+NEGATIONS = frozenset({"not", "never", "without", "dont", "no", "nobody", "noone", "nothing", "t", "un", "undo",
+                       "restore"})
+_COORDINATING = frozenset({"or", "nor", "and"})
 NEGATION_REACH = 3
 # Words of a policy's rule that refuse the act right after them, or after a quantifier: "deny any delete",
 # "forbid deleting" (a rule, not an act). Only so close: "deny claim 5, delete payment 7" asks for a deletion.
@@ -141,7 +143,14 @@ _LEADING = frozenset({"please", "now", "also", "then", "and", "just", "so", "can
 #   that creates or only reads does no such thing.
 # A change that lowers ("lower it back to P3", "drop ticket 8812 from P1 down to P3") is not done by a handler
 # that raises (RAISING_OPERATIONS: `ticket/escalate`) either.
-CHANGE, TAKE_BACK, UNDOABLE = "change", "take back", "cannot be undone"
+# - An everyday act that no operation is named for, nor any synonym of one (FOREIGN_ACTS: "merge WO 7710 and
+#   7712", "translate this notice into Polish", "reserve 4 of part 220"): only a handler whose description says
+#   the verb may do it.
+CHANGE, TAKE_BACK, UNDOABLE, FOREIGN = "change", "take back", "cannot be undone", "foreign"
+# Everyday acts a request may ask for (stemmed). One that names no operation of the catalog, nor a synonym of one,
+# asks for something the catalog does not offer; where an operation is named so (a `merge`), it is an act like any.
+FOREIGN_ACTS = frozenset(stem(w) for w in (
+    "translate merge reserve schedule convert calculate compute explain recommend predict estimate").split())
 
 
 class Act(NamedTuple):
@@ -237,6 +246,8 @@ def _asks_irreversible_in(text: str) -> bool:
 def _negated(words: Sequence[str], i: int) -> bool:
     if not NEGATIONS.isdisjoint(words[max(0, i - NEGATION_REACH):i]):
         return True
+    if i >= 2 and words[i - 1] in _COORDINATING:
+        return _negated(words, i - 2)  # "so nobody can archive or delete it": the negation reaches both
     j = i - 1
     while j >= 0 and words[j] in QUANTIFIERS:
         j -= 1
@@ -287,6 +298,7 @@ def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: fl
     cannot = act is not None and (
         (act.kind in (CHANGE, UNDOABLE) and changes_no_existing_record(hit.handler))
         or (act.kind == CHANGE and act.verb in LOWERING_CHANGES and raises(hit.handler))
+        or (act.kind == FOREIGN and stem(act.verb) not in _description_stems(hit.handler.description))
         or (act.kind == TAKE_BACK and (not takes_back(hit.handler, act.verb)
                                        or (doc is not None and index.names_another_entity(doc, query_terms)))))
     named = doc is not None and not cannot and index.names_entity(doc, query_terms)
@@ -333,6 +345,11 @@ def _description_words(description: str) -> frozenset[str]:
     return frozenset(split_words(description))
 
 
+@lru_cache(maxsize=4096)
+def _description_stems(description: str) -> frozenset[str]:
+    return frozenset(stem(w) for w in split_words(description))
+
+
 def asked_act(index: SearchIndex, query: str) -> Act | None:
     """A CHANGE, TAKE_BACK or UNDOABLE act when the request's first act asks for one: the first clause that opens
     with a verb (after "please", "could you" ...) opens with one of CHANGING, TAKING_BACK or IRREVERSIBLE_VERBS
@@ -353,6 +370,8 @@ def asked_act(index: SearchIndex, query: str) -> Act | None:
             return Act(TAKE_BACK, verb)
         if stem(verb) in IRREVERSIBLE_VERBS:
             return None if _not_asked(clause, clause.index(verb)) else Act(UNDOABLE, verb)
+        if stem(verb) in FOREIGN_ACTS and not _is_act(index, stem(verb)):
+            return Act(FOREIGN, verb)
         if _is_act(index, stem(verb)) and not _names_a_record(index, opening):
             return None
     return None
