@@ -70,6 +70,8 @@ def first(registry: Registry, query: str) -> Any:
     ("say no to request 1190, the agent was trying to mass-delete vendor records", False),
     ("it kept attempting to void payments", False), ("try to delete vendor 12", True),
     ("I am trying to delete vendor 12, do it", True),
+    # "auto-delete" names a feature.
+    ("set up auto-delete for contracts older than 7 years", False),
     # A negation reaches the verbs coordinated with the one it negates.
     ("put a legal hold on doc_771 so nobody can archive or delete it", False),
 ])

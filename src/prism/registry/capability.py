@@ -95,6 +95,9 @@ ATTEMPTING = frozenset({"trying", "attempting"})
 # Everyday phrases in which an irreversible verb writes something instead: "drop a note on INC-4410", "drop me a
 # line". The verb is followed by one of these words.
 LIGHT_USES = {stem("drop"): frozenset({"a", "an", "me", "us", "him", "her", "them", "in"})}
+# Words that make an irreversible verb after them the name of a feature: "set up auto-delete for contracts older
+# than 7 years" asks for a setting, not a deletion.
+NAMING_A_FEATURE = frozenset({"auto"})
 # Verbs that also lower a level: "drop ticket 8812 from P1 down to P3", "drop the limit to $500" change a record.
 # The verb says "down", or "to" and a level with a digit, within LOWERING_REACH words after it.
 LOWERING = frozenset({stem("drop")})
@@ -258,8 +261,8 @@ def _not_asked(words: Sequence[str], i: int) -> bool:
     """Whether the verb at `i` is negated, tells what someone did ("we voided it by mistake", "the webhook I
     deleted": a past tense after its subject, or opening the request: "deleted doc 90 by mistake"; "got retired": a
     participle after an auxiliary), what is going on, to be prevented or was attempted ("keeps dropping", "stop it
-    deleting", "was trying to delete": `DESCRIBING`, `PREVENTING`, `ATTEMPTING`), or is used lightly ("drop a
-    note": `LIGHT_USES`)."""
+    deleting", "was trying to delete": `DESCRIBING`, `PREVENTING`, `ATTEMPTING`), is used lightly ("drop a
+    note": `LIGHT_USES`), names a feature ("auto-delete": `NAMING_A_FEATURE`) or lowers a level (`LOWERING`)."""
     word, before = words[i], words[i - 1] if i > 0 else ""
     light = LIGHT_USES.get(stem(word))
     reach = range(max(1, i - NEGATION_REACH), i)
@@ -268,7 +271,7 @@ def _not_asked(words: Sequence[str], i: int) -> bool:
                                           or not PREVENTING.isdisjoint(words[max(0, i - NEGATION_REACH):i])))
             or any(words[j] in ATTEMPTING and words[j - 1] in DESCRIBING for j in reach)
             or (light is not None and i + 1 < len(words) and words[i + 1] in light)
-            or _lowering(words, i))
+            or before in NAMING_A_FEATURE or _lowering(words, i))
 
 
 def _lowering(words: Sequence[str], i: int) -> bool:
