@@ -64,16 +64,18 @@ def first(registry: Registry, query: str) -> Any:
     ("the sync is removing rows it should not", False), ("drop a private note on INC-4410", False),
     ("drop me a line when it ships", False), ("drop vendor 12", True),
     # "drop" that lowers a level changes a record.
-    ("drop ticket 8812 from P1 down to P3, customer says it can wait", False), ("drop the limit to $500", False),
-    ("drop vendor 12 from the approved list", True), ("deleting vendor 12, please", True),
+    ("drop ticket 8812 from P1 down to P3, customer says it can wait", False), ("drop ticket 4412 to P3", False),
+    ("drop vendor 12 from the approved list", True), ("drop the sensor readings from 2019 to 2021", True),
+    ("drop webhook 12, the endpoint is down", True), ("deleting vendor 12, please", True),
     # An attempt told of is not asked for; wanting or trying it oneself still asks.
     ("say no to request 1190, the agent was trying to mass-delete vendor records", False),
     ("it kept attempting to void payments", False), ("try to delete vendor 12", True),
     ("I am trying to delete vendor 12, do it", True),
     # "auto-delete" names a feature.
     ("set up auto-delete for contracts older than 7 years", False),
-    # A negation reaches the verbs coordinated with the one it negates.
+    # A negation reaches a verb joined to the one it negates by "or"; "nobody" negates before a modal only.
     ("put a legal hold on doc_771 so nobody can archive or delete it", False),
+    ("nobody uses it, delete channel 5", True), ("nothing shipped, cancel PO 4410", True),
 ])
 def test_a_request_asks_for_an_irreversible_act_only_when_it_says_so_unnegated(query: str, asks: bool) -> None:
     assert asks_irreversible(split_words(query)) is asks
@@ -125,6 +127,7 @@ def test_confidence_is_a_probability_and_nothing_fits_is_flagged(registry: Regis
     ("update on ticket 4412?", None), ("Raise mission 12's budget ceiling to $800", CHANGE),
     ("raise a PO to vendor 31 for 100 FC-200 cartridges", None),
     ("Raise the risk level of the AI system (id 7) to high", CHANGE), ("set ticket 4412 to P2", CHANGE),
+    ("set up an alert to high-value customers", None), ("raise a ticket to high priority for the VPN outage", None),
     ("instance 4471 crashed, resume it", TAKE_BACK), ("please wipe the movement history of part 7", UNDOABLE),
     ("void payment 3307", UNDOABLE), ("drop a note on ticket 4412", None), ("we voided payment 3307", None),
     # A clause opening with a past tense tells: the act is asked after it.

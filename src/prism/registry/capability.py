@@ -36,7 +36,6 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import pairwise
 from typing import TYPE_CHECKING, NamedTuple
 
 from prism.registry.model import Handler
@@ -71,9 +70,12 @@ IRREVERSIBLE_PHRASES = (("for", "good"), ("get", "rid"), ("permanently",), ("irr
 # Words that negate a verb up to NEGATION_REACH words after them: "don't delete", "without removing"; and those
 # that ask to take such an act back, which is no irreversible act either: "un-revoke", "undo the void",
 # "restore the webhook I deleted".
-NEGATIONS = frozenset({"not", "never", "without", "dont", "no", "nobody", "noone", "nothing", "t", "un", "undo",
-                       "restore"})
-_COORDINATING = frozenset({"or", "nor", "and"})
+NEGATIONS = frozenset({"not", "never", "without", "dont", "no", "t", "un", "undo", "restore"})
+# "nobody", "no one", "nothing" negate only before a modal ("so nobody can delete it"; not "nobody uses it, delete
+# channel 5"), and a negation reaches a verb joined to the one it negates by "or" ("nobody can archive or delete it").
+NOBODY = frozenset({"nobody", "noone", "nothing"})
+MODALS = frozenset({"can", "could", "may", "might", "should", "will", "would", "must", "shall"})
+_ALTERNATIVE = frozenset({"or", "nor"})
 NEGATION_REACH = 3
 # Words of a policy's rule that refuse the act right after them, or after a quantifier: "deny any delete",
 # "forbid deleting" (a rule, not an act). Only so close: "deny claim 5, delete payment 7" asks for a deletion.
@@ -99,7 +101,8 @@ LIGHT_USES = {stem("drop"): frozenset({"a", "an", "me", "us", "him", "her", "the
 # than 7 years" asks for a setting, not a deletion.
 NAMING_A_FEATURE = frozenset({"auto"})
 # Verbs that also lower a level: "drop ticket 8812 from P1 down to P3", "drop the limit to $500" change a record.
-# The verb says "down", or "to" and a level with a digit, within LOWERING_REACH words after it.
+# The verb says "down to", or "to" and a level (`_is_level`: "to P3", "to low"), within LOWERING_REACH words after
+# it: "drop the sensor readings from 2019 to 2021" and "drop webhook 12, the endpoint is down" still delete.
 LOWERING = frozenset({stem("drop")})
 LOWERING_REACH = 7
 # How far an irreversible handler's score moves (relative to the first result's) when the request asks for
@@ -133,7 +136,7 @@ CONDITIONALS = frozenset({"if", "when", "once", "unless", "after", "before", "sh
 # Words that may come before the verb of an imperative clause.
 _LEADING = frozenset({"please", "now", "also", "then", "and", "just", "so", "can", "you", "could"})
 
-# Three kinds of act a request's first act may ask for (`asked_act`) that some handlers cannot do. When the best
+# Four kinds of act a request's first act may ask for (`asked_act`) that some handlers cannot do. When the best
 # handler is one of those, the request most likely asks for an act the catalog does not offer (a near miss),
 # and the confidence says so (`features`).
 # - A change to a record that exists ("extend the expiry on key 4", "rename agent 7"): its verbs in the form an
@@ -144,16 +147,16 @@ _LEADING = frozenset({"please", "now", "also", "then", "and", "just", "so", "can
 #   entity; cancelling, closing or reading does not, nor does reopening a ticket for "reopen PO 3310".
 # - An act that cannot be undone ("wipe the stock movement history for part 7", "cancel PO 4410"): a handler
 #   that creates or only reads does no such thing.
-# A change that lowers ("lower it back to P3", "drop ticket 8812 from P1 down to P3") is not done by a handler
-# that raises (RAISING_OPERATIONS: `ticket/escalate`) either.
 # - An everyday act that no operation is named for, nor any synonym of one (FOREIGN_ACTS: "merge WO 7710 and
-#   7712", "translate this notice into Polish", "reserve 4 of part 220"): only a handler whose description says
-#   the verb may do it.
+#   7712", "translate this notice into Polish", "reserve 4 of part 220"): only a handler whose text (description,
+#   keywords, example requests) says the verb may do it.
+# And a change that lowers ("lower it back to P3", "drop ticket 8812 from P1 down to P3") is not done by a handler
+# that raises (RAISING_OPERATIONS: `ticket/escalate`) either.
 CHANGE, TAKE_BACK, UNDOABLE, FOREIGN = "change", "take back", "cannot be undone", "foreign"
 # Everyday acts a request may ask for (stemmed). One that names no operation of the catalog, nor a synonym of one,
 # asks for something the catalog does not offer; where an operation is named so (a `merge`), it is an act like any.
-FOREIGN_ACTS = frozenset(stem(w) for w in (
-    "translate merge reserve schedule convert calculate compute explain recommend predict estimate").split())
+# Each opened requests nothing fits in the blind tuning tasks, and no matchable one.
+FOREIGN_ACTS = frozenset(stem(w) for w in "translate merge reserve schedule convert calculate".split())
 
 
 class Act(NamedTuple):
@@ -178,8 +181,8 @@ LOWERING_CHANGES = frozenset({"lower", "decrease", "reduce", "downgrade", "deesc
 RAISING_OPERATIONS = frozenset(stem(w) for w in ("escalate", "increase", "raise", "upgrade", "promote"))
 # A change verb followed by one of these is a noun: "update on ticket 4412?", "change of plans".
 _NOUN_AFTER = frozenset({"on", "about", "of", "from"})
-# Verbs that make a record or change one: a change when their clause sets something "to" an amount or a level
-# ("raise the risk level of AI system 7 to high", "set ticket 4412 to P2"; LEVELS) ("raise
+# Verbs that make a record or change one: a change when their clause sets something "to" an amount, a priority or
+# a level ending the clause ("raise the risk level of AI system 7 to high", "set ticket 4412 to P2"; "raise
 # mission 12's budget ceiling to $800", "set the reserve to $45,000"), else not ("raise a PO to vendor 31").
 CHANGING_TO_AN_AMOUNT = frozenset({"raise", "set"})
 LEVELS = frozenset({"high", "higher", "low", "lower", "medium", "critical", "urgent", "normal"})
@@ -247,10 +250,17 @@ def _asks_irreversible_in(text: str) -> bool:
 
 
 def _negated(words: Sequence[str], i: int) -> bool:
-    if not NEGATIONS.isdisjoint(words[max(0, i - NEGATION_REACH):i]):
+    if _negated_here(words, i):
         return True
-    if i >= 2 and words[i - 1] in _COORDINATING:
-        return _negated(words, i - 2)  # "so nobody can archive or delete it": the negation reaches both
+    return i >= 2 and words[i - 1] in _ALTERNATIVE and _negated_here(words, i - 2)  # "nobody can archive or delete"
+
+
+def _negated_here(words: Sequence[str], i: int) -> bool:
+    """A negation within NEGATION_REACH words before the word at `i`."""
+    reach = range(max(0, i - NEGATION_REACH), i)
+    if any(words[j] in NEGATIONS or (words[j] in NOBODY and j + 1 < len(words) and words[j + 1] in MODALS)
+           for j in reach):
+        return True
     j = i - 1
     while j >= 0 and words[j] in QUANTIFIERS:
         j -= 1
@@ -280,8 +290,9 @@ def _lowering(words: Sequence[str], i: int) -> bool:
 
 
 def _lowers(after: Sequence[str]) -> bool:
-    """Whether the words after a LOWERING verb say where a level goes: "down", or "to" and a level ("to P3")."""
-    return "down" in after or any(w == "to" and any(c.isdigit() for c in level) for w, level in pairwise(after))
+    """Whether the words after a LOWERING verb say where a level goes: "down to", or "to" and a level ("to P3")."""
+    return any(w == "to" and (before == "down" or _is_level(level))
+               for before, w, level in zip(("", *after[:-1]), after, (*after[1:], ""), strict=True))
 
 
 def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: float, mass: float, best: float,
@@ -301,7 +312,7 @@ def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: fl
     cannot = act is not None and (
         (act.kind in (CHANGE, UNDOABLE) and changes_no_existing_record(hit.handler))
         or (act.kind == CHANGE and act.verb in LOWERING_CHANGES and raises(hit.handler))
-        or (act.kind == FOREIGN and stem(act.verb) not in _description_stems(hit.handler.description))
+        or (act.kind == FOREIGN and (doc is None or not index.says(doc, stem(act.verb))))
         or (act.kind == TAKE_BACK and (not takes_back(hit.handler, act.verb)
                                        or (doc is not None and index.names_another_entity(doc, query_terms)))))
     named = doc is not None and not cannot and index.names_entity(doc, query_terms)
@@ -348,16 +359,14 @@ def _description_words(description: str) -> frozenset[str]:
     return frozenset(split_words(description))
 
 
-@lru_cache(maxsize=4096)
-def _description_stems(description: str) -> frozenset[str]:
-    return frozenset(stem(w) for w in split_words(description))
-
 
 def asked_act(index: SearchIndex, query: str) -> Act | None:
-    """A CHANGE, TAKE_BACK or UNDOABLE act when the request's first act asks for one: the first clause that opens
-    with a verb (after "please", "could you" ...) opens with one of CHANGING, TAKING_BACK or IRREVERSIBLE_VERBS
-    ("on claim 6611, please change the CPT" asks for a change; "add a line, then change the quantity" does not;
-    nor does a noun, "update on ticket 4412?", or a light use, "drop a note"). None otherwise."""
+    """A CHANGE, TAKE_BACK, UNDOABLE or FOREIGN act when the request's first act asks for one: the first clause that
+    opens with a verb (after "please", "could you" ...) opens with one of CHANGING, TAKING_BACK, IRREVERSIBLE_VERBS
+    or FOREIGN_ACTS ("on claim 6611, please change the CPT" asks for a change; "add a line, then change the
+    quantity" does not; nor does a noun, "update on ticket 4412?", or a light use, "drop a note"). A clause that
+    opens with a past tense ("deleted doc 90 by mistake") or names a record ("ticket 4401 was escalated") is read
+    past. None otherwise."""
     for clause in clause_words(query):
         opening = [w for w in clause if w not in _LEADING][:2]
         if not opening:
@@ -367,14 +376,15 @@ def asked_act(index: SearchIndex, query: str) -> Act | None:
             continue  # "deleted doc 90 by mistake, restore it": the first clause tells, the second asks
         if verb in CHANGING:
             return None if opening[1:] and opening[1] in _NOUN_AFTER else Act(CHANGE, verb)
-        if verb in CHANGING_TO_AN_AMOUNT and _to_an_amount_or_level(clause):
+        if verb in CHANGING_TO_AN_AMOUNT and opening[1:] != ["up"] and _to_an_amount_or_level(clause):
             return Act(CHANGE, verb)
         if verb in TAKING_BACK:
             return Act(TAKE_BACK, verb)
         if stem(verb) in IRREVERSIBLE_VERBS:
             return None if _not_asked(clause, clause.index(verb)) else Act(UNDOABLE, verb)
         if stem(verb) in FOREIGN_ACTS and not _is_act(index, stem(verb)):
-            return Act(FOREIGN, verb)
+            # "reserve on claim 6611?", "schedule of PMs" name a thing; "schedule Maria for PT" asks.
+            return None if opening[1:] and opening[1] in _NOUN_AFTER else Act(FOREIGN, verb)
         if _is_act(index, stem(verb)) and not _names_a_record(index, opening):
             return None
     return None
@@ -382,7 +392,8 @@ def asked_act(index: SearchIndex, query: str) -> Act | None:
 
 def _names_a_record(index: SearchIndex, opening: Sequence[str]) -> bool:
     """Whether a clause's opening words name a record ("ticket 4401 was escalated by mistake"): a word that is
-    neither an operation's verb nor an everyday imperative, only a synonym of one (ticket, issue), then a number."""
+    neither an operation's verb nor an everyday imperative, only a synonym of one ("ticket", of "issue"), then a
+    number."""
     verb = stem(opening[0])
     return (len(opening) > 1 and opening[1][:1].isdigit()
             and verb not in index.operation_verbs and verb not in IMPERATIVES)
@@ -534,13 +545,20 @@ _BEFORE_A_COUNT = frozenset({"", "the", "total"})
 
 
 def _to_an_amount_or_level(words: Sequence[str]) -> bool:
-    """Whether the clause's words say "to" and then a number, a level with a digit ("P2") or one of LEVELS (the
-    currency sign of "to $800" is no word)."""
-    return any(w == "to" and (after[:1].isdigit() or _PRIORITY.fullmatch(after) is not None or after in LEVELS)
-               for w, after in pairwise(words))
+    """Whether the clause's words say "to" and then a number (the currency sign of "to $800" is no word), a priority,
+    or a level that ends the clause ("to high"; not "set up an alert to high-value customers")."""
+    last = len(words) - 1
+    return any(w == "to" and (words[i + 1][:1].isdigit() or _PRIORITY.fullmatch(words[i + 1]) is not None
+                              or (words[i + 1] in LEVELS and i + 1 == last))
+               for i, w in enumerate(words[:-1]))
 
 
-_PRIORITY = re.compile(r"p\d")
+def _is_level(word: str) -> bool:
+    """A priority ("p3") or a level word ("low")."""
+    return _PRIORITY.fullmatch(word) is not None or word in LEVELS
+
+
+_PRIORITY = re.compile(r"p\d+")
 
 
 def _is_act(index: SearchIndex, verb: str) -> bool:

@@ -432,6 +432,10 @@ class SearchIndex:
                 said += weight
         return said / total if total else 0.0
 
+    def says(self, doc: int, term: str) -> bool:
+        """Whether the document's text (description, keywords, example requests, names) says the index term."""
+        return term in self._joint(doc).present
+
     def names_entity(self, doc: int, query_terms: Sequence[str]) -> bool:
         """Whether the request names this document's entity (its name or a keyword it shares, itself or by a
         synonym)."""
@@ -510,7 +514,7 @@ class SearchIndex:
             return []
         for doc, word in self._shape_documents(shape).items():
             if doc in scores:
-                scores[doc] += FIRST_PASS_SHAPE * self.concept_postings(word).get(doc, 0.0)
+                scores[doc] += self._shape_bonus(doc, word)
         mask = self.mask(visible)
         handlers = self.handlers
         # Ties keep registry order: lower document number first.
@@ -522,16 +526,20 @@ class SearchIndex:
         return [self.concept_postings(t, [o for o in own if o != t and o in SYNONYMS.get(t, ())]) for t in own]
 
     def _first_pass_scores(self, own: Sequence[str], shape: QueryShape, docs: Iterable[int]) -> list[tuple[float, int]]:
-        """What the first pass would have scored these documents, as (score, -doc)."""
+        """These documents' full BM25 scores, as (score, -doc): every concept counted (the first pass may skip a
+        common one for a document it had not collected yet), with the shape's bonus."""
         concepts = self._concepts_of(own)
         shaped = self._shape_documents(shape)
         scored = []
         for doc in docs:
             s = sum(c.get(doc, 0.0) for c in concepts)
             if doc in shaped and s:
-                s += FIRST_PASS_SHAPE * self.concept_postings(shaped[doc]).get(doc, 0.0)
+                s += self._shape_bonus(doc, shaped[doc])
             scored.append((s, -doc))
         return scored
+
+    def _shape_bonus(self, doc: int, word: str) -> float:
+        return FIRST_PASS_SHAPE * self.concept_postings(word).get(doc, 0.0)
 
     def _shape_documents(self, shape: QueryShape) -> dict[int, str]:
         """The list handlers of the entities the request names in the plural, and the read handlers of
@@ -601,7 +609,7 @@ class SearchIndex:
         chosen = cosines[docs]
         low = float(chosen.min())
         span = float(chosen.max()) - low or 1.0
-        fused = [(lexical_score.get(doc, 0.0) / best + SEMANTIC_WEIGHT * (float(cosines[doc]) - low) / span, -doc)
+        fused = [(lexical_score[doc] / best + SEMANTIC_WEIGHT * (float(cosines[doc]) - low) / span, -doc)
                  for doc in docs]
         fused.sort(reverse=True)
         return fused
