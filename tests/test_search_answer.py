@@ -66,7 +66,9 @@ def first(registry: Registry, query: str) -> Any:
     # "drop" that lowers a level changes a record.
     ("drop ticket 8812 from P1 down to P3, customer says it can wait", False), ("drop ticket 4412 to P3", False),
     ("drop vendor 12 from the approved list", True), ("drop the sensor readings from 2019 to 2021", True),
-    ("drop webhook 12, the endpoint is down", True), ("deleting vendor 12, please", True),
+    ("drop webhook 12, the endpoint is down", True),
+    # Nothing after the verb, or after "to".
+    ("channel 5: drop", True), ("drop it down to", False), ("deleting vendor 12, please", True),
     # An attempt told of is not asked for; wanting or trying it oneself still asks.
     ("say no to request 1190, the agent was trying to mass-delete vendor records", False),
     ("it kept attempting to void payments", False), ("try to delete vendor 12", True),

@@ -291,8 +291,8 @@ def _lowering(words: Sequence[str], i: int) -> bool:
 
 def _lowers(after: Sequence[str]) -> bool:
     """Whether the words after a LOWERING verb say where a level goes: "down to", or "to" and a level ("to P3")."""
-    return any(w == "to" and (before == "down" or _is_level(level))
-               for before, w, level in zip(("", *after[:-1]), after, (*after[1:], ""), strict=True))
+    return any(w == "to" and ((k > 0 and after[k - 1] == "down") or (k + 1 < len(after) and _is_level(after[k + 1])))
+               for k, w in enumerate(after))
 
 
 def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: float, mass: float, best: float,
