@@ -1,6 +1,7 @@
 """An everyday act that no operation is named for ("merge", "translate", "reserve" ...) asks for something the catalog
 does not offer: the best handler's words may match well (`work_order/create` for "merge WO 7710 and 7712 into one
-job"), and the confidence says it cannot do the act, unless its description says the verb."""
+job"), and the confidence says it cannot do the act, unless its text (description, keywords, example requests)
+says the verb."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ async def _noop(call: HandlerCall, params: Params) -> dict[str, Any]:
     return {}
 
 
-def test_a_handler_whose_description_says_the_verb_may_do_it() -> None:
+def test_a_handler_whose_text_says_the_verb_may_do_it() -> None:
     app = HandlerApp("calendar", description="Meetings with customers")
     app.handler("entity_crud", "meeting", "create", params=Params, scope="write",
                 description="Schedule a meeting with a customer at a time and place.")(_noop)

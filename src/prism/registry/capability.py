@@ -100,7 +100,7 @@ LIGHT_USES = {stem("drop"): frozenset({"a", "an", "me", "us", "him", "her", "the
 # Words that make an irreversible verb after them the name of a feature: "set up auto-delete for contracts older
 # than 7 years" asks for a setting, not a deletion.
 NAMING_A_FEATURE = frozenset({"auto"})
-# Verbs that also lower a level: "drop ticket 8812 from P1 down to P3", "drop the limit to $500" change a record.
+# Verbs that also lower a level: "drop ticket 8812 from P1 down to P3", "drop ticket 4412 to P3" change a record.
 # The verb says "down to", or "to" and a level (`_is_level`: "to P3", "to low"), within LOWERING_REACH words after
 # it: "drop the sensor readings from 2019 to 2021" and "drop webhook 12, the endpoint is down" still delete.
 LOWERING = frozenset({stem("drop")})
@@ -357,7 +357,6 @@ def takes_back(handler: Handler, verb: str) -> bool:
 @lru_cache(maxsize=4096)
 def _description_words(description: str) -> frozenset[str]:
     return frozenset(split_words(description))
-
 
 
 def asked_act(index: SearchIndex, query: str) -> Act | None:
