@@ -19,6 +19,24 @@ NEAR_MISSES = (
     "translate this safety notice into Polish for the night shift drivers",
     "reserve 4 of part 220 for next week's shutdown so nobody else grabs them",
     "convert 4,500 EUR to USD at today's rate",
+    "print barcode labels for the 24 bearings we just put away",
+    "renew my parking permit for the north lot",
+    "invite sara.lee@acme.com into our organization as an auditor",
+    "email PO-2291 as a PDF to the supplier's sales rep",
+)
+# "Book" reserves (a room, a trip, an appointment) unless it books goods: a count, or a record pointed back at.
+RESERVATIONS = (
+    "Book me a flight to Austin for the team offsite, leaving the 14th, back the 16th",
+    "book the 4th floor conference room Thursday 2-3pm",
+    "Book Kim a flight to Regensburg for the service training in March",
+    "book room 412 at the Harbourview for Mr. Tanaka, 3 nights from the 9th",
+)
+BOOKINGS = (
+    ("book 2x 6205 bearings (part 1021) against work order 4410", "entity_crud/maintenance/work_order_part/create"),
+    ("12 boxes of 3mm hex keys arrived on PO 7781 (part 12), book them in",
+     "workflow_action/spare_parts/spare_part/receiveStock"),
+    ("Book a purchase order for 12 safety harnesses from vendor 8, 1,560 CAD", "entity_crud/finance/purchase_order/create"),
+    ("Book the bank transfer we sent on Friday for invoice 512", "entity_crud/finance/payment/create"),
 )
 
 
@@ -47,6 +65,26 @@ def test_a_foreign_act_is_flagged(registry: Registry, model: bool, monkeypatch: 
                         ("schedule a PM for pump 4 every 90 days", "entity_crud/maintenance/plan/create")):
         found = find(index_for(registry), query, tuple(registry), limit=5)
         assert found.hits[0].handler.path == path and not found.no_match, (query, found.hits[:2])
+
+
+@pytest.mark.parametrize("query", RESERVATIONS)
+def test_book_reserving_is_foreign_and_flagged(registry: Registry, query: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(semantic, "AVAILABLE", False)
+    assert asked_act(index_for(registry), query) == (FOREIGN, "book")
+    found = find(index_for(registry), query, tuple(registry), limit=5)
+    assert found.no_match and found.hits[0].features[6] == 1.0, found.hits[:2]
+
+
+@pytest.mark.parametrize(("query", "path"), BOOKINGS)
+@pytest.mark.parametrize("model", [True, False])
+def test_book_recording_goods_or_a_named_record_is_answered(registry: Registry, query: str, path: str, model: bool,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    if model and not semantic.AVAILABLE:
+        pytest.skip("the semantic extra is not installed")
+    monkeypatch.setattr(semantic, "AVAILABLE", model)
+    found = find(index_for(registry), query, tuple(registry), limit=5)
+    assert found.hits[0].handler.path == path and not found.no_match, (query, found.hits[:2])
+    assert found.hits[0].features[6] == 0.0
 
 
 @pytest.mark.parametrize("query", ["reserve on claim 6611?", "schedule of PMs for pump 4"])
