@@ -35,7 +35,8 @@ BOOKINGS = (
     ("book 2x 6205 bearings (part 1021) against work order 4410", "entity_crud/maintenance/work_order_part/create"),
     ("12 boxes of 3mm hex keys arrived on PO 7781 (part 12), book them in",
      "workflow_action/spare_parts/spare_part/receiveStock"),
-    ("Book a purchase order for 12 safety harnesses from vendor 8, 1,560 CAD", "entity_crud/finance/purchase_order/create"),
+    ("Book a purchase order for 12 safety harnesses from vendor 8, 1,560 CAD",
+     "entity_crud/finance/purchase_order/create"),
     ("Book the bank transfer we sent on Friday for invoice 512", "entity_crud/finance/payment/create"),
 )
 

@@ -156,7 +156,8 @@ CHANGE, TAKE_BACK, UNDOABLE, FOREIGN = "change", "take back", "cannot be undone"
 # Everyday acts a request may ask for (stemmed). One that names no operation of the catalog, nor a synonym of one,
 # asks for something the catalog does not offer; where an operation is named so (a `merge`), it is an act like any.
 # Each opened requests nothing fits in the blind tuning tasks, and no matchable one.
-FOREIGN_ACTS = frozenset(stem(w) for w in "translate merge reserve schedule convert calculate print renew invite email".split())
+FOREIGN_ACTS = frozenset(stem(w) for w in (
+    "translate merge reserve schedule convert calculate print renew invite email").split())
 # "Book" both records (the catalog's sense: "book 2x 6205 bearings against WO 4410", "book them in") and reserves
 # ("book me a flight", "book conf room 14B", "book Kim a flight"): it reserves, a FOREIGN act, unless what it books
 # is a count or a record pointed back at (BOOKING_GOODS, or a number, after an optional "the"). Then only a handler
