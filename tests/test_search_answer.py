@@ -73,6 +73,9 @@ def first(registry: Registry, query: str) -> Any:
     ("say no to request 1190, the agent was trying to mass-delete vendor records", False),
     ("it kept attempting to void payments", False), ("try to delete vendor 12", True),
     ("I am trying to delete vendor 12, do it", True),
+    # Someone else's wish, or an attempt that failed, is told of; one's own wish asks.
+    ("No on request 913 - the agent wants to delete vendor Kaman and that's not happening", False),
+    ("I tried to cancel PO 4410 but the button is greyed out", False), ("I want to delete vendor 12", True),
     # "auto-delete" names a feature.
     ("set up auto-delete for contracts older than 7 years", False),
     # A negation reaches a verb joined to the one it negates by "or"; "nobody" negates before a modal only.

@@ -94,6 +94,9 @@ PREVENTING = frozenset({"stop", "stops", "prevent", "prevents", "from", "avoid",
 # And one up to NEGATION_REACH words after an attempt told of ("the agent was trying to mass-delete vendors",
 # "it kept attempting to void payments"): one of these right after a DESCRIBING word.
 ATTEMPTING = frozenset({"trying", "attempting"})
+# And one right after one of these and "to", of someone else's wish or an attempt told of: "the agent wants to
+# delete vendor Kaman and that's not happening", "I tried to cancel it but the button is greyed out".
+WISHED = frozenset({"wants", "wanted", "tries", "tried"})
 # Everyday phrases in which an irreversible verb writes something instead: "drop a note on INC-4410", "drop me a
 # line". The verb is followed by one of these words.
 LIGHT_USES = {stem("drop"): frozenset({"a", "an", "me", "us", "him", "her", "them", "in"})}
@@ -279,9 +282,10 @@ def _negated_here(words: Sequence[str], i: int) -> bool:
 def _not_asked(words: Sequence[str], i: int) -> bool:
     """Whether the verb at `i` is negated, tells what someone did ("we voided it by mistake", "the webhook I
     deleted": a past tense after its subject, or opening the request: "deleted doc 90 by mistake"; "got retired": a
-    participle after an auxiliary), what is going on, to be prevented or was attempted ("keeps dropping", "stop it
-    deleting", "was trying to delete": `DESCRIBING`, `PREVENTING`, `ATTEMPTING`), is used lightly ("drop a
-    note": `LIGHT_USES`), names a feature ("auto-delete": `NAMING_A_FEATURE`) or lowers a level (`LOWERING`)."""
+    participle after an auxiliary), what is going on, to be prevented, was attempted or is someone's wish ("keeps
+    dropping", "stop it deleting", "was trying to delete", "the agent wants to delete": `DESCRIBING`, `PREVENTING`,
+    `ATTEMPTING`, `WISHED`), is used lightly ("drop a note": `LIGHT_USES`), names a feature ("auto-delete":
+    `NAMING_A_FEATURE`) or lowers a level (`LOWERING`)."""
     word, before = words[i], words[i - 1] if i > 0 else ""
     light = LIGHT_USES.get(stem(word))
     reach = range(max(1, i - NEGATION_REACH), i)
@@ -289,6 +293,7 @@ def _not_asked(words: Sequence[str], i: int) -> bool:
             or (word.endswith("ing") and (before in DESCRIBING
                                           or not PREVENTING.isdisjoint(words[max(0, i - NEGATION_REACH):i])))
             or any(words[j] in ATTEMPTING and words[j - 1] in DESCRIBING for j in reach)
+            or (before == "to" and i >= 2 and words[i - 2] in WISHED)
             or (light is not None and i + 1 < len(words) and words[i + 1] in light)
             or before in NAMING_A_FEATURE or _lowering(words, i))
 
