@@ -30,6 +30,8 @@ RESERVATIONS = (
     "book the 4th floor conference room Thursday 2-3pm",
     "Book Kim a flight to Regensburg for the service training in March",
     "book room 412 at the Harbourview for Mr. Tanaka, 3 nights from the 9th",
+    # The vendor named after what is booked does not make a flight a purchase order.
+    "book me a flight to Chicago next tuesday for the vendor visit",
 )
 BOOKINGS = (
     ("book 2x 6205 bearings (part 1021) against work order 4410", "entity_crud/maintenance/work_order_part/create"),
@@ -37,7 +39,7 @@ BOOKINGS = (
      "workflow_action/spare_parts/spare_part/receiveStock"),
     ("Book a purchase order for 12 safety harnesses from vendor 8, 1,560 CAD",
      "entity_crud/finance/purchase_order/create"),
-    ("Book the bank transfer we sent on Friday for invoice 512", "entity_crud/finance/payment/create"),
+    ("Book the payment we sent on Friday for invoice 512", "entity_crud/finance/payment/create"),
 )
 
 
@@ -71,7 +73,8 @@ def test_a_foreign_act_is_flagged(registry: Registry, model: bool, monkeypatch: 
 @pytest.mark.parametrize("query", RESERVATIONS)
 def test_book_reserving_is_foreign_and_flagged(registry: Registry, query: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(semantic, "AVAILABLE", False)
-    assert asked_act(index_for(registry), query) == (FOREIGN, "book")
+    act = asked_act(index_for(registry), query)
+    assert act is not None and (act.kind, act.verb) == (FOREIGN, "book")
     found = find(index_for(registry), query, tuple(registry), limit=5)
     assert found.no_match and found.hits[0].features[6] == 1.0, found.hits[:2]
 

@@ -164,10 +164,11 @@ FOREIGN_ACTS = frozenset(stem(w) for w in (
 # "Book" both records (the catalog's sense: "book 2x 6205 bearings against WO 4410", "book them in") and reserves
 # ("book me a flight", "book conf room 14B", "book Kim a flight"): it reserves, a FOREIGN act, unless what it books
 # is a count or a record pointed back at (BOOKING_GOODS, or a number, after an optional "the"). Then only a handler
-# whose text says "book" and whose entity the request names does it ("Book a purchase order for 12 harnesses"):
-# the catalog books records, and "book a flight" names none.
+# whose text says "book" and whose entity the booked words name does it ("Book a purchase order for 12 harnesses"):
+# the catalog books records, and "book me a flight to Chicago for the vendor visit" books none.
 RESERVING = "book"
 COUNT = re.compile(r"\d+x?")  # "2", "2x"; not "4th" ("book the 4th floor conference room")
+BOOKING_ENDS = frozenset({"for", "to", "at", "on", "with", "from", "in", "into", "against", "by", "of"})
 BOOKING_GOODS = frozenset({"in", "out", "it", "them", "those", "these", "one", "two", "three", "four", "five"})
 
 
@@ -176,6 +177,8 @@ class Act(NamedTuple):
 
     kind: str
     verb: str
+    # What a reserving "book" books, its words up to the first preposition, as index terms ("me a flight").
+    booked: tuple[str, ...] = ()
 
 # As a request says them (an imperative's form, not stemmed).
 CHANGING = frozenset(
@@ -327,7 +330,7 @@ def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: fl
         (act.kind in (CHANGE, UNDOABLE) and changes_no_existing_record(hit.handler))
         or (act.kind == CHANGE and act.verb in LOWERING_CHANGES and raises(hit.handler))
         or (act.kind == FOREIGN and (doc is None or not index.says(doc, stem(act.verb))
-                                     or (act.verb == RESERVING and not index.names_entity(doc, query_terms))))
+                                     or (act.verb == RESERVING and not index.names_entity(doc, act.booked))))
         or (act.kind == TAKE_BACK and (not takes_back(hit.handler, act.verb)
                                        or (doc is not None and index.names_another_entity(doc, query_terms)))))
     named = doc is not None and not cannot and index.names_entity(doc, query_terms)
@@ -396,8 +399,8 @@ def asked_act(index: SearchIndex, query: str) -> Act | None:
             return Act(TAKE_BACK, verb)
         if stem(verb) in IRREVERSIBLE_VERBS:
             return None if _not_asked(clause, clause.index(verb)) else Act(UNDOABLE, verb)
-        if verb == RESERVING and not _books_goods(clause[clause.index(verb) + 1:]):
-            return Act(FOREIGN, verb)
+        if verb == RESERVING and not _books_goods(after := clause[clause.index(verb) + 1:]):
+            return Act(FOREIGN, verb, _booked(after))
         if stem(verb) in FOREIGN_ACTS and not _is_act(index, stem(verb)):
             # "reserve on claim 6611?", "schedule of PMs" name a thing; "schedule Maria for PT" asks.
             return None if opening[1:] and opening[1] in _NOUN_AFTER else Act(FOREIGN, verb)
@@ -410,6 +413,13 @@ def _books_goods(after: Sequence[str]) -> bool:
     """Whether the words after "book" say goods booked: a count or a pointer back, after an optional "the"."""
     after = list(after[1:] if after[:1] == ["the"] else after)
     return bool(after) and (after[0] in BOOKING_GOODS or COUNT.fullmatch(after[0]) is not None)
+
+
+def _booked(after: Sequence[str]) -> tuple[str, ...]:
+    """The index terms of what "book" books: its words up to the first preposition ("a purchase order" of "book a
+    purchase order for 12 harnesses", "me a flight" of "book me a flight to Chicago for the vendor visit")."""
+    end = next((k for k, w in enumerate(after) if w in BOOKING_ENDS), len(after))
+    return terms(" ".join(after[:end]))
 
 
 def _names_a_record(index: SearchIndex, opening: Sequence[str]) -> bool:
