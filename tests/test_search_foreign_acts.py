@@ -70,6 +70,45 @@ def test_a_foreign_act_is_flagged(registry: Registry, model: bool, monkeypatch: 
         assert found.hits[0].handler.path == path and not found.no_match, (query, found.hits[:2])
 
 
+# Writing a text is no act of the catalog; drafting a record is.
+COMPOSITIONS = (
+    "Write a Python snippet that verifies an HMAC-SHA256 signature on an incoming webhook body.",
+    "Draft a PRD outline for an internal agent marketplace.",
+    "write me a powershell one-liner to find AD accounts that haven't logged in for 90 days",
+    "Draft a one-page memo to the board explaining why we need a new chiller",
+)
+DRAFTED_RECORDS = (
+    ("draft a mission 'Vendor consolidation', ceiling 2,500", "mission_control/missions/mission/create"),
+    ("Draft an order to supplier 3 for toner cartridges, GBP 410", "entity_crud/finance/purchase_order/create"),
+    ("Write a customer-facing update on ticket 1201 saying the fix is scheduled tonight",
+     "entity_crud/itsm/ticket_comment/create"),
+    ("Write off forklift FL-03 for good, stolen and insurance paid", "workflow_action/maintenance/asset/retire"),
+)
+
+
+@pytest.mark.parametrize("query", COMPOSITIONS)
+def test_writing_a_text_is_foreign_and_flagged(registry: Registry, query: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(semantic, "AVAILABLE", False)
+    act = asked_act(index_for(registry), query)
+    assert act is not None and act.kind == FOREIGN
+    found = find(index_for(registry), query, tuple(registry), limit=5)
+    assert found.no_match and found.hits[0].features[6] == 1.0, found.hits[:2]
+
+
+@pytest.mark.parametrize(("query", "path"), DRAFTED_RECORDS)
+def test_drafting_a_record_is_answered(registry: Registry, query: str, path: str) -> None:
+    found = find(index_for(registry), query, tuple(registry), limit=5)
+    assert found.hits[0].handler.path == path and not found.no_match, (query, found.hits[:2])
+    assert found.hits[0].features[6] == 0.0
+
+
+@pytest.mark.parametrize("query", ["draft 8801 was keyed twice, void it, it's never going out",
+                                   "Draft CLM-10500 was keyed in by mistake and will never go out. Scrap it."])
+def test_a_draft_named_by_its_number_is_a_record(registry: Registry, query: str) -> None:
+    act = asked_act(index_for(registry), query)
+    assert act is None or act.kind != FOREIGN
+
+
 @pytest.mark.parametrize("query", RESERVATIONS)
 def test_book_reserving_is_foreign_and_flagged(registry: Registry, query: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(semantic, "AVAILABLE", False)

@@ -170,6 +170,12 @@ RESERVING = "book"
 COUNT = re.compile(r"\d+x?")  # "2", "2x"; not "4th" ("book the 4th floor conference room")
 BOOKING_ENDS = frozenset({"for", "to", "at", "on", "with", "from", "in", "into", "against", "by", "of"})
 BOOKING_GOODS = frozenset({"in", "out", "it", "them", "those", "these", "one", "two", "three", "four", "five"})
+# So with writing: the catalog drafts records ("draft a mission 'Vendor consolidation'", "Draft an order to supplier
+# 3"), and people ask for a text to be written ("draft a cover letter for the RFP", "write me a powershell
+# one-liner"): only a handler whose text says the verb and whose entity the written words name does it. "Write off"
+# and "write down" are other acts.
+COMPOSING = frozenset({"write", "draft", "compose"})
+NOT_COMPOSING = frozenset({"off", "down"})
 
 
 class Act(NamedTuple):
@@ -330,7 +336,8 @@ def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: fl
         (act.kind in (CHANGE, UNDOABLE) and changes_no_existing_record(hit.handler))
         or (act.kind == CHANGE and act.verb in LOWERING_CHANGES and raises(hit.handler))
         or (act.kind == FOREIGN and (doc is None or not index.says(doc, stem(act.verb))
-                                     or (act.verb == RESERVING and not index.names_entity(doc, act.booked))))
+                                     or ((act.verb == RESERVING or act.verb in COMPOSING)
+                                         and not index.names_entity(doc, act.booked))))
         or (act.kind == TAKE_BACK and (not takes_back(hit.handler, act.verb)
                                        or (doc is not None and index.names_another_entity(doc, query_terms)))))
     named = doc is not None and not cannot and index.names_entity(doc, query_terms)
@@ -401,6 +408,8 @@ def asked_act(index: SearchIndex, query: str) -> Act | None:
             return None if _not_asked(clause, clause.index(verb)) else Act(UNDOABLE, verb)
         if verb == RESERVING and not _books_goods(after := clause[clause.index(verb) + 1:]):
             return Act(FOREIGN, verb, _booked(after))
+        if verb in COMPOSING and _composes(after := clause[clause.index(verb) + 1:]):
+            return Act(FOREIGN, verb, _booked(after))
         if stem(verb) in FOREIGN_ACTS and not _is_act(index, stem(verb)):
             # "reserve on claim 6611?", "schedule of PMs" name a thing; "schedule Maria for PT" asks.
             return None if opening[1:] and opening[1] in _NOUN_AFTER else Act(FOREIGN, verb)
@@ -413,6 +422,12 @@ def _books_goods(after: Sequence[str]) -> bool:
     """Whether the words after "book" say goods booked: a count or a pointer back, after an optional "the"."""
     after = list(after[1:] if after[:1] == ["the"] else after)
     return bool(after) and (after[0] in BOOKING_GOODS or COUNT.fullmatch(after[0]) is not None)
+
+
+def _composes(after: Sequence[str]) -> bool:
+    """Whether the words after "write" or "draft" ask for a text: not another act ("write off"), nor a record a
+    draft names ("Draft CLM-10500 was keyed in by mistake", "draft 8801 was keyed twice, void it")."""
+    return not NOT_COMPOSING.intersection(after[:1]) and not any(w[:1].isdigit() for w in after[:2])
 
 
 def _booked(after: Sequence[str]) -> tuple[str, ...]:
