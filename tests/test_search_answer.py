@@ -76,6 +76,9 @@ def first(registry: Registry, query: str) -> Any:
     # Someone else's wish, or an attempt that failed, is told of; one's own wish asks.
     ("No on request 913 - the agent wants to delete vendor Kaman and that's not happening", False),
     ("I tried to cancel PO 4410 but the button is greyed out", False), ("I want to delete vendor 12", True),
+    # Before a modal the word is a noun, the subject of a rule.
+    ("on persona ap-clerk-bot, any payment void should need human sign-off from now on", False),
+    ("void payment 7, it should never have gone out", True),
     # "auto-delete" names a feature.
     ("set up auto-delete for contracts older than 7 years", False),
     # A negation reaches a verb joined to the one it negates by "or"; "nobody" negates before a modal only.

@@ -303,6 +303,7 @@ def _not_asked(words: Sequence[str], i: int) -> bool:
                                           or not PREVENTING.isdisjoint(words[max(0, i - NEGATION_REACH):i])))
             or any(words[j] in ATTEMPTING and words[j - 1] in DESCRIBING for j in reach)
             or (before == "to" and i >= 2 and words[i - 2] in WISHED)
+            or (i + 1 < len(words) and words[i + 1] in MODALS)  # a noun: "any payment void should need sign-off"
             or (light is not None and i + 1 < len(words) and words[i + 1] in light)
             or before in NAMING_A_FEATURE or _lowering(words, i))
 
