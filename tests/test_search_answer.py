@@ -79,6 +79,9 @@ def first(registry: Registry, query: str) -> Any:
     # Before a modal the word is a noun, the subject of a rule.
     ("on persona ap-clerk-bot, any payment void should need human sign-off from now on", False),
     ("void payment 7, it should never have gone out", True),
+    # The "-s" form tells of someone's act.
+    ("Hold on, before anyone voids anything — what's the current status and memo on invoice 5530?", False),
+    ("the nightly sync deletes rows it should keep, which job is it?", False),
     # "auto-delete" names a feature.
     ("set up auto-delete for contracts older than 7 years", False),
     # A negation reaches a verb joined to the one it negates by "or"; "nobody" negates before a modal only.

@@ -62,9 +62,10 @@ POOL = 20
 # Verbs of acts that cannot be undone or that take something out of service at once (disable), stemmed. A
 # handler named by one is irreversible even where it does not declare itself destructive, and every built-in one
 # declares it (tests/test_mcp_surfaces.py); a request saying one (not negated) asks for such an act.
-IRREVERSIBLE_VERBS = frozenset(stem(w) for w in (
+IRREVERSIBLE_BASE = frozenset((
     "delete remove erase purge destroy wipe void cancel retire scrap decommission discard dispose terminate "
     "revoke drop kill abort disable").split())
+IRREVERSIBLE_VERBS = frozenset(stem(w) for w in IRREVERSIBLE_BASE)
 # Phrases that ask for the irreversible form of an act: "for good", "permanently", "get rid of".
 IRREVERSIBLE_PHRASES = (("for", "good"), ("get", "rid"), ("permanently",), ("irreversibly",))
 # Words that negate a verb up to NEGATION_REACH words after them: "don't delete", "without removing"; and those
@@ -304,8 +305,15 @@ def _not_asked(words: Sequence[str], i: int) -> bool:
             or any(words[j] in ATTEMPTING and words[j - 1] in DESCRIBING for j in reach)
             or (before == "to" and i >= 2 and words[i - 2] in WISHED)
             or (i + 1 < len(words) and words[i + 1] in MODALS)  # a noun: "any payment void should need sign-off"
+            or _third_person(word)
             or (light is not None and i + 1 < len(words) and words[i + 1] in light)
             or before in NAMING_A_FEATURE or _lowering(words, i))
+
+
+def _third_person(word: str) -> bool:
+    """Whether an irreversible verb is in its "-s" form, which tells of someone's act and never asks for one:
+    "before anyone voids anything, what's the status of invoice 5530?", "the sync deletes rows it should keep"."""
+    return word.endswith("s") and word not in IRREVERSIBLE_BASE
 
 
 def _lowering(words: Sequence[str], i: int) -> bool:
