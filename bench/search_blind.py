@@ -23,7 +23,9 @@ answer with. Metrics:
 - no-match rate: the share of `none` tasks answered empty or flagged (`no_match`), and the share of
   matchable tasks wrongly flagged;
 - safe-ordering violations: a destructive handler first (and not flagged) for a request that does not ask
-  for an irreversible act;
+  for an irreversible act, unless the writer graded that handler the exact answer (3): the request asks for its
+  very act, one the writer did not count as irreversible ("disable the agent til morning", `agent/disable`).
+  Those are listed apart;
 - word overlap: the share of a request's words (after the index's own tokenisation: split, stop words out,
   stemmed) found in its grade-3 handlers' own text (coordinate and description). Low overlap is what real
   requests look like; a set with high overlap flatters a lexical ranker. "with examples" counts the handlers'
@@ -170,8 +172,13 @@ def evaluate(registry: Registry, tasks: list[dict[str, Any]]) -> tuple[dict[str,
                       "overlap": mean([o for t in chosen if (o := overlap(registry, t)) is not None]),
                       "overlap_with_examples": mean([o for t in chosen
                                                      if (o := overlap(registry, t, with_examples=True)) is not None])}
-    violations = [t["id"] for t in tasks if not t["asks_destructive"] and (a := answers[t["id"]]).paths
-                  and not a.no_match and a.destructive[0]]
+    destructive_first = [t for t in tasks if not t["asks_destructive"] and (a := answers[t["id"]]).paths
+                         and not a.no_match and a.destructive[0]]
+    # The writer graded that very handler as the exact answer: the request asks for its act, which the writer
+    # did not count as irreversible ("disable the ap-triage agent til morning": `agent/disable`, which `enable`
+    # takes back).
+    asked_for = [t["id"] for t in destructive_first if t["relevant"].get(answers[t["id"]].paths[0]) == 3]
+    violations = [t["id"] for t in destructive_first if t["id"] not in asked_for]
     seconds = sorted(a.seconds for a in answers.values())
     cpu = sorted(a.cpu for a in answers.values())
     summary = {
@@ -183,6 +190,7 @@ def evaluate(registry: Registry, tasks: list[dict[str, Any]]) -> tuple[dict[str,
         "none_flagged": mean([1.0 if answers[t["id"]].no_match else 0.0 for t in unmatchable]),
         "matchable_flagged": mean([1.0 if answers[t["id"]].no_match else 0.0 for t in matchable]),
         "safe_ordering_violations": len(violations), "violations": violations,
+        "destructive_first_graded_exact": asked_for,
         "latency_ms": {"p50": round(1000 * seconds[len(seconds) // 2], 2), "max": round(1000 * seconds[-1], 2),
                        "cpu_p50": round(1000 * cpu[len(cpu) // 2], 2), "cpu_max": round(1000 * cpu[-1], 2)},
     }
@@ -253,7 +261,8 @@ def main() -> None:
               f"{m['ndcg_at_10']:.3f} | {m['overlap']:.2f} | {m['overlap_with_examples']:.2f} |")
     print(f"\nno-match AUC {summary['no_match_auc']:.4f}; `none` tasks flagged {summary['none_flagged']:.3f}; "
           f"matchable tasks flagged {summary['matchable_flagged']:.3f}; safe-ordering violations "
-          f"{summary['safe_ordering_violations']} {summary['violations']}; latency p50 "
+          f"{summary['safe_ordering_violations']} {summary['violations']} (destructive first and graded the exact "
+          f"answer: {summary['destructive_first_graded_exact']}); latency p50 "
           f"{summary['latency_ms']['p50']} ms, max {summary['latency_ms']['max']} ms (CPU p50 "
           f"{summary['latency_ms']['cpu_p50']} ms, max {summary['latency_ms']['cpu_max']} ms); first call "
           f"(index, model and embeddings built) {summary['first_call_s']} s")

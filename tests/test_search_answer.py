@@ -358,3 +358,29 @@ def test_a_verb_in_a_path_or_url_asks_for_no_irreversible_act(registry: Registry
                  tuple(registry), limit=5)
     assert not found.asks_irreversible and not irreversible(found.hits[0].handler), found.hits[0].handler.path
     assert find(index_for(registry), "void payment 12", tuple(registry), limit=5).asks_irreversible
+
+
+@pytest.mark.parametrize(("query", "path"), [
+    ("turn off agent 17, it's looping and burning tokens. no new runs til I look at it",
+     "workflow_action/agents/agent/disable"),
+    ("ep_22 is hammering their sandbox with bad requests. Turn it off until I fix the payload.",
+     "workflow_action/integrations/endpoint/disable"),
+    ("Shut off endpoint 88 (the old ServiceNow bridge), it's hammering a dead URL",
+     "workflow_action/integrations/endpoint/disable"),
+])
+@pytest.mark.parametrize("model", [True, False])
+def test_switching_off_asks_for_the_handler_that_disables(registry: Registry, query: str, path: str, model: bool,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    if model and not semantic.AVAILABLE:
+        pytest.skip("the semantic extra is not installed")
+    monkeypatch.setattr(semantic, "AVAILABLE", model)
+    assert first(registry, query).hits[0].handler.path == path
+
+
+def test_switching_off_raises_no_other_irreversible_handler(registry: Registry) -> None:
+    """Nothing disables a channel: "switch off" asks for no deletion, and the safe order holds."""
+    found = first(registry, "switch off the old pager channel (id 5), nobody carries pagers anymore")
+    assert not found.asks_irreversible and not irreversible(found.hits[0].handler), found.hits[0].handler.path
+    # Negated, it asks for nothing.
+    found = first(registry, "don't turn off agent 17, just tell me what it is running")
+    assert found.hits[0].handler.path != "workflow_action/agents/agent/disable"

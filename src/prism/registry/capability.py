@@ -68,6 +68,13 @@ IRREVERSIBLE_BASE = frozenset((
 IRREVERSIBLE_VERBS = frozenset(stem(w) for w in IRREVERSIBLE_BASE)
 # Phrases that ask for the irreversible form of an act: "for good", "permanently", "get rid of".
 IRREVERSIBLE_PHRASES = (("for", "good"), ("get", "rid"), ("permanently",), ("irreversibly",))
+# Verbs that take something out of service with "off" after them, within SWITCH_OFF_REACH words: "turn off agent
+# 17", "switch it off", "shut endpoint 88 off" ask for a handler that disables (DISABLING), which comes first as
+# when the request asks for an irreversible act; other irreversible handlers do not: "switch off the old pager
+# channel" asks for no deletion, and where nothing disables the safe order holds.
+SWITCHING = frozenset({"turn", "switch", "shut"})
+SWITCH_OFF_REACH = 3
+DISABLING = frozenset(stem(w) for w in ("disable", "deactivate"))
 # Words that negate a verb up to NEGATION_REACH words after them: "don't delete", "without removing"; and those
 # that ask to take such an act back, which is no irreversible act either: "un-revoke", "undo the void",
 # "restore the webhook I deleted".
@@ -264,6 +271,19 @@ def asks_irreversible(words: Sequence[str]) -> bool:
         if any(tuple(words[i:i + len(p)]) == p for p in IRREVERSIBLE_PHRASES) and not _negated(words, i):
             return True
     return False
+
+
+def asks_to_switch_off(words: Sequence[str]) -> bool:
+    """Whether the request (its words, split) asks to take something out of service: "turn off agent 17", "switch it
+    off", not negated."""
+    return any(w in SWITCHING and "off" in words[i + 1:i + 1 + SWITCH_OFF_REACH] and not _negated(words, i)
+               for i, w in enumerate(words))
+
+
+def disables(handler: Handler) -> bool:
+    """Whether the handler's operation takes something out of service: `disable`, `deactivate`."""
+    words = operation_words(handler.coordinate.operation)
+    return bool(words) and words[0] in DISABLING
 
 
 def _asks_irreversible_in(text: str) -> bool:
@@ -505,10 +525,12 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
     if not hits:
         return [], ranker
     top = hits[0].score
-    if asked:
-        hits = sorted((Hit(h.handler, h.score + ASKED_BOOST * top) if irreversible(h.handler) else h
+    switch_off = not asked and asks_to_switch_off(split_words(query))
+    if asked or switch_off:
+        raised = irreversible if asked else disables
+        hits = sorted((Hit(h.handler, h.score + ASKED_BOOST * top) if raised(h.handler) else h
                        for h in hits), key=lambda h: -h.score)
-    elif irreversible(hits[0].handler):
+    if not asked and irreversible(hits[0].handler) and not (switch_off and disables(hits[0].handler)):
         # Stable: the first reversible handler moves up to first; the rest keep their order.
         safe = next((i for i, h in enumerate(hits) if not irreversible(h.handler)), None)
         if safe is not None:
