@@ -377,8 +377,14 @@ def test_switching_off_asks_for_the_handler_that_disables(registry: Registry, qu
     assert first(registry, query).hits[0].handler.path == path
 
 
-def test_switching_off_raises_no_other_irreversible_handler(registry: Registry) -> None:
-    """Nothing disables a channel: "switch off" asks for no deletion, and the safe order holds."""
+@pytest.mark.parametrize("model", [True, False])
+def test_switching_off_raises_no_other_irreversible_handler(registry: Registry, model: bool,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing disables a channel: "switch off" asks for no deletion, nor for another entity's disable (an agent's),
+    and the safe order holds."""
+    if model and not semantic.AVAILABLE:
+        pytest.skip("the semantic extra is not installed")
+    monkeypatch.setattr(semantic, "AVAILABLE", model)
     found = first(registry, "switch off the old pager channel (id 5), nobody carries pagers anymore")
     assert not found.asks_irreversible and not irreversible(found.hits[0].handler), found.hits[0].handler.path
     # Negated, it asks for nothing.

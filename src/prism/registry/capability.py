@@ -35,7 +35,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, NamedTuple
 
 from prism.registry.model import Handler
@@ -278,6 +278,13 @@ def asks_to_switch_off(words: Sequence[str]) -> bool:
     off", not negated."""
     return any(w in SWITCHING and "off" in words[i + 1:i + 1 + SWITCH_OFF_REACH] and not _negated(words, i)
                for i, w in enumerate(words))
+
+
+def _disables_what_is_named(index: SearchIndex, query_terms: Sequence[str], handler: Handler) -> bool:
+    """Whether the handler disables, and the request names no other entity than its own: "switch off the old pager
+    channel" asks nothing of `agent/disable`."""
+    doc = index.document(handler)
+    return disables(handler) and (doc is None or not index.names_another_entity(doc, query_terms))
 
 
 def disables(handler: Handler) -> bool:
@@ -527,7 +534,7 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
     top = hits[0].score
     switch_off = not asked and asks_to_switch_off(split_words(query))
     if asked or switch_off:
-        raised = irreversible if asked else disables
+        raised = irreversible if asked else partial(_disables_what_is_named, index, query_terms)
         hits = sorted((Hit(h.handler, h.score + ASKED_BOOST * top) if raised(h.handler) else h
                        for h in hits), key=lambda h: -h.score)
     if not asked and irreversible(hits[0].handler) and not (switch_off and disables(hits[0].handler)):
