@@ -73,15 +73,23 @@ def first(registry: Registry, query: str) -> Any:
     ("say no to request 1190, the agent was trying to mass-delete vendor records", False),
     ("it kept attempting to void payments", False), ("try to delete vendor 12", True),
     ("I am trying to delete vendor 12, do it", True),
-    # Someone else's wish, or an attempt that failed, is told of; one's own wish asks.
+    # Someone else's wish is told of, unless the request goes ahead with it; one's own wish, or a failed attempt,
+    # asks.
     ("No on request 913 - the agent wants to delete vendor Kaman and that's not happening", False),
-    ("I tried to cancel PO 4410 but the button is greyed out", False), ("I want to delete vendor 12", True),
-    # Before a modal the word is a noun, the subject of a rule.
+    ("customer wants to cancel PO 4410, please process", True), ("my manager wants to cancel PO 4410, go ahead", True),
+    ("I tried to cancel PO 4410 but the button is greyed out, can you do it?", True),
+    ("I want to delete vendor 12", True),
+    # Before a modal the word is a noun, the subject of a rule; not at the start, nor after a word that asks, nor
+    # before a name.
     ("on persona ap-clerk-bot, any payment void should need human sign-off from now on", False),
     ("void payment 7, it should never have gone out", True),
-    # The "-s" form tells of someone's act.
+    ("vendor 12 is a dupe, please delete - should be safe, no invoices", True),
+    ("PO 4410 is a duplicate. can you cancel? would really help", True), ("revoke Will's API key", True),
+    ("remove May from the on-call rotation", True), ("cancel will call order 4410", True),
+    # The "-s" form tells of someone's act; after a determiner it is a plural noun.
     ("Hold on, before anyone voids anything — what's the current status and memo on invoice 5530?", False),
     ("the nightly sync deletes rows it should keep, which job is it?", False),
+    ("run the bulk deletes for vendors 12 and 13", True),
     # "auto-delete" names a feature.
     ("set up auto-delete for contracts older than 7 years", False),
     # A negation reaches a verb joined to the one it negates by "or"; "nobody" negates before a modal only.
@@ -387,6 +395,12 @@ def test_switching_off_raises_no_other_irreversible_handler(registry: Registry, 
     monkeypatch.setattr(semantic, "AVAILABLE", model)
     found = first(registry, "switch off the old pager channel (id 5), nobody carries pagers anymore")
     assert not found.asks_irreversible and not irreversible(found.hits[0].handler), found.hits[0].handler.path
-    # Negated, it asks for nothing.
-    found = first(registry, "don't turn off agent 17, just tell me what it is running")
-    assert found.hits[0].handler.path != "workflow_action/agents/agent/disable"
+    # Nor another entity's named after the switched-off words' preposition.
+    found = first(registry, "turn off the webhook for agent 17")
+    assert found.hits[0].handler.path != "workflow_action/agents/agent/disable", found.hits[:2]
+    # Negated, told of, wished or asked about, it asks for nothing; nor does "switch it off" alone.
+    for query in ("don't turn off agent 17, just tell me what it is running",
+                  "did someone turn off agent 17? it stopped running", "why would I turn off endpoint 88?",
+                  "the agent wants to turn off endpoint 88, deny that", "turn off", "switch it off"):
+        found = first(registry, query)
+        assert found.no_match or not irreversible(found.hits[0].handler), (query, found.hits[:2])

@@ -30,8 +30,10 @@ RESERVATIONS = (
     "book the 4th floor conference room Thursday 2-3pm",
     "Book Kim a flight to Regensburg for the service training in March",
     "book room 412 at the Harbourview for Mr. Tanaka, 3 nights from the 9th",
-    # The vendor named after what is booked does not make a flight a purchase order.
+    # The vendor named after what is booked does not make a flight a purchase order, nor the weeks its examples
+    # say a vacation one.
     "book me a flight to Chicago next tuesday for the vendor visit",
+    "book me two weeks of vacation starting Aug 4",
 )
 BOOKINGS = (
     ("book 2x 6205 bearings (part 1021) against work order 4410", "entity_crud/maintenance/work_order_part/create"),
@@ -78,6 +80,8 @@ COMPOSITIONS = (
     "Draft a one-page memo to the board explaining why we need a new chiller",
 )
 DRAFTED_RECORDS = (
+    ("write up a work order for pump 4, it's leaking", "entity_crud/maintenance/work_order/create"),
+    ("write a ticket for the broken printer in bay 3", "entity_crud/itsm/ticket/create"),
     ("draft a mission 'Vendor consolidation', ceiling 2,500", "mission_control/missions/mission/create"),
     ("Draft an order to supplier 3 for toner cartridges, GBP 410", "entity_crud/finance/purchase_order/create"),
     ("Write a customer-facing update on ticket 1201 saying the fix is scheduled tonight",
@@ -130,7 +134,8 @@ def test_book_recording_goods_or_a_named_record_is_answered(registry: Registry, 
     assert found.hits[0].features[6] == 0.0
 
 
-@pytest.mark.parametrize("query", ["reserve on claim 6611?", "schedule of PMs for pump 4"])
+@pytest.mark.parametrize("query", ["reserve on claim 6611?", "schedule of PMs for pump 4",
+                                   "email address for vendor Kaman?", "email for vendor 8"])
 def test_a_foreign_verb_followed_by_a_preposition_is_a_noun(registry: Registry, query: str) -> None:
     assert asked_act(index_for(registry), query) is None
 

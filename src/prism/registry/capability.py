@@ -75,6 +75,9 @@ IRREVERSIBLE_PHRASES = (("for", "good"), ("get", "rid"), ("permanently",), ("irr
 SWITCHING = frozenset({"turn", "switch", "shut"})
 SWITCH_OFF_REACH = 3
 DISABLING = frozenset(stem(w) for w in ("disable", "deactivate"))
+SWITCHING_TERMS = frozenset(stem(w) for w in (*SWITCHING, "off"))
+# Words before the verb within NEGATION_REACH that make it a question about the act, not a request for it.
+QUESTIONING = frozenset({"did", "why", "who", "whether"})
 # Words that negate a verb up to NEGATION_REACH words after them: "don't delete", "without removing"; and those
 # that ask to take such an act back, which is no irreversible act either: "un-revoke", "undo the void",
 # "restore the webhook I deleted".
@@ -102,9 +105,15 @@ PREVENTING = frozenset({"stop", "stops", "prevent", "prevents", "from", "avoid",
 # And one up to NEGATION_REACH words after an attempt told of ("the agent was trying to mass-delete vendors",
 # "it kept attempting to void payments"): one of these right after a DESCRIBING word.
 ATTEMPTING = frozenset({"trying", "attempting"})
-# And one right after one of these and "to", of someone else's wish or an attempt told of: "the agent wants to
-# delete vendor Kaman and that's not happening", "I tried to cancel it but the button is greyed out".
-WISHED = frozenset({"wants", "wanted", "tries", "tried"})
+# And one right after one of these and "to", of someone's wish told of: "the agent wants to delete vendor Kaman and
+# that's not happening"; unless the request goes ahead with it (GOING_AHEAD: "customer wants to cancel PO 4410,
+# please process"). An attempt that failed ("I tried to cancel it but the button is greyed out") asks for help
+# with the act, and so asks for it.
+WISHED = frozenset({"wants", "wanted"})
+GOING_AHEAD = frozenset({"please", "pls", "ahead", "proceed", "process"})
+# Words before a noun: an irreversible verb's "-s" form after one is a plural noun ("run the bulk deletes for
+# vendors 12 and 13"), which may still ask.
+DETERMINERS = frozenset({"the", "these", "those", "all", "any", "some", "bulk", "pending", "my", "our", "two", "three"})
 # Everyday phrases in which an irreversible verb writes something instead: "drop a note on INC-4410", "drop me a
 # line". The verb is followed by one of these words.
 LIGHT_USES = {stem("drop"): frozenset({"a", "an", "me", "us", "him", "her", "them", "in"})}
@@ -176,7 +185,10 @@ FOREIGN_ACTS = frozenset(stem(w) for w in (
 # the catalog books records, and "book me a flight to Chicago for the vendor visit" books none.
 RESERVING = "book"
 COUNT = re.compile(r"\d+x?")  # "2", "2x"; not "4th" ("book the 4th floor conference room")
-BOOKING_ENDS = frozenset({"for", "to", "at", "on", "with", "from", "in", "into", "against", "by", "of"})
+# Where the words of what is booked, written or switched off end: a preposition or a conjunction ("switch off agt_7
+# so nobody can launch new runs of it": agt_7).
+BOOKING_ENDS = frozenset({"for", "to", "at", "on", "with", "from", "in", "into", "against", "by", "of",
+                          "so", "and", "but", "until", "till", "til", "because", "since", "while"})
 BOOKING_GOODS = frozenset({"in", "out", "it", "them", "those", "these", "one", "two", "three", "four", "five"})
 # So with writing: the catalog drafts records ("draft a mission 'Vendor consolidation'", "Draft an order to supplier
 # 3"), and people ask for a text to be written ("draft a cover letter for the RFP", "write me a powershell
@@ -210,6 +222,8 @@ LOWERING_CHANGES = frozenset({"lower", "decrease", "reduce", "downgrade", "deesc
 RAISING_OPERATIONS = frozenset(stem(w) for w in ("escalate", "increase", "raise", "upgrade", "promote"))
 # A change verb followed by one of these is a noun: "update on ticket 4412?", "change of plans".
 _NOUN_AFTER = frozenset({"on", "about", "of", "from"})
+# And after a foreign act's word: "email address for vendor Kaman?", "email for vendor 8?", "schedule for next week".
+_FOREIGN_NOUN_AFTER = _NOUN_AFTER | {"address", "addresses", "for"}
 # Verbs that make a record or change one: a change when their clause sets something "to" an amount, a priority or
 # a level ending the clause ("raise the risk level of AI system 7 to high", "set ticket 4412 to P2"; "raise
 # mission 12's budget ceiling to $800", "set the reserve to $45,000"), else not ("raise a PO to vendor 31").
@@ -273,18 +287,43 @@ def asks_irreversible(words: Sequence[str]) -> bool:
     return False
 
 
-def asks_to_switch_off(words: Sequence[str]) -> bool:
-    """Whether the request (its words, split) asks to take something out of service: "turn off agent 17", "switch it
-    off", not negated."""
-    return any(w in SWITCHING and "off" in words[i + 1:i + 1 + SWITCH_OFF_REACH] and not _negated(words, i)
-               for i, w in enumerate(words))
+def switched_off(words: Sequence[str]) -> tuple[str, ...] | None:
+    """What the request (its words, split) asks to take out of service, as index terms: the words between the verb
+    and "off", or after "off" up to a preposition ("turn off the webhook for agent 17": the webhook); empty for a
+    pointer back ("switch it off": the rest of the request says what). None when it asks for no such act: negated,
+    told of or wished ("someone switched it off by mistake", "the agent wants to turn off endpoint 88"), or asked
+    about ("did someone turn off agent 17?", "why would I turn off endpoint 88?")."""
+    for i, w in enumerate(words):
+        if w not in SWITCHING or "off" not in words[i + 1:i + 1 + SWITCH_OFF_REACH]:
+            continue
+        if _not_asked(words, i) or not QUESTIONING.isdisjoint(words[max(0, i - NEGATION_REACH):i]):
+            continue
+        off = words.index("off", i + 1)
+        return _booked(words[i + 1:off] or words[off + 1:])
+    return None
 
 
-def _disables_what_is_named(index: SearchIndex, query_terms: Sequence[str], handler: Handler) -> bool:
-    """Whether the handler disables, and the request names no other entity than its own: "switch off the old pager
-    channel" asks nothing of `agent/disable`."""
+def _disables_what_is_named(index: SearchIndex, named: Sequence[str], query_terms: Sequence[str],
+                            handler: Handler) -> bool:
+    """Whether the handler disables what is switched off: its entity is the one the switched-off words (`named`)
+    name ("switch off the old pager channel" asks nothing of `agent/disable`, nor "turn off the webhook for agent
+    17"); when they name none ("switch agt_7 off", "turn it off"), the request names no other entity, and says
+    more than the switching ("turn off" alone asks for nothing in particular)."""
     doc = index.document(handler)
-    return disables(handler) and (doc is None or not index.names_another_entity(doc, query_terms))
+    if not disables(handler) or doc is None:
+        return False
+    if named and (index.names_entity(doc, named) or index.names_another_entity(doc, named)):
+        return index.names_entity(doc, named)
+    return bool(set(query_terms) - SWITCHING_TERMS - STOPWORDS) and not index.names_another_entity(doc, query_terms)
+
+
+def _may_disable(index: SearchIndex, named: Sequence[str], query_terms: Sequence[str], handler: Handler) -> bool:
+    """Whether a disabling handler the ranking put first may stay first for a switching off: the switched-off words
+    name no other entity than its own ("switch off agt_7 so nobody can launch new runs of it": `agent/disable`), and
+    the request says more than the switching ("switch it off" alone names nothing to disable)."""
+    doc = index.document(handler)
+    return (disables(handler) and doc is not None and not index.names_another_entity(doc, named)
+            and bool(set(query_terms) - SWITCHING_TERMS - STOPWORDS))
 
 
 def disables(handler: Handler) -> bool:
@@ -321,8 +360,9 @@ def _not_asked(words: Sequence[str], i: int) -> bool:
     deleted": a past tense after its subject, or opening the request: "deleted doc 90 by mistake"; "got retired": a
     participle after an auxiliary), what is going on, to be prevented, was attempted or is someone's wish ("keeps
     dropping", "stop it deleting", "was trying to delete", "the agent wants to delete": `DESCRIBING`, `PREVENTING`,
-    `ATTEMPTING`, `WISHED`), is used lightly ("drop a note": `LIGHT_USES`), names a feature ("auto-delete":
-    `NAMING_A_FEATURE`) or lowers a level (`LOWERING`)."""
+    `ATTEMPTING`, `WISHED`), is a noun or tells in the "-s" form (`_noun_before_a_modal`, `_third_person`), is used
+    lightly ("drop a note": `LIGHT_USES`), names a feature ("auto-delete": `NAMING_A_FEATURE`) or lowers a level
+    (`LOWERING`)."""
     word, before = words[i], words[i - 1] if i > 0 else ""
     light = LIGHT_USES.get(stem(word))
     reach = range(max(1, i - NEGATION_REACH), i)
@@ -330,17 +370,27 @@ def _not_asked(words: Sequence[str], i: int) -> bool:
             or (word.endswith("ing") and (before in DESCRIBING
                                           or not PREVENTING.isdisjoint(words[max(0, i - NEGATION_REACH):i])))
             or any(words[j] in ATTEMPTING and words[j - 1] in DESCRIBING for j in reach)
-            or (before == "to" and i >= 2 and words[i - 2] in WISHED)
-            or (i + 1 < len(words) and words[i + 1] in MODALS)  # a noun: "any payment void should need sign-off"
-            or _third_person(word)
+            or (before == "to" and i >= 2 and words[i - 2] in WISHED and GOING_AHEAD.isdisjoint(words))
+            or _noun_before_a_modal(words, i) or _third_person(words, i)
             or (light is not None and i + 1 < len(words) and words[i + 1] in light)
             or before in NAMING_A_FEATURE or _lowering(words, i))
 
 
-def _third_person(word: str) -> bool:
+def _noun_before_a_modal(words: Sequence[str], i: int) -> bool:
+    """Whether the word at `i` is a noun, the subject of a modal after it, after a noun of its own: "any payment
+    void should need human sign-off". Not after a word that opens a request or asks ("please delete - should be
+    safe", "can you cancel? would help"), nor opening it ("revoke Will's API key", "remove May from the rota")."""
+    before = words[i - 1] if i > 0 else ""
+    return (i + 1 < len(words) and words[i + 1] in MODALS and bool(before)
+            and before not in STOPWORDS and before not in _LEADING)
+
+
+def _third_person(words: Sequence[str], i: int) -> bool:
     """Whether an irreversible verb is in its "-s" form, which tells of someone's act and never asks for one:
-    "before anyone voids anything, what's the status of invoice 5530?", "the sync deletes rows it should keep"."""
-    return word.endswith("s") and word not in IRREVERSIBLE_BASE
+    "before anyone voids anything, what's the status of invoice 5530?", "the sync deletes rows it should keep";
+    after a determiner it is a plural noun instead ("run the bulk deletes")."""
+    word = words[i]
+    return word.endswith("s") and word not in IRREVERSIBLE_BASE and (i == 0 or words[i - 1] not in DETERMINERS)
 
 
 def _lowering(words: Sequence[str], i: int) -> bool:
@@ -371,13 +421,21 @@ def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: fl
     cannot = act is not None and (
         (act.kind in (CHANGE, UNDOABLE) and changes_no_existing_record(hit.handler))
         or (act.kind == CHANGE and act.verb in LOWERING_CHANGES and raises(hit.handler))
-        or (act.kind == FOREIGN and (doc is None or not index.says(doc, stem(act.verb))
-                                     or ((act.verb == RESERVING or act.verb in COMPOSING)
-                                         and not index.names_entity(doc, act.booked))))
+        or (act.kind == FOREIGN and (doc is None or not _does_foreign_act(index, doc, act)))
         or (act.kind == TAKE_BACK and (not takes_back(hit.handler, act.verb)
                                        or (doc is not None and index.names_another_entity(doc, query_terms)))))
     named = doc is not None and not cannot and index.names_entity(doc, query_terms)
     return (coverage, known, cosine, relative, float(first), coverage * mass, float(cannot), float(named))
+
+
+def _does_foreign_act(index: SearchIndex, doc: int, act: Act) -> bool:
+    """Whether the handler (its document) may do a FOREIGN act: its text says the verb, and for a reserving "book"
+    what is booked names its entity ("book a purchase order for 12 harnesses"; not a thing its text merely says:
+    `purchase_order/create`'s examples say "book" and "weeks", and "book me two weeks of vacation" is no order).
+    A text written needs only its entity named ("write up a work order for pump 4")."""
+    if act.verb in COMPOSING:
+        return index.names_entity(doc, act.booked)
+    return index.says(doc, stem(act.verb)) and (act.verb != RESERVING or index.names_entity(doc, act.booked))
 
 
 def changes_no_existing_record(handler: Handler) -> bool:
@@ -448,7 +506,7 @@ def asked_act(index: SearchIndex, query: str) -> Act | None:
             return Act(FOREIGN, verb, _booked(after))
         if stem(verb) in FOREIGN_ACTS and not _is_act(index, stem(verb)):
             # "reserve on claim 6611?", "schedule of PMs" name a thing; "schedule Maria for PT" asks.
-            return None if opening[1:] and opening[1] in _NOUN_AFTER else Act(FOREIGN, verb)
+            return None if opening[1:] and opening[1] in _FOREIGN_NOUN_AFTER else Act(FOREIGN, verb)
         if _is_act(index, stem(verb)) and not _names_a_record(index, opening):
             return None
     return None
@@ -467,10 +525,11 @@ def _composes(after: Sequence[str]) -> bool:
 
 
 def _booked(after: Sequence[str]) -> tuple[str, ...]:
-    """The index terms of what "book" books: its words up to the first preposition ("a purchase order" of "book a
-    purchase order for 12 harnesses", "me a flight" of "book me a flight to Chicago for the vendor visit")."""
+    """The index terms of what is booked, written or switched off: the words after the verb up to the first
+    preposition ("a purchase order" of "book a purchase order for 12 harnesses", "me a flight" of "book me a flight
+    to Chicago for the vendor visit"), less numbers and fragments ("conf room 14B": conf, room)."""
     end = next((k for k, w in enumerate(after) if w in BOOKING_ENDS), len(after))
-    return terms(" ".join(after[:end]))
+    return tuple(t for t in terms(" ".join(after[:end])) if t.isalpha() and len(t) > 2)
 
 
 def _names_a_record(index: SearchIndex, opening: Sequence[str]) -> bool:
@@ -532,12 +591,14 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
     if not hits:
         return [], ranker
     top = hits[0].score
-    switch_off = not asked and asks_to_switch_off(split_words(query))
-    if asked or switch_off:
-        raised = irreversible if asked else partial(_disables_what_is_named, index, query_terms)
+    named = None if asked else switched_off(split_words(query))
+    disabling = partial(_disables_what_is_named, index, named or (), query_terms)
+    if asked or named is not None:
+        raised = irreversible if asked else disabling
         hits = sorted((Hit(h.handler, h.score + ASKED_BOOST * top) if raised(h.handler) else h
                        for h in hits), key=lambda h: -h.score)
-    if not asked and irreversible(hits[0].handler) and not (switch_off and disables(hits[0].handler)):
+    if not asked and irreversible(hits[0].handler) and not (
+            named is not None and _may_disable(index, named, query_terms, hits[0].handler)):
         # Stable: the first reversible handler moves up to first; the rest keep their order.
         safe = next((i for i, h in enumerate(hits) if not irreversible(h.handler)), None)
         if safe is not None:
