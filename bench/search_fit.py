@@ -39,7 +39,7 @@ from prism.registry.registry import build_registry
 from prism.registry.search import index_for
 
 HERE = Path(__file__).parent
-TUNING = [HERE / f"search_blind{n}_tune.json" for n in ("", "2", "3", "4", "5", "6", "7", "8", "9")]
+TUNING = [HERE / f"search_blind{n}_tune.json" for n in ("", "2", "3", "4", "5", "6", "7", "8", "9", "10")]
 WEIGHTS = ("PAIR_WEIGHT", "SEMANTIC_WEIGHT", "INTENT_WEIGHT", "INTENT_SYNONYM", "QUESTION_WEIGHT", "SHAPE_WEIGHT",
            "FIRST_PASS_SHAPE", "COVERAGE_W", "PAIRS_W", "NAMES_W", "PROXIMITY_W", "EXACT_W")
 FACTORS = (0.5, 0.75, 1.33, 2.0)

@@ -50,6 +50,8 @@ def first(registry: Registry, query: str) -> Any:
     # A policy's rule names the act it refuses.
     ("need a persona for the AP agent: allow finance reads, deny any delete", False),
     ("forbid deleting vendors for the ap-clerk persona", False), ("deny claim 5, delete payment 7", True),
+    ("set up a persona for the AP bot: allow finance reads, deny payment void, route anything else to oversight",
+     False), ("deny vendor delete for the ap persona", False),
     ("which tickets are open?", False), ("update the vendor's address", False),
     # Taking an act back asks for no irreversible act.
     ("un-revoke key k_4, we still need it", False), ("undo the void of invoice 12", False),
@@ -59,6 +61,10 @@ def first(registry: Registry, query: str) -> Any:
     ("I need claim 7 voided", True), ("I need PO 7 cancelled", True),
     ("asset 220 got retired by mistake, un-retire it", False),
     ("the vendor was deleted yesterday, bring it back", False), ("it has been cancelled twice", False),
+    # An adverb between the subject and the verb, and a phrase that qualifies a told act, tell too.
+    ("I permanently deleted doc 901 yesterday (not archived), can you bring it back?", False),
+    ("we accidentally voided invoice 12, undo it", False), ("we deleted it for good by mistake, restore it", False),
+    ("permanently delete doc 901", True), ("delete doc 901 permanently", True),
     # An act going on, recurring or to be prevented is told of, not asked for; "drop a note" writes one.
     ("robot R2 keeps dropping cartons, raise a job for it", False), ("stop the bot deleting vendors", False),
     ("the sync is removing rows it should not", False), ("drop a private note on INC-4410", False),

@@ -68,6 +68,8 @@ IRREVERSIBLE_BASE = frozenset((
 IRREVERSIBLE_VERBS = frozenset(stem(w) for w in IRREVERSIBLE_BASE)
 # Phrases that ask for the irreversible form of an act: "for good", "permanently", "get rid of".
 IRREVERSIBLE_PHRASES = (("for", "good"), ("get", "rid"), ("permanently",), ("irreversibly",))
+# How far from such a phrase an irreversible verb it qualifies may be ("deleted it for good").
+PHRASE_REACH = 3
 # Verbs that take something out of service with "off" after them, within SWITCH_OFF_REACH words: "turn off agent
 # 17", "switch it off", "shut endpoint 88 off" ask for a handler that disables (DISABLING), which comes first as
 # when the request asks for an irreversible act; other irreversible handlers do not: "switch off the old pager
@@ -282,7 +284,8 @@ def asks_irreversible(words: Sequence[str]) -> bool:
     for i, w in enumerate(words):
         if stem(w) in IRREVERSIBLE_VERBS and not _not_asked(words, i):
             return True
-        if any(tuple(words[i:i + len(p)]) == p for p in IRREVERSIBLE_PHRASES) and not _negated(words, i):
+        if (any(tuple(words[i:i + len(p)]) == p for p in IRREVERSIBLE_PHRASES) and not _negated(words, i)
+                and not _says_of_a_told_act(words, i)):
             return True
     return False
 
@@ -332,6 +335,14 @@ def disables(handler: Handler) -> bool:
     return bool(words) and words[0] in DISABLING
 
 
+def _says_of_a_told_act(words: Sequence[str], i: int) -> bool:
+    """Whether the irreversible phrase at `i` ("permanently", "for good") qualifies an irreversible verb next to it
+    that is told of rather than asked: "I permanently deleted doc 901 yesterday, can you bring it back?"."""
+    near = range(max(0, i - PHRASE_REACH), min(len(words), i + PHRASE_REACH + 1))
+    verbs = [j for j in near if j != i and stem(words[j]) in IRREVERSIBLE_VERBS]
+    return bool(verbs) and all(_not_asked(words, j) for j in verbs)
+
+
 def _asks_irreversible_in(text: str) -> bool:
     """`asks_irreversible` of a request or one of its clauses, paths and URLs left out (`SLASHED`)."""
     return asks_irreversible(split_words(SLASHED.sub(" ", text)))
@@ -349,10 +360,20 @@ def _negated_here(words: Sequence[str], i: int) -> bool:
     if any(words[j] in NEGATIONS or (words[j] in NOBODY and j + 1 < len(words) and words[j + 1] in MODALS)
            for j in reach):
         return True
-    j = i - 1
+    j = _before_quantifiers(words, i - 1)
+    if j >= 0 and words[j] in REFUSING:
+        return True
+    # One word naming what between ("deny payment void", "forbid any vendor deletes"); not a number, so that "deny
+    # claim 5, delete payment 7" still asks for the deletion.
+    k = _before_quantifiers(words, j - 1) if j >= 1 and words[j].isalpha() and words[j] not in STOPWORDS else -1
+    return k >= 0 and words[k] in REFUSING
+
+
+def _before_quantifiers(words: Sequence[str], j: int) -> int:
+    """The position of the first word at or before `j` that is no quantifier ("any", "all" ...); -1 if none."""
     while j >= 0 and words[j] in QUANTIFIERS:
         j -= 1
-    return j >= 0 and words[j] in REFUSING
+    return j
 
 
 def _not_asked(words: Sequence[str], i: int) -> bool:
@@ -366,7 +387,9 @@ def _not_asked(words: Sequence[str], i: int) -> bool:
     word, before = words[i], words[i - 1] if i > 0 else ""
     light = LIGHT_USES.get(stem(word))
     reach = range(max(1, i - NEGATION_REACH), i)
-    return (_negated(words, i) or (word.endswith("ed") and (i == 0 or before in SUBJECTS or before in TELLING))
+    # An adverb between the subject and a past tense ("I permanently deleted doc 901") leaves it told.
+    teller = words[i - 2] if i >= 2 and before.endswith("ly") else before
+    return (_negated(words, i) or (word.endswith("ed") and (i == 0 or teller in SUBJECTS or teller in TELLING))
             or (word.endswith("ing") and (before in DESCRIBING
                                           or not PREVENTING.isdisjoint(words[max(0, i - NEGATION_REACH):i])))
             or any(words[j] in ATTEMPTING and words[j - 1] in DESCRIBING for j in reach)
