@@ -194,7 +194,7 @@ BOOKING_ENDS = frozenset({"for", "to", "at", "on", "with", "from", "in", "into",
 BOOKING_GOODS = frozenset({"in", "out", "it", "them", "those", "these", "one", "two", "three", "four", "five"})
 # So with writing: the catalog drafts records ("draft a mission 'Vendor consolidation'", "Draft an order to supplier
 # 3"), and people ask for a text to be written ("draft a cover letter for the RFP", "write me a powershell
-# one-liner"): only a handler whose text says the verb and whose entity the written words name does it. "Write off"
+# one-liner"): only a handler whose entity the written words name does it ("write up a work order"). "Write off"
 # and "write down" are other acts.
 COMPOSING = frozenset({"write", "draft", "compose"})
 NOT_COMPOSING = frozenset({"off", "down"})
@@ -205,7 +205,7 @@ class Act(NamedTuple):
 
     kind: str
     verb: str
-    # What a reserving "book" books, its words up to the first preposition, as index terms ("me a flight").
+    # What a reserving "book" books or a text written is (`_booked`), as index terms ("flight" of "book me a flight").
     booked: tuple[str, ...] = ()
 
 # As a request says them (an imperative's form, not stemmed).
