@@ -18,6 +18,7 @@ from prism.app import create_app
 from prism.config import Settings
 from prism.migrate import upgrade
 from prism.ratelimit import TIERS
+from prism.registry import semantic
 from prism.storage import Database, normalize_url
 from tests.factories import Factory
 from tests.processes import TEST_SECRET_KEY_FILE, ServerPool, scratch_database
@@ -94,3 +95,12 @@ def server_pool(tmp_path: Path) -> Iterator[ServerPool]:
         yield pool
     finally:
         pool.stop_all()
+
+
+@pytest.fixture(params=[True, False], ids=["model", "lexical"])
+def search_model(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Capability search with the embedding model and without it: a reading rule must hold for both rankers."""
+    if request.param and not semantic.AVAILABLE:
+        pytest.skip("the semantic extra is not installed")
+    monkeypatch.setattr(semantic, "AVAILABLE", request.param)
+    return bool(request.param)

@@ -382,23 +382,14 @@ def test_a_verb_in_a_path_or_url_asks_for_no_irreversible_act(registry: Registry
     ("Shut off endpoint 88 (the old ServiceNow bridge), it's hammering a dead URL",
      "workflow_action/integrations/endpoint/disable"),
 ])
-@pytest.mark.parametrize("model", [True, False])
-def test_switching_off_asks_for_the_handler_that_disables(registry: Registry, query: str, path: str, model: bool,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    if model and not semantic.AVAILABLE:
-        pytest.skip("the semantic extra is not installed")
-    monkeypatch.setattr(semantic, "AVAILABLE", model)
+def test_switching_off_asks_for_the_handler_that_disables(registry: Registry, query: str, path: str,
+                                                         search_model: bool) -> None:
     assert first(registry, query).hits[0].handler.path == path
 
 
-@pytest.mark.parametrize("model", [True, False])
-def test_switching_off_raises_no_other_irreversible_handler(registry: Registry, model: bool,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_switching_off_raises_no_other_irreversible_handler(registry: Registry, search_model: bool) -> None:
     """Nothing disables a channel: "switch off" asks for no deletion, nor for another entity's disable (an agent's),
     and the safe order holds."""
-    if model and not semantic.AVAILABLE:
-        pytest.skip("the semantic extra is not installed")
-    monkeypatch.setattr(semantic, "AVAILABLE", model)
     found = first(registry, "switch off the old pager channel (id 5), nobody carries pagers anymore")
     assert not found.asks_irreversible and not irreversible(found.hits[0].handler), found.hits[0].handler.path
     # Nor another entity's named after the switched-off words' preposition.

@@ -56,11 +56,7 @@ def test_an_act_no_operation_is_named_for_is_foreign(registry: Registry, query: 
     assert act is not None and act.kind == FOREIGN
 
 
-@pytest.mark.parametrize("model", [True, False])
-def test_a_foreign_act_is_flagged(registry: Registry, model: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    if model and not semantic.AVAILABLE:
-        pytest.skip("the semantic extra is not installed")
-    monkeypatch.setattr(semantic, "AVAILABLE", model)
+def test_a_foreign_act_is_flagged(registry: Registry, search_model: bool) -> None:
     for query in NEAR_MISSES:
         found = find(index_for(registry), query, tuple(registry), limit=5)
         assert found.no_match, (query, [(h.handler.path, round(h.confidence, 3)) for h in found.hits[:3]])
@@ -123,12 +119,8 @@ def test_book_reserving_is_foreign_and_flagged(registry: Registry, query: str, m
 
 
 @pytest.mark.parametrize(("query", "path"), BOOKINGS)
-@pytest.mark.parametrize("model", [True, False])
-def test_book_recording_goods_or_a_named_record_is_answered(registry: Registry, query: str, path: str, model: bool,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    if model and not semantic.AVAILABLE:
-        pytest.skip("the semantic extra is not installed")
-    monkeypatch.setattr(semantic, "AVAILABLE", model)
+def test_book_recording_goods_or_a_named_record_is_answered(registry: Registry, query: str, path: str,
+                                                            search_model: bool) -> None:
     found = find(index_for(registry), query, tuple(registry), limit=5)
     assert found.hits[0].handler.path == path and not found.no_match, (query, found.hits[:2])
     assert found.hits[0].features[6] == 0.0
