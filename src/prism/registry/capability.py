@@ -189,7 +189,7 @@ RESERVING = "book"
 COUNT = re.compile(r"\d+x?")  # "2", "2x"; not "4th" ("book the 4th floor conference room")
 # Where the words of what is booked, written or switched off end: a preposition or a conjunction ("switch off agt_7
 # so nobody can launch new runs of it": agt_7).
-BOOKING_ENDS = frozenset({"for", "to", "at", "on", "with", "from", "in", "into", "against", "by", "of",
+OBJECT_ENDS = frozenset({"for", "to", "at", "on", "with", "from", "in", "into", "against", "by", "of",
                           "so", "and", "but", "until", "till", "til", "because", "since", "while"})
 BOOKING_GOODS = frozenset({"in", "out", "it", "them", "those", "these", "one", "two", "three", "four", "five"})
 # So with writing: the catalog drafts records ("draft a mission 'Vendor consolidation'", "Draft an order to supplier
@@ -205,8 +205,9 @@ class Act(NamedTuple):
 
     kind: str
     verb: str
-    # What a reserving "book" books or a text written is (`_booked`), as index terms ("flight" of "book me a flight").
-    booked: tuple[str, ...] = ()
+    # What a reserving "book" books or a text written is (`_object_terms`), as index terms ("flight" of "book me a
+    # flight").
+    what: tuple[str, ...] = ()
 
 # As a request says them (an imperative's form, not stemmed).
 CHANGING = frozenset(
@@ -302,7 +303,7 @@ def switched_off(words: Sequence[str]) -> tuple[str, ...] | None:
         if _not_asked(words, i) or not QUESTIONING.isdisjoint(words[max(0, i - NEGATION_REACH):i]):
             continue
         off = words.index("off", i + 1)
-        return _booked(words[i + 1:off] or words[off + 1:])
+        return _object_terms(words[i + 1:off] or words[off + 1:])
     return None
 
 
@@ -317,7 +318,7 @@ def _disables_what_is_named(index: SearchIndex, named: Sequence[str], query_term
         return False
     if named and (index.names_entity(doc, named) or index.names_another_entity(doc, named)):
         return index.names_entity(doc, named)
-    return bool(set(query_terms) - SWITCHING_TERMS - STOPWORDS) and not index.names_another_entity(doc, query_terms)
+    return _says_more_than_switching(query_terms) and not index.names_another_entity(doc, query_terms)
 
 
 def _may_disable(index: SearchIndex, named: Sequence[str], query_terms: Sequence[str], handler: Handler) -> bool:
@@ -326,7 +327,12 @@ def _may_disable(index: SearchIndex, named: Sequence[str], query_terms: Sequence
     the request says more than the switching ("switch it off" alone names nothing to disable)."""
     doc = index.document(handler)
     return (disables(handler) and doc is not None and not index.names_another_entity(doc, named)
-            and bool(set(query_terms) - SWITCHING_TERMS - STOPWORDS))
+            and _says_more_than_switching(query_terms))
+
+
+def _says_more_than_switching(query_terms: Sequence[str]) -> bool:
+    """Whether the request's terms say more than "turn", "switch" or "shut" and "off"."""
+    return not SWITCHING_TERMS.issuperset(query_terms)
 
 
 def disables(handler: Handler) -> bool:
@@ -457,8 +463,8 @@ def _does_foreign_act(index: SearchIndex, doc: int, act: Act) -> bool:
     `purchase_order/create`'s examples say "book" and "weeks", and "book me two weeks of vacation" is no order).
     A text written needs only its entity named ("write up a work order for pump 4")."""
     if act.verb in COMPOSING:
-        return index.names_entity(doc, act.booked)
-    return index.says(doc, stem(act.verb)) and (act.verb != RESERVING or index.names_entity(doc, act.booked))
+        return index.names_entity(doc, act.what)
+    return index.says(doc, stem(act.verb)) and (act.verb != RESERVING or index.names_entity(doc, act.what))
 
 
 def changes_no_existing_record(handler: Handler) -> bool:
@@ -523,10 +529,9 @@ def asked_act(index: SearchIndex, query: str) -> Act | None:
             return Act(TAKE_BACK, verb)
         if stem(verb) in IRREVERSIBLE_VERBS:
             return None if _not_asked(clause, clause.index(verb)) else Act(UNDOABLE, verb)
-        if verb == RESERVING and not _books_goods(after := clause[clause.index(verb) + 1:]):
-            return Act(FOREIGN, verb, _booked(after))
-        if verb in COMPOSING and _composes(after := clause[clause.index(verb) + 1:]):
-            return Act(FOREIGN, verb, _booked(after))
+        after = clause[clause.index(verb) + 1:]
+        if (verb == RESERVING and not _books_goods(after)) or (verb in COMPOSING and _composes(after)):
+            return Act(FOREIGN, verb, _object_terms(after))
         if stem(verb) in FOREIGN_ACTS and not _is_act(index, stem(verb)):
             # "reserve on claim 6611?", "schedule of PMs" name a thing; "schedule Maria for PT" asks.
             return None if opening[1:] and opening[1] in _FOREIGN_NOUN_AFTER else Act(FOREIGN, verb)
@@ -547,11 +552,11 @@ def _composes(after: Sequence[str]) -> bool:
     return not NOT_COMPOSING.intersection(after[:1]) and not any(w[:1].isdigit() for w in after[:2])
 
 
-def _booked(after: Sequence[str]) -> tuple[str, ...]:
+def _object_terms(after: Sequence[str]) -> tuple[str, ...]:
     """The index terms of what is booked, written or switched off: the words after the verb up to the first
     preposition ("a purchase order" of "book a purchase order for 12 harnesses", "me a flight" of "book me a flight
     to Chicago for the vendor visit"), less numbers and fragments ("conf room 14B": conf, room)."""
-    end = next((k for k, w in enumerate(after) if w in BOOKING_ENDS), len(after))
+    end = next((k for k, w in enumerate(after) if w in OBJECT_ENDS), len(after))
     return tuple(t for t in terms(" ".join(after[:end])) if t.isalpha() and len(t) > 2)
 
 
