@@ -42,6 +42,8 @@ async def session(settings: Settings, url: str, transport: str, credential: Cred
         from mcp import Client
         from mcp.client.sse import sse_client
         from mcp.client.streamable_http import streamable_http_client
+
+        from prism.kit.outbound_httpx import guarded_transport
     except ImportError:
         raise PrismError("upstream MCP servers need the official MCP client: pip install 'prism[federation]'",
                          code="federation_not_installed", status=501) from None
@@ -60,17 +62,21 @@ async def session(settings: Settings, url: str, transport: str, credential: Cred
         if getattr(message, "method", None) == "notifications/tools/list_changed" and on_list_changed is not None:
             on_list_changed()
 
+    def guarded() -> Any:  # every connection the client makes is vetted by the outbound rules
+        return guarded_transport(allow_private_networks=settings.webhook_allow_private_networks,
+                                 ssl_context=ssl_context(settings.webhook_ca_bundle))
+
     if transport == "sse":
         def factory(headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None) -> Any:
             return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, trust_env=False,
-                                      verify=ssl_context(settings.webhook_ca_bundle))
+                                      transport=guarded())
 
         async with Client(sse_client(url, headers=headers, timeout=timeout_seconds, httpx_client_factory=factory),
                           mode="legacy", read_timeout_seconds=timeout_seconds, message_handler=handler) as client:
             yield client
         return
     async with httpx2.AsyncClient(headers=headers, timeout=timeout_seconds, trust_env=False,
-                                  verify=ssl_context(settings.webhook_ca_bundle)) as http:
+                                  transport=guarded()) as http:
         async with Client(streamable_http_client(url, http_client=http), mode="legacy",
                           read_timeout_seconds=timeout_seconds, message_handler=handler) as client:
             yield client

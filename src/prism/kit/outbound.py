@@ -9,7 +9,8 @@ private networks, link-local addresses or a cloud metadata service through Prism
   certificate for the host name). A name that resolved to a public address at save time and to 127.0.0.1
   later (DNS rebinding) is refused here; a literal address in the URL is vetted before anything is sent.
   Redirects are never followed and proxies from the environment are ignored (a proxy would make the
-  address check meaningless).
+  address check meaningless). The official MCP client's HTTP (httpx2) is guarded the same way by the
+  transport of ``prism.kit.outbound_httpx``.
 
 The client is aiohttp's: a webhook worker spends its CPU here, and aiohttp sends a request for about a
 twentieth of httpx's CPU time (bench/README.md, "Webhook delivery"). It lives in

@@ -1,0 +1,96 @@
+"""The official MCP client's HTTP goes through Prism's outbound guard (prism.kit.outbound_httpx): every connection
+is resolved and vetted when it is made, not only when the session opens; and the transport behaves as httpx2's
+own does for what the client relies on (TLS verification, kept-alive connections, errors, time limits)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from prism.kit.outbound import ssl_context
+from prism.kit.outbound_httpx import guarded_transport
+from tests.webhooks_receiver import Answer, Receiver, RunningReceiver, TlsFiles, make_tls
+
+
+@pytest.fixture
+def tls(tmp_path: Path) -> TlsFiles:
+    return make_tls(tmp_path)
+
+
+@pytest.fixture
+async def receiver(tls: TlsFiles) -> AsyncIterator[Receiver]:
+    running = RunningReceiver(tls)
+    running.server.config.timeout_keep_alive = 1  # idle connections are closed by the server after a second
+    received = await running.start()
+    try:
+        yield received
+    finally:
+        await running.stop()
+
+
+def client(tls: TlsFiles, *, allow_private_networks: bool, timeout: float = 10.0,
+           ca: bool = True) -> httpx2.AsyncClient:
+    transport = guarded_transport(allow_private_networks=allow_private_networks,
+                                  ssl_context=ssl_context(str(tls.ca) if ca else None))
+    return httpx2.AsyncClient(transport=transport, timeout=timeout, trust_env=False)
+
+
+async def test_a_name_that_resolves_to_loopback_is_refused_when_the_connection_is_made(
+        tls: TlsFiles, receiver: Receiver) -> None:
+    async with client(tls, allow_private_networks=False) as http:
+        for host in ("localhost", "127.0.0.1"):
+            with pytest.raises(httpx2.ConnectError, match="refused by Prism.*loopback"):
+                await http.get(receiver.url("/guarded", host=host))
+    assert receiver.at("/guarded") == []
+
+
+async def test_a_private_address_is_refused_without_a_connection_attempt(tls: TlsFiles) -> None:
+    # 10.255.255.1 is not routed here: an attempt would hang until the time limit, a refusal is immediate.
+    async with client(tls, allow_private_networks=False, timeout=30) as http:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(httpx2.ConnectError, match="a private network address"):
+            await http.get("https://10.255.255.1/")
+        assert asyncio.get_running_loop().time() - started < 5
+
+
+async def test_allowed_private_targets_are_reached_over_verified_tls_on_kept_alive_connections(
+        tls: TlsFiles, receiver: Receiver) -> None:
+    receiver.script("/a", [Answer(body="first"), Answer(body="second")])
+    async with client(tls, allow_private_networks=True) as http:
+        first = await http.post(receiver.url("/a", host="localhost"), json={"n": 1})
+        second = await http.post(receiver.url("/a", host="localhost"), json={"n": 2})
+        assert (first.status_code, first.text, second.text) == (200, "first", "second")
+        assert first.extensions["network_stream"] is second.extensions["network_stream"]  # one connection
+        await asyncio.sleep(1.6)  # the server closes the idle connection: the next request opens another
+        third = await http.post(receiver.url("/a", host="localhost"), json={"n": 3})
+        assert third.status_code == 200
+        assert third.extensions["network_stream"] is not first.extensions["network_stream"]
+    assert [r.body for r in receiver.at("/a")] == [b'{"n":1}', b'{"n":2}', b'{"n":3}']
+
+
+async def test_a_certificate_that_does_not_verify_is_a_connect_error(tls: TlsFiles, receiver: Receiver) -> None:
+    async with client(tls, allow_private_networks=True, ca=False) as http:
+        with pytest.raises(httpx2.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            await http.get(receiver.url("/untrusted"))
+    assert receiver.at("/untrusted") == []
+
+
+async def test_an_answer_that_does_not_come_is_a_read_timeout(tls: TlsFiles, receiver: Receiver) -> None:
+    receiver.script("/slow", [Answer(delay=3)])
+    async with client(tls, allow_private_networks=True, timeout=0.5) as http:
+        with pytest.raises(httpx2.ReadTimeout):
+            await http.get(receiver.url("/slow"))
+
+
+async def test_nothing_listening_is_a_connect_error(tls: TlsFiles) -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    async with client(tls, allow_private_networks=True) as http:
+        with pytest.raises(httpx2.ConnectError, match="could not connect to 127.0.0.1"):
+            await http.get(f"https://127.0.0.1:{port}/")
