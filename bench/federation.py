@@ -8,6 +8,10 @@ are measured with the official `mcp` client over one session each, sequential ca
 `lookup_part`, and through Prism's MCP door as `prism_integration_call` → integration_call/upstream/tool/lookupPart
 (authenticated, authorized, audited, then forwarded). Reports p50/p90 latency, calls/s, and the targets
 (≤ 2 ms added at p50, ≥ 0.5 of the direct calls/s).
+
+`--sessions N` runs N client sessions at once (each one call after another, `--calls` in all), as N agents
+would: calls/s is then the throughput of the whole setup on this machine's cores, where one session's is the
+inverse of its latency.
 """
 
 from __future__ import annotations
@@ -48,29 +52,40 @@ ADDED_P50_MS, THROUGHPUT_RATIO = 2.0, 0.5
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--calls", type=int, default=300)
+    p.add_argument("--sessions", type=int, default=1, help="client sessions calling at once (default 1)")
     return p.parse_args()
 
 
 async def measure(url: str, headers: dict[str, str], verify: Any, tool: str, arguments: dict[str, Any],
-                  calls: int, processes: dict[str, int]) -> dict[str, Any]:
-    """Sequential calls over one session; with the CPU each of `processes` (name: pid) spent per call."""
+                  calls: int, processes: dict[str, int], sessions: int = 1) -> dict[str, Any]:
+    """`calls` calls over `sessions` sessions at once, each sequential; with the CPU each of `processes`
+    (name: pid) spent per call."""
     latencies: list[float] = []
-    async with httpx2.AsyncClient(headers=headers, timeout=30, verify=verify) as http:
-        async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
-            for _ in range(20):  # warm-up: connections, caches, the registry's first views
-                await client.call_tool(tool, arguments)
-            cpu_before = {name: tree_cpu_seconds(pid) for name, pid in processes.items()}
-            began = time.perf_counter()
-            for _ in range(calls):
-                start = time.perf_counter()
-                result = await client.call_tool(tool, arguments)
-                latencies.append((time.perf_counter() - start) * 1000)
-                assert not result.is_error, result
-            elapsed = time.perf_counter() - began
-            cpu_ms = {f"{name}_cpu_ms_per_call": round((tree_cpu_seconds(pid) - cpu_before[name]) * 1000 / calls, 3)
-                      for name, pid in processes.items()}
+    warm = asyncio.Barrier(sessions + 1)  # every session warmed up, then all start together
+
+    async def one_session(share: int) -> None:
+        async with httpx2.AsyncClient(headers=headers, timeout=30, verify=verify) as http:
+            async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+                for _ in range(20):  # warm-up: connections, caches, the registry's first views
+                    await client.call_tool(tool, arguments)
+                await warm.wait()
+                for _ in range(share):
+                    start = time.perf_counter()
+                    result = await client.call_tool(tool, arguments)
+                    latencies.append((time.perf_counter() - start) * 1000)
+                    assert not result.is_error, result
+
+    shares = [calls // sessions + (1 if i < calls % sessions else 0) for i in range(sessions)]
+    running = [asyncio.create_task(one_session(share)) for share in shares]
+    await warm.wait()  # the sessions go on as soon as this task next yields: after the readings below
+    cpu_before = {name: tree_cpu_seconds(pid) for name, pid in processes.items()}
+    began = time.perf_counter()
+    await asyncio.gather(*running)
+    elapsed = time.perf_counter() - began
+    cpu_ms = {f"{name}_cpu_ms_per_call": round((tree_cpu_seconds(pid) - cpu_before[name]) * 1000 / calls, 3)
+              for name, pid in processes.items()}
     latencies.sort()
-    return {"calls": calls, "p50_ms": round(percentile(latencies, 50), 3),
+    return {"calls": calls, "sessions": sessions, "p50_ms": round(percentile(latencies, 50), 3),
             "p90_ms": round(percentile(latencies, 90), 3), "p99_ms": round(percentile(latencies, 99), 3),
             "calls_per_s": round(calls / elapsed, 1), **cpu_ms}
 
@@ -79,7 +94,7 @@ def main() -> None:
     args = parse_args()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     report: dict[str, Any] = {"benchmark": "federation", "started_at": stamp, "machine": machine(),
-                              "settings": {"calls": args.calls}}
+                              "settings": {"calls": args.calls, "sessions": args.sessions}}
     with tempfile.TemporaryDirectory(prefix="prism-federation-") as tmp:
         workdir = Path(tmp)
         tls = make_tls(workdir)
@@ -105,16 +120,16 @@ def main() -> None:
             verify = str(tls.ca)
             processes = {"prism": prism.pid, "upstream": upstream.pid}
             report["direct"] = asyncio.run(measure(upstream_url, {}, verify, "lookup_part", {"sku": "P-1"},
-                                                   args.calls, processes))
+                                                   args.calls, processes, args.sessions))
             report["governed"] = asyncio.run(measure(
                 prism.base_url + "/api/mcp/sse", {"Authorization": f"Bearer {banner['api_key']}"}, True,
                 "prism_integration_call", {"app": "upstream", "entity": "tool", "operation": "lookupPart",
-                                           "arguments": {"sku": "P-1"}}, args.calls, processes))
+                                           "arguments": {"sku": "P-1"}}, args.calls, processes, args.sessions))
             # Prism's own share: a governed call of a built-in read handler through the same door, same session kind.
             report["governed_builtin_read"] = asyncio.run(measure(
                 prism.base_url + "/api/mcp/sse", {"Authorization": f"Bearer {banner['api_key']}"}, True,
                 "prism_entity_crud", {"app": "spare_parts", "entity": "spare_part", "operation": "list",
-                                      "arguments": {"page_size": 1}}, args.calls, processes))
+                                      "arguments": {"page_size": 1}}, args.calls, processes, args.sessions))
         finally:
             prism.stop()
             upstream.stop()
