@@ -5,15 +5,18 @@ own does for what the client relies on (TLS verification, kept-alive connections
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx2
 import pytest
+import uvloop
 
 from prism.kit.outbound import ssl_context
-from prism.kit.outbound_httpx import guarded_transport
+from prism.kit.outbound_httpx import first_to_connect, guarded_transport
 from tests.webhooks_receiver import Answer, Receiver, RunningReceiver, TlsFiles, make_tls
 
 
@@ -94,3 +97,111 @@ async def test_nothing_listening_is_a_connect_error(tls: TlsFiles) -> None:
     async with client(tls, allow_private_networks=True) as http:
         with pytest.raises(httpx2.ConnectError, match=r"could not connect to 127\.0\.0\.1"):
             await http.get(f"https://127.0.0.1:{port}/")
+
+
+async def test_an_idle_connection_on_which_bytes_arrived_is_not_used_again(tls: TlsFiles) -> None:
+    """A server that writes onto a kept-alive connection nobody asked anything of (an unsolicited 408): those bytes
+    are not the answer to the next request, which goes out on a new connection."""
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(tls.cert, tls.key)
+    connections = 0
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        first = connections == 1
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n" + (b"first" if first else b"fresh"))
+            if first:
+                await asyncio.sleep(0.2)
+                writer.write(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 5\r\n\r\nstale")
+                await reader.readuntil(b"\r\n\r\n")  # only if the client wrongly sends again on this connection
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nreuse")
+            await writer.drain()
+            await asyncio.sleep(2)
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=server_tls)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with client(tls, allow_private_networks=True) as http:
+            first = await http.get(f"https://localhost:{port}/")
+            await asyncio.sleep(0.5)
+            second = await http.get(f"https://localhost:{port}/")
+    finally:
+        server.close()
+    assert (first.status_code, first.text) == (200, "first")
+    assert (second.status_code, second.text, connections) == (200, "fresh", 2)
+
+
+async def test_the_next_address_is_tried_while_the_first_still_hangs() -> None:
+    """A name's first address may drop every packet (a broken IPv6 route, say): the next is started a quarter of a
+    second later rather than after the whole connect time."""
+    answering = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    port = answering.sockets[0].getsockname()[1]
+    # 127.0.0.2:port listens with a full accept queue, so the kernel drops further connection attempts: a black hole.
+    hole = socket.socket()
+    hole.bind(("127.0.0.2", port))
+    hole.listen(0)
+    fillers = []
+    for _ in range(4):
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            filler.connect(("127.0.0.2", port))
+        fillers.append(filler)
+    try:
+        started = asyncio.get_running_loop().time()
+        async with asyncio.timeout(5):
+            connection = await first_to_connect(["127.0.0.2", "127.0.0.1"], port, None)
+        took = asyncio.get_running_loop().time() - started
+        assert connection.transport.get_extra_info("peername")[0] == "127.0.0.1"
+        assert took < 2, took
+        connection.transport.close()
+    finally:
+        answering.close()
+        for filler in fillers:
+            filler.close()
+        hole.close()
+
+
+async def test_a_tls_handshake_that_does_not_come_is_a_connect_timeout(tls: TlsFiles) -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(3)
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with client(tls, allow_private_networks=True, timeout=0.5) as http:
+            with pytest.raises(httpx2.ConnectTimeout):
+                await http.get(f"https://localhost:{port}/")
+    finally:
+        server.close()
+
+
+def test_the_transport_on_uvloop(tls: TlsFiles) -> None:
+    """`prism serve` runs uvloop, whose transports differ from asyncio's own (a protocol hears of its connection
+    only after `create_connection` returns; TLS is its own): the same requests there, on a real server."""
+    async def scenario() -> None:
+        running = RunningReceiver(tls)
+        received = await running.start()
+        try:
+            received.script("/uv", [Answer(body="one"), Answer(body="two")])
+            async with client(tls, allow_private_networks=True) as http:
+                one = await http.get(received.url("/uv", host="localhost"))
+                two = await http.get(received.url("/uv", host="localhost"))
+            assert (one.text, two.text) == ("one", "two")
+            assert one.extensions["network_stream"] is two.extensions["network_stream"]
+            async with client(tls, allow_private_networks=False) as http:
+                with pytest.raises(httpx2.ConnectError, match="loopback"):
+                    await http.get(received.url("/uv", host="localhost"))
+            async with client(tls, allow_private_networks=True, ca=False) as http:
+                with pytest.raises(httpx2.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+                    await http.get(received.url("/uv"))
+        finally:
+            await running.stop()
+        assert len(received.at("/uv")) == 2
+
+    uvloop.run(scenario())

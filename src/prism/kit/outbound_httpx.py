@@ -7,9 +7,12 @@ an upstream's name itself each time it connects: a name checked when the session
 httpcore2's public network-backend interface does the connecting: the name is resolved, every address vetted
 (`refusal`), and the socket opened to a vetted address; TLS verifies the certificate for the name as usual.
 
-The streams are asyncio's own (the loop's TLS included) rather than httpcore2's default AnyIO streams, which
-wrap each read and write in a cancel scope and run TLS through Python-level memory buffers: a forwarded call's
-client costs about 150 µs less CPU this way (bench/README.md, "Federation").
+The connections are asyncio's own transports (the loop's TLS included), read through a protocol of this module,
+rather than httpcore2's default AnyIO streams, which wrap each read and write in a cancel scope and run TLS
+through Python-level memory buffers: a forwarded call costs Prism about 0.3 ms less CPU this way (bench/README.md,
+"Federation: the MCP client's connections through Prism's own transport"). As httpcore2's default does, the
+addresses of a name are tried in a staggered race, and an idle connection on which anything arrived (the server
+closed it, or sent bytes nobody asked for) is not used again.
 
 Imported only where an MCP session is opened: httpx2 and httpcore2 come with the official client (`prism[federation]`).
 """
@@ -47,8 +50,16 @@ def guarded_transport(*, allow_private_networks: bool, ssl_context: ssl.SSLConte
     return _PoolTransport(pool)
 
 
+# An address that has not connected after this long gets the next one started beside it (RFC 8305's
+# "Connection Attempt Delay"), as httpcore2's default backend does: an unreachable first address (often IPv6)
+# must not use up the whole connect time.
+NEXT_ADDRESS_AFTER_SECONDS = 0.25
+# Past this many unread bytes the connection stops reading from the socket until they are read.
+READ_AHEAD_BYTES = 256 * 1024
+
+
 class GuardedBackend(httpcore2.AsyncNetworkBackend):
-    """Connects to a vetted address of the host asked for, over asyncio's streams."""
+    """Connects to a vetted address of the host asked for, over asyncio's transports."""
 
     def __init__(self, *, allow_private_networks: bool) -> None:
         self._allow_private = allow_private_networks
@@ -58,21 +69,19 @@ class GuardedBackend(httpcore2.AsyncNetworkBackend):
         try:
             async with asyncio.timeout(timeout):
                 addresses = await self._vetted(host, port)
-                failure: OSError | None = None
-                for address in addresses:  # in the resolver's order, as a plain connect would try them
-                    try:
-                        local = (local_address, 0) if local_address else None
-                        reader, writer = await asyncio.open_connection(str(address), port, local_addr=local)
-                    except OSError as exc:
-                        failure = exc
-                        continue
-                    sock = writer.get_extra_info("socket")
-                    for option in socket_options or ():
-                        sock.setsockopt(*option)
-                    return AsyncioStream(reader, writer)
-                raise httpcore2.ConnectError(f"could not connect to {host}:{port}: {failure}")
+                connection = await first_to_connect([str(a) for a in addresses], port, local_address)
         except TimeoutError:
-            raise httpcore2.ConnectTimeout(f"no connection to {host}:{port} within {timeout:g} s") from None
+            raise httpcore2.ConnectTimeout(f"no connection to {host}:{port} within {timeout} s") from None
+        except OSError as exc:
+            raise httpcore2.ConnectError(f"could not connect to {host}:{port}: {exc}") from exc
+        try:
+            sock = connection.transport.get_extra_info("socket")
+            for option in socket_options or ():
+                sock.setsockopt(*option)
+        except OSError as exc:
+            connection.transport.close()
+            raise httpcore2.ConnectError(f"could not set a socket option: {exc}") from exc
+        return AsyncioStream(connection)
 
     async def _vetted(self, host: str, port: int) -> list[Any]:
         try:
@@ -95,19 +104,129 @@ class GuardedBackend(httpcore2.AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
+async def first_to_connect(addresses: list[str], port: int, local_address: str | None) -> _Connection:
+    """The first of the addresses to connect, each started `NEXT_ADDRESS_AFTER_SECONDS` after the one before (or
+    as soon as it fails); the others are stopped, or closed if they connected too. OSError if none connects."""
+    loop = asyncio.get_running_loop()
+    local = (local_address, 0) if local_address else None
+
+    async def attempt(address: str) -> _Connection:
+        transport, connection = await loop.create_connection(_Connection, address, port, local_addr=local)
+        connection.transport = transport  # uvloop calls connection_made only after this returns
+        return connection
+
+    waiting = list(addresses)
+    running: set[asyncio.Task[_Connection]] = set()
+    failures: list[OSError] = []
+    winner: _Connection | None = None
+    try:
+        while winner is None and (waiting or running):
+            if waiting:
+                running.add(loop.create_task(attempt(waiting.pop(0))))
+            done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED,
+                                               timeout=NEXT_ADDRESS_AFTER_SECONDS if waiting else None)
+            for task in done:
+                error = task.exception()
+                if error is None and winner is None:
+                    winner = task.result()
+                elif error is None:
+                    task.result().transport.close()
+                elif isinstance(error, OSError):
+                    failures.append(error)
+                else:
+                    raise error
+    finally:
+        for task in running:  # still connecting: stop them, and close any that connected meanwhile
+            task.cancel()
+        for outcome in await asyncio.gather(*running, return_exceptions=True):
+            if isinstance(outcome, _Connection):
+                outcome.transport.close()
+    if winner is None:
+        raise failures[-1] if failures else OSError("no address to connect to")
+    return winner
+
+
+class _Connection(asyncio.Protocol):
+    """One connection's side of asyncio's protocol interface: the bytes that arrived and are not read yet, whether
+    the other side has ended, and whether the transport takes more to write."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]  # set by connection_made
+        self.unread = bytearray()
+        self.ended = False
+        self.lost: Exception | None = None
+        self._reading_paused = False
+        self._arrived: asyncio.Future[None] | None = None
+        self._writable: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # a stream transport: create_connection's
+
+    def data_received(self, data: bytes) -> None:
+        self.unread += data
+        if len(self.unread) > READ_AHEAD_BYTES and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        _release(self._arrived)
+
+    def eof_received(self) -> None:
+        self.ended = True  # returning None: the transport closes itself
+        _release(self._arrived)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ended, self.lost = True, exc
+        _release(self._arrived)
+        _release(self._writable)
+
+    def pause_writing(self) -> None:
+        if self._writable is None or self._writable.done():
+            self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        _release(self._writable)
+
+    async def read(self, max_bytes: int) -> bytes:
+        while not self.unread and not self.ended:
+            self._arrived = asyncio.get_running_loop().create_future()
+            await self._arrived
+        if not self.unread:
+            if self.lost is not None:
+                raise self.lost
+            return b""
+        data = bytes(self.unread[:max_bytes])
+        del self.unread[:max_bytes]
+        if self._reading_paused and len(self.unread) <= READ_AHEAD_BYTES // 2:
+            self._reading_paused = False
+            self.transport.resume_reading()
+        return data
+
+    async def write(self, data: bytes) -> None:
+        if self.ended and self.lost is not None:
+            raise self.lost
+        self.transport.write(data)
+        while self._writable is not None and not self._writable.done() and not self.ended:
+            await self._writable
+
+
+def _release(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
+
+
 class AsyncioStream(httpcore2.AsyncNetworkStream):
     """One connection as httpcore2 uses it: reads, writes, TLS, and whether an idle one was closed."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
+    def __init__(self, connection: _Connection) -> None:
+        self._connection = connection
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         try:
             async with asyncio.timeout(timeout):
-                return await self._reader.read(max_bytes)
-        except TimeoutError:
-            raise httpcore2.ReadTimeout(f"no data within {timeout:g} s") from None
+                return await self._connection.read(max_bytes)
+        except TimeoutError as exc:
+            if exc.errno is not None:  # the socket's own ETIMEDOUT: the connection failed
+                raise httpcore2.ReadError(str(exc)) from exc
+            raise httpcore2.ReadTimeout(f"no data within {timeout} s") from None
         except OSError as exc:  # ssl.SSLError included
             raise httpcore2.ReadError(str(exc) or type(exc).__name__) from exc
 
@@ -115,36 +234,44 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
         if not buffer:
             return
         try:
-            self._writer.write(buffer)
             async with asyncio.timeout(timeout):
-                await self._writer.drain()
-        except TimeoutError:
-            raise httpcore2.WriteTimeout(f"could not send within {timeout:g} s") from None
-        except OSError as exc:
+                await self._connection.write(buffer)
+        except TimeoutError as exc:
+            if exc.errno is not None:
+                raise httpcore2.WriteError(str(exc)) from exc
+            raise httpcore2.WriteTimeout(f"could not send within {timeout} s") from None
+        except (OSError, RuntimeError) as exc:  # RuntimeError: writing to a transport already closed
             raise httpcore2.WriteError(str(exc) or type(exc).__name__) from exc
 
     async def aclose(self) -> None:
-        self._writer.close()
+        self._connection.transport.close()
 
     async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
                         timeout: float | None = None) -> httpcore2.AsyncNetworkStream:
+        connection = self._connection
         try:
-            await self._writer.start_tls(ssl_context, server_hostname=server_hostname,
-                                         ssl_handshake_timeout=timeout)
-        except TimeoutError:
-            self._writer.close()
-            raise httpcore2.ConnectTimeout(f"no TLS handshake within {timeout:g} s") from None
+            async with asyncio.timeout(timeout):
+                upgraded = await asyncio.get_running_loop().start_tls(
+                    connection.transport, connection, ssl_context, server_hostname=server_hostname)
+        except TimeoutError as exc:
+            connection.transport.close()
+            if exc.errno is not None:
+                raise httpcore2.ConnectError(str(exc)) from exc
+            raise httpcore2.ConnectTimeout(f"no TLS handshake within {timeout} s") from None
         except OSError as exc:  # ssl.SSLError (a certificate that does not verify) included
-            self._writer.close()
+            connection.transport.close()
             raise httpcore2.ConnectError(str(exc) or type(exc).__name__) from exc
+        assert upgraded is not None
+        connection.transport = upgraded  # the protocol now hears the TLS transport, not the socket's
         return self
 
     def get_extra_info(self, info: str) -> Any:
-        if info == "is_readable":  # asked of an idle connection: has the server closed it?
-            return self._reader.at_eof() or self._writer.transport.is_closing()
+        connection = self._connection
+        if info == "is_readable":  # asked of an idle connection: did anything arrive, or did the server close it?
+            return bool(connection.unread) or connection.ended or connection.transport.is_closing()
         name = {"ssl_object": "ssl_object", "client_addr": "sockname", "server_addr": "peername",
                 "socket": "socket"}.get(info)
-        return self._writer.get_extra_info(name) if name else None
+        return connection.transport.get_extra_info(name) if name else None
 
 
 class _PoolTransport(httpx2.AsyncBaseTransport):
