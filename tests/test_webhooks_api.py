@@ -127,7 +127,8 @@ async def test_save_time_ssrf_refusals(client: httpx.AsyncClient, factory: Facto
     ws = await factory.workspace(roles=("owner",))
     for url in ("https://127.0.0.1/hook", "https://localhost/hook", "https://10.1.2.3/hook",
                 "https://169.254.169.254/latest/meta-data/", "https://[::1]/hook", "https://192.168.0.10/x",
-                "https://[::ffff:127.0.0.1]/hook", "https://user:pw@example.com/hook"):
+                "https://[::ffff:127.0.0.1]/hook", "https://[2002:7f00:1::1]/hook", "https://[2002:a00:1::1]/x",
+                "https://user:pw@example.com/hook"):
         response = await client.post(BASE, json={"name": "n", "url": url}, headers=ws.headers())
         assert response.status_code == 400, (url, response.text)
         assert response.json()["details"]["errors"][0]["field"] == "url"

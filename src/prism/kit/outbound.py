@@ -64,8 +64,12 @@ class ConnectRefused(OSError):
 
 def address_problem(address: IPAddress) -> str | None:
     """Why Prism will not connect to this address, or None when it is a public unicast address."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address_problem(address.ipv4_mapped)
+    if isinstance(address, ipaddress.IPv6Address):
+        # An IPv4 address inside an IPv6 one: mapped (::ffff:a.b.c.d), or 6to4 (2002:AABB:CCDD::), which a 6to4
+        # relay delivers to a.b.c.d. Python calls 2002::/16 global whatever it embeds.
+        embedded = address.ipv4_mapped or address.sixtofour
+        if embedded is not None:
+            return address_problem(embedded)
     if address.is_loopback:
         return "a loopback address"
     if address.is_link_local:
