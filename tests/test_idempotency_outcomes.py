@@ -13,10 +13,14 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import BaseModel
+from sqlalchemy import event, func, select
+from starlette.applications import Starlette
 
 from prism.app import create_app
 from prism.apps import BUILTIN_APP_MODULES
 from prism.config import Settings
+from prism.integrations.call_records import keep_record
+from prism.integrations.models import IntegrationCall
 from prism.registry import AfterCommit, HandlerApp, HandlerCall, Registry
 from prism.registry.registry import load_app
 from tests.factories import Factory, Workspace
@@ -50,21 +54,28 @@ async def send_later(call: HandlerCall, p: Named) -> AfterCommit[int]:
         RUNS[p.name] += 1
         return RUNS[p.name]
 
-    async def record(_call: HandlerCall, sent: int) -> dict[str, Any]:
+    async def record(done: HandlerCall, sent: int) -> dict[str, Any]:
+        await keep_record(done, method="POST", path=f"/send/{p.name}", arguments_digest="0" * 64,
+                          upstream_status=200, outcome="ok", attempts=1, duration_ms=1, error="")
         return {"sent": sent}
 
     return AfterCommit(send, record)
 
 
 @pytest.fixture(scope="module")
-async def once_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+async def once_app(settings: Settings) -> AsyncIterator[Starlette]:
     registry = Registry()
     for spec in BUILTIN_APP_MODULES:
         registry.add_app(load_app(spec))
     registry.add_app(once)
     application = create_app(settings, registry=registry.freeze())
-    async with application.router.lifespan_context(application), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=application), base_url="http://localhost") as client:
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture(scope="module")
+async def once_client(once_app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=once_app), base_url="http://localhost") as client:
         yield client
 
 
@@ -100,6 +111,48 @@ async def test_a_call_finishing_after_its_commit_is_in_progress_then_replays_its
     RELEASE_SEND.set()
     done = await first
     assert done.status_code == 200 and done.json()["data"] == {"sent": 1}
+    again = await call(once_client, ws, "integration_call/once/outbound/send", name, key)
+    assert again.content == done.content and again.headers["idempotent-replayed"] == "true"
+    assert RUNS[name] == 1
+
+
+async def test_the_final_answer_is_stored_in_the_transaction_that_records_the_outbound_part(
+        once_app: Starlette, once_client: httpx.AsyncClient, factory: Factory) -> None:
+    """One transaction fewer per keyed call with an outbound part: its record and its key's answer commit together."""
+    ws = await factory.workspace()
+    name, key = f"send-{uuid.uuid4()}", str(uuid.uuid4())
+    RELEASE_SEND.set()
+    engine = once_app.state.db.engine.sync_engine
+    open_transactions: dict[int, list[str]] = {}
+    committed: list[list[str]] = []
+
+    def began(conn: Any) -> None:
+        open_transactions[id(conn)] = []
+
+    def executed(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        open_transactions.setdefault(id(conn), []).append(statement.split("(")[0].strip().lower())
+
+    def commit(conn: Any) -> None:
+        committed.append(open_transactions.pop(id(conn), []))
+
+    listeners = (("begin", began), ("before_cursor_execute", executed), ("commit", commit))
+    for name_of_event, listener in listeners:
+        event.listen(engine, name_of_event, listener)
+    try:
+        done = await call(once_client, ws, "integration_call/once/outbound/send", name, key)
+    finally:
+        for name_of_event, listener in listeners:
+            event.remove(engine, name_of_event, listener)
+    assert done.status_code == 200 and done.json()["data"] == {"sent": 1}, done.text
+    # After the batch that claimed the key (and committed the call's entry), one transaction: the record, with the
+    # key's final answer. (The record's insert is a prepared statement, which statement events do not see.)
+    claimed = next(i for i, statements in enumerate(committed) if "insert into idempotency_keys" in statements)
+    after = committed[claimed + 1:]
+    assert len(after) == 1 and any(s.startswith("update idempotency_keys") for s in after[0]), committed
+    async with once_app.state.db.read() as session:
+        recorded = await session.scalar(select(func.count()).select_from(IntegrationCall)
+                                        .where(IntegrationCall.path == f"/send/{name}"))
+    assert recorded == 1
     again = await call(once_client, ws, "integration_call/once/outbound/send", name, key)
     assert again.content == done.content and again.headers["idempotent-replayed"] == "true"
     assert RUNS[name] == 1

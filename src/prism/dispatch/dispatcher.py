@@ -232,20 +232,24 @@ class Dispatcher:
     async def _complete_after_commit(self, auth: AuthContext, handler: Handler, deferred: AfterCommit[Any],
                                      ticket: Ticket) -> Any:
         try:
-            data = await self._after_commit(auth, handler, deferred)
+            data = await self._after_commit(auth, handler, deferred, ticket)
         except Exception as exc:
-            await ticket.complete(error=exc)
+            await ticket.complete(error=exc)  # nothing more when the record's transaction stored the answer
             raise
         await ticket.complete(data)
         return data
 
-    async def _after_commit(self, auth: AuthContext, handler: Handler, deferred: AfterCommit[Any]) -> Any:
-        """The slow part of a call whose audit entry is committed: outside any transaction, then recorded."""
+    async def _after_commit(self, auth: AuthContext, handler: Handler, deferred: AfterCommit[Any],
+                            ticket: Ticket | None = None) -> Any:
+        """The slow part of a call whose audit entry is committed: outside any transaction, then recorded (with
+        its idempotency key's final answer, when it has a key)."""
         outcome = await deferred.send()
         async with self.ledger.db.write() as session:
             with acting_for(session, auth.organization_id):
                 data = await deferred.record(HandlerCall(auth, session, self.registry, handler, self.settings),
                                              outcome)
+            if ticket is not None:
+                await ticket.answer_with_record(session, data)
         if isinstance(data, PrismError):  # a refusal `record` wrote down: committed with its record, then raised
             raise data
         return data

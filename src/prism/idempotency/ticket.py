@@ -83,13 +83,14 @@ class IdempotencyKeys:
 
 
 class Ticket:
-    __slots__ = ("claimed", "fingerprint", "keys", "record_id", "replay", "sealed_data")
+    __slots__ = ("answered", "claimed", "fingerprint", "keys", "record_id", "replay", "sealed_data")
 
     def __init__(self, keys: IdempotencyKeys, record_id: str, fingerprint: str) -> None:
         self.keys = keys
         self.record_id = record_id
         self.fingerprint = fingerprint
         self.claimed = False  # this call inserted the row: its answer is the key's
+        self.answered = False  # the final answer of a call's outbound part is stored (`answer_with_record`)
         self.replay: Replay | ReplayedRefusal | None = None
         self.sealed_data: str | None = None
 
@@ -133,25 +134,48 @@ class Ticket:
             await self._insert(session, status=error.status,
                                answer=seal_refusal(self.keys.settings, self.record_id, error))
 
+    async def answer_with_record(self, session: AsyncSession, outcome: Any) -> None:
+        """The final answer of a call whose outbound part ran after its commit (its data, or the refusal its
+        record wrote down), in the transaction that records that part: one transaction fewer than `complete`.
+        In a SAVEPOINT, so that an answer that cannot be stored costs only itself; `complete` then tries again."""
+        try:
+            status, sealed = self._final(None if isinstance(outcome, PrismError) else outcome,
+                                         outcome if isinstance(outcome, PrismError) else None)
+            async with session.begin_nested():
+                await session.execute(self._store(status, sealed))
+        except Exception:
+            log.warning("could not store the answer of idempotency key %s with its record", self.record_id,
+                        exc_info=True)
+            return
+        self.answered = True
+
     async def complete(self, data: Any = None, error: BaseException | None = None) -> None:
-        """The answer of a call whose outbound part ran after its commit, in a transaction of its own.
+        """The answer of a call whose outbound part ran after its commit, in a transaction of its own, unless it
+        was stored with the part's record (`answer_with_record`).
 
         Whatever it is, even a failure, it is the key's answer: running the call again could send the outbound
         request twice. If it cannot be stored the key stays in progress until it expires.
         """
-        settings = self.keys.settings
-        if error is None:
-            status, sealed = 200, seal_data(settings, self.record_id, data)
-        else:
-            refusal = error if isinstance(error, PrismError) else _INTERNAL
-            status, sealed = refusal.status, seal_refusal(settings, self.record_id, refusal)
+        if self.answered:
+            return
+        status, sealed = self._final(data, error)
         try:
             async with self.keys.db.write() as session:
-                await session.execute(update(IdempotencyRecord).where(
-                    IdempotencyRecord.id == self.record_id, IdempotencyRecord.status.is_(None))
-                    .values(status=status, answer=sealed))
+                await session.execute(self._store(status, sealed))
         except Exception:
             log.warning("could not store the answer of idempotency key %s", self.record_id, exc_info=True)
+
+    def _final(self, data: Any, error: BaseException | None) -> tuple[int, str]:
+        settings = self.keys.settings
+        if error is None:
+            return 200, seal_data(settings, self.record_id, data)
+        refusal = error if isinstance(error, PrismError) else _INTERNAL
+        return refusal.status, seal_refusal(settings, self.record_id, refusal)
+
+    def _store(self, status: int, sealed: str) -> Any:
+        return (update(IdempotencyRecord).where(IdempotencyRecord.id == self.record_id,
+                                                IdempotencyRecord.status.is_(None))
+                .values(status=status, answer=sealed))
 
     def mark(self, draft: EntryDraft) -> EntryDraft:
         """The call's audit entry names the key's row; a replay's says so, with the status it replayed."""
