@@ -22,6 +22,7 @@ import json
 import sys
 import tempfile
 import time
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,11 +54,13 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--calls", type=int, default=300)
     p.add_argument("--sessions", type=int, default=1, help="client sessions calling at once (default 1)")
+    p.add_argument("--keyed", action="store_true",
+                   help="each governed call carries an idempotency key of its own (_meta.idempotencyKey)")
     return p.parse_args()
 
 
 async def measure(url: str, headers: dict[str, str], verify: Any, tool: str, arguments: dict[str, Any],
-                  calls: int, processes: dict[str, int], sessions: int = 1) -> dict[str, Any]:
+                  calls: int, processes: dict[str, int], sessions: int = 1, keyed: bool = False) -> dict[str, Any]:
     """`calls` calls over `sessions` sessions at once, each sequential; with the CPU each of `processes`
     (name: pid) spent per call."""
     latencies: list[float] = []
@@ -70,8 +73,9 @@ async def measure(url: str, headers: dict[str, str], verify: Any, tool: str, arg
                     await client.call_tool(tool, arguments)
                 await warm.wait()
                 for _ in range(share):
+                    meta = {"idempotencyKey": str(uuid.uuid4())} if keyed else None
                     start = time.perf_counter()
-                    result = await client.call_tool(tool, arguments)
+                    result = await client.call_tool(tool, arguments, meta=meta)
                     latencies.append((time.perf_counter() - start) * 1000)
                     assert not result.is_error, result
 
@@ -94,7 +98,8 @@ def main() -> None:
     args = parse_args()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     report: dict[str, Any] = {"benchmark": "federation", "started_at": stamp, "machine": machine(),
-                              "settings": {"calls": args.calls, "sessions": args.sessions}}
+                              "settings": {"calls": args.calls, "sessions": args.sessions,
+                                           "keyed": args.keyed}}
     with tempfile.TemporaryDirectory(prefix="prism-federation-") as tmp:
         workdir = Path(tmp)
         tls = make_tls(workdir)
@@ -124,7 +129,8 @@ def main() -> None:
             report["governed"] = asyncio.run(measure(
                 prism.base_url + "/api/mcp/sse", {"Authorization": f"Bearer {banner['api_key']}"}, True,
                 "prism_integration_call", {"app": "upstream", "entity": "tool", "operation": "lookupPart",
-                                           "arguments": {"sku": "P-1"}}, args.calls, processes, args.sessions))
+                                           "arguments": {"sku": "P-1"}}, args.calls, processes, args.sessions,
+                args.keyed))
             # Prism's own share: a governed call of a built-in read handler through the same door, same session kind.
             report["governed_builtin_read"] = asyncio.run(measure(
                 prism.base_url + "/api/mcp/sse", {"Authorization": f"Bearer {banner['api_key']}"}, True,
