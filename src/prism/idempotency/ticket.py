@@ -141,8 +141,8 @@ class Ticket:
         statement that failed, while on PostgreSQL it would abort the whole transaction, so it runs in a
         SAVEPOINT there (which costs about as much as a transaction of its own does on SQLite)."""
         try:
-            status, sealed = self._final(None if isinstance(outcome, PrismError) else outcome,
-                                         outcome if isinstance(outcome, PrismError) else None)
+            refused = outcome if isinstance(outcome, PrismError) else None
+            status, sealed = self._final(None if refused else outcome, refused)
             if session.get_bind().dialect.name == "postgresql":
                 async with session.begin_nested():
                     await session.execute(self._store(status, sealed))

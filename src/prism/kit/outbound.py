@@ -109,6 +109,19 @@ def refusal(host: str, addresses: Iterable[IPAddress]) -> str | None:
     return None
 
 
+async def vetted_addresses(host: str, port: int, *, allow_private_networks: bool) -> list[IPAddress]:
+    """Every address `host` resolves to, when Prism may connect to all of them (what a guarded client connects to):
+    ConnectRefused names one it may not, OSError says the host has none or does not resolve."""
+    addresses = await resolve(host, port)
+    if not allow_private_networks:
+        problem = refusal(host, addresses)
+        if problem is not None:
+            raise ConnectRefused(f"connection refused by Prism: {problem}")
+    if not addresses:
+        raise OSError(f"{host} has no address")
+    return addresses
+
+
 async def check_url(url: str, *, allow_private_networks: bool, require_https: bool = True,
                     field: str = "url") -> str:
     """The URL, normalised, or OutboundUrlRefused naming what is wrong with it."""

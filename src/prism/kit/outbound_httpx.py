@@ -30,7 +30,7 @@ from typing import Any
 import httpcore2
 import httpx2
 
-from prism.kit.outbound import refusal, resolve
+from prism.kit.outbound import vetted_addresses
 
 # httpcore2's errors and the httpx2 errors the MCP client (and its callers) expect, most specific first.
 _ERRORS: tuple[tuple[type[Exception], type[Exception]], ...] = tuple(
@@ -68,11 +68,11 @@ class GuardedBackend(httpcore2.AsyncNetworkBackend):
                           socket_options: Iterable[Any] | None = None) -> httpcore2.AsyncNetworkStream:
         try:
             async with asyncio.timeout(timeout):
-                addresses = await self._vetted(host, port)
+                addresses = await vetted_addresses(host, port, allow_private_networks=self._allow_private)
                 connection = await first_to_connect([str(a) for a in addresses], port, local_address)
         except TimeoutError:
             raise httpcore2.ConnectTimeout(f"no connection to {host}:{port} within {timeout} s") from None
-        except OSError as exc:
+        except (OSError, UnicodeError) as exc:  # ConnectRefused (the outbound rules) included
             raise httpcore2.ConnectError(f"could not connect to {host}:{port}: {exc}") from exc
         try:
             sock = connection.transport.get_extra_info("socket")
@@ -82,19 +82,6 @@ class GuardedBackend(httpcore2.AsyncNetworkBackend):
             connection.transport.close()
             raise httpcore2.ConnectError(f"could not set a socket option: {exc}") from exc
         return AsyncioStream(connection)
-
-    async def _vetted(self, host: str, port: int) -> list[Any]:
-        try:
-            addresses = await resolve(host, port)
-        except (OSError, UnicodeError) as exc:
-            raise httpcore2.ConnectError(f"{host} does not resolve: {exc}") from exc
-        if not addresses:
-            raise httpcore2.ConnectError(f"{host} has no address")
-        if not self._allow_private:
-            problem = refusal(host, addresses)
-            if problem is not None:
-                raise httpcore2.ConnectError(f"connection refused by Prism: {problem}")
-        return addresses
 
     async def connect_unix_socket(self, path: str, timeout: float | None = None,
                                   socket_options: Iterable[Any] | None = None) -> httpcore2.AsyncNetworkStream:

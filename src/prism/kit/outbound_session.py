@@ -12,7 +12,7 @@ import ssl
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from prism.kit.outbound import ConnectRefused, refusal, resolve
+from prism.kit.outbound import vetted_addresses
 
 # What a failed request raises. ValueError: a URL or a header value aiohttp refuses to send.
 REQUEST_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientError, OSError, ssl.SSLError, ValueError)
@@ -26,13 +26,7 @@ class GuardedResolver(AbstractResolver):
 
     async def resolve(self, host: str, port: int = 0,
                       family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
-        addresses = await resolve(host, port)
-        if not self._allow_private:
-            problem = refusal(host, addresses)
-            if problem is not None:
-                raise ConnectRefused(f"connection refused by Prism: {problem}")
-        if not addresses:
-            raise OSError(f"{host} has no address")
+        addresses = await vetted_addresses(host, port, allow_private_networks=self._allow_private)
         return [ResolveResult(hostname=host, host=str(a), port=port,
                               family=socket.AF_INET6 if a.version == 6 else socket.AF_INET, proto=0,
                               flags=socket.AI_NUMERICHOST | socket.AI_NUMERICSERV) for a in addresses]
