@@ -11,7 +11,8 @@ are measured with the official `mcp` client over one session each, sequential ca
 
 `--sessions N` runs N client sessions at once (each one call after another, `--calls` in all), as N agents
 would: calls/s is then the throughput of the whole setup on this machine's cores, where one session's is the
-inverse of its latency.
+inverse of its latency. `--keyed` gives each governed call an idempotency key of its own; `--database-url
+postgresql://…/prism_bench_federation` runs Prism on a PostgreSQL database the benchmark creates and drops.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,7 @@ from bench.harness import (
     tree_cpu_seconds,
     write_result,
 )
+from bench.pgdb import throwaway_database
 
 ADDED_P50_MS, THROUGHPUT_RATIO = 2.0, 0.5
 
@@ -56,6 +59,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--sessions", type=int, default=1, help="client sessions calling at once (default 1)")
     p.add_argument("--keyed", action="store_true",
                    help="each governed call carries an idempotency key of its own (_meta.idempotencyKey)")
+    p.add_argument("--database-url", default=None,
+                   help="Prism on PostgreSQL: a database prism_bench* it creates and drops (default: SQLite)")
     return p.parse_args()
 
 
@@ -98,10 +103,12 @@ def main() -> None:
     args = parse_args()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     report: dict[str, Any] = {"benchmark": "federation", "started_at": stamp, "machine": machine(),
-                              "settings": {"calls": args.calls, "sessions": args.sessions,
-                                           "keyed": args.keyed}}
-    with tempfile.TemporaryDirectory(prefix="prism-federation-") as tmp:
-        workdir = Path(tmp)
+                              "settings": {"calls": args.calls, "sessions": args.sessions, "keyed": args.keyed,
+                                           "backend": "postgresql" if args.database_url else "sqlite"}}
+    with ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="prism-federation-")))
+        if args.database_url:
+            stack.enter_context(throwaway_database(args.database_url))
         tls = make_tls(workdir)
         port = free_port()
         upstream = spawn("fastmcp", [sys.executable, "-m", "uvicorn", "bench.federation_upstream:app", "--host",
@@ -111,7 +118,7 @@ def main() -> None:
                          log_path=workdir / "fastmcp.log")
         upstream_url = f"https://{LOOPBACK}:{port}/mcp"
         outbound = {"PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true", "PRISM_WEBHOOK_CA_BUNDLE": str(tls.ca)}
-        url = f"sqlite:///{workdir / 'prism.db'}"
+        url = args.database_url or f"sqlite:///{workdir / 'prism.db'}"
         prism, banner = start_prism(database_url=url, cwd=workdir, log_path=workdir / "prism.log", extra_env=outbound)
         try:
             _wait_listening(port)

@@ -5,15 +5,18 @@ transaction; on PostgreSQL, before the session's first statement opens it, the s
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from sqlalchemy import BigInteger, Float, Numeric, bindparam, cast, insert, literal, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from prism.idempotency.models import IdempotencyRecord
 from prism.ledger.entries import WRITTEN_COLUMNS, audit_entries
 from prism.storage import Database, unavailable_error
 from prism.storage.prepared import PreparedRead, PreparedWrite
@@ -147,3 +150,29 @@ async def test_a_savepoint_keeps_the_transactions_connection(db: Database, facto
         assert [row["detail"]["n"] for row in await BY_DIGEST.all(session, {"digest": digest})] == [0, 2]
     async with db.read() as session:
         assert [row["detail"]["n"] for row in await BY_DIGEST.all(session, {"digest": digest})] == [0, 2]
+
+
+def _claim(dialect: Any) -> PreparedRead:
+    keys = IdempotencyRecord.__table__
+    return PreparedRead(dialect.insert(keys).values(
+        {name: bindparam(name) for name in ("id", "fingerprint", "created_at", "expires_at")})
+        .on_conflict_do_nothing(index_elements=["id"]).returning(keys.c.id, keys.c.expires_at))
+
+
+CLAIMS = {"postgresql": _claim(postgresql), "sqlite": _claim(sqlite)}
+
+
+async def test_a_prepared_write_with_returning_answers_what_it_wrote_and_nothing_when_it_wrote_nothing(
+        db: Database) -> None:
+    claim = CLAIMS["sqlite" if db.is_sqlite else "postgresql"]
+    record_id = uuid.uuid4().hex
+    at = datetime(2026, 11, 29, 12, 0, 0, 250000, tzinfo=UTC)
+    row = {"id": record_id, "fingerprint": "f" * 64, "created_at": at, "expires_at": at}
+    async with db.write() as session:
+        await session.execute(select(literal(1)))  # the transaction is open: the driver runs the insert
+        assert await claim.all(session, row) == [{"id": record_id, "expires_at": at}]
+        assert await claim.all(session, row) == []  # the row exists: ON CONFLICT DO NOTHING returns no row
+    async with db.read() as session:
+        stored = (await session.execute(select(IdempotencyRecord.fingerprint)
+                                        .where(IdempotencyRecord.id == record_id))).scalar_one()
+    assert stored == "f" * 64

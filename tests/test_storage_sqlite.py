@@ -258,3 +258,21 @@ async def test_a_long_read_runs_on_a_thread_and_leaves_the_event_loop_free(datab
     assert count == 300**3
     assert took > 0.1  # long enough that running it on the loop would have shown
     assert max(ticks) < 0.1, f"the loop stalled {max(ticks) * 1000:.0f} ms during a {took * 1000:.0f} ms read"
+
+
+async def test_a_write_that_returns_rows_is_never_stopped_for_the_reads_budget(database: Database) -> None:
+    """Stopping a read past the loop's budget changes nothing, but SQLite rolls back the whole transaction of a write
+    it stops: a long INSERT ... RETURNING runs to its end, and the transaction's earlier writes stay."""
+    async with database.write() as session:
+        await session.execute(text("INSERT INTO t VALUES (:x)"), [{"x": str(i)} for i in range(300)])
+    async with database.write() as session:
+        await session.execute(text("INSERT INTO t VALUES ('kept')"))
+        driver = (await (await session.connection()).get_raw_connection()).driver_connection
+        started = time.monotonic()
+        # 90,000 combinations, none of them inserted: far past the budget a read gets on the loop
+        returned = await driver.fetch_all("INSERT INTO t SELECT a.x FROM t a, t b WHERE a.x || b.x = 'none' "
+                                          "RETURNING x", [])
+        assert returned == [] and time.monotonic() - started > sqlite_driver.INLINE_BUDGET_SECONDS
+    async with database.read() as session:
+        kept = (await session.execute(text("SELECT count(*) FROM t WHERE x = 'kept'"))).scalar_one()
+    assert kept == 1

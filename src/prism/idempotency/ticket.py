@@ -2,8 +2,9 @@
 
 Everything happens in the ledger transaction of the call (prism.ledger.writer):
 
-- `claim` (inside the unit's SAVEPOINT, before the handler) reads the key's row. No row (or an expired one):
-  the row is inserted, unanswered, and the call runs. A row for another request: 409 idempotency_key_reused.
+- `claim` (inside the unit's SAVEPOINT, before the handler) inserts the key's row, unanswered, unless the key has
+  one; if it did, the call runs. Otherwise the row is read (an expired one is replaced, and the call runs). A row
+  for another request: 409 idempotency_key_reused.
   A row with an answer: that answer is the outcome, and the handler does not run. A row without one: its
   call committed but its outbound part (registry.AfterCommit) is still running: 409 idempotency_key_in_progress.
 - `finish` (after the unit, in the same transaction) keeps the answer: the data of a call that ran, or its
@@ -25,7 +26,7 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -36,6 +37,7 @@ from prism.idempotency.keys import IdempotencyKeyInProgress, IdempotencyKeyReuse
 from prism.idempotency.models import IdempotencyRecord
 from prism.kit.timeutil import utcnow
 from prism.storage import Database
+from prism.storage.prepared import PreparedRead, PreparedWrite
 
 if TYPE_CHECKING:
     from prism.auth.context import AuthContext
@@ -98,24 +100,26 @@ class Ticket:
         """The stored outcome to replay, or None when this call holds the key and runs."""
         # A batch the ledger runs again starts from a clean slate.
         self.claimed, self.replay, self.sealed_data = False, None, None
+        # A new key is the common case: one statement claims it, and only a key in use is read.
+        if await self._insert(session, status=None, answer=None):
+            self.claimed = True
+            return None
+        row = await _ROW.one(session, {"record_id": self.record_id})
         now = utcnow()
-        row = await self._row(session)
-        if row is not None and row.expires_at <= now:
-            await session.execute(delete(IdempotencyRecord).where(IdempotencyRecord.id == self.record_id,
-                                                                  IdempotencyRecord.expires_at <= now))
-            row = None
-        if row is None:
+        if row is not None and row["expires_at"] <= now:
+            await session.execute(delete(_KEYS).where(_KEYS.c.id == self.record_id, _KEYS.c.expires_at <= now))
             if await self._insert(session, status=None, answer=None):
                 self.claimed = True
                 return None
-            row = await self._row(session)  # another organization's call of this credential took the key first
-        if row is None or row.fingerprint != self.fingerprint:
+            # another organization's call of this credential took the key first
+            row = await _ROW.one(session, {"record_id": self.record_id})
+        if row is None or row["fingerprint"] != self.fingerprint:
             raise IdempotencyKeyReused("this Idempotency-Key was used for another request (another body, tool, "
                                        "door or organization); send a new key for a new request")
-        if row.status is None or row.answer is None:
+        if row["status"] is None or row["answer"] is None:
             raise IdempotencyKeyInProgress("the call that first used this Idempotency-Key has not finished; "
                                            "retry in a moment to get its answer")
-        self.replay = open_answer(self.keys.settings, self.record_id, row.status, row.answer)
+        self.replay = open_answer(self.keys.settings, self.record_id, row["status"], row["answer"])
         return self.replay
 
     def ran(self, data: Any) -> None:
@@ -127,8 +131,7 @@ class Ticket:
             return  # a replay, or refused for the key itself: the row keeps the first call's answer
         if error is None:
             if self.sealed_data is not None:  # else the answer comes after the commit (`complete`)
-                await session.execute(update(IdempotencyRecord).where(IdempotencyRecord.id == self.record_id)
-                                      .values(status=200, answer=self.sealed_data))
+                await self._store(session, 200, self.sealed_data)
         elif isinstance(error, PrismError) and error.status < 500:
             # The unit's savepoint took the claimed row with it: the refusal is the key's answer.
             await self._insert(session, status=error.status,
@@ -145,9 +148,9 @@ class Ticket:
             status, sealed = self._final(None if refused else outcome, refused)
             if session.get_bind().dialect.name == "postgresql":
                 async with session.begin_nested():
-                    await session.execute(self._store(status, sealed))
+                    await self._store(session, status, sealed)
             else:
-                await session.execute(self._store(status, sealed))
+                await self._store(session, status, sealed)
         except Exception:
             log.warning("could not store the answer of idempotency key %s with its record", self.record_id,
                         exc_info=True)
@@ -166,7 +169,7 @@ class Ticket:
         status, sealed = self._final(data, error)
         try:
             async with self.keys.db.write() as session:
-                await session.execute(self._store(status, sealed))
+                await self._store(session, status, sealed)
         except Exception:
             log.warning("could not store the answer of idempotency key %s", self.record_id, exc_info=True)
 
@@ -177,10 +180,9 @@ class Ticket:
         refusal = error if isinstance(error, PrismError) else _INTERNAL
         return refusal.status, seal_refusal(settings, self.record_id, refusal)
 
-    def _store(self, status: int, sealed: str) -> Any:
-        return (update(IdempotencyRecord).where(IdempotencyRecord.id == self.record_id,
-                                                IdempotencyRecord.status.is_(None))
-                .values(status=status, answer=sealed))
+    async def _store(self, session: AsyncSession, status: int, sealed: str) -> None:
+        """The key's answer, on its row while the row has none."""
+        await _STORE.run(session, [{"record_id": self.record_id, "status": status, "answer": sealed}])
 
     def mark(self, draft: EntryDraft) -> EntryDraft:
         """The call's audit entry names the key's row; a replay's says so, with the status it replayed."""
@@ -192,18 +194,29 @@ class Ticket:
             draft.detail.update(status=replay.status if isinstance(replay, ReplayedRefusal) else 200, cost=0)
         return draft
 
-    async def _row(self, session: AsyncSession) -> Any:
-        return (await session.execute(
-            select(IdempotencyRecord.fingerprint, IdempotencyRecord.status, IdempotencyRecord.answer,
-                   IdempotencyRecord.expires_at).where(IdempotencyRecord.id == self.record_id))).first()
-
     async def _insert(self, session: AsyncSession, *, status: int | None, answer: str | None) -> bool:
         """Insert the key's row unless one exists; whether this call inserted it."""
-        dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
         now = utcnow()
-        statement = dialect.insert(IdempotencyRecord).values(
-            id=self.record_id, fingerprint=self.fingerprint, status=status, answer=answer, created_at=now,
-            expires_at=now + KEEP_FOR).on_conflict_do_nothing(index_elements=["id"])
-        result = await session.execute(statement)
-        inserted: int = result.rowcount  # type: ignore[attr-defined]
-        return inserted == 1
+        claim = _CLAIM_POSTGRESQL if session.get_bind().dialect.name == "postgresql" else _CLAIM_SQLITE
+        inserted = await claim.all(session, {"id": self.record_id, "fingerprint": self.fingerprint, "status": status,
+                                             "answer": answer, "created_at": now, "expires_at": now + KEEP_FOR})
+        return bool(inserted)
+
+
+# On every keyed call's path, so prepared (prism.storage.prepared): through the ORM, reading the row, inserting it
+# and storing the answer cost about 0.5 ms each (bench/README.md, "Idempotency keys").
+_KEYS: Table = IdempotencyRecord.__table__  # type: ignore[assignment]
+_ROW = PreparedRead(select(_KEYS.c.fingerprint, _KEYS.c.status, _KEYS.c.answer, _KEYS.c.expires_at)
+                    .where(_KEYS.c.id == bindparam("record_id")))
+_STORE = PreparedWrite(update(_KEYS).where(_KEYS.c.id == bindparam("record_id"), _KEYS.c.status.is_(None)),
+                       column_keys=("status", "answer"))
+
+
+def _claim(dialect: Any) -> PreparedRead:
+    """The row inserted unless the key has one (ON CONFLICT DO NOTHING), RETURNING its id when it was."""
+    columns = ("id", "fingerprint", "status", "answer", "created_at", "expires_at")
+    return PreparedRead(dialect.insert(_KEYS).values({name: bindparam(name) for name in columns})
+                        .on_conflict_do_nothing(index_elements=["id"]).returning(_KEYS.c.id))
+
+
+_CLAIM_POSTGRESQL, _CLAIM_SQLITE = _claim(postgresql), _claim(sqlite)

@@ -66,7 +66,7 @@ class _Prepared:
             compiled = self.stmt.compile(dialect=dialect, column_keys=self.column_keys)
             assert isinstance(compiled, SQLCompiler)
             names = tuple(compiled.positiontup or ())
-            columns = list(self.stmt.selected_columns) if isinstance(self.stmt, Select) else []
+            columns = list(self.stmt.exported_columns)  # a SELECT's columns, or what a write RETURNs
             answered: list[Any] = [None] * len(columns)  # the type each column comes back as, where it matters
             if columns and dialect.name == "postgresql":
                 try:
@@ -107,9 +107,10 @@ class _Prepared:
 
 
 class PreparedRead(_Prepared):
-    """A SELECT built once and kept; `one` runs it for one row, `all` for every row."""
+    """A statement that answers rows, built once and kept: a SELECT, or an INSERT or UPDATE with RETURNING (what it
+    wrote, in one round trip); `one` runs it for one row, `all` for every row."""
 
-    def __init__(self, stmt: Select[Any]) -> None:
+    def __init__(self, stmt: Select[Any] | Insert | Update) -> None:
         super().__init__(stmt)
 
     async def one(self, session: AsyncSession, params: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -185,8 +185,9 @@ class SQLiteConnection:
         await self.run(partial(self.raw.execute, statement))
 
     async def fetch_all(self, sql: str, parameters: Sequence[Any]) -> list[Any]:
-        """Rows of one statement, in the connection's current transaction."""
-        return await self.run(partial(_fetch_all, self.raw, sql, parameters), reads=True)
+        """Rows of one statement, in the connection's current transaction: a SELECT, or a write with RETURNING
+        (which gets no budget: a write stopped half-way would roll back the whole transaction)."""
+        return await self.run(partial(_fetch_all, self.raw, sql, parameters), reads=only_reads(sql))
 
     async def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """One statement per row of parameters, in the connection's current transaction."""
