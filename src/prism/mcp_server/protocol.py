@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,8 +10,10 @@ from prism import __version__
 from prism.auth.context import AuthContext
 from prism.dispatch.dispatcher import Dispatcher
 from prism.mcp_server import resources, revisions, tools
-from prism.mcp_server.jsonrpc import METHOD_NOT_FOUND, Message, RpcError, result
+from prism.mcp_server.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, Message, RpcError, result
 from prism.registry.registry import Registry
+
+log = logging.getLogger("prism.mcp")
 
 INSTRUCTIONS = (
     "Prism exposes governed business operations. Each prism_<mega_tool> tool (or, on the split surface, its "
@@ -64,6 +67,11 @@ async def answer(ctx: Context, message: Message) -> dict[str, Any] | None:
         value = await _run(ctx, message)
     except RpcError as exc:
         return exc.body(message.id)
+    except Exception:
+        # Prism's failure, not the caller's (the call's audit entry says so): this request's answer is an error,
+        # and the other requests of its batch, which may have written, still get theirs.
+        log.exception("MCP %s failed", message.method)
+        return _INTERNAL.body(message.id)
     if revisions.is_modern(ctx.version):
         # 2026-07-28 results say what they are, and who answered.
         meta = value.get("_meta")
@@ -73,6 +81,7 @@ async def answer(ctx: Context, message: Message) -> dict[str, Any] | None:
 
 
 _SERVER_META = {revisions.SERVER_INFO_META: SERVER_INFO}
+_INTERNAL = RpcError(INTERNAL_ERROR, "internal server error", data={"error": "internal_error"})
 
 
 def _cacheable(ctx: Context, value: dict[str, Any], scope: str, ttl_ms: int = CACHE_TTL_MS) -> dict[str, Any]:
