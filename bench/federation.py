@@ -72,21 +72,29 @@ async def measure(url: str, headers: dict[str, str], verify: Any, tool: str, arg
     warm = asyncio.Barrier(sessions + 1)  # every session warmed up, then all start together
 
     async def one_session(share: int) -> None:
-        async with httpx2.AsyncClient(headers=headers, timeout=30, verify=verify) as http:
-            async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
-                for _ in range(20):  # warm-up: connections, caches, the registry's first views
-                    await client.call_tool(tool, arguments)
-                await warm.wait()
-                for _ in range(share):
-                    meta = {"idempotencyKey": str(uuid.uuid4())} if keyed else None
-                    start = time.perf_counter()
-                    result = await client.call_tool(tool, arguments, meta=meta)
-                    latencies.append((time.perf_counter() - start) * 1000)
-                    assert not result.is_error, result
+        try:
+            async with httpx2.AsyncClient(headers=headers, timeout=30, verify=verify) as http:
+                async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+                    for _ in range(20):  # warm-up: connections, caches, the registry's first views
+                        await client.call_tool(tool, arguments)
+                    await warm.wait()
+                    for _ in range(share):
+                        meta = {"idempotencyKey": str(uuid.uuid4())} if keyed else None
+                        start = time.perf_counter()
+                        result = await client.call_tool(tool, arguments, meta=meta)
+                        latencies.append((time.perf_counter() - start) * 1000)
+                        assert not result.is_error, result
+        except BaseException:
+            await warm.abort()  # nobody waits any more for a session that failed before the start
+            raise
 
     shares = [calls // sessions + (1 if i < calls % sessions else 0) for i in range(sessions)]
     running = [asyncio.create_task(one_session(share)) for share in shares]
-    await warm.wait()  # the sessions go on as soon as this task next yields: after the readings below
+    try:
+        await warm.wait()  # the sessions go on as soon as this task next yields: after the readings below
+    except asyncio.BrokenBarrierError:
+        await asyncio.gather(*running)  # raises the failed session's own error
+        raise
     cpu_before = {name: tree_cpu_seconds(pid) for name, pid in processes.items()}
     began = time.perf_counter()
     await asyncio.gather(*running)
