@@ -50,6 +50,11 @@ def build_server() -> FastMCP:
         await asyncio.sleep(seconds)
         return text
 
+    @server.tool(annotations={"readOnlyHint": True})
+    def big_answer(size: int) -> str:
+        """A text of `size` characters."""
+        return "x" * size
+
     @server.tool()
     async def install_extra(ctx: Context) -> str:
         """Add the track_parcel tool."""
@@ -117,10 +122,12 @@ async def _answer(send: Send, status: int, body: dict[str, Any]) -> None:
 
 
 class RunningMcp:
-    def __init__(self, tls: TlsFiles, transport: str = "http") -> None:
+    def __init__(self, tls: TlsFiles, transport: str = "http", *, json_response: bool = False) -> None:
+        """`json_response`: streamable HTTP answered with one JSON document per request, not an event stream."""
         self.server = build_server()
         self.transport = transport
-        http_app = self.server.http_app(path="/mcp", transport=transport)  # type: ignore[arg-type]
+        http_app = (self.server.http_app(path="/mcp", json_response=True) if json_response else
+                    self.server.http_app(path="/mcp", transport=transport))  # type: ignore[arg-type]
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.sock = sock

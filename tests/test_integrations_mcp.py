@@ -56,8 +56,8 @@ async def test_upstream_tools_become_governed_handlers_and_calls_are_forwarded(
     other = await factory.workspace(roles=("owner",))
     name = "mcp_" + uuid.uuid4().hex[:8]
     report = await added(client, ws, upstream, name)
-    assert report["added"] == ["tool/bookDelivery", "tool/cancelDelivery", "tool/getForecast", "tool/installExtra",
-                               "tool/slowEcho"]
+    assert report["added"] == ["tool/bigAnswer", "tool/bookDelivery", "tool/cancelDelivery", "tool/getForecast",
+                               "tool/installExtra", "tool/slowEcho"]
 
     described = {o["operation"]: o for o in (await ok(client, ws, "report_query/core/registry/introspect", {
         "dimension": "operations", "mega_tool": "integration_call", "app": name}))["operations"]}
@@ -178,7 +178,7 @@ async def test_the_cli_adds_and_refreshes_an_upstream_for_the_deployment(
         added = await asyncio.to_thread(cli_json, "integration", "add-mcp", running.url, "--app", name, "--auth",
                                         "api_key", "--header", "X-Upstream-Key", database_url=settings.database_url,
                                         **outbound)
-        assert added["kind"] == "mcp" and added["handlers"] == 5 and added["created"] is True
+        assert added["kind"] == "mcp" and added["handlers"] == 6 and added["created"] is True
         wrong = await asyncio.to_thread(run_cli, "integration", "refresh", name, "--json",
                                         database_url=settings.database_url, **{**outbound,
                                                                                "PRISM_CONNECTION_SECRET": "nope"})
@@ -186,7 +186,7 @@ async def test_the_cli_adds_and_refreshes_an_upstream_for_the_deployment(
         assert "nope" not in wrong.stderr
         same = await asyncio.to_thread(cli_json, "integration", "refresh", name, "--auth", "api_key", "--header",
                                        "X-Upstream-Key", database_url=settings.database_url, **outbound)
-        assert (same["created"], same["added"], same["removed"], same["unchanged"]) == (False, [], [], 5)
+        assert (same["created"], same["added"], same["removed"], same["unchanged"]) == (False, [], [], 6)
         ws = await factory.workspace(roles=("owner",))
         await ok(client, ws, "config_manage/integrations/connection/set",
                  {"name": name, "base_url": running.url, **credential()})
@@ -194,3 +194,37 @@ async def test_the_cli_adds_and_refreshes_an_upstream_for_the_deployment(
     finally:
         await running.stop()
         await asyncio.to_thread(cli_json, "integration", "remove", name, database_url=settings.database_url)
+
+
+@pytest.fixture(params=["json", "http", "sse"])
+async def any_upstream(request: pytest.FixtureRequest, tls: TlsFiles) -> AsyncIterator[RunningMcp]:
+    running = await RunningMcp(tls, transport="sse" if request.param == "sse" else "http",
+                               json_response=request.param == "json").start()
+    running.kind = request.param  # type: ignore[attr-defined]
+    yield running
+    await running.stop()
+
+
+# What stops an answer too large to hold: Prism's transport for one JSON document, the MCP client for an event of
+# an event stream (1 MB), and for the legacy transport's stream the client again (which closes the session).
+TOO_LARGE = {"json": "larger than 2,000,000 bytes", "http": "exceeded the 1048576 byte limit",
+             "sse": "Connection closed"}
+
+
+async def test_an_answer_too_large_to_hold_is_refused_without_waiting_for_the_time_limit(
+        client: httpx.AsyncClient, factory: Factory, any_upstream: RunningMcp) -> None:
+    """An upstream must not be able to fill Prism's memory: an answer past 2 MB (past 1 MB per event of an event
+    stream) is read no further, and the call is a 502 at once; the upstream goes on serving calls."""
+    ws = await factory.workspace(roles=("owner",))
+    name = "mcp_" + uuid.uuid4().hex[:8]
+    await added(client, ws, any_upstream, name)
+    fits = await tool(client, ws, name, "bigAnswer", {"size": 400_000})
+    assert fits.status_code == 200, fits.text[:300]
+    assert len(fits.json()["data"]["content"][0]["text"]) == 400_000
+    started = asyncio.get_running_loop().time()
+    refused = await tool(client, ws, name, "bigAnswer", {"size": 3_000_000})
+    assert asyncio.get_running_loop().time() - started < 10  # the connection's time limit is 30 s
+    assert refused.status_code == 502 and refused.json()["error"] == "upstream_error", refused.text[:300]
+    assert TOO_LARGE[any_upstream.kind] in refused.json()["message"]  # type: ignore[attr-defined]
+    after = await tool(client, ws, name, "getForecast", {"city": "Oslo"})
+    assert after.status_code == 200, after.text

@@ -25,7 +25,7 @@ from prism.integrations.call_records import connection_for, keep_record
 from prism.integrations.credentials import Credential, open_secret
 from prism.integrations.models import IntegrationApp
 from prism.integrations.names import operation_name
-from prism.integrations.upstream import EXCERPT, USER_AGENT, UpstreamError
+from prism.integrations.upstream import EXCERPT, MAX_RESPONSE, USER_AGENT, UpstreamError
 from prism.kit.canonical import digest
 from prism.kit.outbound import OutboundClient, check_url, ssl_context
 from prism.registry import AfterCommit, HandlerCall
@@ -64,7 +64,7 @@ async def session(settings: Settings, url: str, transport: str, credential: Cred
 
     def guarded() -> Any:  # every connection the client makes is vetted by the outbound rules
         return guarded_transport(allow_private_networks=settings.webhook_allow_private_networks,
-                                 ssl_context=ssl_context(settings.webhook_ca_bundle))
+                                 ssl_context=ssl_context(settings.webhook_ca_bundle), max_answer_bytes=MAX_RESPONSE)
 
     if transport == "sse":
         def factory(headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None) -> Any:

@@ -41,13 +41,22 @@ _ERRORS: tuple[tuple[type[Exception], type[Exception]], ...] = tuple(
 
 def guarded_transport(*, allow_private_networks: bool, ssl_context: ssl.SSLContext,
                       max_connections: int = 100, max_keepalive_connections: int = 20,
-                      keepalive_expiry: float = 5.0) -> httpx2.AsyncBaseTransport:
-    """An httpx2 transport (HTTP/1.1, pooled) whose connections go only where the outbound rules allow."""
+                      keepalive_expiry: float = 5.0, max_answer_bytes: int | None = None) -> httpx2.AsyncBaseTransport:
+    """An httpx2 transport (HTTP/1.1, pooled) whose connections go only where the outbound rules allow.
+
+    An answer read whole (anything but an event stream) stops with `AnswerTooLarge` past `max_answer_bytes`: an
+    upstream must not be able to fill the process's memory. An event stream is read event by event, for as long
+    as it lasts; the MCP client limits each event."""
     pool = httpcore2.AsyncConnectionPool(
         ssl_context=ssl_context, max_connections=max_connections,
         max_keepalive_connections=max_keepalive_connections, keepalive_expiry=keepalive_expiry,
         network_backend=GuardedBackend(allow_private_networks=allow_private_networks))
-    return _PoolTransport(pool)
+    return _PoolTransport(pool, max_answer_bytes)
+
+
+class AnswerTooLarge(httpx2.StreamError):
+    """The answer went past the transport's limit; nothing more of it is read. (A stream error: the MCP client
+    answers the request with it, as with any answer it cannot read.)"""
 
 
 # An address that has not connected after this long gets the next one started beside it (RFC 8305's
@@ -264,8 +273,9 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
 class _PoolTransport(httpx2.AsyncBaseTransport):
     """httpx2 requests through an httpcore2 pool, with httpcore2's errors raised as httpx2's."""
 
-    def __init__(self, pool: httpcore2.AsyncConnectionPool) -> None:
+    def __init__(self, pool: httpcore2.AsyncConnectionPool, max_answer_bytes: int | None) -> None:
         self._pool = pool
+        self._max_answer_bytes = max_answer_bytes
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         assert isinstance(request.stream, httpx2.AsyncByteStream)
@@ -281,20 +291,31 @@ class _PoolTransport(httpx2.AsyncBaseTransport):
             if mapped is None:
                 raise
             raise mapped from exc
-        return httpx2.Response(status_code=answer.status, headers=answer.headers, stream=_Body(answer.stream),
-                               extensions=answer.extensions)
+        limit = None if _is_event_stream(answer.headers) else self._max_answer_bytes
+        return httpx2.Response(status_code=answer.status, headers=answer.headers,
+                               stream=_Body(answer.stream, limit), extensions=answer.extensions)
 
     async def aclose(self) -> None:
         await self._pool.aclose()
 
 
+def _is_event_stream(headers: list[tuple[bytes, bytes]]) -> bool:
+    return any(name.lower() == b"content-type" and value.lower().startswith(b"text/event-stream")
+               for name, value in headers)
+
+
 class _Body(httpx2.AsyncByteStream):
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, limit: int | None) -> None:
         self._stream = stream
+        self._limit = limit
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        read = 0
         try:
             async for part in self._stream:
+                read += len(part)
+                if self._limit is not None and read > self._limit:
+                    raise AnswerTooLarge(f"the answer is larger than {self._limit:,} bytes")
                 yield part
         except Exception as exc:
             mapped = _as_httpx(exc)
