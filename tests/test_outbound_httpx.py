@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -15,7 +16,7 @@ import httpx2
 import pytest
 import uvloop
 
-from prism.kit.outbound import ssl_context
+from prism.kit.outbound import address_of, address_problem, ssl_context
 from prism.kit.outbound_httpx import first_to_connect, guarded_transport
 from tests.webhooks_receiver import Answer, Receiver, RunningReceiver, TlsFiles, make_tls
 
@@ -205,3 +206,48 @@ def test_the_transport_on_uvloop(tls: TlsFiles) -> None:
         assert len(received.at("/uv")) == 2
 
     uvloop.run(scenario())
+
+
+def link_local_address() -> str | None:
+    """A link-local IPv6 address of this machine, with its interface (`fe80::…%eth0`); None when it has none."""
+    try:
+        lines = Path("/proc/net/if_inet6").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        hex_address, _index, _prefix, scope, _flags, interface = line.split()
+        if scope == "20":  # the link scope
+            return f"{ipaddress.IPv6Address(bytes.fromhex(hex_address))}%{interface}"
+    return None
+
+
+async def test_a_link_local_address_keeps_its_zone_and_is_reached_only_where_private_networks_are_allowed() -> None:
+    """getaddrinfo gives an IPv6 zone as the socket address's scope id, not in its text: without it a link-local
+    address names no host (connecting fails), so it is kept; and such an address stays refused by default."""
+    literal = link_local_address()
+    if literal is None:
+        pytest.skip("this machine has no link-local IPv6 address")
+
+    async def hello(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"hello")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(hello, host="::", port=0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        sockaddr = socket.getaddrinfo(literal, port, type=socket.SOCK_STREAM)[0][4]
+        assert "%" not in sockaddr[0] and sockaddr[3] != 0  # the zone comes as the scope id
+        address = address_of(sockaddr)
+        assert address.version == 6 and str(address).endswith(f"%{sockaddr[3]}")
+        assert address_problem(address) == "a link-local address (cloud metadata services live there)"
+        connection = await first_to_connect([str(address)], port, None)
+        try:
+            assert await connection.read(16) == b"hello"
+        finally:
+            connection.transport.close()
+        with pytest.raises(OSError):  # the address without its zone is no address to connect to
+            await first_to_connect([str(address).split("%")[0]], port, None)
+    finally:
+        server.close()
+        await server.wait_closed()

@@ -30,7 +30,7 @@ import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import certifi
@@ -95,9 +95,18 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
     infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     seen: dict[str, IPAddress] = {}
     for *_, sockaddr in infos:
-        text = str(sockaddr[0]).split("%", 1)[0]  # drop an IPv6 zone id
-        seen.setdefault(text, ipaddress.ip_address(text))
+        address = address_of(sockaddr)
+        seen.setdefault(str(address), address)
     return list(seen.values())
+
+
+def address_of(sockaddr: tuple[Any, ...]) -> IPAddress:
+    """The address of a socket address getaddrinfo gave, with its IPv6 zone (the scope id, its fourth item): a
+    link-local address names no host without the interface it is on."""
+    text = str(sockaddr[0]).split("%", 1)[0]
+    if len(sockaddr) == 4 and sockaddr[3]:
+        text = f"{text}%{sockaddr[3]}"
+    return ipaddress.ip_address(text)
 
 
 def refusal(host: str, addresses: Iterable[IPAddress]) -> str | None:
