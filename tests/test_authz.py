@@ -16,8 +16,6 @@ import httpx
 import pytest
 from sqlalchemy import select, update
 
-from prism.app import create_app
-from prism.apps import BUILTIN_APP_MODULES
 from prism.apps.params import Params
 from prism.apps.spare_parts.models import SparePart
 from prism.auth import authenticator as authenticator_module
@@ -28,9 +26,9 @@ from prism.kit.ids import public_organization_id
 from prism.kit.timeutil import utcnow
 from prism.models import ApiKey, AuditEntry
 from prism.registry import HandlerApp, HandlerCall, Registry
-from prism.registry.registry import load_app
 from prism.storage import Database
 from prism.tenancy.hosts import classify_host
+from tests.apps_support import running_app_with
 from tests.factories import Factory, Workspace
 from tests.ledger_support import seal_waiting
 
@@ -455,12 +453,7 @@ async def lab_send(call: HandlerCall, _: Nothing) -> dict[str, Any]:
 
 async def test_tools_whose_handlers_all_need_another_scope_are_absent_from_the_catalog(
         settings: Settings, shared: Workspace) -> None:
-    registry = Registry()
-    for spec in BUILTIN_APP_MODULES:
-        registry.add_app(load_app(spec))
-    registry.add_app(lab)
-    application = create_app(settings, registry=registry.freeze())
-    async with application.router.lifespan_context(application), httpx.AsyncClient(
+    async with running_app_with(settings, lab) as application, httpx.AsyncClient(
             transport=httpx.ASGITransport(app=application), base_url="http://localhost") as client:
 
         async def names(label: str) -> set[str]:

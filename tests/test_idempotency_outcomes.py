@@ -16,13 +16,11 @@ from pydantic import BaseModel
 from sqlalchemy import event, func, select
 from starlette.applications import Starlette
 
-from prism.app import create_app
-from prism.apps import BUILTIN_APP_MODULES
 from prism.config import Settings
 from prism.integrations.call_records import keep_record
 from prism.integrations.models import IntegrationCall
-from prism.registry import AfterCommit, HandlerApp, HandlerCall, Registry
-from prism.registry.registry import load_app
+from prism.registry import AfterCommit, HandlerApp, HandlerCall
+from tests.apps_support import running_app_with
 from tests.factories import Factory, Workspace
 from tests.governance_support import ok, post
 
@@ -64,12 +62,7 @@ async def send_later(call: HandlerCall, p: Named) -> AfterCommit[int]:
 
 @pytest.fixture(scope="module")
 async def once_app(settings: Settings) -> AsyncIterator[Starlette]:
-    registry = Registry()
-    for spec in BUILTIN_APP_MODULES:
-        registry.add_app(load_app(spec))
-    registry.add_app(once)
-    application = create_app(settings, registry=registry.freeze())
-    async with application.router.lifespan_context(application):
+    async with running_app_with(settings, once) as application:
         yield application
 
 

@@ -12,12 +12,10 @@ from pydantic import BaseModel
 from sqlalchemy import func, select
 from starlette.applications import Starlette
 
-from prism.app import create_app
-from prism.apps import BUILTIN_APP_MODULES
 from prism.config import Settings
 from prism.models import AuditEntry
-from prism.registry import HandlerApp, HandlerCall, Registry
-from prism.registry.registry import load_app
+from prism.registry import HandlerApp, HandlerCall
+from tests.apps_support import running_app_with
 from tests.factories import Factory
 from tests.test_mcp_protocol import call, headers_for, initialize, rpc
 
@@ -44,12 +42,7 @@ async def note(call: HandlerCall, p: Named) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 async def broken_app(settings: Settings) -> AsyncIterator[Starlette]:
-    registry = Registry()
-    for spec in BUILTIN_APP_MODULES:
-        registry.add_app(load_app(spec))
-    registry.add_app(broken)
-    application = create_app(settings, registry=registry.freeze())
-    async with application.router.lifespan_context(application):
+    async with running_app_with(settings, broken) as application:
         yield application
 
 

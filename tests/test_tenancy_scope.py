@@ -15,17 +15,15 @@ from pydantic import BaseModel
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, aliased
 
-from prism.app import create_app
-from prism.apps import BUILTIN_APP_MODULES
 from prism.apps.finance.models import Invoice, Vendor
 from prism.apps.spare_parts.models import SparePart
 from prism.config import Settings
 from prism.models import Base
-from prism.registry import HandlerApp, HandlerCall, Registry
-from prism.registry.registry import load_app
+from prism.registry import HandlerApp, HandlerCall
 from prism.storage import Database
 from prism.tenancy.repository import OrgRepository, to_record
 from prism.tenancy.scope import OrgScoped, across_organizations, acting_for, acting_organization
+from tests.apps_support import running_app_with
 from tests.factories import Factory, Workspace
 
 careless = HandlerApp("careless", description="Handlers that forget to filter by organization.")
@@ -77,12 +75,7 @@ async def acting_for_whom(call: HandlerCall, _: Nothing) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 async def careless_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    registry = Registry()
-    for spec in BUILTIN_APP_MODULES:
-        registry.add_app(load_app(spec))
-    registry.add_app(careless)
-    application = create_app(settings, registry=registry.freeze())
-    async with application.router.lifespan_context(application), httpx.AsyncClient(
+    async with running_app_with(settings, careless) as application, httpx.AsyncClient(
             transport=httpx.ASGITransport(app=application), base_url="http://localhost") as client:
         yield client
 
