@@ -16,7 +16,7 @@ import httpx2
 import pytest
 import uvloop
 
-from prism.kit.outbound import address_of, address_problem, ssl_context
+from prism.kit.outbound import address_of, address_problem, resolve, ssl_context
 from prism.kit.outbound_httpx import first_to_connect, guarded_transport
 from tests.webhooks_receiver import Answer, Receiver, RunningReceiver, TlsFiles, make_tls
 
@@ -248,6 +248,39 @@ async def test_a_link_local_address_keeps_its_zone_and_is_reached_only_where_pri
             connection.transport.close()
         with pytest.raises(OSError):  # the address without its zone is no address to connect to
             await first_to_connect([str(address).split("%")[0]], port, None)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_url_writes_an_ipv6_zone_percent_encoded_and_prism_reads_it_so() -> None:
+    """RFC 6874: in a URL the zone's "%" is "%25" (`[fe80::1%25eth0]`); httpx2 and urlsplit keep it encoded."""
+    assert [str(a) for a in await resolve("fe80::1%25eth0", 443)] == ["fe80::1%eth0"]
+    assert [str(a) for a in await resolve("[fe80::1%25eth0]", 443)] == ["fe80::1%eth0"]
+    assert [str(a) for a in await resolve("fe80::1%eth0", 443)] == ["fe80::1%eth0"]  # already decoded (aiohttp's)
+    literal = link_local_address()
+    if literal is None:
+        pytest.skip("this machine has no link-local IPv6 address")
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, host="::", port=0)
+    port = server.sockets[0].getsockname()[1]
+    address, zone = literal.split("%")
+    url = f"http://[{address}%25{zone}]:{port}/"
+    try:
+        for allowed in (True, False):
+            transport = guarded_transport(allow_private_networks=allowed, ssl_context=ssl_context(None))
+            async with httpx2.AsyncClient(transport=transport, timeout=10, trust_env=False) as http:
+                if allowed:
+                    assert (await http.get(url)).text == "hello"
+                else:
+                    with pytest.raises(httpx2.ConnectError, match="link-local"):
+                        await http.get(url)
     finally:
         server.close()
         await server.wait_closed()

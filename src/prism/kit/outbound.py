@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import certifi
 
@@ -82,8 +82,10 @@ def address_problem(address: IPAddress) -> str | None:
 
 
 def _literal_address(host: str) -> IPAddress | None:
+    """The address a host names itself, or None for a name. A URL writes an IPv6 zone's "%" as "%25"
+    (RFC 6874: `[fe80::1%25eth0]`), which URL parsers leave encoded: decoded here, or the zone would be `25eth0`."""
     try:
-        return ipaddress.ip_address(host.strip("[]"))
+        return ipaddress.ip_address(unquote(host.strip("[]")))
     except ValueError:
         return None
 
