@@ -85,6 +85,9 @@ async def test_the_deployment_setting_serves_the_split_surface_whose_hints_hold_
         revoke = {"app": "keys", "entity": "key", "operation": "revoke", "arguments": {"id": own[0]["id"]}}
         wrong = await client.call_tool("prism_config_manage_write", revoke)
         assert text_of(wrong)["error"] == "wrong_tool_variant"
+        for other in ("prism_config_manage_write", "prism_config_manage_read"):  # the envelope's `kwargs` wrapping
+            wrapped = await client.call_tool(other, {"kwargs": revoke})
+            assert text_of(wrapped)["error"] == "wrong_tool_variant", other
         revoked = await client.call_tool("prism_config_manage_destructive", revoke)
         assert revoked.is_error is False and text_of(revoked)["data"]["status"] == "revoked"
     async with httpx.AsyncClient(timeout=30) as http:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from prism.dispatch.dispatcher import Call
 from prism.errors import InvalidArguments
 from prism.mcp_server.outputs import output_schema
 from prism.registry.catalog import envelope_schema
@@ -69,12 +70,11 @@ def split_tools(mega_tool: str, handlers: list[Handler], title: str) -> list[dic
     return tools
 
 
-def check_variant(registry: Registry, mega_tool: str, kind: Kind, arguments: Any) -> None:
+def check_variant(registry: Registry, mega_tool: str, kind: Kind, call: Call) -> None:
     """Refuse an operation called through a variant that does not describe it (unknown operations are left to
-    the dispatcher, which refuses and audits them)."""
-    if not isinstance(arguments, dict):
-        return
-    parts = [arguments.get(k) for k in ("app", "entity", "operation")]
+    the dispatcher, which refuses and audits them). Checked on the call as the envelope was read (the `kwargs`
+    wrapping unwrapped), which is the coordinate the dispatcher resolves."""
+    parts = (call.app, call.entity, call.operation)
     if not all(isinstance(p, str) and p for p in parts):
         return
     handler = registry.get_path("/".join([mega_tool, *(str(p) for p in parts)]))

@@ -160,9 +160,10 @@ async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str,
     split = surfaces.variant(name)
     try:
         if split is not None:  # a split-surface tool: its operations only, under the mega-tool's own name
-            surfaces.check_variant(dispatcher.registry, split[0], split[1], arguments)
             name = door_name(split[0])
         call = call_from_envelope(name, arguments or {}, door="mcp")
+        if split is not None:
+            surfaces.check_variant(dispatcher.registry, split[0], split[1], call)
         call.idempotency_key = key
         handler, data = await dispatcher.dispatch(auth, call)
     except PrismError as exc:
