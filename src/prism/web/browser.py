@@ -28,6 +28,7 @@ import hashlib
 import hmac
 import secrets
 import time
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -47,6 +48,9 @@ from prism.models import User
 from prism.web.requests import declared_length, read_body
 
 SESSION_COOKIE = "prism_session"
+# No form of Prism's has near this many fields (the console's largest lists the event types); a body of up to
+# 1 MiB could hold half a million.
+MAX_FORM_FIELDS = 1_000
 CSP = ("default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; script-src 'self'; "
        "connect-src 'self'; base-uri 'none'; frame-ancestors 'none'")
 SECURITY_HEADERS = {
@@ -177,12 +181,17 @@ async def read_form(request: Request, *, check_csrf: bool = True, single_valued:
     `invalid_request`, as OAuth requires), its CSRF token checked against the session. A field holding NUL is
     refused, naming it (see prism.kit.nul)."""
     body = await read_body(request.receive, declared_length(request.scope))
-    fields = parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True)
+    try:
+        fields = parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True,
+                           max_num_fields=MAX_FORM_FIELDS)
+    except ValueError:  # what parse_qsl raises past max_num_fields
+        raise BadRequest(f"a form has at most {MAX_FORM_FIELDS} fields", code="invalid_request") from None
     refuse_nul_in_form(fields)
     form = dict(fields)
     if single_valued and len(form) != len(fields):
-        repeated = sorted({name for name, _ in fields if sum(1 for other, _ in fields if other == name) > 1})
-        raise BadRequest(f"parameters sent more than once: {', '.join(repeated)}", code="invalid_request")
+        repeated = sorted(name for name, times in Counter(name for name, _ in fields).items() if times > 1)
+        named = ", ".join(repeated[:10]) + (f" and {len(repeated) - 10} more" if len(repeated) > 10 else "")
+        raise BadRequest(f"parameters sent more than once: {named}", code="invalid_request")
     if check_csrf:
         sent = form.get("csrf_token", "")
         if not sent or not same_secret(sent, browser_session(request).csrf_token):
