@@ -128,9 +128,23 @@ async def test_save_time_ssrf_refusals(client: httpx.AsyncClient, factory: Facto
     for url in ("https://127.0.0.1/hook", "https://localhost/hook", "https://10.1.2.3/hook",
                 "https://169.254.169.254/latest/meta-data/", "https://[::1]/hook", "https://192.168.0.10/x",
                 "https://[::ffff:127.0.0.1]/hook", "https://[2002:7f00:1::1]/hook", "https://[2002:a00:1::1]/x",
-                "https://user:pw@example.com/hook"):
+                "https://user:pw@example.com/hook", "https://[::1/hook"):
         response = await client.post(BASE, json={"name": "n", "url": url}, headers=ws.headers())
         assert response.status_code == 400, (url, response.text)
+        assert response.json()["details"]["errors"][0]["field"] == "url"
+
+
+@pytest.mark.parametrize("url", ["https://[::1/hook", "https://[example.com]/hook", "https://exa\uff03mple.com/x"])
+async def test_a_url_that_cannot_be_parsed_is_a_400_naming_the_field(hook_client: httpx.AsyncClient,
+                                                                     factory: Factory, url: str) -> None:
+    """An unclosed IPv6 bracket, a bracketed name and a host that NFKC turns into `#` make urlsplit raise: each
+    is the client's bad URL, on create and on update, whether or not private networks are allowed."""
+    ws = await factory.workspace(roles=("owner",))
+    hook = await create_hook(hook_client, ws, URL)
+    for response in (await hook_client.post(BASE, json={"name": "n", "url": url}, headers=ws.headers()),
+                     await hook_client.patch(f"{BASE}{hook['id']}/", json={"url": url}, headers=ws.headers())):
+        assert response.status_code == 400, response.text
+        assert response.json()["error"] == "invalid_arguments"
         assert response.json()["details"]["errors"][0]["field"] == "url"
 
 
@@ -189,3 +203,15 @@ async def test_a_page_number_past_any_real_list_is_a_400_not_a_server_error(
     for path in (BASE, f"{BASE}{hook['id']}/deliveries/"):
         response = await hook_client.get(path, params={"page": str(10**30)}, headers=ws.headers())
         assert response.status_code == 400 and response.json()["details"]["errors"][0]["field"] == "page", path
+
+
+async def test_head_reads_a_webhook_and_never_changes_it(hook_client: httpx.AsyncClient, factory: Factory) -> None:
+    """Starlette routes HEAD wherever GET goes: on a webhook it is a read, whatever body it carries."""
+    ws = await factory.workspace()
+    created = await create_hook(hook_client, ws, URL, name="Kept")
+    headed = await hook_client.request("HEAD", f"{BASE}{created['id']}/", headers=ws.headers(),
+                                       json={"name": "changed-by-HEAD", "is_active": False})
+    assert headed.status_code == 200 and headed.content == b""
+    assert (await hook_client.request("HEAD", f"{BASE}{created['id']}/", headers=ws.headers())).status_code == 200
+    read = (await hook_client.get(f"{BASE}{created['id']}/", headers=ws.headers())).json()
+    assert (read["name"], read["is_active"]) == ("Kept", True)

@@ -68,7 +68,7 @@ async def collection(request: Request) -> Response:
 async def item(request: Request) -> Response:
     webhook_id = request.path_params["webhook_id"]
     settings = request.app.state.settings
-    if request.method == "GET":
+    if request.method in ("GET", "HEAD"):  # Starlette routes HEAD wherever GET goes
         return await _answer(request, lambda s, a, _: service.get_webhook(s, a, webhook_id), read_only=True)
     if request.method == "DELETE":
         return await _answer(request, lambda s, a, _: service.delete_webhook(s, a, webhook_id), status=204)
