@@ -180,3 +180,13 @@ async def test_a_form_of_many_repeated_fields_is_refused_at_once(app: object, fa
     assert repeated.status_code == 400 and repeated.json()["error"] == "invalid_request"
     first_ten = "f0, f1, f10, f100, f101, f102, f103, f104, f105, f106"  # sorted as text
     assert repeated.json()["error_description"].endswith(f"{first_ten} and 290 more")
+
+
+async def test_basic_credentials_that_are_not_ascii_are_an_invalid_client(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        for endpoint in ("token", "revoke"):
+            for value in (b"Basic \xc3\xa9t\xc3\xa9", b"Basic \xff\xfe=="):
+                answer = await c.post(f"{OAUTH}/{endpoint}/", data={"grant_type": "client_credentials", "token": "x"},
+                                      headers={"Authorization": value})
+                assert answer.status_code == 401 and answer.json()["error"] == "invalid_client", (endpoint, value)

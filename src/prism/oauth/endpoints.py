@@ -7,7 +7,6 @@ clients: they take no cookies, so `Access-Control-Allow-Origin: *` exposes nothi
 from __future__ import annotations
 
 import base64
-import binascii
 from typing import Any
 from urllib.parse import unquote
 
@@ -81,7 +80,7 @@ def _basic_credentials(request: Request) -> tuple[str | None, str | None]:
         return None, None
     try:
         decoded = base64.b64decode(value.strip(), validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
+    except ValueError:  # not base64 (binascii.Error), not ASCII to begin with, or not UTF-8 once decoded
         raise OAuthError("malformed Basic credentials", code="invalid_client", status=401) from None
     client_id, _, secret = decoded.partition(":")
     client_id, secret = unquote(client_id), unquote(secret)
