@@ -139,11 +139,22 @@ async def test_an_unusable_document_is_refused_and_its_failure_cached(hook_clien
 
 
 @pytest.mark.parametrize("client_id", ["https://127.0.0.1/", "https://u:p@example.com/a.json",
-                                       "https://example.com/a/../b.json", "https://example.com/" + "a" * 120])
+                                       "https://example.com/a/../b.json", "https://example.com/" + "a" * 120,
+                                       "https://[::1/a.json"])
 async def test_a_malformed_url_client_id_is_refused_without_a_fetch(hook_client: httpx.AsyncClient,
                                                                     client_id: str) -> None:
     page = await _authorize_page(hook_client, client_id)
     assert page.status_code == 400 and "invalid_client" in page.text
+
+
+async def test_a_url_client_id_that_cannot_be_parsed_is_invalid_client_at_token_and_revoke(
+        hook_client: httpx.AsyncClient) -> None:
+    client_id = "https://[::1/a.json"  # an unclosed IPv6 bracket: urlsplit raises
+    token = await hook_client.post(f"{OAUTH}/token/", data={"grant_type": "authorization_code", "code": "pac_x",
+                                                             "code_verifier": "v" * 43, "client_id": client_id})
+    revoke = await hook_client.post(f"{OAUTH}/revoke/", data={"token": "x", "client_id": client_id})
+    for answer in (token, revoke):
+        assert answer.status_code == 401 and answer.json()["error"] == "invalid_client", answer.text
 
 
 async def test_a_document_slower_than_the_time_limit_is_refused(hook_client: httpx.AsyncClient, receiver: Receiver,

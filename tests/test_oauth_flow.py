@@ -93,7 +93,8 @@ async def test_the_resource_may_be_the_origin_or_the_mcp_endpoint(app: object, f
 
 
 @pytest.mark.parametrize("redirect_uri", ["https://claude.ai/api/mcp/auth_callback/evil", "https://attacker.example/",
-                                          "https://claude.ai/api/mcp/auth_callback?x=1"])
+                                          "https://claude.ai/api/mcp/auth_callback?x=1", "https://[::1/cb",
+                                          "http://[::1/cb"])
 async def test_a_redirect_uri_that_does_not_match_is_shown_on_a_page_never_redirected(
         app: object, factory: Factory, redirect_uri: str) -> None:
     ws = await factory.workspace(roles=("owner",))

@@ -71,6 +71,17 @@ async def test_loopback_names_are_the_platform_host(client: httpx.AsyncClient, h
     assert doc["issuer"] == f"http://{host.lower()}"
 
 
+@pytest.mark.parametrize("host", ["[::1", "[::1]x", "::1", "localhost:99999", "localhost:0", "localhost:x",
+                                  "localhost:\u00b2", "localhost:" + "9" * 5000])
+async def test_a_malformed_host_is_421_and_never_makes_an_issuer(client: httpx.AsyncClient, host: str) -> None:
+    """An unclosed bracket, an unbracketed IPv6 address or a port that is not 1 to 65535 names no host a URL can
+    carry: refused like a missing Host, so no issuer or link is built from it."""
+    for path in (DISCOVERY[0], "/api/mcp/oauth/authorize/", "/api/v1/dev/ping/"):
+        answer = await client.get(path, headers=[(b"host", host.encode())])
+        assert answer.status_code == 421, (path, answer.text)
+        assert "issuer" not in answer.text
+
+
 async def test_extra_hosts_are_served_and_health_answers_any_host(configured: httpx.AsyncClient,
                                                                   client: httpx.AsyncClient) -> None:
     doc = (await configured.get(DISCOVERY[0], headers={"Host": "prism.internal.example:9000"})).json()
@@ -87,7 +98,8 @@ async def test_the_mcp_door_refuses_a_foreign_origin_and_takes_its_own_and_allow
     headers = {**JSON_AND_SSE, **ws.headers()}
     foreign = await client.post(PATH, json=INITIALIZE, headers={**headers, "Origin": "https://evil.example.com"})
     assert foreign.status_code == 403 and foreign.json()["error"]["data"]["error"] == "origin_not_allowed"
-    for origin in ("null", "https://evil.example.com:443/", f"http://{ws.host}.evil.example.com"):
+    for origin in ("null", "https://evil.example.com:443/", f"http://{ws.host}.evil.example.com", "http://[::1",
+                   "http://[localhost]", "http://localhost:99999"):
         refused = await client.post(PATH, json=INITIALIZE, headers={**headers, "Origin": origin})
         assert refused.status_code == 403, origin
     preflight = await client.options(PATH, headers={"Host": ws.host, "Origin": "https://evil.example.com",

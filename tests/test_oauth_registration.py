@@ -66,6 +66,7 @@ async def test_a_known_client_id_with_other_redirect_uris_is_refused(client: htt
 @pytest.mark.parametrize("uri", [
     "javascript:alert(1)", "data:text/html,hi", "file:///etc/passwd", "http://app.example.com/callback",
     "http://10.0.0.5/callback", "https://app.example.com/cb#fragment", "not a uri", "/relative/path",
+    "https://[::1/cb", "http://[::1/cb", "https://[app.example.com]/cb",
 ])
 async def test_dangerous_or_insecure_redirect_uris_are_refused(client: httpx.AsyncClient, uri: str) -> None:
     answer = await client.post(REGISTER, json=body(redirect_uris=[uri]))
@@ -134,11 +135,23 @@ async def test_client_secret_is_returned_once_and_stored_only_as_a_hash(client: 
 
 @pytest.mark.parametrize("field", ["logo_uri", "client_uri", "tos_uri", "policy_uri"])
 @pytest.mark.parametrize("value", ["javascript:alert(1)", "http://app.example.com/x", "data:image/png;base64,AA",
-                                   "https://user:pw@app.example.com/x"])
+                                   "https://user:pw@app.example.com/x", "https://[::1/x"])
 async def test_links_the_consent_page_may_show_must_be_https(client: httpx.AsyncClient, field: str,
                                                              value: str) -> None:
     answer = await client.post(REGISTER, json=body(**{field: value}))
     assert answer.status_code == 400 and answer.json()["error"] == "invalid_client_metadata", answer.text
+
+
+async def test_replacing_a_registration_with_a_url_that_cannot_be_parsed_is_refused(client: httpx.AsyncClient) -> None:
+    created = (await client.post(REGISTER, json=body())).json()
+    manage = bearer(created["registration_access_token"])
+    sent = {"client_id": created["client_id"], "client_name": created["client_name"]}
+    bad_redirect = await client.put(created["registration_client_uri"], headers=manage,
+                                    json={**sent, "redirect_uris": ["https://[::1/cb"]})
+    bad_logo = await client.put(created["registration_client_uri"], headers=manage,
+                                json={**sent, "redirect_uris": created["redirect_uris"], "logo_uri": "https://[::1/"})
+    assert bad_redirect.status_code == 400 and bad_redirect.json()["error"] == "invalid_redirect_uri", bad_redirect.text
+    assert bad_logo.status_code == 400 and bad_logo.json()["error"] == "invalid_client_metadata", bad_logo.text
 
 
 async def test_the_registration_access_token_is_shown_once_and_stored_only_as_a_hash(client: httpx.AsyncClient,

@@ -16,10 +16,10 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 from functools import lru_cache
-from urllib.parse import urlsplit
 
 from prism.config import Settings
 from prism.errors import PermissionDenied, PrismError
+from prism.kit.urls import split_url
 from prism.tenancy.hosts import HostInfo
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -55,8 +55,11 @@ def _without_port(name: str) -> str:
 
 
 def _origin(value: str) -> str | None:
-    """`scheme://host[:port]`, lower-case, the default port dropped; None when it is not an origin."""
-    parts = urlsplit(value.strip().lower())
+    """`scheme://host[:port]`, lower-case, the default port dropped; None when it is not an origin (a browser
+    sends a well-formed one, anything may come from another client: `http://[::1` cannot even be parsed)."""
+    parts = split_url(value.strip().lower())
+    if parts is None:
+        return None
     try:
         port = parts.port
     except ValueError:

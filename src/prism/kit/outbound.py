@@ -36,6 +36,7 @@ from urllib.parse import unquote, urlsplit
 import certifi
 
 from prism.errors import PrismError
+from prism.kit.urls import split_url
 from prism.observability.logs import security_event
 
 if TYPE_CHECKING:
@@ -141,7 +142,9 @@ async def check_url(url: str, *, allow_private_networks: bool, require_https: bo
 
     if any(c in url for c in "\r\n\t ") or not url:
         raise refuse("must be an absolute URL without whitespace")
-    parts = urlsplit(url)
+    parts = split_url(url)
+    if parts is None:
+        raise refuse("is not a valid URL (an IPv6 address must be written in [brackets])")
     if parts.scheme not in (("https",) if require_https else ("https", "http")):
         raise refuse("must use https" if require_https else "must use http or https")
     if not parts.hostname:

@@ -24,6 +24,7 @@ import orjson
 from prism.config import Settings
 from prism.kit.outbound import OutboundClient, OutboundFailed
 from prism.kit.timeutil import utcnow
+from prism.kit.urls import split_url
 from prism.oauth.errors import OAuthError
 from prism.oauth.models import OAuthClient
 from prism.oauth.schemas import parse_registration
@@ -53,7 +54,9 @@ def is_document_url(client_id: str | None) -> bool:
 def check_document_url(client_id: str) -> None:
     if len(client_id) > MAX_URL_LENGTH:
         raise ClientDocumentRefused(f"a client_id URL is at most {MAX_URL_LENGTH} characters")
-    parts = urlsplit(client_id)
+    parts = split_url(client_id)
+    if parts is None:
+        raise ClientDocumentRefused("a client_id URL must be a valid URL (an IPv6 address in [brackets])")
     segments = parts.path.split("/")
     if (not parts.hostname or parts.username or parts.password or parts.fragment or "#" in client_id
             or parts.path in ("", "/") or "." in segments or ".." in segments):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 
 from prism.config import Settings
+from prism.tenancy.hosts import split_host
 from prism.web.requests import host_of
 
 MCP_PATH = "/api/mcp/sse"
@@ -22,13 +23,13 @@ def issuer_for(request: Request) -> str:
 
 def port_suffix(request: Request) -> str:
     """`:<port>` of the public URLs of this request's host, or "" for the scheme's default port: the port is
-    PRISM_PUBLIC_PORT when set, else the one the client addressed."""
+    PRISM_PUBLIC_PORT when set, else the one the client addressed (none from a malformed Host, which the edge
+    refuses anyway: a port Prism writes into a URL is one a URL can carry)."""
     settings: Settings = request.app.state.settings
-    header = request.headers.get("host", "").strip().lower()
     port: int | None = settings.public_port
-    if port is None and not header.endswith("]") and ":" in header:
-        tail = header.rsplit(":", 1)[1]
-        port = int(tail) if tail.isdigit() else None
+    if port is None:
+        split = split_host(request.headers.get("host", ""))
+        port = split[1] if split is not None else None
     if port is None or DEFAULT_PORTS.get(settings.public_scheme) == port:
         return ""
     return f":{port}"

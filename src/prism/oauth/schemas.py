@@ -7,10 +7,10 @@ import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 
+from prism.kit.urls import split_url
 from prism.mcp_server.surfaces import SURFACES
 from prism.oauth.errors import OAuthError
 from prism.registry.mega_tools import PLATFORM_SCOPES
@@ -68,7 +68,9 @@ def check_redirect_uri(uri: Any) -> str:
         return uri
     if any(c.isspace() for c in uri):
         raise invalid_redirect(f"redirect_uri {uri!r} contains whitespace")
-    parts = urlsplit(uri)
+    parts = split_url(uri)
+    if parts is None:
+        raise invalid_redirect(f"redirect_uri {uri!r} is not a valid URI")
     scheme = parts.scheme.lower()
     if not scheme or not SCHEME.match(scheme):
         raise invalid_redirect(f"redirect_uri {uri!r} is not an absolute URI")
@@ -89,8 +91,8 @@ def check_redirect_uri(uri: Any) -> str:
 def check_link(name: str, value: str) -> None:
     """A link the consent page may show (logo, home page, terms, policy): https only, so no `javascript:` or
     `data:` URI and no plain-http tracking pixel reaches a person's browser."""
-    parts = urlsplit(value)
-    if parts.scheme != "https" or not parts.hostname or parts.username or parts.password \
+    parts = split_url(value)
+    if parts is None or parts.scheme != "https" or not parts.hostname or parts.username or parts.password \
             or any(c.isspace() for c in value) or len(value) > MAX_URI_LENGTH:
         raise invalid_metadata(f"{name} must be an https URL with a host (at most {MAX_URI_LENGTH} characters)")
 
@@ -101,7 +103,9 @@ def redirect_matches(registered: str, sent: str) -> bool:
     one of them is the person's own machine."""
     if registered == sent:
         return True
-    reg, got = urlsplit(registered), urlsplit(sent)
+    reg, got = split_url(registered), split_url(sent)
+    if reg is None or got is None:  # a URI that cannot be parsed matches only itself
+        return False
     if reg.scheme != "http" or got.scheme != "http" or not is_loopback_host(reg.hostname) \
             or not is_loopback_host(got.hostname):
         return False

@@ -26,15 +26,38 @@ def _is_ip(host: str) -> bool:
     return True
 
 
-@lru_cache(maxsize=4096)
-def classify_host(host_header: str, base_domain: str) -> HostInfo:
-    """`<sub>.<base>` is tenant `sub`; `portal.<base>` the portal; anything else the platform host."""
+def split_host(host_header: str) -> tuple[str, int | None] | None:
+    """The host (lower-case, an IPv6 address in its brackets) and port of a Host header (`name`, `name:port`,
+    `[v6]`, `[v6]:port`); the port is None when none is written. None for a Host no URL can name: an unclosed
+    `[`, anything after `]` but a port, an IPv6 address without brackets, a port that is not 1 to 65535. Prism
+    builds issuers and links from the Host, so it must be one a URL can carry."""
     host = host_header.strip().lower()
     if host.startswith("["):
-        hostname = host.split("]")[0] + "]"
+        address, closed, rest = host.partition("]")
+        if not closed or (rest and not rest.startswith(":")):
+            return None
+        name, port_text = address + "]", rest[1:]
     else:
-        hostname = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-    hostname = hostname.rstrip(".")
+        name, _, port_text = host.partition(":")
+    if not port_text:
+        return name, None
+    if not _is_port(port_text):
+        return None  # an unbracketed IPv6 address lands here too: its "port" holds a colon
+    return name, int(port_text)
+
+
+def _is_port(text: str) -> bool:
+    """1 to 65535 in ASCII digits: str.isdigit alone also takes "²", which int() refuses, and a few thousand
+    digits are more than int() converts."""
+    return len(text) <= 5 and text.isascii() and text.isdigit() and 0 < int(text) < 65536
+
+
+@lru_cache(maxsize=4096)
+def classify_host(host_header: str, base_domain: str) -> HostInfo:
+    """`<sub>.<base>` is tenant `sub`; `portal.<base>` the portal; anything else the platform host. A malformed
+    Host (split_host) names no host, so the edge refuses it as it refuses a missing one."""
+    split = split_host(host_header)
+    hostname = split[0].rstrip(".") if split is not None else ""
     base = base_domain.lower().rstrip(".")
     if not hostname or _is_ip(hostname) or hostname == base or not hostname.endswith("." + base):
         return HostInfo("platform", hostname)
