@@ -1,8 +1,10 @@
 """A person's own API keys through the dispatcher (config_manage/keys/key/...): listed and revoked by their
 owner only, minted only from the console, never another organization's or tenant's; the organization's members
-and roles (config_manage/organization/...)."""
+and roles (config_manage/organization/...); the console's pages refusing a typed number that is not one."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import httpx
 from sqlalchemy import select
@@ -13,6 +15,7 @@ from prism.models import Organization, User
 from prism.storage import Database
 from tests.factories import Factory
 from tests.governance_support import ok, post
+from tests.oauth_support import browser, field, sign_in
 
 BASE = "config_manage/keys/key"
 
@@ -101,3 +104,39 @@ async def test_a_persons_keys_are_paged_ordered_and_searched_by_the_database(
     assert [k["name"] for k in soonest["items"]][:2] == ["runner-a", "runner-c"]
     assert [k["name"] for k in latest["items"]][:2] == ["runner-c", "runner-a"]
     assert all(k["expires_at"] is None for k in soonest["items"][2:] + latest["items"][2:])
+
+
+async def test_a_number_typed_in_a_console_form_or_link_that_is_not_ascii_digits_is_a_400_naming_it(
+        app: Any, factory: Factory) -> None:
+    """"²" passes str.isdigit() and int() refuses it; a number past what the database stores is refused by the
+    handler it is for: both are the person's mistake, answered on the page, never a 500."""
+    ws = await factory.workspace(roles=("owner",))
+    too_large = str(2**63)
+    async with browser(app, ws.host) as c:
+        assert (await sign_in(c, ws.emails["owner"], next_path="/console/keys/")).status_code == 303
+        org = {"org": ws.org.id}
+        token = field((await c.get("/console/keys/", params=org)).text, "csrf_token")
+        posted = {
+            "expires_days": await c.post("/console/keys/", params=org, data={
+                "csrf_token": token, "name": "k", "mcp:read": "on", "expires_days": "²"}),
+            "budget_ceiling": await c.post("/console/governance/mission/", params=org, data={
+                "csrf_token": token, "name": "m", "budget_ceiling": "²"}),
+            "cost_cap": await c.post("/console/governance/persona/", params=org, data={
+                "csrf_token": token, "name": "p", "cost_cap": "1²"}),
+        }
+        got = {
+            "page": await c.get("/console/webhooks/any-id/", params={**org, "page": "²"}),
+            "ledger page": await c.get("/console/ledger/", params={**org, "page": "²"}),
+            "seq_from": await c.get("/console/ledger/", params={**org, "seq_from": "²"}),
+            "seq_to": await c.get("/console/ledger/", params={**org, "seq_to": "9" * 30}),
+            "export seq_from": await c.get("/console/ledger/export/", params={**org, "seq_from": "²"}),
+            "large seq_from": await c.get("/console/ledger/", params={**org, "seq_from": too_large}),
+            "large export seq_from": await c.get("/console/ledger/export/", params={**org, "seq_from": too_large}),
+        }
+        entries = {path: await c.get(path, params=org) for path in (
+            "/console/ledger/seq-%C2%B2/", f"/console/ledger/seq-{too_large}/", f"/console/ledger/id-{too_large}/")}
+    for name, response in {**posted, **got}.items():
+        assert response.status_code == 400, (name, response.status_code, response.text[-500:])
+        assert name.split()[-1] in response.text, name
+    for path, response in entries.items():
+        assert response.status_code == 400, (path, response.status_code, response.text[-500:])

@@ -84,6 +84,15 @@ async def test_invoice_actions_follow_the_state_machine(client: httpx.AsyncClien
     assert counted == {"count": 1}
 
 
+async def test_an_amount_filter_beyond_any_amount_is_refused_not_sent_to_the_database(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    c = Caller(client, (await factory.workspace(roles=("owner",))))
+    for mega_tool, operation in (("entity_crud", "list"), ("entity_crud", "count"), ("report_query", "breakdown")):
+        message = await c.refused(400, "invalid_arguments", mega_tool, "finance", "invoice", operation,
+                                  {"amount_cents_min": 2**63})
+        assert "amount_cents_min" in message, (mega_tool, operation)
+
+
 async def test_another_organizations_invoices_and_payments_are_not_found(
         client: httpx.AsyncClient, factory: Factory) -> None:
     mine = Caller(client, (await factory.workspace(roles=("owner",))))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -275,6 +276,20 @@ async def test_another_organization_sees_and_calls_none_of_it(
     assert gone.status_code == 404
     listed = await ok(client, b, "config_manage/integrations/integration/list", {})
     assert name not in [i["name"] for i in listed["items"]]
+
+
+async def test_a_reference_indexing_a_list_with_anything_but_ascii_digits_points_at_nothing(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    """"²" passes str.isdigit() and int() refuses it: the spec is refused, never a 500."""
+    ws = await factory.workspace(roles=("owner",))
+    for index in ("²", "1²", "9" * 5000):
+        listing = {"operationId": "listItems", "parameters": [{"$ref": f"#/x-shared/{index}"}],
+                   "responses": {"200": {"description": "ok"}}}
+        spec = {"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "paths": {"/items": {"get": listing}},
+                "x-shared": [{"name": "q", "in": "query", "schema": {"type": "string"}}]}
+        refused = await post(client, ws, "config_manage/integrations/integration/importOpenapi",
+                             {"name": unique_name(), "spec": json.dumps(spec)})
+        assert refused.status_code == 400 and "points at nothing" in refused.json()["message"], refused.text
 
 
 async def test_reimport_updates_in_place_and_removal_removes_the_handlers(

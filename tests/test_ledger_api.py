@@ -87,6 +87,22 @@ async def test_bad_filters_are_refused_with_the_field_named(client: httpx.AsyncC
     assert no_id.status_code == 400 and "id" in no_id.text
 
 
+async def test_a_position_or_id_beyond_what_the_database_stores_is_refused_with_the_field_named(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    largest = 2**63 - 1
+    for path, arguments, field in ((LIST, {"seq_from": largest + 1}, "seq_from"),
+                                   (LIST, {"seq_to": largest + 1}, "seq_to"),
+                                   (EXPORT, {"seq_from": largest + 1}, "seq_from"),
+                                   (READ, {"id": largest + 1}, "id")):
+        response = await post(client, ws, path, arguments)
+        assert response.status_code == 400, (path, arguments, response.text)
+        assert response.json()["error"] == "invalid_arguments" and field in response.json()["message"]
+    assert (await ok(client, ws, LIST, {"seq_from": largest, "seq_to": largest}))["items"] == []
+    missing = await post(client, ws, READ, {"id": largest})
+    assert missing.status_code == 404, missing.text
+
+
 async def test_one_entry_shows_its_hash_links_and_checks(client: httpx.AsyncClient, factory: Factory,
                                                          db: Database) -> None:
     ws, _ = await _busy_workspace(client, factory, db)

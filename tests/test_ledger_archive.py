@@ -209,6 +209,15 @@ async def test_entries_still_waiting_before_the_range_keep_it_from_being_archive
 
 # --- retention -----------------------------------------------------------------------------------
 
+async def test_a_retention_that_is_not_a_number_of_days_is_refused_without_a_traceback(
+        database_url: str, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    for days in ("0", "²", "9" * 5000):  # "²" passes str.isdigit(), and int() refuses it and 5000 digits
+        refused = prism(database_url, "retention", "--tenant", ws.tenant.subdomain, "--org", ws.org.slug,
+                        "--days", days)
+        assert refused.returncode == 1 and refused.error["error"] == "invalid_arguments", str(refused)
+
+
 async def test_retain_archives_and_prunes_what_is_older_than_each_organization_s_retention(
         database_url: str, db: Database, client: httpx.AsyncClient, factory: Factory, tmp_path: Path) -> None:
     ws = await factory.workspace(roles=("owner", "viewer"))

@@ -79,8 +79,9 @@ async def test_minting_refuses_bad_input_and_missing_csrf(client: httpx.AsyncCli
     base = {"csrf_token": csrf, "organization": ws.org.id, "mcp:read": "1"}
     no_scope = await client.post("/keys/", data={"csrf_token": csrf, "organization": ws.org.id})
     assert no_scope.status_code == 400 and "choose at least one scope" in no_scope.text
-    bad_expiry = await client.post("/keys/", data={**base, "expires_days": "-3"})
-    assert bad_expiry.status_code == 400 and "whole number of days" in bad_expiry.text
+    for days in ("-3", "²", "9" * 5000):  # "²" passes str.isdigit(), and int() refuses it and 5000 digits
+        bad_expiry = await client.post("/keys/", data={**base, "expires_days": days})
+        assert bad_expiry.status_code == 400 and "whole number of days" in bad_expiry.text, days
     bad_surface = await client.post("/keys/", data={**base, "tool_surface": "tiny"})
     assert bad_surface.status_code == 400 and "is not a tool surface" in bad_surface.text
     forged = await client.post("/keys/", data={**base, "csrf_token": "forged"})

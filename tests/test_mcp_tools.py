@@ -91,6 +91,32 @@ async def test_tools_list_pages_with_an_opaque_cursor(settings: Settings, factor
                 assert answer.json()["error"]["code"] == -32602
 
 
+async def test_a_cursor_whose_offset_is_not_ascii_digits_is_invalid_params(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    """"²" passes str.isdigit() and fails int(); so do a few thousand digits: neither is an internal error."""
+    ws = await factory.workspace()
+    headers = headers_for(ws)
+    session = await initialize(client, headers)
+    for offset in ("²", "1²", "-1", " 1", "1_0", "9" * 5000):
+        cursor = base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
+        answer = await call(client, headers, session, rpc("tools/list", {"cursor": cursor}))
+        assert answer.json()["error"]["code"] == -32602, (offset[:10], answer.text)
+        assert answer.json()["error"]["data"]["error"] == "invalid_cursor"
+
+
+async def test_a_ledger_number_the_database_cannot_store_is_invalid_arguments_not_an_internal_error(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace()
+    for operation, arguments in (("list", {"seq_from": 2**63}), ("list", {"seq_to": 2**63}),
+                                 ("read", {"id": 2**63}), ("export", {"seq_from": 2**63})):
+        answer = await call_tool(client, ws, "prism_audit_query", {
+            "app": "ledger", "entity": "entry", "operation": operation, "arguments": arguments})
+        assert "error" not in answer.json(), (operation, answer.text)
+        is_error, body = tool_text(answer)
+        assert is_error is True and body["error"] == "invalid_arguments", (operation, body)
+        assert next(iter(arguments)) in body["message"], (operation, body)
+
+
 async def test_a_read_call_returns_the_prism_response_and_is_audited_with_door_mcp(
         client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
     ws = await factory.workspace()

@@ -176,6 +176,23 @@ async def test_retry_after_on_429_pushes_the_next_attempt_later_within_bounds(
     assert round((at(delivery["next_retry_at"]) - second).total_seconds()) == 3600  # the ceiling
 
 
+async def test_a_retry_after_that_is_not_ascii_digits_falls_back_to_the_schedule(
+        hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
+        make_worker: Callable[..., DeliveryWorker]) -> None:
+    """"²" (sent as its UTF-8 bytes) passes str.isdigit(), and float() refuses it."""
+    ws = await factory.workspace(roles=("owner",))
+    path = unique_path()
+    receiver.script(path, [Answer(429, headers={"Retry-After": "²".encode().decode("latin-1")})])
+    hook = await create_hook(hook_client, ws, receiver.url(path), retry_delay_seconds=1)
+    await emit_decision(hook_db, ws)
+    clock = FakeClock()
+    start = clock.now
+    await make_worker(clock=clock).run_once()
+    [delivery] = await deliveries_of(hook_client, ws, hook["id"])
+    assert delivery["status"] == "retrying" and delivery["response_status_code"] == 429, delivery
+    assert round((at(delivery["next_retry_at"]) - start).total_seconds()) == 1  # the schedule's first delay
+
+
 async def test_410_gone_fails_the_delivery_and_deactivates_the_webhook(
         hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
         make_worker: Callable[..., DeliveryWorker]) -> None:

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism.cli.output import emit, fail
 from prism.cli.preflight import load_settings
 from prism.errors import InvalidArguments, NotFound, PrismError
+from prism.kit.numbers import whole_number
 from prism.ledger.archive import archive, archive_name, retention_cut
 from prism.ledger.checkpoints import Checkpoint, MalformedCheckpoint, parse_checkpoint
 from prism.ledger.entries import audit_heads
@@ -301,9 +302,10 @@ def _archived_line(result: dict[str, Any]) -> str:
 def _retention_days(as_json: bool, days: str) -> int | None:
     if days.strip().lower() == "none":
         return None
-    if not days.strip().isdigit() or not 1 <= int(days) <= MAX_RETENTION_DAYS:
+    number = whole_number(days.strip())
+    if number is None or not 1 <= number <= MAX_RETENTION_DAYS:
         fail(as_json, InvalidArguments(f"--days is a number of days from 1 to {MAX_RETENTION_DAYS}, or `none`"))
-    return int(days)
+    return number
 
 
 @audit_cli.command("public-key")

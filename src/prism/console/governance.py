@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from prism.console.caller import ConsoleCaller
-from prism.console.pages import page, signed_in
+from prism.console.pages import number_field, page, signed_in
 from prism.errors import InvalidArguments, PrismError
 from prism.web.browser import read_form, redirect
 
@@ -49,9 +49,7 @@ def _whole_number(form: dict[str, str], name: str, *, required: bool) -> int | N
     raw = form.get(name, "").strip()
     if not raw and not required:
         return None
-    if not raw.isdigit():
-        raise InvalidArguments(f"{name}: a whole number", details={"field": name})
-    return int(raw)
+    return number_field(name, raw)
 
 
 def _arguments(kind: str, form: dict[str, str]) -> tuple[str, dict[str, Any]]:

@@ -13,8 +13,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from prism.console.caller import ConsoleCaller
-from prism.console.pages import page, signed_in
-from prism.errors import InvalidArguments, PrismError
+from prism.console.pages import number_field, page, signed_in
+from prism.errors import PrismError
 from prism.mcp_server.surfaces import SURFACES
 from prism.registry.mega_tools import PLATFORM_SCOPES
 from prism.web.browser import read_form, redirect
@@ -38,17 +38,18 @@ async def overview(request: Request, caller: ConsoleCaller) -> Response:
     return await _show(request, caller, notice=request.query_params.get("notice"))
 
 
+def _expiry_days(form: dict[str, str]) -> int | None:
+    days = form.get("expires_days", "").strip()
+    return number_field("expires_days", days, meaning="a whole number of days, or empty for none") if days else None
+
+
 @signed_in
 async def mint(request: Request, caller: ConsoleCaller) -> Response:
     try:
         form = await read_form(request)
-        days = form.get("expires_days", "").strip()
-        if days and not days.isdigit():
-            raise InvalidArguments("expires_days: a whole number of days, or empty for none",
-                                   details={"field": "expires_days"})
         minted = await caller.call(request, f"{BASE}/create", {
             "name": form.get("name", ""), "scopes": [s for s in PLATFORM_SCOPES if form.get(s)],
-            "expires_days": int(days) if days else None, "tool_surface": form.get("tool_surface") or None})
+            "expires_days": _expiry_days(form), "tool_surface": form.get("tool_surface") or None})
     except PrismError as exc:
         return await _show(request, caller, status=exc.status, error=f"{exc.message} ({exc.code})")
     return await _show(request, caller, status=201, minted=minted)

@@ -13,8 +13,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from prism.console.caller import ConsoleCaller
-from prism.console.pages import page, refusal, signed_in
+from prism.console.pages import number_field, page, refusal, signed_in
 from prism.errors import InvalidArguments, NotFound, PrismError
+from prism.kit.numbers import whole_number
 from prism.web.browser import SECURITY_HEADERS
 
 PATH = "/console/ledger/"
@@ -39,9 +40,7 @@ def _filters(request: Request) -> tuple[dict[str, Any], dict[str, str]]:
             arguments[name] = value if has_zone else value + "Z"
     for name in NUMBER_FILTERS:
         if shown[name]:
-            if not shown[name].isdigit():
-                raise InvalidArguments(f"{name}: a whole number", details={"field": name})
-            arguments[name] = int(shown[name])
+            arguments[name] = number_field(name, shown[name])
     if shown["outcome"]:
         arguments["outcome"] = shown["outcome"]
     return arguments, shown
@@ -62,8 +61,7 @@ async def _decisions(request: Request, caller: ConsoleCaller, arguments: dict[st
 
 
 def _page_number(request: Request) -> int:
-    raw = request.query_params.get("page", "1")
-    return int(raw) if raw.isdigit() and 1 <= int(raw) <= 1_000_000 else 1
+    return number_field("page", request.query_params.get("page", "1"), meaning="a whole number from 1", least=1)
 
 
 @signed_in
@@ -73,10 +71,10 @@ async def entries(request: Request, caller: ConsoleCaller) -> Response:
     status = 200
     try:
         arguments, shown = _filters(request)
+        number = _page_number(request)
     except PrismError as exc:
-        arguments, shown, status, context["error"] = {}, {}, exc.status, exc.message
+        arguments, shown, number, status, context["error"] = {}, {}, 1, exc.status, exc.message
     context["shown"] = shown
-    number = _page_number(request)
     try:
         listed = await caller.call(request, f"{BASE}/entry/list", {**arguments, "page": number, "page_size": 25})
         context["decisions"] = await _decisions(request, caller, arguments)
@@ -98,10 +96,10 @@ async def entries(request: Request, caller: ConsoleCaller) -> Response:
 async def entry(request: Request, caller: ConsoleCaller) -> Response:
     key = request.path_params["key"]
     kind, _, number = key.partition("-")
-    if kind not in ("id", "seq") or not number.isdigit():
+    entry_id = whole_number(number)
+    if kind not in ("id", "seq") or entry_id is None:
         return refusal(request, InvalidArguments("an entry is /console/ledger/id-<id>/ or /console/ledger/seq-<n>/"))
     try:
-        entry_id = int(number)
         if kind == "seq":  # a position: the entry there, found through the list's own filter
             found = await caller.call(request, f"{BASE}/entry/list", {"seq_from": entry_id, "seq_to": entry_id})
             if not found["items"]:

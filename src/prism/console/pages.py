@@ -11,7 +11,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from prism.console.caller import ConsoleCaller, console_caller
-from prism.errors import PrismError
+from prism.errors import InvalidArguments, PrismError
+from prism.kit.numbers import whole_number
 from prism.models import Membership, User
 from prism.web.browser import login_url, redirect, render, signed_in_user
 
@@ -25,6 +26,15 @@ def page(template: str, request: Request, caller: ConsoleCaller, current: str, *
          **context: Any) -> Response:
     return render(request, template, {"caller": caller, "sections": SECTIONS, "current": current, **context},
                   status=status)
+
+
+def number_field(name: str, raw: str, *, meaning: str = "a whole number", least: int = 0) -> int:
+    """A number typed in a form or a link, or a 400 naming the field (shown on the page like a handler's
+    refusal); the handler the number is for still checks its own bounds."""
+    number = whole_number(raw)
+    if number is None or number < least:
+        raise InvalidArguments(f"{name}: {meaning}", details={"field": name})
+    return number
 
 
 def refusal(request: Request, exc: PrismError) -> Response:

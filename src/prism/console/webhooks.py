@@ -14,8 +14,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from prism.console.caller import ConsoleCaller
-from prism.console.pages import page, signed_in
-from prism.errors import InvalidArguments, PrismError
+from prism.console.pages import number_field, page, signed_in
+from prism.errors import PrismError
 from prism.events.catalog import EVENT_TYPES
 from prism.web.browser import read_form, redirect
 
@@ -27,10 +27,7 @@ EVENTS = tuple(e.event_type for e in EVENT_TYPES)
 
 
 def _page_number(request: Request) -> int:
-    raw = request.query_params.get("page", "1")
-    if not raw.isdigit() or int(raw) < 1:
-        raise InvalidArguments("page: a whole number from 1", details={"field": "page"})
-    return int(raw)
+    return number_field("page", request.query_params.get("page", "1"), meaning="a whole number from 1", least=1)
 
 
 def _levers(caller: ConsoleCaller, request: Request) -> dict[str, bool]:

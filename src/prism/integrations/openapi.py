@@ -18,6 +18,7 @@ import yaml
 
 from prism.errors import InvalidArguments
 from prism.integrations.names import entity_name, operation_name, words
+from prism.kit.numbers import whole_number
 from prism.registry.capability import names_irreversible_act
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
@@ -83,8 +84,8 @@ class _Resolver:
             part = part.replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict) and part in node:
                 node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
+            elif isinstance(node, list) and (index := whole_number(part)) is not None and index < len(node):
+                node = node[index]
             else:
                 raise SpecError(f"spec: reference {ref!r} points at nothing")
         return node

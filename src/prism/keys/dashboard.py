@@ -20,6 +20,7 @@ from starlette.responses import Response
 from prism.errors import BadRequest, NotFound, PrismError
 from prism.keys.registration import organizations_on_host
 from prism.keys.service import MintedKey, create_key
+from prism.kit.numbers import whole_number
 from prism.kit.timeutil import iso, utcnow
 from prism.mcp_server.surfaces import SURFACES
 from prism.models import ApiKey, Organization, Tenant, User
@@ -109,10 +110,11 @@ async def show(request: Request) -> Response:
 def _expiry_days(raw: str) -> int | None:
     if not raw.strip():
         return None
-    if not raw.strip().isdigit() or not 1 <= int(raw) <= MAX_EXPIRY_DAYS:
+    days = whole_number(raw.strip())
+    if days is None or not 1 <= days <= MAX_EXPIRY_DAYS:
         raise BadRequest(f"expiry: a whole number of days from 1 to {MAX_EXPIRY_DAYS}, or empty for none",
                          code="invalid_expiry")
-    return int(raw)
+    return days
 
 
 async def mint(request: Request) -> Response:

@@ -20,6 +20,7 @@ import secrets
 import time
 
 from prism.auth.context import AuthContext
+from prism.kit.numbers import whole_number
 from prism.kit.secret import same_secret
 from prism.mcp_server.revisions import HANDSHAKE
 
@@ -44,11 +45,12 @@ class SessionSigner:
         if len(parts) != 4 or len(token) > 200:
             return None
         issued, version, nonce, mac = parts
-        if not issued.isdigit() or version not in HANDSHAKE:
+        issued_at = whole_number(issued)
+        if issued_at is None or version not in HANDSHAKE:
             return None
         if not same_secret(mac, self._mac(auth, issued, version, nonce)):
             return None
-        age = (time.time() if now is None else now) - int(issued)
+        age = (time.time() if now is None else now) - issued_at
         if age < -60 or age > self.ttl_seconds:  # a minute of clock skew between hosts is tolerated
             return None
         return version

@@ -20,6 +20,7 @@ from prism.dispatch.envelope import call_from_envelope
 from prism.dispatch.response import failure_envelope, success_envelope
 from prism.errors import InvalidArguments, PrismError
 from prism.idempotency import InvalidIdempotencyKey, Replay, ReplayedRefusal, key_from_meta
+from prism.kit.numbers import whole_number
 from prism.mcp_server import resources, revisions, surfaces
 from prism.mcp_server.jsonrpc import INVALID_PARAMS, RpcError, invalid_params
 from prism.mcp_server.outputs import output_schema
@@ -136,8 +137,9 @@ def _offset(cursor: Any) -> int:
             text = base64.urlsafe_b64decode(cursor.encode()).decode()
         except (binascii.Error, UnicodeDecodeError, ValueError):
             text = ""
-        if text.startswith("o:") and text[2:].isdigit():
-            return int(text[2:])
+        offset = whole_number(text[2:]) if text.startswith("o:") else None
+        if offset is not None:
+            return offset
     raise RpcError(INVALID_PARAMS, "cursor: not a cursor this server issued", data={"error": "invalid_cursor"})
 
 

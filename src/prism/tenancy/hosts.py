@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+from prism.kit.numbers import whole_number
+
 HostKind = Literal["tenant", "portal", "platform"]
 PORTAL_LABEL = "portal"
 
@@ -41,15 +43,16 @@ def split_host(host_header: str) -> tuple[str, int | None] | None:
         name, _, port_text = host.partition(":")
     if not port_text:
         return name, None
-    if not _is_port(port_text):
+    port = _port(port_text)
+    if port is None:
         return None  # an unbracketed IPv6 address lands here too: its "port" holds a colon
-    return name, int(port_text)
+    return name, port
 
 
-def _is_port(text: str) -> bool:
-    """1 to 65535 in ASCII digits: str.isdigit alone also takes "²", which int() refuses, and a few thousand
-    digits are more than int() converts."""
-    return len(text) <= 5 and text.isascii() and text.isdigit() and 0 < int(text) < 65536
+def _port(text: str) -> int | None:
+    """1 to 65535 in ASCII digits (prism.kit.numbers: str.isdigit alone also takes "²", which int() refuses)."""
+    port = whole_number(text)
+    return port if port is not None and 0 < port < 65536 else None
 
 
 @lru_cache(maxsize=4096)

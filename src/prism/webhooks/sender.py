@@ -11,6 +11,7 @@ from email.utils import parsedate_to_datetime
 from http import HTTPStatus
 
 from prism.kit.nul import without_nul
+from prism.kit.numbers import whole_number
 from prism.kit.outbound import OutboundAnswer, OutboundClient, OutboundFailed, OutboundTimeout
 from prism.webhooks.signing import SIGNATURE_HEADER, USER_AGENT, signature_header
 
@@ -46,8 +47,9 @@ def _retry_after(answer: OutboundAnswer) -> float | None:
     if answer.status not in (429, 503):
         return None
     value = answer.headers.get("retry-after", "").strip()
-    if value.isdigit():
-        return float(value)
+    seconds = whole_number(value)
+    if seconds is not None:
+        return float(seconds)
     try:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError, IndexError, OverflowError):

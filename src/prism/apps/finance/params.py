@@ -53,7 +53,8 @@ class InvoiceList(ListParams):
     vendor_id: str | None = Field(None, max_length=64, description="Only invoices of this vendor.")
     currency: str | None = Field(None, pattern=r"^[A-Z]{3}$", description="Only invoices in this currency.")
     due_date_before: date | None = Field(None, description="Only invoices due before this date.")
-    amount_cents_min: int | None = Field(None, ge=0, description="Only invoices of at least this amount.")
+    amount_cents_min: int | None = Field(None, ge=0, le=10**12,
+                                         description="Only invoices of at least this amount.")
 
 
 class InvoiceAction(Params):

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import AwareDatetime, Field, model_validator
 
 from prism.apps.params import ListParams, Params
+from prism.kit.numbers import SQL_INTEGER_MAX
 from prism.ledger.queries import EntryFilter
 
 Outcome = Literal["allowed", "refused", "replayed"]
@@ -26,8 +27,11 @@ class EntryFilters(Params):
                                    description="Exact coordinate, or a pattern with * (entity_crud/finance/*).")
     outcome: Outcome | None = Field(None, description="allowed, refused or replayed.")
     door: str | None = Field(None, min_length=1, max_length=32, description="canonical, sandbox, mcp, ...")
-    seq_from: int | None = Field(None, ge=1, description="From this position in the log (inclusive).")
-    seq_to: int | None = Field(None, ge=1, description="Up to this position in the log (inclusive).")
+    # Positions and ids are bound for SQL: one past the largest integer the database stores is refused, not sent.
+    seq_from: int | None = Field(None, ge=1, le=SQL_INTEGER_MAX, description="From this position in the log "
+                                 "(inclusive).")
+    seq_to: int | None = Field(None, ge=1, le=SQL_INTEGER_MAX, description="Up to this position in the log "
+                               "(inclusive).")
 
     @model_validator(mode="after")
     def _ranges(self) -> EntryFilters:
@@ -48,7 +52,8 @@ class EntryList(ListParams, EntryFilters):
 
 
 class EntryRead(Params):
-    id: int = Field(..., ge=1, description="The entry's id (as listed; list with seq_from = seq_to finds a position).")
+    id: int = Field(..., ge=1, le=SQL_INTEGER_MAX,
+                    description="The entry's id (as listed; list with seq_from = seq_to finds a position).")
 
 
 class EntryExport(EntryFilters):
