@@ -148,6 +148,18 @@ async def test_delete_and_get_with_a_session_are_405(client: httpx.AsyncClient, 
     assert stream.status_code == 405
 
 
+@pytest.mark.parametrize("path", [PATH, PATH + "/"])
+async def test_every_method_the_door_does_not_serve_gets_the_same_json_rpc_405(
+        client: httpx.AsyncClient, factory: Factory, path: str) -> None:
+    ws = await factory.workspace()
+    for method in ("DELETE", "PUT", "PATCH", "HEAD"):
+        answer = await client.request(method, path, headers=headers_for(ws))
+        assert answer.status_code == 405, (method, answer.text)
+        assert answer.headers["allow"] == "GET, POST, OPTIONS", method
+        if method != "HEAD":
+            assert answer.json()["error"]["data"] == {"error": "method_not_allowed"}, method
+
+
 async def test_content_type_and_accept_are_negotiated(client: httpx.AsyncClient, factory: Factory) -> None:
     ws = await factory.workspace()
     headers = headers_for(ws)
@@ -179,6 +191,30 @@ async def test_bad_json_and_bad_messages_are_json_rpc_errors_never_500(
     bad_params = await call(client, headers, session, {"jsonrpc": "2.0", "id": 2, "method": "tools/list",
                                                        "params": [1]})
     assert bad_params.json()["error"]["code"] == -32602
+
+
+async def test_a_request_refused_for_its_params_is_answered_with_its_own_id(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    """JSON-RPC 2.0 answers id null only when the id could not be read; clients match answers by id."""
+    ws = await factory.workspace()
+    headers = headers_for(ws)
+    session = await initialize(client, headers)  # 2025-03-26: batches allowed
+    alone = await call(client, headers, session, {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": [1]})
+    assert alone.status_code == 400
+    assert alone.json()["id"] == 7 and alone.json()["error"]["code"] == -32602
+    batch = await call(client, headers, session, [
+        rpc("ping", request_id=1), {"jsonrpc": "2.0", "id": "two", "method": "tools/list", "params": "x"}])
+    assert [(a["id"], a.get("error", {}).get("code")) for a in batch.json()] == [(1, None), ("two", -32602)]
+
+
+async def test_initialize_sent_as_a_notification_is_refused_and_opens_no_session(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace()
+    answer = await client.post(PATH, headers=headers_for(ws), json=rpc(
+        "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}}, request_id=None))
+    assert answer.status_code == 400 and "mcp-session-id" not in answer.headers
+    assert "result" not in answer.json()
+    assert answer.json()["id"] is None and answer.json()["error"]["code"] == -32600
 
 
 async def test_a_batch_gets_one_answer_per_request_and_none_for_notifications(

@@ -78,11 +78,12 @@ async def test_a_2026_07_28_client_lists_and_calls_tools_without_any_session(
 @pytest.mark.parametrize(("headers", "code"), [
     ({"Mcp-Method": "tools/list"}, -32020),                                        # the method header lies
     ({"Mcp-Name": "prism_whoami"}, -32020),                                          # the name header lies
+    ({"Mcp-Name": b"=?base64?\xe9t\xe9?="}, -32020),                     # encoded, but not base64 (nor ASCII)
 ])
 async def test_routing_headers_that_disagree_with_the_body_are_400(
-        client: httpx.AsyncClient, factory: Factory, headers: dict[str, str], code: int) -> None:
+        client: httpx.AsyncClient, factory: Factory, headers: dict[str, str | bytes], code: int) -> None:
     ws = await factory.workspace()
-    sent = {**modern_headers(ws, "tools/call", "prism_entity_crud"), **headers}
+    sent: dict[str, str | bytes] = {**modern_headers(ws, "tools/call", "prism_entity_crud"), **headers}
     answer = await client.post(PATH, headers=sent, json=rpc("tools/call", envelope(
         {"name": "prism_entity_crud", "arguments": LIST_PARTS})))
     assert answer.status_code == 400
@@ -112,6 +113,23 @@ async def test_a_2026_07_28_request_without_its_envelope_a_batch_or_an_unknown_r
     notified = await client.post(PATH, headers=modern_headers(ws, "notifications/initialized"),
                                  json=rpc("notifications/initialized", envelope(), request_id=None))
     assert notified.status_code == 202 and notified.content == b""
+
+
+async def test_a_2026_07_28_refusal_of_a_request_answers_its_id(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace()
+    no_envelope = await client.post(PATH, headers=modern_headers(ws, "server/discover"),
+                                    json=rpc("server/discover", request_id=11))
+    lying_header = await client.post(PATH, headers=modern_headers(ws, "tools/list"),
+                                     json=rpc("ping", envelope(), request_id=12))
+    future = await client.post(PATH, headers=modern_headers(ws, "server/discover", version="2099-01-01"),
+                               json=rpc("server/discover", envelope(version="2099-01-01"), request_id=13))
+    not_an_object = await client.post(PATH, headers=modern_headers(ws, "tools/list"), json={
+        "jsonrpc": "2.0", "id": 14, "method": "tools/list", "params": [1]})
+    answers = [no_envelope, lying_header, future, not_an_object]
+    assert [a.status_code for a in answers] == [400] * 4
+    assert [(a.json()["id"], a.json()["error"]["code"]) for a in answers] == [
+        (11, -32602), (12, -32020), (13, -32022), (14, -32602)]
 
 
 @pytest.mark.parametrize(("version", "batches"), [

@@ -132,10 +132,11 @@ class Entrance:
 Endpoint = Callable[..., Any]
 
 
-def door_routes(path: str, endpoint: Endpoint | ASGIApp, methods: list[str], door: Door) -> list[BaseRoute]:
+def door_routes(path: str, endpoint: Endpoint | ASGIApp, methods: list[str] | None, door: Door) -> list[BaseRoute]:
     """The path with and without its trailing slash, answered directly (never a redirect), through `door`.
 
-    `endpoint` is a Starlette endpoint (a function taking a Request) or an ASGI app (the raw doors)."""
+    `endpoint` is a Starlette endpoint (a function taking a Request) or an ASGI app (the raw doors). `methods`
+    None routes every method to it: a door that answers unserved methods itself, in its own shape."""
     app: ASGIApp = request_response(endpoint) if _is_function(endpoint) else endpoint  # type: ignore[arg-type]
     entrance = Entrance(app, door)
     bare = path.rstrip("/")

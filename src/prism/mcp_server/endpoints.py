@@ -5,8 +5,9 @@
                               `?session_id=` → legacy SSE message; `?tools=` picks the tool surface (surfaces.py),
                               over the key's own option, over PRISM_MCP_TOOL_SURFACE
     GET                       legacy SSE stream (a GET naming a session or protocol version is refused: 405)
-    DELETE                    405 — sessions are signed tokens, nothing server-side to end (docs/mcp.md)
     OPTIONS                   CORS preflight, no authentication
+    DELETE, any other         405 (Allow: GET, POST, OPTIONS) — sessions are signed tokens, nothing server-side
+                              to end (docs/mcp.md)
 
 The edge (prism.edge) has authenticated the caller and counted the request; every answer carries X-RateLimit-*
 of the window it was counted in (the tenant's, or the address's before the caller is known), and refusals take
@@ -112,6 +113,9 @@ class McpDoor:
                                                 data={"error": "invalid_body"}))
                 message = messages[0]
                 assert isinstance(message, jsonrpc.Message)
+                if not message.is_request:  # a notification is never answered, and the session comes in the answer
+                    raise _status(400, RpcError(jsonrpc.INVALID_REQUEST, "initialize must be a request (with an id)",
+                                                data={"error": "invalid_body"}))
                 version = protocol.negotiate(message.params)
                 session = _signer(state).issue(auth, version)
                 answer = jsonrpc.result(message.id, protocol.initialize_result(version))
@@ -135,7 +139,8 @@ class McpDoor:
             await respond_json(send, exc.status, exc.error.body(None), extra)
             return
         except RpcError as exc:
-            await respond_json(send, 413 if exc.code == jsonrpc.PAYLOAD_TOO_LARGE else 400, exc.body(None), extra)
+            await respond_json(send, 413 if exc.code == jsonrpc.PAYLOAD_TOO_LARGE else 400, exc.body(exc.request_id),
+                               extra)
             return
         answers = await _answer_all(_context(scope, auth, version), messages)
         if not answers:
@@ -174,7 +179,8 @@ class McpDoor:
             await respond_json(send, exc.status, exc.error.body(None), extra)
             return
         except RpcError as exc:
-            await respond_json(send, 413 if exc.code == jsonrpc.PAYLOAD_TOO_LARGE else 400, exc.body(None), extra)
+            await respond_json(send, 413 if exc.code == jsonrpc.PAYLOAD_TOO_LARGE else 400, exc.body(exc.request_id),
+                               extra)
             return
         await respond(send, 202, b"Accepted", extra, content_type=b"text/plain")
         # A stream's handshake is not kept across processes: answers take the newest handshake revision's shape,
@@ -203,7 +209,8 @@ def _check_content_type(headers: Headers) -> None:
 async def _answer_all(ctx: protocol.Context, messages: list[jsonrpc.Message | RpcError]) -> list[dict[str, Any]]:
     answers = []
     for message in messages:
-        answer = message.body(None) if isinstance(message, RpcError) else await protocol.answer(ctx, message)
+        answer = (message.body(message.request_id) if isinstance(message, RpcError)
+                  else await protocol.answer(ctx, message))
         if answer is not None:
             answers.append(answer)
     return answers
@@ -250,12 +257,16 @@ async def _modern(send: Send, headers: Headers, want_json: bool, extra: list[tup
     """One 2026-07-28 exchange: a single request, its envelope checked, answered without any session."""
     try:
         message = modern.single(messages, batch)
-        if message.is_notification:
-            await respond(send, 202, b"", extra)  # this revision defines none from client to server: dropped
-            return
+    except RpcError as exc:
+        await respond_json(send, modern.http_status(exc.code), exc.body(exc.request_id), extra)
+        return
+    if message.is_notification:
+        await respond(send, 202, b"", extra)  # this revision defines none from client to server: dropped
+        return
+    try:
         version = modern.check_envelope(message, headers)
     except RpcError as exc:
-        await respond_json(send, modern.http_status(exc.code), exc.body(None), extra)
+        await respond_json(send, modern.http_status(exc.code), exc.body(message.id), extra)
         return
     answer = await protocol.answer(replace(ctx, version=version), message)
     assert answer is not None
@@ -272,5 +283,6 @@ def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
 
 
 def routes() -> list[BaseRoute]:
-    # Both spellings answered directly: MCP clients do not follow redirects on this path.
-    return door_routes(PATH, McpDoor(), ["GET", "POST", "DELETE", "OPTIONS"], JSON_RPC)
+    # Both spellings answered directly: MCP clients do not follow redirects on this path. Every method is routed
+    # to the door, which answers those it does not serve itself: one 405 in this door's shape, one Allow.
+    return door_routes(PATH, McpDoor(), None, JSON_RPC)

@@ -21,7 +21,7 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-ALLOWED_METHODS = "GET, POST, OPTIONS"  # DELETE is routed only to be answered 405: nothing to end
+ALLOWED_METHODS = "GET, POST, OPTIONS"  # DELETE, and any other method, is answered 405: a session has nothing to end
 EXPOSED_HEADERS = ("Mcp-Session-Id, WWW-Authenticate, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, "
                    "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After")
 # Every request header an MCP client sends from a page: a browser refuses to send a header the preflight does not

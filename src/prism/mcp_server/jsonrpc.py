@@ -32,13 +32,17 @@ RequestId = str | int
 
 
 class RpcError(Exception):
-    """A JSON-RPC error: `code` and `message` on the wire, Prism's own code in `data.error`."""
+    """A JSON-RPC error: `code` and `message` on the wire, Prism's own code in `data.error`. `request_id` is the
+    id of the request refused while it was read, when the id itself could be read: JSON-RPC 2.0 answers null
+    only when it could not, and clients match answers to requests by id."""
 
-    def __init__(self, code: int, message: str, *, data: dict[str, Any] | None = None) -> None:
+    def __init__(self, code: int, message: str, *, data: dict[str, Any] | None = None,
+                 request_id: RequestId | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.data = data
+        self.request_id = request_id
 
     def body(self, request_id: RequestId | None) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -63,7 +67,7 @@ class Message:
 
 def parse_body(body: bytes) -> tuple[list[Message | RpcError], bool]:
     """The messages of a POST body and whether it was a batch. A body that is not JSON-RPC at all raises
-    RpcError; in a batch each malformed member becomes its own RpcError (answered with id null)."""
+    RpcError; in a batch each malformed member becomes its own RpcError (answered with its `request_id`)."""
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -108,14 +112,16 @@ def parse_message(value: Any) -> Message:
     if params is None:
         params = {}
     if not isinstance(params, dict):
-        raise invalid_params(InvalidArguments("params: must be a JSON object", field="params"))
+        raise invalid_params(InvalidArguments("params: must be a JSON object", field="params"),
+                             request_id=request_id)
     return Message(method, request_id, params, has_id)
 
 
-def invalid_params(error: PrismError) -> RpcError:
+def invalid_params(error: PrismError, *, request_id: RequestId | None = None) -> RpcError:
     """A refusal of the call's input as JSON-RPC's invalid params, its details (`errors`: `{field, message}`
     each, as every door's 400) in `data`."""
-    return RpcError(INVALID_PARAMS, error.message, data={"error": error.code, **error.details})
+    return RpcError(INVALID_PARAMS, error.message, data={"error": error.code, **error.details},
+                    request_id=request_id)
 
 
 def result(request_id: RequestId | None, value: dict[str, Any]) -> dict[str, Any]:

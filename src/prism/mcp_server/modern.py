@@ -13,7 +13,6 @@ A request's envelope is checked in the specification's order, the first failure 
 from __future__ import annotations
 
 import base64
-import binascii
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -89,7 +88,7 @@ def _decoded(value: str | None) -> str | None:
         return value
     try:
         return base64.b64decode(value[9:-2], validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
+    except ValueError:  # not base64 (binascii.Error), not ASCII to begin with, or not UTF-8 once decoded
         return None
 
 
