@@ -96,3 +96,21 @@ async def test_a_number_is_refused_for_every_date_or_time_parameter_of_every_han
             assert name in [p["field"] for p in r.json()["details"]["errors"]], (handler.path, name, r.text)
             checked += 1
     assert checked > 5, checked
+
+
+async def test_a_moment_without_a_zone_or_beyond_utc_is_refused_for_every_date_time_parameter(
+        client: httpx.AsyncClient, ws: Workspace, app: Any) -> None:
+    """Moments are stored and compared in UTC: one without a zone has no UTC time, and one near year 1 or 9999
+    with an offset has none Python can hold; both are refused by name (they were a 500 where they reached SQL)."""
+    registry: Registry = app.state.registry
+    checked = 0
+    for handler in registry:
+        moments = [name for name, schema in handler.schema.get("properties", {}).items()
+                   if "date-time" in {s.get("format") for s in [schema, *schema.get("anyOf", [])]}]
+        for name in moments:
+            for value in ("2024-01-01T00:00:00", "9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"):
+                r = await client.post(f"/prism/{handler.path}", headers=ws.headers(), json={name: value})
+                assert r.status_code == 400, (handler.path, name, value, r.text)
+                assert name in [p["field"] for p in r.json()["details"]["errors"]], (handler.path, name, value)
+                checked += 1
+    assert checked > 20, checked

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from datetime import UTC, datetime
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ValidationError
 
 from prism.errors import InvalidArguments
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def _held_in_utc(value: datetime) -> datetime:
+    try:
+        value.astimezone(UTC)
+    except OverflowError:  # near year 1 or 9999, an offset moves the moment past what datetime holds
+        raise ValueError("must be a moment between the years 1 and 9999 in UTC") from None
+    return value
+
+
+# A handler parameter that is a moment: with its zone, and one UTC can hold, since every moment is stored and
+# compared in UTC (a naive or unconvertible one reached the database as a 500).
+Moment = Annotated[AwareDatetime, AfterValidator(_held_in_utc)]
 _TEMPORAL_FORMATS = frozenset({"date", "time", "date-time"})
 _TEMPORAL_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {}
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field
 
 from prism.apps.params import ListParams, Params
+from prism.kit.validation import Moment
 
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 
@@ -54,4 +54,4 @@ class Call(EndpointAction):
 
 
 class HealthParams(Params):
-    since: datetime | None = Field(None, description="Only calls made after this time.")
+    since: Moment | None = Field(None, description="Only calls made after this time.")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
 from prism.apps.params import ListParams, Params
+from prism.kit.validation import Moment
 
 Priority = Literal["p1", "p2", "p3", "p4"]
 TicketStatus = Literal["new", "assigned", "in_progress", "resolved", "closed", "cancelled"]
@@ -58,7 +58,7 @@ class TicketList(ListParams):
     service_id: str | None = Field(None, max_length=64, description="Only tickets about this service.")
     assignee_email: str | None = Field(None, max_length=320, description="Only tickets assigned to this person.")
     requester_email: str | None = Field(None, max_length=320, description="Only tickets raised by this person.")
-    sla_due_at_before: datetime | None = Field(None, description="Only tickets due before this time.")
+    sla_due_at_before: Moment | None = Field(None, description="Only tickets due before this time.")
 
 
 class TicketCreate(Params):
@@ -116,4 +116,4 @@ class AutoAssign(Params):
 
 
 class SlaReportParams(Params):
-    as_of: datetime | None = Field(None, description="Moment breaches are measured at (default now).")
+    as_of: Moment | None = Field(None, description="Moment breaches are measured at (default now).")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AwareDatetime, Field, model_validator
+from pydantic import Field, model_validator
 
 from prism.apps.params import ListParams, Params
 from prism.kit.numbers import SQL_INTEGER_MAX
+from prism.kit.validation import Moment
 from prism.ledger.queries import EntryFilter
 
 Outcome = Literal["allowed", "refused", "replayed"]
@@ -15,8 +16,8 @@ MAX_EXPORT = 10_000
 
 
 class EntryFilters(Params):
-    since: AwareDatetime | None = Field(None, description="Entries at or after this time (ISO 8601 with zone).")
-    until: AwareDatetime | None = Field(None, description="Entries before this time (ISO 8601 with zone).")
+    since: Moment | None = Field(None, description="Entries at or after this time (ISO 8601 with zone).")
+    until: Moment | None = Field(None, description="Entries before this time (ISO 8601 with zone).")
     actor: str | None = Field(None, min_length=1, max_length=320, description="The calling user: id or email.")
     credential_id: str | None = Field(None, min_length=1, max_length=64, description="API key or OAuth grant id.")
     persona_id: str | None = Field(None, min_length=1, max_length=64,

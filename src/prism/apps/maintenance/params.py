@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date
 from typing import Any, Literal
 
 from pydantic import Field
 
 from prism.apps.params import ListParams, Params
+from prism.kit.validation import Moment
 
 Priority = Literal["low", "medium", "high", "urgent"]
 Criticality = Literal["low", "medium", "high"]
@@ -110,7 +111,7 @@ class PlanUpdate(Params):
 class ReadingList(ListParams):
     asset_id: str | None = Field(None, max_length=64, description="Only readings of this asset.")
     meter: str | None = Field(None, max_length=64, description="Only this meter (hours, temperature ...).")
-    read_at_after: datetime | None = Field(None, description="Only readings taken after this time.")
+    read_at_after: Moment | None = Field(None, description="Only readings taken after this time.")
 
 
 class ReadingCreate(Params):
@@ -118,7 +119,7 @@ class ReadingCreate(Params):
     meter: str = Field(..., min_length=1, max_length=64, description="Meter name (run_hours, vibration_mm_s ...).")
     value: float = Field(..., ge=-1e12, le=1e12, description="Measured value.")
     unit: str = Field("", max_length=16, description="Unit of the value.")
-    read_at: datetime = Field(..., description="When the reading was taken (ISO 8601 with zone).")
+    read_at: Moment = Field(..., description="When the reading was taken (ISO 8601 with zone).")
 
 
 class ReadingUpdate(Params):
@@ -156,10 +157,10 @@ class BacklogParams(Params):
 
 class AssetCostParams(Params):
     asset_id: str | None = Field(None, max_length=64, description="Only this asset.")
-    completed_after: datetime | None = Field(None, description="Only work completed after this time.")
+    completed_after: Moment | None = Field(None, description="Only work completed after this time.")
 
 
 class TrendParams(Params):
     asset_id: str | None = Field(None, max_length=64, description="Only this asset's meters.")
     meter: str | None = Field(None, max_length=64, description="Only this meter.")
-    read_at_after: datetime | None = Field(None, description="Only readings taken after this time.")
+    read_at_after: Moment | None = Field(None, description="Only readings taken after this time.")

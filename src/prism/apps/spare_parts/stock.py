@@ -6,7 +6,6 @@ part's stock history can be audited; stock never goes below zero.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field
@@ -17,6 +16,7 @@ from prism.apps.crud import Entity, crud, repo
 from prism.apps.params import ListParams, Params
 from prism.apps.spare_parts.models import SparePart, StockMovement
 from prism.errors import Conflict
+from prism.kit.validation import Moment
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
 
@@ -55,8 +55,8 @@ class Adjust(Params):
 
 
 class UsageParams(Params):
-    after: datetime | None = Field(None, description="Only movements after this time.")
-    before: datetime | None = Field(None, description="Only movements before this time.")
+    after: Moment | None = Field(None, description="Only movements after this time.")
+    before: Moment | None = Field(None, description="Only movements before this time.")
     top: int = Field(20, ge=1, le=500, description="How many of the most used parts to return.")
 
 
