@@ -8,6 +8,7 @@ import httpx
 from openapi_spec_validator import validate
 
 from prism.openapi.developer import WEBHOOKS, developer_document
+from prism.openapi.tenant import ORIGINS_KEPT
 
 PATH = "/.well-known/openapi.json"
 PORTAL = {"Host": "portal.localhost"}
@@ -69,3 +70,13 @@ async def test_only_endpoints_this_deployment_routes_are_published(app: Any) -> 
 async def test_tenant_hosts_keep_the_tenant_descriptor(client: httpx.AsyncClient) -> None:
     doc = (await client.get(PATH, headers={"Host": "localhost"})).json()
     assert doc["openapi"] == "3.0.3"
+
+
+async def test_the_portal_keeps_a_few_origins_documents_whatever_ports_hosts_name(
+        client: httpx.AsyncClient, app: Any) -> None:
+    """The Host header is the client's: each port it names is an origin with a document of its own, and a process
+    keeps at most ORIGINS_KEPT of them (anonymous requests over many ports grew the memory without end)."""
+    for port in range(2000, 2040):
+        response = await client.get(PATH, headers={"Host": f"portal.localhost:{port}"})
+        assert response.status_code == 200 and response.json()["servers"][0]["url"].endswith(f":{port}")
+    assert 0 < len(app.state.developer_descriptors) <= ORIGINS_KEPT

@@ -18,7 +18,7 @@ from prism.edge.doors import PLAIN, door_routes
 from prism.errors import PrismError, TenantNotFound
 from prism.oauth.issuer import issuer_for
 from prism.openapi.developer import developer_document, serialized
-from prism.openapi.tenant import rendered, tenant_descriptor
+from prism.openapi.tenant import ORIGINS_KEPT, rendered, tenant_descriptor
 from prism.web.requests import host_of
 
 PATH = "/.well-known/openapi.json"
@@ -77,6 +77,8 @@ async def openapi_json(request: Request) -> Response:
         origin = issuer_for(request)
         cached = per_origin.get(origin)
         if cached is None:
+            if len(per_origin) >= ORIGINS_KEPT:  # each port a Host header names is an origin
+                per_origin.clear()
             cached = per_origin[origin] = serialized(developer_document(request.app.routes, origin))
         document, etag = cached
 

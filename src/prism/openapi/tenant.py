@@ -65,7 +65,7 @@ class Built:
     tail: bytes
     digest: str
     operation_count: int
-    # (server url, gzip) -> document bytes: a handful of hosts serve one tenant; never more than _ORIGINS.
+    # (server url, gzip) -> document bytes: a handful of hosts serve one tenant; never more than ORIGINS_KEPT.
     rendered: dict[tuple[str, bool], bytes] = field(default_factory=dict)
 
     def etag(self, server_url: str, *, gzipped: bool = False) -> str:
@@ -76,7 +76,7 @@ class Built:
     def render(self, server_url: str, *, gzipped: bool = False) -> bytes:
         hit = self.rendered.get((server_url, gzipped))
         if hit is None:
-            if len(self.rendered) >= _ORIGINS:
+            if len(self.rendered) >= ORIGINS_KEPT:
                 self.rendered.clear()
             head = b'{"servers":[{"url":' + orjson.dumps(server_url) + b"}],"
             hit = head + self.tail
@@ -85,7 +85,8 @@ class Built:
         return hit
 
 
-_ORIGINS = 8
+# Origins (the public URL a Host names) whose documents are kept; the Host is the client's, so never unbounded.
+ORIGINS_KEPT = 8
 _CACHE: WeakKeyDictionary[Registry, dict[Grant, Built]] = WeakKeyDictionary()
 _BUILDING: WeakKeyDictionary[Registry, dict[Grant, asyncio.Future[Built]]] = WeakKeyDictionary()
 
