@@ -105,6 +105,19 @@ async def test_a_repeat_replays_the_first_answer_and_creates_one_record(
     assert await parts_with_sku(db, ws, "ONE-1") == 1
 
 
+@pytest.mark.parametrize("door", ("canonical", "prism_path", "sandbox"))
+async def test_a_header_key_is_the_same_key_with_whitespace_around_it(
+        client: httpx.AsyncClient, factory: Factory, db: Database, door: str) -> None:
+    """A field value does not include the whitespace around it (RFC 9110): a retry that sends "k" after "k " (or
+    the other way round) is the same request, not a second run."""
+    ws = await factory.workspace()
+    key = new_key()
+    first = answer_of(door, await send(client, door, ws, part("WS-1"), key + " "))
+    again = answer_of(door, await send(client, door, ws, part("WS-1"), key))
+    assert first[0] == 200 and again == (first[0], first[1], True)
+    assert await parts_with_sku(db, ws, "WS-1") == 1
+
+
 @pytest.mark.parametrize("door", DOORS)
 async def test_the_same_key_with_another_body_is_409_idempotency_key_reused(
         client: httpx.AsyncClient, factory: Factory, db: Database, door: str) -> None:

@@ -46,7 +46,8 @@ def checked_key(value: Any, field: str) -> str:
 def key_from_headers(headers: Mapping[str, str]) -> str | None:
     """The request's key, or None without the header: one lookup, the only cost of a call without it."""
     value = headers.get(HEADER)
-    return None if value is None else checked_key(value, HEADER_FIELD)
+    # A field value does not include the whitespace around it (RFC 9110, 5.5); Uvicorn's parser keeps the trailing.
+    return None if value is None else checked_key(value.strip(" \t"), HEADER_FIELD)
 
 
 def key_from_meta(params: Mapping[str, Any]) -> str | None:
