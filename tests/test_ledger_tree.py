@@ -132,6 +132,23 @@ async def test_a_log_cut_back_to_a_kept_checkpoint_is_caught_by_a_checkpoint_hel
     assert log["first_broken_seq"] == early.tree_size + 1 and "removed" in log["reason"], log
 
 
+async def test_a_checkpoint_of_another_tenants_log_is_refused_not_passed_over(
+        db: Database, database_url: str, client: httpx.AsyncClient, factory: Factory, tmp_path: Path) -> None:
+    """`--checkpoint` asks for the log to be checked against a checkpoint held outside: one of no log of the
+    tenant proves nothing, so the command says so rather than report the tenant's logs valid."""
+    ws, other = await factory.workspace(roles=("owner",)), await factory.workspace(roles=("owner",))
+    await calls(client, other, 2)
+    await seal_waiting(db, other.org.id)
+    theirs = run_cli("audit", "checkpoint", "--tenant", other.tenant.subdomain, database_url=database_url)
+    (tmp_path / "theirs.json").write_text(theirs.stdout)
+    refused = run_cli("audit", "verify", "--tenant", ws.tenant.subdomain, "--json", "--checkpoint",
+                      str(tmp_path / "theirs.json"), database_url=database_url)
+    assert refused.returncode != 0 and "organization_not_found" in refused.stderr, str(refused)
+    own = run_cli("audit", "verify", "--tenant", other.tenant.subdomain, "--json", "--checkpoint",
+                  str(tmp_path / "theirs.json"), database_url=database_url)
+    assert own.returncode == 0 and own.json["valid"] is True, str(own)
+
+
 async def test_verification_since_a_checkpoint_reads_only_what_came_after_it(
         db: Database, database_url: str, client: httpx.AsyncClient, factory: Factory, tmp_path: Path) -> None:
     ws = await factory.workspace(roles=("owner",))

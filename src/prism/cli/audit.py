@@ -105,6 +105,9 @@ def audit_verify(tenant: str = typer.Option(..., "--tenant"),
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         orgs = await _organizations(session, tenant, org)
+        if trusted is not None and trusted.organization_id not in {o.id for o in orgs}:
+            # Verifying against it is the point of the option: a checkpoint of no log here proves nothing.
+            raise NotFound("the --checkpoint file names no organization of this tenant", code="organization_not_found")
         reports = []
         for o in orgs:
             start = None
