@@ -55,6 +55,20 @@ def test_every_result_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.engine_independent
+@pytest.mark.parametrize("args", [["audit", "prove", "--tenant", "demo", "--seq", "abc"], ["audit", "verify"],
+                                  ["key", "create", "--no-such-option"], ["governance", "audit", "--hours", "x"]],
+                         ids=["malformed", "missing", "unknown", "not-a-number"])
+def test_a_usage_error_with_json_is_one_json_line_too(args: list[str]) -> None:
+    """What a command is given is checked before it runs; with --json that refusal is one JSON line on stderr
+    too, as every other error is (Typer would draw a text panel), and the exit code stays a usage error's, 2."""
+    done = subprocess.run([*prism_command(), *args, "--json"], capture_output=True, text=True, timeout=60,
+                          env=clean_env(), check=False)
+    assert done.returncode == 2 and done.stdout == "", (done.returncode, done.stdout, done.stderr)
+    [line] = done.stderr.splitlines()
+    assert json.loads(line)["error"] == "usage_error" and json.loads(line)["message"], line
+
+
+@pytest.mark.engine_independent
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_the_worker_speaks_json_lines_from_start_to_stop(tmp_path: Path, stop: signal.Signals) -> None:
     url = f"sqlite:///{tmp_path / 'worker.db'}"

@@ -10,10 +10,11 @@ from typing import Any, TypeVar
 import typer
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
+from typer.exceptions import TyperException
 
 from prism.cli.audit import audit_cli, seal_waiting_logs
 from prism.cli.governance import governance_cli, persona_cli
-from prism.cli.output import emit, fail
+from prism.cli.output import emit, fail, report_error
 from prism.cli.preflight import check_database_reachable, database_error, database_settings, load_settings
 from prism.errors import PrismError
 from prism.identity.service import add_to_organization, create_user, require_user
@@ -294,4 +295,17 @@ def key_revoke(key: str = typer.Argument(..., help="Key id or displayed prefix."
 
 
 def main() -> None:
-    cli()
+    if "--json" not in sys.argv[1:]:
+        cli()
+        return
+    # With --json every error is one JSON line on stderr; Typer would draw a usage error (an option missing,
+    # unknown or malformed) as a text panel, so such errors are let through here and written as the others.
+    try:
+        outcome = cli(standalone_mode=False)
+    except TyperException as exc:  # the base of every usage error Typer raises
+        report_error(True, PrismError(exc.format_message(), code="usage_error", status=400))
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        report_error(True, PrismError("aborted", code="aborted", status=400))
+        sys.exit(1)
+    sys.exit(outcome if isinstance(outcome, int) else 0)
