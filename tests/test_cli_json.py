@@ -56,8 +56,10 @@ def test_every_result_is_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.engine_independent
 @pytest.mark.parametrize("args", [["audit", "prove", "--tenant", "demo", "--seq", "abc"], ["audit", "verify"],
-                                  ["key", "create", "--no-such-option"], ["governance", "audit", "--hours", "x"]],
-                         ids=["malformed", "missing", "unknown", "not-a-number"])
+                                  ["key", "create", "--no-such-option"], ["governance", "audit", "--hours", "x"],
+                                  ["governance", "audit", "--tenant", "t", "--hours", "1e9"],
+                                  ["integration", "import-openapi", "s.json", "--app", "a", "--cost", "9" * 20]],
+                         ids=["malformed", "missing", "unknown", "not-a-number", "hours-beyond", "cost-beyond"])
 def test_a_usage_error_with_json_is_one_json_line_too(args: list[str]) -> None:
     """What a command is given is checked before it runs; with --json that refusal is one JSON line on stderr
     too, as every other error is (Typer would draw a text panel), and the exit code stays a usage error's, 2."""
@@ -66,6 +68,14 @@ def test_a_usage_error_with_json_is_one_json_line_too(args: list[str]) -> None:
     assert done.returncode == 2 and done.stdout == "", (done.returncode, done.stdout, done.stderr)
     [line] = done.stderr.splitlines()
     assert json.loads(line)["error"] == "usage_error" and json.loads(line)["message"], line
+
+
+def test_a_spec_path_the_file_system_refuses_is_an_invalid_argument(tmp_path: Path) -> None:
+    done = subprocess.run([*prism_command(), "integration", "import-openapi", str(tmp_path / ("x" * 300)), "--app",
+                           "a", "--json"], capture_output=True, text=True, timeout=60, check=False,
+                          env=clean_env(PRISM_DATABASE_URL=f"sqlite:///{tmp_path / 'p.db'}"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert json.loads(done.stderr)["error"] == "invalid_arguments", done.stderr
 
 
 @pytest.mark.engine_independent

@@ -165,6 +165,8 @@ async def test_bad_archive_requests_are_refused_with_a_reason(
     assert refused("--org", org, "--through", "0", "--out", str(tmp_path / "x")) == "already_archived"
     assert refused("--org", org, "--through", "3", "--out", str(tmp_path / "taken.jsonl")) == "archive_exists"
     assert refused("--org", org, "--through", "3", "--out", str(tmp_path / "no" / "x")) == "archive_not_writable"
+    # A name the file system refuses is the archive's problem, not the database's (it was reported unreachable).
+    assert refused("--org", org, "--through", "3", "--out", str(tmp_path / ("x" * 300))) == "archive_not_writable"
     assert refused("--org", other.org.id, "--through", "1", "--out", str(tmp_path / "x"),
                    "--prune") == "organization_not_found"
     archived(database_url, ws, 5, tmp_path / "five.jsonl", "--prune")
@@ -269,5 +271,7 @@ async def test_bad_retention_requests_are_refused_with_a_reason(
                    "--days", "5") == "organization_not_found"
     assert refusal(database_url, "retain", "--tenant", tenant,
                    "--archive-dir", str(tmp_path / "missing")) == "archive_dir_not_found"
+    assert refusal(database_url, "retain", "--tenant", tenant,
+                   "--archive-dir", str(tmp_path / ("x" * 300))) == "archive_dir_not_found"  # was a traceback
     assert refusal(database_url, "retain", "--tenant", "no-such-tenant",
                    "--archive-dir", str(tmp_path)) == "tenant_not_found"

@@ -254,7 +254,11 @@ def audit_retain(tenant: str = typer.Option(..., "--tenant"),
     except PrismError as exc:
         fail(as_json, exc)
     keys = LedgerKeys(settings)
-    if not archive_dir.is_dir():
+    try:
+        is_directory = archive_dir.is_dir()
+    except OSError:  # a name the file system refuses (too long) names no directory either
+        is_directory = False
+    if not is_directory:
         fail(as_json, InvalidArguments(f"{archive_dir} is not a directory", code="archive_dir_not_found"))
 
     async def work(session: AsyncSession) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from prism.cli.output import emit
 from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.governance import personas
 from prism.governance.models import Persona
-from prism.governance.post_hoc_audit import run_audit
+from prism.governance.post_hoc_audit import MAX_HOURS, run_audit
 from prism.models import ApiKey, Organization, Tenant
 from prism.tenancy.service import find_organization, list_organizations, require_tenant
 
@@ -169,7 +169,8 @@ def persona_attach(persona: str = typer.Argument(..., help="Persona id or name; 
 
 @governance_cli.command("audit")
 def governance_audit(tenant: str = TENANT_OPT, org: str | None = ORG_OPT,
-                     hours: float = typer.Option(24, "--hours", min=0.001, help="How far back to re-check."),
+                     hours: float = typer.Option(24, "--hours", min=0.001, max=MAX_HOURS,
+                                                 help="How far back to re-check (at most 90 days)."),
                      as_json: bool = JSON_OPT) -> None:
     """Re-check recent ledger entries against the current personas; report (and emit) new violations."""
 

@@ -29,6 +29,8 @@ from prism.oauth.models import OAuthGrant
 from prism.tenancy.scope import acting_for
 
 MAX_ENTRIES = 10_000
+# How far back a re-check reaches at most: 90 days.
+MAX_HOURS = 24 * 90
 
 
 # Whose persona applies to an entry: the key's own (a key's credential_id is its id), or the one its

@@ -50,9 +50,13 @@ def _read_spec(as_json: bool, spec: str) -> tuple[bytes, str]:
     """The description's bytes, from a file or an HTTPS URL (fetched under the outbound rules)."""
     if not spec.startswith(("https://", "http://")):
         path = Path(spec)
-        if not path.is_file():
-            fail(as_json, InvalidArguments(f"spec: no file {spec}", details={"field": "spec"}))
-        return path.read_bytes(), str(path.resolve())
+        try:
+            if not path.is_file():
+                fail(as_json, InvalidArguments(f"spec: no file {spec}", details={"field": "spec"}))
+            return path.read_bytes(), str(path.resolve())
+        except OSError as exc:  # unreadable, or a name the file system refuses
+            fail(as_json, InvalidArguments(f"spec: cannot read {spec}: {exc.strerror or exc}",
+                                           details={"field": "spec"}))
     from prism.cli.preflight import load_settings
 
     settings = load_settings()
@@ -77,8 +81,8 @@ def _read_spec(as_json: bool, spec: str) -> tuple[bytes, str]:
 @integration_cli.command("import-openapi")
 def import_openapi(spec: str = typer.Argument(..., help="OpenAPI 3.0/3.1 file (JSON or YAML) or URL."),
                    app: str = typer.Option(..., "--app", help="The integration's name (its handlers' app)."),
-                   cost: int = typer.Option(1, "--cost", min=0, help="Budget units per call (unless an operation "
-                                            "declares x-prism-cost)."),
+                   cost: int = typer.Option(1, "--cost", min=0, max=service.MAX_COST,
+                                            help="Budget units per call (unless an operation declares x-prism-cost)."),
                    as_json: bool = JSON_OPT) -> None:
     """Import (or re-import) an OpenAPI service for the deployment; reports what changed."""
     text, source = _read_spec(as_json, spec)
@@ -202,7 +206,7 @@ def add_mcp(url: str = typer.Argument(..., help="The MCP server's endpoint (HTTP
             token_url: str | None = typer.Option(None, "--token-url", help="oauth2: the token endpoint."),
             client_id: str | None = typer.Option(None, "--client-id", help="oauth2: the client id."),
             scope: str | None = typer.Option(None, "--scope", help="oauth2: the scope to ask for."),
-            cost: int = typer.Option(1, "--cost", min=0, help="Budget units per call."),
+            cost: int = typer.Option(1, "--cost", min=0, max=service.MAX_COST, help="Budget units per call."),
             secret_stdin: bool = typer.Option(False, "--secret-stdin", help="Read the secret from standard input "
                                               "(else PRISM_CONNECTION_SECRET)."),
             as_json: bool = JSON_OPT) -> None:

@@ -17,6 +17,7 @@ Retention (`retention_cut`) picks `n` for an organization: its last entry older 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -94,8 +95,11 @@ async def archive(session: AsyncSession, organization_id: str, keys: LedgerKeys,
                   "last_seq": through, "checkpoint": checkpoint.as_dict(), "frontier": tree.to_hex(),
                   "start": {"checkpoint": start.checkpoint.as_dict(), "frontier": start.frontier} if start else None}
         _finish(out, header, body)
+    except OSError as exc:  # the file system's: a disk full or gone, a name too long, a directory removed
+        raise _not_writable(out, exc) from exc
     finally:
-        body.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a name the file system refused was never created
+            body.unlink(missing_ok=True)
     if prune:
         await _prune(session, organization_id, through, tree, checkpoint, keep=stored is None)
     return ArchiveResult(organization_id, first, through, out, prune, checkpoint)
@@ -156,7 +160,11 @@ async def _write_entries(session: AsyncSession, organization_id: str, through: i
 
 
 def _refuse_existing(out: Path) -> None:
-    if out.exists():
+    try:
+        exists = out.exists()
+    except OSError as exc:  # a name too long, say: Path.exists() answers False only for a missing file
+        raise _not_writable(out, exc) from exc
+    if exists:
         raise ArchiveRefused(f"{out} exists; an archive is never overwritten", code="archive_exists")
 
 
@@ -164,7 +172,11 @@ def _created(path: Path) -> IO[bytes]:
     try:
         return path.open("xb")
     except OSError as exc:
-        raise ArchiveRefused(f"cannot write {path}: {exc.strerror}", code="archive_not_writable") from exc
+        raise _not_writable(path, exc) from exc
+
+
+def _not_writable(path: Path, exc: OSError) -> ArchiveRefused:
+    return ArchiveRefused(f"cannot write {path}: {exc.strerror or exc}", code="archive_not_writable")
 
 
 def _finish(out: Path, header: dict[str, Any], body: Path) -> None:

@@ -17,7 +17,7 @@ from prism.apps.params import ListParams, Params, ReadParams
 from prism.errors import Conflict
 from prism.governance import oversight, personas
 from prism.governance.models import AiSystem, GovernanceDecision, GovernanceViolation, OversightRequest
-from prism.governance.post_hoc_audit import run_audit
+from prism.governance.post_hoc_audit import MAX_HOURS, run_audit
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import OrgRepository, sent_changes, text_search, to_record
 
@@ -254,7 +254,7 @@ async def reject_request(call: HandlerCall, p: Decide) -> dict[str, Any]:
 
 
 class AuditParams(Params):
-    hours: float = Field(24, gt=0, le=24 * 90, description="How far back to re-check the ledger.")
+    hours: float = Field(24, gt=0, le=MAX_HOURS, description="How far back to re-check the ledger.")
 
 
 @app.handler("governance_review", "audit", "run", params=AuditParams, scope="write",

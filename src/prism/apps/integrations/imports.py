@@ -35,7 +35,7 @@ class ImportParams(Params):
     spec: str | dict[str, Any] | None = Field(None, description="The OpenAPI 3.0/3.1 description (JSON object, "
                                               "or JSON/YAML text). Give this or url.")
     url: str | None = Field(None, max_length=2048, description="Where to fetch the description from (HTTPS).")
-    default_cost: int = Field(1, ge=0, le=10000, description="Budget units per call, unless an operation "
+    default_cost: int = Field(1, ge=0, le=service.MAX_COST, description="Budget units per call, unless an operation "
                               "declares x-prism-cost.")
 
     @model_validator(mode="after")
@@ -151,7 +151,7 @@ class AddMcpParams(CredentialParams):
     url: str = Field(..., min_length=8, max_length=2048, description="The MCP server's endpoint (HTTPS).")
     transport: Literal["streamable_http", "sse"] = Field("streamable_http", description="streamable_http, or sse "
                                                          "for the legacy HTTP+SSE transport.")
-    default_cost: int = Field(1, ge=0, le=10000, description="Budget units per call.")
+    default_cost: int = Field(1, ge=0, le=service.MAX_COST, description="Budget units per call.")
 
 
 @app.handler("config_manage", "integration", "addMcp", params=AddMcpParams, scope="write",
