@@ -465,3 +465,32 @@ async def test_basic_and_oauth2_client_credentials_reach_the_service(
     assert refused.status_code == 502 and refused.json()["error"] == "upstream_unreachable"
     assert "token endpoint refused" in refused.json()["message"] and "wrong" not in refused.text
     assert upstream.invalid == [] and len(upstream.arrived) == 3
+
+
+TRAVERSABLE = """
+openapi: 3.0.3
+info: {title: Stock, version: "1"}
+paths:
+  /items/{a}/{b}/stock:
+    get:
+      operationId: getStock
+      tags: [items]
+      parameters:
+        - {name: a, in: path, required: true, schema: {type: string}}
+        - {name: b, in: path, required: true, schema: {type: string}}
+      responses: {"200": {description: ok}}
+"""
+
+
+async def test_a_path_parameter_never_moves_the_request_to_another_path(
+        client: httpx.AsyncClient, factory: Factory, upstream: SpecService) -> None:
+    """`..` in a path parameter would be resolved away by the URL (`/v2/items/../../stock` is `/stock`): the call
+    would reach another endpoint, above the connection's base path, with the organization's credential."""
+    ws = await factory.workspace(roles=("owner",))
+    name = unique_name()
+    await imported(client, ws, name, upstream, spec=TRAVERSABLE)
+    for a, b in ((".."), ("..")), ((".", "x")), (("x", "")):
+        refused = await call(client, ws, name, "items", "getStock", {"a": a, "b": b})
+        assert refused.status_code == 400 and refused.json()["error"] == "invalid_arguments", refused.text
+        assert [e["field"] for e in refused.json()["details"]["errors"]] == ["a" if a in ("", ".", "..") else "b"]
+    assert upstream.arrived == [] and upstream.invalid == []

@@ -19,7 +19,7 @@ from weakref import WeakKeyDictionary
 import orjson
 
 from prism.config import Settings
-from prism.errors import PrismError
+from prism.errors import InvalidArguments, PrismError
 from prism.integrations.call_records import connection_for, keep_record
 from prism.integrations.credentials import Credential, open_secret
 from prism.kit.canonical import digest
@@ -32,6 +32,8 @@ IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 RETRY_STATUSES = frozenset({502, 503, 504})
 RETRY_DELAYS = (0.2, 0.5)
 USER_AGENT = "Prism-Integration/1.0"
+# Path parameter values a URL resolves away (`a/../b` is `b`), or that make `//`: never sent.
+DOT_SEGMENTS = frozenset({"", ".", ".."})
 
 
 class UpstreamError(PrismError):
@@ -92,6 +94,9 @@ def build_request(operation: dict[str, Any], base_url: str, arguments: dict[str,
         value = arguments[parameter["arg"]]
         if parameter["in"] == "path":
             text = ",".join(_scalar(v) for v in value) if isinstance(value, list) else _scalar(value)
+            if text in DOT_SEGMENTS:  # resolving the URL would move the request to another path, the base's too
+                raise InvalidArguments(f"{parameter['arg']}: a path parameter cannot be empty, '.' or '..'",
+                                       field=parameter["arg"])
             path = path.replace("{" + parameter["name"] + "}", quote(text, safe=""))
         elif parameter["in"] == "query":
             query += _query_pairs(parameter, value)
