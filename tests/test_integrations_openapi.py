@@ -494,3 +494,30 @@ async def test_a_path_parameter_never_moves_the_request_to_another_path(
         assert refused.status_code == 400 and refused.json()["error"] == "invalid_arguments", refused.text
         assert [e["field"] for e in refused.json()["details"]["errors"]] == ["a" if a in ("", ".", "..") else "b"]
     assert upstream.arrived == [] and upstream.invalid == []
+
+
+async def test_a_credential_under_review_is_masked_for_reviewers_and_never_stored(
+        client: httpx.AsyncClient, factory: Factory, db: Database, upstream: SpecService) -> None:
+    """Oversight keeps a call's arguments for its reviewers: a secret among them (a connection's credential) is
+    kept masked, while the approval stays bound to the arguments as sent."""
+    ws = await factory.workspace(roles=("owner",))
+    name = unique_name()
+    await imported(client, ws, name)
+    await governed_key(factory, client, ws, "agent", persona={
+        "name": "reviewed-credentials", "default": "allow", "oversight": ["config_manage/integrations/connection/*"]})
+    connection = {"name": name, "base_url": upstream.url(), "auth_kind": "api_key", "header": "X-API-Key",
+                  "secret": SECRET}
+    escalated = await post(client, ws, "config_manage/integrations/connection/set", connection, label="agent")
+    assert escalated.status_code == 202, escalated.text
+    request_id = escalated.json()["details"]["oversight_request_id"]
+    shown = await ok(client, ws, "governance_review/governance/oversight_request/read", {"id": request_id})
+    assert shown["arguments"]["secret"] == "********" and shown["arguments"]["base_url"] == upstream.url()
+    async with db.read() as session:
+        stored = (await session.execute(text("SELECT arguments FROM oversight_requests WHERE id = :id"),
+                                        {"id": request_id})).scalar_one()
+    assert SECRET not in str(stored)
+    await ok(client, ws, "governance_review/governance/oversight_request/approve", {"id": request_id})
+    approved = await post(client, ws, "config_manage/integrations/connection/set", connection, label="agent",
+                          headers={"X-Prism-Oversight-Request": request_id})
+    assert approved.status_code == 200, approved.text
+    assert (await call(client, ws, name, "items", "getItem", {"itemId": 1})).status_code == 200  # the real secret

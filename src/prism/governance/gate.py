@@ -86,7 +86,7 @@ class Gate:
             request_id, policy, reason = self.opened_request
             await oversight.open_request(
                 session, auth, request_id=request_id, persona_id=policy.persona_id, coordinate=coordinate,
-                arguments=self.call.arguments if isinstance(self.call.arguments, dict) else None,
+                arguments=oversight.as_reviewers_see(self.handler, self.call.arguments),
                 arguments_digest=self.arguments_digest(), priority=policy.oversight_priority, reason=reason,
                 sla_seconds=policy.oversight_sla_seconds)
         elif isinstance(error, BudgetExceeded) and self.call.mission_id is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -19,9 +19,13 @@ from prism.auth.context import AuthContext
 from prism.errors import Conflict, NotFound, PermissionDenied, PrismError
 from prism.events.outbox import emit, timestamp
 from prism.governance.models import OversightRequest
+from prism.kit.secret import MASK
 from prism.kit.timeutil import utcnow
 from prism.tenancy.repository import OrgRepository, to_record
 from prism.tenancy.scope import acting_for
+
+if TYPE_CHECKING:
+    from prism.registry.model import Handler
 
 PRIORITIES = ("low", "normal", "high", "critical")
 
@@ -46,6 +50,18 @@ def oversight_record(request: OversightRequest, now: datetime | None = None) -> 
     record["expired"] = (request.status == "pending" and now > request.sla_deadline) or (
         request.status == "approved" and now > use_by(request))
     return record
+
+
+def as_reviewers_see(handler: Handler | None, arguments: Any) -> dict[str, Any] | None:
+    """The arguments a request keeps for its reviewers, each secret (a field the handler's schema marks
+    `writeOnly`: a connection's credential, a webhook's signing secret and custom headers) masked: the request is
+    read by other people and stored in plain JSON. Its digest, over the arguments as sent, still binds the approval
+    to them."""
+    if not isinstance(arguments, dict):
+        return None
+    properties = handler.schema.get("properties", {}) if handler is not None else {}
+    secret = {name for name, schema in properties.items() if isinstance(schema, dict) and schema.get("writeOnly")}
+    return {name: MASK if name in secret and value is not None else value for name, value in arguments.items()}
 
 
 async def open_request(session: AsyncSession, auth: AuthContext, *, request_id: str, persona_id: str,

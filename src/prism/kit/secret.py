@@ -25,6 +25,11 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from prism.config import Settings
 
+# What a secret shows as wherever it is read back (a webhook's custom headers, a secret field of a call under review).
+MASK = "********"
+# A secret field of a handler's parameters, in its JSON Schema: sent, never read back (oversight masks it).
+WRITE_ONLY: dict[str, Any] = {"writeOnly": True}
+
 
 def same_secret(sent: str, expected: str) -> bool:
     """Whether a secret a client sent (a signature, a token) is the expected one, in constant time. Compared as

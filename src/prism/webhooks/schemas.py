@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from prism.events.catalog import EVENT_TYPE_NAMES
 from prism.kit.paging import Paging
+from prism.kit.secret import WRITE_ONLY
 from prism.kit.validation import validated
 
 SECRET_PREFIX = "whk_secret_"  # noqa: S105 -- a prefix, not a secret
@@ -80,7 +81,7 @@ class _Fields(BaseModel):
     description: str | None = Field(default=None, max_length=2000)
     events: list[str] | None = None
     filters: dict[str, Any] | None = None
-    custom_headers: dict[str, Any] | None = None
+    custom_headers: dict[str, Any] | None = Field(default=None, json_schema_extra=WRITE_ONLY)  # values masked when read
     retry_delay_seconds: int | None = Field(default=None, ge=1, le=3600)
     timeout_seconds: int | None = Field(default=None, ge=1, le=60)
     max_retries: int | None = Field(default=None, ge=0, le=MAX_RETRIES)
@@ -98,7 +99,8 @@ class WebhookCreate(_Fields):
 class WebhookUpdate(_Fields):
     name: Name | None = None
     url: str | None = Field(default=None, max_length=2048)
-    secret: str | None = Field(default=None, min_length=len(SECRET_PREFIX) + 24, max_length=255)
+    secret: str | None = Field(default=None, min_length=len(SECRET_PREFIX) + 24, max_length=255,
+                               json_schema_extra=WRITE_ONLY)
     is_active: bool | None = None
 
     @field_validator("secret")

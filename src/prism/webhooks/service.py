@@ -18,6 +18,7 @@ from prism.events.catalog import GOVERNANCE_EVENT_TYPES
 from prism.events.outbox import emit
 from prism.kit.outbound import OutboundUrlRefused, check_url
 from prism.kit.paging import envelope
+from prism.kit.secret import MASK
 from prism.kit.timeutil import iso, utcnow
 from prism.webhooks.matching import forget_active_webhooks, new_delivery_id
 from prism.webhooks.models import Webhook, WebhookDelivery
@@ -34,7 +35,6 @@ from prism.webhooks.signing import new_secret, seal, unseal
 
 DEFAULT_RETRY_DELAY_SECONDS = 60
 DEFAULT_TIMEOUT_SECONDS = 30
-MASK = "********"
 SCOPE_FOR = {"view": "mcp:read", "add": "mcp:write", "change": "mcp:write", "delete": "mcp:write"}
 
 

@@ -24,6 +24,7 @@ from prism.kit.paging import Paging, page_of
 from prism.registry import AfterCommit, HandlerCall, Params
 
 from prism.apps.integrations.handlers import app  # isort: skip  (the app these handlers belong to)
+from prism.kit.secret import WRITE_ONLY
 
 MAX_SPEC_BYTES = 20_000_000
 NAME = r"^[a-z][a-z0-9_]{0,39}$"
@@ -55,7 +56,7 @@ class CredentialParams(NameParams):
     auth_kind: Literal["none", "api_key", "bearer", "basic", "oauth2_client_credentials"] = Field(
         "none", description=f"How calls authenticate: {', '.join(AUTH_KINDS)}.")
     secret: str | None = Field(None, max_length=8192, description="API key, token, password or client secret; "
-                               "stored encrypted, never shown again.")
+                               "stored encrypted, never shown again.", json_schema_extra=WRITE_ONLY)
     header: str | None = Field(None, max_length=64, description="api_key: the header that carries it.")
     username: str | None = Field(None, max_length=255, description="basic: the user name.")
     token_url: str | None = Field(None, max_length=2048, description="oauth2_client_credentials: token endpoint.")
