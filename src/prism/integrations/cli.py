@@ -23,6 +23,7 @@ from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.integrations import service
 from prism.integrations.credentials import Credential, checked
 from prism.integrations.models import IntegrationApp
+from prism.integrations.openapi import MAX_COST
 from prism.kit.outbound import OutboundClient, OutboundFailed, check_url
 
 JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
@@ -81,7 +82,7 @@ def _read_spec(as_json: bool, spec: str) -> tuple[bytes, str]:
 @integration_cli.command("import-openapi")
 def import_openapi(spec: str = typer.Argument(..., help="OpenAPI 3.0/3.1 file (JSON or YAML) or URL."),
                    app: str = typer.Option(..., "--app", help="The integration's name (its handlers' app)."),
-                   cost: int = typer.Option(1, "--cost", min=0, max=service.MAX_COST,
+                   cost: int = typer.Option(1, "--cost", min=0, max=MAX_COST,
                                             help="Budget units per call (unless an operation declares x-prism-cost)."),
                    as_json: bool = JSON_OPT) -> None:
     """Import (or re-import) an OpenAPI service for the deployment; reports what changed."""
@@ -206,7 +207,7 @@ def add_mcp(url: str = typer.Argument(..., help="The MCP server's endpoint (HTTP
             token_url: str | None = typer.Option(None, "--token-url", help="oauth2: the token endpoint."),
             client_id: str | None = typer.Option(None, "--client-id", help="oauth2: the client id."),
             scope: str | None = typer.Option(None, "--scope", help="oauth2: the scope to ask for."),
-            cost: int = typer.Option(1, "--cost", min=0, max=service.MAX_COST, help="Budget units per call."),
+            cost: int = typer.Option(1, "--cost", min=0, max=MAX_COST, help="Budget units per call."),
             secret_stdin: bool = typer.Option(False, "--secret-stdin", help="Read the secret from standard input "
                                               "(else PRISM_CONNECTION_SECRET)."),
             as_json: bool = JSON_OPT) -> None:

