@@ -154,3 +154,87 @@ class RunningMcp:
         if self.task is not None:
             await self.task
         self.sock.close()
+
+
+class ScriptedMcp:
+    """A bare MCP server (streamable HTTP, one JSON document per answer) that sends what a test scripts, including
+    what no well-behaved server sends: `tools` as listed (`endless_pages` > 0: pages of that many tools, each with
+    a `nextCursor`, without end), `answers` per tool name (the call's result), and `announcing` tools whose call
+    answers as an event stream that first says the tool list changed."""
+
+    def __init__(self, tls: TlsFiles) -> None:
+        self.tools: list[dict[str, Any]] = []
+        self.endless_pages = 0
+        self.answers: dict[str, dict[str, Any]] = {}
+        self.announcing: set[str] = set()
+        self.calls: list[str] = []
+        self.pages_listed = 0
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.sock = sock
+        self.port = sock.getsockname()[1]
+        self.uvicorn = uvicorn.Server(uvicorn.Config(self._app, ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key),
+                                                     interface="asgi3", log_level="error", lifespan="off",
+                                                     timeout_graceful_shutdown=1))
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}/mcp"
+
+    async def start(self) -> ScriptedMcp:
+        self.task = asyncio.create_task(self.uvicorn.serve(sockets=[self.sock]))
+        while not self.uvicorn.started:  # noqa: ASYNC110 -- uvicorn offers no event to wait on
+            await asyncio.sleep(0.01)
+        return self
+
+    async def stop(self) -> None:
+        self.uvicorn.should_exit = True
+        if self.task is not None:
+            await self.task
+        self.sock.close()
+
+    def _tools_page(self, cursor: str | None) -> dict[str, Any]:
+        self.pages_listed += 1
+        if not self.endless_pages:
+            return {"tools": self.tools}
+        page = int(cursor or 0)
+        return {"tools": [{"name": f"t{page}_{i}", "inputSchema": {"type": "object"}}
+                          for i in range(self.endless_pages)], "nextCursor": str(page + 1)}
+
+    def _result(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == "initialize":
+            return {"protocolVersion": params["protocolVersion"], "serverInfo": {"name": "scripted", "version": "1"},
+                    "capabilities": {"tools": {"listChanged": True}}}
+        if method == "tools/list":
+            return self._tools_page(params.get("cursor"))
+        self.calls.append(params["name"])
+        return self.answers.get(params["name"], {"content": [{"type": "text", "text": json.dumps(params)}]})
+
+    async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if scope["method"] != "POST":
+            await _answer(send, 405, {"error": "method not allowed"})
+            return
+        request = json.loads(body)
+        if "id" not in request:  # a notification
+            await send({"type": "http.response.start", "status": 202, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        params = request.get("params") or {}
+        answer = {"jsonrpc": "2.0", "id": request["id"], "result": self._result(request["method"], params)}
+        if request["method"] == "tools/call" and params["name"] in self.announcing:
+            changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+            events = "".join(f"event: message\ndata: {json.dumps(m)}\n\n" for m in (changed, answer))
+            await send({"type": "http.response.start", "status": 200, "headers": [
+                (b"content-type", b"text/event-stream"), (b"mcp-session-id", b"scripted")]})
+            await send({"type": "http.response.body", "body": events.encode()})
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"application/json"), (b"mcp-session-id", b"scripted")]})
+        await send({"type": "http.response.body", "body": json.dumps(answer).encode()})

@@ -208,7 +208,9 @@ def _pointer(*parts: str) -> str:
 
 
 def _json(status: int, body: Any) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+    """`body` as JSON; bytes go as they are (an answer orjson would not write, nested past its limit)."""
+    return Response(body if isinstance(body, bytes) else orjson.dumps(body), status_code=status,
+                    media_type="application/json")
 
 
 def _convert(text: str | None, schema: dict[str, Any]) -> Any:

@@ -12,11 +12,14 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 from prism.config import Settings
+from prism.integrations.models import IntegrationCall
+from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import governed_key, ok, post
-from tests.integrations_mcp_upstream import UPSTREAM_KEY, RunningMcp
+from tests.integrations_mcp_upstream import UPSTREAM_KEY, RunningMcp, ScriptedMcp
 from tests.integrations_upstream import (  # noqa: F401 -- fixtures: a loopback upstream's TLS, imports removed
     imports_removed_after_the_module_fixture,
     upstream_tls_fixture,
@@ -228,3 +231,137 @@ async def test_an_answer_too_large_to_hold_is_refused_without_waiting_for_the_ti
     assert TOO_LARGE[any_upstream.kind] in refused.json()["message"]  # type: ignore[attr-defined]
     after = await tool(client, ws, name, "getForecast", {"city": "Oslo"})
     assert after.status_code == 200, after.text
+
+
+@pytest.fixture
+async def scripted(tls: TlsFiles) -> AsyncIterator[ScriptedMcp]:
+    running = await ScriptedMcp(tls).start()
+    yield running
+    await running.stop()
+
+
+async def added_scripted(client: httpx.AsyncClient, ws: Workspace, upstream: ScriptedMcp, name: str) -> httpx.Response:
+    return await post(client, ws, "config_manage/integrations/integration/addMcp",
+                      {"name": name, "url": upstream.url, "transport": "streamable_http"})
+
+
+def _described(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "inputSchema": {"type": "object", **schema}}
+
+
+# Schemas an upstream may send: invalid ones (an unknown type, a reference to nothing, a pattern that does not
+# compile, properties as a list, a minimum that is a string) and valid but unusual ones (boolean sub-schemas).
+ODD_SCHEMAS = {
+    "bad_type": _described("Weigh a giraffe by type.", {"properties": {"a": {"type": "bogus"}}}),
+    "dangling_ref": _described("Weigh a giraffe by reference.", {"properties": {"a": {"$ref": "#/nowhere"}}}),
+    "bad_pattern": _described("Weigh a giraffe by pattern.",
+                              {"properties": {"a": {"type": "string", "pattern": "(("}}}),
+    "listed_properties": _described("Weigh a giraffe by list.", {
+        "properties": {"box": {"type": "object", "properties": ["a", "b"], "required": ["a"]}}, "required": ["box"]}),
+    "string_minimum": _described("Weigh a giraffe by minimum.", {
+        "properties": {"n": {"type": "integer", "exclusiveMinimum": "5"}}, "required": ["n"]}),
+    "any_true": _described("Weigh a giraffe, any meta.", {
+        "properties": {"n": {"anyOf": [True]}, "meta": True, "never": False,
+                       "tags": {"type": "array", "items": True, "minItems": 1}}, "required": ["n", "meta", "tags"]}),
+    "weigh_zebra": _described("Weigh a zebra.", {
+        "properties": {"kg": {"type": "integer", "minimum": 1}}, "required": ["kg"]}),
+}
+
+
+async def test_tools_with_invalid_or_unusual_schemas_are_called_and_described_and_break_nothing_else(
+        client: httpx.AsyncClient, factory: Factory, scripted: ScriptedMcp) -> None:
+    """An invalid input schema is checked for its shape only (the call goes through); boolean sub-schemas are
+    valid and honoured; the descriptor, capability search, introspection and the catalog all answer."""
+    ws = await factory.workspace(roles=("owner",))
+    other = await factory.workspace(roles=("owner",))
+    scripted.tools = [{"name": name, **tool} for name, tool in ODD_SCHEMAS.items()]
+    name = "mcp_" + uuid.uuid4().hex[:8]
+    assert (await added_scripted(client, ws, scripted, name)).status_code == 200
+    for operation, arguments in (("badType", {"a": "x"}), ("danglingRef", {"a": "x"}), ("badPattern", {"a": "x"}),
+                                 ("listedProperties", {"box": {"a": 1}}), ("stringMinimum", {"n": 7}),
+                                 ("anyTrue", {"n": 1, "meta": {"k": [1]}, "tags": ["x"]})):
+        answered = await tool(client, ws, name, operation, arguments)
+        assert answered.status_code == 200, (operation, answered.text)
+    assert len(scripted.calls) == 6
+    refused = await tool(client, ws, name, "anyTrue", {"n": 1, "meta": 2, "tags": ["x"], "never": 0})
+    assert refused.status_code == 400 and "does not allow 0" in refused.json()["details"]["errors"][0]["message"]
+    assert (await tool(client, ws, name, "weighZebra", {"kg": 0})).status_code == 400
+    assert (await tool(client, ws, name, "weighZebra", {"kg": 3})).status_code == 200
+
+    for owner in (ws, other):
+        descriptor = await client.get("/.well-known/openapi.json", headers=owner.headers("owner"))
+        assert descriptor.status_code == 200, descriptor.text[:300]
+        assert (f"/prism/integration_call/{name}/tool/anyTrue" in descriptor.json()["paths"]) is (owner is ws)
+    found = await client.get("/api/v1/dev/introspect/", params={
+        "dimension": "capability_search", "query": "weigh a giraffe", "limit": 10}, headers=ws.headers("owner"))
+    assert found.status_code == 200, found.text[:300]
+    assert {r["parts"]["operation"] for r in found.json()["results"]} >= {"anyTrue", "listedProperties"}
+    searched = await post(client, ws, "report_query/core/registry/search", {"query": "weigh a giraffe", "limit": 10})
+    assert searched.status_code == 200, searched.text[:300]
+    tools = await client.get("/api/v1/dev/tools/", headers=ws.headers("owner"))
+    assert tools.status_code == 200
+    for operation in ODD_SCHEMAS:
+        schema = await post(client, ws, "report_query/core/registry/introspect", {
+            "dimension": "schema", "mega_tool": "integration_call", "app": name, "entity": "tool",
+            "operation": "".join(w.capitalize() if i else w for i, w in enumerate(operation.split("_")))})
+        assert schema.status_code == 200, schema.text[:300]
+
+
+async def test_an_endless_tool_list_is_read_no_further_than_the_limit(
+        client: httpx.AsyncClient, factory: Factory, scripted: ScriptedMcp) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    scripted.endless_pages = 200
+    started = asyncio.get_running_loop().time()
+    refused = await added_scripted(client, ws, scripted, "mcp_" + uuid.uuid4().hex[:8])
+    assert refused.status_code == 502 and refused.json()["error"] == "upstream_error", refused.text[:300]
+    assert "more than 1,000 tools" in refused.json()["message"]
+    assert asyncio.get_running_loop().time() - started < 10  # the default time limit is 30 s
+    assert scripted.pages_listed <= 1000 // 200 + 1
+
+    scripted.endless_pages = 0
+    scripted.pages_listed = 0
+    scripted.tools = []
+    scripted._tools_page = lambda cursor: {"tools": [], "nextCursor": "again"}  # type: ignore[method-assign]
+    empty = await added_scripted(client, ws, scripted, "mcp_" + uuid.uuid4().hex[:8])
+    assert empty.status_code == 502 and "pages" in empty.json()["message"], empty.text[:300]
+    assert asyncio.get_running_loop().time() - started < 20
+
+
+async def test_a_tool_list_changed_to_an_endless_one_is_not_read_and_the_call_still_answers(
+        client: httpx.AsyncClient, factory: Factory, db: Database, scripted: ScriptedMcp) -> None:
+    """The call itself went through (it may have changed something upstream): it answers; the new list is read
+    no further than the limit, not stored, and the call's record says why."""
+    ws = await factory.workspace(roles=("owner",))
+    name = "mcp_" + uuid.uuid4().hex[:8]
+    scripted.tools = [{"name": "install_more", "inputSchema": {"type": "object"}}]
+    scripted.announcing = {"install_more"}
+    assert (await added_scripted(client, ws, scripted, name)).status_code == 200
+    scripted.endless_pages = 200
+    installed = await tool(client, ws, name, "installMore", {})
+    assert installed.status_code == 200, installed.text[:300]
+    # The add's one page, the MCP client's own read of the first page before the call, then six pages of 200.
+    assert scripted.pages_listed <= 1 + 1 + 1000 // 200 + 1
+    async with db.read() as session:
+        record = (await session.execute(select(IntegrationCall.outcome, IntegrationCall.error).where(
+            IntegrationCall.organization_id == ws.org.id))).one()
+    assert record.outcome == "ok" and "more than 1,000 tools" in record.error
+    scripted.endless_pages = 0
+    assert (await tool(client, ws, name, "installMore", {})).status_code == 200  # the list was not replaced
+
+
+async def test_an_answer_prism_cannot_pass_on_is_an_upstream_error_and_recorded_as_one(
+        client: httpx.AsyncClient, factory: Factory, db: Database, scripted: ScriptedMcp) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    name = "mcp_" + uuid.uuid4().hex[:8]
+    scripted.tools = [{"name": "huge_number", "inputSchema": {"type": "object"}},
+                      {"name": "fine", "inputSchema": {"type": "object"}}]
+    scripted.answers["huge_number"] = {"content": [], "structuredContent": {"n": 10 ** 30}}
+    assert (await added_scripted(client, ws, scripted, name)).status_code == 200
+    refused = await tool(client, ws, name, "hugeNumber", {})
+    assert refused.status_code == 502 and refused.json()["error"] == "upstream_error", refused.text[:300]
+    assert "cannot be passed on" in refused.json()["message"]
+    assert (await tool(client, ws, name, "fine", {})).status_code == 200
+    async with db.read() as session:
+        outcomes = (await session.execute(select(IntegrationCall.outcome).where(
+            IntegrationCall.organization_id == ws.org.id).order_by(IntegrationCall.created_at))).scalars().all()
+    assert outcomes == ["upstream_error", "ok"]

@@ -30,7 +30,7 @@ from tests.integrations_upstream import (  # noqa: F401 -- fixture: imports remo
     SpecService,
     imports_removed_after_the_module_fixture,
 )
-from tests.processes import cli_json
+from tests.processes import cli_json, run_cli
 from tests.test_mcp_protocol import call as mcp_call
 from tests.test_mcp_protocol import headers_for, initialize, rpc, tool_text
 from tests.webhooks_receiver import make_tls
@@ -521,3 +521,262 @@ async def test_a_credential_under_review_is_masked_for_reviewers_and_never_store
                           headers={"X-Prism-Oversight-Request": request_id})
     assert approved.status_code == 200, approved.text
     assert (await call(client, ws, name, "items", "getItem", {"itemId": 1})).status_code == 200  # the real secret
+
+
+# What a description may cost: its size once its references are inlined, its nesting, its keys and numbers.
+
+def _fanning_out(levels: int, width: int) -> str:
+    """A few KB of JSON whose schema L<i> has `width` properties that each refer to L<i+1>: width**levels copies."""
+    schemas: dict[str, Any] = {f"L{i}": {"type": "object", "properties": {
+        f"p{j}": {"$ref": f"#/components/schemas/L{i + 1}"} for j in range(width)}} for i in range(levels)}
+    schemas[f"L{levels}"] = {"type": "string"}
+    body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/L0"}}}}
+    return json.dumps({"openapi": "3.0.3", "info": {"title": "t", "version": "1"},
+                       "paths": {"/x": {"post": {"operationId": "x", "requestBody": body, "responses": {}}}},
+                       "components": {"schemas": schemas}})
+
+
+def _aliased(levels: int) -> str:
+    """YAML whose anchors each use the previous one ten times: ten times larger per line once expanded."""
+    lines = ["openapi: 3.0.3", "info: {title: t, version: '1'}", "x-a0: &a0 {type: string}"]
+    for i in range(1, levels + 1):
+        uses = ", ".join(f"p{j}: *a{i - 1}" for j in range(10))
+        lines.append(f"x-a{i}: &a{i} {{type: object, properties: {{{uses}}}}}")
+    lines.append(f"paths: {{/x: {{post: {{operationId: x, requestBody: {{content: {{application/json: "
+                 f"{{schema: *a{levels}}}}}}}, responses: {{}}}}}}}}")
+    return "\n".join(lines)
+
+
+def _nested(levels: int) -> str:
+    """A request body whose schema nests `levels` objects deep, as JSON text (written out: too deep to encode)."""
+    schema = '{"type": "object", "properties": {"a": ' * levels + '{"type": "string"}' + "}}" * levels
+    return ('{"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "paths": {"/x": {"post": {'
+            '"operationId": "x", "requestBody": {"content": {"application/json": {"schema": ' + schema + "}}}}}}}")
+
+
+async def _refused(client: httpx.AsyncClient, ws: Workspace, spec: str | dict[str, Any]) -> str:
+    answer = await post(client, ws, "config_manage/integrations/integration/importOpenapi",
+                        {"name": unique_name(), "spec": spec})
+    assert answer.status_code == 400 and answer.json()["error"] == "invalid_openapi", answer.text[:500]
+    message: str = answer.json()["message"]
+    return message
+
+
+async def test_a_description_that_expands_beyond_the_budget_is_refused_and_yaml_aliases_are_not_read(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    """2.3 KB of references fanning out five ways over eight levels: 390,625 copies, refused by what the import
+    would produce. YAML aliases expand the same way without any reference: they are refused as such."""
+    ws = await factory.workspace(roles=("owner",))
+    fanned = _fanning_out(8, 5)
+    assert len(fanned) < 2500
+    assert "POST /x: its schemas, references inlined, exceed 200,000 nodes" in await _refused(client, ws, fanned)
+    assert "YAML aliases" in await _refused(client, ws, _aliased(4))
+    # Fanning out within the budget is imported as before (a reference used at many places is inlined at each).
+    report = await ok(client, ws, "config_manage/integrations/integration/importOpenapi",
+                      {"name": unique_name(), "spec": _fanning_out(4, 5)})
+    assert report["handlers"] == 1
+
+
+async def test_deep_nesting_is_refused_as_an_invalid_description_never_a_500(
+        client: httpx.AsyncClient, factory: Factory, settings: Settings, tmp_path: Path) -> None:
+    """Around 250 levels JSON encoders give up (storing the operations); around 1,000 the resolver ran out of
+    stack; beyond 1,024 orjson refuses the text and the YAML reader ran out of stack in turn."""
+    ws = await factory.workspace(roles=("owner",))
+    for levels in (60, 150, 500):  # 60 objects are 120 levels of JSON
+        assert "a schema nests deeper than 100 levels" in await _refused(client, ws, _nested(levels)), levels
+    assert "nested too deeply to read" in await _refused(client, ws, _nested(1200))
+    yaml_text = "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {/x: " + "[" * 700 + "]" * 700 + "}"
+    assert "nested too deeply to read" in await _refused(client, ws, yaml_text)
+    # Given as a JSON object rather than text: past what JSON encoders nest, refused the same way.
+    assert "nested too deeply" in await _refused(client, ws, json.loads(_nested(150)))
+    # The CLI says so in one line, without a traceback.
+    deep = tmp_path / "deep.json"
+    deep.write_text(_nested(500))
+    result = await asyncio.to_thread(run_cli, "integration", "import-openapi", str(deep), "--app", unique_name(),
+                                     "--json", database_url=settings.database_url)
+    assert result.returncode != 0 and result.error["error"] == "invalid_openapi", str(result)
+
+
+async def test_keys_that_are_not_strings_and_numbers_beyond_the_budget_units_are_refused_with_their_place(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    """YAML reads `1:` as a number: paths could not be sorted, schemas not stored. A cost beyond what a budget
+    can charge (or beyond 64 bits) is refused; a cost that is not a whole number is ignored, as before."""
+    ws = await factory.workspace(roles=("owner",))
+    head = "openapi: 3.0.3\ninfo: {title: k, version: '1'}\npaths:\n"
+    body = "      requestBody: {content: {application/json: {schema: %s}}}\n"
+    cases = {
+        head + "  /a: {get: {operationId: a}}\n  1: {get: {operationId: b}}\n": "paths: the key 1 is not a string",
+        head + "  /a:\n    post:\n" + body % "{type: object, properties: {1: {type: string}}}":
+            "POST /a: the key 1 is not a string",
+        head + "  /a:\n    post:\n" + body % "{type: integer, maximum: 99999999999999999999999}":
+            "POST /a: a number in a schema is larger than 64 bits",
+        head + "  /a:\n    post:\n" + body % "{type: string, default: !!binary aGVsbG8=}":
+            "POST /a: a bytes value is not JSON",
+        head + "  /a: {get: {operationId: a, x-prism-cost: 99999999999999999999999}}\n":
+            "GET /a: x-prism-cost must be a whole number from 0 to 10000",
+        head + "  /a: {get: {operationId: a, x-prism-cost: 10001}}\n":
+            "GET /a: x-prism-cost must be a whole number from 0 to 10000",
+    }
+    for spec, problem in cases.items():
+        assert problem in await _refused(client, ws, spec), spec
+
+
+CLASHING = """
+openapi: 3.0.3
+info: {title: Clash, version: '1'}
+servers: [{url: "https://clash.example.com/v1"}]
+paths:
+  /items/{id}:
+    post:
+      operationId: updateItem
+      parameters:
+        - {name: id, in: path, required: true, schema: {type: string}}
+        - {name: query_id, in: query, schema: {type: string, enum: [abc]}}
+        - {name: id, in: query, schema: {type: integer}}
+        - {name: body, in: query, schema: {type: string, enum: [b]}}
+        - {name: request_body, in: query, schema: {type: string, enum: [r]}}
+      requestBody:
+        content:
+          application/json:
+            schema: {type: object, properties: {n: {type: integer}}}
+      responses:
+        "200": {description: ok}
+"""
+
+
+async def test_renamed_parameters_never_take_another_ones_name_and_each_value_goes_where_it_belongs(
+        client: httpx.AsyncClient, factory: Factory, settings: Settings, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A path `id` and a query `id`: the query one is `query_id`, unless the description has a `query_id` of its
+    own; then `query_id2`. The same for the body beside parameters called `body` and `request_body`."""
+    tls = make_tls(tmp_path)
+    monkeypatch.setattr(settings, "webhook_allow_private_networks", True)
+    monkeypatch.setattr(settings, "webhook_ca_bundle", str(tls.ca))
+    running = RunningService(SpecService(yaml.safe_load(CLASHING), base_path="/v1"), tls)
+    service = await running.start()
+    try:
+        ws = await factory.workspace(roles=("owner",))
+        name = unique_name()
+        await ok(client, ws, "config_manage/integrations/integration/importOpenapi", {"name": name, "spec": CLASHING})
+        await ok(client, ws, "config_manage/integrations/connection/set", {"name": name, "base_url": service.url()})
+        schema = (await ok(client, ws, "report_query/core/registry/introspect", {
+            "dimension": "schema", "mega_tool": "integration_call", "app": name, "entity": "items",
+            "operation": "updateItem"}))["parameters"]
+        assert schema["properties"]["query_id"]["type"] == "string"
+        assert schema["properties"]["query_id2"]["type"] == "integer"
+        assert set(schema["properties"]) == {"id", "query_id", "query_id2", "body", "request_body",
+                                             "request_body2"}
+        arguments = {"id": "seven", "query_id": "abc", "query_id2": 5, "body": "b", "request_body": "r",
+                     "request_body2": {"n": 1}}
+        answer = await call(client, ws, name, "items", "updateItem", arguments)
+        assert answer.status_code == 200, answer.text
+        assert service.invalid == []
+        arrived = service.arrived[0]
+        assert arrived.path == "/v1/items/seven" and arrived.body == {"n": 1}
+        assert sorted(arrived.query) == [("body", "b"), ("id", "5"), ("query_id", "abc"), ("request_body", "r")]
+    finally:
+        await running.stop()
+
+
+ODD_SCHEMAS = """
+openapi: 3.1.0
+info: {title: Zoo, version: "1"}
+paths:
+  /weights:
+    get:
+      tags: [animals]
+      operationId: weighByKind
+      summary: Weigh a giraffe by its kind.
+      parameters:
+        - {name: kind, in: query, schema: {type: bogus}}
+      responses: {"200": {description: ok}}
+  /boxes:
+    post:
+      tags: [animals]
+      operationId: boxPet
+      summary: Put a giraffe in a box.
+      requestBody:
+        content:
+          application/json:
+            schema: {type: object, properties: [a, b]}
+      responses: {"200": {description: ok}}
+  /giraffes:
+    post:
+      tags: [animals]
+      operationId: registerGiraffe
+      summary: Register a giraffe at the zoo with free-form metadata.
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [name, meta]
+              properties:
+                name: {type: string}
+                meta: true
+                never: false
+      responses: {"201": {description: ok}}
+"""
+
+
+async def test_invalid_or_unusual_schemas_of_a_description_break_no_call_descriptor_or_search(
+        client: httpx.AsyncClient, factory: Factory, tmp_path: Path, settings: Settings,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An invalid schema (an unknown type, `properties` as a list) leaves its operation's arguments checked for
+    their shape only; boolean sub-schemas (valid in OpenAPI 3.1) are honoured. Neither takes down the
+    organization's descriptor, capability search or tools/list, nor another organization's."""
+    tls = make_tls(tmp_path)
+    monkeypatch.setattr(settings, "webhook_allow_private_networks", True)
+    monkeypatch.setattr(settings, "webhook_ca_bundle", str(tls.ca))
+    # The service as it really behaves: what its description meant to say.
+    meant = ODD_SCHEMAS.replace("{type: bogus}", "{type: string}").replace("properties: [a, b]", "properties: {}")
+    running = RunningService(SpecService(yaml.safe_load(meant)), tls)
+    service = await running.start()
+    try:
+        ws = await factory.workspace(roles=("owner",))
+        other = await factory.workspace(roles=("owner",))
+        name = unique_name()
+        await ok(client, ws, "config_manage/integrations/integration/importOpenapi",
+                 {"name": name, "spec": ODD_SCHEMAS})
+        await ok(client, ws, "config_manage/integrations/connection/set", {"name": name, "base_url": service.url()})
+        for operation, arguments in (("weighByKind", {"kind": "tall"}), ("boxPet", {"body": {"a": 1}}),
+                                     ("registerGiraffe", {"body": {"name": "Gina", "meta": {"spots": [1]}}})):
+            answered = await call(client, ws, name, "animals", operation, arguments)
+            assert answered.status_code == 200, (operation, answered.text)
+        refused = await call(client, ws, name, "animals", "registerGiraffe",
+                             {"body": {"name": "Gina", "meta": 1, "never": 0}})
+        assert refused.status_code == 400 and refused.json()["error"] == "invalid_arguments"
+        assert len(service.arrived) == 3 and service.invalid == []
+
+        for owner in (ws, other):
+            descriptor = await client.get("/.well-known/openapi.json", headers=owner.headers("owner"))
+            assert descriptor.status_code == 200, descriptor.text[:300]
+            assert (f"/prism/integration_call/{name}/animals/registerGiraffe" in descriptor.text) is (owner is ws)
+        found = await ok(client, ws, "report_query/core/registry/introspect",
+                         {"dimension": "capability_search", "query": "register a giraffe", "limit": 10})
+        assert "registerGiraffe" in {r["parts"]["operation"] for r in found["results"]}
+        searched = await ok(client, ws, "report_query/core/registry/search", {"query": "weigh a giraffe", "limit": 10})
+        assert {"weighByKind", "boxPet"} <= {r["parts"]["operation"] for r in searched["results"]}
+        session = await initialize(client, headers_for(ws))
+        listed = await mcp_call(client, headers_for(ws), session, rpc("tools/list", {}))
+        assert listed.status_code == 200 and "prism_integration_call" in listed.text
+    finally:
+        await running.stop()
+
+
+async def test_an_answer_nested_too_deep_to_pass_on_is_an_upstream_error_and_recorded_as_one(
+        client: httpx.AsyncClient, factory: Factory, db: Database, upstream: SpecService) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    name = unique_name()
+    await imported(client, ws, name, upstream)
+    upstream.script("getItem", Scripted(200, b"[" * 300 + b"]" * 300), Scripted(200, b"[" * 200 + b"]" * 200))
+    refused = await call(client, ws, name, "items", "getItem", {"itemId": 1})
+    assert refused.status_code == 502 and refused.json()["error"] == "upstream_error", refused.text[:300]
+    assert "200 levels" in refused.json()["message"] and refused.json()["details"]["upstream_status"] == 200
+    deep_enough = await call(client, ws, name, "items", "getItem", {"itemId": 1})
+    assert deep_enough.status_code == 200, deep_enough.text[:300]
+    async with db.read() as session:
+        outcomes = (await session.execute(select(IntegrationCall.outcome).where(
+            IntegrationCall.organization_id == ws.org.id).order_by(IntegrationCall.created_at))).scalars().all()
+    assert outcomes == ["upstream_error", "ok"]

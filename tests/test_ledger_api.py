@@ -90,16 +90,16 @@ async def test_bad_filters_are_refused_with_the_field_named(client: httpx.AsyncC
 async def test_a_position_or_id_beyond_what_the_database_stores_is_refused_with_the_field_named(
         client: httpx.AsyncClient, factory: Factory) -> None:
     ws = await factory.workspace(roles=("owner",))
-    largest = 2**63 - 1
+    largest, largest_id = 2**63 - 1, 2**31 - 1  # positions are BIGINT, entry ids INTEGER (32 bits on PostgreSQL)
     for path, arguments, field in ((LIST, {"seq_from": largest + 1}, "seq_from"),
                                    (LIST, {"seq_to": largest + 1}, "seq_to"),
                                    (EXPORT, {"seq_from": largest + 1}, "seq_from"),
-                                   (READ, {"id": largest + 1}, "id")):
+                                   (READ, {"id": largest_id + 1}, "id")):
         response = await post(client, ws, path, arguments)
         assert response.status_code == 400, (path, arguments, response.text)
         assert response.json()["error"] == "invalid_arguments" and field in response.json()["message"]
     assert (await ok(client, ws, LIST, {"seq_from": largest, "seq_to": largest}))["items"] == []
-    missing = await post(client, ws, READ, {"id": largest})
+    missing = await post(client, ws, READ, {"id": largest_id})
     assert missing.status_code == 404, missing.text
 
 

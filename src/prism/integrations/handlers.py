@@ -8,9 +8,10 @@ declaring a Pydantic model per operation costs ~0.14 ms each, seconds at the sca
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
+from urllib.parse import unquote
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -22,6 +23,7 @@ from prism.integrations.upstream import call_operation
 from prism.registry import Coordinate, Handler, HandlerApp
 
 MAX_PROBLEMS = 20
+SHAPE_ONLY: dict[str, Any] = {"type": "object"}
 
 
 class OperationArguments(BaseModel):
@@ -49,10 +51,7 @@ def argument_checker(schema: dict[str, Any]) -> Callable[[dict[str, Any]], list[
 
     def check(arguments: dict[str, Any]) -> list[dict[str, str]]:
         if not validator:
-            try:
-                validator.append(Draft202012Validator(schema))
-            except SchemaError:  # a description whose schema is itself invalid: only the shape is checked
-                validator.append(Draft202012Validator({"type": "object"}))
+            validator.append(_validator(schema))
         problems = []
         for error in validator[0].iter_errors(arguments):
             problems.append({"field": _field(error), "message": error.message[:300]})
@@ -61,6 +60,54 @@ def argument_checker(schema: dict[str, Any]) -> Callable[[dict[str, Any]], list[
         return problems
 
     return check
+
+
+def _validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """The service's own schema, when it is one. A schema that is itself invalid (an unknown type, a pattern
+    Python cannot compile, `properties` that are not an object, a reference to nothing) would fail every call
+    while validating: only the arguments' shape is checked then. Checked here, on the operation's first call,
+    because checking every imported schema while building the registry would cost ~2 ms each."""
+    return Draft202012Validator(schema if _usable(schema) else SHAPE_ONLY)
+
+
+def _usable(schema: dict[str, Any]) -> bool:
+    try:
+        Draft202012Validator.check_schema(schema)  # its format checker compiles every `pattern`
+        return all(_resolves(schema, reference) for reference in _references(schema))
+    except (SchemaError, RecursionError):  # nested deeper than Python recurses
+        return False
+
+
+def _references(node: Any) -> Iterator[str]:
+    """Every `$ref` string, data included: one in an `enum` or `default` that points at nothing costs only a
+    shape-only check, never a failed call."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _references(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+                yield value
+            else:
+                yield from _references(value)
+
+
+def _resolves(schema: dict[str, Any], reference: str) -> bool:
+    """Whether a reference points into the schema itself (`#`, `#/$defs/Item`). Another document's is never
+    fetched, and an anchor's is not followed here: both count as pointing at nothing."""
+    pointer = reference.removeprefix("#")
+    if pointer == reference or (pointer and not pointer.startswith("/")):
+        return False
+    node: Any = schema
+    for token in pointer.split("/")[1:]:
+        key = unquote(token).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and key.isascii() and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        else:
+            return False
+    return True
 
 
 def permission_for(app: str, entity: str, method: str) -> str:

@@ -25,12 +25,15 @@ from prism.integrations.call_records import connection_for, keep_record
 from prism.integrations.credentials import Credential, open_secret
 from prism.integrations.models import IntegrationApp
 from prism.integrations.names import operation_name
-from prism.integrations.upstream import EXCERPT, MAX_RESPONSE, USER_AGENT, UpstreamError
+from prism.integrations.upstream import EXCERPT, MAX_RESPONSE, USER_AGENT, UpstreamError, unpassable_refusal
 from prism.kit.canonical import digest
 from prism.kit.outbound import OutboundClient, check_url, ssl_context
 from prism.registry import AfterCommit, HandlerCall
 
 TRANSPORTS = ("streamable_http", "sse")
+# How much of an upstream's tool list is read: far above real servers' lists (tens to a few hundred tools).
+MAX_TOOLS = 1_000
+MAX_TOOL_PAGES = 100
 
 
 @asynccontextmanager
@@ -83,14 +86,24 @@ async def session(settings: Settings, url: str, transport: str, credential: Cred
 
 
 async def list_tools(client: Any) -> list[dict[str, Any]]:
+    """Every page of the upstream's tool list, read no further than the limits: an upstream that pages without
+    end (or lists more tools than any registry should hold) must not fill Prism's memory until the time limit."""
     tools: list[dict[str, Any]] = []
     cursor = None
-    while True:
+    for _ in range(MAX_TOOL_PAGES):
         page = await client.list_tools(cursor=cursor)
         tools += [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools]
+        if len(tools) > MAX_TOOLS:
+            raise _list_too_long(f"more than {MAX_TOOLS:,} tools")
         cursor = page.next_cursor
         if cursor is None:
             return tools
+    raise _list_too_long(f"more than {MAX_TOOL_PAGES} pages")
+
+
+def _list_too_long(what: str) -> UpstreamError:
+    return UpstreamError(f"the MCP server's tool list is longer than Prism reads: {what}", code="upstream_error",
+                         status=502, details={"upstream_status": None})
 
 
 def operations_of(tools: list[dict[str, Any]], transport: str, default_cost: int = 1) -> list[dict[str, Any]]:
@@ -176,9 +189,14 @@ def _open(settings: Settings, url: str, transport: str, credential: Credential, 
                    on_list_changed=on_list_changed)
 
 
-def _reason(exc: BaseException) -> str:
+def _innermost(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _reason(exc: BaseException) -> str:
+    exc = _innermost(exc)
     return (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)[:1000]
 
 
@@ -241,9 +259,12 @@ async def record_forwarded(call: HandlerCall, tool_name: str, arguments_digest: 
         text = " ".join(str(c.get("text", "")) for c in sent.result.get("content", []) if isinstance(c, dict))
         refusal = UpstreamError(f"the upstream tool {tool_name} failed", code="upstream_error", status=502,
                                 details={"upstream_status": None, "upstream_body": text[:EXCERPT]})
+    else:
+        refusal = unpassable_refusal(sent.result, None)
+    # A call that went through keeps in its record why the tool list it announced was not read again (if so).
     await keep_record(call, method="MCP", path=tool_name, arguments_digest=arguments_digest, upstream_status=None,
                       outcome="ok" if refusal is None else refusal.code, attempts=1, duration_ms=sent.duration_ms,
-                      error=refusal.message if refusal is not None else "")
+                      error=refusal.message if refusal is not None else sent.error)
     if refusal is not None:
         return refusal
     assert sent.result is not None
@@ -265,5 +286,8 @@ async def read_tools(settings: Settings, url: str, transport: str, credential: C
     except PrismError:
         raise
     except Exception as exc:  # see forward()
+        cause = _innermost(exc)
+        if isinstance(cause, PrismError):  # raised inside the session: its task group wrapped it
+            raise cause from None
         raise UpstreamError(f"the MCP server at {url} could not be reached: {_reason(exc)}",
                             code="upstream_unreachable", status=502) from None

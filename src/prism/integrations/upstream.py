@@ -28,6 +28,10 @@ from prism.registry import AfterCommit, HandlerCall
 
 MAX_RESPONSE = 2_000_000
 EXCERPT = 1000
+# orjson encodes at most 254 levels of nesting; the doors put an answer a few levels down (the envelope, a
+# JSON-RPC result), so an answer may nest this deep to reach the caller whole.
+MAX_ANSWER_DEPTH = 200
+_ENCODER_DEPTH = 254
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 RETRY_STATUSES = frozenset({502, 503, 504})
 RETRY_DELAYS = (0.2, 0.5)
@@ -230,29 +234,54 @@ async def call_operation(operation: dict[str, Any], call: HandlerCall, params: A
     return AfterCommit(go, record)
 
 
+def unpassable_refusal(decoded: Any, upstream_status: int | None) -> UpstreamError | None:
+    """The refusal of a decoded answer the doors could not encode (nested deeper than MAX_ANSWER_DEPTH, an
+    integer past 64 bits), found before the call is recorded as `ok`; None for one that passes."""
+    wrapped = decoded
+    for _ in range(_ENCODER_DEPTH - MAX_ANSWER_DEPTH):  # the doors' levels above the answer, and then some
+        wrapped = [wrapped]
+    try:
+        orjson.dumps(wrapped, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError as exc:
+        return UpstreamError(f"the upstream's answer cannot be passed on ({exc}): Prism passes on JSON nested at "
+                             f"most {MAX_ANSWER_DEPTH} levels deep, with integers within 64 bits",
+                             code="upstream_error", status=502, details={"upstream_status": upstream_status})
+    return None
+
+
 async def record_call(call: HandlerCall, method: str, path: str, arguments_digest: str, sent: Sent) -> Any:
     """Keeps the outcome and answers the caller: the upstream's data, or a refusal naming its status."""
     answer = sent.answer
     status = answer.status if answer is not None else None
-    refusal: UpstreamError | None = None
-    if answer is None and sent.timed_out:
-        refusal = UpstreamError(f"the upstream did not answer in time ({sent.error})", code="upstream_timeout",
-                                status=504, details={"upstream_status": None})
-    elif answer is None:
-        refusal = UpstreamError(f"the upstream could not be reached: {sent.error}", code="upstream_unreachable",
-                                status=502, details={"upstream_status": None, "attempts": sent.attempts})
-    elif answer.truncated:
-        refusal = UpstreamError(f"the upstream's answer is larger than {MAX_RESPONSE} bytes",
-                                code="upstream_response_too_large", status=502,
-                                details={"upstream_status": status})
-    elif not 200 <= answer.status < 300:
-        excerpt = answer.body[:EXCERPT].decode("utf-8", errors="replace")
-        refusal = UpstreamError(f"the upstream answered HTTP {answer.status}", code="upstream_error", status=502,
-                                details={"upstream_status": answer.status, "upstream_body": excerpt})
+    refusal = _refusal(sent)
+    body = None
+    if refusal is None and answer is not None:
+        body = _decoded(answer)
+        refusal = unpassable_refusal(body, status)
     await keep_record(call, method=method, path=path, arguments_digest=arguments_digest, upstream_status=status,
                       outcome="ok" if refusal is None else refusal.code, attempts=sent.attempts,
                       duration_ms=sent.duration_ms, error=refusal.message if refusal is not None else "")
     if refusal is not None:
         return refusal
     assert answer is not None
-    return {"status": answer.status, "body": _decoded(answer)}
+    return {"status": answer.status, "body": body}
+
+
+def _refusal(sent: Sent) -> UpstreamError | None:
+    """What the upstream's status (or its silence) says, before its answer is read."""
+    answer = sent.answer
+    if answer is None and sent.timed_out:
+        return UpstreamError(f"the upstream did not answer in time ({sent.error})", code="upstream_timeout",
+                             status=504, details={"upstream_status": None})
+    if answer is None:
+        return UpstreamError(f"the upstream could not be reached: {sent.error}", code="upstream_unreachable",
+                             status=502, details={"upstream_status": None, "attempts": sent.attempts})
+    if answer.truncated:
+        return UpstreamError(f"the upstream's answer is larger than {MAX_RESPONSE} bytes",
+                             code="upstream_response_too_large", status=502,
+                             details={"upstream_status": answer.status})
+    if not 200 <= answer.status < 300:
+        excerpt = answer.body[:EXCERPT].decode("utf-8", errors="replace")
+        return UpstreamError(f"the upstream answered HTTP {answer.status}", code="upstream_error", status=502,
+                             details={"upstream_status": answer.status, "upstream_body": excerpt})
+    return None

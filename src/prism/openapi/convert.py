@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from prism.registry.schema_reading import mapping_of
+
 # Schema Object keywords of OpenAPI 3.0.3 (plus the ones converted below); anything else is dropped.
 _KEPT = frozenset({
     "title", "multipleOf", "maximum", "minimum", "maxLength", "minLength", "pattern", "maxItems", "minItems",
@@ -18,6 +20,7 @@ _KEPT = frozenset({
     "writeOnly", "example", "deprecated", "discriminator",
 })
 _JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object")
+_LISTS = frozenset({"required", "enum"})
 
 
 class Components:
@@ -39,7 +42,7 @@ class Components:
 def to_openapi30(schema: dict[str, Any], components: Components) -> dict[str, Any]:
     """One handler's parameter schema as a 3.0.3 Schema Object; its `$defs` go into `components`."""
     renamed: dict[str, str] = {}
-    defs: dict[str, Any] = schema.get("$defs") or {}
+    defs = mapping_of(schema, "$defs")
     for name in defs:  # names first, so definitions may refer to each other in any order
         renamed[name] = name
     for name, definition in defs.items():
@@ -53,14 +56,20 @@ def to_openapi30(schema: dict[str, Any], components: Components) -> dict[str, An
     return top
 
 
-def _ref(ref: str, renamed: dict[str, str]) -> dict[str, Any]:
-    name = ref.rsplit("/", 1)[-1]
-    return {"$ref": f"#/components/schemas/{renamed.get(name, name)}"}
+def _ref(ref: Any, renamed: dict[str, str]) -> dict[str, Any]:
+    name = ref.rsplit("/", 1)[-1] if isinstance(ref, str) else ""
+    if name not in renamed:  # a reference to nothing among the handler's definitions: any value
+        return {}
+    return {"$ref": f"#/components/schemas/{renamed[name]}"}
 
 
-def _convert(schema: Any, renamed: dict[str, str]) -> Any:
+def _convert(schema: Any, renamed: dict[str, str]) -> dict[str, Any]:
+    # 3.0.3 has no boolean schemas: `true` (anything) is the empty schema, `false` (nothing) its negation. A
+    # sub-schema that is neither an object nor a boolean is invalid, and read as anything.
+    if schema is False:
+        return {"not": {}}
     if not isinstance(schema, dict):
-        return schema
+        return {}
     if "$ref" in schema:
         ref = _ref(schema["$ref"], renamed)
         rest = {k: v for k, v in schema.items() if k != "$ref"}
@@ -85,7 +94,7 @@ def _convert(schema: Any, renamed: dict[str, str]) -> Any:
             out[key] = True
         elif key == "examples" and isinstance(value, list) and value:
             out.setdefault("example", value[0])
-        elif key in ("anyOf", "oneOf"):
+        elif key in ("anyOf", "oneOf") and isinstance(value, list):
             options = [o for o in value if not (isinstance(o, dict) and o.get("type") == "null" and len(o) == 1)]
             nullable = nullable or len(options) < len(value)
             converted = [_convert(o, renamed) for o in options]
@@ -97,20 +106,22 @@ def _convert(schema: Any, renamed: dict[str, str]) -> Any:
                     out.update({k: v for k, v in only.items() if k not in out})
             elif converted:
                 out[key] = converted
-        elif key in ("allOf", "prefixItems"):
-            if key == "allOf":
-                out.setdefault("allOf", []).extend(_convert(o, renamed) for o in value)
+        elif key == "allOf" and isinstance(value, list):
+            out.setdefault("allOf", []).extend(_convert(o, renamed) for o in value)
         elif key == "items":
-            out["items"] = _convert(value, renamed) if isinstance(value, dict) else {}
-        elif key == "properties":
+            out["items"] = _convert(value, renamed)
+        elif key == "properties" and isinstance(value, dict):
             out["properties"] = {name: _convert(sub, renamed) for name, sub in value.items()}
         elif key == "additionalProperties":
             out[key] = _convert(value, renamed) if isinstance(value, dict) else bool(value)
         elif key == "not":
             out["not"] = _convert(value, renamed)
         elif key == "discriminator" and isinstance(value, dict):
-            mapping = {k: _ref(v, renamed)["$ref"] for k, v in (value.get("mapping") or {}).items()}
+            targets = {k: _ref(v, renamed).get("$ref") for k, v in mapping_of(value, "mapping").items()}
+            mapping = {k: target for k, target in targets.items() if target}
             out[key] = {**value, **({"mapping": mapping} if mapping else {})}
+        elif key in _LISTS and not isinstance(value, list):
+            continue  # an invalid schema's `required` or `enum`: dropped rather than passed on
         elif key in _KEPT:
             out[key] = value
     if out.get("type") == "array" and "items" not in out:

@@ -20,6 +20,7 @@ from prism.registry.capability import UUID, Scored, find, irreversible
 from prism.registry.mega_tools import SCOPE_OF_CLASS
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
+from prism.registry.schema_reading import keywords_of, list_of, mapping_of
 from prism.registry.search import index_for
 
 # A request's numbers ("ticket 5520", "PO #881"), record UUIDs and e-mail addresses: what a recipe can fill
@@ -79,7 +80,7 @@ def filled(call: dict[str, Any], schema: dict[str, Any], query: str) -> dict[str
     """The recipe with what the request says put in: its one number into the one required identifier (`id` or
     `<something>_id`), its one e-mail address into the one e-mail parameter. A placeholder
     it fills leaves `fill`; anything the request does not say stays a placeholder."""
-    props: dict[str, Any] = schema.get("properties", {})
+    props = mapping_of(schema, "properties")
     arguments = dict(call["http"]["body"]["arguments"])
     fill = list(call["fill"])
     uuids = UUID.findall(query)
@@ -91,7 +92,7 @@ def filled(call: dict[str, Any], schema: dict[str, Any], query: str) -> dict[str
         arguments[ids[0]] = numbers[0] if _type(props[ids[0]]) == "string" else int(numbers[0])
         if ids[0] in fill:
             fill.remove(ids[0])
-    mail = [n for n in props if "email" in n.lower() or props[n].get("format") == "email"]
+    mail = [n for n in props if "email" in n.lower() or keywords_of(props[n]).get("format") == "email"]
     if len(set(emails)) == 1 and len(mail) == 1 and _type(props[mail[0]]) == "string":
         arguments[mail[0]] = emails[0]
         if mail[0] in fill:
@@ -101,9 +102,9 @@ def filled(call: dict[str, Any], schema: dict[str, Any], query: str) -> dict[str
             "sandbox": {**call["sandbox"], "body": {**call["sandbox"]["body"], "arguments": body}}, "fill": fill}
 
 
-def _type(spec: dict[str, Any]) -> str | None:
-    kind = spec.get("type")
+def _type(spec: Any) -> str | None:
+    kind = keywords_of(spec).get("type")
     if kind is None:  # Optional[X]: anyOf [X, null]
-        kinds = [s.get("type") for s in spec.get("anyOf", []) if isinstance(s, dict) and s.get("type") != "null"]
+        kinds = [s.get("type") for s in list_of(spec, "anyOf") if isinstance(s, dict) and s.get("type") != "null"]
         kind = kinds[0] if len(kinds) == 1 else None
     return kind if isinstance(kind, str) else None

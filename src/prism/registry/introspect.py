@@ -22,6 +22,7 @@ from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, MEGA_TOOLS,
 from prism.registry.model import Handler
 from prism.registry.paths import Tree, TreeView, capability_path, tree_view
 from prism.registry.registry import Registry
+from prism.registry.schema_reading import keywords_of, list_of, mapping_of
 from prism.registry.search import split_words
 from prism.registry.visibility import enabled_integrations, visible_handlers
 
@@ -137,10 +138,11 @@ def recipe(h: Handler) -> dict[str, Any]:
 
 def example_arguments(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Values for the required parameters only: the smallest call that validates."""
-    defs = schema.get("$defs", {})
-    props = schema.get("properties", {})
+    defs = mapping_of(schema, "$defs")
+    props = mapping_of(schema, "properties")
     fill: list[str] = []
-    out = {name: _example(name, props.get(name, {}), defs, fill, 0) for name in schema.get("required", [])}
+    out = {name: _example(name, props.get(name, {}), defs, fill, 0)
+           for name in list_of(schema, "required") if isinstance(name, str)}
     return out, fill
 
 
@@ -148,43 +150,51 @@ _FORMAT_EXAMPLES = {"date": "2025-01-31", "date-time": "2025-01-31T09:00:00Z", "
                     "uuid": "00000000-0000-4000-8000-000000000000", "uri": "https://example.com/"}
 
 
-def _example(name: str, prop: dict[str, Any], defs: dict[str, Any], fill: list[str], depth: int) -> Any:
+def _example(name: str, schema: Any, defs: dict[str, Any], fill: list[str], depth: int) -> Any:
+    prop = keywords_of(schema)  # a boolean sub-schema says nothing of its value: a placeholder
     ref = prop.get("$ref")
     if isinstance(ref, str):
-        prop = defs.get(ref.rsplit("/", 1)[-1], {})
+        prop = keywords_of(defs.get(ref.rsplit("/", 1)[-1], {}))
     for key in ("examples", "default", "const", "enum"):
         if key in prop:
             value = prop[key]
             return value[0] if key in ("examples", "enum") and isinstance(value, list) and value else value
     for key in ("anyOf", "oneOf", "allOf"):
-        variants = [v for v in prop.get(key, []) if v.get("type") != "null"]
+        variants = [v for v in list_of(prop, key) if keywords_of(v).get("type") != "null"]
         if variants:
             return _example(name, variants[0], defs, fill, depth)
     kind = prop.get("type")
     if kind in ("integer", "number"):
-        if "minimum" in prop:
-            value = prop["minimum"]
-        elif "exclusiveMinimum" in prop:
-            value = prop["exclusiveMinimum"] + 1
-        else:
-            value = 1
-        return min(value, prop.get("maximum", value))
+        return _number_example(prop)
     if kind == "boolean":
         return True
     if kind == "array":
-        item = prop.get("items", {})
-        return [_example(name, item, defs, fill, depth + 1)] if prop.get("minItems", 0) and depth < 4 else []
+        wanted = prop.get("minItems", 0)
+        return ([_example(name, prop.get("items", {}), defs, fill, depth + 1)]
+                if isinstance(wanted, int) and wanted > 0 and depth < 4 else [])
     if kind == "object":
         if depth >= 4:
             return {}
-        inner = {k: _example(k, v, defs, fill, depth + 1) for k, v in prop.get("properties", {}).items()
-                 if k in prop.get("required", [])}
-        return inner
+        required = list_of(prop, "required")
+        return {k: _example(k, v, defs, fill, depth + 1) for k, v in mapping_of(prop, "properties").items()
+                if k in required}
     fmt = prop.get("format")
     if fmt in _FORMAT_EXAMPLES:
         return _FORMAT_EXAMPLES[fmt]
     fill.append(name)
     return f"<{name}>"
+
+
+def _number_example(prop: dict[str, Any]) -> Any:
+    """The schema's minimum (past an exclusive one), capped by its maximum; 1 when it names neither (or names
+    them with something other than a number)."""
+    minimum, exclusive, maximum = (_number(prop.get(k)) for k in ("minimum", "exclusiveMinimum", "maximum"))
+    value = minimum if minimum is not None else exclusive + 1 if exclusive is not None else 1
+    return min(value, maximum) if maximum is not None else value
+
+
+def _number(value: Any) -> int | float | None:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 # ---- tree dimensions ------------------------------------------------------------------------

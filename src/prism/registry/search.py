@@ -44,6 +44,7 @@ from prism.registry import semantic
 from prism.registry.model import Handler
 from prism.registry.postings import CACHED_POSTINGS, KeptDicts, Postings
 from prism.registry.registry import Registry
+from prism.registry.schema_reading import keywords_of, mapping_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -281,8 +282,9 @@ def _fields(handler: Handler, app_description: str, keywords: tuple[str, ...],
 def _parameter_terms(handler: Handler) -> tuple[str, ...]:
     """Parameter names and their descriptions: `due_before`, `priority`, "the approver's comment"."""
     words: list[str] = []
-    for name, spec in handler.schema.get("properties", {}).items():
-        words += [*terms(name), *terms(spec.get("description", "") if isinstance(spec, dict) else ""), _BREAK]
+    for name, spec in mapping_of(handler.schema, "properties").items():
+        description = keywords_of(spec).get("description")
+        words += [*terms(name), *terms(description if isinstance(description, str) else ""), _BREAK]
     return tuple(words)
 
 

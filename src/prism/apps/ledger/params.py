@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from prism.apps.params import ListParams, Params
-from prism.kit.numbers import SQL_INTEGER_MAX
+from prism.kit.numbers import SQL_BIGINT_MAX, SQL_INT_MAX
 from prism.kit.validation import Moment
 from prism.ledger.queries import EntryFilter
 
@@ -29,9 +29,9 @@ class EntryFilters(Params):
     outcome: Outcome | None = Field(None, description="allowed, refused or replayed.")
     door: str | None = Field(None, min_length=1, max_length=32, description="canonical, sandbox, mcp, ...")
     # Positions and ids are bound for SQL: one past the largest integer the database stores is refused, not sent.
-    seq_from: int | None = Field(None, ge=1, le=SQL_INTEGER_MAX, description="From this position in the log "
+    seq_from: int | None = Field(None, ge=1, le=SQL_BIGINT_MAX, description="From this position in the log "
                                  "(inclusive).")
-    seq_to: int | None = Field(None, ge=1, le=SQL_INTEGER_MAX, description="Up to this position in the log "
+    seq_to: int | None = Field(None, ge=1, le=SQL_BIGINT_MAX, description="Up to this position in the log "
                                "(inclusive).")
 
     @model_validator(mode="after")
@@ -53,7 +53,7 @@ class EntryList(ListParams, EntryFilters):
 
 
 class EntryRead(Params):
-    id: int = Field(..., ge=1, le=SQL_INTEGER_MAX,
+    id: int = Field(..., ge=1, le=SQL_INT_MAX,  # an INTEGER column
                     description="The entry's id (as listed; list with seq_from = seq_to finds a position).")
 
 
