@@ -780,3 +780,37 @@ async def test_an_answer_nested_too_deep_to_pass_on_is_an_upstream_error_and_rec
         outcomes = (await session.execute(select(IntegrationCall.outcome).where(
             IntegrationCall.organization_id == ws.org.id).order_by(IntegrationCall.created_at))).scalars().all()
     assert outcomes == ["upstream_error", "ok"]
+
+
+ESCAPED_REFERENCE = """
+openapi: 3.0.3
+info: {title: Escaped, version: "1"}
+paths:
+  /things/{id}:
+    get:
+      operationId: getThing
+      tags: [things]
+      parameters:
+        - {name: id, in: path, required: true, schema: {type: integer}}
+        - $ref: "#/paths/~1things~1%7Bid%7D/get/x-shared-parameters/0"
+      x-shared-parameters:
+        - {name: verbose, in: query, schema: {$ref: "#/components/schemas/Flag%20value"}}
+      responses: {"200": {description: ok}}
+components:
+  schemas:
+    Flag value: {type: boolean}
+"""
+
+
+async def test_a_reference_is_a_uri_fragment_percent_decoded_before_its_pointer_is_read(
+        client: httpx.AsyncClient, factory: Factory, upstream: SpecService) -> None:
+    """RFC 6901: a JSON Pointer in a URI fragment is percent-encoded (`{` as `%7B`, a space as `%20`), as several
+    published descriptions write theirs."""
+    ws = await factory.workspace(roles=("owner",))
+    name = unique_name()
+    report = await imported(client, ws, name, upstream, spec=ESCAPED_REFERENCE)
+    assert report["added"] == ["things/getThing"] and report["skipped"] == []
+    schema = await ok(client, ws, "report_query/core/registry/introspect", {
+        "dimension": "schema", "mega_tool": "integration_call", "app": name, "entity": "things",
+        "operation": "getThing"})
+    assert schema["parameters"]["properties"]["verbose"]["type"] == "boolean"
