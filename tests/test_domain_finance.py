@@ -140,3 +140,16 @@ async def test_a_purchase_order_is_approved_received_and_closed_and_only_drafts_
                     {"vendor_id": vendor["id"], "number": "PO-2", "amount_cents": 1})
     breakdown = await c.ok("report_query", "finance", "purchase_order", "breakdown", {"by": "status"})
     assert breakdown["groups"] == [{"value": "closed", "count": 1, "total_amount_cents": 26_000}]
+
+
+async def test_an_amount_beyond_32_bits_is_stored_and_read_back_on_every_engine(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    """Amounts go up to 10^12 cents; PostgreSQL's INTEGER stopped at 2^31 - 1 (an invoice of 30 million was a 500)."""
+    ws = await factory.workspace(roles=("owner",))
+    c = Caller(client, ws)
+    amount = 3_000_000_000_00
+    _, invoice = await _vendor_invoice(c, amount=amount)
+    assert (await c.read("finance", "invoice", invoice["id"]))["amount_cents"] == amount
+    mission = await c.ok("mission_control", "missions", "mission", "create",
+                         {"name": "capex", "budget_ceiling": amount})
+    assert mission["budget_ceiling"] == amount

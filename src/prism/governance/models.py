@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from prism.models.base import Base, UTCDateTime, created_column, id_column
+from prism.models.base import Base, Int64, UTCDateTime, created_column, id_column
 from prism.tenancy.scope import OrgScoped
 
 
@@ -30,7 +30,7 @@ class Persona(OrgScoped, Base):
     deny: Mapped[list[str]] = mapped_column(JSON, default=list)
     oversight: Mapped[list[str]] = mapped_column(JSON, default=list)
     default_effect: Mapped[str] = mapped_column(String(8), default="deny")  # allow | deny
-    cost_cap: Mapped[int | None] = mapped_column(Integer)
+    cost_cap: Mapped[int | None] = mapped_column(Int64)
     oversight_priority: Mapped[str] = mapped_column(String(16), default="normal")
     oversight_sla_seconds: Mapped[int] = mapped_column(Integer, default=3600)
     # Bumped on every change: compiled matchers are cached per (id, version).
@@ -110,8 +110,8 @@ class Mission(OrgScoped, Base):
     name: Mapped[str] = mapped_column(String(255))
     description: Mapped[str] = mapped_column(Text, default="")
     status: Mapped[str] = mapped_column(String(16), default="planning")
-    budget_ceiling: Mapped[int] = mapped_column(Integer)
-    spent: Mapped[int] = mapped_column(Integer, default=0)
+    budget_ceiling: Mapped[int] = mapped_column(Int64)
+    spent: Mapped[int] = mapped_column(Int64, default=0)
     budget_exceeded_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     created_by: Mapped[str] = mapped_column(String(36))
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

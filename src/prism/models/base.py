@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, MetaData, String, TypeDecorator
+from sqlalchemy import BigInteger, DateTime, Integer, MetaData, String, TypeDecorator
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -19,6 +19,11 @@ NAMING = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
+
+
+# A 64-bit integer column (amounts in cents, budgets, costs): BIGINT on PostgreSQL, whose INTEGER holds 32 bits;
+# INTEGER on SQLite, which already stores 64, so a database migrated there keeps the schema a new one gets.
+Int64 = BigInteger().with_variant(Integer(), "sqlite")
 
 
 class UTCDateTime(TypeDecorator[datetime]):

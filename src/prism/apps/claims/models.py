@@ -6,7 +6,7 @@ from sqlalchemy import Date, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.apps.columns import moment, org_id, ref, status, updated_column
-from prism.models.base import Base, created_column, id_column
+from prism.models.base import Base, Int64, created_column, id_column
 from prism.tenancy.scope import OrgScoped
 
 
@@ -49,9 +49,9 @@ class Claim(OrgScoped, Base):
     patient_id: Mapped[str] = ref("claims_patients.id")
     service_date: Mapped[date] = mapped_column(Date)
     currency: Mapped[str] = mapped_column(String(3), default="USD")
-    billed_cents: Mapped[int] = mapped_column(Integer, default=0)
-    approved_cents: Mapped[int] = mapped_column(Integer, default=0)
-    paid_cents: Mapped[int] = mapped_column(Integer, default=0)
+    billed_cents: Mapped[int] = mapped_column(Int64, default=0)
+    approved_cents: Mapped[int] = mapped_column(Int64, default=0)
+    paid_cents: Mapped[int] = mapped_column(Int64, default=0)
     status: Mapped[str] = status("draft")
     denial_reason: Mapped[str] = mapped_column(String(1000), default="")
     notes: Mapped[str] = mapped_column(Text, default="")
@@ -71,6 +71,6 @@ class ClaimLine(OrgScoped, Base):
     procedure_code: Mapped[str] = mapped_column(String(32))
     description: Mapped[str] = mapped_column(String(500), default="")
     quantity: Mapped[int] = mapped_column(Integer, default=1)
-    unit_price_cents: Mapped[int] = mapped_column(Integer)
-    amount_cents: Mapped[int] = mapped_column(Integer)
+    unit_price_cents: Mapped[int] = mapped_column(Int64)
+    amount_cents: Mapped[int] = mapped_column(Int64)
     created_at: Mapped[datetime] = created_column()

@@ -6,7 +6,7 @@ from sqlalchemy import Date, ForeignKey, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.kit.timeutil import utcnow
-from prism.models.base import Base, UTCDateTime, created_column, id_column
+from prism.models.base import Base, Int64, UTCDateTime, created_column, id_column
 from prism.tenancy.scope import OrgScoped
 
 
@@ -34,7 +34,7 @@ class Invoice(OrgScoped, Base):
     )
     vendor_id: Mapped[str] = mapped_column(ForeignKey("finance_vendors.id"), index=True)
     number: Mapped[str] = mapped_column(String(64))
-    amount_cents: Mapped[int] = mapped_column(Integer)
+    amount_cents: Mapped[int] = mapped_column(Int64)
     currency: Mapped[str] = mapped_column(String(3), default="USD")
     issue_date: Mapped[date] = mapped_column(Date)
     due_date: Mapped[date] = mapped_column(Date)
@@ -55,7 +55,7 @@ class Payment(OrgScoped, Base):
     )
     invoice_id: Mapped[str] = mapped_column(ForeignKey("finance_invoices.id"), index=True)
     vendor_id: Mapped[str] = mapped_column(ForeignKey("finance_vendors.id"), index=True)
-    amount_cents: Mapped[int] = mapped_column(Integer)
+    amount_cents: Mapped[int] = mapped_column(Int64)
     currency: Mapped[str] = mapped_column(String(3))
     paid_on: Mapped[date] = mapped_column(Date)
     method: Mapped[str] = mapped_column(String(16), default="ach")
@@ -78,7 +78,7 @@ class PurchaseOrder(OrgScoped, Base):
     vendor_id: Mapped[str] = mapped_column(ForeignKey("finance_vendors.id"), index=True)
     number: Mapped[str] = mapped_column(String(64))
     description: Mapped[str] = mapped_column(String(1000), default="")
-    amount_cents: Mapped[int] = mapped_column(Integer)
+    amount_cents: Mapped[int] = mapped_column(Int64)
     currency: Mapped[str] = mapped_column(String(3), default="USD")
     expected_on: Mapped[date | None] = mapped_column(Date, nullable=True)
     status: Mapped[str] = mapped_column(String(32), default="draft", index=True)

@@ -6,7 +6,7 @@ from sqlalchemy import Boolean, Date, Float, Integer, String, Text, UniqueConstr
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.apps.columns import moment, org_id, ref, status, updated_column
-from prism.models.base import Base, UTCDateTime, created_column, id_column
+from prism.models.base import Base, Int64, UTCDateTime, created_column, id_column
 from prism.tenancy.scope import OrgScoped
 
 
@@ -43,7 +43,7 @@ class WorkOrder(OrgScoped, Base):
     due_date: Mapped[date | None] = mapped_column(Date, nullable=True)
     resolution: Mapped[str] = mapped_column(Text, default="")
     labor_minutes: Mapped[int] = mapped_column(Integer, default=0)
-    parts_cost_cents: Mapped[int] = mapped_column(Integer, default=0)
+    parts_cost_cents: Mapped[int] = mapped_column(Int64, default=0)
     started_at: Mapped[datetime | None] = moment()
     completed_at: Mapped[datetime | None] = moment()
     created_at: Mapped[datetime] = created_column()
@@ -60,8 +60,8 @@ class WorkOrderPart(OrgScoped, Base):
     work_order_id: Mapped[str] = ref("maintenance_work_orders.id", cascade=True)
     spare_part_id: Mapped[str] = ref("spare_parts.id")
     quantity: Mapped[int] = mapped_column(Integer)
-    unit_cost_cents: Mapped[int] = mapped_column(Integer)
-    amount_cents: Mapped[int] = mapped_column(Integer)
+    unit_cost_cents: Mapped[int] = mapped_column(Int64)
+    amount_cents: Mapped[int] = mapped_column(Int64)
     created_at: Mapped[datetime] = created_column()
 
 

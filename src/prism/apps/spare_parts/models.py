@@ -6,7 +6,7 @@ from sqlalchemy import ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.kit.timeutil import utcnow
-from prism.models.base import Base, UTCDateTime, created_column, id_column
+from prism.models.base import Base, Int64, UTCDateTime, created_column, id_column
 from prism.tenancy.scope import OrgScoped
 
 
@@ -23,7 +23,7 @@ class SparePart(OrgScoped, Base):
     description: Mapped[str] = mapped_column(Text, default="")
     quantity: Mapped[int] = mapped_column(Integer, default=0)
     reorder_level: Mapped[int] = mapped_column(Integer, default=0)
-    unit_cost_cents: Mapped[int] = mapped_column(Integer, default=0)
+    unit_cost_cents: Mapped[int] = mapped_column(Int64, default=0)
     location: Mapped[str] = mapped_column(String(255), default="")
     status: Mapped[str] = mapped_column(String(32), default="active")
     created_at: Mapped[datetime] = created_column()
