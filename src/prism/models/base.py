@@ -21,9 +21,21 @@ NAMING = {
 }
 
 
-# A 64-bit integer column (amounts in cents, budgets, costs): BIGINT on PostgreSQL, whose INTEGER holds 32 bits;
-# INTEGER on SQLite, which already stores 64, so a database migrated there keeps the schema a new one gets.
-Int64 = BigInteger().with_variant(Integer(), "sqlite")
+class Int64(TypeDecorator[int]):
+    """A 64-bit integer column (amounts in cents, budgets, costs): BIGINT on PostgreSQL, whose INTEGER holds 32 bits;
+    INTEGER on SQLite, which already stores 64, so a database migrated there keeps the schema a new one gets.
+
+    Read back as an int also where PostgreSQL answers NUMERIC: `sum()` of a BIGINT (a Decimal in Python, which no
+    JSON encoder takes). SQLAlchemy gives a sum its column's type, so every sum of such a column is read so."""
+
+    impl = BigInteger
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> Any:
+        return dialect.type_descriptor(Integer() if dialect.name == "sqlite" else BigInteger())
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> int | None:
+        return None if value is None else int(value)
 
 
 class UTCDateTime(TypeDecorator[datetime]):

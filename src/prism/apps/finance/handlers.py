@@ -6,7 +6,7 @@ from datetime import date
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
-from sqlalchemy import func, select
+from sqlalchemy import func, select, type_coerce
 
 from prism.apps import shipped_examples
 from prism.apps.finance.aging import aging_summary
@@ -14,6 +14,7 @@ from prism.apps.finance.models import Invoice, Payment, Vendor
 from prism.apps.params import ListParams, Params, ReadParams
 from prism.errors import Conflict, InvalidArguments
 from prism.events.outbox import emit_for
+from prism.models.base import Int64
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import OrgRepository, sent_changes, text_search, to_record
 
@@ -175,8 +176,9 @@ async def aging_ap_summary(call: HandlerCall, p: AgingParams) -> dict[str, Any]:
     paid = (select(Payment.invoice_id, func.sum(Payment.amount_cents).label("cents"))
             .where(Payment.status == "recorded")
             .group_by(Payment.invoice_id).subquery())
-    stmt = (select(Invoice.amount_cents - func.coalesce(paid.c.cents, 0), Invoice.currency, Invoice.due_date,
-                   Vendor.id, Vendor.name)
+    # Read as Int64: PostgreSQL answers a BIGINT less a sum of BIGINTs as NUMERIC.
+    outstanding = type_coerce(Invoice.amount_cents - func.coalesce(paid.c.cents, 0), Int64)
+    stmt = (select(outstanding, Invoice.currency, Invoice.due_date, Vendor.id, Vendor.name)
             .join(Vendor, Vendor.id == Invoice.vendor_id)
             .outerjoin(paid, paid.c.invoice_id == Invoice.id)
             .where(Invoice.status.in_(("received", "approved", "disputed"))))
