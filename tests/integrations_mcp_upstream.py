@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs
 
 import uvicorn
@@ -121,7 +121,33 @@ async def _answer(send: Send, status: int, body: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
-class RunningMcp:
+class OnLoopback:
+    """An MCP server a test runs in its own loop over HTTPS on 127.0.0.1: its subclass sets `sock` (bound), `port`
+    and `uvicorn` (a Server for that socket)."""
+
+    sock: socket.socket
+    port: int
+    uvicorn: uvicorn.Server
+    task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}/mcp"
+
+    async def start(self) -> Self:
+        self.task = asyncio.create_task(self.uvicorn.serve(sockets=[self.sock]))
+        while not self.uvicorn.started:  # noqa: ASYNC110 -- uvicorn offers no event to wait on
+            await asyncio.sleep(0.01)
+        return self
+
+    async def stop(self) -> None:
+        self.uvicorn.should_exit = True
+        if self.task is not None:
+            await self.task
+        self.sock.close()
+
+
+class RunningMcp(OnLoopback):
     def __init__(self, tls: TlsFiles, transport: str = "http", *, json_response: bool = False) -> None:
         """`json_response`: streamable HTTP answered with one JSON document per request, not an event stream."""
         self.server = build_server()
@@ -137,26 +163,9 @@ class RunningMcp:
                                                      ssl_keyfile=str(tls.key), log_level="error", lifespan="on",
                                                      timeout_graceful_shutdown=1))
         self.lifespan_app = http_app
-        self.task: asyncio.Task[None] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}/mcp"
-
-    async def start(self) -> RunningMcp:
-        self.task = asyncio.create_task(self.uvicorn.serve(sockets=[self.sock]))
-        while not self.uvicorn.started:  # noqa: ASYNC110 -- uvicorn offers no event to wait on
-            await asyncio.sleep(0.01)
-        return self
-
-    async def stop(self) -> None:
-        self.uvicorn.should_exit = True
-        if self.task is not None:
-            await self.task
-        self.sock.close()
 
 
-class ScriptedMcp:
+class ScriptedMcp(OnLoopback):
     """A bare MCP server (streamable HTTP, one JSON document per answer) that sends what a test scripts, including
     what no well-behaved server sends: `tools` as listed (`endless_pages` > 0: pages of that many tools, each with
     a `nextCursor`, without end), `answers` per tool name (the call's result), and `announcing` tools whose call
@@ -176,23 +185,6 @@ class ScriptedMcp:
         self.uvicorn = uvicorn.Server(uvicorn.Config(self._app, ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key),
                                                      interface="asgi3", log_level="error", lifespan="off",
                                                      timeout_graceful_shutdown=1))
-        self.task: asyncio.Task[None] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}/mcp"
-
-    async def start(self) -> ScriptedMcp:
-        self.task = asyncio.create_task(self.uvicorn.serve(sockets=[self.sock]))
-        while not self.uvicorn.started:  # noqa: ASYNC110 -- uvicorn offers no event to wait on
-            await asyncio.sleep(0.01)
-        return self
-
-    async def stop(self) -> None:
-        self.uvicorn.should_exit = True
-        if self.task is not None:
-            await self.task
-        self.sock.close()
 
     def _tools_page(self, cursor: str | None) -> dict[str, Any]:
         self.pages_listed += 1
