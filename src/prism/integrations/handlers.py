@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
-from urllib.parse import unquote
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -20,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from prism.integrations.mcp_upstream import call_tool_operation
 from prism.integrations.names import words
 from prism.integrations.upstream import call_operation
+from prism.kit.json_pointer import fragment_target
 from prism.registry import Coordinate, Handler, HandlerApp
 
 MAX_PROBLEMS = 20
@@ -95,18 +95,10 @@ def _references(node: Any) -> Iterator[str]:
 def _resolves(schema: dict[str, Any], reference: str) -> bool:
     """Whether a reference points into the schema itself (`#`, `#/$defs/Item`). Another document's is never
     fetched, and an anchor's is not followed here: both count as pointing at nothing."""
-    pointer = reference.removeprefix("#")
-    if pointer == reference or (pointer and not pointer.startswith("/")):
+    try:
+        fragment_target(schema, reference)
+    except LookupError:
         return False
-    node: Any = schema
-    for token in pointer.split("/")[1:]:
-        key = unquote(token).replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and key in node:
-            node = node[key]
-        elif isinstance(node, list) and key.isascii() and key.isdigit() and int(key) < len(node):
-            node = node[int(key)]
-        else:
-            return False
     return True
 
 

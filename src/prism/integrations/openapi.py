@@ -13,14 +13,13 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
 
 import orjson
 import yaml
 
 from prism.errors import InvalidArguments
 from prism.integrations.names import entity_name, operation_name, words
-from prism.kit.numbers import whole_number
+from prism.kit.json_pointer import fragment_target
 from prism.registry.capability import names_irreversible_act
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
@@ -111,17 +110,10 @@ class _Resolver:
     def target(self, ref: str) -> Any:
         if not ref.startswith("#/"):
             raise SpecError(f"spec: only references inside the document are supported, not {ref!r}")
-        node: Any = self.document
-        for part in ref[2:].split("/"):
-            # A reference is a URI fragment: percent-decoded first (`%7Bid%7D`), then JSON Pointer's escapes.
-            part = unquote(part).replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and (index := whole_number(part)) is not None and index < len(node):
-                node = node[index]
-            else:
-                raise SpecError(f"spec: reference {ref!r} points at nothing")
-        return node
+        try:
+            return fragment_target(self.document, ref)
+        except LookupError:
+            raise SpecError(f"spec: reference {ref!r} points at nothing") from None
 
     def deref(self, node: Any) -> Any:
         """One object, its own `$ref` followed (parameters, request bodies)."""
