@@ -6,6 +6,7 @@ touching the rest of the catalog, and none of it visible to another organization
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -305,6 +306,26 @@ async def test_tools_with_invalid_or_unusual_schemas_are_called_and_described_an
             "dimension": "schema", "mega_tool": "integration_call", "app": name, "entity": "tool",
             "operation": "".join(w.capitalize() if i else w for i, w in enumerate(operation.split("_")))})
         assert schema.status_code == 200, schema.text[:300]
+
+
+async def test_an_upstream_pattern_that_backtracks_cannot_hold_the_process(
+        client: httpx.AsyncClient, factory: Factory, scripted: ScriptedMcp) -> None:
+    """An upstream lists the schema it likes: a pattern that Python's `re` would take hours over for a 40-letter
+    argument is refused in well under a second, nothing is sent upstream, and the process goes on serving."""
+    ws = await factory.workspace(roles=("owner",))
+    scripted.tools = [{"name": "find_sku", **_described("Find a part by SKU.", {
+        "properties": {"sku": {"type": "string", "pattern": "^(a+)+$"},
+                       "code": {"type": "string", "pattern": r"^(a|a)*\1$"}}})}]
+    name = "mcp_" + uuid.uuid4().hex[:8]
+    assert (await added_scripted(client, ws, scripted, name)).status_code == 200
+    for arguments, message in (({"sku": "a" * 40 + "!"}, "does not match"), ({"code": "a" * 40 + "!"}, "backtrack")):
+        started = time.perf_counter()
+        refused = await tool(client, ws, name, "findSku", arguments)
+        assert time.perf_counter() - started < 1.0
+        assert refused.status_code == 400 and refused.json()["error"] == "invalid_arguments", refused.text[:300]
+        assert message in refused.json()["details"]["errors"][0]["message"].lower()
+    assert (await tool(client, ws, name, "findSku", {"sku": "aaaa"})).status_code == 200
+    assert len(scripted.calls) == 1
 
 
 async def test_an_endless_tool_list_is_read_no_further_than_the_limit(

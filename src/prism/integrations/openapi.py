@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import re
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +18,7 @@ import yaml
 
 from prism.errors import InvalidArguments
 from prism.integrations.names import entity_name, operation_name, words
+from prism.integrations.patterns import runs
 from prism.kit.json_pointer import fragment_target
 from prism.registry.capability import names_irreversible_act
 
@@ -151,13 +151,8 @@ class _Resolver:
                 _check_keys(value)
                 out[key] = {name: self.schema(sub, trail, depth + 2) for name, sub in value.items()}
             elif key == "pattern" and isinstance(value, str):
-                try:
-                    with warnings.catch_warnings():  # ECMA patterns Python reads differently warn once each
-                        warnings.simplefilter("ignore", FutureWarning)
-                        re.compile(value)
-                except re.error:
-                    continue  # a pattern Python cannot read (ECMA-only syntax): the upstream still checks it
-                out[key] = value
+                if runs(value):  # else a syntax the argument check cannot read: the upstream still checks it
+                    out[key] = value
             elif key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
                 bound = "minimum" if key == "exclusiveMinimum" else "maximum"
                 if value and bound in node:
