@@ -209,6 +209,8 @@ def _check_content_type(headers: Headers) -> None:
 async def _answer_all(ctx: protocol.Context, messages: list[jsonrpc.Message | RpcError]) -> list[dict[str, Any]]:
     answers = []
     for message in messages:
+        if isinstance(message, RpcError) and message.of_notification:
+            continue
         answer = (message.body(message.request_id) if isinstance(message, RpcError)
                   else await protocol.answer(ctx, message))
         if answer is not None:

@@ -37,12 +37,15 @@ class RpcError(Exception):
     only when it could not, and clients match answers to requests by id."""
 
     def __init__(self, code: int, message: str, *, data: dict[str, Any] | None = None,
-                 request_id: RequestId | None = None) -> None:
+                 request_id: RequestId | None = None, of_notification: bool = False) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.data = data
         self.request_id = request_id
+        # The refused message was a notification: within a batch it gets no answer (JSON-RPC 2.0: a server
+        # never replies to a notification); alone, the HTTP status and this body say why it was refused.
+        self.of_notification = of_notification
 
     def body(self, request_id: RequestId | None) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -113,15 +116,16 @@ def parse_message(value: Any) -> Message:
         params = {}
     if not isinstance(params, dict):
         raise invalid_params(InvalidArguments("params: must be a JSON object", field="params"),
-                             request_id=request_id)
+                             request_id=request_id, of_notification=not has_id)
     return Message(method, request_id, params, has_id)
 
 
-def invalid_params(error: PrismError, *, request_id: RequestId | None = None) -> RpcError:
+def invalid_params(error: PrismError, *, request_id: RequestId | None = None,
+                   of_notification: bool = False) -> RpcError:
     """A refusal of the call's input as JSON-RPC's invalid params, its details (`errors`: `{field, message}`
     each, as every door's 400) in `data`."""
     return RpcError(INVALID_PARAMS, error.message, data={"error": error.code, **error.details},
-                    request_id=request_id)
+                    request_id=request_id, of_notification=of_notification)
 
 
 def result(request_id: RequestId | None, value: dict[str, Any]) -> dict[str, Any]:
