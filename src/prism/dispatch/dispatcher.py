@@ -21,7 +21,7 @@ from prism.config import Settings
 from prism.errors import InvalidArguments, PermissionDenied, PrismError, ToolNotFound
 from prism.governance.gate import Gate
 from prism.idempotency import IdempotencyKeys, ReplayedRefusal, Ticket
-from prism.kit.canonical import digest
+from prism.kit.canonical import stable_digest
 from prism.kit.validation import validated
 from prism.ledger.entries import EntryDraft
 from prism.ledger.writer import LedgerWriter
@@ -147,12 +147,20 @@ class Dispatcher:
             return await self._dispatch_once(auth, call, call.idempotency_key)
         gate = _gate_for(auth, call)
         handler: Handler | None = None
+        authorized = False
         try:
             with stage("prism.checks"):  # resolve, authorize, validate
                 handler = self.resolve_for(auth, call)
                 self.authorize(auth, handler)  # before validation: see `authorize`
+                authorized = True
                 params = self.validate(handler, call.arguments)
         except PrismError as exc:
+            if authorized and gate is not None:  # the persona speaks before the arguments do (Gate.refuse)
+                gate.handler = handler
+                with stage("prism.ledger"):
+                    await self.ledger.run(auth.organization_id, partial(gate.refuse, exc),
+                                          partial(_governed_draft, gate), writes=False, finish=gate.finish)
+                raise AssertionError("Gate.refuse always raises") from exc
             finish = None
             if gate is not None and auth.ai_system_id is not None:
                 gate.handler, finish = handler, gate.finish
@@ -187,10 +195,12 @@ class Dispatcher:
         handler: Handler | None = None
         params: BaseModel | None = None
         refusal: PrismError | None = None
+        authorized = False
         try:
             with stage("prism.checks"):
                 handler = self.resolve_for(auth, call)
                 self.authorize(auth, handler)  # before validation: see `authorize`
+                authorized = True
                 params = self.validate(handler, call.arguments)
         except PrismError as exc:
             refusal = exc
@@ -202,6 +212,8 @@ class Dispatcher:
             if replay is not None:
                 return replay
             if refusal is not None:
+                if authorized and gate is not None:
+                    await gate.refuse(refusal, session)  # the persona speaks before the arguments do
                 raise refusal
             assert handler is not None and params is not None
             result = await (self._governed_work(gate, params, session) if gate is not None
@@ -276,17 +288,6 @@ def _gate_for(auth: AuthContext, call: Call) -> Gate | None:
 
 def _governed(auth: AuthContext, call: Call) -> bool:
     return auth.persona_id is not None or auth.ai_system_id is not None or call.mission_id is not None
-
-
-def stable_digest(value: Any) -> str:
-    """SHA-256 of canonical JSON; of the value's text when it is not JSON (or nested deeper than JSON goes)."""
-    try:
-        return digest(value)
-    except TypeError:
-        try:
-            return digest(repr(value))
-        except RecursionError:  # nested deeper than repr() can go; the entry must still be written
-            return digest("<arguments nested too deeply>")
 
 
 def _draft(auth: AuthContext, call: Call, handler: Handler | None, appended_at: datetime, outcome: str,

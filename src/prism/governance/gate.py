@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.context import AuthContext
-from prism.errors import Blocked, BudgetExceeded, OversightRequired, PrismError
+from prism.errors import Blocked, BudgetExceeded, InvalidArguments, OversightRequired, PrismError
 from prism.governance import missions, oversight
 from prism.governance.decisions import Outcome, record_decision
 from prism.governance.models import Persona
-from prism.governance.policy import CompiledPolicy, compiled
-from prism.kit.canonical import digest
+from prism.governance.policy import CompiledPolicy, Verdict, compiled
+from prism.kit.canonical import canonical_json, stable_digest
 from prism.observability.tracing import current_trace_id
 from prism.tenancy.scope import acting_for
 
@@ -56,14 +56,10 @@ class Gate:
         if auth.ai_system_id is not None:  # the ledger's entries can then be found by AI system
             self.detail["ai_system_id"] = auth.ai_system_id
         if auth.persona_id is not None:
-            self.policies_evaluated += 1
-            policy = await _policy(session, auth)
-            verdict = policy.evaluate(handler.path, handler.cost)
-            self.detail["persona"] = {"id": policy.persona_id, "version": policy.version, "rule": verdict.rule}
-            if verdict.effect == "deny":
-                raise Blocked(verdict.reason, details={"persona_id": policy.persona_id, "rule": verdict.rule})
+            policy, verdict = await self._persona_allows(session)
             if verdict.effect == "oversight":
                 if call.oversight_request_id is None:
+                    _readable_by_reviewers(call.arguments)
                     request_id = oversight.new_request_id()
                     self.opened_request = (request_id, policy, verdict.reason)
                     raise OversightRequired(
@@ -78,6 +74,25 @@ class Gate:
             self.policies_evaluated += 1
             self.detail["mission_id"] = call.mission_id
             await missions.charge(session, auth.organization_id, call.mission_id, handler.cost)
+
+    async def refuse(self, refusal: PrismError, session: AsyncSession) -> NoReturn:
+        """Refuse a call whose arguments failed, once its persona has been asked: a coordinate the persona denies
+        is `Blocked` whatever the arguments (the caller learns nothing of the parameters of a tool it may not
+        use, and the decision says BLOCK); else the arguments' own refusal."""
+        if self.auth.persona_id is not None:
+            await self._persona_allows(session)
+        raise refusal
+
+    async def _persona_allows(self, session: AsyncSession) -> tuple[CompiledPolicy, Verdict]:
+        """The persona's verdict on the handler, noted in the entry's detail; `Blocked` when it denies."""
+        assert self.handler is not None
+        self.policies_evaluated += 1
+        policy = await _policy(session, self.auth)
+        verdict = policy.evaluate(self.handler.path, self.handler.cost)
+        self.detail["persona"] = {"id": policy.persona_id, "version": policy.version, "rule": verdict.rule}
+        if verdict.effect == "deny":
+            raise Blocked(verdict.reason, details={"persona_id": policy.persona_id, "rule": verdict.rule})
+        return policy, verdict
 
     async def finish(self, session: AsyncSession, error: BaseException | None) -> None:
         auth = self.auth
@@ -101,7 +116,17 @@ class Gate:
                                                          latency_ms, self.trace_id))
 
     def arguments_digest(self) -> str:
-        return digest(self.call.arguments if self.call.arguments is not None else {})
+        return stable_digest(self.call.arguments if self.call.arguments is not None else {})
+
+
+def _readable_by_reviewers(arguments: Any) -> None:
+    """A request keeps the arguments for its reviewers, as JSON: arguments nested deeper than JSON is stored
+    (254 levels; a body may nest 1,024) are refused, since nobody could read what they would approve."""
+    try:
+        canonical_json(arguments)
+    except TypeError:
+        raise InvalidArguments("arguments: nested too deeply for a reviewer to read (at most 254 levels)",
+                               field="arguments") from None
 
 
 async def _policy(session: AsyncSession, auth: AuthContext) -> CompiledPolicy:
