@@ -38,7 +38,7 @@ from prism.web.browser import login_url as browser_login_url
 from prism.web.browser import read_form, redirect, render, signed_in_user
 from prism.web.requests import host_of
 
-CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")
+CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}\Z")
 SEAL_PURPOSE = "oauth-authorize-request"
 CONSENT_SECONDS = 600
 ORGANIZATION_FIELD = "organization:"  # + an organization id: the name of its checkbox on the consent page

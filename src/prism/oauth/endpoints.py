@@ -98,6 +98,8 @@ async def token(request: Request) -> Response:
         if basic_id is not None and form.get("client_id") not in (None, basic_id):
             raise OAuthError("client_id differs from the Basic credentials")
         grant_type = form.get("grant_type")
+        if grant_type is None:  # RFC 6749 5.2: a missing parameter is an invalid request
+            raise OAuthError("grant_type is required: authorization_code or refresh_token")
         if grant_type not in ("authorization_code", "refresh_token"):
             raise OAuthError(f"grant_type {grant_type!r} is not supported: use authorization_code or refresh_token",
                              code="unsupported_grant_type")

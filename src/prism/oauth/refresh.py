@@ -48,15 +48,16 @@ async def refresh_tokens(session: AsyncSession, ctx: TokenContext, client: OAuth
     if found is None:
         raise InvalidGrant("unknown refresh token")
     token, grant = found
-    if "refresh_token" not in client.grant_types and OFFLINE_ACCESS not in grant.scope.split():
-        raise OAuthError("this client is not registered for the refresh_token grant and did not ask for "
-                         "offline_access", code="unauthorized_client")
+    # Whose token it is comes first: a spent one in another client's hands was copied, and the family is
+    # revoked whatever that client may do; a live one is unknown to it (answered as a made-up token is).
     if grant.client_id != client.client_id:
         if token.used_at is not None:
-            # A spent token in another client's hands was copied: the family is compromised.
             raise GrantReplayed("refresh token already used; every token of this authorization is revoked",
                                 grant_id=grant.id)
         raise InvalidGrant("unknown refresh token")
+    if "refresh_token" not in client.grant_types and OFFLINE_ACCESS not in grant.scope.split():
+        raise OAuthError("this client is not registered for the refresh_token grant and did not ask for "
+                         "offline_access", code="unauthorized_client")
     if token.used_at is None:
         now = utcnow()
         _refuse_unusable(ctx, grant, token, now)

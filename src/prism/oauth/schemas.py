@@ -22,9 +22,9 @@ SECRET_METHODS = ("client_secret_post", "client_secret_basic")
 AUTH_METHODS = ("none", *SECRET_METHODS)
 FORBIDDEN_SCHEMES = frozenset({"javascript", "data", "file", "vbscript", "about", "blob", "filesystem", "ftp",
                                "ws", "wss", "mailto", "tel"})
-SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
-CLIENT_ID = re.compile(r"^[A-Za-z0-9._:~-]{3,128}$")
-APP_SCOPE = re.compile(r"^[a-z][a-z0-9_]*\.(view|add|change|delete)(_[a-z][a-z0-9_]*)?$")
+SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*\Z")
+CLIENT_ID = re.compile(r"^[A-Za-z0-9._:~-]{3,128}\Z")
+APP_SCOPE = re.compile(r"^[a-z][a-z0-9_]*\.(view|add|change|delete)(_[a-z][a-z0-9_]*)?\Z")
 ADVERTISED_APP_SCOPES = ("spare_parts.view", "spare_parts.add", "spare_parts.change", "spare_parts.delete")
 DEFAULT_SCOPE = " ".join(PLATFORM_SCOPES)
 # Asking for it gets a refresh token the client may use, whatever grant types it registered (Prism issues a refresh

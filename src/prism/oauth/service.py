@@ -25,7 +25,7 @@ from prism.oauth.models import OAuthClient, OAuthCode, OAuthGrant, OAuthGrantOrg
 from prism.oauth.schemas import SECRET_METHODS, ClientRegistration, invalid_metadata
 from prism.oauth.tokens import hash_secret, issue_access_token, new_secret, verify_access_token
 
-VERIFIER = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
+VERIFIER = re.compile(r"^[A-Za-z0-9._~-]{43,128}\Z")
 CLIENT_SECRET_PREFIX = "pcs_"  # noqa: S105 (a prefix, not a secret)
 REFRESH_PREFIX = "prt_"
 CODE_PREFIX = "pac_"

@@ -70,7 +70,8 @@ async def verify_access_token(ring: KeyRing, token: str, *, hostname: str, schem
         raise _invalid("malformed access token") from None
     if header.get("alg") != ALGORITHM:
         raise _invalid("access tokens are signed with RS256 only")
-    if header.get("typ", "").lower() not in (TOKEN_TYPE, "application/at+jwt"):
+    typ = header.get("typ")  # the header is the sender's JSON: any type at all
+    if not isinstance(typ, str) or typ.lower() not in (TOKEN_TYPE, "application/at+jwt"):
         raise _invalid("not an access token (typ must be at+jwt)")
     kid = header.get("kid")
     key = await ring.public_key(kid) if isinstance(kid, str) else None
