@@ -18,7 +18,7 @@ from typing import Any, Literal
 from prism.governance.models import Persona
 
 Effect = Literal["allow", "deny", "oversight"]
-_SEGMENT = re.compile(r"^(\*|[A-Za-z0-9_*]{1,64})$")
+_SEGMENT = re.compile(r"^(\*|[A-Za-z0-9_*]{1,64})\Z")
 MAX_PATTERNS = 200
 
 

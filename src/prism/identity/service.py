@@ -11,7 +11,7 @@ from prism.errors import BadRequest, Conflict, NotFound
 from prism.identity.passwords import hash_password
 from prism.models import Membership, Organization, Role, User
 
-EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$|^[^@\s]+@localhost$")
+EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+\Z|^[^@\s]+@localhost\Z")
 MIN_PASSWORD_LENGTH = 8
 
 

@@ -21,7 +21,7 @@ from prism.kit.secret import decrypt, derived_key, encrypt
 AuthKind = Literal["none", "api_key", "bearer", "basic", "oauth2_client_credentials"]
 AUTH_KINDS: tuple[str, ...] = ("none", "api_key", "bearer", "basic", "oauth2_client_credentials")
 PURPOSE = "integration-connection-credentials"
-HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}\Z")
 
 
 @dataclass(frozen=True, slots=True)

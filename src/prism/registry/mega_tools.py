@@ -35,9 +35,9 @@ LEGACY_BINDINGS: dict[str, str] = {
 }
 
 TOOL_PREFIX = "prism_"
-TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,40}$")
-NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-OPERATION_PATTERN = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]{0,63}$")
+TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,40}\Z")
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,39}\Z")
+OPERATION_PATTERN = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]{0,63}\Z")
 
 # A handler's scope class maps to the platform scope a credential must carry.
 SCOPE_OF_CLASS = {"read": "mcp:read", "write": "mcp:write", "execute": "mcp:execute"}

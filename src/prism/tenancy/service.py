@@ -15,7 +15,7 @@ from prism.ledger.keys import LedgerKeys
 from prism.ledger.sealer import empty_head
 from prism.models import AuditHead, Organization, Role, Tenant
 
-SUBDOMAIN_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+SUBDOMAIN_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\Z")
 RESERVED_SUBDOMAINS = frozenset({"portal", "www", "api", "admin", "auth", "mcp", "static"})
 
 
