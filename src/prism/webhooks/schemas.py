@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from prism.events.catalog import EVENT_TYPE_NAMES
+from prism.kit.header_values import sendable
 from prism.kit.paging import Paging
 from prism.kit.secret import WRITE_ONLY
 from prism.kit.validation import validated
@@ -22,7 +23,7 @@ FILTER_KEYS = ("ai_system_ids", "risk_levels", "decision_types")
 # Prism sets these itself on every delivery; a custom header may not replace them.
 RESERVED_HEADERS = frozenset({"content-type", "host", "content-length", "user-agent", "transfer-encoding",
                               "connection"})
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")  # an RFC 9110 token
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}\Z")  # an RFC 9110 token
 
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
 
@@ -70,8 +71,9 @@ def _check_headers(value: dict[str, Any] | None) -> dict[str, str] | None:
         seen.add(lowered)
         if not isinstance(header_value, str):
             raise ValueError(f"the value of {name} must be a string")
-        if any(c in header_value for c in "\r\n\0") or len(header_value) > 4096:
-            raise ValueError(f"the value of {name} must be one line (no CR, LF or NUL) of at most 4096 characters")
+        if not sendable(header_value) or len(header_value) > 4096:
+            raise ValueError(f"the value of {name} must be one line of at most 4096 characters, without control "
+                             "characters (a tab is allowed)")
     return dict(value)
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.context import AuthContext
 from prism.config import Settings
-from prism.errors import InvalidArguments, PermissionDenied
+from prism.errors import Conflict, InvalidArguments, PermissionDenied
 from prism.events.catalog import GOVERNANCE_EVENT_TYPES
 from prism.events.outbox import emit
 from prism.kit.outbound import OutboundUrlRefused, check_url
@@ -31,7 +31,7 @@ from prism.webhooks.schemas import (
     WebhookUpdate,
 )
 from prism.webhooks.signal import wake_workers_after_commit
-from prism.webhooks.signing import new_secret, seal, unseal
+from prism.webhooks.signing import SealBroken, new_secret, seal, unseal
 
 DEFAULT_RETRY_DELAY_SECONDS = 60
 DEFAULT_TIMEOUT_SECONDS = 30
@@ -142,10 +142,13 @@ async def update_webhook(session: AsyncSession, auth: AuthContext, settings: Set
         if field in given:
             setattr(row, field, getattr(body, field))
     if "secret" in given or "custom_headers" in given:
-        secret, headers = unseal(settings, row.id, row.sealed)
-        secret = body.secret or secret
-        if "custom_headers" in given:
-            headers = body.custom_headers or {}
+        if body.secret is not None and "custom_headers" in given:  # both replaced: the old seal is not needed
+            secret, headers = body.secret, body.custom_headers or {}
+        else:
+            secret, headers = _opened(settings, row)
+            secret = body.secret or secret
+            if "custom_headers" in given:
+                headers = body.custom_headers or {}
         row.sealed = seal(settings, row.id, secret, headers)
         row.header_names = list(headers)
     if body.is_active is not None:
@@ -164,13 +167,24 @@ async def rotate_secret(session: AsyncSession, auth: AuthContext, settings: Sett
     """A new signing secret made by Prism, sealed like the first; the answer is the only place it is shown."""
     require(auth, "change")
     row = await Webhooks(session, auth.organization_id).get(webhook_id)
-    _, headers = unseal(settings, row.id, row.sealed)
+    _, headers = _opened(settings, row)
     secret = new_secret()
     row.sealed = seal(settings, row.id, secret, headers)
     row.updated_at = utcnow()
     await session.flush()
     forget_active_webhooks(session)
     return {**webhook_read(row), "secret": secret}
+
+
+def _opened(settings: Settings, row: Webhook) -> tuple[str, dict[str, str]]:
+    """The webhook's secret and custom headers, for a change that keeps one of them; a seal this deployment's
+    master secret no longer opens (it changed) is a conflict the caller resolves by replacing both."""
+    try:
+        return unseal(settings, row.id, row.sealed)
+    except SealBroken:
+        raise Conflict("this webhook's secret and custom headers no longer open with this deployment's master "
+                       "secret (it changed): send both secret and custom_headers to replace them",
+                       code="seal_broken") from None
 
 
 async def delete_webhook(session: AsyncSession, auth: AuthContext, webhook_id: str) -> None:

@@ -34,6 +34,7 @@ from prism.apps.integrations.params import (
 from prism.apps.states import move
 from prism.config import Settings
 from prism.errors import Conflict, InvalidArguments, NotFound
+from prism.kit.header_values import sendable
 from prism.kit.outbound import OutboundClient, OutboundFailed, OutboundTimeout, check_url
 from prism.kit.timeutil import utcnow
 from prism.registry import AfterCommit, HandlerApp, HandlerCall
@@ -43,7 +44,7 @@ app = HandlerApp("integrations", description="Calls to external systems through 
                  examples=shipped_examples())
 
 SECRET_HEADER = re.compile(r"authorization|cookie|token|secret|key|password|credential", re.I)
-HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}\Z")
 MAX_RESPONSE = 1_000_000
 EXCERPT = 1000
 ENDPOINT_TRANSITIONS = {"enabled": frozenset({"disabled"}), "disabled": frozenset({"enabled"})}
@@ -55,7 +56,7 @@ async def _prepare_endpoint(call: HandlerCall, values: dict[str, Any], row: Any)
         values["base_url"] = await check_url(values["base_url"].rstrip("/"), field="base_url",
                                              allow_private_networks=call.settings.webhook_allow_private_networks)
     for name, value in (values.get("headers") or {}).items():
-        if not HEADER_NAME.match(name) or any(c in value for c in "\r\n"):
+        if not HEADER_NAME.match(name) or not sendable(value):
             raise InvalidArguments(f"headers: {name!r} is not a valid header", field="headers")
         if SECRET_HEADER.search(name):
             raise InvalidArguments(f"headers: {name!r} would carry a credential; Prism stores no secrets for "
