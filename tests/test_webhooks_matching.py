@@ -120,14 +120,16 @@ async def test_audit_entry_created_is_emitted_only_for_subscribed_organizations(
             "name": "prism_whoami", "arguments": {}})
         assert response.status_code == 200, response.text
         await seal_waiting(hook_db, ws.org.id)
-    [delivery] = await deliveries_of(hook_client, subscribed, hook_row["id"])
-    assert delivery["event_type"] == "audit.entry_created"
+    # Managing the webhook is a governed call like any other: its own entries are delivered too.
+    delivered = await deliveries_of(hook_client, subscribed, hook_row["id"])
+    assert {d["event_type"] for d in delivered} == {"audit.entry_created"}
     assert await _audit_deliveries(hook_db, governance_only) == 0
     async with hook_db.read() as s:
-        payload = (await s.execute(select(OutboxEvent.payload).where(
-            OutboxEvent.id == delivery["event_id"]))).scalar_one()
+        payloads = (await s.execute(select(OutboxEvent.payload).where(
+            OutboxEvent.id.in_([d["event_id"] for d in delivered])))).scalars().all()
         kinds = (await s.execute(select(func.count()).select_from(OutboxEvent).where(
             OutboxEvent.organization_id == governance_only.org.id))).scalar_one()
     assert kinds == 0  # nothing recorded for an organization nobody listens to
-    for key in ('"seq":1', '"coordinate":', '"outcome":"allowed"', '"door":"sandbox"', '"actor":', '"hash":'):
+    [payload] = [p for p in payloads if '"door":"sandbox"' in p]
+    for key in ('"seq":', '"coordinate":', '"outcome":"allowed"', '"door":"sandbox"', '"actor":', '"hash":'):
         assert key in payload

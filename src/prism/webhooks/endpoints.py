@@ -1,106 +1,124 @@
 """Webhook management API under /api/v1/risk-assessment/governance/webhooks/ (SPEC.md "Webhook management").
 
+Each request is dispatched as its handler, `config_manage/governance/webhook/...` or `.../webhook_delivery/...`
+(prism.apps.governance.webhooks): the same dispatcher as every other door, so the same RBAC, persona policy,
+oversight, mission budget, audit entry and idempotency keys apply. Only the shapes are this API's own: the
+webhook or delivery object as the body (not the envelope), 201/202/204 where SPEC says so, and the list's
+SPEC names (`count`, `results`) beside the envelope's.
+
 Errors answer `{error, message}` (+ `details.errors[]` for validation) with the PrismError's status.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from pydantic import BaseModel
-from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from prism.auth.context import AuthContext
+from prism.dispatch.dispatcher import Call
+from prism.dispatch.envelope import with_governance_headers
+from prism.edge.context import request_context
 from prism.edge.doors import PLAIN, door_routes
-from prism.errors import PrismError
-from prism.web.requests import caller, read_json
+from prism.errors import InvalidArguments, PrismError
+from prism.idempotency import REPLAYED_HEADERS, Replay, key_from_headers
+from prism.registry.mega_tools import tool_name
+from prism.web.requests import read_json
 from prism.web.responses import json_response
-from prism.webhooks import service
-from prism.webhooks.schemas import DeliveryQuery, WebhookCreate, WebhookQuery, WebhookUpdate, parse
+from prism.webhooks.schemas import DeliveryQuery, WebhookQuery, parse
 
 BASE = "/api/v1/risk-assessment/governance/webhooks"
-Work = Callable[[AsyncSession, AuthContext, Any], Awaitable[Any]]
+TOOL = tool_name("config_manage")
+WEBHOOK, DELIVERY = "webhook", "webhook_delivery"
 
 
-def _error(exc: PrismError, request: Request) -> Response:
-    return PLAIN.response(exc, request.scope)
-
-
-async def _answer(request: Request, work: Work, *, status: int = 200, read_only: bool = False,
-                  body_model: type[BaseModel] | None = None) -> Response:
-    """Authenticate, read the body (after authentication: strangers learn nothing about its rules), run the
-    work in one transaction committed before answering, render."""
+async def _dispatch(request: Request, entity: str, operation: str, arguments: Any, *, status: int = 200,
+                    listed: bool = False) -> Response:
+    """Dispatch the handler for the request's caller (headers as every door reads them) and render its data."""
+    context = request_context(request.scope)
     try:
-        auth = caller(request)
-        body = parse(body_model, await read_json(request)) if body_model is not None else None
-        db = request.app.state.db
-        async with db.read() if read_only else db.write() as session:
-            result = await work(session, auth, body)
+        auth = context.caller()
+        call = with_governance_headers(Call(tool_name=TOOL, door="rest", arguments=arguments, app="governance",
+                                            entity=entity, operation=operation), context.headers)
+        call.idempotency_key = key_from_headers(context.headers)
+        _, data = await request.app.state.dispatcher.dispatch(auth, call)
     except PrismError as exc:
-        return _error(exc, request)
+        return PLAIN.response(exc, request.scope)
+    headers = None
+    if type(data) is Replay:
+        data, headers = data.data, REPLAYED_HEADERS
     if status == 204:
-        return Response(status_code=204)
-    return json_response(result, status)
+        return Response(status_code=204, headers=headers)
+    if listed:  # SPEC's names for the same list beside the envelope's
+        data = {**data, "count": data["total"], "results": data["items"]}
+    return json_response(data, status, headers)
 
 
-async def _listed(listing: Awaitable[dict[str, Any]]) -> dict[str, Any]:
-    """The list envelope, with SPEC's names for the same list (`count`, `results`) beside it."""
-    listed = await listing
-    return {**listed, "count": listed["total"], "results": listed["items"]}
+async def _body(request: Request, **path: str) -> dict[str, Any]:
+    """The JSON object sent, with the ids the path names (which the body may not name again). Read once the
+    caller is authenticated: strangers learn nothing about its rules."""
+    request_context(request.scope).caller()
+    body = await read_json(request)
+    if not isinstance(body, dict):
+        raise InvalidArguments("the body must be a JSON object", field="body")
+    for name in path:
+        if name in body:
+            raise InvalidArguments(f"{name}: given by the path, not the body", field=name)
+    return {**body, **path}
+
+
+def _query(request: Request, model: type[WebhookQuery] | type[DeliveryQuery]) -> dict[str, Any]:
+    return parse(model, dict(request.query_params), whole="query").model_dump()
 
 
 async def collection(request: Request) -> Response:
-    settings = request.app.state.settings
-    if request.method == "POST":
-        return await _answer(request, lambda s, a, body: service.create_webhook(s, a, settings, body),
-                             status=201, body_model=WebhookCreate)
     try:
-        query = parse(WebhookQuery, dict(request.query_params), whole="query")
+        if request.method == "POST":
+            return await _dispatch(request, WEBHOOK, "create", await _body(request), status=201)
+        query = _query(request, WebhookQuery)
     except PrismError as exc:
-        return _error(exc, request)
-    return await _answer(request, lambda s, a, _: _listed(service.list_webhooks(s, a, query)), read_only=True)
+        return PLAIN.response(exc, request.scope)
+    return await _dispatch(request, WEBHOOK, "list", query, listed=True)
 
 
 async def item(request: Request) -> Response:
     webhook_id = request.path_params["webhook_id"]
-    settings = request.app.state.settings
     if request.method in ("GET", "HEAD"):  # Starlette routes HEAD wherever GET goes
-        return await _answer(request, lambda s, a, _: service.get_webhook(s, a, webhook_id), read_only=True)
+        return await _dispatch(request, WEBHOOK, "read", {"id": webhook_id})
     if request.method == "DELETE":
-        return await _answer(request, lambda s, a, _: service.delete_webhook(s, a, webhook_id), status=204)
-    return await _answer(request, lambda s, a, body: service.update_webhook(s, a, settings, webhook_id, body),
-                         body_model=WebhookUpdate)
+        return await _dispatch(request, WEBHOOK, "delete", {"id": webhook_id}, status=204)
+    try:
+        body = await _body(request, id=webhook_id)
+    except PrismError as exc:
+        return PLAIN.response(exc, request.scope)
+    return await _dispatch(request, WEBHOOK, "update", body)
 
 
 async def deliveries(request: Request) -> Response:
-    webhook_id = request.path_params["webhook_id"]
     try:
-        query = parse(DeliveryQuery, dict(request.query_params), whole="query")
+        query = _query(request, DeliveryQuery)
     except PrismError as exc:
-        return _error(exc, request)
-    return await _answer(request, lambda s, a, _: _listed(service.list_deliveries(s, a, webhook_id, query)),
-                         read_only=True)
+        return PLAIN.response(exc, request.scope)
+    return await _dispatch(request, DELIVERY, "list", {**query, "webhook_id": request.path_params["webhook_id"]},
+                           listed=True)
 
 
 async def delivery(request: Request) -> Response:
-    webhook_id, delivery_id = request.path_params["webhook_id"], request.path_params["delivery_id"]
-    return await _answer(request, lambda s, a, _: service.get_delivery(s, a, webhook_id, delivery_id),
-                         read_only=True)
+    return await _dispatch(request, DELIVERY, "read", _delivery_of(request.path_params))
 
 
 async def test_event(request: Request) -> Response:
-    webhook_id = request.path_params["webhook_id"]
-    return await _answer(request, lambda s, a, _: service.send_test_event(s, a, webhook_id), status=202)
+    return await _dispatch(request, WEBHOOK, "test", {"id": request.path_params["webhook_id"]}, status=202)
 
 
 async def resend(request: Request) -> Response:
-    webhook_id, delivery_id = request.path_params["webhook_id"], request.path_params["delivery_id"]
-    return await _answer(request, lambda s, a, _: service.resend_delivery(s, a, webhook_id, delivery_id),
-                         status=202)
+    return await _dispatch(request, DELIVERY, "resend", _delivery_of(request.path_params), status=202)
+
+
+def _delivery_of(path: Mapping[str, str]) -> dict[str, str]:
+    return {"webhook_id": path["webhook_id"], "id": path["delivery_id"]}
 
 
 def _both(path: str, endpoint: Callable[[Request], Awaitable[Response]], methods: list[str]) -> list[BaseRoute]:

@@ -42,9 +42,13 @@ class DeliveryList(DeliveryQuery, Params):
     webhook_id: str = Id
 
 
-class DeliveryResend(Params):
+class DeliveryRead(Params):
     webhook_id: str = Id
     id: str = Field(..., min_length=1, max_length=64, description="The delivery's id.")
+
+
+class DeliveryResend(DeliveryRead):
+    pass
 
 
 def _query(model: type[Paging], p: Paging, *drop: str) -> Any:
@@ -103,6 +107,13 @@ async def send_test_event(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
 async def list_deliveries(call: HandlerCall, p: DeliveryList) -> dict[str, Any]:
     return await service.list_deliveries(call.session, call.auth, p.webhook_id,
                                          _query(DeliveryQuery, p, "webhook_id"))
+
+
+@app.handler("config_manage", "webhook_delivery", "read", params=DeliveryRead, scope="read", permission=VIEW,
+             keywords=(*KEYWORDS, "delivery history"),
+             description="One delivery of a webhook: its event, attempts, status and the receiver's answer.")
+async def read_delivery(call: HandlerCall, p: DeliveryRead) -> dict[str, Any]:
+    return await service.get_delivery(call.session, call.auth, p.webhook_id, p.id)
 
 
 @app.handler("config_manage", "webhook_delivery", "resend", params=DeliveryResend, scope="write",
