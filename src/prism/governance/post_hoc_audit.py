@@ -17,7 +17,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.events.outbox import emit, timestamp
@@ -25,8 +25,8 @@ from prism.governance.models import AiSystem, ClientGovernance, GovernanceViolat
 from prism.governance.policy import compiled
 from prism.kit.timeutil import utcnow
 from prism.models import ApiKey, AuditEntry
-from prism.oauth.models import OAuthGrant
-from prism.tenancy.scope import acting_for
+from prism.oauth.models import OAuthGrant, OAuthGrantOrganization
+from prism.tenancy.scope import across_organizations, acting_for
 
 MAX_ENTRIES = 10_000
 # How far back a re-check reaches at most: 90 days.
@@ -34,13 +34,22 @@ MAX_HOURS = 24 * 90
 
 
 # Whose persona applies to an entry: the key's own (a key's credential_id is its id), or the one its
-# organization ties the OAuth client to (a token's credential_id is its grant's id). Every table here is the
-# organization's: the session acting for it limits each one (prism.tenancy.scope).
+# organization ties the OAuth client to (a token's credential_id is its grant's id). The session acting for the
+# organization limits every table here (prism.tenancy.scope), but one: a grant's row belongs to its default
+# organization, and a grant consented for several acts in each of them (docs/oauth.md), so its calls here are
+# found through the consent rows, which are this organization's.
 _KEY_HOLDER = (
     select(ApiKey.persona_id, ApiKey.ai_system_id, ApiKey.id.label("credential_id")).subquery("holder"))
-_CLIENT_HOLDER = (
-    select(ClientGovernance.persona_id, ClientGovernance.ai_system_id, OAuthGrant.id.label("credential_id"))
-    .join(OAuthGrant, OAuthGrant.client_id == ClientGovernance.client_id).subquery("holder"))
+
+
+def _client_holder(organization_id: str) -> Any:
+    consented_here = select(OAuthGrantOrganization.grant_id).where(
+        OAuthGrantOrganization.organization_id == organization_id)
+    return (select(ClientGovernance.persona_id, ClientGovernance.ai_system_id, OAuthGrant.id.label("credential_id"))
+            .join(OAuthGrant, OAuthGrant.client_id == ClientGovernance.client_id)
+            .where(ClientGovernance.organization_id == organization_id,
+                   or_(OAuthGrant.organization_id == organization_id, OAuthGrant.id.in_(consented_here)))
+            .subquery("holder"))
 
 
 def _entries_by(holder: Any, since: datetime, limit: int) -> Any:
@@ -64,8 +73,11 @@ async def run_audit(session: AsyncSession, *, organization_id: str, tenant_id: s
 
 async def _run_audit(session: AsyncSession, *, organization_id: str, tenant_id: str, since: datetime,
                      limit: int) -> dict[str, Any]:
+    by_tokens = _entries_by(_client_holder(organization_id), since, limit).where(
+        AuditEntry.organization_id == organization_id)
     entries = [*(await session.execute(_entries_by(_KEY_HOLDER, since, limit))).all(),
-               *(await session.execute(_entries_by(_CLIENT_HOLDER, since, limit))).all()]
+               # Across organizations for the grants only: every other table is limited to this one above.
+               *(await session.execute(across_organizations(by_tokens))).all()]
     # Newest first, in the order written: an entry not sealed yet has no position (docs/audit.md).
     entries = sorted(entries, key=lambda e: e.id, reverse=True)[:limit]
     personas = {p.id: p for p in (await session.execute(select(Persona))).scalars()}
