@@ -92,3 +92,13 @@ async def test_rotating_the_secret_of_a_webhook_whose_seal_no_longer_opens_is_no
     half = await hook_client.patch(f"{BASE}{hook['id']}/", headers=ws.headers(), json={
         "secret": "whk_secret_" + "k" * 32})
     assert (half.status_code, half.json()["error"]) == (409, "seal_broken"), half.text
+
+
+async def test_the_name_filter_finds_a_name_in_any_script_whatever_its_case(hook_client: httpx.AsyncClient,
+                                                                            factory: Factory) -> None:
+    """SQLite's own lower() changes ASCII letters only: `Équipe` was not found by `Équipe` (nor by `équipe`)."""
+    ws = await factory.workspace(roles=("owner",))
+    hook = await create_hook(hook_client, ws, URL, name="Équipe SIEM Ωmega")
+    for term in ("Équipe", "équipe", "ÉQUIPE", "ωMEGA", "siem"):
+        listed = (await hook_client.get(BASE, params={"name": term}, headers=ws.headers())).json()
+        assert [w["id"] for w in listed["results"]] == [hook["id"]], term

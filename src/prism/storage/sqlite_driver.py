@@ -333,10 +333,21 @@ def _open(database: str, busy_timeout: float, uri: bool) -> sqlite3.Connection:
         for pragma in PRAGMAS:
             raw.execute(f"PRAGMA {pragma}").fetchall()
         raw.execute("PRAGMA busy_timeout = 0")
+        # SQLite's own lower() changes ASCII letters only, where Python's (a search term's) changes every script:
+        # "Équipe" searched as "équipe" found nothing. No index is built on lower(), so replacing it is safe.
+        raw.create_function("lower", 1, _lower, deterministic=True)
     except BaseException:
         raw.close()
         raise
     return raw
+
+
+def _lower(value: Any) -> Any:
+    """lower() as SQL calls it, with Python's Unicode case mapping: NULL stays NULL, anything else is read as text."""
+    if value is None or isinstance(value, str):
+        return value if value is None else value.lower()
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return text.lower()
 
 
 class SQLiteDBAPI:
