@@ -17,7 +17,9 @@ from tests.processes import TRACEBACK, ServerPool, clean_env, cli_json, postgres
 
 TOOL = "/api/mcp/tools/prism_entity_crud/"
 LIST_PARTS = {"app": "spare_parts", "entity": "spare_part", "operation": "list", "arguments": {}}
-WEBHOOKS = "/api/v1/risk-assessment/governance/webhooks/"
+# Reads the database (a SELECT 1, the oldest waiting delivery) and writes nothing, where any governed call writes
+# its ledger entry (the webhook API included).
+READINESS = "/readyz"
 BUSY_TIMEOUT_SECONDS = 3
 
 
@@ -57,14 +59,14 @@ async def test_while_another_process_holds_the_sqlite_write_lock_only_writers_wa
     auth = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as client:
         assert (await client.post(TOOL, json=LIST_PARTS, headers=auth)).status_code == 200
-        assert (await client.get(WEBHOOKS, headers=auth)).status_code == 200
+        assert (await client.get(READINESS)).status_code == 200
         holder = WriteLockHolder(make_url(url).database or "")
         try:
             writer = asyncio.create_task(client.post(TOOL, json=LIST_PARTS, headers=auth))  # waits for the lock
             await asyncio.sleep(0.3)
             assert not writer.done()
             pings = [await _timed_get(client, "/api/v1/dev/ping/") for _ in range(5)]
-            read_time, read = await _timed_get(client, WEBHOOKS, auth)
+            read_time, read = await _timed_get(client, READINESS)
             written = await writer
         finally:
             holder.release()
