@@ -12,9 +12,13 @@ from collections.abc import Iterator
 import httpx
 import pytest
 import uvicorn
+from sqlalchemy import select
 
 from prism.app import create_app
 from prism.config import Settings
+from prism.models import User
+from prism.models.audit import AuditEntry
+from prism.storage import Database
 from tests.factories import PASSWORD, Factory
 from tests.webhooks_fixtures import (  # noqa: F401
     BASE,
@@ -60,7 +64,8 @@ def server_url(hook_settings: Settings) -> Iterator[str]:
 
 
 async def test_an_admin_sends_a_test_event_and_resends_it_from_the_page(
-        server_url: str, hook_client: httpx.AsyncClient, factory: Factory, receiver: Receiver) -> None:
+        server_url: str, hook_client: httpx.AsyncClient, factory: Factory, receiver: Receiver,
+        hook_db: Database) -> None:
     from playwright.async_api import async_playwright
 
     ws = await factory.workspace(roles=("owner", "viewer"))
@@ -110,10 +115,18 @@ async def test_an_admin_sends_a_test_event_and_resends_it_from_the_page(
         assert anonymous.status_code == 303 and "/login/" in anonymous.headers["location"]
     await asyncio.sleep(0.5)
     assert len(receiver.at(path)) == 2
+    # The page's actions are dispatched, as the console's are: each is in the audit ledger.
+    async with hook_db.read() as session:
+        owner = (await session.execute(select(User.id).where(User.email == ws.emails["owner"]))).scalar_one()
+        entries = (await session.execute(select(AuditEntry.coordinate, AuditEntry.actor_user_id).where(
+            AuditEntry.organization_id == ws.org.id, AuditEntry.door == "console").order_by(AuditEntry.id))).all()
+    assert [tuple(e) for e in entries] == [("config_manage/governance/webhook/test", owner),
+                                           ("config_manage/governance/webhook_delivery/resend", owner)]
 
 
 async def test_a_viewer_sees_their_organizations_webhooks_without_buttons_and_no_others(
-        server_url: str, hook_client: httpx.AsyncClient, factory: Factory, receiver: Receiver) -> None:
+        server_url: str, hook_client: httpx.AsyncClient, factory: Factory, receiver: Receiver,
+        hook_db: Database) -> None:
     from playwright.async_api import async_playwright
 
     ws = await factory.workspace(roles=("owner", "viewer"))

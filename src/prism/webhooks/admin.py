@@ -3,8 +3,9 @@
 Server-rendered on the browser foundation (`prism.web.browser`): sign-in required, every form carries the
 session's CSRF token, pages cannot be framed and are never cached. A person sees the organizations they
 belong to on this host whose role grants `governance.view_webhook`; the buttons need
-`governance.change_webhook`. Actions call the same service functions as the API, so "Send test event" runs
-the real pipeline (outbox, worker, signature) with `is_test` true.
+`governance.change_webhook`. Actions run the same handlers as the API, so "Send test event" runs
+the real pipeline (outbox, worker, signature) with `is_test` true. They are dispatched, as the console's are
+(door `console`): each is in the audit ledger.
 """
 
 from __future__ import annotations
@@ -20,11 +21,15 @@ from starlette.routing import BaseRoute
 
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import PermissionSet
+from prism.console.caller import DOOR as CONSOLE_DOOR
+from prism.dispatch.dispatcher import Call
+from prism.edge.context import request_context
 from prism.edge.doors import PAGE as PAGE_DOOR
 from prism.edge.doors import door_routes
 from prism.errors import NotFound, PrismError
 from prism.kit.timeutil import utcnow
 from prism.models import Membership, Organization, Role, Tenant, User
+from prism.registry.mega_tools import tool_name
 from prism.web.browser import login_url, read_form, redirect, render, signed_in_user
 from prism.web.requests import host_of
 from prism.webhooks import service
@@ -108,15 +113,18 @@ async def _act(request: Request, action: str) -> Response:
     webhook_id = request.path_params["webhook_id"]
     try:
         form = await read_form(request)
-        async with request.app.state.db.write() as session:
+        async with request.app.state.db.read() as session:
             auth = next((a for a in await _contexts(session, user, request)
                          if a.organization_id == form.get("organization")), None)
-            if auth is None:
-                raise NotFound("webhook not found")
-            if action == "test":
-                await service.send_test_event(session, auth, webhook_id)
-            else:
-                await service.resend_delivery(session, auth, webhook_id, request.path_params["delivery_id"])
+        if auth is None:
+            raise NotFound("webhook not found")
+        # Dispatched as the console's actions are: RBAC, the ledger entry, the events, as for an API call.
+        entity, arguments = (("webhook", {"id": webhook_id}) if action == "test" else
+                             ("webhook_delivery", {"webhook_id": webhook_id, "id": request.path_params["delivery_id"]}))
+        operation = "test" if action == "test" else "resend"
+        await request.app.state.dispatcher.dispatch(auth, Call(
+            tool_name=tool_name("config_manage"), door=CONSOLE_DOOR, arguments=arguments, app="governance",
+            entity=entity, operation=operation, request_id=request_context(request.scope).request_id))
     except PrismError as exc:
         return await _page(request, user, error=exc.message, status=exc.status)
     return redirect(request, f"{PAGE}?done={action}")
