@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 from sqlalchemy import select, text
@@ -10,7 +11,8 @@ from sqlalchemy import select, text
 from prism.apps.params import NoParams
 from prism.auth.authenticator import Authenticator
 from prism.config import Settings
-from prism.dispatch.dispatcher import Call, Dispatcher
+from prism.dispatch.dispatcher import Call, Dispatcher, _draft
+from prism.ledger.writer import FinishFailed
 from prism.models import AuditEntry
 from prism.registry import HandlerApp, HandlerCall
 from prism.registry.registry import build_registry
@@ -84,3 +86,44 @@ async def test_a_dispatch_does_not_ask_asyncio_for_the_running_loop(
         monkeypatch.undo()
         await dispatcher.close()
     assert len(results) == 20 and asked <= 1
+
+
+async def test_a_call_whose_governance_record_cannot_be_written_is_refused_alone(
+        db: Database, factory: Factory, settings: Settings) -> None:
+    """A unit's `finish` (what governance writes with the call: a decision, an oversight request) that raises ends
+    the batch's transaction; the batch runs again with that call refused and recorded as refused, and every other
+    call of the batch answered as if it had been alone."""
+    dispatcher = Dispatcher(db, build_registry(), settings)
+    ws = await factory.workspace(roles=("owner",))
+    auth = await Authenticator(db, cache_seconds=0).authenticate(
+        f"Bearer {ws.keys['owner']}", classify_host(ws.host, "localhost"))
+    whoami = Call("prism_whoami", "rest", {})
+    handler = dispatcher.resolve(whoami)
+
+    async def unwritable(session: Any, error: BaseException | None) -> None:
+        session.add(AuditEntry())  # a row every NOT NULL column refuses: the flush fails, and the transaction
+        await session.flush()
+
+    async def poisoned() -> Any:
+        return await dispatcher.ledger.run(auth.organization_id, lambda session: _answer(session),
+                                           partial(_draft, auth, whoami, handler), writes=False, finish=unwritable)
+
+    try:
+        calls = [poisoned() if i % 10 == 3 else dispatcher.dispatch(auth, whoami) for i in range(30)]
+        results = await asyncio.gather(*calls, return_exceptions=True)
+    finally:
+        await dispatcher.close()
+    refused = [r for i, r in enumerate(results) if i % 10 == 3]
+    answered = [r for i, r in enumerate(results) if i % 10 != 3]
+    assert all(isinstance(r, FinishFailed) for r in refused), refused
+    assert all(isinstance(r, tuple) and r[1]["user"]["email"] == ws.emails["owner"] for r in answered), answered
+    report = await verified(db, ws.org.id)
+    async with db.read() as session:
+        outcomes = (await session.execute(select(AuditEntry.outcome, AuditEntry.error_code).where(
+            AuditEntry.organization_id == ws.org.id))).all()
+    assert report.valid, report
+    assert sorted(tuple(o) for o in outcomes) == sorted([("allowed", None)] * 27 + [("refused", "internal_error")] * 3)
+
+
+async def _answer(session: Any) -> dict[str, Any]:
+    return {"ok": True}

@@ -58,8 +58,27 @@ class _ReadAborted(Exception):
     """A read failed inside the database and took the batch's transaction with it: run the batch again."""
 
 
+class _FinishFailed(Exception):
+    """A unit's `finish` raised: the batch's transaction cannot go on (a failed flush ends it). The batch runs again
+    with that call refused as it stands, so that no call can fail the others of its batch."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.index = index
+
+
 class LedgerUnavailable(PrismError):
     code, status = "ledger_unavailable", 503
+
+
+class FinishFailed(PrismError):
+    """What a call answers when what its governance must record with it (a decision, an oversight request) could
+    not be written: it is refused, and recorded as refused; the other calls of its batch are not touched."""
+
+    code, status = "internal_error", 500
+
+    def __init__(self) -> None:
+        super().__init__("the call's governance record could not be written; nothing was changed")
 
 
 @dataclass(slots=True)
@@ -146,10 +165,7 @@ class LedgerWriter:
                 outcomes: list[tuple[Any, BaseException | None]] = []
                 started = time.perf_counter()
                 try:
-                    try:
-                        outcomes = await self._commit(batch, isolate_reads=False)
-                    except _ReadAborted:
-                        outcomes = await self._commit(batch, isolate_reads=True)
+                    outcomes = await self._commit_isolating_finishes(batch)
                 except Exception as exc:
                     outcomes = [(None, _batch_failure(exc, len(batch)))] * len(batch)
                 LEDGER_BATCH_SIZE.observe(len(batch))
@@ -161,6 +177,27 @@ class LedgerWriter:
                         unit.future.set_result(result)
                     else:
                         unit.future.set_exception(error)
+
+    async def _commit_isolating_finishes(self, batch: list[_Unit]) -> list[tuple[Any, BaseException | None]]:
+        """`_commit`, run again without what a failed `finish` would have written, for as long as one fails."""
+        batch = list(batch)  # the caller's list keeps the units as submitted (their futures are answered from it)
+        for _ in range(len(batch) + 1):
+            try:
+                try:
+                    return await self._commit(batch, isolate_reads=False)
+                except _ReadAborted:
+                    return await self._commit(batch, isolate_reads=True)
+            except _FinishFailed as failed:
+                cause = failed.__cause__ if isinstance(failed.__cause__, Exception) else failed
+                if unavailable_error(cause) is not None:  # the database, not the call: the whole batch waits
+                    raise cause from None
+                log.error("the governance record of one call could not be written; it is refused alone",
+                          exc_info=cause)
+                unit = batch[failed.index]
+                refused = _Unit(unit.organization_id, unit.draft_for, None, FinishFailed(), writes=False)
+                refused.future = unit.future
+                batch[failed.index] = refused
+        raise RuntimeError("every unit's finish failed")  # not reached: each round refuses one more unit
 
     async def _commit(self, batch: list[_Unit], *, isolate_reads: bool) -> list[tuple[Any, BaseException | None]]:
         outcomes: dict[int, tuple[Any, BaseException | None]] = {}
@@ -201,7 +238,10 @@ class LedgerWriter:
                     outcomes[i] = await _run_unit(session, unit, savepoint=unit.writes)
                 error = outcomes[i][1]
                 if unit.finish is not None:
-                    await unit.finish(session, error)
+                    try:
+                        await unit.finish(session, error)
+                    except Exception as exc:
+                        raise _FinishFailed(i) from exc
                 draft = (unit.draft_for(appended_at, "allowed", None, 200) if error is None else
                          unit.draft_for(appended_at, "refused", getattr(error, "code", "internal_error"),
                                         getattr(error, "status", 500)))
