@@ -73,7 +73,8 @@ class McpDoor:
             return
         auth = context.auth
         raw_query = scope.get("query_string", b"")
-        query = parse_qs(raw_query.decode("latin-1")) if raw_query else {}
+        # Blank values kept: `?tools=` names a surface (none), it is not the parameter left out.
+        query = parse_qs(raw_query.decode("latin-1"), keep_blank_values=True) if raw_query else {}
         # The URL's ?tools= first, then the credential's own option, then the deployment's setting.
         surface = query.get("tools", [auth.tool_surface or scope["app"].state.settings.mcp_tool_surface])[0]
         if surface not in SURFACES:
@@ -144,6 +145,10 @@ class McpDoor:
             return
         answers = await _answer_all(_context(scope, auth, version), messages)
         if not answers:
+            if all(isinstance(m, RpcError) for m in messages):  # nothing of it accepted: refused as one message is
+                refused = next(m for m in messages if isinstance(m, RpcError))
+                await respond_json(send, 400, refused.body(None), extra)
+                return
             await respond(send, 202, b"", extra)
             return
         await _answer(send, answers, batch, want_json, extra)

@@ -84,10 +84,32 @@ async def respond_sse(send: Send, messages: list[Any], headers: list[tuple[bytes
 
 
 def accepts(accept: str | None) -> tuple[bool, bool]:
-    """Whether the client takes (JSON, an event stream). No Accept header means anything."""
+    """Whether the client takes (JSON, an event stream). No Accept header means anything; a type's quality is
+    that of the most specific range naming it, and 0 means "not acceptable" (RFC 9110 12.4.2 and 12.5.1)."""
     if accept is None:
         return True, True
-    types = {part.split(";")[0].strip().lower() for part in accept.split(",")}
-    anything = "*/*" in types
-    return (anything or "application/json" in types or "application/*" in types,
-            anything or "text/event-stream" in types or "text/*" in types)
+    qualities: dict[str, float] = {}
+    for part in accept.split(","):
+        media_range, *parameters = part.split(";")
+        media_range = media_range.strip().lower()
+        if media_range:
+            qualities[media_range] = max(qualities.get(media_range, 0.0), _quality(parameters))
+
+    def acceptable(media_type: str) -> bool:
+        kind = media_type.split("/")[0]
+        specific = next((r for r in (media_type, f"{kind}/*", "*/*") if r in qualities), None)
+        return specific is not None and qualities[specific] > 0
+
+    return acceptable("application/json"), acceptable("text/event-stream")
+
+
+def _quality(parameters: list[str]) -> float:
+    """A media range's q (1 when absent; a q that is not a number counts as 1, as if it were absent)."""
+    for parameter in parameters:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "q":
+            try:
+                return min(max(float(value.strip()), 0.0), 1.0)
+            except ValueError:
+                return 1.0
+    return 1.0

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from prism.auth.context import AuthContext
 from prism.dispatch.dispatcher import Call
 from prism.errors import InvalidArguments
 from prism.mcp_server.outputs import output_schema
@@ -24,6 +25,7 @@ from prism.registry.catalog import envelope_schema
 from prism.registry.mega_tools import MEGA_TOOLS, tool_name
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
+from prism.registry.visibility import enabled_integrations
 
 Kind = Literal["read", "write", "destructive"]
 SURFACES = ("mega", "split")
@@ -70,15 +72,19 @@ def split_tools(mega_tool: str, handlers: list[Handler], title: str) -> list[dic
     return tools
 
 
-def check_variant(registry: Registry, mega_tool: str, kind: Kind, call: Call) -> None:
-    """Refuse an operation called through a variant that does not describe it (unknown operations are left to
-    the dispatcher, which refuses and audits them). Checked on the call as the envelope was read (the `kwargs`
-    wrapping unwrapped), which is the coordinate the dispatcher resolves."""
+def check_variant(registry: Registry, auth: AuthContext, mega_tool: str, kind: Kind, call: Call) -> None:
+    """Refuse an operation called through a variant that does not describe it. Operations unknown to the caller
+    are left to the dispatcher, which refuses and audits them: those that do not exist, and an integration's
+    that the caller's organization has not enabled (another organization's own import among them), which for it
+    do not exist either. Checked on the call as the envelope was read (the `kwargs` wrapping unwrapped), which is
+    the coordinate the dispatcher resolves."""
     parts = (call.app, call.entity, call.operation)
     if not all(isinstance(p, str) and p for p in parts):
         return
     handler = registry.get_path("/".join([mega_tool, *(str(p) for p in parts)]))
     if handler is None or kind_of(handler) == kind:
+        return
+    if handler.integration is not None and handler.integration not in enabled_integrations(registry, auth):
         return
     right = f"{tool_name(mega_tool)}_{kind_of(handler)}"
     raise InvalidArguments(f"operation {handler.coordinate.operation!r} of {parts[0]}/{parts[1]} is a "

@@ -165,7 +165,7 @@ async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str,
             name = door_name(split[0])
         call = call_from_envelope(name, arguments or {}, door="mcp")
         if split is not None:
-            surfaces.check_variant(dispatcher.registry, split[0], split[1], call)
+            surfaces.check_variant(dispatcher.registry, auth, split[0], split[1], call)
         call.idempotency_key = key
         handler, data = await dispatcher.dispatch(auth, call)
     except PrismError as exc:

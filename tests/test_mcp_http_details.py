@@ -1,4 +1,5 @@
-"""Hunt: HTTP-level negotiation of the MCP door (Accept, ?tools=, notification-only batches)."""
+"""HTTP-level negotiation of the MCP door: Accept with quality values, an empty ?tools=, a batch of refused
+notifications."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ async def test_an_accept_that_refuses_json_with_q_0_gets_an_event_stream(
         client: httpx.AsyncClient, factory: Factory) -> None:
     """RFC 9110 §12.4.2: a qvalue of 0 means "not acceptable". A client that says `application/json;q=0,
     text/event-stream` takes only the event stream (docs/mcp.md: JSON or a one-shot event stream by Accept);
-    Prism answers it application/json."""
+    it is answered with the event stream."""
     ws = await factory.workspace()
     headers = headers_for(ws)
     session = await initialize(client, headers)
