@@ -162,7 +162,7 @@ async def test_bad_archive_requests_are_refused_with_a_reason(
         return refusal(database_url, "archive", "--tenant", tenant, *args)
 
     assert refused("--org", org, "--through", str(N + 15), "--out", str(tmp_path / "x")) == "beyond_log"
-    assert refused("--org", org, "--through", "0", "--out", str(tmp_path / "x")) == "already_archived"
+    assert refused("--org", org, "--through", "0", "--out", str(tmp_path / "x")) == "invalid_arguments"
     assert refused("--org", org, "--through", "3", "--out", str(tmp_path / "taken.jsonl")) == "archive_exists"
     assert refused("--org", org, "--through", "3", "--out", str(tmp_path / "no" / "x")) == "archive_not_writable"
     # A name the file system refuses is the archive's problem, not the database's (it was reported unreachable).

@@ -26,7 +26,7 @@ from prism.ledger.checkpoints import Checkpoint, MalformedCheckpoint, parse_chec
 from prism.ledger.entries import audit_heads
 from prism.ledger.keys import LedgerKeys
 from prism.ledger.proofs import checkpoint_argument, prove_consistency, prove_inclusion
-from prism.ledger.sealer import SEAL_LIMIT, logs_to_seal, seal, seal_all
+from prism.ledger.sealer import SEAL_LIMIT, BrokenLog, logs_to_seal, seal, seal_all
 from prism.ledger.verify import StartingPoint, latest_kept, verify_log
 from prism.models import Organization
 from prism.storage import Database
@@ -275,6 +275,8 @@ def audit_retain(tenant: str = typer.Option(..., "--tenant"),
                                                settings.audit_checkpoint_interval_seconds)
             except PrismError as exc:
                 result = {"error": exc.code, "message": exc.message}
+            except (BrokenLog, MalformedCheckpoint) as exc:  # a log this process cannot seal or read: the others go on
+                result = {"error": "log_broken", "message": str(exc)}
             results.append({"organization": organization.slug, "organization_id": organization.id, **result})
         return {"tenant": tenant, "logs": results}
 

@@ -22,7 +22,9 @@ from prism.integrations.cli import integration_cli
 from prism.keys.service import create_key, revoke_key
 from prism.kit.ids import public_organization_id
 from prism.kit.timeutil import iso
+from prism.ledger.checkpoints import MalformedCheckpoint
 from prism.ledger.keys import LedgerKeys
+from prism.ledger.sealer import BrokenLog
 from prism.oauth.cli import keys_cli
 from prism.storage import Database, backend_of
 from prism.tenancy.service import (
@@ -101,6 +103,8 @@ def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]], 
         fail(as_json, error)
     except OSError as exc:  # the server is not there: drivers raise these unwrapped
         fail(as_json, database_error(url, exc))
+    except (BrokenLog, MalformedCheckpoint) as exc:  # a log rewritten in the database, or sealed with another key
+        fail(as_json, PrismError(f"the audit log cannot be used: {exc}; run `prism audit verify`", code="log_broken"))
 
 
 @cli.command()

@@ -115,6 +115,8 @@ async def retention_cut(session: AsyncSession, organization_id: str, days: int, 
 
 
 def _check_range(through: int, first: int, tree_size: int) -> None:
+    if through < 1:
+        raise InvalidArguments("through is a position in the log, from 1", field="through")
     if through > tree_size:
         raise InvalidArguments(f"the log has {tree_size} sealed entries; cannot archive through {through}",
                                code="beyond_log")

@@ -28,11 +28,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism.errors import NotFound
 from prism.kit.timeutil import iso
 from prism.ledger.checkpoints import MalformedCheckpoint, parse_checkpoint
-from prism.ledger.entries import content_hash, content_of
+from prism.ledger.entries import content_hash, content_of, legacy_chain_hash
 from prism.ledger.keys import LedgerKeys
 from prism.ledger.merkle import leaf_hash
 from prism.models import AuditEntry, AuditHead, User
-from prism.tenancy.repository import OrgRepository, to_record
+from prism.tenancy.repository import OrgRepository, text_search, to_record
 
 # What an export line holds, in this order (CSV columns; `detail` is its JSON text there).
 EXPORT_FIELDS = ("id", "seq", "created_at", "actor_user_id", "actor_email", "credential_id", "door", "tool_name",
@@ -53,6 +53,7 @@ class EntryFilter:
     door: str | None = None
     seq_from: int | None = None
     seq_to: int | None = None
+    search: str | None = None  # words of the coordinate, the tool, the door or the refusal's code
 
 
 def repository(session: AsyncSession, organization_id: str) -> OrgRepository[AuditEntry]:
@@ -86,7 +87,7 @@ async def filtered(session: AsyncSession, organization_id: str, f: EntryFilter) 
         stmt = stmt.where(e.seq >= f.seq_from)
     if f.seq_to is not None:
         stmt = stmt.where(e.seq <= f.seq_to)
-    return stmt
+    return text_search(stmt, [e.coordinate, e.tool_name, e.door, e.error_code], f.search)
 
 
 async def _user_id(session: AsyncSession, actor: str) -> str | None:
@@ -116,13 +117,13 @@ async def read(session: AsyncSession, organization_id: str, keys: LedgerKeys, en
     if row is None:
         raise NotFound(f"ledger entry {entry_id} not found", code="not_found")
     record = _decorate(to_record(row), await _emails(session, {row.actor_user_id}))
-    chained = row.prev_hash is not None
-    record["checks"] = {
-        "content_matches_hash": (row.hash == row.entry_hash if chained
-                                 else content_hash(content_of(row)) == row.entry_hash),
-        "mac_fits_position": None if chained else keys.mac_fits(organization_id, row.seq or 0, row.entry_hash,
-                                                                  row.mac),
-    }
+    if row.prev_hash is not None:  # chained before the tree: hashed with its position and predecessor, no MAC
+        chained_hash = legacy_chain_hash(row.prev_hash, content_of(row), row.seq or 0)
+        record["checks"] = {"content_matches_hash": row.entry_hash == row.hash == chained_hash,
+                            "mac_fits_position": None}
+    else:
+        record["checks"] = {"content_matches_hash": content_hash(content_of(row)) == row.entry_hash,
+                            "mac_fits_position": _mac_fits(keys, organization_id, row)}
     record["previous_seq"] = row.seq - 1 if row.seq and row.seq > 1 else None
     record["next_seq"] = await _next_seq(session, organization_id, row.seq)
     record["head"] = await head(session, organization_id)
@@ -203,6 +204,23 @@ def _decorate(record: dict[str, Any], emails: dict[str, str]) -> dict[str, Any]:
     record.pop("tenant_id", None)
     record["actor_email"] = emails.get(record["actor_user_id"] or "")
     record["sealed"] = record["seq"] is not None
-    record["leaf_hash"] = (leaf_hash(record["seq"], bytes.fromhex(record["entry_hash"])).hex()
-                           if record["seq"] is not None else None)
+    record["leaf_hash"] = _leaf_of(record["seq"], record["entry_hash"])
     return record
+
+
+def _leaf_of(seq: int | None, entry_hash: str) -> str | None:
+    """The entry's leaf in the tree; none for an entry not sealed yet, or whose stored hash is not one (a row
+    rewritten in the database: shown as it is, and `prism audit verify` names it)."""
+    if seq is None:
+        return None
+    try:
+        return leaf_hash(seq, bytes.fromhex(entry_hash)).hex()
+    except (ValueError, TypeError):
+        return None
+
+
+def _mac_fits(keys: LedgerKeys, organization_id: str, row: Any) -> bool:
+    try:
+        return keys.mac_fits(organization_id, row.seq or 0, row.entry_hash, row.mac)
+    except (ValueError, TypeError):  # a stored hash that is not hex cannot fit any MAC
+        return False

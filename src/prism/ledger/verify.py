@@ -85,11 +85,18 @@ async def verify_log(session: AsyncSession, organization_id: str, keys: LedgerKe
         # A head that does not match its signature is reported only if no entry is to blame first: an attacker
         # who rewrote an entry rewrote the head too, and the entry is what the report must name.
         head_problem = _signature_problem(head, organization_id, keys)
-        start = since or await _pruned_start(session, organization_id, head)
+        pruned = await _pruned_start(session, organization_id, head)
+        start = since or pruned
+        if trusted is not None:
+            _check_trusted(trusted, organization_id, keys)
+            if start is not None and start.checkpoint.tree_size > trusted.tree_size:
+                # A checkpoint held outside must be compared: start at or before it, never past it.
+                start = await _start_at_or_before(session, organization_id, trusted.tree_size, pruned)
         frontier = _frontier_of(start, organization_id, keys) if start else Frontier()
         kept = await _kept_roots(session, organization_id, after=frontier.size, through=head.tree_size)
         if trusted is not None:
-            _check_trusted(trusted, organization_id, keys)
+            if trusted.tree_size == frontier.size and frontier.root().hex() != trusted.root:
+                raise _Broken(f"the log's first {frontier.size} entries do not match the trusted checkpoint")
             kept[trusted.tree_size] = trusted.root
         last_chain_hash: str | None = GENESIS_HASH if frontier.size == 0 else None
         rows = await session.stream(
@@ -100,7 +107,9 @@ async def verify_log(session: AsyncSession, organization_id: str, keys: LedgerKe
             seq = frontier.size + 1
             if row.seq != seq:
                 raise _Broken(f"entry {seq} is missing (found {row.seq} next)", seq, row.id)
-            if row.prev_hash is not None:
+            # Only the positions the hash chain had before the tree (the head's `seq`) may be chained entries:
+            # anywhere else, an entry with a `prev_hash` would escape the MAC check.
+            if row.prev_hash is not None and seq <= head.seq:
                 last_chain_hash = _check_chained(row, last_chain_hash)
             else:
                 _check_entry(row, organization_id, keys, seq)
@@ -136,6 +145,8 @@ async def latest_kept(session: AsyncSession, organization_id: str) -> StartingPo
         .order_by(audit_checkpoints.c.tree_size.desc()).limit(1))).first()
     if row is None:
         return None
+    if not isinstance(row.frontier, list):
+        raise MalformedCheckpoint("the newest kept checkpoint has no frontier")
     return StartingPoint(parse_checkpoint(row.checkpoint), list(row.frontier))
 
 
@@ -168,10 +179,38 @@ async def _pruned_start(session: AsyncSession, organization_id: str, head: Any) 
         audit_checkpoints.c.tree_size == head.pruned_through))).first()
     if kept is None:
         raise _Broken(f"entries 1..{head.pruned_through} were archived, but the checkpoint of that size is gone")
+    # The prune deletes entries 1..N in the transaction that records N: one still stored there was put back, or
+    # N was moved past it to hide it from verification.
+    left = (await session.execute(select(audit_entries.c.seq, audit_entries.c.id).where(
+        audit_entries.c.organization_id == organization_id, audit_entries.c.seq <= head.pruned_through)
+        .order_by(audit_entries.c.seq).limit(1))).first()
+    if left is not None:
+        raise _Broken(f"entry {left.seq} is stored, but entries 1..{head.pruned_through} were archived and pruned: "
+                      "the archived range was changed", left.seq, left.id)
+    return _starting_point(kept, "the checkpoint of the archived entries")
+
+
+async def _start_at_or_before(session: AsyncSession, organization_id: str, size: int,
+                              pruned: StartingPoint | None) -> StartingPoint | None:
+    """The newest kept checkpoint no larger than `size` (or the start of the log): where a verification that must
+    reach a trusted checkpoint of that size begins. Entries archived past it cannot be read again here."""
+    if pruned is not None and pruned.checkpoint.tree_size > size:
+        raise _Broken(f"the trusted checkpoint ({size} entries) is older than the archived entries "
+                      f"(1..{pruned.checkpoint.tree_size}): verify it against the archive")
+    kept = (await session.execute(
+        select(audit_checkpoints.c.checkpoint, audit_checkpoints.c.frontier)
+        .where(audit_checkpoints.c.organization_id == organization_id, audit_checkpoints.c.tree_size <= size)
+        .order_by(audit_checkpoints.c.tree_size.desc()).limit(1))).first()
+    return _starting_point(kept, "a kept checkpoint") if kept is not None else pruned
+
+
+def _starting_point(kept: Any, what: str) -> StartingPoint:
+    """A kept checkpoint's row as a starting point; one whose text or frontier was rewritten is a broken log."""
     try:
-        return StartingPoint(parse_checkpoint(kept.checkpoint), list(kept.frontier))
-    except MalformedCheckpoint as exc:
-        raise _Broken(f"the checkpoint of the archived entries is not valid ({exc})") from exc
+        frontier = list(kept.frontier)
+        return StartingPoint(parse_checkpoint(kept.checkpoint), frontier)
+    except (MalformedCheckpoint, TypeError) as exc:
+        raise _Broken(f"{what} is not valid ({exc})") from exc
 
 
 def _frontier_of(start: StartingPoint, organization_id: str, keys: LedgerKeys) -> Frontier:
@@ -180,7 +219,7 @@ def _frontier_of(start: StartingPoint, organization_id: str, keys: LedgerKeys) -
         raise _Broken(f"the starting checkpoint ({checkpoint.tree_size} entries) is not signed for this log")
     try:
         frontier = Frontier.from_hex(checkpoint.tree_size, start.frontier)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:  # not hex, or not text at all
         raise _Broken(f"the starting checkpoint's frontier is not valid ({exc})") from exc
     if frontier.root().hex() != checkpoint.root:
         raise _Broken("the starting checkpoint's frontier does not make its root")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -49,7 +50,8 @@ class EntryFilters(Params):
 
 
 class EntryList(ListParams, EntryFilters):
-    pass
+    def to_filter(self) -> EntryFilter:
+        return replace(super().to_filter(), search=self.search)
 
 
 class EntryRead(Params):
