@@ -102,12 +102,17 @@ class McpDoor:
             messages, batch = jsonrpc.parse_body(await read_body(receive, headers.get("content-length")))
             requested = headers.get("mcp-protocol-version")
             methods = [m.method for m in messages if isinstance(m, jsonrpc.Message)]
-            if requested in revisions.MODERN or DISCOVER in methods:
+            # A request is of the per-request revision by its header, by `server/discover`, or by the envelope it
+            # carries (a dual-era server serves such a request statelessly, and checks the envelope against the
+            # header: a missing or different header is a HeaderMismatch naming the request's id).
+            if requested in revisions.MODERN or DISCOVER in methods or any(map(modern.carries_envelope, messages)):
                 await _modern(send, headers, want_json, extra, _context(scope, auth, requested or ""), messages,
                               batch)
                 return
             if requested is not None and requested not in revisions.HANDSHAKE:
-                raise _status(400, modern.unsupported(requested))
+                refusal = modern.unsupported(requested)
+                refusal.request_id = _single_id(messages, batch)
+                raise refusal
             if "initialize" in methods:
                 if batch:
                     raise _status(400, RpcError(jsonrpc.INVALID_REQUEST, "initialize must not be part of a batch",
@@ -192,6 +197,12 @@ class McpDoor:
         # whose additions (titles, output schemas, structured content) clients of older revisions ignore.
         version = revisions.LATEST_HANDSHAKE
         await streams.send(stream_id, await _answer_all(_context(scope, auth, version), messages))
+
+
+def _single_id(messages: list[jsonrpc.Message | RpcError], batch: bool) -> jsonrpc.RequestId | None:
+    """The id of the one request of a POST, which its refusal names (JSON-RPC: null only when unreadable)."""
+    message = messages[0] if not batch else None
+    return message.id if isinstance(message, jsonrpc.Message) and message.is_request else None
 
 
 class _HttpError(Exception):

@@ -38,6 +38,14 @@ def unsupported(requested: str) -> RpcError:
                     data={"supported": list(revisions.SUPPORTED), "requested": requested})
 
 
+def carries_envelope(message: Message | RpcError) -> bool:
+    """Whether a message carries the per-request envelope (its protocol version in `params._meta`)."""
+    if isinstance(message, RpcError):
+        return False
+    meta = message.params.get("_meta")
+    return isinstance(meta, dict) and revisions.PROTOCOL_VERSION_META in meta
+
+
 def single(messages: list[Message | RpcError], batch: bool) -> Message:
     """The one message of a 2026-07-28 POST: a request or a notification, never a batch or a response."""
     if batch:
