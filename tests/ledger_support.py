@@ -6,10 +6,12 @@ after the call's commit, so a test that reads positions seals the organization's
 
 from __future__ import annotations
 
+import httpx
+
 from prism.ledger.sealer import seal_all
 from prism.ledger.verify import LogReport, verify_log
 from prism.storage import Database
-from tests.factories import ledger_keys
+from tests.factories import Factory, Workspace, ledger_keys
 
 
 async def seal_waiting(db: Database, organization_id: str) -> None:
@@ -21,3 +23,13 @@ async def verified(db: Database, organization_id: str) -> LogReport:
     await seal_waiting(db, organization_id)
     async with db.read() as session:
         return await verify_log(session, organization_id, ledger_keys())
+
+
+async def sealed_log(client: httpx.AsyncClient, factory: Factory, db: Database, calls: int = 4) -> Workspace:
+    """A workspace whose log holds `calls` sealed entries (reads of its spare parts)."""
+    ws = await factory.workspace(roles=("owner",))
+    for _ in range(calls):
+        answer = await client.post("/prism/entity_crud/spare_parts/spare_part/list", json={}, headers=ws.headers())
+        assert answer.status_code == 200, answer.text
+    await seal_waiting(db, ws.org.id)
+    return ws

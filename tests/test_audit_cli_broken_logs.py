@@ -12,20 +12,9 @@ from sqlalchemy import update
 from prism.ledger.entries import audit_checkpoints
 from prism.models import Organization
 from prism.storage import Database
-from tests.factories import Factory, Workspace
-from tests.governance_support import ok
-from tests.ledger_support import seal_waiting
+from tests.factories import Factory
+from tests.ledger_support import sealed_log
 from tests.processes import TRACEBACK, run_cli
-
-PARTS = "entity_crud/spare_parts/spare_part"
-
-
-async def _log(client: httpx.AsyncClient, factory: Factory, db: Database, calls: int = 4) -> Workspace:
-    ws = await factory.workspace(roles=("owner",))
-    for _ in range(calls):
-        await ok(client, ws, f"{PARTS}/list", {})
-    await seal_waiting(db, ws.org.id)
-    return ws
 
 
 async def test_retain_with_another_master_secret_reports_the_log_not_a_traceback(
@@ -34,7 +23,7 @@ async def test_retain_with_another_master_secret_reports_the_log_not_a_traceback
     with the other logs; `retain` reports a refusal per organization (exit 1) and refusals are one JSON line.
     `_retain_one` seals first and the sealer's BrokenLog (not a PrismError) escapes the per-organization
     savepoint: the whole command dies with a traceback."""
-    ws = await _log(client, factory, db)
+    ws = await sealed_log(client, factory, db)
     async with db.write() as s:
         await s.execute(update(Organization).where(Organization.id == ws.org.id).values(audit_retention_days=1))
     result = run_cli("audit", "retain", "--tenant", ws.tenant.subdomain, "--archive-dir", str(tmp_path), "--json",
@@ -51,7 +40,7 @@ async def test_archive_with_a_malformed_kept_checkpoint_is_refused_cleanly(
     verifies (kept checkpoints are compared by their root column), then `_stored` parses the text and raises
     MalformedCheckpoint, which the CLI does not catch. docs/audit.md: refusals are one JSON line on stderr with
     --json (`log_broken`, …)."""
-    ws = await _log(client, factory, db)
+    ws = await sealed_log(client, factory, db)
     async with db.write() as s:
         rows = (await s.execute(audit_checkpoints.select().where(
             audit_checkpoints.c.organization_id == ws.org.id))).all()

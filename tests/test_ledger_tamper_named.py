@@ -19,20 +19,13 @@ from prism.ledger.entries import (
 from prism.ledger.merkle import Frontier, leaf_hash
 from prism.ledger.verify import verify_log
 from prism.storage import Database
-from tests.factories import Factory, Workspace, ledger_keys
+from tests.factories import Factory, ledger_keys
 from tests.governance_support import ok
-from tests.ledger_support import seal_waiting
+from tests.ledger_support import sealed_log
 
 PARTS = "entity_crud/spare_parts/spare_part"
 READ = "audit_query/ledger/entry/read"
 
-
-async def _log(client: httpx.AsyncClient, factory: Factory, db: Database, calls: int = 6) -> Workspace:
-    ws = await factory.workspace(roles=("owner",))
-    for _ in range(calls):
-        await ok(client, ws, f"{PARTS}/list", {})
-    await seal_waiting(db, ws.org.id)
-    return ws
 
 
 async def _row(db: Database, org_id: str, seq: int) -> Any:
@@ -51,7 +44,7 @@ async def test_a_rewritten_entry_disguised_as_a_chained_one_is_named(
     """docs/audit.md: an entry changed, even with its hash, every later leaf, the tree and the head recomputed,
     is named by verification ("that entry: its MAC does not fit"). Giving the rewritten entry a prev_hash makes
     verification check it as a pre-tree chained entry (no MAC), so the report names no entry at all."""
-    ws = await _log(client, factory, db)
+    ws = await sealed_log(client, factory, db, calls=6)
     row = await _row(db, ws.org.id, 3)
     forged = {**content_of(row), "outcome": "refused", "error_code": "permission_denied"}
     chain = legacy_chain_hash(GENESIS_HASH, forged, 3)
@@ -77,7 +70,7 @@ async def test_the_read_handler_checks_a_chained_entrys_content_against_its_hash
     entry of the pre-tree hash chain, `content_matches_hash` only compares two stored columns (hash ==
     entry_hash) and never hashes the content: an altered chained entry is shown as matching, while
     `prism audit verify` names it."""
-    ws = await _log(client, factory, db)
+    ws = await sealed_log(client, factory, db, calls=6)
     row = await _row(db, ws.org.id, 1)
     # Entry 1 as the chained ledger would have written it (a log upgraded from the hash chain) ...
     chain = legacy_chain_hash(GENESIS_HASH, content_of(row), 1)
@@ -100,7 +93,7 @@ async def test_entries_left_below_pruned_through_are_still_checked(
     Setting pruned_through (an unsigned column) to the size of any kept checkpoint makes verification skip
     entries that are still in the database, so an altered entry there is never reported, while the API lists
     it as part of the log."""
-    ws = await _log(client, factory, db)
+    ws = await sealed_log(client, factory, db, calls=6)
     async with db.read() as s:
         kept = sorted((await s.execute(select(audit_checkpoints.c.tree_size).where(
             audit_checkpoints.c.organization_id == ws.org.id))).scalars())

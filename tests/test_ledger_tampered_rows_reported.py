@@ -8,29 +8,21 @@ from sqlalchemy import update
 
 from prism.ledger.entries import audit_checkpoints, audit_entries, audit_heads
 from prism.storage import Database
-from tests.factories import Factory, Workspace
+from tests.factories import Factory
 from tests.governance_support import ok, post
-from tests.ledger_support import seal_waiting
+from tests.ledger_support import sealed_log
 from tests.processes import TRACEBACK, run_cli
 
-PARTS = "entity_crud/spare_parts/spare_part"
 LIST, READ = "audit_query/ledger/entry/list", "audit_query/ledger/entry/read"
 EXPORT, VERIFY = "audit_query/ledger/entry/export", "audit_query/ledger/log/verify"
 
-
-async def _log(client: httpx.AsyncClient, factory: Factory, db: Database, calls: int = 4) -> Workspace:
-    ws = await factory.workspace(roles=("owner",))
-    for _ in range(calls):
-        await ok(client, ws, f"{PARTS}/list", {})
-    await seal_waiting(db, ws.org.id)
-    return ws
 
 
 async def test_a_kept_checkpoints_frontier_rewritten_is_reported_not_a_500(
         client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
     """docs/audit.md: log/verify "names the first broken entry"; a kept checkpoint with a frontier that is not a
     list of hex strings must make the report invalid (as a non-hex frontier does), not fail the call."""
-    ws = await _log(client, factory, db)
+    ws = await sealed_log(client, factory, db)
     async with db.write() as s:
         await s.execute(update(audit_checkpoints).where(audit_checkpoints.c.organization_id == ws.org.id)
                         .values(frontier=[1]))
@@ -44,7 +36,7 @@ async def test_an_entry_hash_rewritten_to_non_hex_does_not_break_the_ledger_list
     """docs/audit.md: entry/read shows an entry with its content hash and MAC checked (`checks`); verification
     names an entry whose hash was rewritten. Listing, reading and exporting the log must still answer (the
     console's ledger page is how the tampering is seen), not fail with 500 on bytes.fromhex."""
-    ws = await _log(client, factory, db)
+    ws = await sealed_log(client, factory, db)
     async with db.write() as s:
         await s.execute(update(audit_entries).where(audit_entries.c.organization_id == ws.org.id,
                                                     audit_entries.c.seq == 2).values(entry_hash="z" * 64))
@@ -59,7 +51,7 @@ async def test_cli_verify_since_latest_reports_a_malformed_kept_checkpoint(
     """`prism audit verify --since latest` with a kept checkpoint whose text was rewritten: the API reports
     "the newest kept checkpoint is not valid"; the CLI must report it too (exit 1, one JSON line), never a
     traceback."""
-    ws = await _log(client, factory, db)
+    ws = await sealed_log(client, factory, db)
     async with db.write() as s:
         await s.execute(update(audit_checkpoints).where(audit_checkpoints.c.organization_id == ws.org.id)
                         .values(checkpoint="not a checkpoint"))
@@ -73,7 +65,7 @@ async def test_cli_checkpoint_reports_a_malformed_head(
         client: httpx.AsyncClient, factory: Factory, db: Database, database_url: str) -> None:
     """`prism audit checkpoint` on a head whose checkpoint text was rewritten: a clean error, not a traceback
     (verification itself reports "the log's head holds no valid checkpoint")."""
-    ws = await _log(client, factory, db)
+    ws = await sealed_log(client, factory, db)
     async with db.write() as s:
         await s.execute(update(audit_heads).where(audit_heads.c.organization_id == ws.org.id)
                         .values(checkpoint="{}"))
