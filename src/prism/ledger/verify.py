@@ -139,10 +139,7 @@ async def verify_log(session: AsyncSession, organization_id: str, keys: LedgerKe
 
 async def latest_kept(session: AsyncSession, organization_id: str) -> StartingPoint | None:
     """The newest checkpoint kept in the database, with its frontier: where a quick verification starts."""
-    row = (await session.execute(
-        select(audit_checkpoints.c.checkpoint, audit_checkpoints.c.frontier)
-        .where(audit_checkpoints.c.organization_id == organization_id)
-        .order_by(audit_checkpoints.c.tree_size.desc()).limit(1))).first()
+    row = await _newest_kept(session, organization_id)
     if row is None:
         return None
     if not isinstance(row.frontier, list):
@@ -197,11 +194,17 @@ async def _start_at_or_before(session: AsyncSession, organization_id: str, size:
     if pruned is not None and pruned.checkpoint.tree_size > size:
         raise _Broken(f"the trusted checkpoint ({size} entries) is older than the archived entries "
                       f"(1..{pruned.checkpoint.tree_size}): verify it against the archive")
-    kept = (await session.execute(
-        select(audit_checkpoints.c.checkpoint, audit_checkpoints.c.frontier)
-        .where(audit_checkpoints.c.organization_id == organization_id, audit_checkpoints.c.tree_size <= size)
-        .order_by(audit_checkpoints.c.tree_size.desc()).limit(1))).first()
+    kept = await _newest_kept(session, organization_id, at_most=size)
     return _starting_point(kept, "a kept checkpoint") if kept is not None else pruned
+
+
+async def _newest_kept(session: AsyncSession, organization_id: str, *, at_most: int | None = None) -> Any:
+    """The row (checkpoint text, frontier) of the newest kept checkpoint, of at most `at_most` entries if given."""
+    stmt = select(audit_checkpoints.c.checkpoint, audit_checkpoints.c.frontier).where(
+        audit_checkpoints.c.organization_id == organization_id)
+    if at_most is not None:
+        stmt = stmt.where(audit_checkpoints.c.tree_size <= at_most)
+    return (await session.execute(stmt.order_by(audit_checkpoints.c.tree_size.desc()).limit(1))).first()
 
 
 def _starting_point(kept: Any, what: str) -> StartingPoint:

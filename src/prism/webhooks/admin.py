@@ -21,15 +21,12 @@ from starlette.routing import BaseRoute
 
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import PermissionSet
-from prism.console.caller import DOOR as CONSOLE_DOOR
-from prism.dispatch.dispatcher import Call
-from prism.edge.context import request_context
+from prism.console.caller import ConsoleCaller
 from prism.edge.doors import PAGE as PAGE_DOOR
 from prism.edge.doors import door_routes
 from prism.errors import NotFound, PrismError
 from prism.kit.timeutil import utcnow
 from prism.models import Membership, Organization, Role, Tenant, User
-from prism.registry.mega_tools import tool_name
 from prism.web.browser import login_url, read_form, redirect, render, signed_in_user
 from prism.web.requests import host_of
 from prism.webhooks import service
@@ -119,12 +116,10 @@ async def _act(request: Request, action: str) -> Response:
         if auth is None:
             raise NotFound("webhook not found")
         # Dispatched as the console's actions are: RBAC, the ledger entry, the events, as for an API call.
-        entity, arguments = (("webhook", {"id": webhook_id}) if action == "test" else
-                             ("webhook_delivery", {"webhook_id": webhook_id, "id": request.path_params["delivery_id"]}))
-        operation = "test" if action == "test" else "resend"
-        await request.app.state.dispatcher.dispatch(auth, Call(
-            tool_name=tool_name("config_manage"), door=CONSOLE_DOOR, arguments=arguments, app="governance",
-            entity=entity, operation=operation, request_id=request_context(request.scope).request_id))
+        coordinate, arguments = (("config_manage/governance/webhook/test", {"id": webhook_id}) if action == "test"
+                                 else ("config_manage/governance/webhook_delivery/resend",
+                                       {"webhook_id": webhook_id, "id": request.path_params["delivery_id"]}))
+        await ConsoleCaller(user, auth, []).call(request, coordinate, arguments)
     except PrismError as exc:
         return await _page(request, user, error=exc.message, status=exc.status)
     return redirect(request, f"{PAGE}?done={action}")
