@@ -60,15 +60,21 @@ _VERSION_TABLE = Table("alembic_version", MetaData(), Column("version_num", Stri
                        PrimaryKeyConstraint("version_num", name="alembic_version_pkc"))
 
 
-def upgrade(database_url: str) -> None:
+def upgrade(database_url: str) -> bool:
+    """Migrate; whether this upgrade brought logs written before signed heads across `0013_ledger_tree`, so that
+    their heads are now to be signed for the first time (prism.ledger.sealer: nothing else signs an unsigned head)."""
     newest = newest_revision()
+    current = database_revision(database_url)
     if newest is not None:
-        current = database_revision(database_url)
         if current == newest:
-            return
+            return False
         if current is None and create_at_newest(database_url, newest):
-            return
+            return False
     migrate_with_alembic(database_url)
+    return current is not None and current in _revisions_before(LEDGER_TREE)
+
+
+LEDGER_TREE = "0013_ledger_tree"
 
 
 def migrate_with_alembic(database_url: str) -> None:
@@ -148,6 +154,20 @@ def _sqlite_ddl_engine(database_url: str) -> Engine:
 async def upgrade_async(database_url: str) -> None:
     # Alembic's env starts its own event loop; keep it off ours.
     await asyncio.to_thread(upgrade, database_url)
+
+
+def _revisions_before(revision: str) -> set[str]:
+    """Every revision `revision` builds on, directly or not."""
+    parent_of: dict[str, str] = {}
+    for script in (MIGRATIONS_DIR / "versions").glob("*.py"):
+        found = dict(_REVISION_LINE.findall(script.read_text(encoding="utf-8")))
+        if "revision" in found and "down_revision" in found:
+            parent_of[found["revision"]] = found["down_revision"]
+    before: set[str] = set()
+    while revision in parent_of and parent_of[revision] not in before:
+        revision = parent_of[revision]
+        before.add(revision)
+    return before
 
 
 def newest_revision() -> str | None:

@@ -325,8 +325,9 @@ def audit_public_key(as_json: bool = JSON_OPT) -> None:
          f"{keys.key_id} Ed25519 {keys.public_key_b64}")
 
 
-def seal_waiting_logs() -> int:
-    """Seal every log with entries waiting or a head not yet signed (after an upgrade); how many entries."""
+def seal_waiting_logs(*, sign_unsigned_heads: bool = False) -> int:
+    """Seal every log with entries waiting or a head not yet signed; how many entries. An unsigned head is signed
+    only with `sign_unsigned_heads`: by the upgrade from the hash chain (docs/audit.md)."""
     settings = load_settings()
 
     async def run() -> int:
@@ -334,7 +335,8 @@ def seal_waiting_logs() -> int:
         try:
             organizations = await logs_to_seal(db, with_heads=True)
             return await seal_all(db, organizations, LedgerKeys(settings),
-                                  checkpoint_every=settings.audit_checkpoint_interval_seconds)
+                                  checkpoint_every=settings.audit_checkpoint_interval_seconds,
+                                  sign_unsigned_heads=sign_unsigned_heads)
         finally:
             await db.dispose()
 
@@ -342,7 +344,12 @@ def seal_waiting_logs() -> int:
 
 
 @audit_cli.command("seal")
-def audit_seal(as_json: bool = JSON_OPT) -> None:
+def audit_seal(as_json: bool = JSON_OPT,
+               sign_unsigned_heads: bool = typer.Option(
+                   False, "--sign-unsigned-heads",
+                   help="Also sign heads that have no signature yet. Only after an upgrade from the hash chain "
+                        "that stopped before its logs were sealed: at any other time an unsigned head is a "
+                        "rewritten one, and signing it would make the rewrite verify.")) -> None:
     """Seal entries that are waiting (normally a running server does this within a second)."""
-    sealed = seal_waiting_logs()
+    sealed = seal_waiting_logs(sign_unsigned_heads=sign_unsigned_heads)
     emit(as_json, {"sealed": sealed}, f"{sealed} entries sealed")

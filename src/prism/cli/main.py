@@ -117,12 +117,13 @@ def migrate(as_json: bool = JSON_OPT) -> None:
         if backend_of(url) != "sqlite":
             check_database_reachable(url)
         try:
-            upgrade(url)
+            crossed_ledger_tree = upgrade(url)
         except (SQLAlchemyError, OSError) as exc:
             raise database_error(url, getattr(exc, "orig", None) or exc) from None
     except PrismError as exc:
         fail(as_json, exc)
-    sealed = seal_waiting_logs()  # logs written before signed heads get theirs now
+    # Logs written before signed heads get theirs now, from the upgrade that brings them across to the tree.
+    sealed = seal_waiting_logs(sign_unsigned_heads=crossed_ledger_tree)
     emit(as_json, {"migrated": True, "sealed": sealed}, "migrations applied")
 
 

@@ -106,7 +106,10 @@ def serve(*, host: str, port: int, workers: int, as_json: bool, seed: bool | Non
             if backend_of(settings.database_url) != "sqlite":
                 check_database_reachable(settings.database_url)
             try:
-                upgrade(settings.database_url)
+                if upgrade(settings.database_url):  # logs written before signed heads get theirs now
+                    from prism.cli.audit import seal_waiting_logs
+
+                    seal_waiting_logs(sign_unsigned_heads=True)
             except (SQLAlchemyError, OSError) as exc:
                 raise database_error(settings.database_url, getattr(exc, "orig", None) or exc) from None
         listener = bind_listener(host, port, workers=workers)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
@@ -29,6 +30,9 @@ class LedgerKeys:
         self.public_key_b64 = base64.b64encode(raw).decode()
         self.key_id = hashlib.sha256(raw).hexdigest()[:8]
         self._mac_keys: dict[str, bytes] = {}
+        # Per organization, the head this process last signed, as it stored it (checkpoint, size, root, frontier,
+        # chain length): a head read back unchanged is known to match its signature (prism.ledger.sealer).
+        self.signed_heads: dict[str, tuple[Any, ...]] = {}
 
     def mac(self, organization_id: str, seq: int, entry_hash: str) -> str:
         """The MAC of the entry with content hash `entry_hash` at position `seq` (0: not yet sealed)."""

@@ -26,6 +26,7 @@ from sqlalchemy import Select, false, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.errors import NotFound
+from prism.kit.numbers import SQL_BIGINT_MAX
 from prism.kit.timeutil import iso
 from prism.ledger.checkpoints import MalformedCheckpoint, parse_checkpoint
 from prism.ledger.entries import content_hash, content_of, legacy_chain_hash
@@ -79,8 +80,7 @@ async def filtered(session: AsyncSession, organization_id: str, f: EntryFilter) 
         stmt = stmt.where(e.detail["ai_system_id"].as_string() == f.ai_system_id)
     if f.coordinate is not None:
         if "*" in f.coordinate:
-            pattern = f.coordinate.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").replace("*", "%")
-            stmt = stmt.where(e.coordinate.like(pattern, escape="\\"))
+            stmt = stmt.where(_matching(session, e.coordinate, f.coordinate))
         else:
             stmt = stmt.where(e.coordinate == f.coordinate)
     if f.seq_from is not None:
@@ -88,6 +88,16 @@ async def filtered(session: AsyncSession, organization_id: str, f: EntryFilter) 
     if f.seq_to is not None:
         stmt = stmt.where(e.seq <= f.seq_to)
     return text_search(stmt, [e.coordinate, e.tool_name, e.door, e.error_code], f.search)
+
+
+def _matching(session: AsyncSession, column: Any, wildcard: str) -> Any:
+    """`column` matching a pattern whose `*` stands for any text, case-sensitive as an exact coordinate is: SQLite's
+    LIKE ignores ASCII case, so there GLOB (with its own special characters kept literal) does it."""
+    if session.get_bind().dialect.name == "sqlite":
+        literal = "".join(f"[{c}]" if c in "?[" else c for c in wildcard)
+        return column.op("GLOB")(literal)
+    pattern = wildcard.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").replace("*", "%")
+    return column.like(pattern, escape="\\")
 
 
 async def _user_id(session: AsyncSession, actor: str) -> str | None:
@@ -131,7 +141,7 @@ async def read(session: AsyncSession, organization_id: str, keys: LedgerKeys, en
 
 
 async def _next_seq(session: AsyncSession, organization_id: str, seq: int | None) -> int | None:
-    if seq is None:
+    if seq is None or seq >= SQL_BIGINT_MAX:  # the last position a BIGINT holds has no next one
         return None
     stmt = repository(session, organization_id).base().where(AuditEntry.seq == seq + 1)
     return seq + 1 if (await session.execute(stmt.with_only_columns(AuditEntry.id))).first() else None
@@ -215,12 +225,12 @@ def _leaf_of(seq: int | None, entry_hash: str) -> str | None:
         return None
     try:
         return leaf_hash(seq, bytes.fromhex(entry_hash)).hex()
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):  # OverflowError: a position rewritten below 0
         return None
 
 
 def _mac_fits(keys: LedgerKeys, organization_id: str, row: Any) -> bool:
     try:
         return keys.mac_fits(organization_id, row.seq or 0, row.entry_hash, row.mac)
-    except (ValueError, TypeError):  # a stored hash that is not hex cannot fit any MAC
+    except (ValueError, TypeError, OverflowError):  # a hash that is not hex, a position below 0: no MAC fits
         return False

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import String, any_, bindparam, insert, or_, select, update
+from sqlalchemy import String, any_, bindparam, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -64,13 +64,13 @@ def empty_head(keys: LedgerKeys, organization_id: str) -> dict[str, Any]:
 
 
 async def seal(session: AsyncSession, organization_id: str, keys: LedgerKeys, *,
-               checkpoint_every: float) -> int:
-    """Seal up to SEAL_LIMIT of the organization's waiting entries in `session`'s transaction; how many it sealed."""
+               checkpoint_every: float, sign_unsigned_heads: bool = False) -> int:
+    """Seal up to SEAL_LIMIT of the organization's waiting entries in `session`'s transaction; how many it sealed.
+    `sign_unsigned_heads`: only the upgrade from the hash chain gives a head its first signature (`prism migrate`)."""
     head = await _locked_head(session, organization_id)
     if head is None:
         return 0
-    _refuse_another_key(keys, head)
-    frontier = await _frontier_of(session, head)
+    frontier = await _trusted_frontier(session, keys, head, sign_unsigned=sign_unsigned_heads)
     waiting = [SimpleNamespace(**row) for row in await _WAITING.all(session, {"organization_id": organization_id})]
     if not waiting and frontier.size == head.tree_size and head.checkpoint is not None:
         return 0
@@ -97,8 +97,7 @@ async def seal_written(session: AsyncSession, organization_id: str, keys: Ledger
     written once, sealed. `head` is the organization's head row, with attribute access, that no other transaction
     can move before this one ends: read by SQLite's ledger batch, which holds the database's only write lock
     (`head_of`), or locked by PostgreSQL's (`free_heads`)."""
-    _refuse_another_key(keys, head)
-    frontier = await _frontier_of(session, head)
+    frontier = await _trusted_frontier(session, keys, head, sign_unsigned=False)
     for entry in entries:
         seq = frontier.size + 1
         frontier.append(leaf_hash(seq, bytes.fromhex(entry["entry_hash"])))
@@ -144,27 +143,66 @@ async def _locked_head(session: AsyncSession, organization_id: str) -> Any:
     return (await session.execute(_LOCKED_HEAD, {"organization_id": organization_id})).first()
 
 
-def _refuse_another_key(keys: LedgerKeys, head: Any) -> None:
-    """A process started with another master secret must not seal: its MACs and signatures would fit no other
-    process's key, and every entry it sealed would fail verification. The head names the key that signed it.
-    (A head without a checkpoint predates signing; one whose checkpoint is not valid JSON is left to verification.)"""
+async def _trusted_frontier(session: AsyncSession, keys: LedgerKeys, head: Any, *, sign_unsigned: bool) -> Frontier:
+    """The frontier to extend, from a head that is as this deployment's key signed it.
+
+    Sealing signs whatever it extends. A head a database writer rewrote (cut back with its tree rebuilt from the
+    public leaf hashes, rebuilt over a rewritten entry, stripped of its signature, moved back over stored
+    entries) would come out of the next seal signed, and the rewrite would verify. So such a head is never
+    extended: BrokenLog, the calls' entries stay waiting, and verification names what is wrong. A head read back
+    exactly as this process last signed it is known to match its signature (`keys.signed_heads`); any other is
+    checked in full, once per change, at the cost of one signature check and one query.
+    """
+    organization_id = head.organization_id
+    if keys.signed_heads.get(organization_id) == _as_stored(head):
+        return Frontier.from_hex(head.tree_size, head.frontier)
     if head.checkpoint is None:
-        return
+        return await _unsigned_frontier(session, head, sign_unsigned)
     try:
-        signed_with = parse_checkpoint(head.checkpoint).key_id
-    except MalformedCheckpoint:
-        return
-    if signed_with != keys.key_id:
-        raise BrokenLog(f"organization {head.organization_id}: its log is signed with key {signed_with}, and this "
+        signed = parse_checkpoint(head.checkpoint)
+    except MalformedCheckpoint as exc:
+        raise BrokenLog(f"organization {organization_id}: its head holds no valid checkpoint ({exc})") from None
+    if signed.key_id != keys.key_id:
+        raise BrokenLog(f"organization {organization_id}: its log is signed with key {signed.key_id}, and this "
                         f"process's key is {keys.key_id}: every process of a deployment must share the master "
                         "secret (PRISM_SECRET_KEY); nothing is sealed here")
-
-
-async def _frontier_of(session: AsyncSession, head: Any) -> Frontier:
-    frontier = Frontier.from_hex(head.tree_size, head.frontier or [])
-    if head.tree_size < head.seq:  # chained entries written before the tree: they join it in their order
-        await _add_chained_entries(session, head.organization_id, frontier, through=head.seq)
+    if not (signed.organization_id == organization_id and signed.tree_size == head.tree_size
+            and signed.root == head.root and head.seq <= head.tree_size and signed.verifies(keys.public_key)):
+        raise BrokenLog(f"organization {organization_id}: its head does not match its signature: it was rewritten")
+    try:
+        frontier = Frontier.from_hex(head.tree_size, head.frontier or [])
+    except (ValueError, TypeError) as exc:  # not hex, or not text at all
+        raise BrokenLog(f"organization {organization_id}: its head's frontier is not valid ({exc})") from None
+    if frontier.root().hex() != head.root:
+        raise BrokenLog(f"organization {organization_id}: its head's frontier does not make its signed root")
+    last = (await session.execute(_LAST_POSITION, {"organization_id": organization_id})).scalar() or 0
+    if last > head.tree_size:
+        raise BrokenLog(f"organization {organization_id}: entries up to {last} are stored beyond its signed head "
+                        f"({head.tree_size}): the head was moved back")
     return frontier
+
+
+async def _unsigned_frontier(session: AsyncSession, head: Any, sign_unsigned: bool) -> Frontier:
+    """A head without a checkpoint is a log written before signed heads, which the upgrade from the hash chain
+    signs for the first time (its chained entries become the tree's first leaves); at any other time it is a
+    head whose signature was removed, and signing it would make whatever it now holds verify."""
+    if not sign_unsigned or head.tree_size != 0:
+        raise BrokenLog(f"organization {head.organization_id}: its head is not signed; only the upgrade from the "
+                        "hash chain signs a head for the first time (`prism migrate`, or `prism audit seal "
+                        "--sign-unsigned-heads` after an upgrade that stopped before sealing)")
+    frontier = Frontier()
+    await _add_chained_entries(session, head.organization_id, frontier, through=head.seq)
+    return frontier
+
+
+def _as_stored(head: Any) -> tuple[Any, ...]:
+    frontier = head.frontier
+    return (head.checkpoint, head.tree_size, head.root, tuple(frontier) if isinstance(frontier, list) else frontier,
+            head.seq)
+
+
+_LAST_POSITION = select(func.max(audit_entries.c.seq)).where(
+    audit_entries.c.organization_id == bindparam("organization_id"))
 
 
 async def _store_head(session: AsyncSession, organization_id: str, keys: LedgerKeys, head: Any, frontier: Frontier,
@@ -188,6 +226,9 @@ async def _store_head(session: AsyncSession, organization_id: str, keys: LedgerK
                        data=checkpoint.as_dict())
     moved["head_organization_id"] = organization_id
     await (_MOVE_HEAD_CHECKPOINTED if "checkpointed_at" in moved else _MOVE_HEAD).run(session, [moved])
+    # Remembered before the commit: if it never commits, the head read next differs and is checked in full.
+    keys.signed_heads[organization_id] = (moved["checkpoint"], frontier.size, root, tuple(moved["frontier"]),
+                                          head.seq)
 
 
 async def _announce(session: AsyncSession, organization_id: str, sealed: list[tuple[Any, ...]]) -> None:
@@ -226,7 +267,7 @@ async def _add_chained_entries(session: AsyncSession, organization_id: str, fron
 
 
 async def seal_all(db: Database, organization_ids: Iterable[str], keys: LedgerKeys, *,
-                   checkpoint_every: float) -> int:
+                   checkpoint_every: float, sign_unsigned_heads: bool = False) -> int:
     """Seal each organization's whole backlog, a transaction per SEAL_LIMIT entries; how many were sealed. A log that
     cannot be sealed (BrokenLog) is logged and left as it is; the others are still sealed."""
     total = 0
@@ -234,7 +275,8 @@ async def seal_all(db: Database, organization_ids: Iterable[str], keys: LedgerKe
         try:
             while True:
                 async with db.write() as session:
-                    sealed = await seal(session, organization_id, keys, checkpoint_every=checkpoint_every)
+                    sealed = await seal(session, organization_id, keys, checkpoint_every=checkpoint_every,
+                                        sign_unsigned_heads=sign_unsigned_heads)
                 _SEALED_AFTER_COMMIT.inc(sealed)
                 total += sealed
                 if sealed < SEAL_LIMIT:

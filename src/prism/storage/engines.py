@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +43,21 @@ def json_text(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
-JSON_OPTIONS: dict[str, Any] = {"json_serializer": json_text, "json_deserializer": orjson.loads}
+def json_value(text: str | bytes) -> Any:
+    """JSON columns read back. orjson refuses some of what the databases store as JSON (a number past a double's
+    range), and SQLite stores any text: written by hand in the database, such a value is read as the standard
+    parser reads it, or as the text itself, so that the row is shown (and verification names it) rather than every
+    read of it failing."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text if isinstance(text, str) else text.decode("utf-8", errors="replace")
+
+
+JSON_OPTIONS: dict[str, Any] = {"json_serializer": json_text, "json_deserializer": json_value}
 
 
 def normalize_url(url: str) -> str:

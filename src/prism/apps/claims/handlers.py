@@ -77,7 +77,7 @@ async def _recompute_billed(call: HandlerCall, claim: Claim) -> None:
 
 
 async def _prepare_patient(call: HandlerCall, values: dict[str, Any], row: Any) -> dict[str, Any]:
-    if values.get("payer_id"):
+    if values.get("payer_id") is not None:
         await repo(call, Payer, "payer").get(values["payer_id"])
     return values
 
@@ -85,9 +85,9 @@ async def _prepare_patient(call: HandlerCall, values: dict[str, Any], row: Any) 
 async def _prepare_claim(call: HandlerCall, values: dict[str, Any], row: Claim | None) -> dict[str, Any]:
     if row is not None and set(values) - {"notes"}:
         _draft_only(row, "update")
-    if values.get("payer_id"):
+    if values.get("payer_id") is not None:
         await repo(call, Payer, "payer").get(values["payer_id"])
-    if values.get("patient_id"):
+    if values.get("patient_id") is not None:
         await repo(call, Patient, "patient").get(values["patient_id"])
     return values
 

@@ -50,7 +50,7 @@ async def _document(call: HandlerCall, document_id: str) -> Document:
 
 
 async def _prepare_document(call: HandlerCall, values: dict[str, Any], row: Document | None) -> dict[str, Any]:
-    if values.get("collection_id"):
+    if values.get("collection_id") is not None:
         await repo(call, Collection, "collection").get(values["collection_id"])
     if "collection_id" in values:  # moved to another collection, or out of any (null): its chunks follow
         await call.session.execute(update(DocumentChunk).where(
@@ -257,10 +257,15 @@ async def chunk_context(call: HandlerCall, p: ChunkContext) -> dict[str, Any]:
                          "(BM25) in the other documents' passages.", keywords=("related documents", "more like this"))
 async def similar_documents(call: HandlerCall, p: SimilarParams) -> dict[str, Any]:
     document = await _document(call, p.id)
+    try:
+        text = extract_text(document.content, document.content_type)
+    except ExtractionError as exc:  # a failed document: there are no terms to look for
+        raise Conflict(f"document {document.id} has no text to compare: {exc}",
+                       details={"status": document.status}) from None
     chunks = (await call.session.execute(repo(call, DocumentChunk, "chunk").base().where(
         DocumentChunk.document_id != document.id).order_by(DocumentChunk.document_id, DocumentChunk.seq)
         .limit(MAX_CHUNKS))).scalars().all()
-    own = Counter(w for w in words(extract_text(document.content, document.content_type))
+    own = Counter(w for w in words(text)
                   if len(w) > 2 and w not in STOPWORDS and not w.isdigit())
     vocabulary: dict[str, set[str]] = {}
     for c in chunks:

@@ -62,14 +62,20 @@ def _markdown(text: str) -> str:
     return text
 
 
-def _json_text(value: Any, key: str = "") -> list[str]:
-    if isinstance(value, dict):
-        return [line for k, v in value.items() for line in _json_text(v, str(k))]
-    if isinstance(value, list):
-        return [line for v in value for line in _json_text(v, key)]
-    if value is None or isinstance(value, bool):
-        return []
-    return [f"{key}: {value}" if key else str(value)]
+def _json_text(value: Any) -> list[str]:
+    """`key: value` lines of a JSON document's scalars, in document order. A loop, not recursion: a document
+    may nest as deep as the parser allows."""
+    lines: list[str] = []
+    pending: list[tuple[str, Any]] = [("", value)]
+    while pending:
+        key, value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(reversed([(str(k), v) for k, v in value.items()]))
+        elif isinstance(value, list):
+            pending.extend(reversed([(key, v) for v in value]))
+        elif value is not None and not isinstance(value, bool):
+            lines.append(f"{key}: {value}" if key else str(value))
+    return lines
 
 
 def extract_text(content: str, content_type: str) -> str:
@@ -90,6 +96,8 @@ def extract_text(content: str, content_type: str) -> str:
             text = "\n".join(_json_text(json.loads(content)))
         except ValueError as exc:
             raise ExtractionError(f"JSON does not parse: {exc}") from exc
+        except RecursionError:
+            raise ExtractionError("JSON does not parse: nested deeper than Python's parser reads") from None
     else:
         text = content
     text = re.sub(r"[ \t\r\f\v]+", " ", text)

@@ -102,6 +102,25 @@ async def create_vendor(call: HandlerCall, p: VendorCreate) -> dict[str, Any]:
     return to_record(row)
 
 
+async def paid_cents(call: HandlerCall, invoice_id: str) -> int:
+    total = (await call.session.execute(select(func.coalesce(func.sum(Payment.amount_cents), 0)).where(
+        Payment.invoice_id == invoice_id,
+        Payment.status == "recorded"))).scalar_one()
+    return int(total)
+
+
+async def check_payments_allow(call: HandlerCall, invoice: Invoice, target: str) -> None:
+    """What a status needs of the invoice's recorded payments, beyond the state machine: `paid` only once they
+    reach its amount, `void` and `disputed` only with none (the update and the workflow actions alike)."""
+    if target == "paid":
+        if await paid_cents(call, invoice.id) < invoice.amount_cents:
+            raise Conflict(f"invoice {invoice.number} is paid once its recorded payments reach its amount; "
+                           "record a payment instead", code="invalid_transition")
+    elif target in ("void", "disputed") and await paid_cents(call, invoice.id):
+        raise Conflict(f"invoice {invoice.number} has recorded payments; void them first",
+                       code="invalid_transition")
+
+
 def _invoices(call: HandlerCall) -> OrgRepository[Invoice]:
     return OrgRepository(call.session, Invoice, call.organization_id, label="invoice")
 
@@ -134,6 +153,8 @@ async def read_invoice(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
              keywords=("bill", "record invoice", "accounts payable", "supplier invoice"))
 async def create_invoice(call: HandlerCall, p: InvoiceCreate) -> dict[str, Any]:
     vendor = await OrgRepository(call.session, Vendor, call.organization_id, label="vendor").get(p.vendor_id)
+    if vendor.status != "active":
+        raise Conflict(f"vendor {vendor.name} is inactive: inactive vendors take no invoices")
     row = _invoices(call).add(**p.model_dump(), status="received")
     await call.session.flush()
     await emit_for(call, "invoice.received", {
@@ -154,6 +175,7 @@ async def update_invoice(call: HandlerCall, p: InvoiceUpdate) -> dict[str, Any]:
             allowed = sorted(INVOICE_TRANSITIONS[row.status]) or ["none"]
             raise Conflict(f"invoice status cannot go from {row.status} to {p.status} "
                            f"(allowed: {', '.join(allowed)})", code="invalid_transition")
+        await check_payments_allow(call, row, p.status)
         row.status = p.status
     if p.due_date is not None and "due_date" in sent:
         if p.due_date < row.issue_date:

@@ -67,7 +67,7 @@ class OrderReceive(OrderAction):
 async def _prepare(call: HandlerCall, values: dict[str, Any], row: PurchaseOrder | None) -> dict[str, Any]:
     if row is not None and row.status != "draft":
         raise Conflict(f"purchase order {row.number} is {row.status}; only drafts change", code="invalid_transition")
-    if values.get("vendor_id"):
+    if values.get("vendor_id") is not None:
         vendor: Vendor = await repo(call, Vendor, "vendor").get(values["vendor_id"])
         if vendor.status != "active":
             raise Conflict(f"vendor {vendor.name} is inactive")

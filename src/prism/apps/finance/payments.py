@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 
 from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
-from prism.apps.finance.handlers import INVOICE_TRANSITIONS
+from prism.apps.finance.handlers import INVOICE_TRANSITIONS, check_payments_allow, paid_cents
 from prism.apps.finance.models import Invoice, Payment, Vendor
 from prism.apps.finance.params import (
     InvoiceAction,
@@ -42,13 +42,6 @@ app = HandlerApp("finance", description="Accounts payable: vendors, invoices, pa
 async def _invoice(call: HandlerCall, invoice_id: str) -> Invoice:
     row: Invoice = await repo(call, Invoice, "invoice").get(invoice_id)
     return row
-
-
-async def paid_cents(call: HandlerCall, invoice_id: str) -> int:
-    total = (await call.session.execute(select(func.coalesce(func.sum(Payment.amount_cents), 0)).where(
-        Payment.invoice_id == invoice_id,
-        Payment.status == "recorded"))).scalar_one()
-    return int(total)
 
 
 async def _prepare_payment(call: HandlerCall, values: dict[str, Any], row: Any) -> dict[str, Any]:
@@ -111,6 +104,7 @@ async def void_payment(call: HandlerCall, p: PaymentVoid) -> dict[str, Any]:
 async def _move_invoice(call: HandlerCall, invoice_id: str, target: str, note: str = "") -> dict[str, Any]:
     invoice = await _invoice(call, invoice_id)
     move(invoice, target, INVOICE_TRANSITIONS, "invoice")
+    await check_payments_allow(call, invoice, target)
     if note:
         invoice.memo = ((invoice.memo + "\n") if invoice.memo else "")[-800:] + note[:190]
     await call.session.flush()
@@ -127,8 +121,6 @@ async def approve_invoice(call: HandlerCall, p: InvoiceAction) -> dict[str, Any]
              description="Dispute a received or approved invoice with the vendor; the reason goes in the memo.",
              keywords=("contest bill", "wrong invoice", "query vendor"))
 async def dispute_invoice(call: HandlerCall, p: InvoiceReason) -> dict[str, Any]:
-    if await paid_cents(call, p.id):
-        raise Conflict("invoice has recorded payments; void them before disputing it", code="invalid_transition")
     return await _move_invoice(call, p.id, "disputed", f"Disputed: {p.reason}")
 
 
@@ -143,8 +135,6 @@ async def resolve_dispute(call: HandlerCall, p: InvoiceReason) -> dict[str, Any]
              description="Void an open invoice that will never be paid (duplicate, cancelled order).",
              keywords=("cancel invoice", "duplicate bill"))
 async def void_invoice(call: HandlerCall, p: InvoiceReason) -> dict[str, Any]:
-    if await paid_cents(call, p.id):
-        raise Conflict("invoice has recorded payments; void them first", code="invalid_transition")
     return await _move_invoice(call, p.id, "void", f"Void: {p.reason}")
 
 

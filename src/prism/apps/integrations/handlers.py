@@ -47,6 +47,7 @@ SECRET_HEADER = re.compile(r"authorization|cookie|token|secret|key|password|cred
 HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}\Z")
 MAX_RESPONSE = 1_000_000
 EXCERPT = 1000
+MAX_URL = 4096  # the call log's url column
 ENDPOINT_TRANSITIONS = {"enabled": frozenset({"disabled"}), "disabled": frozenset({"enabled"})}
 
 
@@ -106,7 +107,14 @@ def _send(settings: Settings, endpoint: Endpoint, method: str, path: str, query:
         raise Conflict(f"endpoint {endpoint.name} is disabled", code="invalid_transition")
     endpoint_id, timeout_seconds = endpoint.id, endpoint.timeout_seconds
     url = endpoint.base_url + path + (("?" + urlencode(query)) if query else "")
-    content = orjson.dumps(body) if body is not None and method != "GET" else b""
+    if len(url) > MAX_URL:  # refused before anything is sent: the call's log could not hold it
+        raise InvalidArguments(f"query: the call's URL would be {len(url):,} characters long, over {MAX_URL:,}",
+                               details={"field": "query"})
+    try:
+        content = orjson.dumps(body) if body is not None and method != "GET" else b""
+    except orjson.JSONEncodeError:  # nested past what JSON encoders go (254 levels)
+        raise InvalidArguments("body: nested too deeply to send as JSON (at most 254 levels)",
+                               details={"field": "body"}) from None
     headers = {**endpoint.headers, "User-Agent": "Prism-Integration/1.0"}
     if content:
         headers["Content-Type"] = "application/json"

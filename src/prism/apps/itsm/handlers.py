@@ -7,7 +7,7 @@ A ticket gets the next number of its organization and an SLA deadline from the p
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
@@ -69,7 +69,7 @@ async def _sla_hours(call: HandlerCall, priority: str) -> int | None:
 
 
 async def _prepare_ticket(call: HandlerCall, values: dict[str, Any], row: Ticket | None) -> dict[str, Any]:
-    if values.get("service_id"):
+    if values.get("service_id") is not None:
         await repo(call, Service, "service").get(values["service_id"])
     if row is None:
         last = (await call.session.execute(select(func.max(Ticket.number)))).scalar_one()
@@ -242,8 +242,12 @@ async def auto_assign(call: HandlerCall, p: AutoAssign) -> dict[str, Any]:
              keywords=("overdue tickets", "sla breach", "at risk"))
 async def sla_breaches(call: HandlerCall, p: SlaReportParams) -> dict[str, Any]:
     now = p.as_of or utcnow()
+    try:
+        horizon = now + timedelta(hours=24)
+    except OverflowError:  # the last day a moment can name: everything after `now` is within it
+        horizon = datetime.max.replace(tzinfo=UTC)
     tickets = (await call.session.execute(repo(call, Ticket, "ticket").base().where(
-        Ticket.status.in_(OPEN), Ticket.sla_due_at.is_not(None), Ticket.sla_due_at < now + timedelta(hours=24))
+        Ticket.status.in_(OPEN), Ticket.sla_due_at.is_not(None), Ticket.sla_due_at < horizon)
         .order_by(Ticket.sla_due_at, Ticket.number))).scalars().all()
 
     def brief(t: Ticket) -> dict[str, Any]:

@@ -3,7 +3,7 @@ to work orders from stock, preventive plans that generate work orders, and meter
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
@@ -67,7 +67,7 @@ async def _work_order(call: HandlerCall, work_order_id: str) -> WorkOrder:
 
 
 async def _prepare_asset_ref(call: HandlerCall, values: dict[str, Any], row: Any) -> dict[str, Any]:
-    if values.get("asset_id"):
+    if values.get("asset_id") is not None:
         asset: Asset = await repo(call, Asset, "asset").get(values["asset_id"])
         if asset.status == "retired" and row is None:
             raise Conflict(f"asset {asset.tag} is retired")
@@ -217,6 +217,16 @@ async def retire_asset(call: HandlerCall, p: AssetAction) -> dict[str, Any]:
     return await _move_asset(call, p, "retired")
 
 
+def _next_due_after(plan: MaintenancePlan, as_of: date) -> date:
+    """The plan's first due date after `as_of`, moved on by whole intervals."""
+    intervals = (as_of - plan.next_due).days // plan.interval_days + 1
+    try:
+        return plan.next_due + timedelta(days=intervals * plan.interval_days)
+    except OverflowError:
+        raise Conflict(f"plan {plan.title!r} would next be due after 9999-12-31; change its next_due or "
+                       "interval_days", details={"plan_id": plan.id}) from None
+
+
 @app.handler("smart_action", "plan", "generateDueWorkOrders", params=GenerateParams, scope="execute",
              permission="maintenance.add_work_order",
              description="Create a preventive work order for every active plan due by the date, and move each "
@@ -234,8 +244,7 @@ async def generate_due_work_orders(call: HandlerCall, p: GenerateParams) -> dict
         order = repo(call, WorkOrder, "work_order").add(
             asset_id=plan.asset_id, plan_id=plan.id, title=plan.title, kind="preventive", priority=plan.priority,
             due_date=plan.next_due, description=f"Generated from plan every {plan.interval_days} days")
-        while plan.next_due <= as_of:
-            plan.next_due += timedelta(days=plan.interval_days)
+        plan.next_due = _next_due_after(plan, as_of)
         created.append(order)
     await call.session.flush()
     return {"as_of": as_of.isoformat(), "created": [to_record(o) for o in created], "count": len(created)}

@@ -24,6 +24,7 @@ app = HandlerApp("spare_parts", description="Spare-parts inventory: stock levels
                  examples=shipped_examples())
 
 Kind = Literal["received", "issued", "adjusted"]
+MAX_UNITS = 10_000_000  # of one part in stock, as a part is created with at most
 
 
 class MovementList(ListParams):
@@ -76,6 +77,9 @@ crud(app, Entity(SparePart, "spare_part", "spare parts", PartList, search=("name
 
 
 async def _record(call: HandlerCall, part: SparePart, kind: str, change: int, reference: str) -> dict[str, Any]:
+    if part.quantity + change > MAX_UNITS:
+        raise Conflict(f"{part.sku} would hold {part.quantity + change:,} units, over the {MAX_UNITS:,} a part may "
+                       "hold", details={"on_hand": part.quantity})
     part.quantity += change
     movement = repo(call, StockMovement, "stock_movement").add(
         spare_part_id=part.id, kind=kind, quantity_change=change, quantity_after=part.quantity,
