@@ -126,7 +126,8 @@ def serve(*, host: str, port: int, workers: int, as_json: bool, seed: bool | Non
     # Uvicorn's own handling would trust loopback by default and rewrite the client address before Prism sees it.
     config = uvicorn.Config("prism.cli.serve:serving_app", factory=True, host=host, port=port, workers=workers,
                             log_level=settings.log_level, loop="uvloop", http="httptools",
-                            access_log=False, server_header=False, proxy_headers=False)
+                            access_log=False, server_header=False, proxy_headers=False,
+                            timeout_graceful_shutdown=settings.shutdown_grace_seconds)
     with metrics_directory(workers):
         code = run_listening(config, listener, announce, as_json=as_json)
     if code:

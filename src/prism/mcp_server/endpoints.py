@@ -26,7 +26,8 @@ from starlette.routing import BaseRoute
 from prism.auth.context import AuthContext
 from prism.edge.context import request_context
 from prism.edge.doors import door_routes
-from prism.errors import Unauthenticated
+from prism.edge.stack import over_limit
+from prism.errors import PrismError, Unauthenticated
 from prism.kit.secret import derived_key
 from prism.mcp_server import jsonrpc, modern, protocol, revisions
 from prism.mcp_server.http import (
@@ -47,6 +48,8 @@ from prism.mcp_server.legacy_sse import LegacyStreams, serve_stream
 from prism.mcp_server.refusals import JSON_RPC, PATH, rate_headers
 from prism.mcp_server.sessions import SessionSigner
 from prism.mcp_server.surfaces import SURFACES
+from prism.ratelimit.unavailable import LimiterUnavailable
+from prism.ratelimit.verdict import Verdict
 
 DISCOVER = "server/discover"
 
@@ -100,6 +103,11 @@ class McpDoor:
                 raise _status(406, RpcError(jsonrpc.INVALID_REQUEST, "Accept must allow application/json or "
                                             "text/event-stream", data={"error": "not_acceptable"}))
             messages, batch = jsonrpc.parse_body(await read_body(receive, headers.get("content-length")))
+            refused = await _charge_batch(scope, auth, messages)
+            if refused is not None:
+                await JSON_RPC.refuse(scope, receive, send, refused)
+                return
+            extra = _rate_updated(extra, scope)
             requested = headers.get("mcp-protocol-version")
             methods = [m.method for m in messages if isinstance(m, jsonrpc.Message)]
             # A request is of the per-request revision by its header, by `server/discover`, or by the envelope it
@@ -185,10 +193,21 @@ class McpDoor:
                                             data={"error": "session_not_found"}))
             _check_content_type(headers)
             messages, _ = jsonrpc.parse_body(await read_body(receive, headers.get("content-length")))
+            refused = await _charge_batch(scope, auth, messages)
+            if refused is not None:
+                await JSON_RPC.refuse(scope, receive, send, refused)
+                return
+            extra = _rate_updated(extra, scope)
         except _HttpError as exc:
             await respond_json(send, exc.status, exc.error.body(None), extra)
             return
         except RpcError as exc:
+            if exc.request_id is not None and not exc.of_notification:
+                # A request refused for what it holds: answered where its client waits, as every answer on this
+                # transport is; only a body that could not be read at all is refused on the POST.
+                await respond(send, 202, b"Accepted", extra, content_type=b"text/plain")
+                await streams.send(stream_id, [exc.body(exc.request_id)])
+                return
             await respond_json(send, 413 if exc.code == jsonrpc.PAYLOAD_TOO_LARGE else 400, exc.body(exc.request_id),
                                extra)
             return
@@ -294,6 +313,28 @@ async def _modern(send: Send, headers: Headers, want_json: bool, extra: list[tup
         await respond_json(send, status, answer, extra)
     else:
         await respond_sse(send, [answer], extra)
+
+
+async def _charge_batch(scope: Scope, auth: AuthContext, messages: list[Any]) -> PrismError | None:
+    """Each request of a JSON-RPC batch counts in the tenant's MCP window, as it would sent alone (one POST holds
+    thousands). The edge counted the HTTP request that carried them; the others are counted here, at once. The
+    refusal when they do not fit, or when the limits cannot be checked and the limiter fails closed."""
+    requests = sum(1 for m in messages if isinstance(m, jsonrpc.Message) and m.is_request)
+    if requests < 2:
+        return None
+    limiter = scope["app"].state.rate_limiter
+    try:
+        verdict = await limiter.hit_many("mcp", auth.tenant_id, requests - 1)
+    except LimiterUnavailable as exc:
+        return exc if limiter.fails_closed else None
+    assert isinstance(verdict, Verdict)  # no lockout is checked here
+    request_context(scope).verdict = verdict
+    return None if verdict.allowed else over_limit(verdict)
+
+
+def _rate_updated(extra: list[tuple[bytes, bytes]], scope: Scope) -> list[tuple[bytes, bytes]]:
+    """The answer's headers with X-RateLimit-* of the window as it is now (a batch counts its requests)."""
+    return [*(h for h in extra if not h[0].startswith(b"x-ratelimit-")), *_encode(rate_headers(scope))]
 
 
 def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:

@@ -121,7 +121,7 @@ def _object_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 def page(tools: list[dict[str, Any]], cursor: Any, size: int) -> dict[str, Any]:
     """One page of tools; `nextCursor` is present while more follow. Cursors are opaque to clients."""
-    start = _offset(cursor)
+    start = _offset(cursor, len(tools), size)
     chunk = tools[start:start + size]
     out: dict[str, Any] = {"tools": chunk}
     if start + size < len(tools):
@@ -129,7 +129,9 @@ def page(tools: list[dict[str, Any]], cursor: Any, size: int) -> dict[str, Any]:
     return out
 
 
-def _offset(cursor: Any) -> int:
+def _offset(cursor: Any, length: int, size: int) -> int:
+    """Where the page a cursor names starts: only an offset Prism could have issued for this list (a whole page
+    on, before its end) is one; any other is refused rather than read as a place nobody was sent to."""
     if cursor is None:
         return 0
     if isinstance(cursor, str):
@@ -138,7 +140,7 @@ def _offset(cursor: Any) -> int:
         except (binascii.Error, UnicodeDecodeError, ValueError):
             text = ""
         offset = whole_number(text[2:]) if text.startswith("o:") else None
-        if offset is not None:
+        if offset is not None and 0 < offset < length and offset % size == 0:
             return offset
     raise RpcError(INVALID_PARAMS, "cursor: not a cursor this server issued", data={"error": "invalid_cursor"})
 

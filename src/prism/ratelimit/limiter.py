@@ -27,7 +27,8 @@ WINDOW_SECONDS = 60.0
 class Backend(Protocol):
     """A storage of counters. Each method is atomic; each raises `LimiterUnavailable` when it cannot answer."""
 
-    async def hit(self, key: str, limit: int, period: float, lock: str | None = None) -> Verdict | Locked: ...
+    async def hit(self, key: str, limit: int, period: float, lock: str | None = None,
+                  weight: int = 1) -> Verdict | Locked: ...
 
     async def fail(self, address: str, *, threshold: int, window_seconds: float,
                    block_seconds: float) -> Locked | bool: ...
@@ -66,6 +67,11 @@ class RateLimiter:
     def hit(self, tier: str, key: str, lock: str | None = None) -> Awaitable[Verdict | Locked]:
         """Count one request of `key` in `tier`, unless the address `lock` is locked out (then count nothing)."""
         return self.backend.hit(self._prefixes[tier] + key, self.ceilings[tier], self.period, lock)
+
+    def hit_many(self, tier: str, key: str, count: int) -> Awaitable[Verdict | Locked]:
+        """Count `count` more requests of `key` in `tier` at once: the requests of a JSON-RPC batch beyond the
+        HTTP request that carried them, which the edge counted."""
+        return self.backend.hit(self._prefixes[tier] + key, self.ceilings[tier], self.period, None, count)
 
     def locked_out(self, address: str) -> Awaitable[Locked | None]:
         """The address's lockout, or None."""

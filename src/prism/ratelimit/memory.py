@@ -26,7 +26,8 @@ class MemoryBackend:
         self._locks: dict[str, float] = {}  # address -> blocked until
         self._opened = 0
 
-    async def hit(self, key: str, limit: int, period: float, lock: str | None = None) -> Verdict | Locked:
+    async def hit(self, key: str, limit: int, period: float, lock: str | None = None,
+                  weight: int = 1) -> Verdict | Locked:
         now = self.clock()
         if lock is not None and self._locks:
             locked = self._lock_left(lock, now)
@@ -35,7 +36,7 @@ class MemoryBackend:
         window = self._windows.get(key)
         if window is None or now >= window[0]:
             window = self._open(self._windows, key, now + period)
-        window[1] += 1
+        window[1] += weight
         return verdict_of(int(window[1]), limit, window[0] - now)
 
     async def fail(self, address: str, *, threshold: int, window_seconds: float,

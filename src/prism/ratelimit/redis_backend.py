@@ -29,14 +29,16 @@ from redis.exceptions import NoScriptError, RedisError
 from prism.ratelimit.unavailable import LimiterUnavailable
 from prism.ratelimit.verdict import Locked, Verdict, verdict_of
 
-# KEYS[1]: the window counter; KEYS[2] (optional): the address's lockout key. {-1, ms left} when locked.
+# KEYS[1]: the window counter; KEYS[2] (optional): the address's lockout key; ARGV: the window (ms), how many
+# requests to count. {-1, ms left} when locked.
 _HIT = """
 if KEYS[2] then
   local left = redis.call('PTTL', KEYS[2])
   if left > 0 then return {-1, left} end
 end
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local weight = tonumber(ARGV[2])
+local n = redis.call('INCRBY', KEYS[1], weight)
+if n == weight then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
 return {n, ttl}
@@ -83,9 +85,10 @@ class RedisBackend:
         self._waiting: list[_Check] = []  # hits for the next pipeline
         self._sender: asyncio.Task[None] | None = None
 
-    async def hit(self, key: str, limit: int, period: float, lock: str | None = None) -> Verdict | Locked:
+    async def hit(self, key: str, limit: int, period: float, lock: str | None = None,
+                  weight: int = 1) -> Verdict | Locked:
         keys = (PREFIX + key,) if lock is None else (PREFIX + key, _auth_key(lock) + ":lock")
-        check = _Check(keys, _ms(period), asyncio.get_running_loop().create_future())
+        check = _Check(keys, _ms(period), weight, asyncio.get_running_loop().create_future())
         self._waiting.append(check)
         if self._sender is None or self._sender.done():
             self._sender = asyncio.create_task(self._send_waiting())
@@ -160,7 +163,7 @@ class RedisBackend:
     async def _pipeline(self, checks: list[_Check]) -> list[Any]:
         pipe = self.redis.pipeline(transaction=False)
         for check in checks:
-            pipe.evalsha(self._hit_sha, len(check.keys), *check.keys, check.period_ms)
+            pipe.evalsha(self._hit_sha, len(check.keys), *check.keys, check.period_ms, check.weight)
         replies: list[Any] = await pipe.execute(raise_on_error=False)
         return replies
 
@@ -171,11 +174,12 @@ class RedisBackend:
 
 
 class _Check:
-    __slots__ = ("keys", "period_ms", "reply")
+    __slots__ = ("keys", "period_ms", "reply", "weight")
 
-    def __init__(self, keys: tuple[str, ...], period_ms: int, reply: asyncio.Future[Any]) -> None:
+    def __init__(self, keys: tuple[str, ...], period_ms: int, weight: int, reply: asyncio.Future[Any]) -> None:
         self.keys = keys
         self.period_ms = period_ms
+        self.weight = weight
         self.reply = reply
 
 

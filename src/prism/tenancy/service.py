@@ -73,9 +73,12 @@ async def create_organization(session: AsyncSession, tenant: Tenant, *, name: st
 async def find_organization(session: AsyncSession, tenant: Tenant, ref: str) -> Organization:
     """By id (`org_<hex>` or the UUID) or slug, within the tenant only."""
     stored = stored_organization_id(ref)
-    named = Organization.slug == ref if stored is None else (Organization.id == stored) | (Organization.slug == ref)
-    row = (await session.execute(select(Organization).where(
-        Organization.tenant_id == tenant.id, named))).scalar_one_or_none()
+    # The id first: a slug may be spelled like another organization's id, and the id is what names one for sure.
+    row = None if stored is None else (await session.execute(select(Organization).where(
+        Organization.tenant_id == tenant.id, Organization.id == stored))).scalar_one_or_none()
+    if row is None:
+        row = (await session.execute(select(Organization).where(
+            Organization.tenant_id == tenant.id, Organization.slug == ref))).scalar_one_or_none()
     if row is None:
         raise NotFound(f"organization {ref!r} not found in tenant {tenant.subdomain!r}",
                        code="organization_not_found")
