@@ -166,7 +166,10 @@ class Ticket:
         """
         if self.answered:
             return
-        status, sealed = self._final(data, error)
+        try:
+            status, sealed = self._final(data, error)
+        except Exception:  # an answer that cannot be sealed (nested past what JSON encodes): the caller got a 500
+            status, sealed = self._final(None, _INTERNAL)
         try:
             async with self.keys.db.write() as session:
                 await self._store(session, status, sealed)

@@ -17,6 +17,7 @@ from sqlalchemy import bindparam, insert, select
 from prism.errors import ToolNotFound
 from prism.integrations.models import IntegrationApp, IntegrationCall, IntegrationConnection
 from prism.kit.ids import new_id
+from prism.kit.nul import without_nul
 from prism.kit.timeutil import utcnow
 from prism.registry import HandlerCall
 from prism.storage.prepared import PreparedRead, PreparedWrite
@@ -66,6 +67,6 @@ async def keep_record(call: HandlerCall, *, method: str, path: str, arguments_di
     """The upstream call's record, in the call's recording transaction."""
     await _INSERT_CALL.run(call.session, [{
         "id": new_id(), "organization_id": call.organization_id, "coordinate": call.handler.path,
-        "method": method, "path": path[:2048], "arguments_digest": arguments_digest,
+        "method": method, "path": without_nul(path)[:2048], "arguments_digest": arguments_digest,
         "upstream_status": upstream_status, "outcome": outcome, "attempts": attempts, "duration_ms": duration_ms,
-        "error": error[:1000], "actor_email": call.auth.user_email or "", "created_at": utcnow()}])
+        "error": without_nul(error)[:1000], "actor_email": call.auth.user_email or "", "created_at": utcnow()}])

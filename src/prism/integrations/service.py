@@ -18,6 +18,7 @@ from prism.integrations.names import app_name_problem
 from prism.integrations.openapi import compile_document, parse
 from prism.integrations.runtime import bump_generation
 from prism.kit.ids import new_id
+from prism.kit.nul import without_nul
 from prism.kit.outbound import check_url
 
 # Names the deployment's own apps use (and the registry's mega-tool namespaces): never an integration's.
@@ -76,6 +77,7 @@ async def add_mcp(session: AsyncSession, name: str, url: str, operations: list[d
 async def _store(session: AsyncSession, name: str, kind: str, operations: list[dict[str, Any]], *, source: str,
                  spec_digest: str, title: str, description: str, default_server: str | None,
                  owner_organization_id: str | None, skipped: list[dict[str, str]]) -> dict[str, Any]:
+    title, description = without_nul(title), without_nul(description)  # an upstream's text, in text columns
     existing = await _named(session, name)
     if existing is not None and (existing.owner_organization_id != owner_organization_id or existing.kind != kind):
         raise Conflict(f"an integration named {name!r} exists and is not yours to replace; choose another name")

@@ -40,7 +40,9 @@ async def _dispatch(request: Request, entity: str, operation: str, arguments: An
     context = request_context(request.scope)
     try:
         auth = context.caller()
-        call = with_governance_headers(Call(tool_name=TOOL, door="rest", arguments=arguments, app="governance",
+        # A door of its own (in the ledger, the metrics and idempotency keys' fingerprints): its answers have their
+        # own shapes, so a key first used here is never replayed by the canonical door, nor the other way round.
+        call = with_governance_headers(Call(tool_name=TOOL, door="webhooks", arguments=arguments, app="governance",
                                             entity=entity, operation=operation), context.headers)
         call.idempotency_key = key_from_headers(context.headers)
         _, data = await request.app.state.dispatcher.dispatch(auth, call)

@@ -34,7 +34,9 @@ from prism.apps.integrations.params import (
 from prism.apps.states import move
 from prism.config import Settings
 from prism.errors import Conflict, InvalidArguments, NotFound
+from prism.integrations.upstream import unpassable_refusal
 from prism.kit.header_values import sendable
+from prism.kit.nul import without_nul
 from prism.kit.outbound import OutboundClient, OutboundFailed, OutboundTimeout, check_url
 from prism.kit.timeutil import utcnow
 from prism.registry import AfterCommit, HandlerApp, HandlerCall
@@ -77,11 +79,15 @@ crud(app, Entity(CallLog, "call_log", "integration call logs", CallLogList, sear
 
 
 def _decode(content: bytes, content_type: str) -> Any:
+    """The answer's body: its JSON when it is JSON the doors can pass on (not nested too deep), else its text."""
     if "json" in content_type:
         try:
-            return orjson.loads(content)
+            decoded = orjson.loads(content)
         except orjson.JSONDecodeError:
             pass
+        else:
+            if unpassable_refusal(decoded, None) is None:
+                return decoded
     return content.decode("utf-8", errors="replace")
 
 
@@ -144,7 +150,7 @@ def _send(settings: Settings, endpoint: Endpoint, method: str, path: str, query:
 async def _record(endpoint_id: str, call: HandlerCall, sent: _Sent) -> dict[str, Any]:
     ok = sent.status_code is not None and 200 <= sent.status_code < 300 and not sent.error
     error = sent.error or ("" if ok or sent.status_code is None else f"HTTP {sent.status_code}")
-    text = sent.raw.decode("utf-8", errors="replace")
+    text = without_nul(sent.raw.decode("utf-8", errors="replace"))  # an upstream's text, kept in a text column
     log_id: str | None = None
     # Deleted while the request was out: the answer still reaches the caller, with nothing to log it under.
     try:
