@@ -310,7 +310,7 @@ def starting_tree(start: Any, first: int, key: Ed25519PublicKey, origin: str) ->
 def read_json(path: str) -> Any:
     try:
         return json.loads(Path(path).read_bytes())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise Failed(f"{path}: not readable JSON ({exc})") from exc
 
 
@@ -321,7 +321,7 @@ def read_lines(path: str) -> Iterator[Any]:
                 if line.strip():
                     try:
                         yield json.loads(line)
-                    except ValueError as exc:
+                    except (ValueError, RecursionError) as exc:
                         raise Failed(f"{path}, line {number}: not JSON ({exc})") from exc
     except OSError as exc:
         raise Failed(f"{path}: not readable ({exc})") from exc
@@ -354,6 +354,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("OK: " + COMMANDS[args.command](args, public_key(args.public_key)))
     except Failed as exc:
         print(f"FAILED: {exc}")
+        return 1
+    except RecursionError:  # content nested deeper than Python recurses: no Prism entry is
+        print("FAILED: a document is nested too deeply to be a Prism ledger's")
         return 1
     return 0
 

@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.errors import InvalidArguments, PrismError
 from prism.kit.timeutil import iso, utcnow
-from prism.ledger.checkpoints import Checkpoint, parse_checkpoint, sign_checkpoint
+from prism.ledger.checkpoints import Checkpoint, MalformedCheckpoint, parse_checkpoint, sign_checkpoint
 from prism.ledger.entries import audit_checkpoints, audit_entries, audit_heads
 from prism.ledger.keys import LedgerKeys
 from prism.ledger.merkle import Frontier, leaf_hash
@@ -143,7 +143,13 @@ async def _stored(session: AsyncSession, organization_id: str, tree_size: int) -
     row = (await session.execute(select(audit_checkpoints.c.checkpoint, audit_checkpoints.c.frontier).where(
         audit_checkpoints.c.organization_id == organization_id,
         audit_checkpoints.c.tree_size == tree_size))).first()
-    return StartingPoint(parse_checkpoint(row.checkpoint), list(row.frontier)) if row else None
+    if row is None:
+        return None
+    try:  # verified with the log a moment ago; its frontier is read here first
+        return StartingPoint(parse_checkpoint(row.checkpoint), list(row.frontier))
+    except (MalformedCheckpoint, TypeError) as exc:
+        raise ArchiveRefused(f"the kept checkpoint of {tree_size} entries is not valid ({exc})",
+                             code="log_broken") from None
 
 
 async def _write_entries(session: AsyncSession, organization_id: str, through: int, tree: Frontier,

@@ -134,17 +134,19 @@ async def read(session: AsyncSession, organization_id: str, keys: LedgerKeys, en
     else:
         record["checks"] = {"content_matches_hash": content_hash(content_of(row)) == row.entry_hash,
                             "mac_fits_position": _mac_fits(keys, organization_id, row)}
-    record["previous_seq"] = row.seq - 1 if row.seq and row.seq > 1 else None
-    record["next_seq"] = await _next_seq(session, organization_id, row.seq)
+    record["previous_seq"] = await _stored_seq(session, organization_id, row.seq - 1 if row.seq else None)
+    record["next_seq"] = await _stored_seq(session, organization_id,
+                                           row.seq + 1 if row.seq and row.seq < SQL_BIGINT_MAX else None)
     record["head"] = await head(session, organization_id)
     return record
 
 
-async def _next_seq(session: AsyncSession, organization_id: str, seq: int | None) -> int | None:
-    if seq is None or seq >= SQL_BIGINT_MAX:  # the last position a BIGINT holds has no next one
+async def _stored_seq(session: AsyncSession, organization_id: str, seq: int | None) -> int | None:
+    """`seq` if an entry is stored there (a neighbour's link: none past the end, or before an archived range)."""
+    if seq is None or seq < 1:
         return None
-    stmt = repository(session, organization_id).base().where(AuditEntry.seq == seq + 1)
-    return seq + 1 if (await session.execute(stmt.with_only_columns(AuditEntry.id))).first() else None
+    stmt = repository(session, organization_id).base().where(AuditEntry.seq == seq)
+    return seq if (await session.execute(stmt.with_only_columns(AuditEntry.id))).first() else None
 
 
 async def head(session: AsyncSession, organization_id: str) -> dict[str, Any] | None:

@@ -86,14 +86,16 @@ async def verify_log(session: AsyncSession, organization_id: str, keys: LedgerKe
         # who rewrote an entry rewrote the head too, and the entry is what the report must name.
         head_problem = _signature_problem(head, organization_id, keys)
         pruned = await _pruned_start(session, organization_id, head)
-        start = since or pruned
+        # A checkpoint older than the archived range starts nowhere readable: the archive's own one is signed too.
+        start = pruned if since is None or (pruned is not None and since.checkpoint.tree_size
+                                            < pruned.checkpoint.tree_size) else since
         if trusted is not None:
             _check_trusted(trusted, organization_id, keys)
             if start is not None and start.checkpoint.tree_size > trusted.tree_size:
                 # A checkpoint held outside must be compared: start at or before it, never past it.
                 start = await _start_at_or_before(session, organization_id, trusted.tree_size, pruned)
         frontier = _frontier_of(start, organization_id, keys) if start else Frontier()
-        kept = await _kept_roots(session, organization_id, after=frontier.size, through=head.tree_size)
+        kept = await _kept_roots(session, organization_id, keys, after=frontier.size, through=head.tree_size)
         if trusted is not None:
             if trusted.tree_size == frontier.size and frontier.root().hex() != trusted.root:
                 raise _Broken(f"the log's first {frontier.size} entries do not match the trusted checkpoint")
@@ -236,11 +238,25 @@ def _check_trusted(trusted: Checkpoint, organization_id: str, keys: LedgerKeys) 
         raise _Broken("the trusted checkpoint's signature does not verify with this deployment's key")
 
 
-async def _kept_roots(session: AsyncSession, organization_id: str, *, after: int, through: int) -> dict[int, str]:
-    rows = await session.execute(select(audit_checkpoints.c.tree_size, audit_checkpoints.c.root).where(
+async def _kept_roots(session: AsyncSession, organization_id: str, keys: LedgerKeys, *, after: int,
+                      through: int) -> dict[int, str]:
+    """The roots of the kept checkpoints in the range, each only as its signed text states it: an archive takes
+    its header from the kept checkpoint of its size, and a rewritten one must not pass as the root alone fits."""
+    rows = await session.execute(select(
+        audit_checkpoints.c.tree_size, audit_checkpoints.c.root, audit_checkpoints.c.checkpoint).where(
         audit_checkpoints.c.organization_id == organization_id, audit_checkpoints.c.tree_size > after,
         audit_checkpoints.c.tree_size <= through))
-    return {size: root for size, root in rows}
+    kept: dict[int, str] = {}
+    for size, root, text in rows:
+        try:
+            signed = parse_checkpoint(text)
+        except MalformedCheckpoint as exc:
+            raise _Broken(f"the kept checkpoint of {size} entries is not valid ({exc})") from None
+        if not (signed.tree_size == size and signed.root == root and signed.organization_id == organization_id
+                and signed.verifies(keys.public_key)):
+            raise _Broken(f"the kept checkpoint of {size} entries does not match its signature: it was rewritten")
+        kept[size] = root
+    return kept
 
 
 async def _nothing_beyond(session: AsyncSession, organization_id: str, size: int, trusted: Checkpoint | None) -> None:
