@@ -650,7 +650,7 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
         if records is not None:
             hits = _first(hits, records, score=hits[0].score)
     with_model = ranker == SEMANTIC_RERANK and cosines is not None
-    known = index.known(query_terms)
+    known = index.known(query_terms, visible)
     mass = sum(index.idf.get(t, index.unknown_idf) for t in query_terms) / index.unknown_idf
     best = max(h.score for h in hits)
     scored = []

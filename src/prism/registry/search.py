@@ -296,7 +296,15 @@ class Hit:
 
 class SearchIndex:
     """Postings `term → {doc: finished BM25 contribution}` (prism.registry.postings) over every handler of one
-    registry."""
+    registry.
+
+    Every handler is indexed, but the corpus statistics (document frequencies, lengths, the vocabularies of
+    entities and operation verbs) come from the shared handlers only: the built-in ones and the deployment's
+    integrations. An organization's own integrations are invisible to every other organization, and so must be
+    their words: counted in, they would move the scores and confidences others get, and tell them that some
+    organization imported a service that uses a word. Their documents are scored with the shared statistics
+    (a word only they use weighs as a word no handler uses), and their words count as known to whoever sees them.
+    """
 
     def __init__(self, registry: Registry) -> None:
         self.handlers: tuple[Handler, ...] = tuple(registry)
@@ -308,8 +316,11 @@ class SearchIndex:
         entity_words = entity_keywords(self.handlers)
         self._keywords = [handler_keywords(h, entity_words) for h in self.handlers]
         self._examples = [tuple(without_particulars(e) for e in h.examples) for h in self.handlers]
+        private = registry.private_integrations
+        shared = [h.integration is None or h.integration not in private for h in self.handlers]
+        self._private_docs = frozenset(doc for doc, is_shared in enumerate(shared) if not is_shared)
         self._entity_terms = _entity_vocabularies(self.handlers, entity_words)
-        self._any_entity_terms = frozenset().union(*self._entity_terms)
+        self._any_entity_terms = frozenset().union(*(t for t, s in zip(self._entity_terms, shared, strict=True) if s))
         self._entity_operations = _entity_operations(self.handlers)
         self._shaped = _shaped_documents(self.handlers, self._entity_terms)
         for handler, keywords, examples in zip(self.handlers, self._keywords, self._examples, strict=True):
@@ -322,12 +333,14 @@ class SearchIndex:
             frequencies.append(tf)
             self._fields.append(tuple(f for _, f in fields))
         lengths = [sum(tf.values()) for tf in frequencies]
-        average = (sum(lengths) / len(lengths)) if lengths else 1.0
+        shared_lengths = [length for length, s in zip(lengths, shared, strict=True) if s]
+        average = (sum(shared_lengths) / len(shared_lengths)) if shared_lengths else 1.0
         doc_freq: dict[str, int] = {}
-        for tf in frequencies:
-            for t in tf:
-                doc_freq[t] = doc_freq.get(t, 0) + 1
-        n = self.size
+        for tf, is_shared in zip(frequencies, shared, strict=True):
+            if is_shared:
+                for t in tf:
+                    doc_freq[t] = doc_freq.get(t, 0) + 1
+        n = len(shared_lengths)
         idf = {t: math.log(1.0 + (n - df + 0.5) / (df + 0.5)) for t, df in doc_freq.items()}
         self.idf = idf
         # What a word no handler uses weighs: as much as the rarest word could (document frequency 0).
@@ -337,15 +350,16 @@ class SearchIndex:
         for doc, (tf, length) in enumerate(zip(frequencies, lengths, strict=True)):
             norm = K1 * (1.0 - B + B * length / average)
             for t, f in tf.items():
-                add(t, doc, idf[t] * f * (K1 + 1.0) / (f + norm))
+                add(t, doc, idf.get(t, self.unknown_idf) * f * (K1 + 1.0) / (f + norm))
         # One visibility mask per distinct visible tuple (they are memoised per grant upstream);
         # the tuple is kept alive next to its mask so its id cannot be reused while cached.
         self._masks: dict[int, tuple[tuple[Handler, ...], bytearray]] = {}
         self._doc_of = {h.path: i for i, h in enumerate(self.handlers)}
         # The verbs operations start with (`mark` of `markDown`, `generate`, `list`), stemmed: a clause that
         # opens with one, or a synonym, asks for an act.
-        self.operation_verbs = frozenset(words[0] for h in self.handlers
-                                         if (words := tuple(stem(w) for w in split_words(h.coordinate.operation))))
+        self.operation_verbs = frozenset(
+            words[0] for h, s in zip(self.handlers, shared, strict=True)
+            if s and (words := tuple(stem(w) for w in split_words(h.coordinate.operation))))
         # Kept like the postings they are made of (at 10,000 handlers, every synonym's concept held 677,000 entries).
         self._concepts = KeptDicts(CACHED_POSTINGS)
         self._joints: dict[int, _Joint] = {}
@@ -423,16 +437,23 @@ class SearchIndex:
                 said += SYNONYM_WEIGHT * weight
         return said / total if total else 0.0
 
-    def known(self, query_terms: Sequence[str]) -> float:
+    def known(self, query_terms: Sequence[str], visible: tuple[Handler, ...] = ()) -> float:
         """The idf-weighted share of the query's terms that some handler uses, itself or by a synonym: a
-        request in words no handler knows ("flight", "payroll") is about something else."""
+        request in words no handler knows ("flight", "payroll") is about something else. A word only an
+        organization's own integrations use is known to those who see them (`visible`), to nobody else."""
         said = total = 0.0
         for t in query_terms:
             weight = self.idf.get(t, self.unknown_idf)
             total += weight
-            if t in self.idf or any(s in self.idf for s in SYNONYMS.get(t, ())):
+            if any(w in self.idf or self._privately_known(w, visible) for w in (t, *SYNONYMS.get(t, ()))):
                 said += weight
         return said / total if total else 0.0
+
+    def _privately_known(self, term: str, visible: tuple[Handler, ...]) -> bool:
+        if not self._private_docs or not visible or term not in self.postings:
+            return False
+        mask = self.mask(visible)
+        return any(mask[doc] for doc in self.postings.of(term) if doc in self._private_docs)
 
     def says(self, doc: int, term: str) -> bool:
         """Whether the document's text (description, keywords, example requests, names) says the index term."""
