@@ -146,11 +146,17 @@ def example_arguments(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]
     return out, fill
 
 
+MAX_EXAMPLE_DEPTH = 8
 _FORMAT_EXAMPLES = {"date": "2025-01-31", "date-time": "2025-01-31T09:00:00Z", "email": "someone@example.com",
                     "uuid": "00000000-0000-4000-8000-000000000000", "uri": "https://example.com/"}
 
 
 def _example(name: str, schema: Any, defs: dict[str, Any], fill: list[str], depth: int) -> Any:
+    """An example value; `depth` counts each level followed, unions included: a `$ref` may lead back to itself
+    (an upstream's schema, kept as given), and past a few levels a placeholder stands instead."""
+    if depth > MAX_EXAMPLE_DEPTH:
+        fill.append(name)
+        return f"<{name}>"
     prop = keywords_of(schema)  # a boolean sub-schema says nothing of its value: a placeholder
     ref = prop.get("$ref")
     if isinstance(ref, str):
@@ -162,7 +168,7 @@ def _example(name: str, schema: Any, defs: dict[str, Any], fill: list[str], dept
     for key in ("anyOf", "oneOf", "allOf"):
         variants = [v for v in list_of(prop, key) if keywords_of(v).get("type") != "null"]
         if variants:
-            return _example(name, variants[0], defs, fill, depth)
+            return _example(name, variants[0], defs, fill, depth + 1)
     kind = prop.get("type")
     if kind in ("integer", "number"):
         return _number_example(prop)
