@@ -37,6 +37,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
+from prism.errors import PrismError
 from prism.storage import one_shot_engine
 
 if TYPE_CHECKING:
@@ -68,6 +69,10 @@ def upgrade(database_url: str) -> bool:
     if newest is not None:
         if current == newest:
             return False
+        if current is not None and current not in _revisions_before(newest):
+            raise PrismError(f"the database is at revision {current}, which this Prism does not have: a newer "
+                             f"Prism migrated it (this one ends at {newest}); run that version or a newer one",
+                             code="database_newer")
         if current is None and create_at_newest(database_url, newest):
             return False
     migrate_with_alembic(database_url)
@@ -85,7 +90,7 @@ def migrate_with_alembic(database_url: str) -> None:
     if not make_url(database_url).drivername.startswith("sqlite"):
         command.upgrade(config, "head")
         return
-    engine = _sqlite_ddl_engine(database_url)
+    engine = sqlite_ddl_engine(database_url)
     try:
         with engine.connect() as connection:
             config.attributes["connection"] = connection  # migrations/env.py runs on it
@@ -102,7 +107,7 @@ def create_at_newest(database_url: str, newest: str) -> bool:
     """
     if not make_url(database_url).drivername.startswith("sqlite"):
         return asyncio.run(_create_at_newest_async(database_url, newest))
-    engine = _sqlite_ddl_engine(database_url)
+    engine = sqlite_ddl_engine(database_url)
     try:
         with engine.begin() as connection:
             return _create_schema(connection, newest)
@@ -130,13 +135,15 @@ def _create_schema(connection: Connection, newest: str) -> bool:
     return True
 
 
-def _sqlite_ddl_engine(database_url: str) -> Engine:
+def sqlite_ddl_engine(database_url: str) -> Engine:
     """SQLite for schema changes: the standard library's driver in this thread, one real transaction.
 
     Through the async driver every DDL statement is a hop to its thread and back. And the standard driver
     opens no transaction for DDL, so each CREATE/ALTER would commit (and sync the file) on its own: about
     1.2 ms a statement, 0.17 s of a full migration. BEGIN is sent explicitly, as SQLAlchemy's SQLite
-    documentation recommends; the whole change then commits once.
+    documentation recommends; the whole change then commits once. Foreign keys stay off, as Alembic's batch
+    mode needs: it rebuilds a table by dropping it, which with them on deletes every row that references it
+    (ON DELETE CASCADE).
     """
     engine = create_engine(make_url(database_url).set(drivername="sqlite"), poolclass=NullPool)
 

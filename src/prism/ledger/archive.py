@@ -30,7 +30,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.errors import InvalidArguments, PrismError
 from prism.kit.timeutil import iso, utcnow
-from prism.ledger.checkpoints import Checkpoint, MalformedCheckpoint, parse_checkpoint, sign_checkpoint
+from prism.ledger.checkpoints import (
+    UNSIGNED_HEAD_HINT,
+    Checkpoint,
+    MalformedCheckpoint,
+    parse_checkpoint,
+    sign_checkpoint,
+)
 from prism.ledger.entries import audit_checkpoints, audit_entries, audit_heads
 from prism.ledger.keys import LedgerKeys
 from prism.ledger.merkle import Frontier, leaf_hash
@@ -70,7 +76,7 @@ async def archive(session: AsyncSession, organization_id: str, keys: LedgerKeys,
         select(audit_heads).where(audit_heads.c.organization_id == organization_id)
         .with_for_update(key_share=True))).first()  # the lock the sealer takes: no entry is sealed meanwhile
     if head is None or head.checkpoint is None:
-        raise ArchiveRefused("this organization's log has no signed head yet; run `prism migrate`",
+        raise ArchiveRefused("this organization's log has no signed head: " + UNSIGNED_HEAD_HINT,
                              code="checkpoint_not_found")
     first = head.pruned_through + 1
     _check_range(through, first, head.tree_size)

@@ -22,6 +22,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from prism.ledger.keys import LedgerKeys
 
 ORIGIN_PREFIX = "prism.audit/"
+# What an unsigned head means, and the one step that signs it (docs/audit.md "Upgrading from the hash chain").
+UNSIGNED_HEAD_HINT = ("a log written before signed heads is signed by the upgrade that brings it across; if that "
+                      "upgrade stopped before it sealed, `prism audit seal --sign-unsigned-heads` finishes it. At "
+                      "any other time an unsigned head was stripped of its signature")
 
 
 @dataclass(frozen=True, slots=True)

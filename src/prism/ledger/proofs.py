@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.errors import InvalidArguments, NotFound, PrismError
-from prism.ledger.checkpoints import Checkpoint, MalformedCheckpoint, parse_checkpoint
+from prism.ledger.checkpoints import UNSIGNED_HEAD_HINT, Checkpoint, MalformedCheckpoint, parse_checkpoint
 from prism.ledger.entries import audit_entries, audit_heads, content_of
 from prism.ledger.keys import LedgerKeys
 from prism.ledger.merkle import Frontier, consistency_proof, inclusion_proof, leaf_hash
@@ -88,7 +88,7 @@ async def _unpruned_head(session: AsyncSession, organization_id: str) -> Any:
     head = (await session.execute(select(audit_heads).where(
         audit_heads.c.organization_id == organization_id))).first()
     if head is None or head.checkpoint is None:
-        raise NotFound("this organization's log has no signed head yet; run `prism migrate`",
+        raise NotFound("this organization's log has no signed head: " + UNSIGNED_HEAD_HINT,
                        code="checkpoint_not_found")
     if head.pruned_through:
         raise PrismError(f"entries 1..{head.pruned_through} of this log were archived and pruned; proofs need "

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from prism.ledger.checkpoints import Checkpoint, MalformedCheckpoint, parse_checkpoint
+from prism.ledger.checkpoints import UNSIGNED_HEAD_HINT, Checkpoint, MalformedCheckpoint, parse_checkpoint
 from prism.ledger.entries import (
     GENESIS_HASH,
     audit_checkpoints,
@@ -159,7 +159,7 @@ async def _head(session: AsyncSession, organization_id: str) -> Any:
 
 def _signature_problem(head: Any, organization_id: str, keys: LedgerKeys) -> str | None:
     if head.checkpoint is None:
-        return "the log's head is not signed: run `prism migrate`, which seals logs written before signed heads"
+        return "the log's head is not signed: " + UNSIGNED_HEAD_HINT
     try:
         signed = parse_checkpoint(head.checkpoint)
     except MalformedCheckpoint as exc:

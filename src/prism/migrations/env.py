@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from alembic import context
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, make_url
 
 from prism.config import get_settings
 from prism.storage import one_shot_engine
@@ -42,5 +42,15 @@ else:
     connection = config.attributes.get("connection")
     if connection is not None:
         _run(connection)
+    elif make_url(_url()).get_backend_name() == "sqlite":  # Alembic run directly: as `prism migrate` runs SQLite
+        from prism.migrate import sqlite_ddl_engine
+
+        engine = sqlite_ddl_engine(_url())
+        try:
+            with engine.connect() as connection:
+                _run(connection)
+                connection.commit()
+        finally:
+            engine.dispose()
     else:
         asyncio.run(_run_async())

@@ -60,6 +60,12 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # Entries written under the tree have no chain hash: the chain this steps back to cannot hold them.
+    sealed_as_tree = op.get_bind().execute(sa.text(
+        "SELECT COUNT(*) FROM audit_entries WHERE prev_hash IS NULL")).scalar()
+    if sealed_as_tree:
+        raise RuntimeError(f"{sealed_as_tree} audit entries were written under the signed tree; the hash chain "
+                           "before 0013_ledger_tree cannot hold them, so this downgrade would lose them: not done")
     with op.batch_alter_table("organizations") as batch:
         batch.drop_column("audit_retention_days")
     op.drop_table("audit_checkpoints")
