@@ -11,6 +11,7 @@ scopes are all three, the role decides.
 from __future__ import annotations
 
 import hashlib
+import hmac
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -24,9 +25,10 @@ from prism.auth.permissions import PermissionSet
 from prism.dispatch.dispatcher import Call
 from prism.edge.context import request_context
 from prism.errors import NotFound, PermissionDenied, PrismError
+from prism.kit.secret import derived_key, same_secret
 from prism.models import Membership, Organization, Role, Tenant, User
 from prism.registry.mega_tools import PLATFORM_SCOPES, tool_name
-from prism.web.browser import BrowserSession, browser_session
+from prism.web.browser import browser_session, session_credential
 from prism.web.requests import host_of
 
 DOOR = "console"
@@ -48,6 +50,7 @@ class ConsoleCaller:
     user: User
     auth: AuthContext
     organizations: list[OrganizationChoice]
+    notice_key: bytes  # signs the notices this session's redirects carry (`link`, `notice`)
 
     def may(self, coordinate: str, request: Request) -> bool:
         """Whether the dispatcher would let this person call the handler: the console shows only what they may do."""
@@ -55,9 +58,20 @@ class ConsoleCaller:
         return handler is not None and self.auth.permissions.allows(handler.permission)
 
     def link(self, path: str, **query: Any) -> str:
-        """A console URL in the organization acted in (only values that are set)."""
+        """A console URL in the organization acted in (only values that are set). A `notice` is signed for this
+        session, so that a page shows only notices the console wrote, never a crafted link's words."""
         params = {"org": self.auth.organization_id, **{k: v for k, v in query.items() if v not in (None, "")}}
+        if params.get("notice"):
+            params["ns"] = self._notice_signature(str(params["notice"]))
         return f"{path}?{urlencode(params)}"
+
+    def notice(self, request: Request) -> str | None:
+        """The notice of the link that brought this person here, if the console signed it for this session."""
+        text, signature = request.query_params.get("notice"), request.query_params.get("ns", "")
+        return text if text and same_secret(signature, self._notice_signature(text)) else None
+
+    def _notice_signature(self, text: str) -> str:
+        return hmac.new(self.notice_key, text.encode(), hashlib.sha256).hexdigest()[:32]
 
     async def call(self, request: Request, coordinate: str, arguments: dict[str, Any]) -> Any:
         """Dispatch one handler as this person; a refusal is raised as the PrismError the API would answer."""
@@ -66,10 +80,6 @@ class ConsoleCaller:
                     operation=operation, request_id=request_context(request.scope).request_id)
         _, result = await request.app.state.dispatcher.dispatch(self.auth, call)
         return result
-
-
-def _credential_id(session: BrowserSession) -> str:
-    return "console:" + hashlib.sha256(session.csrf_token.encode()).hexdigest()[:28]
 
 
 async def console_caller(request: Request, user: User) -> ConsoleCaller:
@@ -97,6 +107,13 @@ async def console_caller(request: Request, user: User) -> ConsoleCaller:
         tenant_id=row.tenant_id, tenant_subdomain=row.subdomain, tenant_name=row.tenant_name,
         organization_id=row.id, organization_name=row.name, user_id=user.id, user_email=user.email,
         role=row.role, permissions=PermissionSet(tuple(row.permissions)), scopes=frozenset(PLATFORM_SCOPES),
-        credential_kind="console", credential_id=_credential_id(web), key_prefix="console", key_name="Console",
+        credential_kind="console", credential_id=session_credential(web, "console"), key_prefix="console",
+        key_name="Console",
         key_created_at=datetime.fromtimestamp(web.issued_at, UTC), usage=KeyUsage(None))
-    return ConsoleCaller(user, auth, [OrganizationChoice(r.id, r.name, r.role) for r in rows])
+    return ConsoleCaller(user, auth, [OrganizationChoice(r.id, r.name, r.role) for r in rows], notice_key(request))
+
+
+def notice_key(request: Request) -> bytes:
+    """The key notices in this browser session's links are signed with (ConsoleCaller.link)."""
+    return hmac.new(derived_key(request.app.state.settings, "console-notice"),
+                    browser_session(request).csrf_token.encode(), hashlib.sha256).digest()

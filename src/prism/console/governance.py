@@ -38,7 +38,7 @@ async def _show(request: Request, caller: ConsoleCaller, *, status: int = 200, e
 
 @signed_in
 async def overview(request: Request, caller: ConsoleCaller) -> Response:
-    return await _show(request, caller, notice=request.query_params.get("notice"))
+    return await _show(request, caller, notice=caller.notice(request))
 
 
 def _lines(text: str) -> list[str]:

@@ -20,7 +20,7 @@ from starlette.responses import PlainTextResponse, Response
 from prism.console.caller import ConsoleCaller
 from prism.console.changes import compare
 from prism.console.pages import member_emails, page, signed_in
-from prism.errors import InvalidArguments, PrismError
+from prism.errors import InvalidArguments, PermissionDenied, PrismError
 from prism.governance.models import OversightRequest
 from prism.kit.timeutil import utcnow
 from prism.tenancy.repository import OrgRepository
@@ -70,11 +70,15 @@ async def _inbox(request: Request, caller: ConsoleCaller, *, status: int = 200, 
 
 @signed_in
 async def inbox(request: Request, caller: ConsoleCaller) -> Response:
-    return await _inbox(request, caller, notice=request.query_params.get("notice"))
+    return await _inbox(request, caller, notice=caller.notice(request))
 
 
 @signed_in
 async def state(request: Request, caller: ConsoleCaller) -> Response:
+    """What the inbox's page polls for: answered only to whom the inbox itself is (a permission check: polling
+    writes nothing to the ledger)."""
+    if not caller.may(f"{BASE}/list", request):
+        raise PermissionDenied("your role may not read this organization's oversight requests")
     return PlainTextResponse(await _state(request, caller), headers={"Cache-Control": "no-store"})
 
 

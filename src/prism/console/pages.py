@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlencode
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -42,12 +43,20 @@ def refusal(request: Request, exc: PrismError) -> Response:
                                             "message": exc.message}, status=exc.status)
 
 
+def _login_to_section(request: Request) -> str:
+    """The login page for a form posted after the session ended: a redirect cannot post it again, so after
+    signing in the person lands on the form's section (`/console/keys/`, in the same organization)."""
+    section = "/".join(request.url.path.split("/")[:3]) + "/"
+    org = request.query_params.get("org")
+    return "/login/?" + urlencode({"next": section + (f"?{urlencode({'org': org})}" if org else "")})
+
+
 def signed_in(endpoint: Page) -> Callable[[Request], Awaitable[Response]]:
     """The page for a signed-in member of an organization on this tenant host; the login page otherwise."""
     async def wrapped(request: Request) -> Response:
         user = await signed_in_user(request)
         if user is None:
-            return redirect(request, login_url(request))
+            return redirect(request, login_url(request) if request.method == "GET" else _login_to_section(request))
         try:
             caller = await console_caller(request, user)
         except PrismError as exc:

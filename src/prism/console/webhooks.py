@@ -36,9 +36,11 @@ def _levers(caller: ConsoleCaller, request: Request) -> dict[str, bool]:
 
 async def _show_list(request: Request, caller: ConsoleCaller, *, status: int = 200, error: str | None = None,
                      secret_of: dict[str, Any] | None = None, form: dict[str, str] | None = None) -> Response:
-    listed = await caller.call(request, f"{HOOK}/list", {"page": 1, "page_size": 100})
+    # A role may create (or rotate) without `governance.view_webhook`: the page still shows the secret, once.
+    may_list = caller.may(f"{HOOK}/list", request)
+    listed = await caller.call(request, f"{HOOK}/list", {"page": 1, "page_size": 100}) if may_list else None
     return page("console_webhooks.html", request, caller, PATH, status=status, error=error,
-                notice=request.query_params.get("notice"), hooks=listed, events=EVENTS, secret_of=secret_of,
+                notice=caller.notice(request), hooks=listed, events=EVENTS, secret_of=secret_of,
                 form=form or {}, chosen=[e for e in EVENTS if (form or {}).get(f"event:{e}")],
                 **_levers(caller, request))
 
@@ -55,7 +57,7 @@ async def _show_hook(request: Request, caller: ConsoleCaller, *, status: int = 2
         return page("console_webhooks.html", request, caller, PATH, status=exc.status,
                     error=f"{exc.message} ({exc.code})", hooks=None, events=EVENTS, form={}, chosen=[])
     return page("console_webhook.html", request, caller, PATH, status=status, error=error,
-                notice=request.query_params.get("notice"), hook=hook, deliveries=deliveries, events=EVENTS,
+                notice=caller.notice(request), hook=hook, deliveries=deliveries, events=EVENTS,
                 secret_of=secret_of, **_levers(caller, request))
 
 
@@ -113,6 +115,8 @@ async def rotate(request: Request, caller: ConsoleCaller) -> Response:
         rotated = await caller.call(request, f"{HOOK}/rotate_secret", {"id": request.path_params["webhook_id"]})
     except PrismError as exc:
         return await _show_hook(request, caller, status=exc.status, error=f"{exc.message} ({exc.code})")
+    if not caller.may(f"{HOOK}/read", request):  # the new secret is shown once, whatever else may be shown
+        return await _show_list(request, caller, secret_of=rotated)
     return await _show_hook(request, caller, secret_of=rotated)
 
 

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.errors import BadRequest, Conflict, NotFound
 from prism.identity.passwords import hash_password
+from prism.kit.timeutil import utcnow
 from prism.models import Membership, Organization, Role, User
 
 EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+\Z|^[^@\s]+@localhost\Z")
@@ -42,6 +43,7 @@ async def create_user(session: AsyncSession, email: str, password: str) -> User:
 async def set_password(session: AsyncSession, user: User, password: str) -> None:
     check_password_strength(password)
     user.password_hash = hash_password(password)
+    user.sessions_ended_at = utcnow()  # a new password signs every browser out (prism.web.browser)
     await session.flush()
 
 

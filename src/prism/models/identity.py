@@ -5,7 +5,7 @@ from datetime import datetime
 from sqlalchemy import JSON, Boolean, ForeignKey, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from prism.models.base import Base, created_column, id_column
+from prism.models.base import Base, UTCDateTime, created_column, id_column
 from prism.tenancy.scope import OrgScoped
 
 
@@ -19,6 +19,9 @@ class User(Base):
     password_hash: Mapped[str] = mapped_column(String(255))
     is_active: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime] = created_column()
+    # Browser sessions (signed cookies, prism.web.browser) issued before this moment no longer sign the person
+    # in: set when they sign out or their password changes, so a copied cookie dies with the session.
+    sessions_ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class Role(Base):

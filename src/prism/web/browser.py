@@ -36,7 +36,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import orjson
 from jinja2 import Environment, PackageLoader, select_autoescape
-from sqlalchemy import select
+from sqlalchemy import select, update
 from starlette.requests import Request, cookie_parser
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
@@ -44,6 +44,7 @@ from prism.config import Settings
 from prism.errors import BadRequest, PrismError
 from prism.kit.nul import refuse_nul_in_form
 from prism.kit.secret import derived_key, same_secret
+from prism.kit.timeutil import utcnow
 from prism.models import User
 from prism.web.requests import declared_length, read_body
 
@@ -72,7 +73,7 @@ class CsrfRejected(PrismError):
 class BrowserSession:
     user_id: str | None
     csrf_token: str
-    issued_at: int
+    issued_at: float  # seconds since the epoch, to the millisecond
     fresh: bool  # not read from the request: the response must set the cookie
 
 
@@ -95,7 +96,7 @@ def _signature(settings: Settings, payload: str) -> str:
 
 
 def _encode(settings: Settings, session: BrowserSession) -> str:
-    payload = _b64(orjson.dumps({"u": session.user_id, "c": session.csrf_token, "t": session.issued_at}))
+    payload = _b64(orjson.dumps({"u": session.user_id, "c": session.csrf_token, "t": round(session.issued_at * 1000)}))
     return f"{payload}.{_signature(settings, payload)}"
 
 
@@ -105,7 +106,7 @@ def _decode(settings: Settings, cookie: str) -> BrowserSession | None:
         return None
     try:
         data = orjson.loads(_unb64(payload))
-        user_id, csrf, issued = data["u"], data["c"], int(data["t"])
+        user_id, csrf, issued = data["u"], data["c"], int(data["t"]) / 1000  # milliseconds in the cookie
     except (ValueError, KeyError, TypeError):
         return None
     if time.time() - issued > settings.browser_session_seconds or not isinstance(csrf, str):
@@ -122,7 +123,13 @@ def signed_in_user_id(settings: Settings, cookie_header: str | None) -> str | No
 
 
 def _new_session(user_id: str | None) -> BrowserSession:
-    return BrowserSession(user_id, secrets.token_urlsafe(32), int(time.time()), fresh=True)
+    return BrowserSession(user_id, secrets.token_urlsafe(32), round(time.time(), 3), fresh=True)
+
+
+def session_credential(session: BrowserSession, kind: str) -> str:
+    """The credential id a browser session's dispatched calls are recorded under: `<kind>:` and a digest of its
+    CSRF token, which names one sign-in in the ledger and reveals nothing of it."""
+    return f"{kind}:" + hashlib.sha256(session.csrf_token.encode()).hexdigest()[:28]
 
 
 def browser_session(request: Request) -> BrowserSession:
@@ -163,17 +170,27 @@ def sign_in(request: Request, user_id: str) -> None:
     request.state.browser_session = _new_session(user_id)
 
 
-def sign_out(request: Request) -> None:
+async def sign_out(request: Request) -> None:
+    """End the person's browser sessions: this one, and every copy of its cookie (a session is a signed cookie,
+    valid until it expires unless the person's `sessions_ended_at` says otherwise). Their other browsers are
+    signed out too."""
+    user_id = browser_session(request).user_id
     request.state.browser_session = _new_session(None)
+    if user_id is not None:
+        async with request.app.state.db.write() as session:
+            await session.execute(update(User).where(User.id == user_id).values(sessions_ended_at=utcnow()))
 
 
 async def signed_in_user(request: Request) -> User | None:
-    user_id = browser_session(request).user_id
-    if user_id is None:
+    web = browser_session(request)
+    if web.user_id is None:
         return None
     async with request.app.state.db.read() as session:
-        user = (await session.execute(select(User).where(User.id == user_id))).scalar_one_or_none()
-    return user if user is not None and user.is_active else None
+        user = (await session.execute(select(User).where(User.id == web.user_id))).scalar_one_or_none()
+    if user is None or not user.is_active:
+        return None
+    ended = user.sessions_ended_at
+    return user if ended is None or web.issued_at >= round(ended.timestamp(), 3) else None
 
 
 async def read_form(request: Request, *, check_csrf: bool = True, single_valued: bool = False) -> dict[str, str]:

@@ -62,5 +62,5 @@ async def logout(request: Request) -> Response:
     except PrismError as exc:
         return render(request, "message.html", {"heading": "Sign-out refused", "message": exc.message},
                       status=exc.status)
-    sign_out(request)
+    await sign_out(request)
     return redirect(request, "/login/?" + urlencode({"next": safe_next(form.get("next"))}))

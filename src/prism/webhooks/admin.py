@@ -21,13 +21,21 @@ from starlette.routing import BaseRoute
 
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import PermissionSet
-from prism.console.caller import ConsoleCaller
+from prism.console.caller import ConsoleCaller, notice_key
 from prism.edge.doors import PAGE as PAGE_DOOR
 from prism.edge.doors import door_routes
 from prism.errors import NotFound, PrismError
 from prism.kit.timeutil import utcnow
 from prism.models import Membership, Organization, Role, Tenant, User
-from prism.web.browser import login_url, read_form, redirect, render, signed_in_user
+from prism.web.browser import (
+    browser_session,
+    login_url,
+    read_form,
+    redirect,
+    render,
+    session_credential,
+    signed_in_user,
+)
 from prism.web.requests import host_of
 from prism.webhooks import service
 from prism.webhooks.models import Webhook, WebhookDelivery
@@ -69,7 +77,8 @@ async def _contexts(session: AsyncSession, user: User, request: Request) -> list
             tenant_id=tenant.id, tenant_subdomain=tenant.subdomain, tenant_name=tenant.name,
             organization_id=organization.id, organization_name=organization.name, user_id=user.id,
             user_email=user.email, role=role.name, permissions=permissions,
-            scopes=frozenset({"mcp:read", "mcp:write"}), credential_kind="browser", credential_id="browser",
+            scopes=frozenset({"mcp:read", "mcp:write"}), credential_kind="browser",
+            credential_id=session_credential(browser_session(request), "browser"),
             key_prefix="", key_name="browser session", key_created_at=utcnow(), usage=KeyUsage(None)))
     return contexts
 
@@ -119,7 +128,7 @@ async def _act(request: Request, action: str) -> Response:
         coordinate, arguments = (("config_manage/governance/webhook/test", {"id": webhook_id}) if action == "test"
                                  else ("config_manage/governance/webhook_delivery/resend",
                                        {"webhook_id": webhook_id, "id": request.path_params["delivery_id"]}))
-        await ConsoleCaller(user, auth, []).call(request, coordinate, arguments)
+        await ConsoleCaller(user, auth, [], notice_key(request)).call(request, coordinate, arguments)
     except PrismError as exc:
         return await _page(request, user, error=exc.message, status=exc.status)
     return redirect(request, f"{PAGE}?done={action}")
