@@ -166,3 +166,23 @@ async def test_the_first_entry_left_after_a_prune_names_no_previous_entry(
     assert entry["seq"] == 7 and entry["next_seq"] == 8
     assert (await ok(client, ws, "audit_query/ledger/entry/list", {"seq_from": 6, "seq_to": 6}))["total"] == 0
     assert entry["previous_seq"] is None, entry
+
+
+def test_an_archive_never_replaces_a_file_that_took_its_name_meanwhile(tmp_path: Path) -> None:
+    """The name is checked before the entries are written; a file made under it meanwhile was replaced by the
+    final rename. The finished archive takes its name by a hard link, which fails if the name exists."""
+    import pytest
+
+    from prism.errors import PrismError
+    from prism.ledger.archive import _take_name
+
+    partial, out = tmp_path / "a.jsonl.writing", tmp_path / "a.jsonl"
+    partial.write_bytes(b"new")
+    out.write_bytes(b"someone else's")
+    with pytest.raises(PrismError) as refused:
+        _take_name(partial, out)
+    assert refused.value.code == "archive_exists"
+    assert out.read_bytes() == b"someone else's"
+    out.unlink()
+    _take_name(partial, out)
+    assert out.read_bytes() == b"new"

@@ -203,9 +203,35 @@ def _finish(out: Path, header: dict[str, Any], body: Path) -> None:
                 target.write(chunk)
             target.flush()
             os.fsync(target.fileno())
-        partial.rename(out)
+        _take_name(partial, out)
+        _sync_directory(out.parent)  # the name itself on disk before the prune commits
     finally:
         partial.unlink(missing_ok=True)
+
+
+def _take_name(partial: Path, out: Path) -> None:
+    """`partial` under the name `out`, never replacing a file that took that name since it was checked: a hard
+    link fails if the name exists (a rename would replace it). A file system without hard links gets the rename."""
+    try:
+        os.link(partial, out)
+    except FileExistsError:
+        raise ArchiveRefused(f"{out} exists; an archive is never overwritten", code="archive_exists") from None
+    except OSError:
+        _refuse_existing(out)
+        partial.rename(out)
+
+
+def _sync_directory(directory: Path) -> None:
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:  # a platform that cannot open a directory: nothing more to do
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
 
 
 async def _prune(session: AsyncSession, organization_id: str, through: int, tree: Frontier,
