@@ -64,7 +64,7 @@ class Settings(BaseSettings):
     mcp_sse_keepalive_seconds: float = 15.0
     # After SIGTERM, how long `prism serve` waits for open requests and streams (legacy SSE streams never end by
     # themselves) before it ends them and stops.
-    shutdown_grace_seconds: float = Field(default=30.0, gt=0)
+    shutdown_grace_seconds: int = Field(default=30, gt=0)
     # Webhooks (docs/webhooks.md). Private, loopback, link-local and metadata addresses are refused as
     # receivers unless this is true (tests, on-premise receivers); PRISM_WEBHOOK_CA_BUNDLE names extra CA
     # certificates (PEM) trusted for receivers on top of the system store.

@@ -103,9 +103,9 @@ class McpDoor:
                 raise _status(406, RpcError(jsonrpc.INVALID_REQUEST, "Accept must allow application/json or "
                                             "text/event-stream", data={"error": "not_acceptable"}))
             messages, batch = jsonrpc.parse_body(await read_body(receive, headers.get("content-length")))
-            refused = await _charge_batch(scope, auth, messages)
-            if refused is not None:
-                await JSON_RPC.refuse(scope, receive, send, refused)
+            over_limit_refusal = await _charge_batch(scope, auth, messages)
+            if over_limit_refusal is not None:
+                await JSON_RPC.refuse(scope, receive, send, over_limit_refusal)
                 return
             extra = _rate_updated(extra, scope)
             requested = headers.get("mcp-protocol-version")
@@ -193,9 +193,9 @@ class McpDoor:
                                             data={"error": "session_not_found"}))
             _check_content_type(headers)
             messages, _ = jsonrpc.parse_body(await read_body(receive, headers.get("content-length")))
-            refused = await _charge_batch(scope, auth, messages)
-            if refused is not None:
-                await JSON_RPC.refuse(scope, receive, send, refused)
+            over_limit_refusal = await _charge_batch(scope, auth, messages)
+            if over_limit_refusal is not None:
+                await JSON_RPC.refuse(scope, receive, send, over_limit_refusal)
                 return
             extra = _rate_updated(extra, scope)
         except _HttpError as exc:
