@@ -180,6 +180,16 @@ def _check_keys(node: dict[Any, Any], place: str = "") -> None:
             raise SpecError(f"spec: {place}the key {key!r} is not a string (quote it)")
 
 
+def _parameter_media(parameter: dict[str, Any]) -> tuple[str | None, Any]:
+    """(media type, schema) of a parameter described by `content`; (None, its schema) otherwise."""
+    content = parameter.get("content")
+    if isinstance(parameter.get("schema"), dict) or not isinstance(content, dict) or len(content) != 1:
+        return None, parameter.get("schema")
+    media, described = next(iter(content.items()))
+    schema = described.get("schema") if isinstance(described, dict) else None
+    return (media if isinstance(media, str) else None), schema
+
+
 def _json_scalar(value: Any) -> Any:
     """A value as JSON holds it: YAML's dates become their ISO text; what JSON cannot hold is refused."""
     if value is None or isinstance(value, (str, float, bool)):
@@ -275,7 +285,10 @@ def _operation(resolver: _Resolver, path: str, method: str, spec: dict[str, Any]
                if not (key[0] == "header" and key[1].lower() in RESERVED_HEADERS)}
     taken: set[str] = set()
     for ((where, pname), p), argument in zip(offered.items(), _argument_names(list(offered), taken), strict=True):
-        schema = resolver.schema(p.get("schema")) if isinstance(p.get("schema"), dict) else {}
+        # A parameter is described by a schema, or by `content`: one media type and its schema (its value then
+        # travels as that media type's text, JSON).
+        media, given = _parameter_media(p)
+        schema = resolver.schema(given) if isinstance(given, dict) else {}
         if not isinstance(schema, dict):
             schema = {}
         described = _text(p.get("description"))
@@ -284,11 +297,14 @@ def _operation(resolver: _Resolver, path: str, method: str, spec: dict[str, Any]
         properties[argument] = schema
         if where == "path" or p.get("required") is True:
             required.append(argument)
-        style = p["style"] if isinstance(p.get("style"), str) and p["style"] else None
-        parameters.append({"name": pname, "in": where, "arg": argument,
-                           "style": style or ("simple" if where in ("path", "header") else "form"),
-                           "explode": p["explode"] if isinstance(p.get("explode"), bool)
-                           else (style or "form") == "form"})
+        given_style = p["style"] if isinstance(p.get("style"), str) and p["style"] else None
+        style = given_style or ("simple" if where in ("path", "header") else "form")
+        entry: dict[str, Any] = {"name": pname, "in": where, "arg": argument, "style": style,
+                                 # OpenAPI: explode defaults to true for `form` only
+                                 "explode": p["explode"] if isinstance(p.get("explode"), bool) else style == "form"}
+        if media:
+            entry["media"] = media
+        parameters.append(entry)
 
     body: dict[str, Any] | None = None
     request_body = resolver.deref(spec.get("requestBody")) if spec.get("requestBody") is not None else None

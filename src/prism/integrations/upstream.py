@@ -9,17 +9,20 @@ idempotent methods are retried, on a connection failure or a 502/503/504. Every 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import hashlib
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 from weakref import WeakKeyDictionary
 
 import orjson
+from yarl import URL
 
 from prism.config import Settings
 from prism.errors import InvalidArguments, PrismError
+from prism.integrations import serialize
 from prism.integrations.call_records import connection_for, keep_record
 from prism.integrations.credentials import Credential, open_secret
 from prism.kit.canonical import digest
@@ -62,64 +65,40 @@ class Sent:
     duration_ms: int
 
 
-def _scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return ""
-    if isinstance(value, (dict, list)):
-        return orjson.dumps(value).decode()
-    return str(value)
-
-
-def _query_pairs(parameter: dict[str, Any], value: Any) -> list[tuple[str, str]]:
-    name, style, explode = parameter["name"], parameter.get("style", "form"), parameter.get("explode", True)
-    if isinstance(value, list):
-        if explode and style == "form":
-            return [(name, _scalar(v)) for v in value]
-        separator = {"spaceDelimited": " ", "pipeDelimited": "|"}.get(style, ",")
-        return [(name, separator.join(_scalar(v) for v in value))]
-    if isinstance(value, dict):
-        if style == "deepObject":
-            return [(f"{name}[{k}]", _scalar(v)) for k, v in value.items()]
-        if explode:
-            return [(str(k), _scalar(v)) for k, v in value.items()]
-        return [(name, ",".join(f"{k},{_scalar(v)}" for k, v in value.items()))]
-    return [(name, _scalar(value))]
-
-
 def build_request(operation: dict[str, Any], base_url: str, arguments: dict[str, Any]) -> Request:
+    """The upstream request, its URL already percent-encoded (sent as it is: prism.kit.outbound `encoded`)."""
     path = operation["path"]
     query: list[tuple[str, str]] = []
-    headers: dict[str, str] = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+    # JSON first; any other media type the operation answers with is taken too (a CSV export, say).
+    headers: dict[str, str] = {"User-Agent": USER_AGENT, "Accept": "application/json, */*;q=0.1"}
     for parameter in operation["parameters"]:
         if parameter["arg"] not in arguments:
             continue
         value = arguments[parameter["arg"]]
         if parameter["in"] == "path":
-            text = ",".join(_scalar(v) for v in value) if isinstance(value, list) else _scalar(value)
+            text = serialize.path_value(parameter, value)
             if text in DOT_SEGMENTS:  # resolving the URL would move the request to another path, the base's too
                 raise InvalidArguments(f"{parameter['arg']}: a path parameter cannot be empty, '.' or '..'",
                                        field=parameter["arg"])
-            path = path.replace("{" + parameter["name"] + "}", quote(text, safe=""))
+            path = path.replace("{" + parameter["name"] + "}", text)
         elif parameter["in"] == "query":
-            query += _query_pairs(parameter, value)
+            query += serialize.query_pairs(parameter, value)
         else:
-            headers[parameter["name"]] = _scalar(value).replace("\r", " ").replace("\n", " ")
+            headers[parameter["name"]] = serialize.header_value(parameter, value)
     body = b""
     spec = operation.get("body")
     if spec is not None and spec["arg"] in arguments:
         value, media = arguments[spec["arg"]], spec["media_type"]
         headers["Content-Type"] = media
         if media == "application/x-www-form-urlencoded" and isinstance(value, dict):
-            body = urlencode([(k, _scalar(v)) for k, v in value.items()]).encode()
+            body = urlencode(serialize.form_pairs(value)).encode()
         elif media.startswith("text/"):
-            body = _scalar(value).encode()
+            body = serialize.scalar(value).encode()
         else:
             body = orjson.dumps(value)
-    full_path = base_url.rstrip("/") + path
-    return Request(operation["method"], full_path + ("?" + urlencode(query) if query else ""), full_path,
-                   headers, body)
+    full_path = str(URL(base_url)).rstrip("/") + path
+    return Request(operation["method"], full_path + ("?" + urlencode(query) if query else ""),
+                   full_path, headers, body)
 
 
 # OAuth 2 client-credentials tokens, per connection and secret: (access token, monotonic expiry).
@@ -128,7 +107,10 @@ _TOKENS: dict[tuple[str, str], tuple[str, float]] = {}
 
 async def _oauth_token(client: OutboundClient, connection_id: str, credential: Credential,
                        timeout_seconds: float) -> str:
-    key = (connection_id, hashlib.sha256(credential.secret.encode()).hexdigest())
+    # A token answers for what it was asked with: another token URL, client or scope asks again.
+    asked = (credential.settings.get("token_url"), credential.settings.get("client_id"),
+             credential.settings.get("scope"), credential.secret)
+    key = (connection_id, hashlib.sha256(orjson.dumps(asked)).hexdigest())
     cached = _TOKENS.get(key)
     if cached is not None and cached[1] > time.monotonic():
         return cached[0]
@@ -191,7 +173,7 @@ async def send(settings: Settings, connection_id: str, credential: Credential, r
             answer = await client.send(request.method, request.url,
                                        headers={**request.headers, **credential.headers(bearer)},
                                        body=request.body, timeout_seconds=timeout_seconds,
-                                       read_at_most=MAX_RESPONSE)
+                                       read_at_most=MAX_RESPONSE, encoded=True)
         except OutboundTimeout as exc:
             error, timed_out = str(exc), True
             break  # the upstream may still be working on it: a timeout is not retried
@@ -211,7 +193,19 @@ def _decoded(answer: OutboundAnswer) -> Any:
             return orjson.loads(answer.body)
         except orjson.JSONDecodeError:
             pass
-    return answer.body.decode("utf-8", errors="replace")
+    return answer.body.decode(_charset(answer.headers.get("content-type", "")), errors="replace")
+
+
+def _charset(content_type: str) -> str:
+    """The answer's declared charset, when Python knows it; UTF-8 otherwise."""
+    for part in content_type.split(";")[1:]:
+        key, _, value = part.strip().partition("=")
+        if key.lower() == "charset":
+            try:
+                return codecs.lookup(value.strip().strip('"')).name
+            except LookupError:
+                break
+    return "utf-8"
 
 
 async def call_operation(operation: dict[str, Any], call: HandlerCall, params: Any) -> AfterCommit[Sent]:

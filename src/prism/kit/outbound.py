@@ -228,15 +228,18 @@ class OutboundClient:
                 raise OutboundFailed(f"connection refused by Prism: {problem}")
 
     async def send(self, method: str, url: str, *, headers: dict[str, str], body: bytes | None,
-                   timeout_seconds: float, read_at_most: int) -> OutboundAnswer:
-        """One request; the time limit covers connect, send and the whole answer."""
+                   timeout_seconds: float, read_at_most: int, encoded: bool = False) -> OutboundAnswer:
+        """One request; the time limit covers connect, send and the whole answer. `encoded`: the URL is
+        percent-encoded already and goes out as it is (else the HTTP client normalises it, and would decode
+        `%3B` in a path back to `;`)."""
         self._vet_literal(url)
         from prism.kit.outbound_session import REQUEST_ERRORS, request
 
         try:
             async with asyncio.timeout(timeout_seconds):
                 status, found, data, truncated = await request(self._open(), method, url, headers=headers,
-                                                               body=body, read_at_most=read_at_most)
+                                                               body=body, read_at_most=read_at_most,
+                                                               encoded=encoded)
                 return OutboundAnswer(status, found, data, truncated)
         except TimeoutError:
             raise OutboundTimeout(f"timed out after {timeout_seconds:g} s") from None

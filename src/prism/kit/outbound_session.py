@@ -11,6 +11,7 @@ import ssl
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
+from yarl import URL
 
 from prism.kit.outbound import vetted_addresses
 
@@ -43,10 +44,12 @@ def open_session(*, ssl_context: ssl.SSLContext, limit: int, allow_private_netwo
 
 
 async def request(session: aiohttp.ClientSession, method: str, url: str, *, headers: dict[str, str],
-                  body: bytes | None, read_at_most: int) -> tuple[int, dict[str, str], bytes, bool]:
+                  body: bytes | None, read_at_most: int,
+                  encoded: bool = False) -> tuple[int, dict[str, str], bytes, bool]:
     """(status, lower-cased headers (a repeated one keeps its first value), body, truncated); no redirects.
     The caller bounds the time."""
-    async with session.request(method, url, data=body or None, headers=headers, allow_redirects=False,
+    target = URL(url, encoded=True) if encoded else url
+    async with session.request(method, target, data=body or None, headers=headers, allow_redirects=False,
                                timeout=aiohttp.ClientTimeout(total=None)) as response:
         data = bytearray()
         while len(data) < read_at_most:
