@@ -330,9 +330,12 @@ async def test_invoice_list_read_and_status_transitions(
     assert [i["id"] for i in listed["items"]] == [late["id"]]
     assert await ok(client, ws, "invoice", "read", {"id": soon["id"]}, app="finance") == soon
 
-    for status in ("approved", "paid"):
-        updated = await ok(client, ws, "invoice", "update", {"id": late["id"], "status": status}, app="finance")
-        assert updated["status"] == status
+    updated = await ok(client, ws, "invoice", "update", {"id": late["id"], "status": "approved"}, app="finance")
+    assert updated["status"] == "approved"
+    r = await crud(client, ws, "invoice", "update", {"id": late["id"], "status": "paid"}, app="finance")
+    assert r.status_code == 409 and r.json()["error"] == "invalid_transition", r.text  # no payment yet
+    await ok(client, ws, "payment", "create", {"invoice_id": late["id"], "paid_on": "2024-02-01"}, app="finance")
+    assert (await ok(client, ws, "invoice", "read", {"id": late["id"]}, app="finance"))["status"] == "paid"
     r = await crud(client, ws, "invoice", "update", {"id": late["id"], "status": "received"}, app="finance")
     assert r.status_code == 409 and r.json()["error"] == "invalid_transition", r.text
     r = await crud(client, ws, "invoice", "update", {"id": soon["id"], "status": "paid"}, app="finance")
@@ -347,7 +350,7 @@ async def test_invoice_list_read_and_status_transitions(
     assert [i["id"] for i in listed["items"]] == [late["id"]]
     refused = [e for e in await ledger(db, ws.org.id) if e.outcome == "refused"]
     assert [(e.coordinate, e.error_code, e.detail["status"]) for e in refused] == [
-        ("entity_crud/finance/invoice/update", "invalid_transition", 409)] * 2 + [
+        ("entity_crud/finance/invoice/update", "invalid_transition", 409)] * 3 + [
         ("entity_crud/finance/invoice/update", "invalid_arguments", 400)]
 
 
@@ -377,9 +380,12 @@ async def test_ap_aging_puts_each_outstanding_invoice_in_its_bucket(
     paid = await _invoice(client, ws, zeta, "Z2", 7_777, as_of - timedelta(days=10))
     void = await _invoice(client, ws, zeta, "Z3", 9_999, as_of - timedelta(days=10))
     disputed = await _invoice(client, ws, zeta, "Z4", 2_048, as_of - timedelta(days=10))
-    for invoice, path in ((paid, ("approved", "paid")), (void, ("void",)), (disputed, ("disputed",))):
+    for invoice, path in ((paid, ("approved",)), (void, ("void",)), (disputed, ("disputed",))):
         for status in path:
             await ok(client, ws, "invoice", "update", {"id": invoice["id"], "status": status}, app="finance")
+    # Paid in full: the payment moves it to paid.
+    await ok(client, ws, "payment", "create", {"invoice_id": paid["id"], "paid_on": as_of.isoformat()},
+             app="finance")
 
     r = await client.post("/prism/report_query/finance/invoice/agingApSummary", headers=ws.headers(),
                           json={"as_of": as_of.isoformat()})

@@ -234,7 +234,8 @@ async def test_failed_client_secrets_and_userinfo_tokens_count_toward_the_lockou
         wrong_secret = await client.post("/api/mcp/oauth/token/", data={
             "grant_type": "refresh_token", "refresh_token": "rt_x", "client_id": "prism-nobody",
             "client_secret": "wrong"})
-        assert wrong_secret.status_code == 401 and wrong_secret.json()["error"] == "invalid_client"
+        # In the form, not the Authorization header: 400 (RFC 6749 5.2 asks 401 for the header only)
+        assert wrong_secret.status_code == 400 and wrong_secret.json()["error"] == "invalid_client"
         bad_token = await client.get("/api/mcp/oauth/userinfo/", headers={"Authorization": "Bearer not-a-jwt"})
         assert bad_token.status_code == 401
         locked = await client.get("/api/v1/dev/ping/")

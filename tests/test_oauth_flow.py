@@ -281,7 +281,8 @@ async def test_a_confidential_client_must_send_its_secret(app: object, factory: 
                 "client_id": client["client_id"], "redirect_uri": "https://web.example/cb"}
         wrong = await c.post(TOKEN, data={**form, "client_secret": "pcs_wrong"})
         right = await c.post(TOKEN, data={**form, "client_secret": client["client_secret"]})
-    assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client"
+    # Authenticated in the form, not the Authorization header: 400 (SPEC; RFC 6749 5.2 asks 401 for the header)
+    assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_client"
     assert right.status_code == 200, right.text
 
 

@@ -16,7 +16,8 @@ from alembic import command
 
 from prism.app import create_app
 from prism.config import Settings
-from prism.identity.service import add_to_organization, create_user
+from prism.identity.passwords import hash_password
+from prism.identity.service import add_to_organization
 from prism.kit.ids import public_organization_id
 from prism.kit.timeutil import utcnow
 from prism.migrate import alembic_config, migrate_with_alembic
@@ -55,6 +56,19 @@ HEADS = sa.table("audit_heads", sa.column("organization_id", sa.String), sa.colu
                  sa.column("hash", sa.String))
 
 
+USERS = sa.table("users", sa.column("id", sa.String), sa.column("email", sa.String),
+                 sa.column("password_hash", sa.String), sa.column("is_active", sa.Boolean),
+                 sa.column("created_at", UTCDateTime()))
+
+
+async def old_user(session: Any, email: str) -> Any:
+    """A user as revision 0009 stored one (today's model has more columns)."""
+    user_id = str(uuid.uuid4())
+    await session.execute(USERS.insert().values(id=user_id, email=email, password_hash=hash_password(PASSWORD),
+                                                is_active=True, created_at=utcnow()))
+    return SimpleNamespace(id=user_id)
+
+
 async def old_organization(session: Any, tenant_id: str, slug: str) -> Any:
     org_id = str(uuid.uuid4())
     await session.execute(ORGANIZATIONS.insert().values(id=org_id, tenant_id=tenant_id, slug=slug, name=slug,
@@ -75,7 +89,7 @@ async def test_a_single_organization_grant_made_before_the_upgrade_acts_in_its_o
                 tenant = await create_tenant(s, subdomain, name="Migrated")
                 main = await old_organization(s, tenant.id, "main-org")
                 other = await old_organization(s, tenant.id, "other-org")
-                user = await create_user(s, f"{unique('owner')}@example.com", PASSWORD)
+                user = await old_user(s, f"{unique('owner')}@example.com")
                 await add_to_organization(s, user, main, role="owner")
                 await add_to_organization(s, user, other, role="owner")  # a member, never consented for it
                 grant_id, code = secrets.token_hex(8), "pac_" + secrets.token_urlsafe(32)

@@ -95,8 +95,22 @@ async def not_found(request: Request, exc: Exception) -> Response:
 
 async def method_not_allowed(request: Request, exc: Exception) -> Response:
     allow = ", ".join(allowed_methods(request.app.router.routes, request.scope))
-    return _refusal_or(request, PrismError(f"{request.method} not allowed here; allowed: {allow}",
-                                           code="method_not_allowed", status=405), {"Allow": allow})
+    error = PrismError(f"{request.method} not allowed here; allowed: {allow}", code="method_not_allowed",
+                       status=405)
+    routed = _envelope_scope(request.app.router.routes, request.scope)
+    if routed is not None and request_context(request.scope).refusal is None:
+        # The canonical paths answer the envelope on every branch (SPEC), a wrong method included.
+        return json_response(ENVELOPE.body(error, routed), 405, {"Allow": allow})
+    return _refusal_or(request, error, {"Allow": allow})
+
+
+def _envelope_scope(routes: list[BaseRoute], scope: Scope) -> Scope | None:
+    """The scope, with its path parameters, of the envelope door's route this path belongs to; None for any other."""
+    for route in routes:
+        match, child = route.matches({**scope, "method": "POST"})
+        if match != Match.NONE and getattr(getattr(route, "app", None), "door", None) is ENVELOPE:
+            return {**scope, **child}
+    return None
 
 
 def allowed_methods(routes: list[BaseRoute], scope: Scope) -> list[str]:

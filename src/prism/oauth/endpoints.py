@@ -110,7 +110,7 @@ async def token(request: Request) -> Response:
         described = await _described(request, client_id)
         async with state.db.write() as session:
             client = await authenticate_client(session, client_id, form.get("client_secret") or basic_secret,
-                                               described=described)
+                                               described=described, by_header=basic_id is not None)
             if grant_type == "authorization_code":
                 answer = await exchange_code(session, ctx, client, code=form.get("code"),
                                              verifier=form.get("code_verifier"), redirect_uri=form.get("redirect_uri"))

@@ -99,20 +99,23 @@ async def register_client(session: AsyncSession, reg: ClientRegistration) -> Reg
 
 
 async def authenticate_client(session: AsyncSession, client_id: str | None, secret: str | None, *,
-                              described: OAuthClient | None = None) -> OAuthClient:
+                              described: OAuthClient | None = None, by_header: bool = True) -> OAuthClient:
     """The registered client `client_id`, its secret checked; `described` is the client a URL client_id's
-    metadata document describes (fetched before the transaction: prism.oauth.client_documents)."""
+    metadata document describes (fetched before the transaction: prism.oauth.client_documents). A refusal is
+    401 when the client authenticated with the Authorization header (RFC 6749 5.2: it must be), else 400 (SPEC:
+    "400 invalid grant or credentials"); `by_header` says which."""
+    status = 401 if by_header else 400
     if not client_id:
-        raise InvalidClient("client_id is required")
+        raise InvalidClient("client_id is required", status=status)
     if described is not None and described.client_id == client_id:
         return described  # a public client: nothing to check
     client = await repo.client_by_id(session, client_id)
     if client is None:
-        raise InvalidClient("unknown client")
+        raise InvalidClient("unknown client", status=status)
     if client.token_endpoint_auth_method in SECRET_METHODS:
         if not secret or client.secret_hash is None or not hmac.compare_digest(client.secret_hash,
                                                                                 hash_secret(secret)):
-            raise InvalidClient("client authentication failed")
+            raise InvalidClient("client authentication failed", status=status)
     return client
 
 

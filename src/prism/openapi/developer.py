@@ -103,7 +103,7 @@ def operations() -> list[tuple[str, str, dict[str, Any]]]:
             requestBody=_body(ref("IntrospectRequest"), required=False))),
         ("post", "/api/v1/dev/call/", _op("call", sandbox, "Call a tool; the bare result on success.", {
             "200": _json(_ANY_JSON, "The tool result, unwrapped."),
-            **_errors("CallError", 202, 400, 401, 403, 404, 409, 413, 503)}, parameters=_GOVERNANCE_HEADERS,
+            **_errors("CallError", 400, 401, 403, 404, 413, 503)}, parameters=_GOVERNANCE_HEADERS,
             requestBody=_body(ref("CallRequest")))),
         ("post", "/api/mcp/tools/{tool_name}/", _op("call_tool", dispatch, "Canonical dispatch through a door.", {
             "200": _json(ref("PrismSuccess"), "The tool result in the envelope."),

@@ -68,6 +68,19 @@ async def introspect(request: Request) -> Response:
     return json_response(data)
 
 
+# The statuses SPEC gives the call endpoint besides 400 (and the server's own 5xx): every other refusal of the
+# tool, a conflict (409) or a call held for oversight (202) included, is a "tool execution error", 400. The
+# error code says which (`conflict`, `oversight_required` with its request in `details`). An idempotency key's
+# refusals are about the request, not the tool (SPEC is silent on keys): they keep their 409.
+_CALL_STATUSES = frozenset({400, 401, 403, 404, 413, 415, 429})
+_KEY_REFUSALS = frozenset({"idempotency_key_reused", "idempotency_key_in_progress"})
+
+
+def _call_status(error: PrismError) -> int:
+    keep = error.status in _CALL_STATUSES or error.status >= 500 or error.code in _KEY_REFUSALS
+    return error.status if keep else 400
+
+
 async def call(request: Request) -> Response:
     tool_name: str | None = None
     try:
@@ -85,7 +98,7 @@ async def call(request: Request) -> Response:
         dispatched.idempotency_key = key
         _, data = await request.app.state.dispatcher.dispatch(auth, dispatched)
     except PrismError as exc:  # a replayed refusal carries its Idempotent-Replayed header
-        return json_response(SANDBOX_CALL.body(exc, request.scope, tool_name), exc.status,
+        return json_response(SANDBOX_CALL.body(exc, request.scope, tool_name), _call_status(exc),
                              SANDBOX_CALL.headers(exc, request.scope))
     if type(data) is Replay:
         return json_response(data.data, headers=REPLAYED_HEADERS)

@@ -72,6 +72,8 @@ async def _body(request: Request, **path: str) -> dict[str, Any]:
 
 
 def _query(request: Request, model: type[WebhookQuery] | type[DeliveryQuery]) -> dict[str, Any]:
+    """The query's filters, read once the caller is authenticated (as `_body`)."""
+    request_context(request.scope).caller()
     return parse(model, dict(request.query_params), whole="query").model_dump()
 
 

@@ -26,8 +26,9 @@ class PrismAPIError(PrismError):
 
 
 class OversightRequiredError(PrismAPIError):
-    """202: a governance rule holds the call for human review; `details["oversight_request_id"]` names the
-    request. Once approved, repeat the call with the header X-Prism-Oversight-Request set to that id."""
+    """202 (400 on the sandbox's /api/v1/dev/call/, code `oversight_required`): a governance rule holds the
+    call for human review; `details["oversight_request_id"]` names the request. Once approved, repeat the
+    call with the header X-Prism-Oversight-Request set to that id."""
 
 
 class BadRequestError(PrismAPIError):
@@ -89,6 +90,7 @@ def error_for(status: int, body: Any, retry_after: float | None) -> PrismAPIErro
         body if isinstance(body, str) and body else f"HTTP {status}")
     details = payload.get("details") if isinstance(payload.get("details"), dict) else None
     tool_name = payload.get("tool_name") if isinstance(payload.get("tool_name"), str) else None
-    kind = _BY_STATUS.get(status, ServerError if status >= 500 else PrismAPIError)
+    kind = (OversightRequiredError if code == "oversight_required"
+            else _BY_STATUS.get(status, ServerError if status >= 500 else PrismAPIError))
     return kind(status, code, str(message), tool_name=tool_name, details=details, retry_after=retry_after,
                 body=body)
