@@ -64,7 +64,7 @@ class McpDoor:
         method = scope["method"]
         extra = [*cors_headers(origin), *_encode(rate_headers(scope))]
         if method == "OPTIONS":  # the preflight: answered before any caller is known
-            await preflight(send, origin, extra)
+            await preflight(send, extra)
             return
         if method not in ("GET", "POST"):
             await _method_not_allowed(send, extra)

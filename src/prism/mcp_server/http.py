@@ -57,10 +57,12 @@ def cors_headers(origin: str | None) -> list[tuple[bytes, bytes]]:
             (b"vary", b"Origin")]
 
 
-async def preflight(send: Send, origin: str | None, limits: list[tuple[bytes, bytes]]) -> None:
-    headers = [*cors_headers(origin), (b"access-control-allow-methods", ALLOWED_METHODS.encode()),
+async def preflight(send: Send, extra: list[tuple[bytes, bytes]]) -> None:
+    """The preflight's answer; `extra` holds the answer's CORS and rate-limit headers already (each once: a
+    browser fails a check whose Access-Control-Allow-Origin holds two values)."""
+    headers = [(b"access-control-allow-methods", ALLOWED_METHODS.encode()),
                (b"access-control-allow-headers", ALLOWED_HEADERS.encode()), (b"access-control-max-age", b"86400"),
-               (b"content-length", b"0"), *limits]
+               (b"content-length", b"0"), *extra]
     await send_answer(send, 204, b"", headers)
 
 
