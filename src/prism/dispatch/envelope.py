@@ -1,7 +1,8 @@
 """Turning what a door received into a dispatcher Call.
 
 Mega-tool doors take `{operation, app, entity, arguments}`, or the same inside a `kwargs` envelope;
-legacy tools (`prism_whoami`, `prism_introspect`) take flat parameters, or `{arguments: {...}}`.
+legacy tools (`prism_whoami`, `prism_introspect`) take flat parameters, or `{arguments: {...}}`; both kinds take
+`mission_id` and `oversight_request_id` beside them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from prism.dispatch.dispatcher import Call
 from prism.errors import InvalidArguments
 from prism.registry.mega_tools import LEGACY_BINDINGS
 
-ENVELOPE_KEYS = frozenset({"operation", "app", "entity", "arguments", "mission_id", "oversight_request_id"})
+GOVERNANCE_KEYS = ("mission_id", "oversight_request_id")
+ENVELOPE_KEYS = frozenset({"operation", "app", "entity", "arguments", *GOVERNANCE_KEYS})
 MISSION_HEADER = "x-prism-mission"
 OVERSIGHT_HEADER = "x-prism-oversight-request"
 
@@ -24,8 +26,14 @@ def call_from_envelope(tool_name: str, payload: Any, *, door: str) -> Call:
     if len(payload) == 1 and isinstance(payload.get("kwargs"), dict):
         payload = payload["kwargs"]
     if tool_name in LEGACY_BINDINGS:
-        arguments = payload["arguments"] if set(payload) == {"arguments"} else payload
-        return Call(tool_name=tool_name, door=door, arguments=arguments)
+        # The governance fields travel beside the flat parameters (MCP has no per-call headers): an approved
+        # oversight request or a mission must reach these tools too.
+        governance = {name: payload[name] for name in GOVERNANCE_KEYS if name in payload}
+        flat = {key: value for key, value in payload.items() if key not in governance}
+        arguments = flat["arguments"] if set(flat) == {"arguments"} else flat
+        return Call(tool_name=tool_name, door=door, arguments=arguments,
+                    mission_id=_id_field(governance, "mission_id"),
+                    oversight_request_id=_id_field(governance, "oversight_request_id"))
     if not ENVELOPE_KEYS.issuperset(payload):
         unknown = sorted(set(payload) - ENVELOPE_KEYS)
         raise InvalidArguments(f"{unknown[0]}: not an envelope field; send handler parameters inside "

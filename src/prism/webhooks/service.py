@@ -20,6 +20,7 @@ from prism.kit.outbound import OutboundUrlRefused, check_url
 from prism.kit.paging import envelope
 from prism.kit.secret import MASK
 from prism.kit.timeutil import iso, utcnow
+from prism.registry.mega_tools import SCOPE_OF_CLASS, scopes_allow
 from prism.webhooks.matching import forget_active_webhooks, new_delivery_id
 from prism.webhooks.models import Webhook, WebhookDelivery
 from prism.webhooks.repository import Deliveries, Webhooks, paged
@@ -35,14 +36,16 @@ from prism.webhooks.signing import SealBroken, new_secret, seal, unseal
 
 DEFAULT_RETRY_DELAY_SECONDS = 60
 DEFAULT_TIMEOUT_SECONDS = 30
-SCOPE_FOR = {"view": "mcp:read", "add": "mcp:write", "change": "mcp:write", "delete": "mcp:write"}
+SCOPE_CLASS_FOR = {"view": "read", "add": "write", "change": "write", "delete": "write"}
 
 
 def require(auth: AuthContext, verb: str) -> None:
-    """Scope (read or write) and the RBAC permission `governance.<verb>_webhook`."""
+    """Scope and the RBAC permission `governance.<verb>_webhook`, as the dispatcher checks every handler: the
+    platform scope of the class (mcp:read, mcp:write), or an OAuth per-app scope naming the permission."""
     permission = f"governance.{verb}_webhook"
-    if SCOPE_FOR[verb] not in auth.scopes:
-        raise PermissionDenied(f"this credential lacks the {SCOPE_FOR[verb]} scope")
+    if not scopes_allow(auth.scopes, SCOPE_CLASS_FOR[verb], permission):
+        scope = SCOPE_OF_CLASS[SCOPE_CLASS_FOR[verb]]
+        raise PermissionDenied(f"this credential lacks the {scope} scope (or governance.{verb})")
     if not auth.permissions.allows(permission):
         raise PermissionDenied(f"your role lacks the permission {permission}")
 
