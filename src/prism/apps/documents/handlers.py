@@ -33,7 +33,7 @@ from prism.apps.documents.params import (
 )
 from prism.apps.documents.search import MAX_CHUNKS, STOPWORDS, bm25
 from prism.apps.documents.text import ExtractionError, chunk_text, extract_text, words
-from prism.errors import Conflict, InvalidArguments
+from prism.errors import Conflict
 from prism.events.outbox import emit_for
 from prism.kit.timeutil import iso, utcnow
 from prism.registry import HandlerApp, HandlerCall
@@ -82,8 +82,6 @@ crud(app, Entity(DocumentChunk, "chunk", "document chunks", ChunkList, search=("
 
 async def _process(call: HandlerCall, document: Document, *, chunk_words: int, overlap_words: int) -> None:
     """Extract, chunk and store; a content that does not parse marks the document failed."""
-    if overlap_words >= chunk_words:
-        raise InvalidArguments("overlap_words: must be smaller than chunk_words", field="overlap_words")
     await call.session.execute(delete(DocumentChunk).where(
         DocumentChunk.document_id == document.id))
     try:

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from prism.apps.params import ListParams, Params
 
 ContentType = Literal["text/plain", "text/markdown", "text/html", "text/csv", "application/json"]
 DocumentStatus = Literal["uploaded", "processed", "failed", "archived"]
-MAX_CONTENT = 2_000_000
+MAX_CONTENT = 1_000_000  # within the 1 MiB a request body may hold (prism.web.requests)
+
+
+def check_overlap(chunk_words: int, overlap_words: int) -> None:
+    """Each chunk moves on by at least half its size: an overlap of 19 in 20 words stored a chunk per word."""
+    if overlap_words * 2 > chunk_words:
+        raise ValueError("overlap_words: at most half of chunk_words")
 
 
 class CollectionList(ListParams):
@@ -49,7 +55,13 @@ class ChunkList(ListParams):
 class Chunking(Params):
     process: bool = Field(True, description="Extract and chunk the text at once (else call process later).")
     chunk_words: int = Field(200, ge=20, le=2000, description="Target chunk size in words.")
-    overlap_words: int = Field(40, ge=0, le=500, description="Words shared by consecutive chunks.")
+    overlap_words: int = Field(40, ge=0, le=500, description="Words shared by consecutive chunks (at most half "
+                               "a chunk).")
+
+    @model_validator(mode="after")
+    def _whole_steps(self) -> Self:
+        check_overlap(self.chunk_words, self.overlap_words)
+        return self
 
 
 class DocumentUpload(Chunking):
@@ -67,7 +79,14 @@ class DocumentImport(DocumentUpload):
 class DocumentProcess(Params):
     id: str = Field(..., min_length=1, max_length=64, description="Document id.")
     chunk_words: int = Field(200, ge=20, le=2000, description="Target chunk size in words.")
-    overlap_words: int = Field(40, ge=0, le=500, description="Words shared by consecutive chunks.")
+    overlap_words: int = Field(40, ge=0, le=500, description="Words shared by consecutive chunks (at most half "
+                               "a chunk).")
+
+    @model_validator(mode="after")
+    def _whole_steps(self) -> Self:
+        check_overlap(self.chunk_words, self.overlap_words)
+        return self
+
 
 
 class DocumentAction(Params):

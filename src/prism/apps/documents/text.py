@@ -18,6 +18,9 @@ from typing import Any
 
 CONTENT_TYPES = ("text/plain", "text/markdown", "text/html", "text/csv", "application/json")
 _WORD = re.compile(r"\w+", re.UNICODE)
+_SPACES = re.compile(r"[^\S\n]+")  # every run of whitespace but newlines, Unicode spaces included
+_BLANK_LINES = re.compile(r" ?\n(?: ?\n)+ ?")  # once spaces are single: a blank line, however many
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ExtractionError(ValueError):
@@ -35,6 +38,8 @@ class _HtmlText(HTMLParser):
         self._skipping = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "body":  # `</head>` may be left out: the body ends whatever was skipped before it
+            self._skipping = 0
         if tag in self._SKIP:
             self._skipping += 1
         elif tag in self._BLOCK:
@@ -51,15 +56,37 @@ class _HtmlText(HTMLParser):
             self.parts.append(data)
 
 
+# Each pattern runs in time linear in the text: no class crosses a line, and none can run past the next opener
+# of its own kind (`[^\]]*` after every `[`, or `\s*` from every line start, made uploads of 20 KB cost seconds).
+_MARKDOWN = (
+    (re.compile(r"```[^\n]*\n"), ""),                                   # code fences (keep the code)
+    (re.compile(r"!\[([^\[\]\n]*)\]\([^()\n]*\)"), r"\1"),                # images → alt text
+    (re.compile(r"\[([^\[\]\n]+)\]\([^()\n]*\)"), r"\1"),                 # links → their text
+    (re.compile(r"^[ \t]{0,3}#{1,6}[ \t]*", re.M), ""),                  # headings
+    (re.compile(r"^[ \t]{0,3}>[ \t]?", re.M), ""),                       # quotes
+    (re.compile(r"^[ \t]*[-*+][ \t]+", re.M), ""),                        # bullets
+    (re.compile(r"\*\*([^*\n]+)\*\*|__([^_\n]+)__"), r"\1\2"),             # strong emphasis
+    (re.compile(r"\*([^*\n]+)\*|_([^_\n]+)_|`([^`\n]+)`"), r"\1\2\3"),     # emphasis, inline code
+)
+# A `<` with no `>` before the next `<` opens no tag: escaped first, since html.parser scans to the end of the
+# text from each unterminated one (quadratic: 30 KB of `<a ` took 9 s).
+_UNTERMINATED_TAG = re.compile(r"<(?=[^<>]*(?:<|\Z))")
+
+
 def _markdown(text: str) -> str:
-    text = re.sub(r"```[^\n]*\n", "", text)                       # code fences (keep the code)
-    text = re.sub(r"!\[([^\]]*)\]\([^)]*\)", r"\1", text)         # images → alt text
-    text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)          # links → their text
-    text = re.sub(r"^\s{0,3}#{1,6}\s*", "", text, flags=re.M)     # headings
-    text = re.sub(r"^\s{0,3}>\s?", "", text, flags=re.M)          # quotes
-    text = re.sub(r"^\s*[-*+]\s+", "", text, flags=re.M)          # bullets
-    text = re.sub(r"(\*\*|__|\*|_|`)(\S(?:.*?\S)?)\1", r"\2", text)  # emphasis, inline code
+    for pattern, replacement in _MARKDOWN:
+        text = pattern.sub(replacement, text)
     return text
+
+
+def _html(content: str) -> str:
+    parser = _HtmlText()
+    try:
+        parser.feed(_UNTERMINATED_TAG.sub("&lt;", content))
+        parser.close()
+    except (AssertionError, ValueError) as exc:  # html.parser's own refusals (`<![foo[`)
+        raise ExtractionError(f"HTML does not parse: {exc}") from None
+    return "".join(parser.parts)
 
 
 def _json_text(value: Any) -> list[str]:
@@ -80,10 +107,7 @@ def _json_text(value: Any) -> list[str]:
 
 def extract_text(content: str, content_type: str) -> str:
     if content_type == "text/html":
-        parser = _HtmlText()
-        parser.feed(content)
-        parser.close()
-        text = "".join(parser.parts)
+        text = _html(content)
     elif content_type == "text/markdown":
         text = _markdown(content)
     elif content_type == "text/csv":
@@ -100,8 +124,10 @@ def extract_text(content: str, content_type: str) -> str:
             raise ExtractionError("JSON does not parse: nested deeper than Python's parser reads") from None
     else:
         text = content
-    text = re.sub(r"[ \t\r\f\v]+", " ", text)
-    return re.sub(r"\s*\n\s*\n\s*", "\n\n", text).strip()
+    text = _SPACES.sub(" ", text)
+    # Surrogates (a JSON `\ud800` decodes to one) cannot be stored as UTF-8: replaced, as a bad byte would be.
+    text = text.encode("utf-8", "replace").decode("utf-8") if _SURROGATE.search(text) else text
+    return _BLANK_LINES.sub("\n\n", text).strip()
 
 
 def words(text: str) -> list[str]:

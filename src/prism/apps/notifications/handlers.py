@@ -102,6 +102,19 @@ async def send(call: HandlerCall, p: Send) -> dict[str, Any]:
     return to_record(row)
 
 
+MAX_BODY = 50_000  # a notification's body, sent or rendered
+
+
+def _rendered_length(text: str, variables: dict[str, str]) -> int:
+    """The length `text` would have once rendered (placeholders with no value count as themselves)."""
+    length = len(text)
+    for match in TextTemplate.pattern.finditer(text):
+        name = match.group("named") or match.group("braced")
+        if name in variables:
+            length += len(variables[name]) - len(match.group(0))
+    return length
+
+
 @app.handler("notification_send", "notification", "sendTemplate", params=SendTemplate, scope="execute",
              permission="notifications.add_notification",
              description="Render a notification template with the given values and send it to a member or "
@@ -110,6 +123,9 @@ async def send_template(call: HandlerCall, p: SendTemplate) -> dict[str, Any]:
     template: Template = await repo(call, Template, "template").get(p.template_id)
     if template.status != "active":
         raise Conflict(f"template {template.name} is archived")
+    if _rendered_length(template.body, p.variables) > MAX_BODY:  # checked before rendering: `$v` 25,000 times
+        raise InvalidArguments(f"variables: the rendered body would be longer than {MAX_BODY:,} characters, as "
+                               "a notification's body may be", field="variables")
     try:
         subject = TextTemplate(template.subject).substitute(p.variables)
         body = TextTemplate(template.body).substitute(p.variables)
