@@ -58,7 +58,7 @@ def test_access_and_security_lines_and_no_secret_in_any_output(tmp_path: Path) -
             refused_client = client.post("/api/mcp/oauth/token", headers=tenant, data={
                 "grant_type": "authorization_code", "code": code, "client_id": registered["client_id"],
                 "client_secret": registered["client_secret"] + "x"})
-            assert refused_client.status_code == 401, refused_client.text
+            assert refused_client.status_code == 400, refused_client.text  # secret in the form: 400, not 401
             bearer = {**tenant, "Authorization": f"Bearer {key}"}
             private = client.post(HOOKS, headers=bearer, json={
                 "name": "n", "url": "https://127.0.0.1:9/hook", "events": ["governance.decision.block"]})

@@ -42,6 +42,9 @@ class RequestContext:
     door: str | None = None
     tool: str | None = None
     coordinate: str | None = None
+    # A credential checked by the page itself failed (an OAuth client's secret): a security event whatever the
+    # status (400 when the secret came in the form, SPEC's status for bad OAuth credentials).
+    authentication_failed: bool = False
 
     def caller(self) -> AuthContext:
         """The authenticated caller; the reason there is none as a PrismError (401, 404 tenant_not_found)."""

@@ -18,7 +18,6 @@ from urllib.parse import urlencode
 from weakref import WeakKeyDictionary
 
 import orjson
-from yarl import URL
 
 from prism.config import Settings
 from prism.errors import InvalidArguments, PrismError
@@ -96,6 +95,9 @@ def build_request(operation: dict[str, Any], base_url: str, arguments: dict[str,
             body = serialize.scalar(value).encode()
         else:
             body = orjson.dumps(value)
+    # The outbound client's URL type, imported on the first call: building the app imports no HTTP client.
+    from yarl import URL
+
     full_path = str(URL(base_url)).rstrip("/") + path
     return Request(operation["method"], full_path + ("?" + urlencode(query) if query else ""),
                    full_path, headers, body)

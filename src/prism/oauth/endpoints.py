@@ -141,7 +141,10 @@ async def _described(request: Request, client_id: str | None) -> OAuthClient | N
 
 
 async def count_failure(request: Request) -> None:
-    await request.app.state.rate_limiter.auth_failed(request_context(request.scope).address)
+    """A failed client authentication: counted toward the address's lockout, and logged as a security event."""
+    context = request_context(request.scope)
+    context.authentication_failed = True
+    await request.app.state.rate_limiter.auth_failed(context.address)
 
 
 async def _revoke(request: Request, grant_id: str) -> None:

@@ -75,7 +75,7 @@ class Exchange:
         write(ACCESS, logging.INFO, "request", fields)
         if status == 429:
             self._refused_for_rate(door, path)
-        elif status == 401 and self._carried_credential(path):
+        elif (status == 401 and self._carried_credential(path)) or self.context.authentication_failed:
             metrics.AUTHENTICATION_FAILURES.labels(door).inc()
             security_event("authentication_failed", door=door, path=path[:MAX_LOGGED_PATH], address=context.address,
                            request_id=context.request_id)
