@@ -13,12 +13,6 @@ DocumentStatus = Literal["uploaded", "processed", "failed", "archived"]
 MAX_CONTENT = 1_000_000  # within the 1 MiB a request body may hold (prism.web.requests)
 
 
-def check_overlap(chunk_words: int, overlap_words: int) -> None:
-    """Each chunk moves on by at least half its size: an overlap of 19 in 20 words stored a chunk per word."""
-    if overlap_words * 2 > chunk_words:
-        raise ValueError("overlap_words: at most half of chunk_words")
-
-
 class CollectionList(ListParams):
     pass
 
@@ -52,16 +46,21 @@ class ChunkList(ListParams):
     collection_id: str | None = Field(None, max_length=64, description="Only chunks of this collection.")
 
 
-class Chunking(Params):
-    process: bool = Field(True, description="Extract and chunk the text at once (else call process later).")
+class ChunkSizes(Params):
     chunk_words: int = Field(200, ge=20, le=2000, description="Target chunk size in words.")
     overlap_words: int = Field(40, ge=0, le=500, description="Words shared by consecutive chunks (at most half "
                                "a chunk).")
 
     @model_validator(mode="after")
     def _whole_steps(self) -> Self:
-        check_overlap(self.chunk_words, self.overlap_words)
+        """Each chunk moves on by at least half its size: an overlap of 19 in 20 words stored a chunk per word."""
+        if self.overlap_words * 2 > self.chunk_words:
+            raise ValueError("overlap_words: at most half of chunk_words")
         return self
+
+
+class Chunking(ChunkSizes):
+    process: bool = Field(True, description="Extract and chunk the text at once (else call process later).")
 
 
 class DocumentUpload(Chunking):
@@ -76,17 +75,8 @@ class DocumentImport(DocumentUpload):
                             description="Where the content was imported from (URL, path, system id).")
 
 
-class DocumentProcess(Params):
+class DocumentProcess(ChunkSizes):
     id: str = Field(..., min_length=1, max_length=64, description="Document id.")
-    chunk_words: int = Field(200, ge=20, le=2000, description="Target chunk size in words.")
-    overlap_words: int = Field(40, ge=0, le=500, description="Words shared by consecutive chunks (at most half "
-                               "a chunk).")
-
-    @model_validator(mode="after")
-    def _whole_steps(self) -> Self:
-        check_overlap(self.chunk_words, self.overlap_words)
-        return self
-
 
 
 class DocumentAction(Params):
