@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.factories import Factory
-from tests.oauth_support import OAUTH, bearer, browser, tokens_for
+from tests.oauth_support import OAUTH, bearer, browser, get_code, pkce, register, tokens_for
 from tests.processes import TRACEBACK, Server, ServerPool, clean_env
 
 TOKEN = f"{OAUTH}/token/"
@@ -55,3 +55,26 @@ async def test_two_processes_refreshing_one_token_at_once_both_answer_the_same_p
             current = answers[0].json()
         me = [await http.get(s.base_url + ME, headers=bearer(current["access_token"])) for s in two_servers]
     assert [m.status_code for m in me] == [200, 200], [m.text for m in me]
+
+
+async def test_one_code_exchanged_on_two_processes_at_once_wins_once_and_the_replay_revokes_the_grant(
+        app: object, factory: Factory, two_servers: list[Server]) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c, httpx.AsyncClient(timeout=30, headers={"Host": ws.host}) as http:
+        client = await register(c)
+        for _ in range(ROUNDS):
+            verifier, challenge = pkce()
+            code = await get_code(c, client["client_id"], challenge, email=ws.emails["owner"])
+            form = {"grant_type": "authorization_code", "code": code, "code_verifier": verifier,
+                    "client_id": client["client_id"], "redirect_uri": client["redirect_uris"][0]}
+            answers = await asyncio.gather(*(http.post(s.base_url + TOKEN, data=form) for s in two_servers))
+            assert sorted(a.status_code for a in answers) == [200, 400], [a.text for a in answers]
+            [won] = [a.json() for a in answers if a.status_code == 200]
+            [lost] = [a.json() for a in answers if a.status_code == 400]
+            assert lost["error"] == "invalid_grant"
+            # The replay, however close behind, revokes what the code issued (docs/oauth.md "Replay and reuse").
+            me = await http.get(two_servers[0].base_url + ME, headers=bearer(won["access_token"]))
+            assert me.status_code == 401, me.text
+            refreshed = await http.post(two_servers[1].base_url + TOKEN, data={
+                "grant_type": "refresh_token", "client_id": client["client_id"], "refresh_token": won["refresh_token"]})
+            assert refreshed.status_code == 400, refreshed.text

@@ -31,6 +31,12 @@ async def claim_code(session: AsyncSession, code_id: str, now: datetime) -> bool
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
+async def grant_of_code(session: AsyncSession, code_id: str) -> str | None:
+    """The grant a code produced, as committed now: read after losing a claim, so the winner's grant is seen
+    (on PostgreSQL the losing UPDATE waited for the winner's commit; the code read before it is stale)."""
+    return (await session.execute(select(OAuthCode.grant_id).where(OAuthCode.id == code_id))).scalar_one_or_none()
+
+
 async def refresh_by_hash(session: AsyncSession, token_hash: str) -> tuple[OAuthRefreshToken, OAuthGrant] | None:
     row = (await session.execute(
         select(OAuthRefreshToken, OAuthGrant).join(OAuthGrant, OAuthGrant.id == OAuthRefreshToken.grant_id)

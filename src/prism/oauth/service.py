@@ -176,10 +176,14 @@ async def exchange_code(session: AsyncSession, ctx: TokenContext, client: OAuthC
     if row is None or row.client_id != client.client_id:
         raise InvalidGrant("unknown authorization code")
     now = utcnow()
-    if row.used_at is not None or not await repo.claim_code(session, row.id, now):
+    if row.used_at is not None:
         # RFC 6749 4.1.2: a replayed code revokes everything it issued.
         raise GrantReplayed("authorization code already used; the tokens it issued are revoked",
                             grant_id=row.grant_id)
+    if not await repo.claim_code(session, row.id, now):
+        # A concurrent exchange won the claim after `row` was read: its grant is only known now.
+        raise GrantReplayed("authorization code already used; the tokens it issued are revoked",
+                            grant_id=await repo.grant_of_code(session, row.id))
     if row.expires_at <= now:
         raise InvalidGrant("authorization code expired")
     if row.issuer != ctx.issuer:
