@@ -176,19 +176,36 @@ async def test_a_retry_after_beyond_the_cap_is_raised_at_once_with_the_wait(
     assert len(gateway.passages) == 1
 
 
-@pytest.mark.engine_independent
+@pytest.mark.parametrize("failure", FAILURES)
 @pytest.mark.parametrize("client", CLIENTS)
-async def test_a_webhook_create_is_not_sent_again_after_a_gateway_failure(
-        client: str, gateway: Gateway, factory: Factory, live_prism: LiveServer, typescript: str) -> None:
-    # Webhook management keeps no answers by key, so no key could make its retry safe.
+async def test_a_webhook_create_retried_after_a_gateway_failure_runs_once_on_prism(
+        client: str, failure: Failure, gateway: Gateway, factory: Factory, live_prism: LiveServer,
+        typescript: str) -> None:
+    # The webhooks API keeps answers by key like every door: a create sent again gets the first one's webhook.
     ws = await factory.workspace(roles=("owner",))
-    gateway.fail_after_forwarding(504)
+    gateway.fail_after_forwarding(failure)
     outcome = await invoke(client, gateway.base_url, ws.keys["owner"], create_webhook("Ops hook"),
                            typescript=typescript)
-    assert (outcome.error, outcome.status) == ("api", 504)
-    assert [(p.method, p.idempotency_key) for p in gateway.passages] == [("POST", None)]
+    assert outcome.error is None and outcome.value["name"] == "Ops hook"
+    first, second = gateway.passages
+    assert first.idempotency_key is not None and second.idempotency_key == first.idempotency_key
+    assert [p.replayed for p in gateway.passages] == [False, True]
     async with AsyncPrismClient(live_prism.base_url, ws.keys["owner"], timeout=10) as prism:
         assert (await prism.list_webhooks())["count"] == 1
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_a_webhook_delete_retried_after_a_gateway_failure_succeeds(
+        client: str, gateway: Gateway, factory: Factory, live_prism: LiveServer, typescript: str) -> None:
+    # Sent again without its key, the delete would find the webhook gone and answer 404 for a delete that worked.
+    ws = await factory.workspace(roles=("owner",))
+    async with AsyncPrismClient(live_prism.base_url, ws.keys["owner"], timeout=10) as prism:
+        hook = await prism.create_webhook("Doomed hook", "https://127.0.0.1:9/hook")
+    gateway.fail_after_forwarding(504)
+    outcome = await invoke(client, gateway.base_url, ws.keys["owner"],
+                           ClientCall("delete_webhook", [hook["id"]], "deleteWebhook"), typescript=typescript)
+    assert outcome.error is None, outcome
+    assert [(p.prism_status, p.replayed) for p in gateway.passages] == [(204, False), (204, True)]
 
 
 @pytest.mark.engine_independent

@@ -47,10 +47,10 @@ export interface PrismClientOptions {
 }
 
 /**
- * Per dispatching call (`dispatch`, `callTool`, `call`). `idempotencyKey`: the key sent on every attempt of the
- * call, so that Prism runs it once however often it is sent; by default a random UUID4 per call, `false` for
- * none (then a 502/503/504 or a broken connection is thrown at once, since Prism may have run the call).
- * Webhook management keeps no answers by key: its POST and PATCH carry none and are not retried on those.
+ * Per call that changes something (`dispatch`, `callTool`, `call`, and the webhooks' create, update, delete and
+ * test event). `idempotencyKey`: the key sent on every attempt of the call, so that Prism runs it once however
+ * often it is sent; by default a random UUID4 per call, `false` for none (then a 502/503/504 or a broken
+ * connection is thrown at once, since Prism may have run the call).
  */
 export interface IdempotencyOptions {
   idempotencyKey?: string | false;
@@ -181,8 +181,12 @@ export class PrismClient {
     }
   }
 
-  /** A call that dispatches carries its idempotency key (drawn once, so every retry sends it). */
-  private dispatching(request: Request, options: IdempotencyOptions): Request {
+  /**
+   * A call that changes something carries its idempotency key (drawn once, so every retry sends it). A DELETE is
+   * repeatable without one, but its repeat would answer 404 for what the first attempt deleted; with the key it
+   * gets the first attempt's answer.
+   */
+  private keyed(request: Request, options: IdempotencyOptions): Request {
     const key = options.idempotencyKey ?? randomUUID();
     if (key === "") throw new TypeError("an idempotency key cannot be empty; pass false to send none");
     return key === false ? request : { ...request, idempotencyKey: key };
@@ -228,8 +232,8 @@ export class PrismClient {
   /** POST /api/v1/dev/call/: the bare tool result. */
   call<T = unknown>(name: string, args: Record<string, unknown> = {}, options: IdempotencyOptions = {}):
       Promise<T> {
-    return this.json(this.dispatching({ method: "POST", path: "/api/v1/dev/call/", body: { name, arguments: args } },
-                                 options));
+    return this.json(this.keyed({ method: "POST", path: "/api/v1/dev/call/", body: { name, arguments: args } },
+                                options));
   }
 
   // --- canonical dispatch ----------------------------------------------------------------------------
@@ -238,7 +242,7 @@ export class PrismClient {
   dispatch<T = unknown>(megaTool: string, app: string, entity: string, operation: string,
                         args: Record<string, unknown> = {}, options: { missionId?: string } & IdempotencyOptions = {}):
       Promise<T> {
-    return this.envelope(this.dispatching({
+    return this.envelope(this.keyed({
       method: "POST", path: `/prism/${seg(megaTool)}/${seg(app)}/${seg(entity)}/${seg(operation)}`, body: args,
       headers: options.missionId ? { "X-Prism-Mission": options.missionId } : {},
     }, options));
@@ -248,8 +252,8 @@ export class PrismClient {
   callTool<T = unknown>(toolName: string, envelope: {
     app: string; entity: string; operation: string; arguments?: Record<string, unknown>;
   }, options: IdempotencyOptions = {}): Promise<T> {
-    return this.envelope(this.dispatching({ method: "POST", path: `/api/mcp/tools/${seg(toolName)}/`,
-                                       body: { arguments: {}, ...envelope } }, options));
+    return this.envelope(this.keyed({ method: "POST", path: `/api/mcp/tools/${seg(toolName)}/`,
+                                 body: { arguments: {}, ...envelope } }, options));
   }
 
   /** The host's OpenAPI descriptor; with `etag`, `document` is null while it is unchanged. */
@@ -265,8 +269,9 @@ export class PrismClient {
 
   // --- webhooks --------------------------------------------------------------------------------------
 
-  createWebhook(webhook: { name: string; url: string } & WebhookFields): Promise<Webhook> {
-    return this.json({ method: "POST", path: WEBHOOKS, body: webhook });
+  createWebhook(webhook: { name: string; url: string } & WebhookFields, options: IdempotencyOptions = {}):
+      Promise<Webhook> {
+    return this.json(this.keyed({ method: "POST", path: WEBHOOKS, body: webhook }, options));
   }
 
   listWebhooks(query: { page?: number; page_size?: number; is_active?: boolean; name?: string } = {}):
@@ -276,12 +281,12 @@ export class PrismClient {
 
   getWebhook(id: string): Promise<Webhook> { return this.json({ method: "GET", path: `${WEBHOOKS}${seg(id)}/` }); }
 
-  updateWebhook(id: string, changes: WebhookUpdate): Promise<Webhook> {
-    return this.json({ method: "PATCH", path: `${WEBHOOKS}${seg(id)}/`, body: changes });
+  updateWebhook(id: string, changes: WebhookUpdate, options: IdempotencyOptions = {}): Promise<Webhook> {
+    return this.json(this.keyed({ method: "PATCH", path: `${WEBHOOKS}${seg(id)}/`, body: changes }, options));
   }
 
-  async deleteWebhook(id: string): Promise<void> {
-    await this.json({ method: "DELETE", path: `${WEBHOOKS}${seg(id)}/` });
+  async deleteWebhook(id: string, options: IdempotencyOptions = {}): Promise<void> {
+    await this.json(this.keyed({ method: "DELETE", path: `${WEBHOOKS}${seg(id)}/` }, options));
   }
 
   listDeliveries(id: string, query: { page?: number; page_size?: number; status?: string; event_type?: string } = {}):
@@ -293,7 +298,7 @@ export class PrismClient {
     return this.json({ method: "GET", path: `${WEBHOOKS}${seg(id)}/deliveries/${seg(deliveryId)}/` });
   }
 
-  sendTestEvent(id: string): Promise<Delivery> {
-    return this.json({ method: "POST", path: `${WEBHOOKS}${seg(id)}/test/` });
+  sendTestEvent(id: string, options: IdempotencyOptions = {}): Promise<Delivery> {
+    return this.json(this.keyed({ method: "POST", path: `${WEBHOOKS}${seg(id)}/test/` }, options));
   }
 }

@@ -30,8 +30,9 @@ class AsyncPrismClient:
             page = await prism.dispatch("entity_crud", "finance", "invoice", "list", {"status": "approved"})
 
     A 429 is retried, and a 502, 503, 504 or broken connection when sending the call again cannot run it twice:
-    a read, or a call carrying an idempotency key. `dispatch`, `call_tool` and `call` send one (a random UUID4,
-    the same on each retry) unless given `idempotency_key` (a key of the caller's, or None for none). Retries:
+    a read, or a call carrying an idempotency key. Every call that changes something (`dispatch`, `call_tool`,
+    `call`, and the webhooks' create, update, delete and test event) sends one (a random UUID4, the same on each
+    retry) unless given `idempotency_key` (a key of the caller's, or None for none). Retries:
     `max_retries`, Retry-After honoured up to `max_retry_after` (longer: raised at once, with `retry_after`).
     `timeout` bounds each attempt.
     """
@@ -122,8 +123,9 @@ class AsyncPrismClient:
 
     # --- webhooks ------------------------------------------------------------------------------------
 
-    async def create_webhook(self, name: str, url: str, **fields: Any) -> Webhook:
-        return cast(Webhook, await self._json(ops.create_webhook(name, url, fields)))
+    async def create_webhook(self, name: str, url: str, *, idempotency_key: IdempotencyKey = GENERATED_KEY,
+                         **fields: Any) -> Webhook:
+        return cast(Webhook, await self._json(ops.create_webhook(name, url, fields, idempotency_key)))
 
     async def list_webhooks(self, *, page: int | None = None, page_size: int | None = None,
                       is_active: bool | None = None, name: str | None = None) -> WebhookList:
@@ -132,11 +134,12 @@ class AsyncPrismClient:
     async def get_webhook(self, webhook_id: str) -> Webhook:
         return cast(Webhook, await self._json(ops.get_webhook(webhook_id)))
 
-    async def update_webhook(self, webhook_id: str, **fields: Any) -> Webhook:
-        return cast(Webhook, await self._json(ops.update_webhook(webhook_id, fields)))
+    async def update_webhook(self, webhook_id: str, *, idempotency_key: IdempotencyKey = GENERATED_KEY,
+                         **fields: Any) -> Webhook:
+        return cast(Webhook, await self._json(ops.update_webhook(webhook_id, fields, idempotency_key)))
 
-    async def delete_webhook(self, webhook_id: str) -> None:
-        await self._json(ops.delete_webhook(webhook_id))
+    async def delete_webhook(self, webhook_id: str, *, idempotency_key: IdempotencyKey = GENERATED_KEY) -> None:
+        await self._json(ops.delete_webhook(webhook_id, idempotency_key))
 
     async def list_deliveries(self, webhook_id: str, *, page: int | None = None, page_size: int | None = None,
                         status: str | None = None, event_type: str | None = None) -> DeliveryList:
@@ -146,5 +149,5 @@ class AsyncPrismClient:
     async def get_delivery(self, webhook_id: str, delivery_id: str) -> Delivery:
         return cast(Delivery, await self._json(ops.get_delivery(webhook_id, delivery_id)))
 
-    async def send_test_event(self, webhook_id: str) -> Delivery:
-        return cast(Delivery, await self._json(ops.test_webhook(webhook_id)))
+    async def send_test_event(self, webhook_id: str, *, idempotency_key: IdempotencyKey = GENERATED_KEY) -> Delivery:
+        return cast(Delivery, await self._json(ops.test_webhook(webhook_id, idempotency_key)))

@@ -30,8 +30,9 @@ class PrismClient:
             page = prism.dispatch("entity_crud", "finance", "invoice", "list", {"status": "approved"})
 
     A 429 is retried, and a 502, 503, 504 or broken connection when sending the call again cannot run it twice:
-    a read, or a call carrying an idempotency key. `dispatch`, `call_tool` and `call` send one (a random UUID4,
-    the same on each retry) unless given `idempotency_key` (a key of the caller's, or None for none). Retries:
+    a read, or a call carrying an idempotency key. Every call that changes something (`dispatch`, `call_tool`,
+    `call`, and the webhooks' create, update, delete and test event) sends one (a random UUID4, the same on each
+    retry) unless given `idempotency_key` (a key of the caller's, or None for none). Retries:
     `max_retries`, Retry-After honoured up to `max_retry_after` (longer: raised at once, with `retry_after`).
     `timeout` bounds each attempt.
     """
@@ -122,8 +123,9 @@ class PrismClient:
 
     # --- webhooks ------------------------------------------------------------------------------------
 
-    def create_webhook(self, name: str, url: str, **fields: Any) -> Webhook:
-        return cast(Webhook, self._json(ops.create_webhook(name, url, fields)))
+    def create_webhook(self, name: str, url: str, *, idempotency_key: IdempotencyKey = GENERATED_KEY,
+                         **fields: Any) -> Webhook:
+        return cast(Webhook, self._json(ops.create_webhook(name, url, fields, idempotency_key)))
 
     def list_webhooks(self, *, page: int | None = None, page_size: int | None = None,
                       is_active: bool | None = None, name: str | None = None) -> WebhookList:
@@ -132,11 +134,12 @@ class PrismClient:
     def get_webhook(self, webhook_id: str) -> Webhook:
         return cast(Webhook, self._json(ops.get_webhook(webhook_id)))
 
-    def update_webhook(self, webhook_id: str, **fields: Any) -> Webhook:
-        return cast(Webhook, self._json(ops.update_webhook(webhook_id, fields)))
+    def update_webhook(self, webhook_id: str, *, idempotency_key: IdempotencyKey = GENERATED_KEY,
+                         **fields: Any) -> Webhook:
+        return cast(Webhook, self._json(ops.update_webhook(webhook_id, fields, idempotency_key)))
 
-    def delete_webhook(self, webhook_id: str) -> None:
-        self._json(ops.delete_webhook(webhook_id))
+    def delete_webhook(self, webhook_id: str, *, idempotency_key: IdempotencyKey = GENERATED_KEY) -> None:
+        self._json(ops.delete_webhook(webhook_id, idempotency_key))
 
     def list_deliveries(self, webhook_id: str, *, page: int | None = None, page_size: int | None = None,
                         status: str | None = None, event_type: str | None = None) -> DeliveryList:
@@ -145,5 +148,5 @@ class PrismClient:
     def get_delivery(self, webhook_id: str, delivery_id: str) -> Delivery:
         return cast(Delivery, self._json(ops.get_delivery(webhook_id, delivery_id)))
 
-    def send_test_event(self, webhook_id: str) -> Delivery:
-        return cast(Delivery, self._json(ops.test_webhook(webhook_id)))
+    def send_test_event(self, webhook_id: str, *, idempotency_key: IdempotencyKey = GENERATED_KEY) -> Delivery:
+        return cast(Delivery, self._json(ops.test_webhook(webhook_id, idempotency_key)))

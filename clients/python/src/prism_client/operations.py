@@ -1,8 +1,9 @@
 """Each Prism endpoint as a request description; both clients send these and read the answers alike.
 
-The calls that dispatch (canonical, door, sandbox call) are built by `_dispatching`, which gives each its
-idempotency key: Prism keeps their answers by key, so a retry of one cannot run it twice. Webhook management
-keeps no answers by key: its POST and PATCH carry none, so a 502/503/504 there is raised, not retried.
+The calls that change something (canonical dispatch, the tool door, the sandbox call and webhook management's
+POST, PATCH and DELETE) are built by `_keyed`, which gives each its idempotency key: Prism keeps their answers
+by key, so a retry of one cannot run it twice. A DELETE is repeatable without one, but its repeat would answer
+404 for the webhook the first attempt deleted; with the key it gets the first attempt's 204.
 """
 
 from __future__ import annotations
@@ -38,18 +39,18 @@ def introspect(params: dict[str, Any]) -> Call:
 
 
 def sandbox_call(name: str, arguments: dict[str, Any] | None, key: IdempotencyKey) -> Call:
-    return _dispatching("/api/v1/dev/call/", key, json={"name": name, "arguments": arguments or {}})
+    return _keyed("POST", "/api/v1/dev/call/", key, json={"name": name, "arguments": arguments or {}})
 
 
 def dispatch(mega_tool: str, app: str, entity: str, operation: str, arguments: dict[str, Any] | None,
              mission_id: str | None, key: IdempotencyKey) -> Call:
     headers = {"X-Prism-Mission": mission_id} if mission_id else {}
-    return _dispatching(coordinate_path(mega_tool, app, entity, operation), key, json=arguments or {},
-                        headers=headers)
+    return _keyed("POST", coordinate_path(mega_tool, app, entity, operation), key, json=arguments or {},
+                  headers=headers)
 
 
 def call_tool(tool_name: str, envelope: dict[str, Any], key: IdempotencyKey) -> Call:
-    return _dispatching(tool_path(tool_name), key, json=envelope)
+    return _keyed("POST", tool_path(tool_name), key, json=envelope)
 
 
 def descriptor(etag: str | None) -> Call:
@@ -57,8 +58,8 @@ def descriptor(etag: str | None) -> Call:
                 ok_statuses=frozenset({304}))
 
 
-def create_webhook(name: str, url: str, fields: dict[str, Any]) -> Call:
-    return Call("POST", webhook_path(), json={"name": name, "url": url, **_present(fields)})
+def create_webhook(name: str, url: str, fields: dict[str, Any], key: IdempotencyKey) -> Call:
+    return _keyed("POST", webhook_path(), key, json={"name": name, "url": url, **_present(fields)})
 
 
 def list_webhooks(page: int | None, page_size: int | None, is_active: bool | None, name: str | None) -> Call:
@@ -70,12 +71,12 @@ def get_webhook(webhook_id: str) -> Call:
     return Call("GET", webhook_path(webhook_id))
 
 
-def update_webhook(webhook_id: str, fields: dict[str, Any]) -> Call:
-    return Call("PATCH", webhook_path(webhook_id), json=fields)
+def update_webhook(webhook_id: str, fields: dict[str, Any], key: IdempotencyKey) -> Call:
+    return _keyed("PATCH", webhook_path(webhook_id), key, json=fields)
 
 
-def delete_webhook(webhook_id: str) -> Call:
-    return Call("DELETE", webhook_path(webhook_id))
+def delete_webhook(webhook_id: str, key: IdempotencyKey) -> Call:
+    return _keyed("DELETE", webhook_path(webhook_id), key)
 
 
 def list_deliveries(webhook_id: str, page: int | None, page_size: int | None, status: str | None,
@@ -88,13 +89,14 @@ def get_delivery(webhook_id: str, delivery_id: str) -> Call:
     return Call("GET", webhook_path(webhook_id, "deliveries", delivery_id))
 
 
-def test_webhook(webhook_id: str) -> Call:
-    return Call("POST", webhook_path(webhook_id, "test"))
+def test_webhook(webhook_id: str, key: IdempotencyKey) -> Call:
+    return _keyed("POST", webhook_path(webhook_id, "test"), key)
 
 
-def _dispatching(path: str, key: IdempotencyKey, *, json: Any, headers: dict[str, str] | None = None) -> Call:
+def _keyed(method: str, path: str, key: IdempotencyKey, *, json: Any = None,
+           headers: dict[str, str] | None = None) -> Call:
     # The key is drawn here, once per logical call: every retry of the call sends the same one.
-    return Call("POST", path, json=json, headers=headers or {}, idempotency_key=idempotency_key_for(key))
+    return Call(method, path, json=json, headers=headers or {}, idempotency_key=idempotency_key_for(key))
 
 
 def _present(fields: dict[str, Any]) -> dict[str, Any]:
