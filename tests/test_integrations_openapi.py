@@ -814,3 +814,22 @@ async def test_a_reference_is_a_uri_fragment_percent_decoded_before_its_pointer_
         "dimension": "schema", "mega_tool": "integration_call", "app": name, "entity": "things",
         "operation": "getThing"})
     assert schema["parameters"]["properties"]["verbose"]["type"] == "boolean"
+
+
+async def test_an_upstream_that_echoes_the_credential_back_never_shows_it_to_the_caller(
+        client: httpx.AsyncClient, factory: Factory, upstream: SpecService) -> None:
+    """A gateway's error page or a debugging endpoint may answer with the request's headers: the caller (any
+    member who may call the operation) must not learn the organization's credential from them."""
+    ws = await factory.workspace(roles=("owner",))
+    name = unique_name()
+    await imported(client, ws, name, upstream)
+    encoded = base64.b64encode(SECRET.encode()).decode()
+    upstream.script("getItem", Scripted(403, {"denied": {"x-api-key": SECRET, "seen": encoded}}),
+                    Scripted(200, {"headers": {"x-api-key": SECRET}}))
+    refused = await call(client, ws, name, "items", "getItem", {"itemId": 1})
+    assert refused.status_code == 502 and refused.json()["error"] == "upstream_error", refused.text
+    assert SECRET not in refused.text and encoded not in refused.text
+    assert refused.json()["details"]["upstream_body"].count("********") == 2
+    answered = await call(client, ws, name, "items", "getItem", {"itemId": 2})
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["data"]["body"] == {"headers": {"x-api-key": "********"}}

@@ -2,7 +2,9 @@
 
 The secret part (API key, token, password, client secret) is encrypted with AES-256-GCM under a key derived
 from the master secret for this purpose alone, bound to the connection's row id: it is never stored in
-plaintext, never returned by any handler or command, and never written to a log.
+plaintext, never returned by any handler or command, and never written to a log. An upstream that echoes
+the request it got (a gateway's error page, a debugging endpoint) would hand it to whoever called: what
+Prism passes on from an upstream has the credential's forms withheld first (`Credential.withheld`).
 """
 
 from __future__ import annotations
@@ -11,17 +13,21 @@ import base64
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import quote, quote_plus
 
 import orjson
 
 from prism.config import Settings
 from prism.errors import InvalidArguments
-from prism.kit.secret import decrypt, derived_key, encrypt
+from prism.kit.secret import MASK, decrypt, derived_key, encrypt
 
 AuthKind = Literal["none", "api_key", "bearer", "basic", "oauth2_client_credentials"]
 AUTH_KINDS: tuple[str, ...] = ("none", "api_key", "bearer", "basic", "oauth2_client_credentials")
 PURPOSE = "integration-connection-credentials"
 HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}\Z")
+# Shorter forms are not withheld: replacing every occurrence of a few characters would garble the answer
+# without hiding anything a guess would not find.
+SHORTEST_WITHHELD = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,27 @@ class Credential:
         if self.kind == "oauth2_client_credentials" and bearer:
             return {"Authorization": f"Bearer {bearer}"}
         return {}
+
+    def forms(self, bearer: str | None = None) -> tuple[bytes, ...]:
+        """Every form in which the credential may come back from an upstream: the secret and the OAuth access
+        token as sent, base64-encoded (a Basic pair is) and percent-encoded, longest first (a form inside
+        another is withheld with it)."""
+        plain = [self.secret, bearer or ""]
+        if self.kind == "basic":
+            plain.append(f"{self.settings['username']}:{self.secret}")
+        found: set[str] = set()
+        for value in filter(None, plain):
+            raw = value.encode()
+            encoded = (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode())
+            found |= {value, quote(value, safe=""), quote_plus(value), *encoded, *(e.rstrip("=") for e in encoded)}
+        kept = (f.encode() for f in found if len(f) >= SHORTEST_WITHHELD)
+        return tuple(sorted(kept, key=len, reverse=True))
+
+    def withheld(self, body: bytes, bearer: str | None = None) -> bytes:
+        """`body` (what an upstream answered) with every form of the credential replaced by the mask."""
+        for form in self.forms(bearer):
+            body = body.replace(form, MASK.encode())
+        return body
 
 
 def checked(kind: str, settings: dict[str, Any], secret: str | None) -> tuple[dict[str, Any], str]:

@@ -14,9 +14,11 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
+
+import orjson
 
 from prism.config import Settings
 from prism.errors import InvalidArguments, PrismError
@@ -25,7 +27,14 @@ from prism.integrations.call_records import connection_for, keep_record
 from prism.integrations.credentials import Credential, open_secret
 from prism.integrations.models import IntegrationApp
 from prism.integrations.names import operation_name
-from prism.integrations.upstream import EXCERPT, MAX_RESPONSE, USER_AGENT, UpstreamError, unpassable_refusal
+from prism.integrations.upstream import (
+    EXCERPT,
+    MAX_RESPONSE,
+    USER_AGENT,
+    UpstreamError,
+    issued_token,
+    unpassable_refusal,
+)
 from prism.kit.canonical import digest
 from prism.kit.outbound import OutboundClient, check_url, ssl_context
 from prism.registry import AfterCommit, HandlerCall
@@ -221,9 +230,24 @@ async def call_tool_operation(operation: dict[str, Any], call: HandlerCall, para
     async def record(done: HandlerCall, sent: Forwarded) -> Any:
         if sent.tools is not None and canonical:
             await store_tools(done, app_id, sent.tools, operation["transport"])
+        sent = withheld(sent, credential, issued_token(connection_id, credential))
         return await record_forwarded(done, operation["tool_name"], arguments_digest, sent)
 
     return AfterCommit(go, record)
+
+
+def withheld(sent: Forwarded, credential: Credential, bearer: str | None) -> Forwarded:
+    """What the upstream answered, with the connection's credential withheld wherever it echoed it."""
+    def clean(text: str) -> str:
+        return credential.withheld(text.encode(), bearer).decode()
+
+    result = sent.result
+    if result is not None:
+        try:
+            result = orjson.loads(credential.withheld(orjson.dumps(result), bearer))
+        except orjson.JSONEncodeError:
+            pass  # not JSON Prism can write: refused as unpassable without showing any of it
+    return replace(sent, result=result, error=clean(sent.error), upstream_error=clean(sent.upstream_error))
 
 
 async def store_tools(call: HandlerCall, app_id: str, tools: list[dict[str, Any]], transport: str) -> None:

@@ -12,7 +12,7 @@ import asyncio
 import codecs
 import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 from weakref import WeakKeyDictionary
@@ -107,12 +107,22 @@ def build_request(operation: dict[str, Any], base_url: str, arguments: dict[str,
 _TOKENS: dict[tuple[str, str], tuple[str, float]] = {}
 
 
-async def _oauth_token(client: OutboundClient, connection_id: str, credential: Credential,
-                       timeout_seconds: float) -> str:
+def _token_key(connection_id: str, credential: Credential) -> tuple[str, str]:
     # A token answers for what it was asked with: another token URL, client or scope asks again.
     asked = (credential.settings.get("token_url"), credential.settings.get("client_id"),
              credential.settings.get("scope"), credential.secret)
-    key = (connection_id, hashlib.sha256(orjson.dumps(asked)).hexdigest())
+    return connection_id, hashlib.sha256(orjson.dumps(asked)).hexdigest()
+
+
+def issued_token(connection_id: str, credential: Credential) -> str | None:
+    """The OAuth access token this process holds for the connection's credential (expired or not), if any."""
+    held = _TOKENS.get(_token_key(connection_id, credential))
+    return held[0] if held is not None else None
+
+
+async def _oauth_token(client: OutboundClient, connection_id: str, credential: Credential,
+                       timeout_seconds: float) -> str:
+    key = _token_key(connection_id, credential)
     cached = _TOKENS.get(key)
     if cached is not None and cached[1] > time.monotonic():
         return cached[0]
@@ -176,6 +186,7 @@ async def send(settings: Settings, connection_id: str, credential: Credential, r
                                        headers={**request.headers, **credential.headers(bearer)},
                                        body=request.body, timeout_seconds=timeout_seconds,
                                        read_at_most=MAX_RESPONSE, encoded=True)
+            answer = replace(answer, body=credential.withheld(answer.body, bearer))
         except OutboundTimeout as exc:
             error, timed_out = str(exc), True
             break  # the upstream may still be working on it: a timeout is not retried
