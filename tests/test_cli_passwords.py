@@ -35,7 +35,12 @@ async def pw_factory(pw_db: str) -> AsyncIterator[Factory]:
 
 def set_password(database_url: str, *args: str, stdin: str | None) -> CliResult:
     """`prism user set-password … --json`, with `stdin` piped in (None: no stdin at all, as from cron)."""
-    command = [*prism_command(), "user", "set-password", *args, "--json"]
+    return with_stdin(database_url, "user", "set-password", *args, stdin=stdin)
+
+
+def with_stdin(database_url: str, *args: str, stdin: str | None) -> CliResult:
+    """`prism … --json`, with `stdin` piped in (None: no stdin at all, as from cron)."""
+    command = [*prism_command(), *args, "--json"]
     done = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=60, check=False,
                           env=clean_env(PRISM_DATABASE_URL=database_url),
                           stdin=subprocess.DEVNULL if stdin is None else None)
@@ -93,3 +98,48 @@ def test_set_password_takes_no_password_argument(tmp_path: Path) -> None:
                           env=clean_env(), cwd=tmp_path, timeout=60, check=False)
     assert done.returncode == 0 and "--password-stdin" in done.stdout
     assert "--password " not in done.stdout and "--password\n" not in done.stdout
+
+
+def user_rows(database_url: str, email: str) -> list[dict[str, object]]:
+    return query(database_url, "SELECT password_hash FROM users WHERE email = :e", e=email)
+
+
+def test_user_create_reads_the_password_from_stdin(pw_db: str) -> None:
+    email = "stdin-user@passwords.example.com"
+    done = with_stdin(pw_db, "user", "create", email, "--password-stdin", stdin=NEW_PASSWORD + "\n")
+    assert done.returncode == 0, str(done)
+    assert done.json["email"] == email and NEW_PASSWORD not in done.stdout
+    assert verify_password(stored_hash(pw_db, email), NEW_PASSWORD)
+
+
+def test_user_create_without_a_password_is_refused_and_creates_nobody(pw_db: str) -> None:
+    email = "no-password@passwords.example.com"
+    # No terminal to prompt on and no --password-stdin: refused instead of hanging or creating a user with "".
+    assert refusal(with_stdin(pw_db, "user", "create", email, stdin=None)) == "password_required"
+    assert refusal(with_stdin(pw_db, "user", "create", email, "--password", NEW_PASSWORD, "--password-stdin",
+                              stdin=NEW_PASSWORD + "\n")) == "invalid_arguments"
+    assert user_rows(pw_db, email) == []
+
+
+def test_tenant_create_asks_no_password_of_an_existing_owner(pw_db: str) -> None:
+    email = "existing-owner@passwords.example.com"
+    cli_json("user", "create", email, "--password", NEW_PASSWORD, database_url=pw_db)
+    before = stored_hash(pw_db, email)
+    done = with_stdin(pw_db, "tenant", "create", "pwexisting", "--name", "Existing", "--admin-email", email,
+                      stdin=None)
+    assert done.returncode == 0, str(done)
+    assert done.json["admin"]["existing_user"] is True
+    assert stored_hash(pw_db, email) == before
+
+
+def test_tenant_create_reads_a_new_owners_password_from_stdin(pw_db: str) -> None:
+    email = "new-owner@passwords.example.com"
+    # Without a password, a new owner cannot be made: nothing is created, not even the tenant.
+    assert refusal(with_stdin(pw_db, "tenant", "create", "pwnew", "--name", "New", "--admin-email", email,
+                              stdin=None)) == "password_required"
+    assert query(pw_db, "SELECT id FROM tenants WHERE subdomain = 'pwnew'") == []
+    done = with_stdin(pw_db, "tenant", "create", "pwnew", "--name", "New", "--admin-email", email,
+                      "--admin-password-stdin", stdin=NEW_PASSWORD + "\n")
+    assert done.returncode == 0, str(done)
+    assert done.json["admin"]["existing_user"] is False
+    assert verify_password(stored_hash(pw_db, email), NEW_PASSWORD)

@@ -38,6 +38,10 @@ from prism.webhooks.cli import worker as webhook_worker
 
 T = TypeVar("T")
 JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
+FROM_STDIN_HELP = "Read the password from the first line of stdin."
+# Kept for scripts that already pass it; the prompt and stdin keep the password out of the process list.
+AS_ARGUMENT_HELP = ("The password itself: other users of this machine can read it in the process list and it "
+                          "stays in the shell's history; prefer the prompt or stdin.")
 
 cli = typer.Typer(help="Prism: governed tool dispatch for AI agents.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -130,15 +134,21 @@ def migrate(as_json: bool = JSON_OPT) -> None:
 @tenant_cli.command("create")
 def tenant_create(subdomain: str, name: str = typer.Option(..., "--name"),
                   admin_email: str = typer.Option(..., "--admin-email"),
-                  admin_password: str = typer.Option(..., "--admin-password"),
+                  admin_password: str | None = typer.Option(None, "--admin-password", help=AS_ARGUMENT_HELP),
+                  admin_password_stdin: bool = typer.Option(False, "--admin-password-stdin", help=FROM_STDIN_HELP),
                   org_name: str | None = typer.Option(None, "--org-name", help="Default: the tenant name."),
                   as_json: bool = JSON_OPT) -> None:
-    """Create a tenant with a first organization and its owner."""
+    """Create a tenant with a first organization and its owner (an existing user keeps their password; a new one's
+    is asked on the terminal, read from stdin, or given)."""
+    password = admin_password
+    if password is None and (admin_password_stdin or not in_transaction(as_json, user_exists(admin_email),
+                                                                          read_only=True)):
+        password = new_password(as_json, None, from_stdin=admin_password_stdin)
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         tenant = await create_tenant(session, subdomain, name=name)
         org = await create_organization(session, tenant, name=org_name or name, keys=LedgerKeys(load_settings()))
-        user, created = await require_or_create_user(session, admin_email, admin_password)
+        user, created = await require_or_create_user(session, admin_email, password)
         await add_to_organization(session, user, org, role="owner")
         return {"tenant": {"id": tenant.id, "subdomain": tenant.subdomain, "name": tenant.name},
                 "organization": {"id": public_organization_id(org.id), "slug": org.slug, "name": org.name},
@@ -150,12 +160,26 @@ def tenant_create(subdomain: str, name: str = typer.Option(..., "--name"),
                        f"owner {out['admin']['email']}{note}")
 
 
-async def require_or_create_user(session: AsyncSession, email: str, password: str) -> tuple[Any, bool]:
+async def require_or_create_user(session: AsyncSession, email: str, password: str | None) -> tuple[Any, bool]:
     """(user, created). Users are global: an existing user keeps their password."""
     try:
         return await require_user(session, email), False
     except PrismError:
+        if password is None:  # created meanwhile, then removed: the password was not asked for
+            raise PrismError(f"{email} is not a user yet: give the new owner's password",
+                             code="password_required") from None
         return await create_user(session, email, password), True
+
+
+def user_exists(email: str) -> Callable[[AsyncSession], Awaitable[bool]]:
+    async def work(session: AsyncSession) -> bool:
+        try:
+            await require_user(session, email)
+        except PrismError:
+            return False
+        return True
+
+    return work
 
 
 @org_cli.command("create")
@@ -186,11 +210,15 @@ def org_list(tenant: str = typer.Option(..., "--tenant"), as_json: bool = JSON_O
 
 
 @user_cli.command("create")
-def user_create(email: str, password: str = typer.Option(..., "--password"), as_json: bool = JSON_OPT) -> None:
-    """Create a user (users are global; add them to organizations with add-to-org)."""
+def user_create(email: str, password: str | None = typer.Option(None, "--password", help=AS_ARGUMENT_HELP),
+                password_stdin: bool = typer.Option(False, "--password-stdin", help=FROM_STDIN_HELP),
+                as_json: bool = JSON_OPT) -> None:
+    """Create a user (users are global; add them to organizations with add-to-org). The password is asked on the
+    terminal, read from stdin, or given."""
+    chosen = new_password(as_json, password, from_stdin=password_stdin)
 
     async def work(session: AsyncSession) -> dict[str, Any]:
-        user = await create_user(session, email, password)
+        user = await create_user(session, email, chosen)
         return {"id": user.id, "email": user.email}
 
     out = in_transaction(as_json, work)
@@ -217,13 +245,12 @@ def user_add_to_org(email: str, tenant: str = typer.Option(..., "--tenant"),
 
 @user_cli.command("set-password")
 def user_set_password(tenant: str = typer.Option(..., "--tenant"), email: str = typer.Option(..., "--email"),
-                      password_stdin: bool = typer.Option(
-                          False, "--password-stdin", help="Read the password from the first line of stdin."),
+                      password_stdin: bool = typer.Option(False, "--password-stdin", help=FROM_STDIN_HELP),
                       as_json: bool = JSON_OPT) -> None:
     """Set a user's password (prompted twice, or read from stdin; never taken as an argument)."""
     from prism.identity.service import memberships_in_tenant, set_password
 
-    password = read_new_password(as_json, from_stdin=password_stdin)
+    password = new_password(as_json, None, from_stdin=password_stdin)
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         t = await require_tenant(session, tenant)
@@ -237,7 +264,13 @@ def user_set_password(tenant: str = typer.Option(..., "--tenant"), email: str = 
     emit(as_json, out, f"password of {out['user']} set")
 
 
-def read_new_password(as_json: bool, *, from_stdin: bool) -> str:
+def new_password(as_json: bool, given: str | None, *, from_stdin: bool) -> str:
+    """The password given as an argument, read from stdin's first line, or asked twice on the terminal."""
+    if given is not None:
+        if from_stdin:
+            fail(as_json, PrismError("give the password as an argument or on stdin, not both",
+                                     code="invalid_arguments"))
+        return given
     if from_stdin:
         return sys.stdin.readline().rstrip("\r\n")
     if not sys.stdin.isatty():
