@@ -72,11 +72,20 @@ def test_a_503_to_a_call_sent_without_an_idempotency_key_is_raised_at_once() -> 
     assert len(server.seen) == 1 and failed.value.status == 503
 
 
-def test_an_empty_idempotency_key_is_refused_before_anything_is_sent() -> None:
+@pytest.mark.parametrize("key", ["", "clé", "ключ", "tab\tin-key", "k" * 256])
+def test_an_idempotency_key_prism_would_refuse_is_refused_before_anything_is_sent(key: str) -> None:
     with scripted(Reply(200, PONG)) as server:
-        with PrismClient(server.base_url) as prism, pytest.raises(ValueError, match="pass None"):
-            prism.call("prism_whoami", idempotency_key="")
+        with PrismClient(server.base_url) as prism, pytest.raises(ValueError, match="printable ASCII"):
+            prism.call("prism_whoami", idempotency_key=key)
     assert server.seen == []
+
+
+def test_a_key_of_255_printable_ascii_characters_is_sent_as_given() -> None:
+    key = "order 42/" + "k" * 246
+    with scripted(Reply(200, PONG)) as server:
+        with PrismClient(server.base_url) as prism:
+            prism.call("prism_whoami", idempotency_key=key)
+    assert len(server.seen) == 1
 
 
 def test_other_errors_are_not_retried() -> None:

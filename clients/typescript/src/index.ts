@@ -26,6 +26,8 @@ export const GATEWAY_STATUSES: ReadonlySet<number> = new Set([502, 503, 504]);
 export const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"]);
 /** Prism's 409 for a repeat of a keyed call that is still finishing: sent again, it gets that call's answer. */
 const KEY_IN_PROGRESS = "idempotency_key_in_progress";
+/** Prism's rule for a key (docs/idempotency.md): 1 to 255 printable ASCII characters. */
+const USABLE_KEY = /^[\x20-\x7e]{1,255}$/;
 const WEBHOOKS = "/api/v1/risk-assessment/governance/webhooks/";
 
 export interface PrismClientOptions {
@@ -188,8 +190,14 @@ export class PrismClient {
    */
   private keyed(request: Request, options: IdempotencyOptions): Request {
     const key = options.idempotencyKey ?? randomUUID();
-    if (key === "") throw new TypeError("an idempotency key cannot be empty; pass false to send none");
-    return key === false ? request : { ...request, idempotencyKey: key };
+    if (key === false) return request;
+    // Checked here: fetch cannot send a header beyond Latin-1 (it would surface as a connection error, retried),
+    // and Prism refuses any other key outside its rule.
+    if (!USABLE_KEY.test(key)) {
+      throw new TypeError(`an idempotency key is 1 to 255 printable ASCII characters, not ${JSON.stringify(key)}; `
+                          + "pass false to send none");
+    }
+    return { ...request, idempotencyKey: key };
   }
 
   private async json<T>(request: Request, okStatuses: readonly number[] = []): Promise<T> {

@@ -21,6 +21,7 @@ from typing import Final, Literal, TypeAlias
 import httpx
 
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+KEY_MAX_LENGTH = 255
 GATEWAY_STATUSES = frozenset({502, 503, 504})
 RATE_LIMITED = 429
 KEY_IN_PROGRESS = "idempotency_key_in_progress"
@@ -41,8 +42,13 @@ def idempotency_key_for(choice: IdempotencyKey) -> str | None:
     """The key one logical call sends on each of its attempts."""
     if choice is GENERATED_KEY:
         return str(uuid.uuid4())
-    if choice == "":
-        raise ValueError("an idempotency key cannot be empty; pass None to send none")
+    if choice is None:
+        return None
+    # Prism's rule (docs/idempotency.md). Checked here because a key outside it fails before it reaches Prism
+    # (httpx cannot encode a header beyond ASCII) or is refused there, on every retry alike.
+    if not (0 < len(choice) <= KEY_MAX_LENGTH and choice.isascii() and choice.isprintable()):
+        raise ValueError(f"an idempotency key is 1 to {KEY_MAX_LENGTH} printable ASCII characters, not {choice!r}; "
+                         "pass None to send none")
     return choice
 
 

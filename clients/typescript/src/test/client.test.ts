@@ -165,6 +165,19 @@ describe("retries and timeouts", () => {
     });
   });
 
+  it("refuses an idempotency key Prism would refuse before sending anything", async () => {
+    await scripted([{ status: 200, body: { success: true, data: {} } }], async (baseUrl, seen) => {
+      const client = new PrismClient({ baseUrl, backoffBaseMs: 0 });
+      for (const key of ["", "clé", "ключ", "tab\tin-key", "k".repeat(256)]) {
+        await assert.rejects(async () => client.dispatch("a", "b", "c", "d", {}, { idempotencyKey: key }),
+          (e: unknown) => e instanceof TypeError && /printable ASCII/.test(e.message));
+      }
+      assert.equal(seen.length, 0);
+      await client.dispatch("a", "b", "c", "d", {}, { idempotencyKey: `order 42/${"k".repeat(246)}` });
+      assert.equal(seen.length, 1);
+    });
+  });
+
   it("gives up after timeoutMs", async () => {
     await scripted([{ status: 200, body: PONG, delayMs: 1500 }], async (baseUrl) => {
       const started = Date.now();
