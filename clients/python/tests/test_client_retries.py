@@ -15,6 +15,7 @@ import stripe
 from loopback import Reply, scripted
 from prism_client import (
     AsyncPrismClient,
+    PrismAPIError,
     PrismClient,
     PrismTimeoutError,
     RateLimitError,
@@ -86,6 +87,22 @@ def test_a_key_of_255_printable_ascii_characters_is_sent_as_given() -> None:
         with PrismClient(server.base_url) as prism:
             prism.call("prism_whoami", idempotency_key=key)
     assert len(server.seen) == 1
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_from_in_front_of_prism_is_an_error_not_the_answer(status: int) -> None:
+    # An http:// base URL behind TLS, say: the redirect page must not pass for the result of the call.
+    moved = {"Location": "https://prism.example/api/v1/dev/me/"}
+    with scripted(Reply(status, {"detail": "moved"}, moved)) as server:
+        with PrismClient(server.base_url, "ck_test") as prism:
+            with pytest.raises(PrismAPIError) as read:
+                prism.me()
+            with pytest.raises(PrismAPIError) as sent:
+                prism.send_test_event("whk_1")
+    assert read.value.status == status and read.value.code == "unexpected_redirect"
+    assert "https://prism.example/api/v1/dev/me/" in read.value.message
+    assert sent.value.code == "unexpected_redirect"
+    assert len(server.seen) == 2, "a redirect is neither followed nor retried"
 
 
 def test_other_errors_are_not_retried() -> None:

@@ -74,6 +74,25 @@ const keyInProgress = (answer: Answer): boolean => answer.status === 409 && type
   && answer.body !== null && (answer.body as { error?: unknown }).error === KEY_IN_PROGRESS;
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * The error an answer means, or null when it is one the call expects. Prism's API never redirects: a 3xx comes
+ * from something in front of it (http:// behind TLS, another host) and its body is not the answer asked for;
+ * returned, it would pass a redirect page off as the result (a delete that deleted nothing).
+ */
+function errorOf(answer: Answer, okStatuses: readonly number[] = []): PrismApiError | null {
+  if (okStatuses.includes(answer.status)) return null;
+  if (answer.status >= 300 && answer.status < 400) {
+    const location = answer.headers.get("location") ?? "(no Location)";
+    return new PrismApiError(answer.status, "unexpected_redirect",
+                             `redirected to ${location}; Prism does not redirect its API: check the base URL`,
+                             { body: answer.body });
+  }
+  if (answer.status >= 400) {
+    return errorFor(answer.status, answer.body, retryAfterSeconds(answer.headers.get("retry-after")));
+  }
+  return null;
+}
+
 /** Retry-After in seconds: delta-seconds or an HTTP date. */
 export function retryAfterSeconds(value: string | null): number | null {
   if (!value) return null;
@@ -202,23 +221,22 @@ export class PrismClient {
 
   private async json<T>(request: Request, okStatuses: readonly number[] = []): Promise<T> {
     const answer = await this.send(request);
-    if (answer.status >= 400 && !okStatuses.includes(answer.status)) {
-      throw errorFor(answer.status, answer.body, retryAfterSeconds(answer.headers.get("retry-after")));
-    }
+    const error = errorOf(answer, okStatuses);
+    if (error) throw error;
     return answer.body as T;
   }
 
   private async envelope<T>(request: Request): Promise<T> {
     const answer = await this.send(request);
+    const error = errorOf(answer);
+    if (error) throw error;
     const body = answer.body as PrismResponse<T> | null;
-    if (answer.status >= 400 || body === null || typeof body !== "object" || body.success !== true) {
-      if (answer.status < 400 && (body === null || typeof body !== "object" || !("success" in body))) {
-        throw new PrismApiError(answer.status, "unexpected_response", "the answer is not a PrismResponse envelope",
-                                { body });
-      }
-      // An error status, or 202 when a governance rule holds the call for review (code oversight_required).
-      throw errorFor(answer.status, answer.body, retryAfterSeconds(answer.headers.get("retry-after")));
+    if (body === null || typeof body !== "object" || !("success" in body)) {
+      throw new PrismApiError(answer.status, "unexpected_response", "the answer is not a PrismResponse envelope",
+                              { body });
     }
+    // 202 when a governance rule holds the call for review (code oversight_required).
+    if (body.success !== true) throw errorFor(answer.status, body, null);
     return body.data;
   }
 
@@ -268,9 +286,8 @@ export class PrismClient {
   async descriptor(etag?: string): Promise<Descriptor> {
     const answer = await this.send({ method: "GET", path: "/.well-known/openapi.json",
                                      headers: etag ? { "If-None-Match": etag } : {} });
-    if (answer.status >= 400) {
-      throw errorFor(answer.status, answer.body, retryAfterSeconds(answer.headers.get("retry-after")));
-    }
+    const error = errorOf(answer, [304]);
+    if (error) throw error;
     return { etag: answer.headers.get("etag"),
              document: answer.status === 304 ? null : answer.body as Record<string, unknown> };
   }

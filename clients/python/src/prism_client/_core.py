@@ -92,9 +92,20 @@ def check(response: httpx.Response, call: Call) -> Any:
     status = response.status_code
     if status in call.ok_statuses:
         return body
+    if 300 <= status < 400:
+        raise redirect_error(response, body)
     if status >= 400:
         raise error_for(status, body, retry_after_seconds(response))
     return body
+
+
+def redirect_error(response: httpx.Response, body: Any) -> PrismAPIError:
+    """Prism's API never redirects: a 3xx comes from something in front of it (http:// behind TLS, another host),
+    and its body is not the answer asked for. Followed, a POST would turn into a GET; returned, it would pass a
+    redirect page off as the result (a delete that deleted nothing)."""
+    location = response.headers.get("location") or "(no Location)"
+    return PrismAPIError(response.status_code, "unexpected_redirect",
+                         f"redirected to {location}; Prism does not redirect its API: check the base URL", body=body)
 
 
 def unwrap(body: Any, status: int = 200) -> Any:

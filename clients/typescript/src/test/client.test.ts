@@ -157,6 +157,21 @@ describe("retries and timeouts", () => {
     });
   });
 
+  for (const status of [301, 302, 307, 308]) {
+    it(`throws a ${status} from in front of Prism instead of returning the redirect page`, async () => {
+      const moved = { Location: "https://prism.example/api/v1/dev/me/" };
+      await scripted([{ status, body: { detail: "moved" }, headers: moved }], async (baseUrl, seen) => {
+        const client = new PrismClient({ baseUrl, apiKey: "ck_test" });
+        const redirected = (e: unknown): boolean => e instanceof PrismApiError && e.status === status
+          && e.code === "unexpected_redirect" && e.message.includes(moved.Location);
+        await assert.rejects(client.me(), redirected);
+        await assert.rejects(client.sendTestEvent("whk_1"), redirected);
+        await assert.rejects(client.descriptor(), redirected);
+        assert.equal(seen.length, 3);
+      });
+    });
+  }
+
   it("does not retry other errors", async () => {
     await scripted([{ status: 500, body: { error: "internal_error", message: "boom" } }], async (baseUrl, seen) => {
       await assert.rejects(new PrismClient({ baseUrl }).ping(), (e: unknown) => e instanceof PrismApiError
