@@ -1,6 +1,7 @@
 """Persona service: create, change, delete and attach personas (shared by the config_manage handlers and the CLI).
 
-Every change bumps the persona's `version`, which is what compiled matchers are cached by. A persona
+Every change bumps the persona's `version`, which is what compiled matchers are cached by, with the persona's
+row locked: concurrent changes get one version each, never one version for two sets of rules. A persona
 attached to keys or OAuth clients cannot be deleted: detaching it silently would lift every restriction it
 imposed. A key carries its persona and AI system itself; an OAuth client gets them per organization
 (`ClientGovernance`), since one client's tokens may act in any organization whose user consented.
@@ -88,7 +89,9 @@ async def create_persona(session: AsyncSession, *, organization_id: str, tenant_
 
 async def update_persona(session: AsyncSession, *, organization_id: str, persona_id: str,
                          changes: PersonaChanges) -> dict[str, Any]:
-    persona = await repository(session, organization_id).get(persona_id)
+    # Locked: two updates racing (the CLI and the API, say) would otherwise both read version N and both write
+    # N + 1 with different rules, and a process that compiled the first would serve it under N + 1 for good.
+    persona = await repository(session, organization_id).get(persona_id, for_update=True)
     # The fields sent, and only those: null clears (description, patterns, cost_cap); name, default and the
     # oversight settings cannot be cleared.
     for column, value in sent_changes(changes, Persona, rename={"default": "default_effect"}).items():

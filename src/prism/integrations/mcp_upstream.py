@@ -251,11 +251,10 @@ def withheld(sent: Forwarded, credential: Credential, bearer: str | None) -> For
 
 
 async def store_tools(call: HandlerCall, app_id: str, tools: list[dict[str, Any]], transport: str) -> None:
-    from sqlalchemy import select
-
     from prism.integrations.runtime import bump_generation
+    from prism.integrations.service import locked_app
 
-    app = (await call.session.execute(select(IntegrationApp).where(IntegrationApp.id == app_id))).scalar_one_or_none()
+    app = await locked_app(call.session, app_id)
     if app is None:
         return
     operations = operations_of(tools, transport, _cost_of(app))

@@ -7,7 +7,7 @@ import hashlib
 from typing import Any
 
 import orjson
-from sqlalchemy import delete, or_, select
+from sqlalchemy import Select, delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.config import Settings
@@ -33,8 +33,26 @@ def _fingerprint(operation: dict[str, Any]) -> bytes:
     return orjson.dumps(operation, option=orjson.OPT_SORT_KEYS)
 
 
-async def _named(session: AsyncSession, name: str) -> IntegrationApp | None:
-    return (await session.execute(select(IntegrationApp).where(IntegrationApp.name == name))).scalar_one_or_none()
+async def _named(session: AsyncSession, name: str, *, for_update: bool = False) -> IntegrationApp | None:
+    """The integration called `name`; `for_update` locks its row and reads it afresh (see `locked_app`)."""
+    stmt = select(IntegrationApp).where(IntegrationApp.name == name)
+    return (await session.execute(_locked(stmt) if for_update else stmt)).scalar_one_or_none()
+
+
+async def locked_app(session: AsyncSession, app_id: str) -> IntegrationApp | None:
+    """The integration, its row locked until the transaction ends and read once the lock is held.
+
+    Every change of an integration's operations bumps its `revision`, which is what each process's built app is
+    kept by (prism.integrations.runtime). Two changes racing (an import and a refresh of its upstream's tools,
+    two imports) would otherwise both read revision N and both write N + 1 with different operations: a
+    process that built the first would keep serving it. PostgreSQL takes the lock; SQLite's writers are
+    serialised already."""
+    return (await session.execute(_locked(select(IntegrationApp).where(IntegrationApp.id == app_id)))
+            ).scalar_one_or_none()
+
+
+def _locked(stmt: Select[IntegrationApp]) -> Select[IntegrationApp]:
+    return stmt.with_for_update().execution_options(populate_existing=True)
 
 
 def _check_name(name: str, installed: frozenset[str]) -> None:
@@ -78,7 +96,7 @@ async def _store(session: AsyncSession, name: str, kind: str, operations: list[d
                  spec_digest: str, title: str, description: str, default_server: str | None,
                  owner_organization_id: str | None, skipped: list[dict[str, str]]) -> dict[str, Any]:
     title, description = without_nul(title), without_nul(description)  # an upstream's text, in text columns
-    existing = await _named(session, name)
+    existing = await _named(session, name, for_update=True)
     if existing is not None and (existing.owner_organization_id != owner_organization_id or existing.kind != kind):
         raise Conflict(f"an integration named {name!r} exists and is not yours to replace; choose another name")
     before = {_key(o): _fingerprint(o) for o in (existing.operations if existing is not None else [])}

@@ -145,10 +145,18 @@ class OrgRepository(Generic[M]):
         org_column: InstrumentedAttribute[str] = self.model.organization_id  # type: ignore[attr-defined]
         return stmt.where(org_column == self.organization_id)
 
-    async def get(self, record_id: str) -> M:
-        """The ORM object (to change or delete it); another organization's id is not found."""
-        row = (await self.session.execute(
-            self.base().where(self.model.id == record_id))).scalar_one_or_none()  # type: ignore[attr-defined]
+    async def get(self, record_id: str, *, for_update: bool = False) -> M:
+        """The ORM object (to change or delete it); another organization's id is not found.
+
+        `for_update` locks the row until the transaction ends and reads it afresh once the lock is held: a change
+        worked out from what was read (a version bumped, a counter moved) then starts from the last committed
+        row, never from one a concurrent transaction is about to replace. PostgreSQL takes the lock; SQLite
+        renders no FOR UPDATE, its writers being serialised already.
+        """
+        stmt = self.base().where(self.model.id == record_id)  # type: ignore[attr-defined]
+        if for_update:
+            stmt = stmt.with_for_update().execution_options(populate_existing=True)
+        row = (await self.session.execute(stmt)).scalar_one_or_none()
         if row is None:
             raise NotFound(f"{self.label} {record_id!r} not found", code="not_found")
         return row
