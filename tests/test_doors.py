@@ -197,6 +197,39 @@ async def test_canonical_envelope_is_returned_on_every_branch(client: httpx.Asyn
                         "tool_name": "prism_nothing_here"}
 
 
+async def test_the_sandbox_calls_401_names_the_tool_the_body_sent_without_looking_it_up(
+        client: httpx.AsyncClient, shared: Workspace) -> None:
+    ws = shared
+    arguments = {"app": "spare_parts", "entity": "spare_part", "operation": "list", "arguments": {}}
+    refusals = {}
+    for name in ("prism_entity_crud", "prism_nothing_here"):
+        for headers in ({"Host": ws.host}, {"Host": ws.host, "Authorization": "Bearer mcp_not_a_key"}):
+            r = await client.post(CALL, headers=headers, json={"name": name, "arguments": arguments})
+            assert r.status_code == 401, r.text
+            assert r.headers["www-authenticate"].startswith("Bearer")
+            assert set(r.json()) == SANDBOX_ERROR_KEYS and r.json()["tool_name"] == name, r.text
+            refusals[name, headers.get("Authorization")] = r.json()
+    # A tool that exists and one that does not are refused alike: only the name sent differs.
+    for credential in (None, "Bearer mcp_not_a_key"):
+        real, unknown = refusals["prism_entity_crud", credential], refusals["prism_nothing_here", credential]
+        assert {**real, "tool_name": None} == {**unknown, "tool_name": None}
+
+
+@pytest.mark.parametrize("body", [
+    b'{"name": "prism_entity_crud", ',  # not JSON
+    b'["prism_entity_crud"]',  # not an object
+    b'{"name": ["prism_entity_crud"]}',  # a name that is no string
+    b'{"name": "prism_entity_crud\\u0000"}',  # NUL, refused in every JSON body
+    b'{"name": "prism_entity_crud", "pad": "' + b"x" * (1024 * 1024) + b'"}',  # over the body cap
+    b"",
+], ids=["invalid_json", "array", "name_not_a_string", "nul", "too_large", "empty"])
+async def test_the_sandbox_calls_401_names_no_tool_when_the_body_cannot_be_read(
+        client: httpx.AsyncClient, shared: Workspace, body: bytes) -> None:
+    r = await client.post(CALL, headers={"Host": shared.host, "Content-Type": "application/json"}, content=body)
+    assert r.status_code == 401, r.text
+    assert r.json() == {"error": "authentication_required", "message": r.json()["message"], "tool_name": None}
+
+
 # --- legacy tools -------------------------------------------------------------------------------------
 
 

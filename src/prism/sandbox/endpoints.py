@@ -1,7 +1,8 @@
 """Developer sandbox: /api/v1/dev/ping|me|tools|introspect|call.
 
 `call` answers the bare result on success and `{error, tool_name, message}` with a non-2xx status on
-failure; the other endpoints answer `{error, message}` on failure.
+failure, `tool_name` being the `name` the body sent (a refusal for want of a credential too); the other
+endpoints answer `{error, message}` on failure.
 """
 
 from __future__ import annotations
@@ -82,9 +83,12 @@ def _call_status(error: PrismError) -> int:
 
 
 async def call(request: Request) -> Response:
-    tool_name: str | None = None
     try:
         auth = caller(request)
+    except PrismError as exc:
+        return _call_refusal(exc, request, await _tool_the_client_named(request))
+    tool_name: str | None = None
+    try:
         body = await read_json_object(request)
         name = body.get("name")
         if not isinstance(name, str) or not name:
@@ -97,9 +101,27 @@ async def call(request: Request) -> Response:
                                              headers)
         dispatched.idempotency_key = key
         _, data = await request.app.state.dispatcher.dispatch(auth, dispatched)
-    except PrismError as exc:  # a replayed refusal carries its Idempotent-Replayed header
-        return json_response(SANDBOX_CALL.body(exc, request.scope, tool_name), _call_status(exc),
-                             SANDBOX_CALL.headers(exc, request.scope))
+    except PrismError as exc:
+        return _call_refusal(exc, request, tool_name)
     if type(data) is Replay:
         return json_response(data.data, headers=REPLAYED_HEADERS)
     return json_response(data)
+
+
+def _call_refusal(error: PrismError, request: Request, tool_name: str | None) -> Response:
+    """The refusal in the call's shape and status; a replayed one keeps its Idempotent-Replayed header."""
+    return json_response(SANDBOX_CALL.body(error, request.scope, tool_name), _call_status(error),
+                         SANDBOX_CALL.headers(error, request.scope))
+
+
+async def _tool_the_client_named(request: Request) -> str | None:
+    """The `name` a caller without a credential sent, for the refusal's `tool_name` (SPEC: the tool the call
+    targeted), or None when the body cannot be read (over the size cap, not a JSON object) or names none.
+
+    Echoed as sent and never looked up: whether the refusal names a tool must tell nothing about which tools
+    exist, or whom they would serve."""
+    try:
+        name = (await read_json_object(request)).get("name")
+    except PrismError:
+        return None
+    return name if isinstance(name, str) and name else None
