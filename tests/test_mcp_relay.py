@@ -10,11 +10,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 import redis
-from sqlalchemy import delete
 
 from prism.app import create_app
 from prism.config import Settings
-from prism.mcp_server.models import LegacyStreamClaim
 from prism.mcp_server.relay import Relay, StreamOwner
 from prism.mcp_server.relay_postgres import CHUNK_BYTES, PostgresRelay, chunks
 from prism.mcp_server.relay_redis import RedisRelay, channel, claim_key
@@ -91,27 +89,10 @@ async def test_a_claimed_stream_gets_messages_of_any_size_from_another_process_i
         await other.publish(stream_id, message)
     assert await sink.wait_for(7) == [small[0], LARGE, *small[1:], LARGE]
 
-    await owner.refresh({stream_id: OWNER})
+    await owner.refresh()
     assert await other.owner(stream_id) == OWNER
     await owner.release(stream_id)
     assert await other.owner(stream_id) is None
-
-
-async def test_a_claim_that_lapsed_while_the_store_was_away_is_recorded_again_by_the_next_refresh(
-        relays: tuple[Relay, Relay, Collected], db: Database) -> None:
-    owner, other, _ = relays
-    stream_id = uuid.uuid4().hex + "lapsed00"
-    await owner.claim(stream_id, OWNER)
-    if isinstance(owner, PostgresRelay):  # as the purge of expired claims leaves it
-        async with db.write() as session:
-            await session.execute(delete(LegacyStreamClaim).where(LegacyStreamClaim.id == stream_id))
-    else:  # as the key's expiry leaves it
-        with redis.Redis.from_url(REDIS_URL) as client:
-            client.delete(claim_key(stream_id))
-    assert await other.owner(stream_id) is None
-    await owner.refresh({stream_id: OWNER})
-    assert await other.owner(stream_id) == OWNER
-    await owner.release(stream_id)
 
 
 async def test_releasing_the_last_stream_closes_what_listened_for_it(relays: tuple[Relay, Relay, Collected]) -> None:

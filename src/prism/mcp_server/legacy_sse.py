@@ -125,7 +125,7 @@ class LegacyStreams:
         while True:
             await asyncio.sleep(REFRESH_SECONDS)
             try:
-                await self.relay.refresh({stream_id: s.owner for stream_id, s in self._streams.items()})
+                await self.relay.refresh()
             except RelayUnavailable:  # the claims last STREAM_TTL_SECONDS: the next round may still save them
                 log.warning("could not refresh the claims of %d legacy SSE stream(s)", len(self._streams),
                             exc_info=True)

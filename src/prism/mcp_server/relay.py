@@ -13,12 +13,16 @@ Three relays, chosen by configuration (`relay_for`), so that nothing is shared w
 - in-process (SQLite, which serves from one process): the open streams of this process are all there is.
 
 A claim lives STREAM_TTL_SECONDS past its last refresh, and the owner refreshes it every REFRESH_SECONDS, so
-a process that died without closing its streams stops answering for them within a minute.
+a process that died without closing its streams stops answering for them within a minute. A refresh only extends
+claims that exist; one that lapsed while its stream stayed open is recorded again, but only under the order
+HeldClaims keeps, so that the claim of a stream that closed meanwhile is never written back (its POSTs would be
+accepted, and their answers lost, until that claim expired).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -78,9 +82,10 @@ class Relay(Protocol):
         """Subscribe to the stream's channel, then record the claim: once this returns, a POST landing on any
         process finds the stream and its answers reach this one. RelayUnavailable when the store is down."""
 
-    async def refresh(self, streams: Mapping[str, StreamOwner]) -> None:
-        """Push the claims of these open streams of this process forward by STREAM_TTL_SECONDS, recording again
-        any that lapsed meanwhile (the store was out of reach longer than a claim lasts)."""
+    async def refresh(self) -> None:
+        """Push the claims of this process's open streams forward by STREAM_TTL_SECONDS, recording again any that
+        lapsed while its stream stayed open (the store was out of reach longer than a claim lasts), never one whose
+        stream closed. RelayUnavailable when the store is down."""
 
     async def release(self, stream_id: str) -> None:
         """Unsubscribe and drop the claim; never raises (an unreleased claim expires by itself)."""
@@ -95,6 +100,35 @@ class Relay(Protocol):
         """Release every claim still held and close the relay's connections."""
 
 
+class HeldClaims:
+    """The claims a shared relay holds for this process's open streams, and the order that keeps a closed stream
+    closed. A claim is written (when its stream opens, or again after it lapsed) only by a holder of `writing`
+    that finds its stream still held, and dropped by a holder of `writing` that let go of it first: whichever
+    comes second, the stream ends up unclaimed once closed. Extending a claim needs no lock, as long as the
+    store's extension never creates one (a stream id is 160 random bits: only the process that drew it writes
+    its claim)."""
+
+    def __init__(self) -> None:
+        self._owners: dict[str, StreamOwner] = {}
+        self.writing = asyncio.Lock()
+
+    def ids(self) -> list[str]:
+        return list(self._owners)
+
+    def hold(self, stream_id: str, owner: StreamOwner) -> None:
+        """Call under `writing`, once the claim is written."""
+        self._owners[stream_id] = owner
+
+    def let_go(self, stream_id: str) -> None:
+        """Call under `writing`, before the claim is dropped."""
+        self._owners.pop(stream_id, None)
+
+    def still_held(self, stream_ids: Iterable[str]) -> dict[str, StreamOwner]:
+        """Of these streams, those still open here, with their owners. Call under `writing`, and write their
+        claims before letting it go."""
+        return {stream_id: self._owners[stream_id] for stream_id in stream_ids if stream_id in self._owners}
+
+
 class InProcessRelay:
     """One process serves every request (SQLite): a stream not open here is not open anywhere."""
 
@@ -103,7 +137,7 @@ class InProcessRelay:
     async def claim(self, stream_id: str, owner: StreamOwner) -> None:
         return None
 
-    async def refresh(self, streams: Mapping[str, StreamOwner]) -> None:
+    async def refresh(self) -> None:
         return None
 
     async def release(self, stream_id: str) -> None:

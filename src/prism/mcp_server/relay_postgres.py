@@ -17,18 +17,17 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, bindparam, delete, func, insert, select, text
+from sqlalchemy import ColumnElement, bindparam, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.types import Text
 
 from prism.mcp_server.models import LegacyStreamClaim as Claim
-from prism.mcp_server.relay import STREAM_TTL_SECONDS, RelayUnavailable, StreamOwner, StreamSink
+from prism.mcp_server.relay import STREAM_TTL_SECONDS, HeldClaims, RelayUnavailable, StreamOwner, StreamSink
 from prism.storage import Database, one_shot_engine
 
 log = logging.getLogger("prism.mcp")
@@ -94,6 +93,7 @@ class PostgresRelay:
         self._driver: Any = None
         self._listening: set[str] = set()
         self._lock = asyncio.Lock()  # one LISTEN/UNLISTEN/connect at a time on the listening connection
+        self._claims = HeldClaims()
 
     async def claim(self, stream_id: str, owner: StreamOwner) -> None:
         try:
@@ -101,24 +101,18 @@ class PostgresRelay:
                 driver = self._driver or await self._open_listener()
                 await driver.add_listener(CHANNEL_PREFIX + stream_id, self._on_notification)
                 self._listening.add(stream_id)
-            async with self._db.write() as session:
-                # Claims of processes that died are purged here, so the table holds only what is open.
-                await session.execute(delete(Claim).where(Claim.expires_at < func.now()))
-                await session.execute(insert(Claim).values(
-                    id=stream_id, tenant_id=owner.tenant_id, credential_kind=owner.credential_kind,
-                    credential_id=owner.credential_id, expires_at=_expiry()))
+            async with self._claims.writing:
+                await self._record({stream_id: owner})
+                self._claims.hold(stream_id, owner)
         except Exception as exc:
             log.warning("could not claim legacy SSE stream %s in PostgreSQL", stream_id, exc_info=True)
             raise RelayUnavailable() from exc
 
-    async def refresh(self, streams: Mapping[str, StreamOwner]) -> None:
+    async def refresh(self) -> None:
         try:
-            async with self._db.write() as session:  # an upsert: a claim that lapsed (and was purged) comes back
-                for stream_id, owner in streams.items():
-                    await session.execute(postgresql_insert(Claim).values(
-                        id=stream_id, tenant_id=owner.tenant_id, credential_kind=owner.credential_kind,
-                        credential_id=owner.credential_id, expires_at=_expiry(),
-                    ).on_conflict_do_update(index_elements=[Claim.id], set_={"expires_at": _expiry()}))
+            lapsed = await self._extend(self._claims.ids())
+            if lapsed:
+                await self._restore(lapsed)
         except Exception as exc:
             raise RelayUnavailable() from exc
 
@@ -131,12 +125,14 @@ class PostgresRelay:
                         await self._driver.remove_listener(CHANNEL_PREFIX + stream_id, self._on_notification)
                 if not self._listening:
                     await self._close_listener()
-        try:
-            async with self._db.write() as session:
-                await session.execute(delete(Claim).where(Claim.id == stream_id))
-        except Exception:
-            log.warning("could not drop the claim of legacy SSE stream %s; it expires by itself", stream_id,
-                        exc_info=True)
+        async with self._claims.writing:
+            self._claims.let_go(stream_id)
+            try:
+                async with self._db.write() as session:
+                    await session.execute(delete(Claim).where(Claim.id == stream_id))
+            except Exception:
+                log.warning("could not drop the claim of legacy SSE stream %s; it expires by itself", stream_id,
+                            exc_info=True)
 
     async def owner(self, stream_id: str) -> StreamOwner | None:
         try:
@@ -161,6 +157,33 @@ class PostgresRelay:
         async with self._lock:
             self._listening.clear()
             await self._close_listener()
+
+    async def _extend(self, stream_ids: list[str]) -> list[str]:
+        """Push these claims forward, an UPDATE touching only rows that exist (a claim dropped meanwhile stays
+        dropped); the ids of those that no longer exist."""
+        if not stream_ids:
+            return []
+        async with self._db.write() as session:
+            extended = set((await session.execute(
+                update(Claim).where(Claim.id.in_(stream_ids)).values(expires_at=_expiry()).returning(Claim.id),
+            )).scalars())
+        return [stream_id for stream_id in stream_ids if stream_id not in extended]
+
+    async def _restore(self, lapsed: list[str]) -> None:
+        """Record again the claims that lapsed while their streams stayed open (HeldClaims)."""
+        async with self._claims.writing:
+            await self._record(self._claims.still_held(lapsed))
+
+    async def _record(self, owners: dict[str, StreamOwner]) -> None:
+        """Write these claims (call under `writing`), purging the claims of processes that died on the way, so the
+        table holds only what is open."""
+        async with self._db.write() as session:
+            await session.execute(delete(Claim).where(Claim.expires_at < func.now()))
+            for stream_id, owner in owners.items():
+                await session.execute(postgresql_insert(Claim).values(
+                    id=stream_id, tenant_id=owner.tenant_id, credential_kind=owner.credential_kind,
+                    credential_id=owner.credential_id, expires_at=_expiry(),
+                ).on_conflict_do_update(index_elements=[Claim.id], set_={"expires_at": _expiry()}))
 
     def listening(self) -> frozenset[str]:
         """The streams this process listens for."""

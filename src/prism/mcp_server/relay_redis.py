@@ -14,14 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
 
 import orjson
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
-from prism.mcp_server.relay import STREAM_TTL_SECONDS, RelayUnavailable, StreamOwner, StreamSink
+from prism.mcp_server.relay import STREAM_TTL_SECONDS, HeldClaims, RelayUnavailable, StreamOwner, StreamSink
 
 log = logging.getLogger("prism.mcp")
 
@@ -47,6 +46,7 @@ class RedisRelay:
         self._subscriber = Redis.from_url(url, socket_connect_timeout=2.0)
         # The task reading each open stream's subscription; the subscription closes when its task ends.
         self._readers: dict[str, asyncio.Task[None]] = {}
+        self._claims = HeldClaims()
 
     async def claim(self, stream_id: str, owner: StreamOwner) -> None:
         pubsub = self._subscriber.pubsub(ignore_subscribe_messages=True)
@@ -54,28 +54,31 @@ class RedisRelay:
         self._readers[stream_id] = asyncio.create_task(self._read(stream_id, pubsub, subscribed))
         try:
             await subscribed
-            await self._commands.set(claim_key(stream_id), _claim_value(owner), ex=STREAM_TTL_SECONDS)
+            async with self._claims.writing:
+                await self._record({stream_id: owner})
+                self._claims.hold(stream_id, owner)
         except (RedisError, OSError) as exc:
             log.warning("could not claim legacy SSE stream %s in Redis", stream_id, exc_info=True)
             await self._stop_reading(stream_id)
             raise RelayUnavailable() from exc
 
-    async def refresh(self, streams: Mapping[str, StreamOwner]) -> None:
+    async def refresh(self) -> None:
         try:
-            async with self._commands.pipeline(transaction=False) as pipe:
-                for stream_id, owner in streams.items():  # SET, not EXPIRE: a lapsed claim is recorded again
-                    pipe.set(claim_key(stream_id), _claim_value(owner), ex=STREAM_TTL_SECONDS)
-                await pipe.execute()
+            lapsed = await self._extend(self._claims.ids())
+            if lapsed:
+                await self._restore(lapsed)
         except (RedisError, OSError) as exc:
             raise RelayUnavailable() from exc
 
     async def release(self, stream_id: str) -> None:
         await self._stop_reading(stream_id)
-        try:
-            await self._commands.delete(claim_key(stream_id))
-        except (RedisError, OSError):
-            log.warning("could not drop the claim of legacy SSE stream %s; it expires by itself", stream_id,
-                        exc_info=True)
+        async with self._claims.writing:
+            self._claims.let_go(stream_id)
+            try:
+                await self._commands.delete(claim_key(stream_id))
+            except (RedisError, OSError):
+                log.warning("could not drop the claim of legacy SSE stream %s; it expires by itself", stream_id,
+                            exc_info=True)
 
     async def owner(self, stream_id: str) -> StreamOwner | None:
         try:
@@ -98,6 +101,27 @@ class RedisRelay:
             await self.release(stream_id)
         await self._subscriber.aclose()
         await self._commands.aclose()
+
+    async def _extend(self, stream_ids: list[str]) -> list[str]:
+        """Push these claims forward, EXPIRE touching only keys that exist (a claim dropped meanwhile stays
+        dropped); the ids of those that no longer exist."""
+        async with self._commands.pipeline(transaction=False) as pipe:
+            for stream_id in stream_ids:
+                pipe.expire(claim_key(stream_id), STREAM_TTL_SECONDS)
+            extended = await pipe.execute()
+        return [stream_id for stream_id, done in zip(stream_ids, extended, strict=True) if not done]
+
+    async def _restore(self, lapsed: list[str]) -> None:
+        """Record again the claims that lapsed while their streams stayed open (HeldClaims)."""
+        async with self._claims.writing:
+            await self._record(self._claims.still_held(lapsed))
+
+    async def _record(self, owners: dict[str, StreamOwner]) -> None:
+        """Write these claims (call under `writing`)."""
+        async with self._commands.pipeline(transaction=False) as pipe:
+            for stream_id, owner in owners.items():
+                pipe.set(claim_key(stream_id), _claim_value(owner), ex=STREAM_TTL_SECONDS)
+            await pipe.execute()
 
     async def _stop_reading(self, stream_id: str) -> None:
         reader = self._readers.pop(stream_id, None)
