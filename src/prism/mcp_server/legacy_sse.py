@@ -8,6 +8,10 @@ The stream lives in the process that opened it, but its POSTs may land on any pr
 stream is claimed through a relay (prism.mcp_server.relay) before its endpoint is announced, the process a POST
 lands on checks that claim and runs the messages, and the answers travel back to the owner through the relay
 (directly, when the POST landed on the owner itself).
+
+Answers wait in the stream's outbox until they are written, and a client that never reads its stream would let
+them pile up without end (the write of the first one waits for the client): once MAX_PENDING_BYTES wait, the
+stream is ended and forgotten, as a client that went away. Its POSTs then answer 404, and it reconnects.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ log = logging.getLogger("prism.mcp")
 _CLOSED = object()
 # What `open` issues: anything else named in a POST is no stream, and is refused before any store is asked.
 _STREAM_ID = re.compile(r"[0-9a-f]{40}")
+# Answers waiting to be written on one stream, at most: many pages of tools, far more than a client that reads
+# its stream ever leaves waiting. One answer alone is always taken, whatever its size.
+MAX_PENDING_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(eq=False)
@@ -41,6 +48,10 @@ class LegacyStream:
     owner: StreamOwner
     # JSON-RPC messages to write, already encoded (a relayed one arrives as bytes), or _CLOSED.
     outbox: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
+    # The bytes of the messages taken and not yet written (the one being written included).
+    pending_bytes: int = 0
+    # Ended because its client did not read it: closed to POSTs at once, while it is being closed.
+    abandoned: bool = False
 
 
 class LegacyStreams:
@@ -50,6 +61,8 @@ class LegacyStreams:
         self._streams: dict[str, LegacyStream] = {}
         self.relay = relay_for(settings, db, self)
         self._refresher: asyncio.Task[None] | None = None
+        # The closing of streams abandoned by a synchronous caller (deliver), kept until done.
+        self._closing: set[asyncio.Task[None]] = set()
 
     def __len__(self) -> int:
         return len(self._streams)
@@ -71,7 +84,7 @@ class LegacyStreams:
         """Whether the stream is open, in any process, and was opened by this same credential."""
         stream = self._streams.get(stream_id)
         if stream is not None:
-            return stream.owner.matches(auth)
+            return not stream.abandoned and stream.owner.matches(auth)
         if not _STREAM_ID.fullmatch(stream_id):
             return False
         owner = await self.relay.owner(stream_id)
@@ -93,8 +106,15 @@ class LegacyStreams:
 
     def deliver(self, stream_id: str, message: bytes) -> None:
         stream = self._streams.get(stream_id)
-        if stream is not None:  # else it closed meanwhile: nobody is left to read the answer
-            stream.outbox.put_nowait(message)
+        if stream is None or stream.abandoned:  # it closed meanwhile: nobody is left to read the answer
+            return
+        if stream.pending_bytes and stream.pending_bytes + len(message) > MAX_PENDING_BYTES:
+            log.warning("legacy SSE stream %s ended: its client left %d bytes of answers unread", stream_id,
+                        stream.pending_bytes)
+            self._abandon(stream)
+            return
+        stream.pending_bytes += len(message)
+        stream.outbox.put_nowait(message)
 
     def lost(self, stream_id: str) -> None:
         stream = self._streams.get(stream_id)
@@ -108,6 +128,17 @@ class LegacyStreams:
             self._refresher.cancel()
             self._refresher = None
         await self.relay.release(stream.id)
+
+    def _abandon(self, stream: LegacyStream) -> None:
+        """End a stream whose client does not read it: its answers are dropped at once (its writer may wait for
+        the client as long as the connection stays), then the stream is closed, its claim dropped with it."""
+        stream.abandoned = True
+        while not stream.outbox.empty():
+            stream.outbox.get_nowait()
+        stream.outbox.put_nowait(_CLOSED)
+        closing = asyncio.create_task(self.close(stream))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
 
     def close_all(self) -> None:
         for stream in list(self._streams.values()):
@@ -155,6 +186,7 @@ async def serve_stream(streams: LegacyStreams, stream: LegacyStream, endpoint: s
             if item is _CLOSED:
                 break
             await _event(send, b"event: message\ndata: " + item + b"\n\n")
+            stream.pending_bytes -= len(item)
         with contextlib.suppress(OSError):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
     except OSError:
