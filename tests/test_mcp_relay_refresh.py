@@ -9,13 +9,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import pytest
 import redis
 from sqlalchemy import delete
 
+from prism.config import Settings
+from prism.mcp_server import legacy_sse
 from prism.mcp_server.models import LegacyStreamClaim
-from prism.mcp_server.relay import Relay, StreamOwner
+from prism.mcp_server.relay import InProcessRelay, Relay, StreamOwner
 from prism.mcp_server.relay_postgres import PostgresRelay
 from prism.mcp_server.relay_redis import PREFIX, RedisRelay, claim_key
 from prism.storage import Database
@@ -189,3 +192,38 @@ async def test_a_claim_that_lapsed_while_its_stream_stayed_open_is_recorded_agai
     await owner.release(lapsed)
     await owner.release(kept)
     assert await other.owner(lapsed) is None and await other.owner(kept) is None
+
+
+class FailingOnceRelay(InProcessRelay):
+    """A relay whose first refresh fails in a way nobody foresaw (not RelayUnavailable)."""
+
+    shared = True
+
+    def __init__(self) -> None:
+        self.refreshes = 0
+
+    async def refresh(self) -> None:
+        self.refreshes += 1
+        if self.refreshes == 1:
+            raise RuntimeError("a refresh that failed for a reason of its own")
+
+
+async def test_a_refresh_that_fails_unexpectedly_does_not_end_the_refreshing(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Nothing restarts the refresh task: had one failed round ended it, every open stream's claim would lapse
+    after STREAM_TTL_SECONDS and its POSTs be refused as if it had closed."""
+    monkeypatch.setattr(legacy_sse, "REFRESH_SECONDS", 0.001)
+    db = Database(f"sqlite:///{tmp_path / 'relay.db'}")
+    streams = legacy_sse.LegacyStreams(Settings(database_url=db.url), db)
+    relay = streams.relay = FailingOnceRelay()
+    refresher = asyncio.create_task(streams._refresh_forever())
+    try:
+        for _ in range(1000):
+            await asyncio.sleep(0.001)
+            if relay.refreshes >= 3:
+                break
+        assert not refresher.done(), "the first failure ended the refreshing"
+        assert relay.refreshes >= 3
+    finally:
+        refresher.cancel()
+        await db.dispose()

@@ -160,6 +160,8 @@ class LegacyStreams:
             except RelayUnavailable:  # the claims last STREAM_TTL_SECONDS: the next round may still save them
                 log.warning("could not refresh the claims of %d legacy SSE stream(s)", len(self._streams),
                             exc_info=True)
+            except Exception:  # nothing would restart the refreshing: every open stream's claim would lapse
+                log.exception("refreshing the claims of %d legacy SSE stream(s) failed", len(self._streams))
 
 
 async def serve_stream(streams: LegacyStreams, stream: LegacyStream, endpoint: str, receive: Receive, send: Send,
