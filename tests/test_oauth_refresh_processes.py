@@ -1,9 +1,11 @@
-"""Two `prism serve` processes on one database (PostgreSQL in its pass) refreshing one token at the same moment:
-both answer the same rotated pair, and the grant lives on."""
+"""Two `prism serve` processes on one database (PostgreSQL in its pass) asked the same OAuth question at the same
+moment: refreshing one token (both answer the same rotated pair, and the grant lives on), exchanging one code (one
+wins, and the replay revokes what it issued), registering one client_id (one client, both answer)."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,10 +13,11 @@ import httpx
 import pytest
 
 from tests.factories import Factory
-from tests.oauth_support import OAUTH, bearer, browser, get_code, pkce, register, tokens_for
+from tests.oauth_support import CLIENT_BODIES, OAUTH, bearer, browser, get_code, pkce, register, tokens_for
 from tests.processes import TRACEBACK, Server, ServerPool, clean_env
 
 TOKEN = f"{OAUTH}/token/"
+REGISTER = f"{OAUTH}/register/"
 ME = "/api/v1/dev/me/"
 ROUNDS = 5
 
@@ -78,3 +81,18 @@ async def test_one_code_exchanged_on_two_processes_at_once_wins_once_and_the_rep
             refreshed = await http.post(two_servers[1].base_url + TOKEN, data={
                 "grant_type": "refresh_token", "client_id": client["client_id"], "refresh_token": won["refresh_token"]})
             assert refreshed.status_code == 400, refreshed.text
+
+
+async def test_one_client_id_registered_on_two_processes_at_once_is_one_client_both_answer(
+        factory: Factory, two_servers: list[Server]) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with httpx.AsyncClient(timeout=30, headers={"Host": ws.host}) as http:
+        for _ in range(ROUNDS):
+            body = {**CLIENT_BODIES["claude"], "client_id": f"agent-{uuid.uuid4().hex[:12]}"}
+            answers = await asyncio.gather(*(http.post(s.base_url + REGISTER, json=body) for s in two_servers))
+            # As when sent one after the other: one creates the client, the other finds it.
+            assert sorted(a.status_code for a in answers) == [200, 201], [a.text for a in answers]
+            assert {a.json()["client_id"] for a in answers} == {body["client_id"]}
+            other = {**body, "redirect_uris": ["https://elsewhere.example/callback"]}
+            refused = await http.post(two_servers[1].base_url + REGISTER, json=other)
+            assert refused.status_code == 400 and refused.json()["error"] == "invalid_client_metadata", refused.text

@@ -78,10 +78,7 @@ async def register_client(session: AsyncSession, reg: ClientRegistration) -> Reg
     existing = (await repo.client_by_id(session, reg.client_id) if reg.client_id
                 else await repo.client_by_fingerprint(session, reg.fingerprint))
     if existing is not None:
-        if not _same_registration(existing, reg):
-            # A known client_id with other redirect URIs would let anyone hijack that client's codes.
-            raise invalid_metadata(f"client_id {reg.client_id!r} is already registered with other metadata")
-        return Registered(existing, None, None, False)
+        return _registered_before(existing, reg)
     secret = new_secret(CLIENT_SECRET_PREFIX) if reg.token_endpoint_auth_method in SECRET_METHODS else None
     token = new_secret(REGISTRATION_TOKEN_PREFIX)
     client = OAuthClient(
@@ -93,9 +90,21 @@ async def register_client(session: AsyncSession, reg: ClientRegistration) -> Reg
     try:
         async with session.begin_nested():
             session.add(client)
-    except IntegrityError:  # registered concurrently under the same client_id
-        raise invalid_metadata(f"client_id {reg.client_id!r} is already registered") from None
+    except IntegrityError:
+        # Registered concurrently under the same client_id (another process, or another request of this one):
+        # committed now, since the insert waited for it. Answered as if it had come first.
+        winner = await repo.client_by_id(session, client.client_id)
+        if winner is None:
+            raise
+        return _registered_before(winner, reg)
     return Registered(client, secret, token, True)
+
+
+def _registered_before(existing: OAuthClient, reg: ClientRegistration) -> Registered:
+    if not _same_registration(existing, reg):
+        # A known client_id with other redirect URIs would let anyone hijack that client's codes.
+        raise invalid_metadata(f"client_id {reg.client_id!r} is already registered with other metadata")
+    return Registered(existing, None, None, False)
 
 
 async def authenticate_client(session: AsyncSession, client_id: str | None, secret: str | None, *,
