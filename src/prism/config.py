@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     mcp_tool_surface: Literal["mega", "split"] = "mega"
     # How often an idle legacy SSE stream sends a keep-alive comment.
     mcp_sse_keepalive_seconds: float = 15.0
+    # Legacy SSE streams one credential may hold open in one process: each holds a task, a socket and, with Redis,
+    # a subscription; a client that opens streams without end would otherwise exhaust them for every tenant.
+    mcp_sse_max_streams_per_credential: int = Field(default=16, gt=0)
     # After SIGTERM, how long `prism serve` waits for open requests and streams (legacy SSE streams never end by
     # themselves) before it ends them and stops.
     shutdown_grace_seconds: int = Field(default=30, gt=0)

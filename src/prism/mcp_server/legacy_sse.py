@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from prism.auth.context import AuthContext
 from prism.config import Settings
+from prism.errors import PrismError
 from prism.mcp_server.http import Receive, Send
 from prism.mcp_server.jsonrpc import dumps
 from prism.mcp_server.relay import REFRESH_SECONDS, RelayUnavailable, StreamOwner, relay_for
@@ -40,6 +41,14 @@ _STREAM_ID = re.compile(r"[0-9a-f]{40}")
 # Answers waiting to be written on one stream, at most: many pages of tools, far more than a client that reads
 # its stream ever leaves waiting. One answer alone is always taken, whatever its size.
 MAX_PENDING_BYTES = 8 * 1024 * 1024
+
+
+class TooManyStreams(PrismError):
+    code, status = "too_many_streams", 429
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"this credential already holds {limit} open legacy SSE streams here "
+                         "(PRISM_MCP_SSE_MAX_STREAMS_PER_CREDENTIAL): close one first")
 
 
 @dataclass(eq=False)
@@ -60,6 +69,7 @@ class LegacyStreams:
     def __init__(self, settings: Settings, db: Database) -> None:
         self._streams: dict[str, LegacyStream] = {}
         self.relay = relay_for(settings, db, self)
+        self.max_per_credential = settings.mcp_sse_max_streams_per_credential
         self._refresher: asyncio.Task[None] | None = None
         # The closing of streams abandoned by a synchronous caller (deliver), kept until done.
         self._closing: set[asyncio.Task[None]] = set()
@@ -69,7 +79,10 @@ class LegacyStreams:
 
     async def open(self, auth: AuthContext) -> LegacyStream:
         """A new stream, claimed for `auth`'s credential. RelayUnavailable when it cannot be shared."""
-        stream = LegacyStream(secrets.token_hex(20), StreamOwner.of(auth))
+        owner = StreamOwner.of(auth)
+        if sum(1 for open_stream in self._streams.values() if open_stream.owner == owner) >= self.max_per_credential:
+            raise TooManyStreams(self.max_per_credential)
+        stream = LegacyStream(secrets.token_hex(20), owner)
         self._streams[stream.id] = stream
         try:
             await self.relay.claim(stream.id, stream.owner)
