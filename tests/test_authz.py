@@ -9,18 +9,21 @@ import secrets
 import string
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.apps.params import Params
 from prism.apps.spare_parts.models import SparePart
 from prism.auth import authenticator as authenticator_module
 from prism.auth.authenticator import Authenticator
 from prism.config import Settings
+from prism.errors import CredentialNoLongerValid
 from prism.keys.service import lookup_of, revoke_key, touch_keys
 from prism.kit.ids import public_organization_id
 from prism.kit.timeutil import utcnow
@@ -470,3 +473,48 @@ async def test_tools_whose_handlers_all_need_another_scope_are_absent_from_the_c
         assert_refused(r, 403, "permission_denied")
         r = await client.post("/prism/document_op/lab/sample/create", headers=shared.headers("owner"), json={})
         assert r.status_code == 200 and r.json()["data"] == {"created": True}
+
+
+class PausedReads(Database):
+    """The same database, whose reads, once `armed`, wait after running until the test lets them finish."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.armed = False
+        self.read_done = asyncio.Event()
+        self.go_on = asyncio.Event()
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        async with super().read() as session:
+            yield session
+        if self.armed:
+            self.read_done.set()
+            await self.go_on.wait()
+
+
+async def test_a_key_forgotten_while_it_was_being_read_is_not_cached_as_it_was(
+        db: Database, factory: Factory, shared: Workspace) -> None:
+    """A request that read the key just before its revocation committed, and finished after the revoking process
+    forgot it, must not put the unrevoked key back in the cache: the key would work there for another
+    `cache_seconds` where the console promises it is refused from the next request on."""
+    await factory.add_key(shared, "overtaken")
+    bearer = shared.headers("overtaken")["Authorization"]
+    lookup = lookup_of(bearer.removeprefix("Bearer "))
+    paused = PausedReads(db.url)
+    try:
+        authenticator = Authenticator(paused, cache_seconds=60)
+        host = classify_host(shared.host, "localhost")
+        await authenticator.require_tenant_host(host)  # the tenant's host known: the next read is the key's
+        paused.armed = True
+        before = asyncio.create_task(authenticator.authenticate(bearer, host))
+        await paused.read_done.wait()  # read as it was: not revoked
+        async with db.write() as session:
+            await session.execute(update(ApiKey).where(ApiKey.lookup == lookup).values(revoked_at=utcnow()))
+        authenticator.forget_key(lookup)  # the revocation committed, as the console's revoke does
+        paused.go_on.set()
+        assert (await before).credential_kind == "api_key"  # it began before the revocation: it may pass
+        with pytest.raises(CredentialNoLongerValid):
+            await authenticator.authenticate(bearer, host)
+    finally:
+        await paused.dispose()

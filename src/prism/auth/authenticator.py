@@ -79,6 +79,9 @@ class Authenticator:
         self._tenants: dict[str, tuple[bool, float]] = {}
         self._touches: dict[str, datetime] = {}  # uses not yet written to the database
         self._permission_sets: dict[tuple[str, ...], PermissionSet] = {}
+        # Counts `forget_key` calls: a load that a forget overtook read the key as it was before, and must not
+        # put that back in the cache (it would work for another `cache_seconds` where it was just revoked).
+        self._forgets = 0
 
     async def authenticate(self, authorization: str | None, host: HostInfo,
                            organization_context: str | None = None) -> AuthContext:
@@ -121,6 +124,7 @@ class Authenticator:
     def forget_key(self, lookup: str) -> None:
         """Drop a cached key at once (it was just revoked here); other processes drop theirs within
         `cache_seconds`."""
+        self._forgets += 1
         self._cache.pop(lookup, None)
 
     async def require_tenant_host(self, host: HostInfo) -> None:
@@ -140,8 +144,10 @@ class Authenticator:
             raise TenantNotFound(f"no tenant at {host.hostname}")
 
     async def _load(self, lookup: str) -> _Cached:
+        forgets = self._forgets
         async with self.db.read() as session:
             row = (await session.execute(_KEY_QUERY.where(ApiKey.lookup == lookup))).first()
+        cache = self._cache if self._forgets == forgets else {}  # overtaken: answer this request, keep nothing
         if row is None:
             self._cache.pop(lookup, None)
             raise _invalid("invalid API key")
@@ -151,7 +157,7 @@ class Authenticator:
                    else "the key's user is no longer a member of its organization" if row.role is None else None)
         if refusal is not None:
             cached = _Cached(row.key_hash, None, None, time.monotonic(), refusal=refusal)
-            self._cache[lookup] = cached
+            cache[lookup] = cached
             return cached
         patterns = tuple(row.permissions)
         permissions = self._permission_sets.setdefault(patterns, PermissionSet(patterns))
@@ -166,7 +172,7 @@ class Authenticator:
         )
         expires_at = row.expires_at.timestamp() if row.expires_at is not None else None
         cached = _Cached(row.key_hash, context, expires_at, time.monotonic())
-        self._cache[lookup] = cached
+        cache[lookup] = cached
         return cached
 
     async def flush_touches(self) -> None:

@@ -97,7 +97,8 @@ async def create(call: HandlerCall, p: KeyCreate) -> dict[str, Any]:
 
 @app.handler("config_manage", "key", "revoke", params=KeyRevoke, scope="write",
              destructive=True, keywords=KEYWORDS,
-             description="Revoke one of your own API keys: refused from its next request on.")
+             description="Revoke one of your own API keys: refused on every Prism process within "
+                         "PRISM_CREDENTIAL_CACHE_SECONDS (5 s by default).")
 async def revoke(call: HandlerCall, p: KeyRevoke) -> dict[str, Any]:
     key = (await call.session.execute(_own(call).where(ApiKey.id == p.id))).scalar_one_or_none()
     if key is None:
