@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -13,15 +14,20 @@ import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from prism.config import Settings
+from prism.errors import CredentialNoLongerValid
 from prism.kit.ids import public_organization_id
-from prism.oauth.models import OAuthSigningKey
+from prism.kit.timeutil import utcnow
+from prism.oauth.models import OAuthGrant, OAuthSigningKey
+from prism.oauth.resource import AccessTokens
 from prism.storage import Database
+from prism.tenancy.hosts import classify_host
 from tests.factories import Factory, Workspace
 from tests.oauth_support import bearer, browser, register, tokens_for
 from tests.processes import run_cli
+from tests.test_authz import PausedReads
 
 ME = "/api/v1/dev/me/"
 CANONICAL = "/api/mcp/tools/prism_entity_crud/"
@@ -249,3 +255,31 @@ async def test_x_organization_context_moves_a_token_between_its_consented_organi
     assert not_member.status_code == 403 and not_member.json()["error"] == "organization_not_consented"
     assert garbage.status_code == 400 and garbage.json()["error"] == "invalid_organization_context"
     assert key.json()["data"]["organization"]["id"] == public_organization_id(ws.org.id)
+
+
+async def test_a_grant_forgotten_while_it_was_being_read_is_not_cached_as_it_was(
+        app: Any, db: Database, factory: Factory) -> None:
+    """A request that read the grant just before its revocation committed, and finished after the revoking process
+    forgot it, must not put the live grant back in the cache: its tokens would work there for another
+    `credential_cache_seconds` where docs/oauth.md says they stop at once."""
+    ws = await factory.workspace(roles=("owner",))
+    token = await _token(app, ws)
+    paused = PausedReads(db.url)
+    try:
+        tokens = AccessTokens(paused, Settings(database_url=db.url, credential_cache_seconds=60))
+        host = classify_host(ws.host, app.state.settings.base_domain)
+        claims, _ = await tokens.claims(token, host)  # the signing keys known: the next read is the grant's
+        tokens.forget(claims.grant_id)
+        paused.armed = True
+        before = asyncio.create_task(tokens.claims(token, host))
+        await paused.read_done.wait()  # read as it was: live
+        async with db.write() as session:
+            await session.execute(update(OAuthGrant).where(OAuthGrant.id == claims.grant_id)
+                                  .values(revoked_at=utcnow()))
+        tokens.forget(claims.grant_id)  # the revocation committed, as the revocation endpoint does
+        paused.go_on.set()
+        await before  # it began before the revocation: it may pass
+        with pytest.raises(CredentialNoLongerValid):
+            await tokens.claims(token, host)
+    finally:
+        await paused.dispose()

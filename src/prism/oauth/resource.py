@@ -65,20 +65,26 @@ class AccessTokens:
         self._grants: dict[str, _Grant] = {}
         self._permission_sets: dict[tuple[str, ...], PermissionSet] = {}
         self._governance: dict[tuple[str, str], _Cached] = {}  # (client_id, organization_id)
+        # Counts `forget` calls: a read that a forget overtook saw the grant before its revocation, and must not
+        # put it back in the cache (it would work for another `credential_cache_seconds` here).
+        self._forgets = 0
 
     def forget(self, grant_id: str) -> None:
         """Drop a cached grant (after revoking it here) so the next request sees the revocation."""
+        self._forgets += 1
         self._grants.pop(grant_id, None)
 
     async def _grant(self, grant_id: str) -> _Grant:
         hit = self._grants.get(grant_id)
         if hit is None or time.monotonic() - hit.fetched > self.settings.credential_cache_seconds:
+            forgets = self._forgets
             async with self.db.read() as session:
                 row = (await session.execute(GRANT_CONTEXT_QUERY.where(OAuthGrant.id == grant_id))).first()
                 consented = (await session.execute(CONSENTED_MEMBERSHIPS_QUERY.where(
                     OAuthGrantOrganization.grant_id == grant_id))).all()
             hit = _Grant(row, {org.organization_id: org for org in consented}, time.monotonic())
-            self._grants[grant_id] = hit
+            if self._forgets == forgets:  # overtaken by a revocation: answer this request, keep nothing
+                self._grants[grant_id] = hit
         return hit
 
     async def _verified(self, token: str, host: HostInfo) -> tuple[AccessClaims, _Grant]:
