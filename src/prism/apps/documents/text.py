@@ -68,9 +68,16 @@ _MARKDOWN = (
     (re.compile(r"\*\*([^*\n]+)\*\*|__([^_\n]+)__"), r"\1\2"),             # strong emphasis
     (re.compile(r"\*([^*\n]+)\*|_([^_\n]+)_|`([^`\n]+)`"), r"\1\2\3"),     # emphasis, inline code
 )
-# A `<` with no `>` before the next `<` opens no tag: escaped first, since html.parser scans to the end of the
-# text from each unterminated one (quadratic: 30 KB of `<a ` took 9 s).
-_UNTERMINATED_TAG = re.compile(r"<(?=[^<>]*(?:<|\Z))")
+# html.parser looks for the end of every construct it meets, and from one that has no end it searches the rest of
+# the text, then reads the construct as text and goes on: quadratic (30 KB of `<a ` took 9 s, 40 KB of
+# `<!-- x >` 0.4 s, growing with the square). So an opener with no end after it, which opens nothing, is escaped
+# first and read as the same text: a `<` with no `>` before the next `<`; a comment with no `--\s*>` after it; a
+# marked section with no end of its kind after it (`]]>`, or `]>` for Microsoft's `if`, `else`, `endif`), each
+# end as html.parser's own patterns spell it.
+_OPENER = re.compile(r"<(?:(?=[^<>]*(?:<|\Z))|(?P<comment>!--)|!\[(?P<section>[a-zA-Z][-_.a-zA-Z0-9]*))")
+_COMMENT_END = re.compile(r"--\s*>")
+_SECTION_ENDS = {**dict.fromkeys(("temp", "cdata", "ignore", "include", "rcdata"), re.compile(r"]\s*]\s*>")),
+                 **dict.fromkeys(("if", "else", "endif"), re.compile(r"]\s*>"))}
 
 
 def _markdown(text: str) -> str:
@@ -79,10 +86,32 @@ def _markdown(text: str) -> str:
     return text
 
 
+def _last_start(pattern: re.Pattern[str], text: str) -> int:
+    """Where the last match of `pattern` in `text` starts; -1 without one (its matches never overlap)."""
+    return max((m.start() for m in pattern.finditer(text)), default=-1)
+
+
+def _without_unterminated_openers(content: str) -> str:
+    """`content` with the `<` of each opener html.parser would find no end for escaped (see _OPENER), in one pass."""
+    comments_end = _last_start(_COMMENT_END, content)
+    sections_end = {pattern: _last_start(pattern, content) for pattern in set(_SECTION_ENDS.values())}
+
+    def ends(opener: re.Match[str]) -> bool:
+        if opener.group("comment"):
+            return comments_end >= opener.start() + 4  # html.parser looks for the end after `<!--`
+        if opener.group("section"):
+            pattern = _SECTION_ENDS.get(opener.group("section").lower())
+            # an unknown keyword is refused by html.parser before any search: left to it
+            return pattern is None or sections_end[pattern] >= opener.start() + 3
+        return False  # a `<` with no `>` before the next `<`
+
+    return _OPENER.sub(lambda m: m.group() if ends(m) else "&lt;" + m.group()[1:], content)
+
+
 def _html(content: str) -> str:
     parser = _HtmlText()
     try:
-        parser.feed(_UNTERMINATED_TAG.sub("&lt;", content))
+        parser.feed(_without_unterminated_openers(content))
         parser.close()
     except (AssertionError, ValueError) as exc:  # html.parser's own refusals (`<![foo[`)
         raise ExtractionError(f"HTML does not parse: {exc}") from None
