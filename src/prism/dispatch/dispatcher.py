@@ -8,6 +8,7 @@ Allowed and refused calls are both written to the ledger before the door answers
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -168,14 +169,15 @@ class Dispatcher:
                 await self.ledger.record(auth.organization_id, partial(_draft, auth, call, handler), refusal=exc,
                                          finish=finish)
             raise
+        prepared = await _prepared(handler, params)
         with stage("prism.ledger"):  # governance, the handler and the audit entry, in the batch's transaction
             if gate is not None:
                 gate.handler = handler
                 result = await self.ledger.run(
-                    auth.organization_id, partial(self._governed_work, gate, params),
+                    auth.organization_id, partial(self._governed_work, gate, params, prepared),
                     partial(_governed_draft, gate), writes=True, finish=gate.finish)
             else:
-                work = partial(self._work, auth, handler, params)
+                work = partial(self._work, auth, handler, params, prepared)
                 draft_for = partial(_draft, auth, call, handler)
                 result = await self.ledger.run(auth.organization_id, work, draft_for, writes=not handler.read_only)
         if type(result) is AfterCommit:
@@ -204,6 +206,9 @@ class Dispatcher:
                 params = self.validate(handler, call.arguments)
         except PrismError as exc:
             refusal = exc
+        prepared = None
+        if handler is not None and params is not None:  # checked: its database-free work comes before the unit
+            prepared = await _prepared(handler, params)
         if gate is not None:
             gate.handler = handler
 
@@ -216,8 +221,8 @@ class Dispatcher:
                     await gate.refuse(refusal, session)  # the persona speaks before the arguments do
                 raise refusal
             assert handler is not None and params is not None
-            result = await (self._governed_work(gate, params, session) if gate is not None
-                            else self._work(auth, handler, params, session))
+            result = await (self._governed_work(gate, params, prepared, session) if gate is not None
+                            else self._work(auth, handler, params, prepared, session))
             if type(result) is not AfterCommit:
                 ticket.ran(result)
             return result
@@ -266,18 +271,41 @@ class Dispatcher:
             raise data
         return data
 
-    async def _governed_work(self, gate: Gate, params: BaseModel, session: AsyncSession) -> Any:
+    async def _governed_work(self, gate: Gate, params: BaseModel, prepared: Any, session: AsyncSession) -> Any:
         assert gate.handler is not None
         await gate.check(session)
-        return await self._work(gate.auth, gate.handler, params, session)
+        return await self._work(gate.auth, gate.handler, params, prepared, session)
 
-    async def _work(self, auth: AuthContext, handler: Handler, params: BaseModel, session: AsyncSession) -> Any:
+    async def _work(self, auth: AuthContext, handler: Handler, params: BaseModel, prepared: Any,
+                    session: AsyncSession) -> Any:
+        if type(prepared) is _Unprepared:  # refused where the handler would have run: audited as its refusal
+            raise prepared.error
         # The handler's session acts for the caller's organization: every statement it runs is limited to it.
         with acting_for(session, auth.organization_id):
-            result = await handler.func(HandlerCall(auth, session, self.registry, handler, self.settings), params)
+            result = await handler.func(HandlerCall(auth, session, self.registry, handler, self.settings,
+                                                    prepared), params)
             if not handler.read_only:  # surface constraint violations inside the handler's savepoint
                 await session.flush()
         return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Unprepared:
+    """What a handler's `prepare` raised."""
+
+    error: Exception
+
+
+async def _prepared(handler: Handler, params: BaseModel) -> Any:
+    """The handler's database-free work (`Handler.prepare`), on a worker thread and before its ledger unit is
+    queued: the ledger's batch serialises every call of the process, and the event loop serves them all."""
+    if handler.prepare is None:
+        return None
+    with stage("prism.prepare"):
+        try:
+            return await asyncio.to_thread(handler.prepare, params)
+        except Exception as exc:
+            return _Unprepared(exc)
 
 
 def _gate_for(auth: AuthContext, call: Call) -> Gate | None:

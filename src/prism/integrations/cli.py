@@ -88,10 +88,14 @@ def import_openapi(spec: str = typer.Argument(..., help="OpenAPI 3.0/3.1 file (J
     """Import (or re-import) an OpenAPI service for the deployment; reports what changed."""
     text, source = _read_spec(as_json, spec)
     installed = _installed_apps()
+    try:  # before the transaction, which would hold SQLite's one writer while the description is compiled
+        compiled = service.compile_openapi(text, default_cost=cost)
+    except PrismError as exc:
+        fail(as_json, exc)
 
     async def work(session: AsyncSession) -> dict[str, Any]:
-        return await service.import_openapi(session, app, text, source=source, owner_organization_id=None,
-                                            installed=installed, default_cost=cost)
+        return await service.store_openapi(session, app, compiled, source=source, owner_organization_id=None,
+                                           installed=installed)
 
     out = _run(as_json, work)
     verb = "imported" if out["created"] else "re-imported"

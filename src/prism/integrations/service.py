@@ -4,6 +4,7 @@ deployment) and by the `config_manage/integrations/...` handlers (for the caller
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -63,21 +64,42 @@ def _check_name(name: str, installed: frozenset[str]) -> None:
         raise Conflict(f"{name!r} is the name of an installed app; choose another")
 
 
-async def import_openapi(session: AsyncSession, name: str, text: str | bytes, *, source: str,
-                         owner_organization_id: str | None, installed: frozenset[str],
-                         default_cost: int = 1) -> dict[str, Any]:
-    """Create or update the integration `name` from an OpenAPI description; what changed, operation by operation.
+@dataclass(frozen=True, slots=True)
+class CompiledImport:
+    """An OpenAPI description as Prism stores it. Making it (parsing, resolving references, compiling each
+    operation) needs no database and takes seconds for a large description, so it is done before the import's
+    transaction: a transaction holds SQLite's one writer, and the ledger's batch holds every call of the
+    process."""
 
-    `owner_organization_id` None imports for the deployment (the CLI). An integration of another owner with
-    that name is a conflict (names are global: they are coordinates)."""
-    _check_name(name, installed)
+    operations: list[dict[str, Any]]
+    fingerprints: dict[str, bytes]  # entity/operation -> the operation's canonical JSON (what a re-import compares)
+    title: str
+    description: str
+    default_server: str | None
+    skipped: list[dict[str, str]]
+    spec_digest: str
+
+
+def compile_openapi(text: str | bytes, *, default_cost: int = 1) -> CompiledImport:
+    """The description `text` compiled; `invalid_openapi` when it offers no operation Prism can call."""
     compiled = compile_document(parse(text), default_cost=default_cost)
     if not compiled.operations:
         raise InvalidArguments("spec: no operation Prism can offer", code="invalid_openapi",
                                details={"field": "spec", "skipped": compiled.skipped[:50]})
-    digest = hashlib.sha256(text if isinstance(text, bytes) else text.encode()).hexdigest()
-    return await _store(session, name, "openapi", compiled.operations, source=source, spec_digest=digest,
-                        title=compiled.title, description=compiled.description,
+    return CompiledImport(compiled.operations, _fingerprints(compiled.operations), compiled.title,
+                          compiled.description, compiled.default_server, compiled.skipped,
+                          hashlib.sha256(text if isinstance(text, bytes) else text.encode()).hexdigest())
+
+
+async def store_openapi(session: AsyncSession, name: str, compiled: CompiledImport, *, source: str,
+                        owner_organization_id: str | None, installed: frozenset[str]) -> dict[str, Any]:
+    """Create or update the integration `name` from a compiled description; what changed, operation by operation.
+
+    `owner_organization_id` None imports for the deployment (the CLI). An integration of another owner with
+    that name is a conflict (names are global: they are coordinates)."""
+    _check_name(name, installed)
+    return await _store(session, name, "openapi", compiled.operations, compiled.fingerprints, source=source,
+                        spec_digest=compiled.spec_digest, title=compiled.title, description=compiled.description,
                         default_server=compiled.default_server, owner_organization_id=owner_organization_id,
                         skipped=compiled.skipped)
 
@@ -87,20 +109,25 @@ async def add_mcp(session: AsyncSession, name: str, url: str, operations: list[d
     """Create or update the integration `name` from an upstream MCP server's tools (prism.integrations.mcp_upstream)."""
     _check_name(name, installed)
     digest = hashlib.sha256(orjson.dumps(operations, option=orjson.OPT_SORT_KEYS)).hexdigest()
-    return await _store(session, name, "mcp", operations, source=url, spec_digest=digest, title=title or url,
+    return await _store(session, name, "mcp", operations, _fingerprints(operations), source=url,
+                        spec_digest=digest, title=title or url,
                         description=f"Tools of the MCP server at {url}.", default_server=url,
                         owner_organization_id=owner_organization_id, skipped=[])
 
 
-async def _store(session: AsyncSession, name: str, kind: str, operations: list[dict[str, Any]], *, source: str,
-                 spec_digest: str, title: str, description: str, default_server: str | None,
-                 owner_organization_id: str | None, skipped: list[dict[str, str]]) -> dict[str, Any]:
+def _fingerprints(operations: list[dict[str, Any]]) -> dict[str, bytes]:
+    return {_key(o): _fingerprint(o) for o in operations}
+
+
+async def _store(session: AsyncSession, name: str, kind: str, operations: list[dict[str, Any]],
+                 after: dict[str, bytes], *, source: str, spec_digest: str, title: str, description: str,
+                 default_server: str | None, owner_organization_id: str | None,
+                 skipped: list[dict[str, str]]) -> dict[str, Any]:
     title, description = without_nul(title), without_nul(description)  # an upstream's text, in text columns
     existing = await _named(session, name, for_update=True)
     if existing is not None and (existing.owner_organization_id != owner_organization_id or existing.kind != kind):
         raise Conflict(f"an integration named {name!r} exists and is not yours to replace; choose another name")
-    before = {_key(o): _fingerprint(o) for o in (existing.operations if existing is not None else [])}
-    after = {_key(o): _fingerprint(o) for o in operations}
+    before = _fingerprints(existing.operations if existing is not None else [])
     report: dict[str, Any] = {
         "name": name, "kind": kind, "created": existing is None, "handlers": len(after),
         "added": sorted(k for k in after if k not in before),

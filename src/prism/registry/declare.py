@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -64,9 +65,12 @@ class HandlerApp:
         destructive: bool = False,
         keywords: tuple[str, ...] = (),
         result: type[BaseModel] | None = None,
+        prepare: Callable[[Any], Any] | None = None,
     ) -> Callable[[HandlerFunc], HandlerFunc]:
         """Declare a handler. `permission=""` derives `<app>.<verb>_<entity>`; `None` means none needed.
-        `result`, when given, is the model of what the handler answers (its data must validate against it)."""
+        `result`, when given, is the model of what the handler answers (its data must validate against it).
+        `prepare(params)`, when given, does the handler's database-free work before its transaction
+        (`Handler.prepare`)."""
         if mega_tool not in MEGA_TOOLS:
             raise ValueError(f"unknown mega-tool {mega_tool!r}")
         if not NAME_PATTERN.match(entity) or not OPERATION_PATTERN.match(operation):
@@ -91,6 +95,7 @@ class HandlerApp:
                 keywords=keywords,
                 examples=tuple(self.examples.get(coordinate.path, ())),
                 result=result,
+                prepare=prepare,
             ))
             return func
 

@@ -39,6 +39,8 @@ class HandlerCall:
     registry: Registry
     handler: Handler
     settings: Settings
+    # What the handler's `prepare` made of its parameters (see `Handler.prepare`); None when it has none.
+    prepared: Any = None
 
     @property
     def organization_id(self) -> str:
@@ -76,6 +78,12 @@ class Handler:
     # Imported operations use it: their schema is the service's own, and declaring a Pydantic class for each of
     # thousands of operations would cost start-up seconds (docs/integrations.md).
     check_arguments: Callable[[dict[str, Any]], list[dict[str, str]]] | None = None
+    # Database-free work on the validated parameters (parsing, compiling) that would otherwise run inside the
+    # ledger transaction, which every call of the process waits on: the dispatcher runs it on a worker thread
+    # before queueing the call's unit and hands its result to the handler as `HandlerCall.prepared`. What it
+    # raises is raised where the handler would have run, so the call is refused and audited as if the handler
+    # had raised it (docs/extending.md).
+    prepare: Callable[[Any], Any] | None = None
 
     @property
     def path(self) -> str:

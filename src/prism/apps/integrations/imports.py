@@ -2,13 +2,15 @@
 connects to integrations (its own or the deployment's). docs/integrations.md.
 
 Changes are made in the call's transaction (with its audit entry); once committed, this process rebuilds its
-registry before answering, so the caller's next call already sees the new handlers. A description given by
-URL is fetched after the commit (nothing slow inside the ledger transaction), then stored in a transaction of
-its own.
+registry before answering, so the caller's next call already sees the new handlers. A description given inline
+is compiled before that transaction, on a worker thread (`Handler.prepare`): the ledger's batch, which every
+call of the process waits on, only stores it. A description given by URL is fetched after the commit (nothing
+slow inside the ledger transaction), compiled on a worker thread, then stored in a transaction of its own.
 """
 
 from __future__ import annotations
 
+import asyncio
 from functools import partial
 from typing import Any, Literal
 
@@ -99,8 +101,16 @@ def _installed(call: HandlerCall) -> frozenset[str]:
                      if not any(h.integration is not None for h in a.handlers))
 
 
+def _compiled_inline(p: ImportParams) -> service.CompiledImport | None:
+    """The inline description compiled (`Handler.prepare`: before the ledger unit, off the event loop)."""
+    if p.spec is None:
+        return None
+    return service.compile_openapi(p.spec if isinstance(p.spec, str) else _as_text(p.spec),
+                                   default_cost=p.default_cost)
+
+
 @app.handler("config_manage", "integration", "importOpenapi", params=ImportParams, scope="write",
-             permission="integrations.manage_integration", cost=1,
+             permission="integrations.manage_integration", cost=1, prepare=_compiled_inline,
              description="Import an OpenAPI 3.0/3.1 service as this organization's integration: each operation "
                          "becomes a governed handler integration_call/<name>/<entity>/<operation>. Importing "
                          "again updates it in place and reports what changed.",
@@ -108,10 +118,8 @@ def _installed(call: HandlerCall) -> frozenset[str]:
 async def import_openapi(call: HandlerCall, p: ImportParams) -> AfterCommit[Any]:
     installed = _installed(call)
     if p.spec is not None:
-        text = p.spec if isinstance(p.spec, str) else _as_text(p.spec)
-        report = await service.import_openapi(call.session, p.name, text, source="(inline)",
-                                              owner_organization_id=call.organization_id, installed=installed,
-                                              default_cost=p.default_cost)
+        report = await service.store_openapi(call.session, p.name, call.prepared, source="(inline)",
+                                             owner_organization_id=call.organization_id, installed=installed)
         return _then_refresh(call, report)
     assert p.url is not None
     url = await check_url(p.url, field="url", allow_private_networks=call.settings.webhook_allow_private_networks)
@@ -143,10 +151,10 @@ async def _fetch_and_import(call: HandlerCall, p: ImportParams, url: str,
     if runtime is None:
         return PrismError("this process serves no registry", code="internal_error", status=500)
     try:
+        compiled = await asyncio.to_thread(service.compile_openapi, answer.body, default_cost=p.default_cost)
         async with runtime.db.write() as session:
-            report = await service.import_openapi(
-                session, p.name, answer.body, source=url, owner_organization_id=call.organization_id,
-                installed=installed, default_cost=p.default_cost)
+            report = await service.store_openapi(session, p.name, compiled, source=url,
+                                                 owner_organization_id=call.organization_id, installed=installed)
     except PrismError as exc:
         return exc
     await runtime.refresh()
