@@ -168,11 +168,13 @@ class RunningMcp(OnLoopback):
 class ScriptedMcp(OnLoopback):
     """A bare MCP server (streamable HTTP, one JSON document per answer) that sends what a test scripts, including
     what no well-behaved server sends: `tools` as listed (`endless_pages` > 0: pages of that many tools, each with
-    a `nextCursor`, without end), `answers` per tool name (the call's result), and `announcing` tools whose call
-    answers as an event stream that first says the tool list changed."""
+    a `nextCursor`, without end), or `tools_by_key` to a request whose X-Upstream-Key is one of its keys (an
+    upstream that lists different tools to different credentials), `answers` per tool name (the call's result),
+    and `announcing` tools whose call answers as an event stream that first says the tool list changed."""
 
     def __init__(self, tls: TlsFiles) -> None:
         self.tools: list[dict[str, Any]] = []
+        self.tools_by_key: dict[str, list[dict[str, Any]]] = {}
         self.endless_pages = 0
         self.answers: dict[str, dict[str, Any]] = {}
         self.announcing: set[str] = set()
@@ -186,20 +188,20 @@ class ScriptedMcp(OnLoopback):
                                                      interface="asgi3", log_level="error", lifespan="off",
                                                      timeout_graceful_shutdown=1))
 
-    def _tools_page(self, cursor: str | None) -> dict[str, Any]:
+    def _tools_page(self, cursor: str | None, key: str) -> dict[str, Any]:
         self.pages_listed += 1
         if not self.endless_pages:
-            return {"tools": self.tools}
+            return {"tools": self.tools_by_key.get(key, self.tools)}
         page = int(cursor or 0)
         return {"tools": [{"name": f"t{page}_{i}", "inputSchema": {"type": "object"}}
                           for i in range(self.endless_pages)], "nextCursor": str(page + 1)}
 
-    def _result(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _result(self, method: str, params: dict[str, Any], key: str) -> dict[str, Any]:
         if method == "initialize":
             return {"protocolVersion": params["protocolVersion"], "serverInfo": {"name": "scripted", "version": "1"},
                     "capabilities": {"tools": {"listChanged": True}}}
         if method == "tools/list":
-            return self._tools_page(params.get("cursor"))
+            return self._tools_page(params.get("cursor"), key)
         self.calls.append(params["name"])
         return self.answers.get(params["name"], {"content": [{"type": "text", "text": json.dumps(params)}]})
 
@@ -219,7 +221,8 @@ class ScriptedMcp(OnLoopback):
             await send({"type": "http.response.body", "body": b""})
             return
         params = request.get("params") or {}
-        answer = {"jsonrpc": "2.0", "id": request["id"], "result": self._result(request["method"], params)}
+        key = dict(scope["headers"]).get(b"x-upstream-key", b"").decode()
+        answer = {"jsonrpc": "2.0", "id": request["id"], "result": self._result(request["method"], params, key)}
         if request["method"] == "tools/call" and params["name"] in self.announcing:
             changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
             events = "".join(f"event: message\ndata: {json.dumps(m)}\n\n" for m in (changed, answer))

@@ -16,6 +16,9 @@ import pytest
 from sqlalchemy import select
 
 from prism.config import Settings
+from prism.integrations import service
+from prism.integrations.credentials import Credential
+from prism.integrations.mcp_upstream import operations_of, read_tools
 from prism.integrations.models import IntegrationCall
 from prism.storage import Database
 from tests.factories import Factory, Workspace
@@ -36,6 +39,9 @@ async def upstream(request: pytest.FixtureRequest, tls: TlsFiles) -> AsyncIterat
     running = await RunningMcp(tls, transport=request.param).start()
     yield running
     await running.stop()
+
+
+READ = "config_manage/integrations/integration/read"
 
 
 def credential() -> dict[str, Any]:
@@ -342,16 +348,18 @@ async def test_an_endless_tool_list_is_read_no_further_than_the_limit(
     scripted.endless_pages = 0
     scripted.pages_listed = 0
     scripted.tools = []
-    scripted._tools_page = lambda cursor: {"tools": [], "nextCursor": "again"}  # type: ignore[method-assign]
+    scripted._tools_page = lambda cursor, key: {"tools": [], "nextCursor": "again"}  # type: ignore[method-assign]
     empty = await added_scripted(client, ws, scripted, "mcp_" + uuid.uuid4().hex[:8])
     assert empty.status_code == 502 and "pages" in empty.json()["message"], empty.text[:300]
     assert asyncio.get_running_loop().time() - started < 20
 
 
 async def test_a_tool_list_changed_to_an_endless_one_is_not_read_and_the_call_still_answers(
-        client: httpx.AsyncClient, factory: Factory, db: Database, scripted: ScriptedMcp) -> None:
+        client: httpx.AsyncClient, factory: Factory, db: Database, scripted: ScriptedMcp,
+        caplog: pytest.LogCaptureFixture) -> None:
     """The call itself went through (it may have changed something upstream): it answers; the new list is read
-    no further than the limit, not stored, and the call's record says why."""
+    no further than the limit, not stored, and the call's record, the integration's status and the log say why;
+    the previous list serves until the upstream lists one within the limits again."""
     ws = await factory.workspace(roles=("owner",))
     name = "mcp_" + uuid.uuid4().hex[:8]
     scripted.tools = [{"name": "install_more", "inputSchema": {"type": "object"}}]
@@ -366,8 +374,63 @@ async def test_a_tool_list_changed_to_an_endless_one_is_not_read_and_the_call_st
         record = (await session.execute(select(IntegrationCall.outcome, IntegrationCall.error).where(
             IntegrationCall.organization_id == ws.org.id))).one()
     assert record.outcome == "ok" and "more than 1,000 tools" in record.error
+    stale = await ok(client, ws, READ, {"name": name})
+    assert (stale["status"], stale["revision"], stale["handlers"]) == ("stale", 1, 1)
+    assert "more than 1,000 tools" in stale["last_error"] and "revision 1 still serves" in stale["last_error"]
+    assert stale["last_error_at"] is not None
+    assert any(name in r.getMessage() and "more than 1,000 tools" in r.getMessage()
+               for r in caplog.records if r.name == "prism.integrations" and r.levelname == "WARNING")
     scripted.endless_pages = 0
     assert (await tool(client, ws, name, "installMore", {})).status_code == 200  # the list was not replaced
+    caught_up = await ok(client, ws, READ, {"name": name})  # that call announced a list within the limits
+    assert (caught_up["status"], caught_up["revision"]) == ("ok", 1)
+    assert caught_up["last_error"] == stale["last_error"]  # the last error stays readable, with its time
+
+
+async def added_for_the_deployment(db: Database, settings: Settings, upstream: ScriptedMcp, name: str,
+                                   key: str) -> dict[str, Any]:
+    """What `prism integration add-mcp` (and `refresh`) does, in this process: the tool list read with the
+    operator's credential, stored for the deployment."""
+    tools = await read_tools(settings, upstream.url, "streamable_http",
+                             Credential("api_key", {"header": "X-Upstream-Key"}, key))
+    async with db.write() as session:
+        return await service.add_mcp(session, name, upstream.url, operations_of(tools, "streamable_http"),
+                                     owner_organization_id=None, installed=frozenset())
+
+
+async def test_a_deployment_integrations_tool_list_is_never_read_with_an_organizations_credential(
+        client: httpx.AsyncClient, factory: Factory, db: Database, settings: Settings, scripted: ScriptedMcp,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """An upstream may list different tools to different credentials. A list change announced through one
+    organization's session of the deployment's integration replaces nothing every other organization sees: that
+    list is read with the operator's credential only, and the integration says it is stale (to organizations and
+    to the operator's CLI) until the operator refreshes it."""
+    shared = [{"name": "announce", "inputSchema": {"type": "object"}},
+              {"name": "weather", "inputSchema": {"type": "object"}}]
+    scripted.tools_by_key = {"operator-key": shared, "key-b": shared,
+                             "key-a": [*shared, {"name": "a_payroll", "inputSchema": {"type": "object"}}]}
+    scripted.announcing = {"announce"}
+    name = "mcp_" + uuid.uuid4().hex[:8]
+    assert (await added_for_the_deployment(db, settings, scripted, name, "operator-key"))["handlers"] == 2
+    a, b = await factory.workspace(roles=("owner",)), await factory.workspace(roles=("owner",))
+    for ws, key in ((a, "key-a"), (b, "key-b")):
+        await ok(client, ws, "config_manage/integrations/connection/set", {
+            "name": name, "base_url": scripted.url, "auth_kind": "api_key", "header": "X-Upstream-Key",
+            "secret": key})
+    announced = await tool(client, a, name, "announce", {})
+    assert announced.status_code == 200, announced.text[:300]
+
+    seen_by_b = await ok(client, b, READ, {"name": name})
+    assert (seen_by_b["revision"], seen_by_b["handlers"], seen_by_b["status"]) == (1, 2, "stale")
+    assert f"prism integration refresh {name}" in seen_by_b["last_error"]
+    assert a.org.id not in seen_by_b["last_error"]  # which organization's session announced it is the log's
+    assert any(a.org.id in r.getMessage() for r in caplog.records if r.name == "prism.integrations")
+    listed = await asyncio.to_thread(cli_json, "integration", "list", database_url=settings.database_url)
+    assert [i["status"] for i in listed["integrations"] if i["name"] == name] == ["stale"]
+
+    refreshed = await added_for_the_deployment(db, settings, scripted, name, "operator-key")
+    assert (refreshed["revision"], refreshed["added"]) == (1, [])
+    assert (await ok(client, b, READ, {"name": name}))["status"] == "ok"
 
 
 async def test_an_answer_prism_cannot_pass_on_is_an_upstream_error_and_recorded_as_one(

@@ -35,12 +35,14 @@ class Connection:
     timeout_seconds: int
     integration_id: str
     default_server: str | None
+    owner_organization_id: str | None  # the integration's: None for the deployment's
 
 
 _CONNECTION = PreparedRead(
     select(IntegrationConnection.id, IntegrationConnection.base_url, IntegrationConnection.auth_kind,
            IntegrationConnection.auth_settings, IntegrationConnection.secret_encrypted,
-           IntegrationConnection.timeout_seconds, IntegrationConnection.integration_id, IntegrationApp.default_server)
+           IntegrationConnection.timeout_seconds, IntegrationConnection.integration_id, IntegrationApp.default_server,
+           IntegrationApp.owner_organization_id)
     .join(IntegrationApp, IntegrationApp.id == IntegrationConnection.integration_id)
     .where(IntegrationConnection.organization_id == bindparam("organization_id"),
            IntegrationApp.name == bindparam("integration"), IntegrationConnection.enabled.is_(True))

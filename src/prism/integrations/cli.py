@@ -105,7 +105,7 @@ def import_openapi(spec: str = typer.Argument(..., help="OpenAPI 3.0/3.1 file (J
 
 @integration_cli.command("list")
 def list_integrations(as_json: bool = JSON_OPT) -> None:
-    """Every imported integration (the deployment's and organizations' own)."""
+    """Every imported integration (the deployment's and organizations' own) and its status."""
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         rows = (await session.execute(select(IntegrationApp).order_by(IntegrationApp.name))).scalars()
@@ -113,6 +113,8 @@ def list_integrations(as_json: bool = JSON_OPT) -> None:
 
     out = _run(as_json, work, read_only=True)
     emit(as_json, out, "\n".join(f"{i['name']}\t{i['kind']}\t{i['handlers']} handlers\t{i['owner']}\t{i['source']}"
+                                 f"\t{i['status']}" + (f" ({i['last_error_at']}: {i['last_error']})"
+                                                      if i["status"] != "ok" else "")
                                  for i in out["integrations"]) or "no integrations")
 
 

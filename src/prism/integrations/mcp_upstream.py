@@ -4,13 +4,16 @@ official `mcp` client (streamable HTTP, or the legacy HTTP+SSE transport). Needs
 The tool list is read when the integration is added (or refreshed) and stored like an OpenAPI import's
 operations, so building the registry never waits for an upstream: one that is down costs only its own calls
 (502/504). A `notifications/tools/list_changed` the upstream sends during a forwarded call makes Prism read
-the list again in that session and store it (when the caller's connection is the upstream the integration was
-added from); every process then rebuilds within PRISM_INTEGRATIONS_REFRESH_SECONDS.
+the list again in that session and store it, for an integration the caller's organization owns and reaches at
+the URL it was added from; every process then rebuilds within PRISM_INTEGRATIONS_REFRESH_SECONDS. Otherwise,
+or when the list is past the limits, the stored list keeps serving and the integration is marked `stale` with
+the reason (`follow_tool_list`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,7 +26,7 @@ import orjson
 from prism.config import Settings
 from prism.errors import InvalidArguments, PrismError
 from prism.integrations import mcp_sessions
-from prism.integrations.call_records import connection_for, keep_record
+from prism.integrations.call_records import Connection, connection_for, keep_record
 from prism.integrations.credentials import Credential, open_secret
 from prism.integrations.models import IntegrationApp
 from prism.integrations.names import operation_name
@@ -37,7 +40,10 @@ from prism.integrations.upstream import (
 )
 from prism.kit.canonical import digest
 from prism.kit.outbound import OutboundClient, check_url, ssl_context
+from prism.kit.timeutil import utcnow
 from prism.registry import AfterCommit, HandlerCall
+
+log = logging.getLogger("prism.integrations")
 
 TRANSPORTS = ("streamable_http", "sse")
 # How much of an upstream's tool list is read: far above real servers' lists (tens to a few hundred tools).
@@ -155,12 +161,16 @@ class Forwarded:
     timed_out: bool = False
     upstream_error: str = ""  # a JSON-RPC error the upstream answered
     duration_ms: int = 0
-    tools: list[dict[str, Any]] | None = None  # read again after notifications/tools/list_changed
+    tools_changed: bool = False  # the upstream sent notifications/tools/list_changed since the last call
+    tools: list[dict[str, Any]] | None = None  # then read again, when the list is followed
+    tools_error: str = ""  # why it could not be (past the limits, unreadable)
 
 
 async def forward(settings: Settings, url: str, transport: str, credential: Credential, timeout_seconds: float,
-                  connection_id: str, tool_name: str, arguments: dict[str, Any]) -> Forwarded:
-    """One call through the kept-open session to this upstream (prism.integrations.mcp_sessions)."""
+                  connection_id: str, tool_name: str, arguments: dict[str, Any], *,
+                  follow_list_changes: bool) -> Forwarded:
+    """One call through the kept-open session to this upstream (prism.integrations.mcp_sessions); a tool list
+    the upstream says changed is read again when `follow_list_changes`."""
     from mcp import MCPError
 
     outcome = Forwarded()
@@ -174,12 +184,17 @@ async def forward(settings: Settings, url: str, transport: str, credential: Cred
             client = await held.ready()
             result = await client.call_tool(tool_name, arguments)
             outcome.result = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            broken = False
             if held.changed:
-                held.changed = False
-                outcome.tools = await list_tools(client)
-        broken = False
+                held.changed, outcome.tools_changed = False, True
+                if follow_list_changes:
+                    broken = True  # until the list is read
+                    outcome.tools, outcome.tools_error, broken = await _listed_again(client)
     except TimeoutError:
-        outcome.timed_out, outcome.error = True, f"no answer within {timeout_seconds:g} s"
+        if outcome.result is not None:  # the call went through; the list announced with it did not come in time
+            outcome.tools_error = f"no answer within {timeout_seconds:g} s"
+        else:
+            outcome.timed_out, outcome.error = True, f"no answer within {timeout_seconds:g} s"
     except MCPError as exc:  # the upstream answered: the session is fine
         outcome.upstream_error, broken = str(exc)[:1000], False
     except PrismError as exc:  # the outbound rules refused the URL, or the client is not installed
@@ -190,6 +205,21 @@ async def forward(settings: Settings, url: str, transport: str, credential: Cred
         await mcp_sessions.discard(key, held)
     outcome.duration_ms = int((time.monotonic() - started) * 1000)
     return outcome
+
+
+async def _listed_again(client: Any) -> tuple[list[dict[str, Any]] | None, str, bool]:
+    """The tool list read again after the upstream said it changed: (the tools, or why not; whether the session
+    broke). The call it came with went through whatever happens here."""
+    from mcp import MCPError
+
+    try:
+        return await list_tools(client), "", False
+    except PrismError as exc:  # past the limits: the session itself is fine
+        return None, exc.message, False
+    except MCPError as exc:  # the upstream answered with an error
+        return None, str(exc)[:1000], False
+    except Exception as exc:  # see forward()
+        return None, _reason(exc), True
 
 
 def _open(settings: Settings, url: str, transport: str, credential: Credential, timeout_seconds: float,
@@ -218,18 +248,16 @@ async def call_tool_operation(operation: dict[str, Any], call: HandlerCall, para
                             open_secret(call.settings, connection.id, connection.secret_encrypted))
     settings, url, timeout = call.settings, connection.base_url, float(connection.timeout_seconds)
     connection_id, app_id = connection.id, connection.integration_id
-    # Only the upstream the integration was added from may change its tool list (another organization's
-    # connection may point elsewhere).
-    canonical = connection.base_url.rstrip("/") == (connection.default_server or "").rstrip("/")
+    follows = _follows_list_changes(connection, call.organization_id)
     arguments_digest = digest(arguments)
 
     async def go() -> Forwarded:
         return await forward(settings, url, operation["transport"], credential, timeout, connection_id,
-                             operation["tool_name"], arguments)
+                             operation["tool_name"], arguments, follow_list_changes=follows)
 
     async def record(done: HandlerCall, sent: Forwarded) -> Any:
-        if sent.tools is not None and canonical:
-            await store_tools(done, app_id, sent.tools, operation["transport"])
+        if sent.tools_changed:
+            await follow_tool_list(done, app_id, sent, operation["transport"])
         sent = withheld(sent, credential, issued_token(connection_id, credential))
         return await record_forwarded(done, operation["tool_name"], arguments_digest, sent)
 
@@ -250,17 +278,43 @@ def withheld(sent: Forwarded, credential: Credential, bearer: str | None) -> For
     return replace(sent, result=result, error=clean(sent.error), upstream_error=clean(sent.upstream_error))
 
 
-async def store_tools(call: HandlerCall, app_id: str, tools: list[dict[str, Any]], transport: str) -> None:
+def _follows_list_changes(connection: Connection, organization_id: str) -> bool:
+    """Whether a tool list announced through this organization's session may replace the stored one: only for an
+    integration the organization owns, reached at the URL it was added from. An upstream may list different tools
+    to different credentials, so one organization's list must never become another's: a deployment's integration
+    is read with the operator's credential only (`prism integration add-mcp`, `refresh`)."""
+    return (connection.owner_organization_id == organization_id
+            and connection.base_url.rstrip("/") == (connection.default_server or "").rstrip("/"))
+
+
+async def follow_tool_list(call: HandlerCall, app_id: str, sent: Forwarded, transport: str) -> None:
+    """After the upstream announced a changed tool list: store the list read again, or keep serving the stored
+    one and say why on the integration (status `stale`, `last_error`), and in the log."""
     from prism.integrations.runtime import bump_generation
     from prism.integrations.service import locked_app
 
     app = await locked_app(call.session, app_id)
     if app is None:
         return
-    operations = operations_of(tools, transport, _cost_of(app))
-    if operations != app.operations:
-        app.operations, app.revision = operations, app.revision + 1
-        await bump_generation(call.session)
+    if sent.tools is not None:
+        app.status = "ok"
+        operations = operations_of(sent.tools, transport, _cost_of(app))
+        if operations != app.operations:
+            app.operations, app.revision = operations, app.revision + 1
+            await bump_generation(call.session)
+        return
+    if sent.tools_error:
+        reason = (f"the tool list the upstream announced was not stored: {sent.tools_error}; revision "
+                  f"{app.revision} still serves")
+    elif app.owner_organization_id is None:
+        reason = ("the upstream announced a changed tool list; the deployment's list is read with the operator's "
+                  f"credential only: prism integration refresh {app.name}")
+    else:
+        reason = ("the upstream announced a changed tool list through a connection to another URL than the one the "
+                  "integration was added from; add it again to read it")
+    app.status, app.last_error, app.last_error_at = "stale", reason[:1000], utcnow()
+    log.warning("integration %s is stale (announced through organization %s): %s", app.name, call.organization_id,
+                reason)
 
 
 def _cost_of(app: IntegrationApp) -> int:
@@ -287,7 +341,7 @@ async def record_forwarded(call: HandlerCall, tool_name: str, arguments_digest: 
     # A call that went through keeps in its record why the tool list it announced was not read again (if so).
     await keep_record(call, method="MCP", path=tool_name, arguments_digest=arguments_digest, upstream_status=None,
                       outcome="ok" if refusal is None else refusal.code, attempts=1, duration_ms=sent.duration_ms,
-                      error=refusal.message if refusal is not None else sent.error)
+                      error=refusal.message if refusal is not None else sent.tools_error)
     if refusal is not None:
         return refusal
     assert sent.result is not None

@@ -10,7 +10,7 @@ from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Integer, String, T
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.apps.columns import org_id, updated_column
-from prism.models.base import Base, created_column, id_column
+from prism.models.base import Base, UTCDateTime, created_column, id_column
 from prism.tenancy.scope import OrgScoped
 
 
@@ -38,6 +38,12 @@ class IntegrationApp(Base):
         ForeignKey("organizations.id", ondelete="CASCADE"), index=True, nullable=True)
     created_at: Mapped[datetime] = created_column()
     updated_at: Mapped[datetime] = updated_column()
+    # An upstream MCP server's integration: "ok" while its stored tool list is the one last read from the
+    # upstream, "stale" once the upstream announced a change that was not stored (`last_error` says why; the
+    # stored list still serves). prism.integrations.mcp_upstream.follow_tool_list.
+    status: Mapped[str] = mapped_column(String(16), default="ok", server_default="ok")
+    last_error: Mapped[str] = mapped_column(String(1000), default="", server_default="")
+    last_error_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class IntegrationConnection(OrgScoped, Base):

@@ -21,6 +21,7 @@ from prism.integrations.runtime import bump_generation
 from prism.kit.ids import new_id
 from prism.kit.nul import without_nul
 from prism.kit.outbound import check_url
+from prism.kit.timeutil import iso
 
 # Names the deployment's own apps use (and the registry's mega-tool namespaces): never an integration's.
 RESERVED_NAMES = frozenset({"core", "integrations", "prism"})
@@ -147,6 +148,8 @@ async def _store(session: AsyncSession, name: str, kind: str, operations: list[d
         existing.title, existing.description = title[:255], description
         existing.source, existing.spec_digest = source[:2048], spec_digest
         existing.default_server = (default_server or "")[:2048] or None
+    if existing is not None:  # what is stored is what was just read: an upstream's announced change is caught up
+        existing.status = "ok"
     if changed:
         await bump_generation(session)
     report["revision"] = 1 if existing is None else existing.revision
@@ -172,10 +175,13 @@ async def named_elsewhere(session: AsyncSession, name: str, organization_id: str
 
 
 def describe(app: IntegrationApp) -> dict[str, Any]:
+    """What anyone who may connect to an integration may know of it, its status included: `stale` when its
+    upstream announced a tool list that was not stored (`last_error` says why; the stored one serves)."""
     return {"name": app.name, "kind": app.kind, "title": app.title, "source": app.source,
             "revision": app.revision, "handlers": len(app.operations),
             "owner": "deployment" if app.owner_organization_id is None else "organization",
-            "default_server": app.default_server, "updated_at": app.updated_at.isoformat().replace("+00:00", "Z")}
+            "default_server": app.default_server, "updated_at": app.updated_at.isoformat().replace("+00:00", "Z"),
+            "status": app.status, "last_error": app.last_error or None, "last_error_at": iso(app.last_error_at)}
 
 
 async def usable(session: AsyncSession, organization_id: str) -> list[IntegrationApp]:
