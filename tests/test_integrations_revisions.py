@@ -22,8 +22,8 @@ def _spec(*paths: str) -> str:
 
 async def _import(db: Database, name: str, organization_id: str, spec: str) -> dict[str, Any]:
     async with db.write() as session:
-        return await service.import_openapi(session, name, spec, source="test", owner_organization_id=organization_id,
-                                            installed=frozenset())
+        return await service.store_openapi(session, name, service.compile_openapi(spec), source="test",
+                                           owner_organization_id=organization_id, installed=frozenset())
 
 
 async def test_two_imports_racing_from_two_processes_get_two_revisions(
@@ -34,8 +34,9 @@ async def test_two_imports_racing_from_two_processes_get_two_revisions(
     other_process = Database(database_url)
     try:
         async with db.write() as session:
-            first = await service.import_openapi(session, name, _spec("parts", "orders"), source="test",
-                                                 owner_organization_id=ws.org.id, installed=frozenset())
+            first = await service.store_openapi(session, name, service.compile_openapi(_spec("parts", "orders")),
+                                                source="test", owner_organization_id=ws.org.id,
+                                                installed=frozenset())
             second_import = asyncio.create_task(_import(other_process, name, ws.org.id, _spec("parts", "stock")))
             await until_waiting(db, second_import)
         second = await second_import
