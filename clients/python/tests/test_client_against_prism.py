@@ -110,3 +110,21 @@ async def test_a_call_held_for_oversight_raises_oversight_required_with_its_requ
             await agent.dispatch("entity_crud", "finance", "vendor", "create", {"name": "Acme"})
     assert held.value.status == 202 and held.value.code == "oversight_required"
     assert held.value.details["oversight_request_id"].startswith("ovr_")
+
+
+async def test_a_lone_surrogate_is_sent_escaped_and_refused_by_prism_as_json_it_cannot_read(
+        live_prism: LiveServer, factory: Factory) -> None:
+    # UTF-8 cannot encode a lone surrogate: sent as the escape `\ud800`, which Prism refuses on every door.
+    ws = await factory.workspace()
+    with PrismClient(live_prism.base_url, ws.keys["owner"], timeout=10) as prism:
+        with pytest.raises(BadRequestError) as refused:
+            prism.dispatch("entity_crud", "spare_parts", "spare_part", "create", {"sku": "PY-S", "name": "x\ud800"})
+        assert refused.value.status == 400 and refused.value.code == "invalid_json"
+        with pytest.raises(BadRequestError, match="invalid_json"):
+            prism.call("prism_whoami", {"note": "\udfff"})
+        paired = prism.dispatch("entity_crud", "spare_parts", "spare_part", "create",
+                                {"sku": "PY-S", "name": "gear \ud83d\ude00 é"})
+    assert paired["name"] == "gear \U0001f600 é", "a surrogate pair is the character it encodes"
+    async with AsyncPrismClient(live_prism.base_url, ws.keys["owner"], timeout=10) as aprism:
+        with pytest.raises(BadRequestError, match="invalid_json"):
+            await aprism.create_webhook("half \ud800", "https://127.0.0.1:9/hook")

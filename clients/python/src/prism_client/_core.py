@@ -5,6 +5,8 @@ Only sending and sleeping differ between the two clients; everything that decide
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -17,6 +19,7 @@ from prism_client.retries import IDEMPOTENT_METHODS, retry_after_seconds
 USER_AGENT = "prism-client-python/0.4.0"
 WEBHOOKS = "/api/v1/risk-assessment/governance/webhooks/"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -42,12 +45,25 @@ class Call:
         headers = dict(self.headers)
         if self.idempotency_key is not None:
             headers[IDEMPOTENCY_HEADER] = self.idempotency_key
-        kwargs: dict[str, Any] = {"params": params or None, "headers": headers or None}
+        kwargs: dict[str, Any] = {"params": params or None}
         if self.form is not None:
             kwargs["data"] = self.form
         elif self.json is not None:
-            kwargs["json"] = self.json
-        return client.build_request(self.method, self.path, **kwargs)
+            kwargs["content"] = json_body(self.json)
+            headers["Content-Type"] = "application/json"
+        return client.build_request(self.method, self.path, headers=headers or None, **kwargs)
+
+
+def json_body(value: Any) -> bytes:
+    """The JSON text of a body as UTF-8, a surrogate code point escaped (`\\ud800`) as JSON.stringify escapes it.
+
+    A Python str may hold a lone surrogate, which UTF-8 cannot encode (httpx's own encoding fails on it with
+    UnicodeEncodeError). Escaped, it is valid JSON text that Prism reads and refuses as every door refuses a
+    string it cannot store, 400 invalid_json: the BadRequestError the TypeScript client gets for it too. A pair
+    of surrogates held as two code points becomes the character they encode, as in JSON.
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text).encode()
 
 
 def _query_value(value: Any) -> str:
