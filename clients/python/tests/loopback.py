@@ -1,6 +1,7 @@
 """A tiny scripted HTTP server on loopback: answers each request with the next scripted reply.
 
-Used to prove the retry and timeout rules, which need a server that misbehaves on demand.
+Used to prove the retry and timeout rules, which need a server that misbehaves on demand (late, or trickling
+its answer byte by byte).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class Reply:
     body: dict[str, object]
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    trickle: float = 0.0  # seconds between the body's bytes, sent one by one
 
 
 @dataclass
@@ -57,9 +59,18 @@ def scripted(*replies: Reply) -> Iterator[Script]:
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(payload)
+                if reply.trickle:
+                    self._trickle(payload, reply.trickle)
+                else:
+                    self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
                 pass
+
+        def _trickle(self, payload: bytes, pause: float) -> None:
+            for byte in payload:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(pause)
 
         do_GET = do_POST = _answer
 

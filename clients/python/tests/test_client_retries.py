@@ -120,6 +120,36 @@ def test_a_slow_answer_raises_a_timeout() -> None:
     assert time.monotonic() - started < 1.4
 
 
+def test_timeout_bounds_the_whole_attempt_when_the_answer_trickles_in() -> None:
+    # Each byte comes well within the timeout, the whole answer well after it.
+    with scripted(Reply(200, PONG, trickle=0.05)) as server:
+        started = time.monotonic()
+        with PrismClient(server.base_url, timeout=0.5) as prism, pytest.raises(PrismTimeoutError):
+            prism.ping()
+        elapsed = time.monotonic() - started
+    assert 0.45 <= elapsed < 1.0, f"gave up after {elapsed:.2f} s, not at the 0.5 s timeout"
+
+
+async def test_the_async_client_bounds_the_whole_attempt_too() -> None:
+    with scripted(Reply(200, PONG, trickle=0.05)) as server:
+        started = time.monotonic()
+        async with AsyncPrismClient(server.base_url, timeout=0.5) as prism:
+            with pytest.raises(PrismTimeoutError):
+                await prism.ping()
+        elapsed = time.monotonic() - started
+    assert 0.45 <= elapsed < 1.0, f"gave up after {elapsed:.2f} s, not at the 0.5 s timeout"
+
+
+def test_an_answer_read_in_time_leaves_its_connection_usable() -> None:
+    # The cut-off of a slow answer must never reach a connection back in the pool, serving the next call.
+    with scripted(Reply(200, PONG)) as server:
+        with PrismClient(server.base_url, timeout=0.3) as prism:
+            for _ in range(3):
+                assert prism.ping() == PONG
+                time.sleep(0.35)
+    assert len(server.seen) == 3
+
+
 SECRET = "whk_secret_" + "a" * 40
 BODY = json.dumps({"event_id": "dec_1", "event_type": "governance.decision.allow", "data": {}},
                   separators=(",", ":"), sort_keys=True).encode()

@@ -34,13 +34,14 @@ class AsyncPrismClient:
     `call`, and the webhooks' create, update, delete and test event) sends one (a random UUID4, the same on each
     retry) unless given `idempotency_key` (a key of the caller's, or None for none). Retries:
     `max_retries`, Retry-After honoured up to `max_retry_after` (longer: raised at once, with `retry_after`).
-    `timeout` bounds each attempt.
+    `timeout` bounds each attempt, its whole answer included.
     """
 
     def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float = 30.0, max_retries: int = 3,
                  backoff_base: float = 0.5, backoff_max: float = 30.0, max_retry_after: float = 120.0,
                  headers: dict[str, str] | None = None, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.retry = RetryPolicy(max_retries, backoff_base, backoff_max, max_retry_after)
+        self.timeout = timeout
         self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout, transport=transport,
                                   headers=default_headers(api_key, headers), follow_redirects=False)
 
@@ -58,9 +59,9 @@ class AsyncPrismClient:
         attempt = 0
         while True:
             try:
-                response = await self._http.send(call.build(self._http))
-            except httpx.TimeoutException as exc:
-                raise PrismTimeoutError(f"{call.method} {call.path}: no answer in time ({exc})") from exc
+                response = await self._attempt(call)
+            except (httpx.TimeoutException, TimeoutError) as exc:
+                raise PrismTimeoutError(f"{call.method} {call.path}: no whole answer in {self.timeout} s") from exc
             except httpx.TransportError as exc:
                 wait = self.retry.wait_after_broken_connection(attempt=attempt, repeatable=call.repeatable)
                 if wait is None:
@@ -72,6 +73,12 @@ class AsyncPrismClient:
                 await response.aclose()
             await asyncio.sleep(wait)
             attempt += 1
+
+    async def _attempt(self, call: Call) -> httpx.Response:
+        """One sending of the call, its answer read to the end within `timeout` seconds: httpx bounds each step
+        (connecting, each read) by it, not the answer, which a server trickling its body would stretch at will."""
+        async with asyncio.timeout(self.timeout):
+            return await self._http.send(call.build(self._http))
 
     async def _json(self, call: Call) -> Any:
         return check(await self.request(call), call)

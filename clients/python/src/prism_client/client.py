@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 import time
 from typing import Any, cast
 
@@ -34,13 +37,14 @@ class PrismClient:
     `call`, and the webhooks' create, update, delete and test event) sends one (a random UUID4, the same on each
     retry) unless given `idempotency_key` (a key of the caller's, or None for none). Retries:
     `max_retries`, Retry-After honoured up to `max_retry_after` (longer: raised at once, with `retry_after`).
-    `timeout` bounds each attempt.
+    `timeout` bounds each attempt, its whole answer included.
     """
 
     def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float = 30.0, max_retries: int = 3,
                  backoff_base: float = 0.5, backoff_max: float = 30.0, max_retry_after: float = 120.0,
                  headers: dict[str, str] | None = None, transport: httpx.BaseTransport | None = None) -> None:
         self.retry = RetryPolicy(max_retries, backoff_base, backoff_max, max_retry_after)
+        self.timeout = timeout
         self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout, transport=transport,
                                   headers=default_headers(api_key, headers), follow_redirects=False)
 
@@ -58,9 +62,9 @@ class PrismClient:
         attempt = 0
         while True:
             try:
-                response = self._http.send(call.build(self._http))
+                response = self._attempt(call)
             except httpx.TimeoutException as exc:
-                raise PrismTimeoutError(f"{call.method} {call.path}: no answer in time ({exc})") from exc
+                raise PrismTimeoutError(f"{call.method} {call.path}: no whole answer in {self.timeout} s") from exc
             except httpx.TransportError as exc:
                 wait = self.retry.wait_after_broken_connection(attempt=attempt, repeatable=call.repeatable)
                 if wait is None:
@@ -72,6 +76,27 @@ class PrismClient:
                 response.close()
             time.sleep(wait)
             attempt += 1
+
+    def _attempt(self, call: Call) -> httpx.Response:
+        """One sending of the call, its answer read to the end within `timeout` seconds. httpx bounds each step
+        (connecting, each read) by it, not the answer: a server trickling its body would hold the call as long
+        as it liked. So the body is read while a timer stands ready to cut the connection at the deadline."""
+        deadline = time.monotonic() + self.timeout
+        response = self._http.send(call.build(self._http), stream=True)
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), _cut_off, (response,))
+        timer.daemon = True
+        timer.start()
+        try:
+            response.read()
+        except httpx.TransportError as exc:
+            response.close()
+            if time.monotonic() >= deadline:
+                raise httpx.ReadTimeout(f"the answer took longer than {self.timeout} s",
+                                        request=response.request) from exc
+            raise
+        finally:
+            timer.cancel()
+        return response
 
     def _json(self, call: Call) -> Any:
         return check(self.request(call), call)
@@ -150,3 +175,13 @@ class PrismClient:
 
     def send_test_event(self, webhook_id: str, *, idempotency_key: IdempotencyKey = GENERATED_KEY) -> Delivery:
         return cast(Delivery, self._json(ops.test_webhook(webhook_id, idempotency_key)))
+
+
+def _cut_off(response: httpx.Response) -> None:
+    """Shut down the connection an answer is still being read from, so that the blocked read ends now. Once the
+    answer is read the connection is back in the pool, perhaps serving another call: it is left alone."""
+    stream = response.extensions.get("network_stream")  # absent with a transport of the caller's
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if isinstance(sock, socket.socket) and not response.is_closed:
+        with contextlib.suppress(OSError):  # already closed by the other side
+            sock.shutdown(socket.SHUT_RDWR)
