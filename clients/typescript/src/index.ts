@@ -7,6 +7,7 @@
  * A 429 is retried, and a 502, 503, 504 or broken connection only when sending the call again cannot run it
  * twice: a read, or a call carrying an idempotency key (see `send`). Up to `maxRetries` retries, waiting
  * Retry-After when Prism sends it, else exponential backoff with full jitter. `timeoutMs` bounds each attempt.
+ * Every method that calls Prism is async: whatever fails, a bad argument included, rejects its promise.
  */
 import { randomUUID } from "node:crypto";
 
@@ -242,21 +243,21 @@ export class PrismClient {
 
   // --- sandbox ---------------------------------------------------------------------------------------
 
-  ping(): Promise<Ping> { return this.json({ method: "GET", path: "/api/v1/dev/ping/" }); }
+  async ping(): Promise<Ping> { return this.json({ method: "GET", path: "/api/v1/dev/ping/" }); }
 
-  me(): Promise<Identity> { return this.json({ method: "GET", path: "/api/v1/dev/me/" }); }
+  async me(): Promise<Identity> { return this.json({ method: "GET", path: "/api/v1/dev/me/" }); }
 
-  tools(filter: { category?: string; search?: string } = {}): Promise<ToolCatalog> {
+  async tools(filter: { category?: string; search?: string } = {}): Promise<ToolCatalog> {
     return this.json({ method: "GET", path: "/api/v1/dev/tools/", query: filter });
   }
 
   /** GET, not POST with the same parameters: a read, so a gateway's 502/504 can be retried. */
-  introspect<T = Record<string, unknown>>(params: IntrospectParams = {}): Promise<T> {
+  async introspect<T = Record<string, unknown>>(params: IntrospectParams = {}): Promise<T> {
     return this.json({ method: "GET", path: "/api/v1/dev/introspect/", query: { ...params } });
   }
 
   /** POST /api/v1/dev/call/: the bare tool result. */
-  call<T = unknown>(name: string, args: Record<string, unknown> = {}, options: IdempotencyOptions = {}):
+  async call<T = unknown>(name: string, args: Record<string, unknown> = {}, options: IdempotencyOptions = {}):
       Promise<T> {
     return this.json(this.keyed({ method: "POST", path: "/api/v1/dev/call/", body: { name, arguments: args } },
                                 options));
@@ -265,7 +266,7 @@ export class PrismClient {
   // --- canonical dispatch ----------------------------------------------------------------------------
 
   /** POST /prism/{megaTool}/{app}/{entity}/{operation}: the envelope's `data`. */
-  dispatch<T = unknown>(megaTool: string, app: string, entity: string, operation: string,
+  async dispatch<T = unknown>(megaTool: string, app: string, entity: string, operation: string,
                         args: Record<string, unknown> = {}, options: { missionId?: string } & IdempotencyOptions = {}):
       Promise<T> {
     return this.envelope(this.keyed({
@@ -275,7 +276,7 @@ export class PrismClient {
   }
 
   /** POST /api/mcp/tools/<toolName>/ with the envelope {app, entity, operation, arguments}. */
-  callTool<T = unknown>(toolName: string, envelope: {
+  async callTool<T = unknown>(toolName: string, envelope: {
     app: string; entity: string; operation: string; arguments?: Record<string, unknown>;
   }, options: IdempotencyOptions = {}): Promise<T> {
     return this.envelope(this.keyed({ method: "POST", path: `/api/mcp/tools/${seg(toolName)}/`,
@@ -294,19 +295,21 @@ export class PrismClient {
 
   // --- webhooks --------------------------------------------------------------------------------------
 
-  createWebhook(webhook: { name: string; url: string } & WebhookFields, options: IdempotencyOptions = {}):
+  async createWebhook(webhook: { name: string; url: string } & WebhookFields, options: IdempotencyOptions = {}):
       Promise<Webhook> {
     return this.json(this.keyed({ method: "POST", path: WEBHOOKS, body: webhook }, options));
   }
 
-  listWebhooks(query: { page?: number; page_size?: number; is_active?: boolean; name?: string } = {}):
+  async listWebhooks(query: { page?: number; page_size?: number; is_active?: boolean; name?: string } = {}):
       Promise<ListOf<Webhook>> {
     return this.json({ method: "GET", path: WEBHOOKS, query });
   }
 
-  getWebhook(id: string): Promise<Webhook> { return this.json({ method: "GET", path: `${WEBHOOKS}${seg(id)}/` }); }
+  async getWebhook(id: string): Promise<Webhook> {
+    return this.json({ method: "GET", path: `${WEBHOOKS}${seg(id)}/` });
+  }
 
-  updateWebhook(id: string, changes: WebhookUpdate, options: IdempotencyOptions = {}): Promise<Webhook> {
+  async updateWebhook(id: string, changes: WebhookUpdate, options: IdempotencyOptions = {}): Promise<Webhook> {
     return this.json(this.keyed({ method: "PATCH", path: `${WEBHOOKS}${seg(id)}/`, body: changes }, options));
   }
 
@@ -314,16 +317,16 @@ export class PrismClient {
     await this.json(this.keyed({ method: "DELETE", path: `${WEBHOOKS}${seg(id)}/` }, options));
   }
 
-  listDeliveries(id: string, query: { page?: number; page_size?: number; status?: string; event_type?: string } = {}):
+  async listDeliveries(id: string, query: { page?: number; page_size?: number; status?: string; event_type?: string } = {}):
       Promise<ListOf<Delivery>> {
     return this.json({ method: "GET", path: `${WEBHOOKS}${seg(id)}/deliveries/`, query });
   }
 
-  getDelivery(id: string, deliveryId: string): Promise<Delivery> {
+  async getDelivery(id: string, deliveryId: string): Promise<Delivery> {
     return this.json({ method: "GET", path: `${WEBHOOKS}${seg(id)}/deliveries/${seg(deliveryId)}/` });
   }
 
-  sendTestEvent(id: string, options: IdempotencyOptions = {}): Promise<Delivery> {
+  async sendTestEvent(id: string, options: IdempotencyOptions = {}): Promise<Delivery> {
     return this.json(this.keyed({ method: "POST", path: `${WEBHOOKS}${seg(id)}/test/` }, options));
   }
 }

@@ -184,12 +184,35 @@ describe("retries and timeouts", () => {
     await scripted([{ status: 200, body: { success: true, data: {} } }], async (baseUrl, seen) => {
       const client = new PrismClient({ baseUrl, backoffBaseMs: 0 });
       for (const key of ["", "clé", "ключ", "tab\tin-key", "k".repeat(256)]) {
-        await assert.rejects(async () => client.dispatch("a", "b", "c", "d", {}, { idempotencyKey: key }),
+        await assert.rejects(client.dispatch("a", "b", "c", "d", {}, { idempotencyKey: key }),
           (e: unknown) => e instanceof TypeError && /printable ASCII/.test(e.message));
       }
       assert.equal(seen.length, 0);
       await client.dispatch("a", "b", "c", "d", {}, { idempotencyKey: `order 42/${"k".repeat(246)}` });
       assert.equal(seen.length, 1);
+    });
+  });
+
+  it("reports a bad argument as a rejected promise, never as a synchronous throw", async () => {
+    await scripted([{ status: 200, body: {} }], async (baseUrl, seen) => {
+      const client = new PrismClient({ baseUrl });
+      const key = { idempotencyKey: "clé" };
+      const started: Array<() => Promise<unknown>> = [
+        () => client.call("prism_whoami", {}, key),
+        () => client.dispatch("entity_crud", "itsm", "ticket", "create", {}, key),
+        () => client.callTool("prism_entity_crud", { app: "itsm", entity: "ticket", operation: "create" }, key),
+        () => client.createWebhook({ name: "n", url: "https://127.0.0.1:9/" }, key),
+        () => client.updateWebhook("whk_1", { is_active: false }, key),
+        () => client.deleteWebhook("whk_1", key),
+        () => client.sendTestEvent("whk_1", key),
+        () => client.getWebhook("\ud800"),  // a lone surrogate: encodeURIComponent throws URIError
+      ];
+      for (const start of started) {
+        let pending: Promise<unknown> | undefined;
+        assert.doesNotThrow(() => { pending = start(); }, `${start} threw instead of rejecting`);
+        await assert.rejects(pending as Promise<unknown>, (e: unknown) => e instanceof TypeError || e instanceof URIError);
+      }
+      assert.equal(seen.length, 0);
     });
   });
 
