@@ -10,6 +10,7 @@ import hmac
 import json
 import time
 
+import httpx
 import pytest
 import stripe
 from loopback import Reply, scripted
@@ -103,6 +104,20 @@ def test_a_redirect_from_in_front_of_prism_is_an_error_not_the_answer(status: in
     assert "https://prism.example/api/v1/dev/me/" in read.value.message
     assert sent.value.code == "unexpected_redirect"
     assert len(server.seen) == 2, "a redirect is neither followed nor retried"
+
+
+@pytest.mark.parametrize("base_url", ["localhost:8000", "ftp://127.0.0.1"])
+def test_a_base_url_that_is_not_http_is_raised_at_once_not_retried_as_a_broken_connection(base_url: str) -> None:
+    with PrismClient(base_url, backoff_base=5) as prism, pytest.raises(httpx.UnsupportedProtocol):
+        prism.ping()
+
+
+async def test_a_header_value_http_cannot_carry_is_raised_at_once_not_retried() -> None:
+    with scripted(Reply(200, PONG)) as server:
+        async with AsyncPrismClient(server.base_url, headers={"X-Note": "a\nb"}, backoff_base=5) as prism:
+            with pytest.raises(httpx.LocalProtocolError):
+                await prism.ping()
+    assert server.seen == []
 
 
 def test_other_errors_are_not_retried() -> None:

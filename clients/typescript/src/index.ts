@@ -94,6 +94,13 @@ function errorOf(answer: Answer, okStatuses: readonly number[] = []): PrismApiEr
   return null;
 }
 
+/** What broke, from fetch's rejection: undici's message is "fetch failed", its cause says why (ECONNREFUSED...). */
+function networkFailure(error: unknown): string {
+  const cause = (error as { cause?: { message?: string; code?: string } }).cause;
+  const why = cause?.message || cause?.code;
+  return why ? `${(error as Error).message}: ${why}` : String((error as Error).message ?? error);
+}
+
 /** Retry-After in seconds: delta-seconds or an HTTP date. */
 export function retryAfterSeconds(value: string | null): number | null {
   if (!value) return null;
@@ -136,13 +143,21 @@ export class PrismClient {
 
   private url(request: Request): string {
     const url = new URL(this.baseUrl + request.path);
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      throw new TypeError(`baseUrl must be an http:// or https:// URL, not ${JSON.stringify(this.baseUrl)}`);
+    }
     for (const [name, value] of Object.entries(request.query ?? {})) {
       if (value !== undefined && value !== null) url.searchParams.set(name, String(value));
     }
     return url.toString();
   }
 
-  private async attempt(request: Request): Promise<Answer> {
+  /**
+   * The request as fetch sends it, built before anything is sent: a base URL that is not http(s), a header value
+   * fetch cannot send or a body JSON cannot hold is the caller's mistake, thrown as it is (a TypeError) and never
+   * retried. Fetch rejects a well-formed request only when the network fails.
+   */
+  private outgoing(request: Request, signal: AbortSignal): globalThis.Request {
     const headers: Record<string, string> = {
       Accept: "application/json", "User-Agent": `prism-client-typescript/${VERSION}`,
       ...(this.options.apiKey ? { Authorization: `Bearer ${this.options.apiKey}` } : {}),
@@ -150,13 +165,18 @@ export class PrismClient {
       ...this.options.headers, ...request.headers,
       ...(request.idempotencyKey !== undefined ? { "Idempotency-Key": request.idempotencyKey } : {}),
     };
+    return new globalThis.Request(this.url(request), {
+      method: request.method, headers, redirect: "manual", signal,
+      body: request.body !== undefined ? JSON.stringify(request.body) : undefined,
+    });
+  }
+
+  private async attempt(request: Request): Promise<Answer> {
     const controller = new AbortController();
+    const outgoing = this.outgoing(request, controller.signal);
     const timer = setTimeout(() => controller.abort(), this.timeoutMs);
     try {
-      const response = await this.fetchImpl(this.url(request), {
-        method: request.method, headers, redirect: "manual", signal: controller.signal,
-        body: request.body !== undefined ? JSON.stringify(request.body) : undefined,
-      });
+      const response = await this.fetchImpl(outgoing);
       const text = await response.text();
       let body: unknown = text || null;
       if (text && (response.headers.get("content-type") ?? "").includes("json")) {
@@ -167,7 +187,7 @@ export class PrismClient {
       if (controller.signal.aborted) {
         throw new PrismTimeoutError(`${request.method} ${request.path}: no answer within ${this.timeoutMs} ms`);
       }
-      throw new PrismConnectionError(`${request.method} ${request.path}: ${(error as Error).message}`);
+      throw new PrismConnectionError(`${request.method} ${request.path}: ${networkFailure(error)}`);
     } finally {
       clearTimeout(timer);
     }

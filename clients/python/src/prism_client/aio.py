@@ -62,6 +62,10 @@ class AsyncPrismClient:
                 response = await self._attempt(call)
             except (httpx.TimeoutException, TimeoutError) as exc:
                 raise PrismTimeoutError(f"{call.method} {call.path}: no whole answer in {self.timeout} s") from exc
+            except (httpx.UnsupportedProtocol, httpx.LocalProtocolError):
+                # The request cannot be sent as built (a base URL that is not http(s), a header value HTTP cannot
+                # carry): the caller's mistake, raised as it is, not a broken connection to retry.
+                raise
             except httpx.TransportError as exc:
                 wait = self.retry.wait_after_broken_connection(attempt=attempt, repeatable=call.repeatable)
                 if wait is None:

@@ -11,7 +11,7 @@ import type { AddressInfo } from "node:net";
 import { describe, it } from "node:test";
 
 import {
-  constructEvent, PrismApiError, PrismClient, PrismTimeoutError, sign, verifySignature, WebhookSignatureError,
+  constructEvent, PrismApiError, PrismClient, PrismConnectionError, PrismTimeoutError, sign, verifySignature, WebhookSignatureError,
   type Page,
 } from "../index.js";
 
@@ -124,6 +124,14 @@ async function scripted(replies: Reply[], run: (baseUrl: string, seen: number[])
   }
 }
 
+async function releasedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
 const PONG = { service: "prism", version: "v1", status: "ok" };
 const LIMITED = { error: "rate_limited", message: "rate limit reached; retry in 1 s" };
 
@@ -214,6 +222,26 @@ describe("retries and timeouts", () => {
       }
       assert.equal(seen.length, 0);
     });
+  });
+
+  it("throws the caller's mistakes at once, as they are, and retries only what the network broke", async () => {
+    let sent = 0;
+    const counting: typeof fetch = async (input, init) => { sent += 1; return fetch(input, init); };
+    const options = { fetch: counting, backoffBaseMs: 1, maxRetries: 2 };
+    const mistake = (pattern: RegExp) => (e: unknown): boolean => e instanceof TypeError && pattern.test(e.message)
+      && !(e instanceof PrismConnectionError);
+    await assert.rejects(new PrismClient({ baseUrl: "not a url", ...options }).ping(), mistake(/Invalid URL/));
+    await assert.rejects(new PrismClient({ baseUrl: "ftp://127.0.0.1", ...options }).ping(), mistake(/http/));
+    await scripted([{ status: 200, body: PONG }], async (baseUrl, seen) => {
+      await assert.rejects(new PrismClient({ baseUrl, headers: { "X-Note": "a\nb" }, ...options }).ping(),
+        mistake(/header value/));
+      assert.equal(seen.length, 0);
+    });
+    assert.equal(sent, 0, "a request that cannot be built is neither sent nor retried");
+    // Nothing listens on a port just released: the network refuses, and that is retried.
+    await assert.rejects(new PrismClient({ baseUrl: `http://127.0.0.1:${await releasedPort()}`, ...options }).ping(),
+      (e: unknown) => e instanceof PrismConnectionError && /ECONNREFUSED/.test(e.message));
+    assert.equal(sent, 3);
   });
 
   it("gives up after timeoutMs", async () => {
