@@ -9,6 +9,7 @@ from prism_client import (
     BadRequestError,
     NotFoundError,
     OversightRequiredError,
+    PayloadTooLargeError,
     PermissionDeniedError,
     PrismClient,
 )
@@ -128,3 +129,12 @@ async def test_a_lone_surrogate_is_sent_escaped_and_refused_by_prism_as_json_it_
     async with AsyncPrismClient(live_prism.base_url, ws.keys["owner"], timeout=10) as aprism:
         with pytest.raises(BadRequestError, match="invalid_json"):
             await aprism.create_webhook("half \ud800", "https://127.0.0.1:9/hook")
+
+
+async def test_a_body_over_prisms_ceiling_raises_payload_too_large(live_prism: LiveServer, factory: Factory) -> None:
+    ws = await factory.workspace()
+    with PrismClient(live_prism.base_url, ws.keys["owner"], timeout=10) as prism:
+        with pytest.raises(PayloadTooLargeError) as refused:
+            prism.dispatch("entity_crud", "spare_parts", "spare_part", "create",
+                           {"sku": "PY-BIG", "name": "x" * (1 << 20)})
+    assert refused.value.status == 413 and refused.value.code == "payload_too_large"

@@ -8,6 +8,7 @@ from prism_client.errors import (
     ConflictError,
     NotFoundError,
     OversightRequiredError,
+    PayloadTooLargeError,
     PermissionDeniedError,
     PrismAPIError,
     PrismConnectionError,
@@ -23,7 +24,7 @@ from prism_client.webhooks import construct_event, sign, verify_signature
 __version__ = "0.4.0"
 __all__ = [
     "GENERATED_KEY", "AsyncPrismClient", "AuthenticationError", "BadRequestError", "ConflictError",
-    "IdempotencyKey", "NotFoundError", "OversightRequiredError", "PermissionDeniedError", "PrismAPIError",
-    "PrismClient", "PrismConnectionError", "PrismError", "PrismTimeoutError", "RateLimitError", "RetryPolicy",
-    "ServerError", "WebhookSignatureError", "construct_event", "sign", "verify_signature",
+    "IdempotencyKey", "NotFoundError", "OversightRequiredError", "PayloadTooLargeError", "PermissionDeniedError",
+    "PrismAPIError", "PrismClient", "PrismConnectionError", "PrismError", "PrismTimeoutError", "RateLimitError",
+    "RetryPolicy", "ServerError", "WebhookSignatureError", "construct_event", "sign", "verify_signature",
 ]

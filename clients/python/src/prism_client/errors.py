@@ -51,6 +51,11 @@ class ConflictError(PrismAPIError):
     """409: conflict or invalid state transition."""
 
 
+class PayloadTooLargeError(PrismAPIError):
+    """413 `payload_too_large`: the body is over Prism's ceiling (1 MiB); send less (split a batch, upload a
+    document in parts)."""
+
+
 class RateLimitError(PrismAPIError):
     """429 after every retry was spent, or at once when Prism asks for a longer wait than `max_retry_after`;
     `retry_after` says how long Prism asked to wait."""
@@ -77,12 +82,16 @@ class WebhookSignatureError(PrismError):
 
 _BY_STATUS: dict[int, type[PrismAPIError]] = {
     202: OversightRequiredError, 400: BadRequestError, 401: AuthenticationError, 403: PermissionDeniedError,
-    404: NotFoundError, 409: ConflictError, 429: RateLimitError,
+    404: NotFoundError, 409: ConflictError, 413: PayloadTooLargeError, 429: RateLimitError,
 }
 
 
 def error_for(status: int, body: Any, retry_after: float | None) -> PrismAPIError:
-    """The exception for an error answer, whatever its shape (envelope, sandbox, OAuth or not JSON)."""
+    """The exception for an error answer, whatever its shape (envelope, sandbox, OAuth or not JSON).
+
+    A class per status a caller can act on. Any other status is a PrismAPIError with Prism's code: a 405
+    (`method_not_allowed`) means the base URL reaches something other than this Prism's API, since the client
+    only sends the methods Prism routes; every 5xx (501 `federation_not_installed` included) is a ServerError."""
     payload = body if isinstance(body, dict) else {}
     code = payload.get("error")
     code = code if isinstance(code, str) else f"http_{status}"

@@ -61,6 +61,9 @@ describe("against a running Prism", () => {
         && e.toolName === "prism_entity_crud");
     await assert.rejects(viewer.call("prism_nothing_here"),
       (e: unknown) => e instanceof PrismApiError && e.status === 404 && e.code === "tool_not_found");
+    await assert.rejects(prism().dispatch("entity_crud", "spare_parts", "spare_part", "create",
+      { sku: "TS-BIG", name: "x".repeat(1 << 20) }),
+      (e: unknown) => e instanceof PrismApiError && e.status === 413 && e.code === "payload_too_large");
     const stranger = new PrismClient({ baseUrl: env("PRISM_URL"), apiKey: "ck_not_a_real_key_at_all" });
     await assert.rejects(stranger.me(),
       (e: unknown) => e instanceof PrismApiError && e.status === 401 && e.code === "invalid_token");
