@@ -13,6 +13,7 @@ from prism_client import (
     PermissionDeniedError,
     PrismClient,
 )
+from prism_client.types import Delivery, DeliveryList, ToolCatalog, Webhook, WebhookList
 from tests.factories import Factory
 from tests.live_prism import LiveServer
 
@@ -138,3 +139,27 @@ async def test_a_body_over_prisms_ceiling_raises_payload_too_large(live_prism: L
             prism.dispatch("entity_crud", "spare_parts", "spare_part", "create",
                            {"sku": "PY-BIG", "name": "x" * (1 << 20)})
     assert refused.value.status == 413 and refused.value.code == "payload_too_large"
+
+
+async def test_resend_makes_a_new_delivery_and_the_types_name_every_field_prism_answers(
+        live_prism: LiveServer, factory: Factory) -> None:
+    ws = await factory.workspace()
+    async with AsyncPrismClient(live_prism.base_url, ws.keys["owner"], timeout=10) as prism:
+        hook = await prism.create_webhook("Resend hook", "https://127.0.0.1:9/hook")
+        sent = await prism.send_test_event(hook["id"])
+        again = await prism.resend_delivery(hook["id"], sent["id"])
+        assert again["id"] != sent["id"] and again["event_id"] == sent["event_id"]
+        assert again["webhook_id"] == sent["webhook_id"] == hook["id"] and again["is_test"] is True
+        webhook = await prism.get_webhook(hook["id"])
+        hooks = await prism.list_webhooks(name="Resend hook")
+        deliveries = await prism.list_deliveries(hook["id"], page_size=1)
+    with PrismClient(live_prism.base_url, ws.keys["owner"], timeout=10) as sync_prism:
+        assert sync_prism.resend_delivery(hook["id"], sent["id"])["event_id"] == sent["event_id"]
+        catalog = sync_prism.tools()
+    assert set(webhook) == Webhook.__required_keys__ and webhook["deactivated_reason"] is None
+    assert set(hook) == Webhook.__required_keys__ | {"secret"}
+    assert set(again) == Delivery.__required_keys__
+    assert set(hooks) == WebhookList.__required_keys__ and hooks["items"] == hooks["results"]
+    assert set(deliveries) == DeliveryList.__required_keys__
+    assert (deliveries["page"], deliveries["page_size"], deliveries["total"]) == (1, 1, 2)
+    assert set(catalog) == ToolCatalog.__required_keys__ and catalog["total"] == catalog["count"]

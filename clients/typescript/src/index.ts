@@ -50,8 +50,8 @@ export interface PrismClientOptions {
 }
 
 /**
- * Per call that changes something (`dispatch`, `callTool`, `call`, and the webhooks' create, update, delete and
- * test event). `idempotencyKey`: the key sent on every attempt of the call, so that Prism runs it once however
+ * Per call that changes something (`dispatch`, `callTool`, `call`, and the webhooks' create, update, delete,
+ * test event and resend). `idempotencyKey`: the key sent on every attempt of the call, so that Prism runs it once however
  * often it is sent; by default a random UUID4 per call, `false` for none (then a 502/503/504 or a broken
  * connection is thrown at once, since Prism may have run the call).
  */
@@ -348,5 +348,11 @@ export class PrismClient {
 
   async sendTestEvent(id: string, options: IdempotencyOptions = {}): Promise<Delivery> {
     return this.json(this.keyed({ method: "POST", path: `${WEBHOOKS}${seg(id)}/test/` }, options));
+  }
+
+  /** A new delivery of the delivery's event (same bytes, fresh signature and id); the original stays. */
+  async resendDelivery(id: string, deliveryId: string, options: IdempotencyOptions = {}): Promise<Delivery> {
+    return this.json(this.keyed({
+      method: "POST", path: `${WEBHOOKS}${seg(id)}/deliveries/${seg(deliveryId)}/resend/` }, options));
   }
 }

@@ -17,10 +17,11 @@ export interface ToolDescriptor {
   parameters: Record<string, unknown>;
 }
 
-export interface ToolCatalog { tools: ToolDescriptor[]; count: number }
-
-/** The data of a list operation. */
+/** The data of a list operation: Prism's list envelope. */
 export interface Page<T = Record<string, unknown>> { items: T[]; page: number; page_size: number; total: number }
+
+/** One page of the catalog: SPEC's `tools` and `count`, beside the same page and total as the list envelope. */
+export interface ToolCatalog extends Page<ToolDescriptor> { tools: ToolDescriptor[]; count: number }
 
 /** The canonical response envelope. */
 export type PrismResponse<T = unknown> =
@@ -67,7 +68,10 @@ export interface Webhook extends WebhookFields {
   url: string;
   events: string[];
   is_active: boolean;
+  /** Why Prism switched the webhook off (a 410 Gone, consecutive failures), else null. */
+  deactivated_reason: string | null;
   created_at: string;
+  updated_at: string;
   /** Returned at creation only. */
   secret?: string;
 }
@@ -76,6 +80,7 @@ export type DeliveryStatus = "pending" | "retrying" | "success" | "failed";
 
 export interface Delivery {
   id: string;
+  webhook_id: string;
   event_type: string;
   event_id: string;
   status: DeliveryStatus;
@@ -89,7 +94,8 @@ export interface Delivery {
   is_test: boolean;
 }
 
-export interface ListOf<T> { count: number; results: T[] }
+/** One page of a webhook list: SPEC's `count` and `results`, beside the same total and items as the envelope. */
+export interface ListOf<T> extends Page<T> { count: number; results: T[] }
 
 /** A fetched descriptor; `document` is null while it is unchanged (304 on If-None-Match). */
 export interface Descriptor { etag: string | null; document: Record<string, unknown> | null }

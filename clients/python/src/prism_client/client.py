@@ -34,8 +34,8 @@ class PrismClient:
 
     A 429 is retried, and a 502, 503, 504 or broken connection when sending the call again cannot run it twice:
     a read, or a call carrying an idempotency key. Every call that changes something (`dispatch`, `call_tool`,
-    `call`, and the webhooks' create, update, delete and test event) sends one (a random UUID4, the same on each
-    retry) unless given `idempotency_key` (a key of the caller's, or None for none). Retries:
+    `call`, and the webhooks' create, update, delete, test event and resend) sends one (a random UUID4, the same
+    on each retry) unless given `idempotency_key` (a key of the caller's, or None for none). Retries:
     `max_retries`, Retry-After honoured up to `max_retry_after` (longer: raised at once, with `retry_after`).
     `timeout` bounds each attempt, its whole answer included.
     """
@@ -179,6 +179,11 @@ class PrismClient:
 
     def send_test_event(self, webhook_id: str, *, idempotency_key: IdempotencyKey = GENERATED_KEY) -> Delivery:
         return cast(Delivery, self._json(ops.test_webhook(webhook_id, idempotency_key)))
+
+    def resend_delivery(self, webhook_id: str, delivery_id: str, *,
+                        idempotency_key: IdempotencyKey = GENERATED_KEY) -> Delivery:
+        """A new delivery of the delivery's event (same bytes, fresh signature and id); the original stays."""
+        return cast(Delivery, self._json(ops.resend_delivery(webhook_id, delivery_id, idempotency_key)))
 
 
 def _cut_off(response: httpx.Response) -> None:

@@ -1,9 +1,10 @@
 """Each Prism endpoint as a request description; both clients send these and read the answers alike.
 
 The calls that change something (canonical dispatch, the tool door, the sandbox call and webhook management's
-POST, PATCH and DELETE) are built by `_keyed`, which gives each its idempotency key: Prism keeps their answers
-by key, so a retry of one cannot run it twice. A DELETE is repeatable without one, but its repeat would answer
-404 for the webhook the first attempt deleted; with the key it gets the first attempt's 204.
+POST, PATCH and DELETE, a delivery's resend included) are built by `_keyed`, which gives each its idempotency
+key: Prism keeps their answers by key, so a retry of one cannot run it twice. A DELETE is repeatable without
+one, but its repeat would answer 404 for the webhook the first attempt deleted; with the key it gets the first
+attempt's 204.
 """
 
 from __future__ import annotations
@@ -91,6 +92,10 @@ def get_delivery(webhook_id: str, delivery_id: str) -> Call:
 
 def test_webhook(webhook_id: str, key: IdempotencyKey) -> Call:
     return _keyed("POST", webhook_path(webhook_id, "test"), key)
+
+
+def resend_delivery(webhook_id: str, delivery_id: str, key: IdempotencyKey) -> Call:
+    return _keyed("POST", webhook_path(webhook_id, "deliveries", delivery_id, "resend"), key)
 
 
 def _keyed(method: str, path: str, key: IdempotencyKey, *, json: Any = None,

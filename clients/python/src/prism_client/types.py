@@ -1,6 +1,8 @@
-"""Typed shapes of Prism's answers (SPEC.md "Resources"), as TypedDicts: plain dicts at run time."""
+"""Typed shapes of Prism's answers (SPEC.md "Resources"), as TypedDicts: plain dicts at run time.
 
-from __future__ import annotations
+The annotations are evaluated (no `from __future__ import annotations`), so that `__required_keys__` and
+`__optional_keys__` tell a NotRequired field apart at run time too.
+"""
 
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -46,8 +48,14 @@ class ToolDescriptor(TypedDict):
 
 
 class ToolCatalog(TypedDict):
+    """One page of the catalog: SPEC's `tools` and `count`, and the same page and total as Prism's list envelope."""
+
     tools: list[ToolDescriptor]
     count: int
+    items: list[ToolDescriptor]
+    page: int
+    page_size: int
+    total: int
 
 
 class Page(TypedDict):
@@ -62,17 +70,19 @@ class Page(TypedDict):
 class Webhook(TypedDict):
     id: str
     name: str
+    description: str | None
     url: str
     events: list[str]
+    filters: dict[str, Any]
+    custom_headers: dict[str, str]  # names with their values masked: they often hold credentials
+    max_retries: int
+    retry_delay_seconds: int
+    timeout_seconds: int
     is_active: bool
+    deactivated_reason: str | None  # why Prism switched it off (a 410 Gone, consecutive failures), else None
     created_at: str
-    description: NotRequired[str | None]
-    filters: NotRequired[dict[str, Any] | None]
-    custom_headers: NotRequired[dict[str, str] | None]
-    max_retries: NotRequired[int]
-    retry_delay_seconds: NotRequired[int]
-    timeout_seconds: NotRequired[int]
-    secret: NotRequired[str]
+    updated_at: str
+    secret: NotRequired[str]  # answered by create (and a replay of it) only
 
 
 DeliveryStatus = Literal["pending", "retrying", "success", "failed"]
@@ -80,11 +90,12 @@ DeliveryStatus = Literal["pending", "retrying", "success", "failed"]
 
 class Delivery(TypedDict):
     id: str
+    webhook_id: str
     event_type: str
     event_id: str
     status: DeliveryStatus
     response_status_code: int | None
-    response_body: NotRequired[str | None]
+    response_body: str | None
     error_message: str | None
     attempt_count: int
     created_at: str
@@ -94,13 +105,25 @@ class Delivery(TypedDict):
 
 
 class WebhookList(TypedDict):
+    """One page: SPEC's `count` and `results`, and the same total and items as Prism's list envelope."""
+
     count: int
     results: list[Webhook]
+    items: list[Webhook]
+    page: int
+    page_size: int
+    total: int
 
 
 class DeliveryList(TypedDict):
+    """One page: SPEC's `count` and `results`, and the same total and items as Prism's list envelope."""
+
     count: int
     results: list[Delivery]
+    items: list[Delivery]
+    page: int
+    page_size: int
+    total: int
 
 
 class Descriptor(TypedDict):

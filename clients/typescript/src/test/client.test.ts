@@ -89,6 +89,25 @@ describe("against a running Prism", () => {
     assert.deepEqual(await client.descriptor(first.etag), { etag: first.etag, document: null });
   });
 
+  it("resends a delivery, and the answers carry the fields the types name", async () => {
+    const client = prism();
+    const hook = await client.createWebhook({ name: "TS resend", url: "https://127.0.0.1:9/hook" });
+    const sent = await client.sendTestEvent(hook.id);
+    const again = await client.resendDelivery(hook.id, sent.id);
+    assert.notEqual(again.id, sent.id);
+    assert.equal(again.event_id, sent.event_id);
+    assert.equal(again.webhook_id, hook.id);
+    const read = await client.getWebhook(hook.id);
+    assert.equal(read.deactivated_reason, null);
+    assert.ok(read.updated_at);
+    const page = await client.listDeliveries(hook.id, { page_size: 1 });
+    assert.deepEqual([page.page, page.page_size, page.total, page.count], [1, 1, 2, 2]);
+    assert.deepEqual(page.items, page.results);
+    const catalog = await client.tools();
+    assert.equal(catalog.total, catalog.count);
+    assert.deepEqual(catalog.items, catalog.tools);
+  });
+
   it("manages a webhook", async () => {
     const client = prism();
     const hook = await client.createWebhook({ name: "TS hook", url: "https://127.0.0.1:9/hook",
