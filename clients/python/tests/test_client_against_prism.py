@@ -163,3 +163,19 @@ async def test_resend_makes_a_new_delivery_and_the_types_name_every_field_prism_
     assert set(deliveries) == DeliveryList.__required_keys__
     assert (deliveries["page"], deliveries["page_size"], deliveries["total"]) == (1, 1, 2)
     assert set(catalog) == ToolCatalog.__required_keys__ and catalog["total"] == catalog["count"]
+
+
+async def test_the_iterators_follow_prisms_pages_to_the_end(live_prism: LiveServer, factory: Factory) -> None:
+    ws = await factory.workspace()
+    async with AsyncPrismClient(live_prism.base_url, ws.keys["owner"], timeout=10) as prism:
+        hooks = [(await prism.create_webhook(f"Paged {n}", "https://127.0.0.1:9/hook"))["id"] for n in range(5)]
+        sent = [(await prism.send_test_event(hooks[0]))["id"] for _ in range(3)]
+        listed_hooks = [hook["id"] async for hook in prism.iter_webhooks(name="Paged", page_size=2)]
+        listed_deliveries = [d["id"] async for d in prism.iter_deliveries(hooks[0], page_size=2)]
+    assert sorted(listed_hooks) == sorted(hooks) and sorted(listed_deliveries) == sorted(sent)
+    with PrismClient(live_prism.base_url, ws.keys["owner"], timeout=10) as sync_prism:
+        catalog = sync_prism.tools(page_size=100)
+        assert catalog["total"] > 3, "the catalog must span several pages of 3"
+        assert [tool["name"] for tool in sync_prism.iter_tools(page_size=3)] == [t["name"] for t in catalog["tools"]]
+        assert [hook["id"] for hook in sync_prism.iter_webhooks(name="Paged", page_size=4)] == listed_hooks
+        assert list(sync_prism.iter_deliveries(hooks[1])) == []

@@ -13,8 +13,8 @@ import { randomUUID } from "node:crypto";
 
 import { errorFor, PrismApiError, PrismConnectionError, PrismTimeoutError } from "./errors.js";
 import type {
-  Delivery, Descriptor, Identity, IntrospectParams, ListOf, Ping, PrismResponse, ToolCatalog, Webhook,
-  WebhookFields, WebhookUpdate,
+  Delivery, Descriptor, Identity, IntrospectParams, ListOf, Page, Ping, PrismResponse, ToolCatalog,
+  ToolDescriptor, Webhook, WebhookFields, WebhookUpdate,
 } from "./types.js";
 
 export * from "./errors.js";
@@ -30,6 +30,8 @@ const KEY_IN_PROGRESS = "idempotency_key_in_progress";
 /** Prism's rule for a key (docs/idempotency.md): 1 to 255 printable ASCII characters. */
 const USABLE_KEY = /^[\x20-\x7e]{1,255}$/;
 const WEBHOOKS = "/api/v1/risk-assessment/governance/webhooks/";
+/** The largest page Prism's lists answer: the fewest requests for an iteration. */
+const PAGE_SIZE_MAX = 100;
 
 export interface PrismClientOptions {
   baseUrl: string;
@@ -267,7 +269,8 @@ export class PrismClient {
 
   async me(): Promise<Identity> { return this.json({ method: "GET", path: "/api/v1/dev/me/" }); }
 
-  async tools(filter: { category?: string; search?: string } = {}): Promise<ToolCatalog> {
+  async tools(filter: { category?: string; search?: string; page?: number; page_size?: number } = {}):
+      Promise<ToolCatalog> {
     return this.json({ method: "GET", path: "/api/v1/dev/tools/", query: filter });
   }
 
@@ -348,6 +351,35 @@ export class PrismClient {
 
   async sendTestEvent(id: string, options: IdempotencyOptions = {}): Promise<Delivery> {
     return this.json(this.keyed({ method: "POST", path: `${WEBHOOKS}${seg(id)}/test/` }, options));
+  }
+
+  // --- every page of a list ---------------------------------------------------------------------------
+
+  /** Every tool of the catalog, page after page: `for await (const tool of prism.iterateTools())`. */
+  async *iterateTools(filter: { category?: string; search?: string; page_size?: number } = {}):
+      AsyncGenerator<ToolDescriptor> {
+    yield* this.every((page) => this.tools({ page_size: PAGE_SIZE_MAX, ...filter, page }));
+  }
+
+  /** Every webhook, newest first, page after page. */
+  async *iterateWebhooks(query: { page_size?: number; is_active?: boolean; name?: string } = {}):
+      AsyncGenerator<Webhook> {
+    yield* this.every((page) => this.listWebhooks({ page_size: PAGE_SIZE_MAX, ...query, page }));
+  }
+
+  /** Every delivery of a webhook, newest first, page after page. */
+  async *iterateDeliveries(id: string, query: { page_size?: number; status?: string; event_type?: string } = {}):
+      AsyncGenerator<Delivery> {
+    yield* this.every((page) => this.listDeliveries(id, { page_size: PAGE_SIZE_MAX, ...query, page }));
+  }
+
+  /** Prism's lists page by offset (`page`, `page_size`) and say how many items there are in all (`total`). */
+  private async *every<T>(listPage: (page: number) => Promise<Page<T>>): AsyncGenerator<T> {
+    for (let page = 1; ; page++) {
+      const listed = await listPage(page);
+      yield* listed.items;
+      if (listed.items.length === 0 || listed.page * listed.page_size >= listed.total) return;
+    }
   }
 
   /** A new delivery of the delivery's event (same bytes, fresh signature and id); the original stays. */

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
 import httpx
@@ -18,6 +19,7 @@ from prism_client.types import (
     Identity,
     Ping,
     ToolCatalog,
+    ToolDescriptor,
     Webhook,
     WebhookList,
 )
@@ -95,8 +97,9 @@ class AsyncPrismClient:
     async def me(self) -> Identity:
         return cast(Identity, await self._json(ops.me()))
 
-    async def tools(self, *, category: str | None = None, search: str | None = None) -> ToolCatalog:
-        return cast(ToolCatalog, await self._json(ops.tools(category, search)))
+    async def tools(self, *, category: str | None = None, search: str | None = None, page: int | None = None,
+                    page_size: int | None = None) -> ToolCatalog:
+        return cast(ToolCatalog, await self._json(ops.tools(category, search, page, page_size)))
 
     async def introspect(self, **params: Any) -> dict[str, Any]:
         return cast(dict[str, Any], await self._json(ops.introspect(params)))
@@ -167,3 +170,28 @@ class AsyncPrismClient:
                               idempotency_key: IdempotencyKey = GENERATED_KEY) -> Delivery:
         """A new delivery of the delivery's event (same bytes, fresh signature and id); the original stays."""
         return cast(Delivery, await self._json(ops.resend_delivery(webhook_id, delivery_id, idempotency_key)))
+
+    # --- every page of a list ------------------------------------------------------------------------
+
+    def iter_tools(self, *, category: str | None = None, search: str | None = None,
+                   page_size: int = ops.PAGE_SIZE_MAX) -> AsyncIterator[ToolDescriptor]:
+        """Every tool of the catalog, page after page (`async for`)."""
+        return self._every(lambda page: ops.tools(category, search, page, page_size))
+
+    def iter_webhooks(self, *, is_active: bool | None = None, name: str | None = None,
+                      page_size: int = ops.PAGE_SIZE_MAX) -> AsyncIterator[Webhook]:
+        """Every webhook, newest first, page after page (`async for`)."""
+        return self._every(lambda page: ops.list_webhooks(page, page_size, is_active, name))
+
+    def iter_deliveries(self, webhook_id: str, *, status: str | None = None, event_type: str | None = None,
+                        page_size: int = ops.PAGE_SIZE_MAX) -> AsyncIterator[Delivery]:
+        """Every delivery of a webhook, newest first, page after page (`async for`)."""
+        return self._every(lambda page: ops.list_deliveries(webhook_id, page, page_size, status, event_type))
+
+    async def _every(self, list_page: Callable[[int], Call]) -> AsyncIterator[Any]:
+        page: int | None = 1
+        while page is not None:
+            listed = await self._json(list_page(page))
+            for item in listed["items"]:
+                yield item
+            page = ops.next_page(listed)

@@ -6,6 +6,7 @@ import contextlib
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import httpx
@@ -21,6 +22,7 @@ from prism_client.types import (
     Identity,
     Ping,
     ToolCatalog,
+    ToolDescriptor,
     Webhook,
     WebhookList,
 )
@@ -113,8 +115,9 @@ class PrismClient:
     def me(self) -> Identity:
         return cast(Identity, self._json(ops.me()))
 
-    def tools(self, *, category: str | None = None, search: str | None = None) -> ToolCatalog:
-        return cast(ToolCatalog, self._json(ops.tools(category, search)))
+    def tools(self, *, category: str | None = None, search: str | None = None, page: int | None = None,
+              page_size: int | None = None) -> ToolCatalog:
+        return cast(ToolCatalog, self._json(ops.tools(category, search, page, page_size)))
 
     def introspect(self, **params: Any) -> dict[str, Any]:
         return cast(dict[str, Any], self._json(ops.introspect(params)))
@@ -184,6 +187,30 @@ class PrismClient:
                         idempotency_key: IdempotencyKey = GENERATED_KEY) -> Delivery:
         """A new delivery of the delivery's event (same bytes, fresh signature and id); the original stays."""
         return cast(Delivery, self._json(ops.resend_delivery(webhook_id, delivery_id, idempotency_key)))
+
+    # --- every page of a list ------------------------------------------------------------------------
+
+    def iter_tools(self, *, category: str | None = None, search: str | None = None,
+                   page_size: int = ops.PAGE_SIZE_MAX) -> Iterator[ToolDescriptor]:
+        """Every tool of the catalog, page after page."""
+        return self._every(lambda page: ops.tools(category, search, page, page_size))
+
+    def iter_webhooks(self, *, is_active: bool | None = None, name: str | None = None,
+                      page_size: int = ops.PAGE_SIZE_MAX) -> Iterator[Webhook]:
+        """Every webhook, newest first, page after page."""
+        return self._every(lambda page: ops.list_webhooks(page, page_size, is_active, name))
+
+    def iter_deliveries(self, webhook_id: str, *, status: str | None = None, event_type: str | None = None,
+                        page_size: int = ops.PAGE_SIZE_MAX) -> Iterator[Delivery]:
+        """Every delivery of a webhook, newest first, page after page."""
+        return self._every(lambda page: ops.list_deliveries(webhook_id, page, page_size, status, event_type))
+
+    def _every(self, list_page: Callable[[int], Call]) -> Iterator[Any]:
+        page: int | None = 1
+        while page is not None:
+            listed = self._json(list_page(page))
+            yield from listed["items"]
+            page = ops.next_page(listed)
 
 
 def _cut_off(response: httpx.Response) -> None:

@@ -15,6 +15,7 @@ from prism_client._core import Call, coordinate_path, tool_path, webhook_path
 from prism_client.retries import IdempotencyKey, idempotency_key_for
 
 DESCRIPTOR_PATH = "/.well-known/openapi.json"
+PAGE_SIZE_MAX = 100  # the largest page Prism's lists answer: the fewest requests for an iteration
 INTROSPECT_FIELDS = ("dimension", "mega_tool", "app", "entity", "operation", "query", "rerank", "from_node",
                      "to_node", "topic")
 
@@ -27,8 +28,9 @@ def me() -> Call:
     return Call("GET", "/api/v1/dev/me/")
 
 
-def tools(category: str | None, search: str | None) -> Call:
-    return Call("GET", "/api/v1/dev/tools/", params={"category": category, "search": search})
+def tools(category: str | None, search: str | None, page: int | None, page_size: int | None) -> Call:
+    return Call("GET", "/api/v1/dev/tools/", params={"category": category, "search": search, "page": page,
+                                                     "page_size": page_size})
 
 
 def introspect(params: dict[str, Any]) -> Call:
@@ -96,6 +98,14 @@ def test_webhook(webhook_id: str, key: IdempotencyKey) -> Call:
 
 def resend_delivery(webhook_id: str, delivery_id: str, key: IdempotencyKey) -> Call:
     return _keyed("POST", webhook_path(webhook_id, "deliveries", delivery_id, "resend"), key)
+
+
+def next_page(listed: dict[str, Any]) -> int | None:
+    """The number of the page after this one, or None when this one is the last: Prism's lists page by offset
+    (`page`, `page_size`) and say how many items there are in all (`total`)."""
+    if not listed["items"] or listed["page"] * listed["page_size"] >= listed["total"]:
+        return None
+    return int(listed["page"]) + 1
 
 
 def _keyed(method: str, path: str, key: IdempotencyKey, *, json: Any = None,

@@ -108,6 +108,31 @@ describe("against a running Prism", () => {
     assert.deepEqual(catalog.items, catalog.tools);
   });
 
+  it("iterates over every page of a list to its end", async () => {
+    const client = prism();
+    const collect = async <T>(items: AsyncIterable<T>): Promise<T[]> => {
+      const all: T[] = [];
+      for await (const item of items) all.push(item);
+      return all;
+    };
+    const hooks: string[] = [];
+    for (let n = 0; n < 5; n++) {
+      hooks.push((await client.createWebhook({ name: `TS paged ${n}`, url: "https://127.0.0.1:9/hook" })).id);
+    }
+    const [first = ""] = hooks;
+    const sent: string[] = [];
+    for (let n = 0; n < 3; n++) sent.push((await client.sendTestEvent(first)).id);
+    const listedHooks = (await collect(client.iterateWebhooks({ name: "TS paged", page_size: 2 }))).map((w) => w.id);
+    assert.deepEqual([...listedHooks].sort(), [...hooks].sort());
+    const deliveries = await collect(client.iterateDeliveries(first, { page_size: 2 }));
+    assert.deepEqual(deliveries.map((d) => d.id).sort(), [...sent].sort());
+    const catalog = await client.tools({ page_size: 100 });
+    assert.ok(catalog.total > 3, "the catalog spans several pages of 3");
+    assert.deepEqual((await collect(client.iterateTools({ page_size: 3 }))).map((t) => t.name),
+                     catalog.tools.map((t) => t.name));
+    assert.deepEqual(await collect(client.iterateDeliveries(hooks[1] ?? "")), []);
+  });
+
   it("manages a webhook", async () => {
     const client = prism();
     const hook = await client.createWebhook({ name: "TS hook", url: "https://127.0.0.1:9/hook",
