@@ -13,15 +13,23 @@ from pathlib import Path
 
 import httpx
 import pytest
+from argon2 import PasswordHasher
 
 from prism.app import create_app
 from prism.config import Settings
+from prism.identity import passwords
 from prism.migrate import upgrade
 from prism.ratelimit import TIERS
 from prism.registry import semantic
 from prism.storage import Database, normalize_url
 from tests.factories import Factory
 from tests.processes import TEST_SECRET_KEY_FILE, ServerPool, scratch_database
+
+# Argon2 at its default cost (64 MiB, three passes) takes 50-350 ms a hash on a shared 2-core machine, and every
+# workspace the factory builds hashes its users' passwords: it was most of the suite's time. The tests' own process
+# hashes with the same algorithm at a low cost; verifying reads the cost from each hash, so hashes made at full cost
+# by the CLI or a server process verify the same, and every password check still runs for real.
+passwords._hasher = PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
 
 UNTHROTTLED = {**{f"rate_limit_{tier}": 10**9 for tier in TIERS}, "lockout_failures": 10**9}
 
