@@ -46,40 +46,34 @@ class Interleaving:
             await step()
 
 
-class InterleavedRedisRelay(RedisRelay):
+class InterleavedRefresh:
+    """The refresh steps of a shared relay, each reaching its point of the `interleaving` first."""
+
+    interleaving: Interleaving
+
+    async def _extend(self, stream_ids: list[str]) -> list[str]:
+        await self.interleaving.reach("extend")
+        return await super()._extend(stream_ids)
+
+    async def _restore(self, lapsed: list[str]) -> None:
+        await self.interleaving.reach("restore")
+        await super()._restore(lapsed)
+
+    async def _record(self, owners: dict[str, StreamOwner]) -> None:
+        await self.interleaving.reach("record")
+        await super()._record(owners)
+
+
+class InterleavedRedisRelay(InterleavedRefresh, RedisRelay):
     def __init__(self, url: str) -> None:
         super().__init__(url, Collected())
         self.interleaving = Interleaving()
 
-    async def _extend(self, stream_ids: list[str]) -> list[str]:
-        await self.interleaving.reach("extend")
-        return await super()._extend(stream_ids)
 
-    async def _restore(self, lapsed: list[str]) -> None:
-        await self.interleaving.reach("restore")
-        await super()._restore(lapsed)
-
-    async def _record(self, owners: dict[str, StreamOwner]) -> None:
-        await self.interleaving.reach("record")
-        await super()._record(owners)
-
-
-class InterleavedPostgresRelay(PostgresRelay):
+class InterleavedPostgresRelay(InterleavedRefresh, PostgresRelay):
     def __init__(self, db: Database) -> None:
         super().__init__(db, Collected())
         self.interleaving = Interleaving()
-
-    async def _extend(self, stream_ids: list[str]) -> list[str]:
-        await self.interleaving.reach("extend")
-        return await super()._extend(stream_ids)
-
-    async def _restore(self, lapsed: list[str]) -> None:
-        await self.interleaving.reach("restore")
-        await super()._restore(lapsed)
-
-    async def _record(self, owners: dict[str, StreamOwner]) -> None:
-        await self.interleaving.reach("record")
-        await super()._record(owners)
 
 
 Interleaved = InterleavedRedisRelay | InterleavedPostgresRelay
