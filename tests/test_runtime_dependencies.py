@@ -16,7 +16,8 @@ pytestmark = pytest.mark.engine_independent
 SOURCE = Path(__file__).resolve().parent.parent / "src" / "prism"
 # Modules that import an optional extra's packages, and the extras that provide them.
 OPTIONAL = {"registry/semantic.py": ("semantic",), "ratelimit/redis_backend.py": ("redis",),
-            "mcp_server/relay_redis.py": ("redis",), "cli/preflight.py": ("redis", "otel"),
+            "mcp_server/relay_redis.py": ("redis",), "mcp_server/relay_redis_listener.py": ("redis",),
+            "cli/preflight.py": ("redis", "otel"),
             "observability/tracing.py": ("otel",), "integrations/mcp_upstream.py": ("federation",)}
 
 

@@ -59,8 +59,9 @@ class LegacyStream:
     outbox: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
     # The bytes of the messages taken and not yet written (the one being written included).
     pending_bytes: int = 0
-    # Ended because its client did not read it: closed to POSTs at once, while it is being closed.
-    abandoned: bool = False
+    # Ended by Prism (its client did not read it, or the relay lost its subscription): closed to POSTs at once,
+    # while it is being closed.
+    ended: bool = False
 
 
 class LegacyStreams:
@@ -71,7 +72,7 @@ class LegacyStreams:
         self.relay = relay_for(settings, db, self)
         self.max_per_credential = settings.mcp_sse_max_streams_per_credential
         self._refresher: asyncio.Task[None] | None = None
-        # The closing of streams abandoned by a synchronous caller (deliver), kept until done.
+        # The closing of streams ended by a synchronous caller (deliver, lost), kept until done.
         self._closing: set[asyncio.Task[None]] = set()
 
     def __len__(self) -> int:
@@ -97,7 +98,7 @@ class LegacyStreams:
         """Whether the stream is open, in any process, and was opened by this same credential."""
         stream = self._streams.get(stream_id)
         if stream is not None:
-            return not stream.abandoned and stream.owner.matches(auth)
+            return not stream.ended and stream.owner.matches(auth)
         if not _STREAM_ID.fullmatch(stream_id):
             return False
         owner = await self.relay.owner(stream_id)
@@ -119,7 +120,7 @@ class LegacyStreams:
 
     def deliver(self, stream_id: str, message: bytes) -> None:
         stream = self._streams.get(stream_id)
-        if stream is None or stream.abandoned:  # it closed meanwhile: nobody is left to read the answer
+        if stream is None or stream.ended:  # it closed meanwhile: nobody is left to read the answer
             return
         if stream.pending_bytes and stream.pending_bytes + len(message) > MAX_PENDING_BYTES:
             log.warning("legacy SSE stream %s ended: its client left %d bytes of answers unread", stream_id,
@@ -130,9 +131,15 @@ class LegacyStreams:
         stream.outbox.put_nowait(message)
 
     def lost(self, stream_id: str) -> None:
+        """The relay can bring nothing more to the stream: it ends now, closed to POSTs and its claim dropped at once
+        rather than when its writer gets to the end (which waits for a client that reads slowly, or not at all):
+        until then its claim would be kept, and the POSTs it accepted answered into the void. What already waits
+        in its outbox is still written."""
         stream = self._streams.get(stream_id)
-        if stream is not None:
-            stream.outbox.put_nowait(_CLOSED)
+        if stream is None or stream.ended:
+            return
+        log.warning("legacy SSE stream %s ended: its answers can no longer reach this process", stream_id)
+        self._end(stream)
 
     async def close(self, stream: LegacyStream) -> None:
         if self._streams.pop(stream.id, None) is None:
@@ -144,10 +151,15 @@ class LegacyStreams:
 
     def _abandon(self, stream: LegacyStream) -> None:
         """End a stream whose client does not read it: its answers are dropped at once (its writer may wait for
-        the client as long as the connection stays), then the stream is closed, its claim dropped with it."""
-        stream.abandoned = True
+        the client as long as the connection stays)."""
         while not stream.outbox.empty():
             stream.outbox.get_nowait()
+        self._end(stream)
+
+    def _end(self, stream: LegacyStream) -> None:
+        """Close the stream to POSTs now, tell its writer to stop after what waits in its outbox, and close it
+        (its claim and subscription dropped) without waiting for the writer."""
+        stream.ended = True
         stream.outbox.put_nowait(_CLOSED)
         closing = asyncio.create_task(self.close(stream))
         self._closing.add(closing)

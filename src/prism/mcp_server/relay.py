@@ -8,9 +8,12 @@ stream's channel; the owning process, subscribed to that channel while the strea
 
 Three relays, chosen by configuration (`relay_for`), so that nothing is shared where nothing needs to be:
 
-- Redis (PRISM_REDIS_URL set): a key with a TTL per stream, pub/sub per stream (prism.mcp_server.relay_redis);
+- Redis (PRISM_REDIS_URL set): a key with a TTL per stream, pub/sub (prism.mcp_server.relay_redis);
 - PostgreSQL (the database, without Redis): a row per stream, LISTEN/NOTIFY (prism.mcp_server.relay_postgres);
 - in-process (SQLite, which serves from one process): the open streams of this process are all there is.
+
+Both shared relays listen for all of a process's streams on one connection of its own
+(prism.mcp_server.relay_listener), and end every stream it served when it drops.
 
 A claim lives STREAM_TTL_SECONDS past its last refresh, and the owner refreshes it every REFRESH_SECONDS, so
 a process that died without closing its streams stops answering for them within a minute. A refresh only extends

@@ -4,7 +4,8 @@ Claims are rows of `mcp_legacy_streams` (prism.mcp_server.models) written throug
 notifications of this process's streams arrive on ONE connection of its own (asyncpg's `add_listener` on the
 driver connection of a pool-less engine), opened with the process's first open stream and closed with its last;
 each stream LISTENs on `prism_sse_<stream id>` while it is open. Should that connection drop, every stream it
-served is ended, so its clients reconnect rather than wait for answers that can no longer come.
+served is ended, so its clients reconnect rather than wait for answers that can no longer come
+(prism.mcp_server.relay_listener, shared with the Redis relay).
 
 A NOTIFY payload holds at most 8000 bytes and answers (a page of tools, a report) are often larger, so a message
 goes out as numbered chunks of at most CHUNK_BYTES, all from one transaction: PostgreSQL delivers the
@@ -13,10 +14,10 @@ notifications of a transaction together and in the order they were sent, and the
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import secrets
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -28,6 +29,7 @@ from sqlalchemy.types import Text
 
 from prism.mcp_server.models import LegacyStreamClaim as Claim
 from prism.mcp_server.relay import STREAM_TTL_SECONDS, HeldClaims, RelayUnavailable, StreamOwner, StreamSink
+from prism.mcp_server.relay_listener import SharedListener
 from prism.storage import Database, one_shot_engine
 
 log = logging.getLogger("prism.mcp")
@@ -80,32 +82,83 @@ class _Partials:
         return None
 
 
+@dataclass(eq=False)
+class ListeningConnection:
+    """One listening connection, from its opening to its closing: the pool-less engine it came from, and asyncpg's
+    connection under it (the one notifications arrive on)."""
+
+    engine: AsyncEngine
+    connection: AsyncConnection
+    driver: Any
+
+
+class PostgresListener(SharedListener[ListeningConnection]):
+    """LISTEN on one connection of the process's own (relay_listener), joining the chunks of each message."""
+
+    store = "PostgreSQL"
+
+    def __init__(self, db: Database, sink: StreamSink) -> None:
+        super().__init__(sink)
+        self._db = db
+        self._partials = _Partials()
+
+    async def _connect(self) -> ListeningConnection:
+        engine = one_shot_engine(self._db.url)
+        try:
+            connection = await engine.connect()
+            driver = (await connection.get_raw_connection()).driver_connection
+            if driver is None:
+                raise RuntimeError("the pool handed out a connection without its driver connection")
+        except BaseException:
+            await engine.dispose()
+            raise
+        listening = ListeningConnection(engine, connection, driver)
+
+        async def terminated(_driver: Any) -> None:
+            await self.lose(listening)
+
+        driver.add_termination_listener(terminated)
+        return listening
+
+    async def _subscribe(self, connection: ListeningConnection, stream_id: str) -> None:
+        await connection.driver.add_listener(CHANNEL_PREFIX + stream_id, self._on_notification)
+
+    async def _unsubscribe(self, connection: ListeningConnection, stream_id: str) -> None:
+        await connection.driver.remove_listener(CHANNEL_PREFIX + stream_id, self._on_notification)
+
+    async def _disconnect(self, connection: ListeningConnection) -> None:
+        with contextlib.suppress(Exception):
+            await connection.connection.close()
+        with contextlib.suppress(Exception):
+            await connection.engine.dispose()
+
+    def _on_notification(self, _connection: Any, _pid: int, channel: str, payload: str) -> None:
+        try:
+            message = self._partials.add(payload)
+        except ValueError:
+            log.warning("ignored a malformed notification on %s", channel)
+            return
+        if message is not None:
+            self._sink.deliver(channel.removeprefix(CHANNEL_PREFIX), message)
+
+
 class PostgresRelay:
     shared = True
 
     def __init__(self, db: Database, sink: StreamSink) -> None:
         self._db = db
-        self._sink = sink
-        self._partials = _Partials()
-        # The listening connection and what owns it; all three set together, under the lock.
-        self._engine: AsyncEngine | None = None
-        self._connection: AsyncConnection | None = None
-        self._driver: Any = None
-        self._listening: set[str] = set()
-        self._lock = asyncio.Lock()  # one LISTEN/UNLISTEN/connect at a time on the listening connection
+        self.listener = PostgresListener(db, sink)
         self._claims = HeldClaims()
 
     async def claim(self, stream_id: str, owner: StreamOwner) -> None:
         try:
-            async with self._lock:
-                driver = self._driver or await self._open_listener()
-                await driver.add_listener(CHANNEL_PREFIX + stream_id, self._on_notification)
-                self._listening.add(stream_id)
+            await self.listener.listen(stream_id)
             async with self._claims.writing:
                 await self._record({stream_id: owner})
                 self._claims.hold(stream_id, owner)
         except Exception as exc:
             log.warning("could not claim legacy SSE stream %s in PostgreSQL", stream_id, exc_info=True)
+            await self.listener.unlisten(stream_id)
             raise RelayUnavailable() from exc
 
     async def refresh(self) -> None:
@@ -117,14 +170,7 @@ class PostgresRelay:
             raise RelayUnavailable() from exc
 
     async def release(self, stream_id: str) -> None:
-        async with self._lock:
-            if stream_id in self._listening:
-                self._listening.discard(stream_id)
-                if self._driver is not None:
-                    with contextlib.suppress(Exception):  # a dropped connection listens to nothing anyway
-                        await self._driver.remove_listener(CHANNEL_PREFIX + stream_id, self._on_notification)
-                if not self._listening:
-                    await self._close_listener()
+        # The claim first: from then on no POST is accepted for the stream, so none is answered into the void.
         async with self._claims.writing:
             self._claims.let_go(stream_id)
             try:
@@ -133,6 +179,7 @@ class PostgresRelay:
             except Exception:
                 log.warning("could not drop the claim of legacy SSE stream %s; it expires by itself", stream_id,
                             exc_info=True)
+        await self.listener.unlisten(stream_id)
 
     async def owner(self, stream_id: str) -> StreamOwner | None:
         try:
@@ -154,9 +201,7 @@ class PostgresRelay:
             raise RelayUnavailable() from exc
 
     async def close(self) -> None:
-        async with self._lock:
-            self._listening.clear()
-            await self._close_listener()
+        await self.listener.close()
 
     async def _extend(self, stream_ids: list[str]) -> list[str]:
         """Push these claims forward, an UPDATE touching only rows that exist (a claim dropped meanwhile stays
@@ -184,58 +229,6 @@ class PostgresRelay:
                     id=stream_id, tenant_id=owner.tenant_id, credential_kind=owner.credential_kind,
                     credential_id=owner.credential_id, expires_at=_expiry(),
                 ).on_conflict_do_update(index_elements=[Claim.id], set_={"expires_at": _expiry()}))
-
-    def listening(self) -> frozenset[str]:
-        """The streams this process listens for."""
-        return frozenset(self._listening)
-
-    @property
-    def connected(self) -> bool:
-        """Whether this process holds its listening connection (only while one of its streams is open)."""
-        return self._driver is not None
-
-    async def _open_listener(self) -> Any:
-        engine = one_shot_engine(self._db.url)
-        try:
-            connection = await engine.connect()
-            driver = (await connection.get_raw_connection()).driver_connection
-            if driver is None:
-                raise RuntimeError("the pool handed out a connection without its driver connection")
-            driver.add_termination_listener(self._on_terminated)
-        except BaseException:
-            await engine.dispose()
-            raise
-        self._engine, self._connection, self._driver = engine, connection, driver
-        return driver
-
-    async def _close_listener(self) -> None:
-        engine, connection = self._engine, self._connection
-        self._engine = self._connection = self._driver = None  # first: its termination is no surprise now
-        if connection is not None:
-            with contextlib.suppress(Exception):
-                await connection.close()
-        if engine is not None:
-            await engine.dispose()
-
-    def _on_notification(self, _connection: Any, _pid: int, channel: str, payload: str) -> None:
-        try:
-            message = self._partials.add(payload)
-        except ValueError:
-            log.warning("ignored a malformed notification on %s", channel)
-            return
-        if message is not None:
-            self._sink.deliver(channel.removeprefix(CHANNEL_PREFIX), message)
-
-    async def _on_terminated(self, connection: Any) -> None:
-        async with self._lock:
-            if connection is not self._driver:  # closed on purpose, or an older connection
-                return
-            lost = sorted(self._listening)
-            self._listening.clear()
-            await self._close_listener()
-        log.warning("the PostgreSQL connection listening for %d legacy SSE stream(s) dropped; ending them", len(lost))
-        for stream_id in lost:
-            self._sink.lost(stream_id)
 
 
 def _expiry() -> ColumnElement[Any]:
