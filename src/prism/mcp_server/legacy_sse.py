@@ -138,7 +138,8 @@ class LegacyStreams:
         stream = self._streams.get(stream_id)
         if stream is None or stream.ended:
             return
-        log.warning("legacy SSE stream %s ended: its answers can no longer reach this process", stream_id)
+        # Debug only: the relay logs one warning for all the streams of a connection that dropped.
+        log.debug("legacy SSE stream %s ended: its answers can no longer reach this process", stream_id)
         self._end(stream)
 
     async def close(self, stream: LegacyStream) -> None:
