@@ -28,6 +28,7 @@ from prism.errors import InvalidArguments, PrismError
 from prism.integrations import mcp_sessions
 from prism.integrations.call_records import Connection, connection_for, keep_record
 from prism.integrations.credentials import Credential, open_secret
+from prism.integrations.mcp_limits import MAX_TOOL_PAGES, TOOL_DESCRIPTION_CHARS, ToolListBudget, past_limits
 from prism.integrations.models import IntegrationApp
 from prism.integrations.names import operation_name
 from prism.integrations.upstream import (
@@ -46,9 +47,9 @@ from prism.registry import AfterCommit, HandlerCall
 log = logging.getLogger("prism.integrations")
 
 TRANSPORTS = ("streamable_http", "sse")
-# How much of an upstream's tool list is read: far above real servers' lists (tens to a few hundred tools).
-MAX_TOOLS = 1_000
-MAX_TOOL_PAGES = 100
+# The largest event of an event stream the MCP client reads (an answer, a page of the tool list): its own default,
+# which its legacy SSE transport applies too, set here so that it stays Prism's decision.
+MAX_EVENT_BYTES = 1024 * 1024
 
 
 @asynccontextmanager
@@ -95,30 +96,28 @@ async def session(settings: Settings, url: str, transport: str, credential: Cred
         return
     async with httpx2.AsyncClient(headers=headers, timeout=timeout_seconds, trust_env=False,
                                   transport=guarded()) as http:
-        async with Client(streamable_http_client(url, http_client=http), mode="legacy",
+        async with Client(streamable_http_client(url, http_client=http, max_sse_event_size=MAX_EVENT_BYTES),
+                          mode="legacy",
                           read_timeout_seconds=timeout_seconds, message_handler=handler) as client:
             yield client
 
 
 async def list_tools(client: Any) -> list[dict[str, Any]]:
-    """Every page of the upstream's tool list, read no further than the limits: an upstream that pages without
-    end (or lists more tools than any registry should hold) must not fill Prism's memory until the time limit."""
+    """Every page of the upstream's tool list, read no further than the limits (prism.integrations.mcp_limits):
+    an upstream that pages without end, or lists more (or larger) tools than any registry should hold, must not
+    fill Prism's memory until the time limit, nor its storage, descriptors and search afterwards."""
     tools: list[dict[str, Any]] = []
+    budget = ToolListBudget()
     cursor = None
     for _ in range(MAX_TOOL_PAGES):
         page = await client.list_tools(cursor=cursor)
-        tools += [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools]
-        if len(tools) > MAX_TOOLS:
-            raise _list_too_long(f"more than {MAX_TOOLS:,} tools")
+        read = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools]
+        budget.take(read)
+        tools += read
         cursor = page.next_cursor
         if cursor is None:
             return tools
-    raise _list_too_long(f"more than {MAX_TOOL_PAGES} pages")
-
-
-def _list_too_long(what: str) -> UpstreamError:
-    return UpstreamError(f"the MCP server's tool list is longer than Prism reads: {what}", code="upstream_error",
-                         status=502, details={"upstream_status": None})
+    raise past_limits(f"more than {MAX_TOOL_PAGES} pages")
 
 
 def operations_of(tools: list[dict[str, Any]], transport: str, default_cost: int = 1) -> list[dict[str, Any]]:
@@ -147,7 +146,7 @@ def operations_of(tools: list[dict[str, Any]], transport: str, default_cost: int
         operations.append({
             "entity": "tool", "operation": operation, "method": "MCP", "path": "", "tool_name": name,
             "transport": transport, "tag": "", "operation_id": name,
-            "description": (str(tool.get("description") or tool.get("title") or name))[:2000],
+            "description": (str(tool.get("description") or tool.get("title") or name))[:TOOL_DESCRIPTION_CHARS],
             "parameters": [], "body": None, "schema": schema, "read_only": read_only, "destructive": destructive,
             "cost": default_cost, "permission_verb": verb,
         })
