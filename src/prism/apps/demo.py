@@ -9,7 +9,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.apps.agents.models import Agent, AgentInstance, AgentStep
 from prism.apps.claims.models import Claim, ClaimLine, Patient, Payer
-from prism.apps.documents.models import Collection, Document, DocumentChunk
+from prism.apps.documents.index import store_chunks
+from prism.apps.documents.models import Collection, Document
 from prism.apps.documents.text import chunk_text, extract_text, words
 from prism.apps.itsm.models import Service, SlaPolicy, Ticket
 from prism.apps.maintenance.models import Asset, MaintenancePlan, WorkOrder
@@ -89,9 +90,8 @@ async def seed_domain(session: AsyncSession, org: Organization, user: User) -> N
                         word_count=len(words(text)), chunk_count=len(chunks), processed_at=now)
     add(document)
     await session.flush()
-    for seq, chunk in enumerate(chunks):
-        add(DocumentChunk(organization_id=org.id, document_id=document.id, collection_id=manuals.id, seq=seq,
-                          text=chunk, token_count=len(words(chunk))))
+    await store_chunks(session, organization_id=org.id, document_id=document.id, collection_id=manuals.id,
+                       chunks=chunks)
 
     clerk = Agent(organization_id=org.id, name="AP clerk", model="small-1", max_steps=20,
                   description="Matches vendor invoices to goods receipts and flags mismatches.")

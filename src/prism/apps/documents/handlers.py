@@ -11,11 +11,12 @@ import math
 from collections import Counter
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import func, select, tuple_
 
 from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
-from prism.apps.documents.models import Collection, Document, DocumentChunk
+from prism.apps.documents.index import drop_chunks, move_chunks, store_chunks, term_key
+from prism.apps.documents.models import Collection, Document, DocumentChunk, DocumentPosting
 from prism.apps.documents.params import (
     ChunkContext,
     ChunkList,
@@ -31,13 +32,16 @@ from prism.apps.documents.params import (
     KnowledgeSearch,
     SimilarParams,
 )
-from prism.apps.documents.search import MAX_CHUNKS, STOPWORDS, bm25
+from prism.apps.documents.search import STOPWORDS, Hit, Scope, rank
 from prism.apps.documents.text import ExtractionError, chunk_text, extract_text, words
 from prism.errors import Conflict
 from prism.events.outbox import emit_for
 from prism.kit.timeutil import iso, utcnow
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
+
+# How many of a document's terms `similar` looks up at once (an IN list of bound parameters).
+TERM_BATCH = 500
 
 app = HandlerApp("documents", description="Documents and knowledge: upload, extract, chunk, search.",
                  examples=shipped_examples())
@@ -52,9 +56,8 @@ async def _document(call: HandlerCall, document_id: str) -> Document:
 async def _prepare_document(call: HandlerCall, values: dict[str, Any], row: Document | None) -> dict[str, Any]:
     if values.get("collection_id") is not None:
         await repo(call, Collection, "collection").get(values["collection_id"])
-    if "collection_id" in values:  # moved to another collection, or out of any (null): its chunks follow
-        await call.session.execute(update(DocumentChunk).where(
-            DocumentChunk.document_id == (row.id if row else None)).values(collection_id=values["collection_id"]))
+    if "collection_id" in values and row is not None:  # moved to another collection, or out of any (null)
+        await move_chunks(call.session, row.id, values["collection_id"])
     return values
 
 
@@ -81,18 +84,17 @@ crud(app, Entity(DocumentChunk, "chunk", "document chunks", ChunkList, search=("
 
 
 async def _process(call: HandlerCall, document: Document, *, chunk_words: int, overlap_words: int) -> None:
-    """Extract, chunk and store; a content that does not parse marks the document failed."""
-    await call.session.execute(delete(DocumentChunk).where(
-        DocumentChunk.document_id == document.id))
+    """Extract, chunk and store (with the chunks' postings); a content that does not parse marks the document
+    failed."""
+    await drop_chunks(call.session, document.id)
     try:
         text = extract_text(document.content, document.content_type)
     except ExtractionError as exc:
         document.status, document.error, document.chunk_count, document.word_count = "failed", str(exc)[:1000], 0, 0
     else:
         chunks = chunk_text(text, size=chunk_words, overlap=overlap_words)
-        for seq, chunk in enumerate(chunks):
-            repo(call, DocumentChunk, "chunk").add(document_id=document.id, collection_id=document.collection_id,
-                                                    seq=seq, text=chunk, token_count=len(words(chunk)))
+        await store_chunks(call.session, organization_id=call.organization_id, document_id=document.id,
+                           collection_id=document.collection_id, chunks=chunks)
         document.status, document.error = "processed", ""
         document.chunk_count, document.word_count = len(chunks), len(words(text))
     document.processed_at = utcnow()
@@ -166,8 +168,7 @@ async def archive_document(call: HandlerCall, p: DocumentAction) -> dict[str, An
     document = await _document(call, p.id)
     if document.status == "archived":
         raise Conflict("document is already archived", code="invalid_transition")
-    await call.session.execute(delete(DocumentChunk).where(
-        DocumentChunk.document_id == document.id))
+    await drop_chunks(call.session, document.id)
     document.status, document.chunk_count = "archived", 0
     await call.session.flush()
     return _public(document)
@@ -186,15 +187,18 @@ async def restore_document(call: HandlerCall, p: DocumentAction) -> dict[str, An
     return _public(document)
 
 
-async def _ranked(call: HandlerCall, p: KnowledgeSearch, top_k: int) -> list[tuple[DocumentChunk, float, Any]]:
-    stmt = repo(call, DocumentChunk, "chunk").base()
-    if p.collection_id:
-        stmt = stmt.where(DocumentChunk.collection_id == p.collection_id)
-    if p.document_ids is not None:
-        stmt = stmt.where(DocumentChunk.document_id.in_(p.document_ids))
-    chunks = (await call.session.execute(stmt.order_by(DocumentChunk.document_id, DocumentChunk.seq)
-                                         .limit(MAX_CHUNKS))).scalars().all()
-    return [(chunks[s.index], s.score, s.matched) for s in bm25(p.query, [c.text for c in chunks], top_k=top_k)]
+def _scope(p: KnowledgeSearch) -> Scope:
+    return Scope(collection_id=p.collection_id, document_ids=p.document_ids)
+
+
+async def _chunks(call: HandlerCall, hits: list[Hit]) -> dict[tuple[str, int], DocumentChunk]:
+    """The chunk rows of some hits, by (document id, seq)."""
+    if not hits:
+        return {}
+    rows = (await call.session.execute(repo(call, DocumentChunk, "chunk").base().where(
+        tuple_(DocumentChunk.document_id, DocumentChunk.seq).in_([(h.document_id, h.seq) for h in hits]))
+    )).scalars().all()
+    return {(c.document_id, c.seq): c for c in rows}
 
 
 async def _titles(call: HandlerCall, ids: set[str]) -> dict[str, str]:
@@ -209,12 +213,15 @@ async def _titles(call: HandlerCall, ids: set[str]) -> dict[str, str]:
                          "by BM25, with their document and score.",
                          keywords=("ask", "find passage", "rag", "lookup", "question answering"))
 async def search_chunks(call: HandlerCall, p: KnowledgeSearch) -> dict[str, Any]:
-    ranked = await _ranked(call, p, p.top_k)
-    titles = await _titles(call, {c.document_id for c, _, _ in ranked})
-    return {"query": p.query, "results": [
-        {"chunk_id": c.id, "document_id": c.document_id, "document_title": titles.get(c.document_id, ""),
-         "seq": c.seq, "score": round(score, 6), "matched_terms": list(matched), "text": c.text}
-        for c, score, matched in ranked]}
+    hits = await rank(call.session, p.query, _scope(p), top_k=p.top_k)
+    chunks = await _chunks(call, hits)
+    titles = await _titles(call, {h.document_id for h in hits})
+    results = []
+    for h in hits:
+        c = chunks[(h.document_id, h.seq)]
+        results.append({"chunk_id": c.id, "document_id": c.document_id, "document_title": titles.get(c.document_id, ""),
+                        "seq": c.seq, "score": round(h.score, 6), "matched_terms": list(h.matched), "text": c.text})
+    return {"query": p.query, "results": results}
 
 
 @app.handler("knowledge_query", "document", "search", params=KnowledgeSearch, scope="read",
@@ -222,16 +229,20 @@ async def search_chunks(call: HandlerCall, p: KnowledgeSearch) -> dict[str, Any]
              description="Find the documents most relevant to a question: documents ranked by their best "
                          "matching passage.", keywords=("which document", "find manual", "relevant files"))
 async def search_documents(call: HandlerCall, p: KnowledgeSearch) -> dict[str, Any]:
-    ranked = await _ranked(call, p, 1000)
-    best: dict[str, dict[str, Any]] = {}
-    for c, score, _ in ranked:
-        hit = best.setdefault(c.document_id, {"document_id": c.document_id, "score": score, "best_chunk_id": c.id,
-                                              "snippet": c.text[:300], "matching_chunks": 0})
-        hit["matching_chunks"] += 1
-    results = list(best.values())[: p.top_k]  # ranked is best-first, so each document's first hit is its best
-    titles = await _titles(call, {r["document_id"] for r in results})
-    for r in results:
-        r["title"], r["score"] = titles.get(r["document_id"], ""), round(r["score"], 6)
+    best: dict[str, Hit] = {}
+    matching: Counter[str] = Counter()
+    for h in await rank(call.session, p.query, _scope(p), top_k=1000):
+        best.setdefault(h.document_id, h)  # hits are best-first, so each document's first hit is its best
+        matching[h.document_id] += 1
+    hits = list(best.values())[: p.top_k]
+    chunks = await _chunks(call, hits)
+    titles = await _titles(call, {h.document_id for h in hits})
+    results = []
+    for h in hits:
+        c = chunks[(h.document_id, h.seq)]
+        results.append({"document_id": h.document_id, "score": round(h.score, 6), "best_chunk_id": c.id,
+                        "snippet": c.text[:300], "matching_chunks": matching[h.document_id],
+                        "title": titles.get(h.document_id, "")})
     return {"query": p.query, "results": results}
 
 
@@ -260,27 +271,44 @@ async def similar_documents(call: HandlerCall, p: SimilarParams) -> dict[str, An
     except ExtractionError as exc:  # a failed document: there are no terms to look for
         raise Conflict(f"document {document.id} has no text to compare: {exc}",
                        details={"status": document.status}) from None
-    chunks = (await call.session.execute(repo(call, DocumentChunk, "chunk").base().where(
-        DocumentChunk.document_id != document.id).order_by(DocumentChunk.document_id, DocumentChunk.seq)
-        .limit(MAX_CHUNKS))).scalars().all()
     own = Counter(w for w in words(text)
                   if len(w) > 2 and w not in STOPWORDS and not w.isdigit())
-    vocabulary: dict[str, set[str]] = {}
-    for c in chunks:
-        for w in set(words(c.text)):
-            vocabulary.setdefault(w, set()).add(c.document_id)
-    others = len({c.document_id for c in chunks})
-    # Characteristic terms: frequent here (tf) and not spread over every other document (idf), so words all
-    # documents share do not drive the match while the subject's own words do.
-    def weight(w: str) -> float:
-        return own[w] * math.log(1 + (others + 1) / (len(vocabulary.get(w, ())) + 1))
-
-    terms = sorted(own, key=lambda w: (-weight(w), w))[:12]
+    terms = await _characteristic_terms(call, document.id, own)
     best: dict[str, float] = {}
-    for hit in bm25(" ".join(terms), [c.text for c in chunks], top_k=1000):
-        doc_id = chunks[hit.index].document_id
-        best[doc_id] = max(best.get(doc_id, 0.0), hit.score)
+    for hit in await rank(call.session, " ".join(terms), Scope(excluded_document_id=document.id), top_k=1000):
+        best[hit.document_id] = max(best.get(hit.document_id, 0.0), hit.score)
     ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[: p.top_k]
     titles = await _titles(call, {doc_id for doc_id, _ in ranked})
     return {"document_id": document.id, "terms": terms, "results": [
         {"document_id": doc_id, "title": titles.get(doc_id, ""), "score": round(score, 6)} for doc_id, score in ranked]}
+
+
+async def _characteristic_terms(call: HandlerCall, document_id: str, own: Counter[str]) -> list[str]:
+    """The twelve terms of `own` (a document's word counts) that are frequent in it (tf) and not spread over every
+    other document (idf), so that words all documents share do not drive the match while the subject's own do.
+
+    Other documents are those with chunks; a term's spread is how many of them hold it (their postings rows).
+    Terms are looked up most frequent first, in batches, and the lookups stop once no term left can reach the
+    twelfth weight: a term's weight is at most its weight in no other document.
+    """
+    others = int((await call.session.execute(select(func.count(func.distinct(DocumentChunk.document_id))).where(
+        DocumentChunk.document_id != document_id))).scalar_one())
+    def weight(w: str, spread: int) -> float:
+        return own[w] * math.log(1 + (others + 1) / (spread + 1))
+
+    weights: dict[str, float] = {}
+    candidates = sorted(own, key=lambda w: (-own[w], w))
+    for start in range(0, len(candidates), TERM_BATCH):
+        if len(weights) >= 12:
+            twelfth = sorted(weights.values(), reverse=True)[11]
+            if weight(candidates[start], 0) < twelfth:
+                break
+        batch = candidates[start:start + TERM_BATCH]
+        keys = {term_key(w): w for w in batch}
+        spread = dict.fromkeys(batch, 0)
+        for key, count in await call.session.execute(select(DocumentPosting.term, func.count()).where(
+                DocumentPosting.term.in_(list(keys)), DocumentPosting.document_id != document_id)
+                .group_by(DocumentPosting.term)):
+            spread[keys[key]] = int(count)
+        weights.update((w, weight(w, spread[w])) for w in batch)
+    return sorted(weights, key=lambda w: (-weights[w], w))[:12]

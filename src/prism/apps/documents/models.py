@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Integer, String, Text, UniqueConstraint
+from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.apps.columns import moment, org_id, ref, status, updated_column
@@ -53,5 +53,25 @@ class DocumentChunk(OrgScoped, Base):
     collection_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
     seq: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
-    token_count: Mapped[int] = mapped_column(Integer)
+    token_count: Mapped[int] = mapped_column(Integer)  # len(words(text)): the chunk's length for BM25
     created_at: Mapped[datetime] = created_column()
+
+
+class DocumentPosting(OrgScoped, Base):
+    """Knowledge search's inverted index, one row per (document, term): the document's chunks that hold the
+    term, each as `seq frequency length` (prism.apps.documents.index). Written and removed with the chunks.
+
+    One row per document rather than per chunk keeps an upload's rows to its distinct words, and a query
+    reads, per term, one row for each document that holds it.
+    """
+
+    __tablename__ = "documents_postings"
+    __table_args__ = (Index("ix_documents_postings_organization_id_term", "organization_id", "term"),)
+
+    document_id: Mapped[str] = mapped_column(ForeignKey("documents_documents.id", ondelete="CASCADE"),
+                                             primary_key=True)
+    term: Mapped[str] = mapped_column(String(100), primary_key=True)  # index.term_key(word)
+    # No index of its own: the (organization_id, term) index leads with it.
+    organization_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    collection_id: Mapped[str | None] = mapped_column(String(36), nullable=True)  # the document's, kept with it
+    chunks: Mapped[str] = mapped_column(Text)

@@ -1,23 +1,34 @@
-"""BM25 ranking of document chunks (Okapi BM25, k1 = 1.2, b = 0.75).
+"""BM25 ranking of document chunks (Okapi BM25, k1 = 1.2, b = 0.75) from the inverted index.
 
-The corpus is the caller's organization's chunks (optionally narrowed to a collection or documents),
-read at query time: statistics are always current, nothing is indexed behind the transaction, and
-another organization's text can never weigh on a score. Scores are computed in Python over at most
-MAX_CHUNKS chunks, which suits a knowledge base of thousands of pages per organization.
+The corpus is the caller's organization's chunks, all of them (optionally narrowed to a collection, to some
+documents, or to all documents but one). A query reads two things, both in the caller's transaction and
+both limited to the caller's organization: the number of chunks in scope and their total length (one
+aggregate over `documents_chunks`), and the postings of its own terms (`documents_postings`, one row per
+document holding a term). No chunk text is read or tokenised, so statistics are always current, nothing is
+indexed behind the transaction, and another organization's text never weighs on a score.
+
+Scores are the textbook ones and the same, to the last bit, as BM25 computed over every chunk's text in
+(document id, seq) order: the same idf, the same average length, the terms added in the query's order,
+ties broken by (document id, seq). tests/test_documents_search_index.py holds that reference.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.apps.documents.index import decode, term_key
+from prism.apps.documents.models import DocumentChunk, DocumentPosting
 from prism.apps.documents.text import words
 
 K1 = 1.2
 B = 0.75
-MAX_CHUNKS = 20_000
 # Function words that say nothing about a document's subject (used to pick a document's own terms).
 STOPWORDS = frozenset("""a about after all also an and any are as at be been before but by can could do does each
 for from had has have how if in into is it its may more most must no not of on or other our out over should so
@@ -26,33 +37,64 @@ what when where which while who will with within without would you your""".split
 
 
 @dataclass(frozen=True, slots=True)
-class Scored:
-    index: int
+class Scope:
+    """Which of the organization's chunks form the corpus (the session adds the organization itself)."""
+
+    collection_id: str | None = None
+    document_ids: Collection[str] | None = None
+    excluded_document_id: str | None = None
+
+    def narrow(self, stmt: Any, model: type[DocumentChunk] | type[DocumentPosting]) -> Any:
+        if self.collection_id is not None:
+            stmt = stmt.where(model.collection_id == self.collection_id)
+        if self.document_ids is not None:
+            stmt = stmt.where(model.document_id.in_(list(self.document_ids)))
+        if self.excluded_document_id is not None:
+            stmt = stmt.where(model.document_id != self.excluded_document_id)
+        return stmt
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    document_id: str
+    seq: int
     score: float
     matched: tuple[str, ...]
 
 
-def bm25(query: str, texts: Sequence[str], *, top_k: int) -> list[Scored]:
+async def rank(session: AsyncSession, query: str, scope: Scope, *, top_k: int) -> list[Hit]:
+    """The `top_k` best chunks for `query`, best first; only chunks holding at least one of its terms."""
     terms = list(dict.fromkeys(words(query)))
-    if not terms or not texts:
+    if not terms:
         return []
-    docs = [Counter(words(t)) for t in texts]
-    lengths = [sum(d.values()) for d in docs]
-    average = (sum(lengths) / len(docs)) or 1.0
-    n = len(docs)
-    idf = {}
-    for term in terms:
-        df = sum(1 for d in docs if term in d)
-        idf[term] = math.log(1 + (n - df + 0.5) / (df + 0.5))
-    scored = []
-    for i, d in enumerate(docs):
-        score, matched = 0.0, []
-        for term in terms:
-            tf = d.get(term, 0)
-            if tf:
-                matched.append(term)
-                score += idf[term] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * lengths[i] / average))
-        if score > 0:
-            scored.append(Scored(i, score, tuple(matched)))
-    scored.sort(key=lambda s: (-s.score, s.index))
-    return scored[:top_k]
+    n, total = (await session.execute(scope.narrow(
+        select(func.count(DocumentChunk.id), func.coalesce(func.sum(DocumentChunk.token_count), 0)),
+        DocumentChunk))).one()
+    if not n:
+        return []
+    average = (int(total) / n) or 1.0
+    keys = {term_key(term): term for term in terms}
+    found: dict[str, list[tuple[str, str]]] = {term: [] for term in terms}
+    rows = await session.execute(scope.narrow(select(
+        DocumentPosting.term, DocumentPosting.document_id, DocumentPosting.chunks).where(
+        DocumentPosting.term.in_(list(keys))), DocumentPosting))
+    for key, document_id, chunks in rows:
+        found[keys[key]].append((document_id, chunks))
+    scores: dict[tuple[str, int], float] = {}
+    matched: dict[tuple[str, int], list[str]] = {}
+    # The part of the denominator that depends on the chunk's length only, computed once per length.
+    norms: dict[int, float] = {}
+    for term in terms:  # in the query's order: each chunk's score adds its terms up in the same order
+        entries = [(document_id, triple) for document_id, chunks in found[term] for triple in decode(chunks)]
+        df = len(entries)
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        for document_id, (seq, tf, length) in entries:
+            norm = norms.get(length)
+            if norm is None:
+                norm = norms[length] = K1 * (1 - B + B * length / average)
+            chunk = (document_id, seq)
+            scores[chunk] = scores.get(chunk, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+            matched.setdefault(chunk, []).append(term)
+    best = heapq.nsmallest(top_k, scores, key=lambda chunk: (-scores[chunk], chunk))
+    return [Hit(document_id, seq, scores[(document_id, seq)], tuple(matched[(document_id, seq)]))
+            for document_id, seq in best]
