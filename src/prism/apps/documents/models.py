@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import ForeignKey, Index, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.apps.columns import moment, org_id, ref, status, updated_column
@@ -59,7 +59,7 @@ class DocumentChunk(OrgScoped, Base):
 
 class DocumentPosting(OrgScoped, Base):
     """Knowledge search's inverted index, one row per (document, term): the document's chunks that hold the
-    term, each as `seq frequency length` (prism.apps.documents.index). Written and removed with the chunks.
+    term, as (seq, frequency, length) triples (prism.apps.documents.index). Written and removed with the chunks.
 
     One row per document rather than per chunk keeps an upload's rows to its distinct words, and a query
     reads, per term, one row for each document that holds it.
@@ -74,4 +74,4 @@ class DocumentPosting(OrgScoped, Base):
     # No index of its own: the (organization_id, term) index leads with it.
     organization_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
     collection_id: Mapped[str | None] = mapped_column(String(36), nullable=True)  # the document's, kept with it
-    chunks: Mapped[str] = mapped_column(Text)
+    chunks: Mapped[bytes] = mapped_column(LargeBinary)

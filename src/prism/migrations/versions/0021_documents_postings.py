@@ -12,6 +12,7 @@ Revises: 0020_integration_status
 
 import hashlib
 import re
+import struct
 from collections import Counter
 from collections.abc import Sequence
 
@@ -29,7 +30,7 @@ chunks = sa.table("documents_chunks", sa.column("id", sa.String), sa.column("org
                   sa.column("seq", sa.Integer), sa.column("text", sa.Text), sa.column("token_count", sa.Integer))
 postings = sa.table("documents_postings", sa.column("organization_id", sa.String),
                     sa.column("document_id", sa.String), sa.column("collection_id", sa.String),
-                    sa.column("term", sa.String), sa.column("chunks", sa.Text))
+                    sa.column("term", sa.String), sa.column("chunks", sa.LargeBinary))
 
 # Tokens and stored terms exactly as prism.apps.documents (text.words, index.term_key) make them at this revision.
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -53,7 +54,7 @@ def upgrade() -> None:
         sa.Column("term", sa.String(length=100), nullable=False),
         sa.Column("organization_id", sa.String(length=36), nullable=False),
         sa.Column("collection_id", sa.String(length=36), nullable=True),
-        sa.Column("chunks", sa.Text(), nullable=False),
+        sa.Column("chunks", sa.LargeBinary(), nullable=False),
         sa.ForeignKeyConstraint(["document_id"], ["documents_documents.id"],
                                 name=op.f("fk_documents_postings_document_id_documents_documents"), ondelete="CASCADE"),
         sa.ForeignKeyConstraint(["organization_id"], ["organizations.id"],
@@ -72,14 +73,14 @@ def _index(connection: sa.Connection, document_id: str) -> None:
     rows = connection.execute(sa.select(chunks.c.id, chunks.c.organization_id, chunks.c.collection_id, chunks.c.seq,
                                         chunks.c.text, chunks.c.token_count)
                               .where(chunks.c.document_id == document_id).order_by(chunks.c.seq)).all()
-    triples: dict[str, list[str]] = {}
+    triples: dict[str, list[int]] = {}
     recounted = []
     for row in rows:
         tokens = _words(row.text)
         if len(tokens) != row.token_count:
             recounted.append({"chunk_id": row.id, "counted": len(tokens)})
         for term, frequency in Counter(tokens).items():
-            triples.setdefault(term, []).append(f"{row.seq} {frequency} {len(tokens)}")
+            triples.setdefault(term, []).extend((row.seq, frequency, len(tokens)))
     if recounted:
         connection.execute(chunks.update().where(chunks.c.id == sa.bindparam("chunk_id"))
                            .values(token_count=sa.bindparam("counted")), recounted)
@@ -87,8 +88,8 @@ def _index(connection: sa.Connection, document_id: str) -> None:
         first = rows[0]
         connection.execute(postings.insert(), [
             {"organization_id": first.organization_id, "document_id": document_id,
-             "collection_id": first.collection_id, "term": _term_key(term), "chunks": " ".join(entries)}
-            for term, entries in triples.items()])
+             "collection_id": first.collection_id, "term": _term_key(term),
+             "chunks": struct.pack(f"<{len(numbers)}I", *numbers)} for term, numbers in triples.items()])
 
 
 def downgrade() -> None:
