@@ -224,7 +224,10 @@ async def test_another_organizations_documents_never_weigh_on_scores(
             await mine.ok("knowledge_query", "documents", "document", "search", {"query": q}) for q in queries] + [
             await mine.ok("knowledge_query", "documents", "document", "similar", {"id": corpus["docs"][0]})]
 
-    before = await answers()
+    with _statements(db) as seen:
+        before = await answers()
+    index_reads = [s for s in seen if re.search(r"\bFROM documents_(chunks|postings)\b", s)]
+    assert index_reads and all("organization_id = " in s for s in index_reads), index_reads  # counts included
     # Their organization: many more chunks, of other lengths, holding the same terms (N, average, df all change).
     rng = random.Random(99)
     theirs_docs = []
