@@ -67,7 +67,7 @@ async def rank(session: AsyncSession, query: str, scope: Scope, *, top_k: int) -
     if not terms:
         return []
     n, total = (await session.execute(scope.narrow(
-        select(func.count(DocumentChunk.id), func.coalesce(func.sum(DocumentChunk.token_count), 0)),
+        select(func.count(DocumentChunk.token_count), func.coalesce(func.sum(DocumentChunk.token_count), 0)),
         DocumentChunk))).one()
     if not n:
         return []

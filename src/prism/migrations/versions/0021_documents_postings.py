@@ -2,7 +2,7 @@
 
 Knowledge search read and tokenised every chunk of the organization on each query. From here on a query
 reads the postings of its own terms (`documents_postings`) and the number and total length of the chunks
-in scope. The postings of every existing chunk are written here, document by document, as processing writes
+in scope (from the index `ix_documents_chunks_lengths`, without reading their text). The postings of every existing chunk are written here, document by document, as processing writes
 them (prism.apps.documents.index); a chunk's `token_count` is its length for BM25 and is set again from its
 text wherever it differs from the word count the index uses.
 
@@ -63,6 +63,8 @@ def upgrade() -> None:
     )
     op.create_index("ix_documents_postings_organization_id_term", "documents_postings",
                     ["organization_id", "term"], unique=False)
+    op.create_index("ix_documents_chunks_lengths", "documents_chunks",
+                    ["organization_id", "collection_id", "document_id", "token_count"], unique=False)
     connection = op.get_bind()
     documents = connection.execute(sa.select(chunks.c.document_id).distinct()).scalars().all()
     for document_id in documents:  # one document's chunks in memory at a time
@@ -93,5 +95,6 @@ def _index(connection: sa.Connection, document_id: str) -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_documents_chunks_lengths", table_name="documents_chunks")
     op.drop_index("ix_documents_postings_organization_id_term", table_name="documents_postings")
     op.drop_table("documents_postings")
