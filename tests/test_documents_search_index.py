@@ -11,11 +11,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
-from sqlalchemy import event, func, select
+from sqlalchemy import delete, event, func, select
 
 from prism.apps.documents.index import TERM_LENGTH, decode, term_key
 from prism.apps.documents.models import DocumentChunk, DocumentPosting
 from prism.apps.documents.search import Scope, rank
+from prism.models import Organization
 from prism.storage import Database
 from prism.tenancy.scope import acting_for
 from tests import documents_reference as reference
@@ -243,3 +244,20 @@ async def test_another_organizations_documents_never_weigh_on_scores(
     assert scoped["results"] == []
     their_hits = await theirs.ok("knowledge_query", "documents", "chunk", "search", {"query": "pump seal", "top_k": 50})
     assert {h["document_id"] for h in their_hits["results"]} <= set(theirs_docs)
+
+
+async def test_deleting_an_organization_deletes_its_postings_through_its_documents(
+        client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
+    """An organization deleted by an operator (its rows go by cascade) leaves no postings behind."""
+    c = Caller(client, await factory.workspace(roles=("owner",)))
+    await c.ok("document_op", "documents", "document", "upload", {"title": "Pump", "content": "Prime the pump."})
+
+    async def postings() -> int:
+        async with db.read() as session:
+            return int((await session.execute(select(func.count()).select_from(DocumentPosting).where(
+                DocumentPosting.organization_id == c.ws.org.id))).scalar_one())
+
+    assert await postings() == 3
+    async with db.write() as session:
+        await session.execute(delete(Organization).where(Organization.id == c.ws.org.id))
+    assert await postings() == 0
