@@ -9,7 +9,8 @@ indexed behind the transaction, and another organization's text never weighs on 
 
 Scores are the textbook ones and the same, to the last bit, as BM25 computed over every chunk's text in
 (document id, seq) order: the same idf, the same average length, the terms added in the query's order,
-ties broken by (document id, seq). tests/test_documents_search_index.py holds that reference.
+ties broken by (document id, seq). tests/documents_reference.py keeps that computation, and
+tests/test_documents_search_index.py compares the two.
 """
 
 from __future__ import annotations
