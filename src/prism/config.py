@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     mcp_tool_surface: Literal["mega", "split"] = "mega"
     # How often an idle legacy SSE stream sends a keep-alive comment.
     mcp_sse_keepalive_seconds: float = 15.0
+    # With several processes (docs/mcp.md "Streams across processes and hosts"), the one connection a process listens
+    # on for its legacy SSE streams must answer a round trip (Redis PING, a PostgreSQL query) this often, within the
+    # timeout; one that does not has died silently (a network cut, a frozen peer) and is dropped, its streams ended.
+    mcp_sse_relay_ping_seconds: float = Field(default=15.0, gt=0)
+    mcp_sse_relay_ping_timeout_seconds: float = Field(default=5.0, gt=0)
     # Legacy SSE streams one credential may hold open in one process: each holds a task, a socket and, with Redis,
     # a subscription; a client that opens streams without end would otherwise exhaust them for every tenant.
     mcp_sse_max_streams_per_credential: int = Field(default=16, gt=0)

@@ -13,7 +13,7 @@ Three relays, chosen by configuration (`relay_for`), so that nothing is shared w
 - in-process (SQLite, which serves from one process): the open streams of this process are all there is.
 
 Both shared relays listen for all of a process's streams on one connection of its own
-(prism.mcp_server.relay_listener), and end every stream it served when it drops.
+(prism.mcp_server.relay_listener), and end every stream it served when it drops or stops answering (Liveness).
 
 A claim lives STREAM_TTL_SECONDS past its last refresh, and the owner refreshes it every REFRESH_SECONDS, so
 a process that died without closing its streams stops answering for them within a minute. A refresh only extends
@@ -38,6 +38,22 @@ if TYPE_CHECKING:
 
 STREAM_TTL_SECONDS = 60
 REFRESH_SECONDS = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class Liveness:
+    """How often a process's listening connection (prism.mcp_server.relay_listener) must answer a round trip, and
+    how long it has to answer (a subscription in progress, which it waits for, included)."""
+
+    every: float = 15.0
+    timeout: float = 5.0
+
+    @classmethod
+    def of(cls, settings: Settings) -> Liveness:
+        return cls(settings.mcp_sse_relay_ping_seconds, settings.mcp_sse_relay_ping_timeout_seconds)
+
+
+DEFAULT_LIVENESS = Liveness()
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +178,9 @@ def relay_for(settings: Settings, db: Database, sink: StreamSink) -> Relay:
     if settings.redis_url:
         from prism.mcp_server.relay_redis import RedisRelay  # only deployments with Redis import the client
 
-        return RedisRelay(settings.redis_url, sink)
+        return RedisRelay(settings.redis_url, sink, Liveness.of(settings))
     if not db.is_sqlite:
         from prism.mcp_server.relay_postgres import PostgresRelay
 
-        return PostgresRelay(db, sink)
+        return PostgresRelay(db, sink, Liveness.of(settings))
     return InProcessRelay()

@@ -3,8 +3,10 @@
 Claims are rows of `mcp_legacy_streams` (prism.mcp_server.models) written through the process's pool. The
 notifications of this process's streams arrive on ONE connection of its own (asyncpg's `add_listener` on the
 driver connection of a pool-less engine), opened with the process's first open stream and closed with its last;
-each stream LISTENs on `prism_sse_<stream id>` while it is open. Should that connection drop, every stream it
-served is ended, so its clients reconnect rather than wait for answers that can no longer come
+each stream LISTENs on `prism_sse_<stream id>` while it is open. Its application_name is
+`prism-mcp-sse-<host>-<pid>`, as the Redis listening connection's name, so that pg_stat_activity shows which process
+holds it. Should that connection drop, or not answer a query (`SELECT 1`, every few seconds) in time, every stream
+it served is ended, so its clients reconnect rather than wait for answers that can no longer come
 (prism.mcp_server.relay_listener, shared with the Redis relay).
 
 A NOTIFY payload holds at most 8000 bytes and answers (a page of tools, a report) are often larger, so a message
@@ -28,8 +30,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.types import Text
 
 from prism.mcp_server.models import LegacyStreamClaim as Claim
-from prism.mcp_server.relay import STREAM_TTL_SECONDS, HeldClaims, RelayUnavailable, StreamOwner, StreamSink
-from prism.mcp_server.relay_listener import SharedListener
+from prism.mcp_server.relay import (
+    DEFAULT_LIVENESS,
+    STREAM_TTL_SECONDS,
+    HeldClaims,
+    Liveness,
+    RelayUnavailable,
+    StreamOwner,
+    StreamSink,
+)
+from prism.mcp_server.relay_listener import SharedListener, listener_name
 from prism.storage import Database, one_shot_engine
 
 log = logging.getLogger("prism.mcp")
@@ -40,6 +50,9 @@ CHUNK_BYTES = 7800
 # Messages whose chunks are still arriving, at most: chunks of one message come back to back, so more than one
 # at a time only happens when a connection dropped mid-message; the oldest is then given up.
 MAX_PARTIAL_MESSAGES = 8
+# How long closing the listening connection may wait for PostgreSQL to see it off; past it, the socket is dropped
+# (a connection that stopped answering would otherwise hold the closing, and every stream opening after it, for ever).
+CLOSE_SECONDS = 2.0
 # The chunks of one message, in order, in one round trip (volatile calls in a sorted SELECT run after the sort).
 _NOTIFY = text("SELECT pg_notify(:channel, c.chunk) FROM unnest(:chunks) WITH ORDINALITY AS c(chunk, n) "
                "ORDER BY c.n").bindparams(bindparam("chunks", type_=ARRAY(Text)))
@@ -93,22 +106,24 @@ class ListeningConnection:
 
 
 class PostgresListener(SharedListener[ListeningConnection]):
-    """LISTEN on one connection of the process's own (relay_listener), joining the chunks of each message."""
+    """LISTEN on one connection of the process's own (relay_listener), joining the chunks of each message. `url` is
+    the database's."""
 
     store = "PostgreSQL"
 
-    def __init__(self, db: Database, sink: StreamSink) -> None:
-        super().__init__(sink)
-        self._db = db
+    def __init__(self, url: str, sink: StreamSink, liveness: Liveness) -> None:
+        super().__init__(sink, liveness)
+        self._url = url
         self._partials = _Partials()
 
     async def _connect(self) -> ListeningConnection:
-        engine = one_shot_engine(self._db.url)
+        engine = one_shot_engine(self._url)
         try:
             connection = await engine.connect()
             driver = (await connection.get_raw_connection()).driver_connection
             if driver is None:
                 raise RuntimeError("the pool handed out a connection without its driver connection")
+            await driver.execute("SELECT set_config('application_name', $1, false)", listener_name())
         except BaseException:
             await engine.dispose()
             raise
@@ -126,7 +141,17 @@ class PostgresListener(SharedListener[ListeningConnection]):
     async def _unsubscribe(self, connection: ListeningConnection, stream_id: str) -> None:
         await connection.driver.remove_listener(CHANNEL_PREFIX + stream_id, self._on_notification)
 
+    async def _ping(self, connection: ListeningConnection) -> None:
+        await connection.driver.execute("SELECT 1")
+
+    def _abandon(self, connection: ListeningConnection) -> None:
+        connection.driver.terminate()
+
     async def _disconnect(self, connection: ListeningConnection) -> None:
+        # asyncpg's own close, bounded (it drops the socket when PostgreSQL does not see it off in time); SQLAlchemy's
+        # close after it has nothing left to wait for.
+        with contextlib.suppress(Exception):
+            await connection.driver.close(timeout=CLOSE_SECONDS)
         with contextlib.suppress(Exception):
             await connection.connection.close()
         with contextlib.suppress(Exception):
@@ -145,9 +170,9 @@ class PostgresListener(SharedListener[ListeningConnection]):
 class PostgresRelay:
     shared = True
 
-    def __init__(self, db: Database, sink: StreamSink) -> None:
+    def __init__(self, db: Database, sink: StreamSink, liveness: Liveness = DEFAULT_LIVENESS) -> None:
         self._db = db
-        self.listener = PostgresListener(db, sink)
+        self.listener = PostgresListener(db.url, sink, liveness)
         self._claims = HeldClaims()
 
     async def claim(self, stream_id: str, owner: StreamOwner) -> None:

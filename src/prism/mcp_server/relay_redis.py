@@ -6,7 +6,8 @@
 
 The channels of a process's open streams are subscribed on ONE connection of its own, read by one task
 (prism.mcp_server.relay_redis_listener): each stream subscribes before it announces its endpoint and
-unsubscribes when it closes, and should that connection drop, every stream it served is ended. Commands
+unsubscribes when it closes, and should that connection drop or stop answering PINGs, every stream it served is
+ended. Commands
 (claims, lookups, publishing) share one client with short timeouts.
 """
 
@@ -18,7 +19,15 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from prism.mcp_server.relay import STREAM_TTL_SECONDS, HeldClaims, RelayUnavailable, StreamOwner, StreamSink
+from prism.mcp_server.relay import (
+    DEFAULT_LIVENESS,
+    STREAM_TTL_SECONDS,
+    HeldClaims,
+    Liveness,
+    RelayUnavailable,
+    StreamOwner,
+    StreamSink,
+)
 from prism.mcp_server.relay_redis_listener import PREFIX, RedisListener, channel
 
 log = logging.getLogger("prism.mcp")
@@ -33,10 +42,10 @@ def claim_key(stream_id: str) -> str:
 class RedisRelay:
     shared = True
 
-    def __init__(self, url: str, sink: StreamSink) -> None:
+    def __init__(self, url: str, sink: StreamSink, liveness: Liveness = DEFAULT_LIVENESS) -> None:
         # Commands wait at most this long for a Redis that went away: the POST then answers 503.
         self._commands = Redis.from_url(url, socket_connect_timeout=2.0, socket_timeout=5.0)
-        self.listener = RedisListener(url, sink)
+        self.listener = RedisListener(url, sink, liveness)
         self._claims = HeldClaims()
 
     async def claim(self, stream_id: str, owner: StreamOwner) -> None:

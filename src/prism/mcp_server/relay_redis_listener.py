@@ -5,6 +5,9 @@ given up). It is a bare connection, not the client's PubSub: that one reconnects
 subscribes its channels again without a word, and the streams whose answers were published meanwhile would wait
 for them for ever. Here a connection that fails is closed and never used again, and its streams are ended.
 
+While open, it is PINGed every few seconds (relay_listener's Liveness): Redis answers a PING on a subscribed
+connection too, with a `pong` array under RESP2 and a plain PONG under RESP3, among the messages the reader takes.
+
 The connection is named `prism-mcp-sse-<host>-<pid>` (CLIENT SETNAME), so that CLIENT LIST shows which process
 of the deployment holds it.
 """
@@ -15,9 +18,6 @@ import asyncio
 import contextlib
 import logging
 import math
-import os
-import re
-import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,13 +26,12 @@ from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from prism.mcp_server.relay import StreamSink
-from prism.mcp_server.relay_listener import SharedListener
+from prism.mcp_server.relay import Liveness, StreamSink
+from prism.mcp_server.relay_listener import SharedListener, listener_name
 
 log = logging.getLogger("prism.mcp")
 
 PREFIX = "prism:mcp:sse:"
-CLIENT_NAME_PREFIX = "prism-mcp-sse-"
 # How long Redis may take to confirm a SUBSCRIBE; past it the connection is not trusted any more.
 CONFIRM_SECONDS = 5.0
 
@@ -42,9 +41,8 @@ def channel(stream_id: str) -> str:
 
 
 def client_name() -> str:
-    """This process's name for its listening connection (Redis takes printable ASCII without spaces)."""
-    host = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname())
-    return f"{CLIENT_NAME_PREFIX}{host}-{os.getpid()}"
+    """This process's name for its listening connection (CLIENT SETNAME)."""
+    return listener_name()
 
 
 @dataclass(eq=False)
@@ -55,6 +53,8 @@ class Subscriber:
     connection: AbstractConnection
     reader: asyncio.Task[None] | None = None
     confirming: dict[bytes, asyncio.Future[None]] = field(default_factory=dict)
+    # The PING waiting for its answer (one at a time: relay_listener sends them in turn).
+    ponged: asyncio.Future[None] | None = None
     # Set once its reading failed or it was closed: nothing is sent on it any more (the connection would quietly
     # open a new socket, without the subscriptions).
     broken: bool = False
@@ -63,8 +63,8 @@ class Subscriber:
 class RedisListener(SharedListener[Subscriber]):
     store = "Redis"
 
-    def __init__(self, url: str, sink: StreamSink) -> None:
-        super().__init__(sink)
+    def __init__(self, url: str, sink: StreamSink, liveness: Liveness) -> None:
+        super().__init__(sink, liveness)
         self._url = url
         self._pool: ConnectionPool | None = None
 
@@ -103,6 +103,24 @@ class RedisListener(SharedListener[Subscriber]):
         if not subscriber.broken:
             await subscriber.connection.send_command("UNSUBSCRIBE", channel(stream_id))
 
+    async def _ping(self, subscriber: Subscriber) -> None:
+        if subscriber.broken:
+            raise ConnectionError("the Redis connection listening for legacy SSE streams dropped")
+        subscriber.ponged = asyncio.get_running_loop().create_future()
+        try:
+            await subscriber.connection.send_command("PING")
+            await subscriber.ponged
+        finally:
+            subscriber.ponged = None
+
+    def _abandon(self, subscriber: Subscriber) -> None:
+        subscriber.broken = True
+        waiting = [*subscriber.confirming.values(), subscriber.ponged]
+        for answered in waiting:
+            if answered is not None and not answered.done():
+                answered.set_exception(ConnectionError("the Redis connection listening for legacy SSE streams "
+                                                       "was given up before it answered"))
+
     async def _disconnect(self, subscriber: Subscriber) -> None:
         subscriber.broken = True
         reader = subscriber.reader
@@ -124,14 +142,15 @@ class RedisListener(SharedListener[Subscriber]):
                 self._dispatch(subscriber, reply)
         except Exception:  # whatever it was, the connection can no longer be trusted
             log.debug("the Redis connection listening for legacy SSE streams failed", exc_info=True)
-        # At once, before waiting for the lock a subscription may hold while it waits for its confirmation.
-        subscriber.broken = True
-        for confirmed in subscriber.confirming.values():
-            if not confirmed.done():
-                confirmed.set_exception(ConnectionError("the Redis connection dropped before confirming"))
+        # lose() gives it up at once (failing a subscription that holds the lock while it waits for its
+        # confirmation), before waiting for that lock.
         await self.lose(subscriber)
 
     def _dispatch(self, subscriber: Subscriber, reply: Any) -> None:
+        if reply == b"PONG" or (isinstance(reply, list) and len(reply) == 2 and reply[0] == b"pong"):
+            if subscriber.ponged is not None and not subscriber.ponged.done():
+                subscriber.ponged.set_result(None)
+            return
         if not isinstance(reply, list) or len(reply) != 3:
             return
         kind, name, data = reply
