@@ -33,10 +33,10 @@ from tests.test_limits_limiter import REDIS_URL, redis_available
 from tests.test_mcp_protocol import PATH, rpc
 
 CALLS = 20
-# Connections of the deployment whose last statement was a LISTEN of a stream's channel (this one excluded: its
-# own text matches the pattern).
+# The listening connections of the deployment's processes, by the name each gives its own (their last statement may
+# be a ping rather than a LISTEN).
 POSTGRES_LISTENERS = ("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
-                      "AND pid <> pg_backend_pid() AND query LIKE '%LISTEN \"prism_sse_%'")
+                      "AND application_name LIKE 'prism-mcp-sse-%'")
 
 
 @dataclass
@@ -187,6 +187,7 @@ async def test_a_stream_takes_messages_only_from_its_own_credential_on_every_pro
                 assert await _next_event(lines) == [
                     "event: message", f'data: {{"jsonrpc":"2.0","id":{100 + turn},"result":{{}}}}']
             assert await _claims(deployment, stream_id) == 1
+            assert await _subscriptions(deployment, stream_id) == 1
     # The client left: its claim and its subscription go with the stream, on every process.
     await _eventually(lambda: _claims(deployment, stream_id), 0)
     await _eventually(lambda: _subscriptions(deployment, stream_id), 0)
