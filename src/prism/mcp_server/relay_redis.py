@@ -7,8 +7,7 @@
 The channels of a process's open streams are subscribed on ONE connection of its own, read by one task
 (prism.mcp_server.relay_redis_listener): each stream subscribes before it announces its endpoint and
 unsubscribes when it closes, and should that connection drop or stop answering PINGs, every stream it served is
-ended. Commands
-(claims, lookups, publishing) share one client with short timeouts.
+ended. Commands (claims, lookups, publishing) share one client with short timeouts.
 """
 
 from __future__ import annotations
