@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.processes import TRACEBACK, Server, ServerPool, clean_env
+from tests.processes import TRACEBACK, Server, ServerPool, clean_env, prism_command
 
 SEEDED_SKUS = {"BRG-6204", "BLT-A42", "FLT-HY10", "SEL-2535", "MTR-0075", "FUS-10A"}
 KEY_LINE = r"^API key \(shown once\): (\S+)$"
@@ -131,7 +131,7 @@ def test_serve_without_demo_seeding_leaves_the_database_empty(servers: ServerPoo
 def test_a_database_that_cannot_be_prepared_stops_serve_with_its_error(workdir: Path) -> None:
     """Nothing is served, and no banner printed, over a database the migrations could not prepare."""
     missing = workdir / "no such directory" / "prism.db"
-    done = subprocess.run(["prism", "serve", "--port", "1"], env=clean_env(PRISM_DATABASE_URL=f"sqlite:///{missing}"),
+    done = subprocess.run([*prism_command(), "serve", "--port", "1"], env=clean_env(PRISM_DATABASE_URL=f"sqlite:///{missing}"),
                           cwd=workdir, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode != 0
     assert "unable to open database file" in done.stderr
