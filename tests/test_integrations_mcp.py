@@ -168,6 +168,13 @@ async def test_the_tool_list_follows_the_upstream_and_an_unreachable_upstream_bl
         assert slow["timeout_seconds"] == 1
         late = await tool(client, ws, name, "slowEcho", {"text": "hi", "seconds": 3})
         assert late.status_code == 504 and late.json()["error"] == "upstream_timeout"
+
+        # A credential the upstream refuses (HTTP 401) is its answer, as an OpenAPI upstream's 401 is.
+        await ok(client, ws, "config_manage/integrations/connection/set", {
+            "name": name, "base_url": running.url, **credential(), "secret": "not-the-key"})
+        refused = await tool(client, ws, name, "getForecast", {"city": "Oslo"})
+        assert refused.status_code == 502 and refused.json()["error"] == "upstream_error", refused.text[:300]
+        assert "not-the-key" not in refused.text
     finally:
         await running.stop()
     down = await tool(client, ws, name, "getForecast", {"city": "Oslo"})
@@ -192,7 +199,7 @@ async def test_the_cli_adds_and_refreshes_an_upstream_for_the_deployment(
         wrong = await asyncio.to_thread(run_cli, "integration", "refresh", name, "--json",
                                         database_url=settings.database_url, **{**outbound,
                                                                                "PRISM_CONNECTION_SECRET": "nope"})
-        assert wrong.returncode == 1 and wrong.error["error"] == "upstream_unreachable"
+        assert wrong.returncode == 1 and wrong.error["error"] == "upstream_error"  # it answered: 401
         assert "nope" not in wrong.stderr
         same = await asyncio.to_thread(cli_json, "integration", "refresh", name, "--auth", "api_key", "--header",
                                        "X-Upstream-Key", database_url=settings.database_url, **outbound)

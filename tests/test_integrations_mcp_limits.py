@@ -136,11 +136,11 @@ async def test_an_answer_to_tools_list_too_large_to_hold_is_read_no_further(
     serve(fastmcp, "fill_form", description="x" * 1_500_000)
     started = asyncio.get_running_loop().time()
     refused = await add_fastmcp(client, ws, fastmcp, "mcp_" + uuid.uuid4().hex[:8])
-    assert refused.status_code == 502 and refused.json()["error"] == "upstream_unreachable", refused.text[:300]
+    assert refused.status_code == 502 and refused.json()["error"] == "upstream_error", refused.text[:300]
     assert "exceeded the 1048576 byte limit" in refused.json()["message"]
     scripted.tools = [{"name": "fill_form", "description": "x" * 3_000_000, "inputSchema": {"type": "object"}}]
     refused = await add_scripted(client, ws, scripted, "mcp_" + uuid.uuid4().hex[:8])
-    assert refused.status_code == 502 and refused.json()["error"] == "upstream_unreachable", refused.text[:300]
+    assert refused.status_code == 502 and refused.json()["error"] == "upstream_error", refused.text[:300]
     assert "larger than 2,000,000 bytes" in refused.json()["message"]
     assert asyncio.get_running_loop().time() - started < 10  # the default time limit is 30 s
 

@@ -198,8 +198,12 @@ async def forward(settings: Settings, url: str, transport: str, credential: Cred
         outcome.upstream_error, broken = str(exc)[:1000], False
     except PrismError as exc:  # the outbound rules refused the URL, or the client is not installed
         outcome.error = exc.message
-    except Exception as exc:  # transports raise many kinds (and groups of them): all mean "not reached"
-        outcome.error = _reason(exc)
+    except Exception as exc:  # transports raise many kinds (and groups of them): all mean "not reached"...
+        cause = _innermost(exc)
+        if isinstance(cause, MCPError):  # ...but an answered opening (a refused credential: its 401) is an answer
+            outcome.upstream_error = str(cause)[:1000]
+        else:
+            outcome.error = _reason(exc)
     if broken:  # the next call opens a new session
         await mcp_sessions.discard(key, held)
     outcome.duration_ms = int((time.monotonic() - started) * 1000)
@@ -362,8 +366,16 @@ async def read_tools(settings: Settings, url: str, transport: str, credential: C
     except PrismError:
         raise
     except Exception as exc:  # see forward()
+        import httpx2  # importable: the session opened
+        from mcp import MCPError
+
         cause = _innermost(exc)
         if isinstance(cause, PrismError):  # raised inside the session: its task group wrapped it
             raise cause from None
+        # Reached: it answered an error (a refused credential included), or an answer past the limits (an event
+        # of the legacy SSE stream raises as it is), as a call's answer would be (forward).
+        if isinstance(cause, MCPError | httpx2.SSEError):
+            raise UpstreamError(f"the MCP server at {url} answered with an error: {_reason(cause)}",
+                                code="upstream_error", status=502) from None
         raise UpstreamError(f"the MCP server at {url} could not be reached: {_reason(exc)}",
                             code="upstream_unreachable", status=502) from None
