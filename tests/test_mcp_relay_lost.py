@@ -18,9 +18,9 @@ from prism.auth.context import AuthContext
 from prism.config import Settings
 from prism.mcp_server.legacy_sse import LegacyStream, LegacyStreams
 from prism.mcp_server.relay import Relay
+from prism.mcp_server.relay_listener import listener_name
 from prism.mcp_server.relay_postgres import PostgresRelay
 from prism.mcp_server.relay_redis import RedisRelay
-from prism.mcp_server.relay_redis_listener import client_name
 from prism.storage import Database
 from tests.test_limits_limiter import REDIS_URL, redis_available
 from tests.test_mcp_relay import Collected
@@ -54,7 +54,7 @@ async def drop_listening_connection(streams: LegacyStreams, db: Database, stream
     """Kill the connection this process listens on, from the store's side (as a restart or a network cut would)."""
     if isinstance(streams.relay, RedisRelay):
         with redis.Redis.from_url(REDIS_URL) as client:
-            [listener] = [c for c in client.client_list() if c["name"] == client_name()]
+            [listener] = [c for c in client.client_list() if c["name"] == listener_name()]
             assert client.client_kill_filter(_id=listener["id"]) == 1
         return
     async with db.write() as session:

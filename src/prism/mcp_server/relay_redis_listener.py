@@ -40,11 +40,6 @@ def channel(stream_id: str) -> str:
     return f"{PREFIX}{stream_id}"
 
 
-def client_name() -> str:
-    """This process's name for its listening connection (CLIENT SETNAME)."""
-    return listener_name()
-
-
 @dataclass(eq=False)
 class Subscriber:
     """One listening connection, from its opening to its closing: the task reading it, and the subscriptions
@@ -72,7 +67,7 @@ class RedisListener(SharedListener[Subscriber]):
         if self._pool is None:
             # Made on first use, in the process that serves (after any fork), for the name to carry its pid. No
             # retries: a connection that failed is replaced, never resumed.
-            self._pool = ConnectionPool.from_url(self._url, client_name=client_name(), socket_connect_timeout=2.0,
+            self._pool = ConnectionPool.from_url(self._url, client_name=listener_name(), socket_connect_timeout=2.0,
                                                  socket_timeout=5.0, socket_keepalive=True,
                                                  retry=Retry(NoBackoff(), 0))
         connection: AbstractConnection = self._pool.make_connection()  # type: ignore[no-untyped-call]  # untyped in redis
