@@ -95,6 +95,20 @@ async def test_a_claimed_stream_gets_messages_of_any_size_from_another_process_i
     assert await other.owner(stream_id) is None
 
 
+async def test_closing_a_relay_drops_the_claims_of_the_streams_it_still_held(
+        relays: tuple[Relay, Relay, Collected]) -> None:
+    # The app's shutdown closes its streams without waiting for them, then the relay: the claims left must go with
+    # it, or POSTs landing on another process are accepted (202) for a stream nobody holds until they expire.
+    owner, other, _ = relays
+    stream_id = uuid.uuid4().hex + "cccccccc"
+    await owner.claim(stream_id, OWNER)
+    assert await other.owner(stream_id) == OWNER
+    await owner.close()
+    assert await other.owner(stream_id) is None
+    assert isinstance(owner, PostgresRelay | RedisRelay)
+    assert not owner.listener.connected
+
+
 async def test_releasing_the_last_stream_closes_what_listened_for_it(relays: tuple[Relay, Relay, Collected]) -> None:
     owner, _, _ = relays
     first, second = uuid.uuid4().hex + "00000000", uuid.uuid4().hex + "11111111"

@@ -33,13 +33,13 @@ from prism.mcp_server.models import LegacyStreamClaim as Claim
 from prism.mcp_server.relay import (
     DEFAULT_LIVENESS,
     STREAM_TTL_SECONDS,
-    HeldClaims,
     Liveness,
     RelayUnavailable,
     StreamOwner,
     StreamSink,
 )
 from prism.mcp_server.relay_listener import SharedListener, listener_name
+from prism.mcp_server.relay_shared import SharedRelay
 from prism.storage import Database, one_shot_engine
 
 log = logging.getLogger("prism.mcp")
@@ -167,44 +167,13 @@ class PostgresListener(SharedListener[ListeningConnection]):
             self._sink.deliver(channel.removeprefix(CHANNEL_PREFIX), message)
 
 
-class PostgresRelay:
-    shared = True
+class PostgresRelay(SharedRelay):
+    store = "PostgreSQL"
+    unreachable = (Exception,)  # whatever the driver, the pool or SQLAlchemy raise on the way
 
     def __init__(self, db: Database, sink: StreamSink, liveness: Liveness = DEFAULT_LIVENESS) -> None:
+        super().__init__(PostgresListener(db.url, sink, liveness))
         self._db = db
-        self.listener = PostgresListener(db.url, sink, liveness)
-        self._claims = HeldClaims()
-
-    async def claim(self, stream_id: str, owner: StreamOwner) -> None:
-        try:
-            await self.listener.listen(stream_id)
-            async with self._claims.writing:
-                await self._record({stream_id: owner})
-                self._claims.hold(stream_id, owner)
-        except Exception as exc:
-            log.warning("could not claim legacy SSE stream %s in PostgreSQL", stream_id, exc_info=True)
-            await self.listener.unlisten(stream_id)
-            raise RelayUnavailable() from exc
-
-    async def refresh(self) -> None:
-        try:
-            lapsed = await self._extend(self._claims.ids())
-            if lapsed:
-                await self._restore(lapsed)
-        except Exception as exc:
-            raise RelayUnavailable() from exc
-
-    async def release(self, stream_id: str) -> None:
-        # The claim first: from then on no POST is accepted for the stream, so none is answered into the void.
-        async with self._claims.writing:
-            self._claims.let_go(stream_id)
-            try:
-                async with self._db.write() as session:
-                    await session.execute(delete(Claim).where(Claim.id == stream_id))
-            except Exception:
-                log.warning("could not drop the claim of legacy SSE stream %s; it expires by itself", stream_id,
-                            exc_info=True)
-        await self.listener.unlisten(stream_id)
 
     async def owner(self, stream_id: str) -> StreamOwner | None:
         try:
@@ -225,12 +194,7 @@ class PostgresRelay:
         except Exception as exc:
             raise RelayUnavailable() from exc
 
-    async def close(self) -> None:
-        await self.listener.close()
-
     async def _extend(self, stream_ids: list[str]) -> list[str]:
-        """Push these claims forward, an UPDATE touching only rows that exist (a claim dropped meanwhile stays
-        dropped); the ids of those that no longer exist."""
         if not stream_ids:
             return []
         async with self._db.write() as session:
@@ -239,14 +203,8 @@ class PostgresRelay:
             )).scalars())
         return [stream_id for stream_id in stream_ids if stream_id not in extended]
 
-    async def _restore(self, lapsed: list[str]) -> None:
-        """Record again the claims that lapsed while their streams stayed open (HeldClaims)."""
-        async with self._claims.writing:
-            await self._record(self._claims.still_held(lapsed))
-
     async def _record(self, owners: dict[str, StreamOwner]) -> None:
-        """Write these claims (call under `writing`), purging the claims of processes that died on the way, so the
-        table holds only what is open."""
+        # The claims of processes that died on the way are purged with it, so the table holds only what is open.
         async with self._db.write() as session:
             await session.execute(delete(Claim).where(Claim.expires_at < func.now()))
             for stream_id, owner in owners.items():
@@ -254,6 +212,10 @@ class PostgresRelay:
                     id=stream_id, tenant_id=owner.tenant_id, credential_kind=owner.credential_kind,
                     credential_id=owner.credential_id, expires_at=_expiry(),
                 ).on_conflict_do_update(index_elements=[Claim.id], set_={"expires_at": _expiry()}))
+
+    async def _drop(self, stream_id: str) -> None:
+        async with self._db.write() as session:
+            await session.execute(delete(Claim).where(Claim.id == stream_id))
 
 
 def _expiry() -> ColumnElement[Any]:

@@ -12,8 +12,6 @@ ended. Commands (claims, lookups, publishing) share one client with short timeou
 
 from __future__ import annotations
 
-import logging
-
 import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -21,15 +19,13 @@ from redis.exceptions import RedisError
 from prism.mcp_server.relay import (
     DEFAULT_LIVENESS,
     STREAM_TTL_SECONDS,
-    HeldClaims,
     Liveness,
     RelayUnavailable,
     StreamOwner,
     StreamSink,
 )
 from prism.mcp_server.relay_redis_listener import PREFIX, RedisListener, channel
-
-log = logging.getLogger("prism.mcp")
+from prism.mcp_server.relay_shared import SharedRelay
 
 __all__ = ["PREFIX", "RedisRelay", "channel", "claim_key"]
 
@@ -38,44 +34,14 @@ def claim_key(stream_id: str) -> str:
     return f"{PREFIX}claim:{stream_id}"
 
 
-class RedisRelay:
-    shared = True
+class RedisRelay(SharedRelay):
+    store = "Redis"
+    unreachable = (RedisError, OSError)
 
     def __init__(self, url: str, sink: StreamSink, liveness: Liveness = DEFAULT_LIVENESS) -> None:
+        super().__init__(RedisListener(url, sink, liveness))
         # Commands wait at most this long for a Redis that went away: the POST then answers 503.
         self._commands = Redis.from_url(url, socket_connect_timeout=2.0, socket_timeout=5.0)
-        self.listener = RedisListener(url, sink, liveness)
-        self._claims = HeldClaims()
-
-    async def claim(self, stream_id: str, owner: StreamOwner) -> None:
-        try:
-            await self.listener.listen(stream_id)
-            async with self._claims.writing:
-                await self._record({stream_id: owner})
-                self._claims.hold(stream_id, owner)
-        except Exception as exc:
-            log.warning("could not claim legacy SSE stream %s in Redis", stream_id, exc_info=True)
-            await self.listener.unlisten(stream_id)
-            raise RelayUnavailable() from exc
-
-    async def refresh(self) -> None:
-        try:
-            lapsed = await self._extend(self._claims.ids())
-            if lapsed:
-                await self._restore(lapsed)
-        except (RedisError, OSError) as exc:
-            raise RelayUnavailable() from exc
-
-    async def release(self, stream_id: str) -> None:
-        # The claim first: from then on no POST is accepted for the stream, so none is answered into the void.
-        async with self._claims.writing:
-            self._claims.let_go(stream_id)
-            try:
-                await self._commands.delete(claim_key(stream_id))
-            except (RedisError, OSError):
-                log.warning("could not drop the claim of legacy SSE stream %s; it expires by itself", stream_id,
-                            exc_info=True)
-        await self.listener.unlisten(stream_id)
 
     async def owner(self, stream_id: str) -> StreamOwner | None:
         try:
@@ -94,31 +60,24 @@ class RedisRelay:
             raise RelayUnavailable() from exc
 
     async def close(self) -> None:
-        for stream_id in self._claims.ids():
-            await self.release(stream_id)
-        await self.listener.close()
+        await super().close()
         await self._commands.aclose()
 
     async def _extend(self, stream_ids: list[str]) -> list[str]:
-        """Push these claims forward, EXPIRE touching only keys that exist (a claim dropped meanwhile stays
-        dropped); the ids of those that no longer exist."""
         async with self._commands.pipeline(transaction=False) as pipe:
             for stream_id in stream_ids:
                 pipe.expire(claim_key(stream_id), STREAM_TTL_SECONDS)
             extended = await pipe.execute()
         return [stream_id for stream_id, done in zip(stream_ids, extended, strict=True) if not done]
 
-    async def _restore(self, lapsed: list[str]) -> None:
-        """Record again the claims that lapsed while their streams stayed open (HeldClaims)."""
-        async with self._claims.writing:
-            await self._record(self._claims.still_held(lapsed))
-
     async def _record(self, owners: dict[str, StreamOwner]) -> None:
-        """Write these claims (call under `writing`)."""
         async with self._commands.pipeline(transaction=False) as pipe:
             for stream_id, owner in owners.items():
                 pipe.set(claim_key(stream_id), _claim_value(owner), ex=STREAM_TTL_SECONDS)
             await pipe.execute()
+
+    async def _drop(self, stream_id: str) -> None:
+        await self._commands.delete(claim_key(stream_id))
 
 
 def _claim_value(owner: StreamOwner) -> bytes:
