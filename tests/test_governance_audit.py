@@ -92,6 +92,8 @@ async def test_persona_commands_create_list_attach_and_refuse_deleting_one_in_us
     cli_json("persona", "attach", "none", "--key", agent_key, "--tenant", sub,
              database_url=database_url)
     assert cli_json("persona", "delete", "cli-persona", "--tenant", sub, database_url=database_url)["deleted"] is True
+    none_left = run_cli("persona", "list", "--tenant", sub, database_url=database_url)
+    assert none_left.returncode == 0 and none_left.stdout == "no personas\n"
     other = await factory.workspace(roles=("owner",))
     foreign = run_cli("persona", "attach", "none", "--key", str(lookup_of(other.keys["owner"])), "--tenant", sub,
                       "--json", database_url=database_url)
