@@ -241,6 +241,54 @@ async def test_key_revoke_by_id_or_prefix_stops_the_key(cli_db: str, cli_factory
     assert r.status_code == 200, r.text
 
 
+async def test_key_list_shows_each_key_with_its_holder_and_status_never_a_secret(cli_db: str,
+                                                                                 cli_factory: Factory) -> None:
+    ws = await cli_factory.workspace(roles=("owner",))
+    sub = ws.tenant.subdomain
+    second = await cli_factory.second_org(ws)
+    keys = {"main": await cli_factory.add_key(ws, "main"), "elsewhere": await cli_factory.add_key(ws, "away",
+                                                                                                 org=second),
+            "revoked": await cli_factory.add_key(ws, "gone")}
+    prefixes = {label: plaintext[:len("ck_") + 12] for label, plaintext in keys.items()}
+    cli_json("key", "revoke", prefixes["revoked"], "--tenant", sub, database_url=cli_db)
+    other = await cli_factory.workspace(roles=("owner",))  # another tenant's keys are never listed
+
+    listed = cli_json("key", "list", "--tenant", sub, database_url=cli_db)["keys"]
+    by_prefix = {k["prefix"]: k for k in listed}
+    assert set(by_prefix) == {*prefixes.values(), ws.keys["owner"][:len("ck_") + 12]}
+    assert lookup_in(other, by_prefix) == []
+    assert by_prefix[prefixes["revoked"]]["status"] == "revoked" and by_prefix[prefixes["revoked"]]["revoked_at"]
+    assert by_prefix[prefixes["main"]]["status"] == "active"
+    assert by_prefix[prefixes["elsewhere"]]["organization"] == public_organization_id(second.id)
+    assert by_prefix[prefixes["elsewhere"]]["organization_slug"] == second.slug
+    assert by_prefix[prefixes["main"]]["user"] == ws.emails["main"]
+    assert [k["created_at"] for k in listed] == sorted((k["created_at"] for k in listed), reverse=True)
+    text = run_cli("key", "list", "--tenant", sub, database_url=cli_db).stdout
+    for plaintext in keys.values():
+        assert plaintext not in text and plaintext[len("ck_") + 12:] not in str(listed)
+    for prefix in prefixes.values():
+        assert prefix in text
+
+    assert [k["prefix"] for k in cli_json("key", "list", "--tenant", sub, "--org", second.slug,
+                                          database_url=cli_db)["keys"]] == [prefixes["elsewhere"]]
+    assert [k["prefix"] for k in cli_json("key", "list", "--tenant", sub, "--email", ws.emails["gone"],
+                                          database_url=cli_db)["keys"]] == [prefixes["revoked"]]
+    active = cli_json("key", "list", "--tenant", sub, "--active", database_url=cli_db)["keys"]
+    assert prefixes["revoked"] not in {k["prefix"] for k in active} and len(active) == 3
+    # Another tenant's organization is not found, and a user without keys here has none listed.
+    foreign_org = public_organization_id(other.org.id)
+    assert_clean_failure(run_cli("key", "list", "--tenant", sub, "--org", foreign_org, "--json", database_url=cli_db),
+                         "organization_not_found")
+    assert cli_json("key", "list", "--tenant", sub, "--email", other.emails["owner"],
+                    database_url=cli_db)["keys"] == []
+    assert run_cli("key", "list", "--tenant", sub, "--email", other.emails["owner"],
+                   database_url=cli_db).stdout == "no keys\n"
+
+
+def lookup_in(ws: Workspace, listed: dict[str, Any]) -> list[str]:
+    return [prefix for prefix in listed if ws.keys["owner"].startswith(prefix)]
+
+
 @pytest.fixture(scope="module")
 async def world(cli_factory: Factory) -> dict[str, str]:
     """Two tenants; the first has a second organization its owner is not in, plus a user in no organization."""

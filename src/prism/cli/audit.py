@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.cli.output import emit, fail
 from prism.cli.preflight import load_settings
+from prism.cli.transaction import in_transaction
 from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.kit.numbers import whole_number
 from prism.ledger.archive import archive, archive_name, retention_cut
@@ -38,8 +39,6 @@ audit_cli = typer.Typer(help="The audit ledger: signed Merkle trees, one per org
 
 
 def _run(as_json: bool, work: Any, *, read_only: bool = True) -> Any:
-    from prism.cli.main import in_transaction  # the CLI root imports this module: resolve it late
-
     return in_transaction(as_json, work, read_only=read_only)
 
 

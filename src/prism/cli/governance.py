@@ -12,6 +12,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.cli.output import emit
+from prism.cli.transaction import in_transaction
 from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.governance import personas
 from prism.governance.models import Persona
@@ -34,8 +35,6 @@ governance_cli = typer.Typer(help="Governance: the post-hoc audit.", no_args_is_
 
 
 def _run(as_json: bool, work: Any) -> dict[str, Any]:
-    from prism.cli.main import in_transaction  # the CLI root imports this module: resolve it late
-
     out: dict[str, Any] = in_transaction(as_json, work)
     return out
 

@@ -2,31 +2,28 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import typer
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 from typer.exceptions import TyperException
 
+from prism.cli.api_keys import key_cli
 from prism.cli.audit import audit_cli, seal_waiting_logs
 from prism.cli.governance import governance_cli, persona_cli
 from prism.cli.output import emit, fail, report_error
 from prism.cli.preflight import check_database_reachable, database_error, database_settings, load_settings
+from prism.cli.transaction import in_transaction
 from prism.errors import PrismError
 from prism.identity.service import add_to_organization, create_user, require_user
 from prism.integrations.cli import integration_cli
-from prism.keys.service import create_key, revoke_key
 from prism.kit.ids import public_organization_id
-from prism.kit.timeutil import iso
-from prism.ledger.checkpoints import MalformedCheckpoint
 from prism.ledger.keys import LedgerKeys
-from prism.ledger.sealer import BrokenLog
 from prism.oauth.cli import keys_cli
-from prism.storage import Database, backend_of
+from prism.storage import backend_of
 from prism.tenancy.service import (
     create_organization,
     create_tenant,
@@ -36,7 +33,6 @@ from prism.tenancy.service import (
 )
 from prism.webhooks.cli import worker as webhook_worker
 
-T = TypeVar("T")
 JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
 FROM_STDIN_HELP = "Read the password from the first line of stdin."
 # Kept for scripts that already pass it; the prompt and stdin keep the password out of the process list.
@@ -48,7 +44,6 @@ cli = typer.Typer(help="Prism: governed tool dispatch for AI agents.", no_args_i
 tenant_cli = typer.Typer(help="Tenants (one subdomain each).", no_args_is_help=True)
 org_cli = typer.Typer(help="Organizations within a tenant.", no_args_is_help=True)
 user_cli = typer.Typer(help="Users and memberships.", no_args_is_help=True)
-key_cli = typer.Typer(help="API keys.", no_args_is_help=True)
 for sub, name in ((tenant_cli, "tenant"), (org_cli, "org"), (user_cli, "user"), (key_cli, "key"),
                   (audit_cli, "audit")):
     cli.add_typer(sub, name=name)
@@ -76,39 +71,6 @@ def serve_command(host: str = typer.Option("127.0.0.1", "--host"), port: int = t
     from prism.cli.serve import serve  # the server stack loads only for this command
 
     serve(host=host, port=port, workers=workers, as_json=as_json, seed=seed_demo)
-
-
-def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]], *, read_only: bool = False) -> T:
-    """Run `work` in one committed transaction; bad settings, domain and database errors become a clean exit 1.
-
-    `read_only` work takes no write lock, so it never holds up a running server's writers.
-    """
-    try:
-        url = database_settings(may_create=False).database_url
-    except PrismError as exc:
-        fail(as_json, exc)
-
-    async def run() -> T:
-        db = Database(url)
-        try:
-            async with db.read() if read_only else db.write() as session:
-                return await work(session)
-        finally:
-            await db.dispose()
-
-    try:
-        return asyncio.run(run())
-    except PrismError as exc:
-        fail(as_json, exc)
-    except DBAPIError as exc:
-        error = database_error(url, exc.orig)
-        if error.code == "database_error":  # most often a schema older than this Prism
-            error.message += ". Is the database migrated? Run `prism migrate`."
-        fail(as_json, error)
-    except OSError as exc:  # the server is not there: drivers raise these unwrapped
-        fail(as_json, database_error(url, exc))
-    except (BrokenLog, MalformedCheckpoint) as exc:  # a log rewritten in the database, or sealed with another key
-        fail(as_json, PrismError(f"the audit log cannot be used: {exc}; run `prism audit verify`", code="log_broken"))
 
 
 @cli.command()
@@ -278,58 +240,6 @@ def new_password(as_json: bool, given: str | None, *, from_stdin: bool) -> str:
                                  code="password_required"))
     password: str = typer.prompt("New password", hide_input=True, confirmation_prompt=True)
     return password
-
-
-@key_cli.command("create")
-def key_create(tenant: str = typer.Option(..., "--tenant"), email: str = typer.Option(..., "--email"),
-               org: str | None = typer.Option(None, "--org", help="Default: the user's first organization."),
-               scopes: str | None = typer.Option(None, "--scopes", help='Default "mcp:read mcp:write mcp:execute".'),
-               name: str | None = typer.Option(None, "--name"),
-               expires_days: int | None = typer.Option(None, "--expires-days"),
-               prefix: str = typer.Option("mcp", "--prefix", help="ck or mcp."),
-               tool_surface: str | None = typer.Option(
-                   None, "--tool-surface", help="The MCP tool surface of this key: mega (13 doors) or split "
-                                                "(_read/_write/_destructive). Default: PRISM_MCP_TOOL_SURFACE."),
-               as_json: bool = JSON_OPT) -> None:
-    """Mint an API key bound to one user and one organization. The plaintext is shown once."""
-    from prism.identity.service import memberships_in_tenant
-
-    async def work(session: AsyncSession) -> dict[str, Any]:
-        t = await require_tenant(session, tenant)
-        user = await require_user(session, email)
-        if org:
-            organization = await find_organization(session, t, org)
-        else:
-            orgs = await memberships_in_tenant(session, user, t.id)
-            if not orgs:
-                raise PrismError(f"{email} belongs to no organization of {tenant}", code="not_a_member",
-                                 status=403)
-            organization = orgs[0]
-        minted = await create_key(session, tenant=t, user=user, organization=organization, name=name,
-                                  scopes=scopes, expires_days=expires_days, prefix=prefix,
-                                  tool_surface=tool_surface)
-        k = minted.key
-        return {"api_key": minted.plaintext, "key_id": k.id, "key_prefix": k.lookup, "name": k.name,
-                "scopes": k.scopes.split(), "tool_surface": k.tool_surface,
-                "organization": public_organization_id(organization.id),
-                "organization_name": organization.name, "expires_at": iso(k.expires_at)}
-
-    out = in_transaction(as_json, work)
-    emit(as_json, out, f"{out['api_key']}\n(key {out['key_prefix']} for {email} in {out['organization_name']}; "
-                       "shown once)")
-
-
-@key_cli.command("revoke")
-def key_revoke(key: str = typer.Argument(..., help="Key id or displayed prefix."),
-               tenant: str = typer.Option(..., "--tenant"), as_json: bool = JSON_OPT) -> None:
-    """Revoke an API key."""
-
-    async def work(session: AsyncSession) -> dict[str, Any]:
-        k = await revoke_key(session, tenant=await require_tenant(session, tenant), key_ref=key)
-        return {"key_id": k.id, "key_prefix": k.lookup, "revoked_at": iso(k.revoked_at)}
-
-    out = in_transaction(as_json, work)
-    emit(as_json, out, f"key {out['key_prefix']} revoked")
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.cli.output import emit, fail
+from prism.cli.transaction import in_transaction
 from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.integrations import service
 from prism.integrations.credentials import Credential, checked
@@ -34,8 +35,6 @@ integration_cli = typer.Typer(help="Imported integrations: OpenAPI services as g
 
 
 def _run(as_json: bool, work: Any, *, read_only: bool = False) -> dict[str, Any]:
-    from prism.cli.main import in_transaction  # the CLI root imports this module: resolve it late
-
     out: dict[str, Any] = in_transaction(as_json, work, read_only=read_only)
     return out
 

@@ -107,6 +107,33 @@ async def revoke_key(session: AsyncSession, *, tenant: Tenant, key_ref: str) -> 
     return key
 
 
+def key_status(key: ApiKey, now: datetime) -> str:
+    """active, revoked or expired: whether the key still authenticates, and if not, why."""
+    if key.revoked_at is not None:
+        return "revoked"
+    return "expired" if key.expires_at is not None and key.expires_at <= now else "active"
+
+
+@dataclass(frozen=True, slots=True)
+class ListedKey:
+    key: ApiKey
+    email: str
+    organization: Organization
+
+
+async def tenant_keys(session: AsyncSession, *, tenant: Tenant, organization: Organization | None = None,
+                      user: User | None = None) -> list[ListedKey]:
+    """Every key of the tenant, or of one of its organizations or users, newest first, with its holder."""
+    stmt = (select(ApiKey, User.email, Organization)
+            .join(User, User.id == ApiKey.user_id).join(Organization, Organization.id == ApiKey.organization_id)
+            .where(ApiKey.tenant_id == tenant.id).order_by(ApiKey.created_at.desc(), ApiKey.id))
+    if organization is not None:
+        stmt = stmt.where(ApiKey.organization_id == organization.id)
+    if user is not None:
+        stmt = stmt.where(ApiKey.user_id == user.id)
+    return [ListedKey(key, email, org) for key, email, org in (await session.execute(stmt)).all()]
+
+
 async def touch_keys(session: AsyncSession, used: dict[str, datetime]) -> None:
     """Write batched last_used_at values (one statement per key, never once per request).
 

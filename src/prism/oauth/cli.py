@@ -7,6 +7,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.cli.output import emit
+from prism.cli.transaction import in_transaction
 from prism.config import get_settings
 from prism.kit.timeutil import iso
 from prism.oauth.keys import rotate
@@ -23,8 +24,6 @@ def keys_rotate(as_json: bool = JSON_OPT) -> None:
 
     Running servers pick the new key up within a minute (at once when they meet its kid).
     """
-    from prism.cli.main import in_transaction
-
     async def work(session: AsyncSession) -> dict[str, str | None]:
         row = await rotate(session, get_settings())
         return {"kid": row.kid, "created_at": iso(row.created_at)}
@@ -36,8 +35,6 @@ def keys_rotate(as_json: bool = JSON_OPT) -> None:
 @keys_cli.command("list")
 def keys_list(as_json: bool = JSON_OPT) -> None:
     """Signing keys, newest first: the active one and the retired ones."""
-    from prism.cli.main import in_transaction
-
     async def work(session: AsyncSession) -> list[dict[str, str | None]]:
         rows = (await session.execute(select(OAuthSigningKey).order_by(OAuthSigningKey.created_at.desc()))).scalars()
         return [{"kid": r.kid, "created_at": iso(r.created_at), "retired_at": iso(r.retired_at)} for r in rows]

@@ -19,7 +19,7 @@ from pydantic import Field
 from prism.apps import shipped_examples
 from prism.apps.params import ListParams, Params
 from prism.errors import NotFound, PermissionDenied
-from prism.keys.service import create_key
+from prism.keys.service import create_key, key_status
 from prism.kit.paging import envelope
 from prism.kit.timeutil import iso, utcnow
 from prism.models import ApiKey, Organization, Tenant, User
@@ -59,12 +59,9 @@ def _own(call: HandlerCall) -> Any:
 
 
 def _record(key: ApiKey) -> dict[str, Any]:
-    now = utcnow()
-    status = ("revoked" if key.revoked_at is not None
-              else "expired" if key.expires_at is not None and key.expires_at <= now else "active")
     return {"id": key.id, "prefix": key.lookup, "name": key.name, "scopes": key.scopes.split(),
             "tool_surface": key.tool_surface, "created_at": iso(key.created_at), "last_used_at": iso(key.last_used_at),
-            "expires_at": iso(key.expires_at), "status": status}
+            "expires_at": iso(key.expires_at), "status": key_status(key, utcnow())}
 
 
 @app.handler("config_manage", "key", "list", params=ListParams, scope="read", permission="keys.view_key",

@@ -1,0 +1,52 @@
+"""One committed transaction for a CLI command, its errors turned into a clean exit 1 (prism.cli.output)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from prism.cli.output import fail
+from prism.cli.preflight import database_error, database_settings
+from prism.errors import PrismError
+from prism.ledger.checkpoints import MalformedCheckpoint
+from prism.ledger.sealer import BrokenLog
+from prism.storage import Database
+
+T = TypeVar("T")
+
+
+def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]], *, read_only: bool = False) -> T:
+    """Run `work` in one committed transaction; bad settings, domain and database errors become a clean exit 1.
+
+    `read_only` work takes no write lock, so it never holds up a running server's writers.
+    """
+    try:
+        url = database_settings(may_create=False).database_url
+    except PrismError as exc:
+        fail(as_json, exc)
+
+    async def run() -> T:
+        db = Database(url)
+        try:
+            async with db.read() if read_only else db.write() as session:
+                return await work(session)
+        finally:
+            await db.dispose()
+
+    try:
+        return asyncio.run(run())
+    except PrismError as exc:
+        fail(as_json, exc)
+    except DBAPIError as exc:
+        error = database_error(url, exc.orig)
+        if error.code == "database_error":  # most often a schema older than this Prism
+            error.message += ". Is the database migrated? Run `prism migrate`."
+        fail(as_json, error)
+    except OSError as exc:  # the server is not there: drivers raise these unwrapped
+        fail(as_json, database_error(url, exc))
+    except (BrokenLog, MalformedCheckpoint) as exc:  # a log rewritten in the database, or sealed with another key
+        fail(as_json, PrismError(f"the audit log cannot be used: {exc}; run `prism audit verify`", code="log_broken"))
