@@ -95,6 +95,11 @@ def test_tenant_create_makes_the_tenant_its_first_organization_and_owner(cli_db:
         {"role": "owner", "org": out["organization"]["id"]}]
     listed = cli_json("org", "list", "--tenant", sub, database_url=cli_db)
     assert listed == {"organizations": [out["organization"]]}
+    tenants = cli_json("tenant", "list", database_url=cli_db)["tenants"]
+    assert {"id": out["tenant"]["id"], "subdomain": sub, "name": "Acme Corp"}.items() <= next(
+        t for t in tenants if t["subdomain"] == sub).items()
+    assert [t["subdomain"] for t in tenants] == sorted(t["subdomain"] for t in tenants)
+    assert f"{sub}\tAcme Corp\n" in run_cli("tenant", "list", database_url=cli_db).stdout
 
 
 async def test_org_create_and_list(cli_db: str, cli_factory: Factory) -> None:
@@ -135,6 +140,23 @@ async def test_user_create_and_add_to_org_as_viewer_then_change_role(cli_db: str
     # By organization id as well as slug; a second add changes the role instead of duplicating.
     cli_json("user", "add-to-org", email, "--tenant", sub, "--org", ws.org.id, "--role", "admin", database_url=cli_db)
     assert roles() == [{"role": "admin"}]
+
+    second = await cli_factory.second_org(ws)
+    cli_json("user", "add-to-org", email, "--tenant", sub, "--org", second.slug, "--role", "member",
+             database_url=cli_db)
+    members = cli_json("user", "list", "--tenant", sub, database_url=cli_db)["members"]
+    main, later = public_organization_id(ws.org.id), public_organization_id(second.id)  # by organization, then email
+    assert [(m["email"], m["organization"], m["role"]) for m in members] == [
+        *sorted([(ws.emails["owner"], main, "owner"), (email.lower(), main, "admin")]),
+        (email.lower(), later, "member")]
+    assert [(m["email"], m["role"]) for m in cli_json("user", "list", "--tenant", sub, "--org", second.slug,
+                                                      database_url=cli_db)["members"]] == [(email.lower(), "member")]
+    assert f"{email.lower()}\t{second.slug}\tmember" in run_cli("user", "list", "--tenant", sub,
+                                                                database_url=cli_db).stdout
+    # Another tenant's members are its own.
+    other = await cli_factory.workspace(roles=("owner",))
+    assert [m["email"] for m in cli_json("user", "list", "--tenant", other.tenant.subdomain,
+                                         database_url=cli_db)["members"]] == [other.emails["owner"]]
 
 
 @pytest.mark.parametrize("prefix", ["ck", "mcp"])

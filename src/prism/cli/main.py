@@ -18,9 +18,10 @@ from prism.cli.output import emit, fail, report_error
 from prism.cli.preflight import check_database_reachable, database_error, database_settings, load_settings
 from prism.cli.transaction import in_transaction
 from prism.errors import PrismError
-from prism.identity.service import add_to_organization, create_user, require_user
+from prism.identity.service import add_to_organization, create_user, members_of_tenant, require_user
 from prism.integrations.cli import integration_cli
 from prism.kit.ids import public_organization_id
+from prism.kit.timeutil import iso
 from prism.ledger.keys import LedgerKeys
 from prism.oauth.cli import keys_cli
 from prism.storage import backend_of
@@ -29,6 +30,7 @@ from prism.tenancy.service import (
     create_tenant,
     find_organization,
     list_organizations,
+    list_tenants,
     require_tenant,
 )
 from prism.webhooks.cli import worker as webhook_worker
@@ -144,6 +146,18 @@ def user_exists(email: str) -> Callable[[AsyncSession], Awaitable[bool]]:
     return work
 
 
+@tenant_cli.command("list")
+def tenant_list(as_json: bool = JSON_OPT) -> None:
+    """List the deployment's tenants."""
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        return {"tenants": [{"id": t.id, "subdomain": t.subdomain, "name": t.name, "created_at": iso(t.created_at)}
+                            for t in await list_tenants(session)]}
+
+    out = in_transaction(as_json, work, read_only=True)
+    emit(as_json, out, "\n".join(f"{t['subdomain']}\t{t['name'] or ''}" for t in out["tenants"]) or "no tenants")
+
+
 @org_cli.command("create")
 def org_create(name: str, tenant: str = typer.Option(..., "--tenant"),
                slug: str | None = typer.Option(None, "--slug"), as_json: bool = JSON_OPT) -> None:
@@ -185,6 +199,24 @@ def user_create(email: str, password: str | None = typer.Option(None, "--passwor
 
     out = in_transaction(as_json, work)
     emit(as_json, out, f"user {out['email']} ({out['id']}) created")
+
+
+@user_cli.command("list")
+def user_list(tenant: str = typer.Option(..., "--tenant"),
+              org: str | None = typer.Option(None, "--org", help="Only this organization (id or slug)."),
+              as_json: bool = JSON_OPT) -> None:
+    """List the members of a tenant's organizations, with their roles."""
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        t = await require_tenant(session, tenant)
+        organization = await find_organization(session, t, org) if org else None
+        return {"members": [{"user_id": user.id, "email": user.email, "organization": public_organization_id(o.id),
+                             "organization_slug": o.slug, "role": role}
+                            for user, o, role in await members_of_tenant(session, t, organization)]}
+
+    out = in_transaction(as_json, work, read_only=True)
+    emit(as_json, out, "\n".join(f"{m['email']}\t{m['organization_slug']}\t{m['role']}" for m in out["members"])
+         or "no members")
 
 
 @user_cli.command("add-to-org")

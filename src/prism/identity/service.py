@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism.errors import BadRequest, Conflict, NotFound
 from prism.identity.passwords import hash_password
 from prism.kit.timeutil import utcnow
-from prism.models import Membership, Organization, Role, User
+from prism.models import Membership, Organization, Role, Tenant, User
 
 EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+\Z|^[^@\s]+@localhost\Z")
 MIN_PASSWORD_LENGTH = 8
@@ -81,3 +81,17 @@ async def memberships_in_tenant(session: AsyncSession, user: User, tenant_id: st
         .where(Membership.user_id == user.id, Organization.tenant_id == tenant_id)
         .order_by(Membership.created_at))
     return list(rows.scalars())
+
+
+async def members_of_tenant(session: AsyncSession, tenant: Tenant,
+                            organization: Organization | None = None) -> list[tuple[User, Organization, str]]:
+    """(user, organization, role name) for every membership in the tenant's organizations, or in one of them; by
+    organization, then email."""
+    stmt = (select(User, Organization, Role.name)
+            .join(Membership, Membership.user_id == User.id)
+            .join(Organization, Organization.id == Membership.organization_id)
+            .join(Role, Role.id == Membership.role_id)
+            .where(Organization.tenant_id == tenant.id).order_by(Organization.created_at, User.email))
+    if organization is not None:
+        stmt = stmt.where(Organization.id == organization.id)
+    return [(user, org, role) for user, org, role in (await session.execute(stmt)).all()]

@@ -44,6 +44,10 @@ async def get_tenant(session: AsyncSession, subdomain: str) -> Tenant | None:
     return (await session.execute(select(Tenant).where(Tenant.subdomain == subdomain))).scalar_one_or_none()
 
 
+async def list_tenants(session: AsyncSession) -> list[Tenant]:
+    return list((await session.execute(select(Tenant).order_by(Tenant.subdomain))).scalars())
+
+
 async def require_tenant(session: AsyncSession, subdomain: str) -> Tenant:
     tenant = await get_tenant(session, subdomain.strip().lower())
     if tenant is None:
