@@ -17,6 +17,7 @@ from prism.identity.service import create_user
 from prism.kit.ids import public_organization_id
 from prism.storage import Database
 from tests.factories import Factory, Workspace, unique
+from tests.oauth_support import sign_in
 from tests.processes import TRACEBACK, CliResult, cli_json, free_port, query, run_cli, scratch_database
 
 PASSWORD = "correct horse battery staple"
@@ -309,6 +310,68 @@ async def test_key_list_shows_each_key_with_its_holder_and_status_never_a_secret
 
 def lookup_in(ws: Workspace, listed: dict[str, Any]) -> list[str]:
     return [prefix for prefix in listed if ws.keys["owner"].startswith(prefix)]
+
+
+async def test_a_member_removed_from_an_organization_loses_its_keys_there_and_the_last_owner_stays(
+        cli_db: str, cli_factory: Factory, app_on: httpx.AsyncClient) -> None:
+    ws = await cli_factory.workspace(roles=("owner",))
+    sub, owner = ws.tenant.subdomain, ws.emails["owner"]
+    leaving = await cli_factory.add_key(ws, "leaving", role="member")
+    second = await cli_factory.second_org(ws)
+    kept = await cli_factory.add_key(ws, "elsewhere", org=second)
+    cli_json("user", "add-to-org", ws.emails["elsewhere"], "--tenant", sub, "--org", ws.org.slug, "--role", "member",
+             database_url=cli_db)
+
+    def me(key: str) -> Any:
+        return app_on.get("/api/v1/dev/me/", headers={"Authorization": f"Bearer {key}"})
+
+    assert (await me(leaving)).status_code == 200
+    out = cli_json("user", "remove-from-org", ws.emails["leaving"], "--tenant", sub, "--org", ws.org.slug,
+                   database_url=cli_db)
+    assert out == {"user": ws.emails["leaving"], "organization": ws.org.slug, "removed_role": "member",
+                   "tenant": sub}
+    refused = await me(leaving)
+    assert refused.status_code == 401 and refused.json()["error"] == "invalid_token", refused.text
+    # A membership elsewhere is untouched: the same user's key for the second organization still works.
+    cli_json("user", "remove-from-org", ws.emails["elsewhere"], "--tenant", sub, "--org", ws.org.slug,
+             database_url=cli_db)
+    assert (await me(kept)).status_code == 200
+    assert_clean_failure(run_cli("user", "remove-from-org", ws.emails["leaving"], "--tenant", sub, "--org",
+                                 ws.org.slug, "--json", database_url=cli_db), "not_a_member")
+    # The last owner cannot leave: nobody could manage the organization again.
+    assert_clean_failure(run_cli("user", "remove-from-org", owner, "--tenant", sub, "--org", ws.org.slug, "--json",
+                                 database_url=cli_db), "last_owner")
+    assert (await me(ws.keys["owner"])).status_code == 200
+    # Another tenant cannot name this tenant's organization.
+    other = await cli_factory.workspace(roles=("owner",))
+    foreign_org = public_organization_id(ws.org.id)
+    assert_clean_failure(run_cli("user", "remove-from-org", owner, "--tenant", other.tenant.subdomain, "--org",
+                                 foreign_org, "--json", database_url=cli_db), "organization_not_found")
+
+
+async def test_a_deactivated_user_is_refused_everywhere_until_activated(cli_db: str, cli_factory: Factory,
+                                                                       app_on: httpx.AsyncClient) -> None:
+    ws = await cli_factory.workspace(roles=("owner",))
+    key = await cli_factory.add_key(ws, "gone")
+    email = ws.emails["gone"]
+
+    def me() -> Any:
+        return app_on.get("/api/v1/dev/me/", headers={"Authorization": f"Bearer {key}"})
+
+    assert (await me()).status_code == 200
+    assert cli_json("user", "deactivate", email, database_url=cli_db) == {"user": email, "active": False}
+    refused = await me()
+    assert refused.status_code == 401 and refused.json()["error"] == "invalid_token", refused.text
+    assert query(cli_db, "SELECT sessions_ended_at FROM users WHERE email = :e", e=email)[0]["sessions_ended_at"]
+    assert (await sign_in(app_on, email)).status_code == 401
+    # The owner of the same organization is not touched.
+    assert (await app_on.get("/api/v1/dev/me/", headers={"Authorization": f"Bearer {ws.keys['owner']}"})
+            ).status_code == 200
+    assert cli_json("user", "activate", email, database_url=cli_db) == {"user": email, "active": True}
+    assert (await me()).status_code == 200
+    assert (await sign_in(app_on, email)).status_code == 303
+    assert_clean_failure(run_cli("user", "deactivate", "nobody-at-all@example.com", "--json", database_url=cli_db),
+                         "user_not_found")
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.errors import BadRequest, Conflict, NotFound
@@ -73,6 +73,37 @@ async def add_to_organization(session: AsyncSession, user: User, org: Organizati
         membership.role_id = role_row.id
     await session.flush()
     return membership
+
+
+async def remove_from_organization(session: AsyncSession, user: User, org: Organization) -> str:
+    """End the user's membership; the role they held. An organization keeps at least one owner, or nobody could
+    manage it again. Their keys for it stop working (the authenticator finds no membership)."""
+    row = (await session.execute(select(Membership, Role.name).join(Role, Role.id == Membership.role_id).where(
+        Membership.user_id == user.id, Membership.organization_id == org.id))).first()
+    if row is None:
+        raise NotFound(f"{user.email} is not a member of {org.slug}", code="not_a_member")
+    membership, role = row
+    if role == "owner":
+        # Two owners removed at once must not both see the other still there: removals in one organization queue.
+        await session.execute(select(Organization.id).where(Organization.id == org.id).with_for_update())
+        owners = select(func.count()).select_from(Membership).join(Role, Role.id == Membership.role_id).where(
+            Membership.organization_id == org.id, Role.name == "owner")
+        if (await session.execute(owners)).scalar_one() == 1:
+            raise Conflict(f"{user.email} is the last owner of {org.slug}: make someone else owner first",
+                           code="last_owner")
+    await session.delete(membership)
+    await session.flush()
+    return str(role)
+
+
+async def set_active(session: AsyncSession, user: User, active: bool) -> None:
+    """Deactivating refuses the user everywhere: sign-in, console sessions (ended now), API keys and OAuth tokens
+    (within PRISM_CREDENTIAL_CACHE_SECONDS on every process). Nothing of theirs is deleted: activating restores
+    what they had."""
+    user.is_active = active
+    if not active:
+        user.sessions_ended_at = utcnow()
+    await session.flush()
 
 
 async def memberships_in_tenant(session: AsyncSession, user: User, tenant_id: str) -> list[Organization]:
