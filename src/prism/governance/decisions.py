@@ -23,7 +23,7 @@ DECISION_TYPE = "agent_action"
 # Refusals that are a policy saying no (the rest — unknown tool, bad arguments, a handler's own error —
 # leave the decision ALLOW: governance let the action through, the action itself failed).
 BLOCKING_CODES = frozenset({
-    "permission_denied", "blocked", "budget_exceeded", "oversight_required", "oversight_pending",
+    "permission_denied", "governed_credential", "blocked", "budget_exceeded", "oversight_required", "oversight_pending",
     "oversight_rejected", "oversight_request_used", "oversight_request_expired", "oversight_arguments_mismatch",
     "oversight_request_not_found", "oversight_request_not_yours", "mission_not_active", "mission_not_found",
 })

@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 
 from prism.apps import shipped_examples
 from prism.apps.params import ListParams, Params, ReadParams
-from prism.errors import Conflict
+from prism.errors import Conflict, PermissionDenied
 from prism.governance import oversight, personas
 from prism.governance.models import AiSystem, GovernanceDecision, GovernanceViolation, OversightRequest
 from prism.governance.post_hoc_audit import MAX_HOURS, run_audit
@@ -56,7 +56,18 @@ class _Holder(Params):
         return self
 
 
+def _ungoverned(call: HandlerCall) -> None:
+    """Refuse a credential that is itself governed (a persona or an AI system applies to it): an agent's key acting
+    for an owner could otherwise detach or loosen its own persona, or untie itself from its AI system, and go on
+    ungoverned. A person (the console, the CLI) or an ungoverned key changes governance."""
+    if call.auth.persona_id is not None or call.auth.ai_system_id is not None:
+        raise PermissionDenied("this credential is governed by a persona or an AI system, so it cannot change "
+                               "personas or AI systems; a person does (the console, the CLI, or a key without "
+                               "either)", code="governed_credential")
+
+
 async def _attach(call: HandlerCall, holder: _Holder, column: str, value: str | None) -> dict[str, Any]:
+    _ungoverned(call)
     return await personas.attach(call.session, organization_id=call.organization_id, column=column, value=value,
                                  key_ref=holder.key, client_id=holder.client_id, tenant_id=call.auth.tenant_id)
 
@@ -90,6 +101,7 @@ async def read_persona(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
                        "define what a key may do"),
              description="Create a persona: allow/deny/oversight coordinate patterns, default, per-call cost cap.")
 async def create_persona(call: HandlerCall, p: PersonaCreateParams) -> dict[str, Any]:
+    _ungoverned(call)
     return await personas.create_persona(call.session, organization_id=call.organization_id,
                                          tenant_id=call.auth.tenant_id, fields=p)
 
@@ -98,6 +110,7 @@ async def create_persona(call: HandlerCall, p: PersonaCreateParams) -> dict[str,
              permission=MANAGE_PERSONA, description="Change a persona; takes effect on the next call.",
              keywords=("policy", "rules", "permissions profile", "guardrails", "edit policy"))
 async def update_persona(call: HandlerCall, p: PersonaUpdateParams) -> dict[str, Any]:
+    _ungoverned(call)
     return await personas.update_persona(call.session, organization_id=call.organization_id, persona_id=p.id,
                                          changes=p)
 
@@ -106,6 +119,7 @@ async def update_persona(call: HandlerCall, p: PersonaUpdateParams) -> dict[str,
              destructive=True, description="Delete a persona that no key uses.",
              keywords=("policy", "rules", "permissions profile", "guardrails", "remove policy"))
 async def delete_persona(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
+    _ungoverned(call)
     return await personas.delete_persona(call.session, organization_id=call.organization_id, persona_id=p.id)
 
 
@@ -148,6 +162,7 @@ async def list_ai_systems(call: HandlerCall, p: ListParams) -> dict[str, Any]:
              permission=MANAGE_AI_SYSTEM, description="Register an AI system with its risk level.",
              keywords=("ai model", "ai application", "risk classification"))
 async def create_ai_system(call: HandlerCall, p: AiSystemCreate) -> dict[str, Any]:
+    _ungoverned(call)
     row = _systems(call).add(tenant_id=call.auth.tenant_id, **p.model_dump())
     await call.session.flush()
     return to_record(row)
@@ -176,6 +191,7 @@ async def read_ai_system(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
              description="Change an AI system's name, description or risk level; decisions made from then on "
                          "carry the new risk level.")
 async def update_ai_system(call: HandlerCall, p: AiSystemUpdate) -> dict[str, Any]:
+    _ungoverned(call)
     row = await _systems(call).get(p.id)
     for name, value in sent_changes(p, AiSystem).items():  # null clears, absent keeps
         setattr(row, name, value)
@@ -188,6 +204,7 @@ async def update_ai_system(call: HandlerCall, p: AiSystemUpdate) -> dict[str, An
              description="Delete an AI system no key is tied to; its past decisions stay, with its id.",
              keywords=("ai model", "ai application", "risk classification"))
 async def delete_ai_system(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
+    _ungoverned(call)
     row = await _systems(call).get(p.id)
     keys, clients = await personas.holders(call.session, call.organization_id, "ai_system_id", p.id)
     if keys or clients:
