@@ -12,6 +12,7 @@ from prism.keys.service import lookup_of
 from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import entries, governed_key, ok, post
+from tests.oauth_support import bearer, browser, tokens_for
 
 GATED = {"name": "gated-vendors", "default": "allow", "oversight": ["entity_crud/finance/vendor/create"]}
 CREATE = "entity_crud/finance/vendor/create"
@@ -104,3 +105,32 @@ async def test_a_governed_key_cannot_decide_another_persons_held_call(client: ht
     ran = await post(client, ws, CREATE, {"name": "Acme"}, label="agent",
                      headers={"X-Prism-Oversight-Request": held[0]})
     assert ran.status_code == 200, ran.text
+
+
+async def test_an_oauth_clients_governed_token_cannot_untie_its_client_on_rest_or_mcp(
+        app: object, client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        tokens = await tokens_for(c, ws)
+    token, client_id = tokens["access_token"], tokens["client"]["client_id"]
+    persona = await ok(client, ws, f"{PERSONA}/create", GATED)
+    await ok(client, ws, f"{PERSONA}/attach", {"client_id": client_id, "persona_id": persona["id"]})
+    untie = {"app": "governance", "entity": "persona", "operation": "attach",
+             "arguments": {"client_id": client_id, "persona_id": None}}
+    rest = await client.post("/api/mcp/tools/prism_config_manage/", json=untie, headers={"Host": ws.host,
+                                                                                          **bearer(token)})
+    assert rest.status_code == 403 and rest.json()["error"] == "governed_credential", rest.text
+    headers = {"Host": ws.host, **bearer(token), "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream"}
+    init = await client.post("/api/mcp/sse", headers=headers, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    answer = await client.post("/api/mcp/sse", headers={**headers, "Mcp-Session-Id": init.headers["mcp-session-id"]},
+                               json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                     "params": {"name": "prism_config_manage", "arguments": untie}})
+    result = answer.json()["result"]
+    assert result["isError"] is True and '"governed_credential"' in result["content"][0]["text"], result
+    # Still tied: the token's vendor creation is still held for a person.
+    held = await client.post("/prism/entity_crud/finance/vendor/create", json={"name": "Acme"},
+                             headers={"Host": ws.host, **bearer(token)})
+    assert held.status_code == 202, held.text
