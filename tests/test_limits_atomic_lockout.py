@@ -40,7 +40,7 @@ def _start(database: tuple[Path, str], count: int, **settings: str) -> tuple[Ser
 
 
 async def _concurrent_guesses(servers: list[Server]) -> list[int]:
-    address = f"2001:db8::{uuid.uuid4().hex[:4]}:{uuid.uuid4().hex[:4]}"
+    address = f"2001:db8:{uuid.uuid4().hex[:4]}:{uuid.uuid4().hex[:4]}::1"  # a fresh /64: IPv6 counts per /64
     async with httpx.AsyncClient(limits=httpx.Limits(max_connections=CONCURRENT), timeout=30) as client:
         answers = await asyncio.gather(*(
             client.get(servers[i % len(servers)].base_url + "/api/v1/dev/me/", headers={

@@ -203,7 +203,7 @@ async def test_memory_holds_the_ceiling_under_concurrent_load(memory_limiter: Ra
 @needs_redis
 async def test_redis_lockout_after_ten_failures_is_shared_and_released(redis_limiter: RateLimiter) -> None:
     other = RateLimiter(CEILINGS, RedisBackend(REDIS_URL), lockout=Lockout(10, 60, 1.0))
-    address = f"2001:db8::{uuid.uuid4().int % 65536:x}"
+    address = f"2001:db8:{uuid.uuid4().hex[:4]}:{uuid.uuid4().hex[:4]}::1"
     try:
         for i in range(9):
             assert await (redis_limiter if i % 2 else other).auth_failed(address) is False
@@ -257,7 +257,7 @@ async def test_a_hit_naming_a_locked_address_is_refused_and_not_counted(backend:
         pytest.skip("no Redis on 127.0.0.1:6379")
     storage: Backend = MemoryBackend(clock) if backend == "memory" else RedisBackend(REDIS_URL)
     limiter = RateLimiter(CEILINGS, storage, lockout=Lockout(2, 60, 30))
-    address, user = f"2001:db8::{uuid.uuid4().int % 65536:x}", key()
+    address, user = f"2001:db8:{uuid.uuid4().hex[:4]}:{uuid.uuid4().hex[:4]}::1", key()
     try:
         assert (await limiter.hit("authenticated", user, address)) == (True, 5, 4, pytest.approx(60, abs=1), 0)
         assert await limiter.auth_failed(address) is False

@@ -32,7 +32,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server]]:
 
 
 def fresh_address() -> str:
-    return f"2001:db8::{uuid.uuid4().hex[:4]}:{uuid.uuid4().hex[:4]}"
+    return f"2001:db8:{uuid.uuid4().hex[:4]}:{uuid.uuid4().hex[:4]}::1"  # a fresh /64: IPv6 counts per /64
 
 
 async def test_two_processes_hold_one_anonymous_ceiling_under_concurrent_load(servers: list[Server]) -> None:

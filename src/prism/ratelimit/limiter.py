@@ -6,12 +6,18 @@
 Windows are fixed, opened by the first request of a key and `period` seconds long (60 s for every tier).
 A hit that names the address in `lock` checks the lockout and counts in the same step (one Redis round trip),
 so a locked-out address is refused the same way whatever its credential was.
+
+An IPv6 client is counted by its /64 (`address_key`): one host holds a whole /64 (SLAAC hands its addresses out,
+privacy extensions rotate them), so per-address windows and a per-address lockout would let one machine make
+nine guesses from each of 2^64 addresses. IPv4 addresses, and IPv4 mapped into IPv6, count as themselves.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 from prism.config import Settings
@@ -22,6 +28,26 @@ from prism.ratelimit.verdict import Locked, Verdict
 TIERS = ("anonymous", "anonymous_discovery", "authenticated", "admin", "auth_endpoints", "mcp",
          "key_registration")
 WINDOW_SECONDS = 60.0
+# The tiers counted per client address (the others per user or per tenant).
+ADDRESS_TIERS = frozenset({"anonymous", "anonymous_discovery", "auth_endpoints", "key_registration"})
+
+
+def address_key(address: str) -> str:
+    """What a client address is counted as: an IPv6 address as its /64 network, anything else as itself."""
+    if ":" not in address:  # IPv4, or "unknown": no parsing on the common path
+        return address
+    return _ipv6_key(address)
+
+
+@lru_cache(maxsize=4096)
+def _ipv6_key(address: str) -> str:
+    try:
+        ip = ipaddress.IPv6Address(address)
+    except ValueError:
+        return address
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ipaddress.IPv6Network((int(ip), 64), strict=False))
 
 
 class Backend(Protocol):
@@ -66,16 +92,21 @@ class RateLimiter:
 
     def hit(self, tier: str, key: str, lock: str | None = None) -> Awaitable[Verdict | Locked]:
         """Count one request of `key` in `tier`, unless the address `lock` is locked out (then count nothing)."""
-        return self.backend.hit(self._prefixes[tier] + key, self.ceilings[tier], self.period, lock)
+        if tier in ADDRESS_TIERS:
+            key = address_key(key)
+        return self.backend.hit(self._prefixes[tier] + key, self.ceilings[tier], self.period,
+                                None if lock is None else address_key(lock))
 
     def hit_many(self, tier: str, key: str, count: int) -> Awaitable[Verdict | Locked]:
         """Count `count` more requests of `key` in `tier` at once: the requests of a JSON-RPC batch beyond the
         HTTP request that carried them, which the edge counted."""
+        if tier in ADDRESS_TIERS:
+            key = address_key(key)
         return self.backend.hit(self._prefixes[tier] + key, self.ceilings[tier], self.period, None, count)
 
     def locked_out(self, address: str) -> Awaitable[Locked | None]:
         """The address's lockout, or None."""
-        return self.backend.blocked_for(address)
+        return self.backend.blocked_for(address_key(address))
 
     async def auth_failed(self, address: str) -> Locked | bool:
         """Record a failed authentication from `address` unless it is already locked out (then Locked);
@@ -83,7 +114,7 @@ class RateLimiter:
         `LimiterUnavailable` (the caller's answer becomes a 503)."""
         lockout = self.lockout
         try:
-            return await self.backend.fail(address, threshold=lockout.failures,
+            return await self.backend.fail(address_key(address), threshold=lockout.failures,
                                            window_seconds=lockout.window_seconds, block_seconds=lockout.block_seconds)
         except LimiterUnavailable:
             if self.fails_closed:
