@@ -1,6 +1,7 @@
 """An IPv6 client is counted by its /64, not by each address: a host holds a whole /64 (SLAAC hands out addresses
 from it, privacy extensions rotate them), so limits and the lockout per address would let one machine guess keys
-ten at a time from 2^64 addresses. IPv4 addresses, and IPv4 mapped into IPv6, count per address as before."""
+ten at a time from 2^64 addresses. IPv4 addresses, and IPv4 clients seen through IPv6 (mapped, NAT64, 6to4), count
+per IPv4 address as before."""
 
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ def test_an_ipv6_address_counts_as_its_64_and_ipv4_as_itself() -> None:
     assert address_key("203.0.113.7") == "203.0.113.7"
     assert address_key("unknown") == "unknown"
     assert address_key("fe80::1%eth0") == "fe80::/64"
+    # IPv4 clients seen through IPv6 count as their IPv4 address, not as one /64 shared by all of them.
+    assert address_key("64:ff9b::203.0.113.7") == "203.0.113.7"
+    assert address_key("64:ff9b::198.51.100.1") == "198.51.100.1"
+    assert address_key("2002:cb00:7107:1::1") == address_key("2002:cb00:7107:2::1") == "203.0.113.7"
 
 
 async def test_ten_failures_from_ten_addresses_of_one_64_lock_the_whole_64_on_the_doors(

@@ -39,14 +39,24 @@ def address_key(address: str) -> str:
     return _ipv6_key(address)
 
 
+# NAT64's well-known prefix (RFC 6052): every IPv4 client behind the translator shares its /64, so it is counted by
+# the IPv4 address in the last 32 bits instead.
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
 @lru_cache(maxsize=4096)
 def _ipv6_key(address: str) -> str:
     try:
         ip = ipaddress.IPv6Address(address)
     except ValueError:
         return address
-    if ip.ipv4_mapped is not None:
-        return str(ip.ipv4_mapped)
+    # An IPv4 client seen through IPv6 is that IPv4 address: mapped, NAT64, 6to4 (a site's /48 is one IPv4
+    # address), Teredo (the client's address, not its relay's).
+    embedded = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
+    if embedded is None and ip in _NAT64:
+        embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if embedded is not None:
+        return str(embedded)
     return str(ipaddress.IPv6Network((int(ip), 64), strict=False))
 
 
