@@ -124,13 +124,47 @@ async def test_client_secret_is_returned_once_and_stored_only_as_a_hash(client: 
     sent = body(token_endpoint_auth_method="client_secret_post")
     first = await client.post(REGISTER, json=sent)
     secret = first.json()["client_secret"]
-    again = await client.post(REGISTER, json=sent)
-    assert again.status_code == 200 and "client_secret" not in again.json()
+    manage = bearer(first.json()["registration_access_token"])
+    read_back = await client.get(first.json()["registration_client_uri"], headers=manage)
+    assert read_back.status_code == 200 and "client_secret" not in read_back.json()
     async with db.read() as session:
         row = (await session.execute(select(OAuthClient).where(
             OAuthClient.client_id == first.json()["client_id"]))).scalar_one()
     assert row.secret_hash == hashlib.sha256(secret.encode()).hexdigest()
     assert secret not in str([getattr(row, c.key) for c in OAuthClient.__table__.columns])
+
+
+async def test_two_installations_of_a_confidential_client_each_get_a_secret_and_complete_the_flow(
+        app: object, factory: Factory) -> None:
+    """Every installation of a confidential client (ChatGPT's connector sends one fixed body) registers the same
+    metadata. Each needs a secret of its own to authenticate at the token endpoint, and a secret is shown only
+    when made: so each registration is a client of its own (201), never the first installation's (a 200 without
+    its secret would leave the second unable to get a token)."""
+    ws = await factory.workspace(roles=("owner",))
+    sent = {**CLIENT_BODIES["chatgpt"], "client_name": unique("ChatGPT")}
+    async with browser(app, ws.host) as c:
+        answers = [await c.post(REGISTER, json=sent) for _ in range(2)]
+        assert [a.status_code for a in answers] == [201, 201], [a.text for a in answers]
+        first, second = (a.json() for a in answers)
+        assert first["client_id"] != second["client_id"] and first["client_secret"] != second["client_secret"]
+        assert second["registration_access_token"] != first["registration_access_token"]
+        for installation in (first, second):
+            tokens = await tokens_for(c, ws, client=installation)
+            assert (await c.get("/api/v1/dev/me/", headers=bearer(tokens["access_token"]))).status_code == 200
+        # The first installation's secret is not the second's.
+        refused = await c.post(f"{OAUTH}/token/", data={"grant_type": "refresh_token", "refresh_token":
+                                                        tokens["refresh_token"], "client_id": second["client_id"],
+                                                        "client_secret": first["client_secret"]})
+        assert refused.status_code == 400 and refused.json()["error"] == "invalid_client"
+
+
+async def test_a_requested_client_id_of_a_confidential_client_stays_one_client(client: httpx.AsyncClient) -> None:
+    """A requested client_id names one known client: the same registration again is that client (200, its
+    secret not shown again), as for a public client."""
+    sent = body(client_id=unique("known-confidential"), token_endpoint_auth_method="client_secret_post")
+    first, again = await client.post(REGISTER, json=sent), await client.post(REGISTER, json=sent)
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json()["client_id"] == first.json()["client_id"] and "client_secret" not in again.json()
 
 
 @pytest.mark.parametrize("field", ["logo_uri", "client_uri", "tos_uri", "policy_uri"])

@@ -74,9 +74,17 @@ class Registered:
 
 async def register_client(session: AsyncSession, reg: ClientRegistration) -> Registered:
     """The same registration sent again finds the same client, and shows neither its secret nor its
-    registration access token: only the registration that created a client may manage it."""
-    existing = (await repo.client_by_id(session, reg.client_id) if reg.client_id
-                else await repo.client_by_fingerprint(session, reg.fingerprint))
+    registration access token: only the registration that created a client may manage it.
+
+    A confidential client without a requested client_id is the exception: each registration is a client of its
+    own. Every installation of such a client sends the same metadata, and each needs a secret to authenticate;
+    the secret is shown only when made, so the first installation's client would be useless to the next."""
+    if reg.client_id:
+        existing = await repo.client_by_id(session, reg.client_id)
+    elif reg.token_endpoint_auth_method in SECRET_METHODS:
+        existing = None
+    else:
+        existing = await repo.client_by_fingerprint(session, reg.fingerprint)
     if existing is not None:
         return _registered_before(existing, reg)
     secret = new_secret(CLIENT_SECRET_PREFIX) if reg.token_endpoint_auth_method in SECRET_METHODS else None
