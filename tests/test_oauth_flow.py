@@ -132,6 +132,26 @@ async def test_a_loopback_redirect_may_use_any_port_but_not_another_path(app: ob
     assert other_path.status_code == 400 and "location" not in other_path.headers
 
 
+@pytest.mark.parametrize("sent", [
+    "http://127.0.0.1:49152/call\nback", "http://127.0.0.1:49152/call\tback", "http://127.0.0.1:49152/callback\r\n",
+    "http://127.0.0.1:49\t152/callback", "\x01http://127.0.0.1:49152/callback", " http://127.0.0.1:49152/callback",
+    "http://127.0.0.1:49152/callback?",
+])
+async def test_a_loopback_redirect_that_differs_in_more_than_its_authority_is_refused(
+        app: object, factory: Factory, sent: str) -> None:
+    """Only the authority of a loopback redirect may differ (RFC 8252 7.3): a URI that reads as the registered
+    one once tabs, line breaks or leading control characters are dropped, or that adds an empty query, is
+    another URI, and the code would go to it (another path of the port, a path of Prism's own host)."""
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c, {"client_name": "cli", "redirect_uris": ["http://127.0.0.1/callback"]})
+        await sign_in(c, ws.emails["owner"])
+        answer = await c.get(f"{OAUTH}/authorize/",
+                             params=authorize_params(client["client_id"], pkce()[1], redirect_uri=sent))
+    assert answer.status_code == 400 and "location" not in answer.headers, answer.headers.get("location")
+    assert "redirect_uri does not match" in answer.text
+
+
 @pytest.mark.parametrize(("registered", "sent"), [
     ("http://[::1]/cb", "http://[::1]:50123/cb"), ("http://localhost:3000/cb", "http://127.0.0.1:50123/cb"),
     ("http://127.0.0.1:8000/cb", "http://[::1]:50123/cb"), ("http://[::1]:9/cb", "http://localhost/cb"),

@@ -67,6 +67,8 @@ async def test_a_known_client_id_with_other_redirect_uris_is_refused(client: htt
     "javascript:alert(1)", "data:text/html,hi", "file:///etc/passwd", "http://app.example.com/callback",
     "http://10.0.0.5/callback", "https://app.example.com/cb#fragment", "not a uri", "/relative/path",
     "https://[::1/cb", "http://[::1/cb", "https://[app.example.com]/cb",
+    # A port that is not one (a URI no redirect could follow): refused like an unparseable URI.
+    "https://app.example.com:abc/cb", "https://app.example.com:99999/cb", "http://127.0.0.1:65536/cb",
 ])
 async def test_dangerous_or_insecure_redirect_uris_are_refused(client: httpx.AsyncClient, uri: str) -> None:
     answer = await client.post(REGISTER, json=body(redirect_uris=[uri]))
@@ -169,7 +171,8 @@ async def test_a_requested_client_id_of_a_confidential_client_stays_one_client(c
 
 @pytest.mark.parametrize("field", ["logo_uri", "client_uri", "tos_uri", "policy_uri"])
 @pytest.mark.parametrize("value", ["javascript:alert(1)", "http://app.example.com/x", "data:image/png;base64,AA",
-                                   "https://user:pw@app.example.com/x", "https://[::1/x"])
+                                   "https://user:pw@app.example.com/x", "https://[::1/x",
+                                   "https://app.example.com:abc/x", "https://app.example.com:70000/x"])
 async def test_links_the_consent_page_may_show_must_be_https(client: httpx.AsyncClient, field: str,
                                                              value: str) -> None:
     answer = await client.post(REGISTER, json=body(**{field: value}))

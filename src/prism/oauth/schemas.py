@@ -7,6 +7,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import SplitResult
 
 import orjson
 
@@ -83,9 +84,20 @@ def check_redirect_uri(uri: Any) -> str:
             raise invalid_redirect(f"redirect_uri {uri!r} has no host")
         if parts.username or parts.password:
             raise invalid_redirect(f"redirect_uri {uri!r} must not carry credentials")
+        if not _has_valid_port(parts):
+            raise invalid_redirect(f"redirect_uri {uri!r} has a port that is not a number from 0 to 65535")
         if scheme == "http" and not is_loopback_host(parts.hostname):
             raise invalid_redirect(f"redirect_uri {uri!r}: plain http is allowed only to a loopback address; use https")
     return uri
+
+
+def _has_valid_port(parts: SplitResult) -> bool:
+    """Whether the URL's port, if any, is a port (urllib raises reading `:abc` or `:99999`)."""
+    try:
+        _ = parts.port
+    except ValueError:
+        return False
+    return True
 
 
 def check_link(name: str, value: str) -> None:
@@ -93,28 +105,39 @@ def check_link(name: str, value: str) -> None:
     `data:` URI and no plain-http tracking pixel reaches a person's browser."""
     parts = split_url(value)
     if parts is None or parts.scheme != "https" or not parts.hostname or parts.username or parts.password \
-            or any(c.isspace() for c in value) or len(value) > MAX_URI_LENGTH:
+            or not _has_valid_port(parts) or any(c.isspace() for c in value) or len(value) > MAX_URI_LENGTH:
         raise invalid_metadata(f"{name} must be an https URL with a host (at most {MAX_URI_LENGTH} characters)")
 
 
 def redirect_matches(registered: str, sent: str) -> bool:
     """Exact match, except that a loopback http redirect may use any port (RFC 8252 7.3) and any of the loopback
     forms (`127.0.0.1`, `[::1]`, `localhost`): a native client registers one and listens on another, and every
-    one of them is the person's own machine."""
+    one of them is the person's own machine. Only the authority may differ: what follows it must be the
+    registered URI's, character for character (an empty path reads as `/`)."""
     if registered == sent:
         return True
     reg, got = split_url(registered), split_url(sent)
     if reg is None or got is None:  # a URI that cannot be parsed matches only itself
         return False
     if reg.scheme != "http" or got.scheme != "http" or not is_loopback_host(reg.hostname) \
-            or not is_loopback_host(got.hostname):
+            or not is_loopback_host(got.hostname) or got.username or got.password:
         return False
-    try:
-        _ = got.port  # a malformed port is no match
-    except ValueError:
+    if not _has_valid_port(got):  # a malformed port is no match
         return False
-    return (reg.path or "/", reg.query) == (got.path or "/", got.query) and not got.username and not got.password \
-        and not got.fragment and "#" not in sent
+    after_sent = _after_authority(sent, got.netloc)
+    return after_sent is not None and after_sent == _after_authority(registered, reg.netloc)
+
+
+def _after_authority(uri: str, netloc: str) -> str | None:
+    """The raw path, query and fragment of an http `uri` whose authority urlsplit read as `netloc`; None when the
+    text does not literally start with `http://<netloc>`. urlsplit drops tabs and line breaks anywhere and
+    control characters in front, so comparing its parts would take `/call<TAB>back` for `/callback`; the raw text
+    is what the code would be sent to."""
+    prefix = "http://" + netloc
+    if uri[:len(prefix)].lower() != prefix.lower():
+        return None
+    rest = uri[len(prefix):]
+    return rest if rest.startswith("/") else "/" + rest
 
 
 def normalize_scope(scope: Any, *, field: str = "scope") -> str | None:
