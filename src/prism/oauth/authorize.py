@@ -165,14 +165,15 @@ def _error_response(request: Request, exc: AuthorizeError) -> Response:
 
 def _single_valued(request: Request) -> dict[str, str]:
     """The query's parameters; one sent more than once is refused on a page (RFC 6749 4.1.2.1: it may be the
-    client_id or the redirect_uri, so nothing can be redirected)."""
+    client_id or the redirect_uri, so nothing can be redirected). One sent without a value counts as omitted
+    (RFC 6749 3.1): an empty redirect_uri is the client's only one, an empty resource the default audience."""
     items = request.query_params.multi_items()
     params = dict(items)
     if len(params) != len(items):
         repeated = sorted({name for name, _ in items if sum(1 for other, _ in items if other == name) > 1})
         raise AuthorizeError("invalid_request", f"parameters sent more than once: {', '.join(repeated)}",
                              redirectable=False)
-    return params
+    return {name: value for name, value in params.items() if value}
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,13 @@ async def register(request: Request) -> Response:
     return json_response(answer, 201 if registered.created else 200, {**CORS_HEADERS, **NO_STORE})
 
 
+async def _oauth_form(request: Request) -> dict[str, str]:
+    """The form of a token or revocation request: a parameter sent more than once is refused (RFC 6749 3.2), one
+    sent without a value counts as omitted (RFC 6749 3.2: an empty redirect_uri is one never sent)."""
+    form = await read_form(request, check_csrf=False, single_valued=True)
+    return {name: value for name, value in form.items() if value}
+
+
 def _basic_credentials(request: Request) -> tuple[str | None, str | None]:
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
@@ -92,7 +99,7 @@ def _basic_credentials(request: Request) -> tuple[str | None, str | None]:
 async def token(request: Request) -> Response:
     state = request.app.state
     try:
-        form = await read_form(request, check_csrf=False, single_valued=True)
+        form = await _oauth_form(request)
         basic_id, basic_secret = _basic_credentials(request)
         client_id = form.get("client_id") or basic_id
         if basic_id is not None and form.get("client_id") not in (None, basic_id):
@@ -157,7 +164,7 @@ async def revoke(request: Request) -> Response:
     """RFC 7009: 200 whatever the token was (unknown, expired, already revoked), so nothing leaks."""
     state = request.app.state
     try:
-        form = await read_form(request, check_csrf=False, single_valued=True)
+        form = await _oauth_form(request)
         basic_id, basic_secret = _basic_credentials(request)
         value = form.get("token")
         if not value:
