@@ -60,6 +60,7 @@ async def test_the_redirect_carries_code_state_and_the_issuer(app: object, facto
     ({"code_challenge": None}, "invalid_request"),
     ({"code_challenge": "too-short"}, "invalid_request"),
     ({"response_type": "token"}, "unsupported_response_type"),
+    ({"response_type": None}, "invalid_request"),  # missing: RFC 6749 4.1.2.1
     ({"scope": "root:all"}, "invalid_scope"),
     ({"resource": "https://evil.example/"}, "invalid_target"),
 ])

@@ -104,7 +104,10 @@ async def validate(request: Request, params: dict[str, str]) -> AuthorizeRequest
     partial = AuthorizeRequest(client.client_id, client.client_name, redirect_uri, sent is not None, "", "", state,
                                issuer, issuer)
     request.state.authorize_partial = partial  # from here on, errors go back to the client
-    if params.get("response_type") != "code":
+    response_type = params.get("response_type")
+    if response_type is None:  # RFC 6749 4.1.2.1: a missing parameter is an invalid request
+        raise AuthorizeError("invalid_request", "response_type is required: code")
+    if response_type != "code":
         raise AuthorizeError("unsupported_response_type", "response_type must be code")
     challenge = params.get("code_challenge")
     method = params.get("code_challenge_method")
