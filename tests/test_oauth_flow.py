@@ -354,6 +354,32 @@ async def test_revoking_an_access_token_revokes_it(app: object, factory: Factory
     assert revoked.status_code == 200 and me.status_code == 401
 
 
+async def test_a_token_of_one_tenant_revoked_on_another_tenants_host_is_answered_200_and_revokes_nothing(
+        app: object, factory: Factory) -> None:
+    """A token works only on the host it was issued on, and so does its revocation: tenant B's authorization
+    server answers 200 to tenant A's token (RFC 7009: nothing leaks) and leaves it alone, the refresh token as
+    the access token (which was already so)."""
+    a, b = await factory.workspace(roles=("owner",)), await factory.workspace(roles=("owner",))
+    async with browser(app, a.host) as c:
+        tokens = await tokens_for(c, a)
+    client_id = tokens["client"]["client_id"]
+    async with browser(app, b.host) as other:
+        for token in (tokens["refresh_token"], tokens["access_token"]):
+            for form in ({"token": token}, {"token": token, "client_id": client_id}):
+                answer = await other.post(f"{OAUTH}/revoke/", data=form)
+                assert answer.status_code == 200, answer.text
+    async with browser(app, a.host) as c:
+        me = await c.get(ME, headers=bearer(tokens["access_token"]))
+        refreshed = await c.post(TOKEN, data={"grant_type": "refresh_token", "client_id": client_id,
+                                              "refresh_token": tokens["refresh_token"]})
+        assert me.status_code == 200, me.text
+        assert refreshed.status_code == 200, refreshed.text
+        # On its own host the revocation works.
+        revoked = await c.post(f"{OAUTH}/revoke/", data={"token": refreshed.json()["refresh_token"]})
+        assert revoked.status_code == 200
+        assert (await c.get(ME, headers=bearer(refreshed.json()["access_token"]))).status_code == 401
+
+
 @pytest.mark.parametrize("token", ["prt_unknown", "not-a-token", "a.b.c"])
 async def test_revoking_an_unknown_token_still_answers_200(client: httpx.AsyncClient, token: str) -> None:
     answer = await client.post(f"{OAUTH}/revoke/", data={"token": token})

@@ -177,7 +177,8 @@ async def revoke(request: Request) -> Response:
             client = None if client_id is None else await authenticate_client(
                 session, client_id, form.get("client_secret") or basic_secret, described=described)
             grant_id = await revoke_token(session, state.authenticator.tokens.ring, state.settings, value,
-                                          client=client, hostname=host_of(request).hostname)
+                                          client=client, hostname=host_of(request).hostname,
+                                          issuer=issuer_for(request))
     except OAuthError as exc:
         if exc.code == "invalid_client" and not isinstance(exc, ClientDocumentRefused):
             await count_failure(request)

@@ -219,16 +219,18 @@ async def exchange_code(session: AsyncSession, ctx: TokenContext, client: OAuthC
 
 
 async def revoke_token(session: AsyncSession, ring: KeyRing, settings: Settings, token: str, *,
-                       client: OAuthClient | None, hostname: str) -> str | None:
+                       client: OAuthClient | None, hostname: str, issuer: str) -> str | None:
     """Revoke the grant behind a refresh or access token (RFC 7009); the grant id, or None if nothing matched.
 
     `client` is the authenticated client, None when the request named none: then only a public client's token
     is revoked, a confidential client's needs its secret (InvalidClient). Revoking either kind revokes the whole
-    grant: its refresh tokens and every access token it issued.
+    grant: its refresh tokens and every access token it issued. Only tokens of this host's authorization server
+    (`issuer`; `hostname` for an access token's `iss`) are revoked here: another host's are unknown to it, as
+    they are to its token endpoint.
     """
     if token.startswith(REFRESH_PREFIX):
         found = await repo.refresh_by_hash(session, hash_secret(token))
-        if found is None:
+        if found is None or found[1].issuer != issuer:
             return None
         grant_id, owner = found[1].id, found[1].client_id
     else:
