@@ -13,13 +13,14 @@ import httpx
 from sqlalchemy import select, text, update
 
 from prism.config import Settings
+from prism.identity.service import require_user, set_active
 from prism.kit.timeutil import utcnow
 from prism.oauth.models import OAuthGrant, OAuthRefreshToken
 from prism.oauth.tokens import hash_secret
 from prism.storage import Database
 from prism.tables import metadata
 from tests.factories import Factory
-from tests.oauth_support import OAUTH, bearer, browser, register, tokens_for
+from tests.oauth_support import OAUTH, bearer, browser, get_code, pkce, register, tokens_for
 
 TOKEN = f"{OAUTH}/token/"
 ME = "/api/v1/dev/me/"
@@ -189,3 +190,37 @@ async def test_a_sealed_pair_is_cleared_once_past_its_window(app: object, factor
         assert again.status_code == 200, again.text
     assert (await _refresh_row(db, tokens["refresh_token"])).successor_sealed is None
     assert (await _refresh_row(db, rotated["refresh_token"])).successor_sealed is not None
+
+
+async def test_a_deactivated_users_refresh_token_refreshes_nothing_until_they_are_activated(
+        app: object, factory: Factory, db: Database) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        tokens = await tokens_for(c, ws)
+        async with db.write() as s:
+            user = await require_user(s, ws.emails["owner"])
+            await set_active(s, user, False)
+        refused = await c.post(TOKEN, data=_refresh_form(tokens))
+        assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant", refused.text
+        assert "deactivated" in refused.json()["error_description"]
+        async with db.write() as s:
+            await set_active(s, await require_user(s, ws.emails["owner"]), True)
+        # Refused, not spent: the same token refreshes once the user is back.
+        assert (await c.post(TOKEN, data=_refresh_form(tokens))).status_code == 200
+
+
+async def test_a_code_issued_before_its_user_was_deactivated_is_exchanged_for_nothing(
+        app: object, factory: Factory, db: Database) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c)
+        verifier, challenge = pkce()
+        redirect_uri = client["redirect_uris"][0]
+        code = await get_code(c, client["client_id"], challenge, email=ws.emails["owner"], redirect_uri=redirect_uri)
+        async with db.write() as s:
+            await set_active(s, await require_user(s, ws.emails["owner"]), False)
+        refused = await c.post(TOKEN, data={"grant_type": "authorization_code", "code": code,
+                                            "code_verifier": verifier, "client_id": client["client_id"],
+                                            "redirect_uri": redirect_uri})
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant", refused.text
+    assert "deactivated" in refused.json()["error_description"]

@@ -61,6 +61,8 @@ async def refresh_tokens(session: AsyncSession, ctx: TokenContext, client: OAuth
     if token.used_at is None:
         now = utcnow()
         _refuse_unusable(ctx, grant, token, now)
+        if not await repo.user_is_active(session, grant.user_id):  # refused, not spent: activation restores it
+            raise InvalidGrant("the user was deactivated")
         wanted = _narrowed_scope(grant, scope)
         # Atomic: of two concurrent refreshes exactly one claims; the other (on PostgreSQL, once this
         # transaction commits, as it waits for the row) answers again below.

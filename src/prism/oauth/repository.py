@@ -44,6 +44,10 @@ async def refresh_by_hash(session: AsyncSession, token_hash: str) -> tuple[OAuth
     return (row[0], row[1]) if row is not None else None
 
 
+async def user_is_active(session: AsyncSession, user_id: str) -> bool:
+    return bool((await session.execute(select(User.is_active).where(User.id == user_id))).scalar_one_or_none())
+
+
 async def claim_refresh(session: AsyncSession, token_id: str, now: datetime) -> bool:
     result = await session.execute(update(OAuthRefreshToken).where(
         OAuthRefreshToken.id == token_id, OAuthRefreshToken.used_at.is_(None)).values(used_at=now))

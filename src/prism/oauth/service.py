@@ -213,6 +213,8 @@ async def exchange_code(session: AsyncSession, ctx: TokenContext, client: OAuthC
         raise InvalidGrant("code_verifier is required: 43-128 characters of A-Z a-z 0-9 - . _ ~")
     if not same_secret(s256(verifier), row.code_challenge):
         raise InvalidGrant("code_verifier does not match the code_challenge")
+    if not await repo.user_is_active(session, row.user_id):
+        raise InvalidGrant("the user was deactivated")
     grant = await _create_grant(session, row, now)
     row.grant_id = grant.id
     return await issue_tokens(session, ctx, grant, row.scope)
