@@ -26,6 +26,7 @@ class Attempt:
     body: str
     error: str | None
     retry_after: float | None  # seconds the receiver asked us to wait (429/503 only)
+    timed_out: bool = False  # no complete answer within the timeout: the send held its slot that long
 
 
 def delivery_headers(*, secret: str, body: bytes, event_type: str, delivery_id: str,
@@ -70,7 +71,7 @@ async def attempt(client: OutboundClient, *, url: str, body: bytes, headers: dic
         answer = await client.send("POST", url, headers=headers, body=body, timeout_seconds=timeout_seconds,
                                    read_at_most=_READ_AT_MOST)
     except OutboundTimeout as exc:
-        return Attempt(False, None, "", str(exc), None)
+        return Attempt(False, None, "", str(exc), None, timed_out=True)
     except OutboundFailed as exc:  # the message may quote what the receiver sent
         return Attempt(False, None, "", without_nul(str(exc)), None)
     status = answer.status

@@ -10,6 +10,10 @@ X-Governance-Delivery id lets it notice). Results are written only while the cla
 Schedule (DESIGN.md): attempt 1 at once, then base·2^(n-1) seconds after attempt n; FAILED after attempt
 max_retries + 1. A 429/503 Retry-After may push the next attempt later (never earlier), up to a ceiling.
 410 Gone fails the delivery and deactivates the webhook; so do N consecutive FAILED deliveries.
+
+A receiver that hangs (HANGING_AFTER_TIMEOUTS sends in a row ran to their timeout) has its webhook's other due
+deliveries held back by one timeout (`_hold`): claims take the oldest due deliveries first, so otherwise its
+backlog would fill every slot of every worker, a timeout at a time, while other webhooks' deliveries waited.
 """
 
 from __future__ import annotations
@@ -54,6 +58,9 @@ _RECORD_SUCCESS = (
 
 Clock = Callable[[], datetime]
 OUTCOMES_WAITING_PER_SLOT = 4
+# Sends to one webhook that ran to their timeout in a row (with no answer between) before its receiver counts as
+# hanging; fewer would hold back a busy receiver's queue for one slow answer.
+HANGING_AFTER_TIMEOUTS = 3
 
 
 def _due(now: datetime) -> tuple[Any, ...]:
@@ -85,9 +92,9 @@ def _job(row: Any) -> Job:
                retry_delay_seconds=row.retry_delay_seconds, timeout_seconds=row.timeout_seconds)
 
 
-# An outcome waiting to be written: the job, its column values, whether the receiver answered 410 Gone, and
-# the future its `record` call waits on.
-Outcome = tuple[Job, dict[str, Any], bool, "asyncio.Future[None]"]
+# An outcome waiting to be written: the job, its column values, whether the receiver answered 410 Gone, whether
+# its receiver hangs (its webhook's queue is held back), and the future its `record` call waits on.
+Outcome = tuple[Job, dict[str, Any], bool, bool, "asyncio.Future[None]"]
 
 
 def _settle(outcomes: list[Outcome], error: Exception | None) -> None:
@@ -126,6 +133,7 @@ class DeliveryWorker:
         self._results: list[Outcome] = []
         self._results_ready = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
+        self._timeouts: dict[str, int] = {}  # per webhook: this worker's sends in a row that ran to their timeout
         # PostgreSQL: claims and successes are single statements, each its own transaction (postgres_queue).
         self._autocommit: AsyncEngine | None = (
             None if db.is_sqlite else db.engine.execution_options(isolation_level="AUTOCOMMIT"))
@@ -240,13 +248,21 @@ class DeliveryWorker:
             return [_job(r) for r in rows]
 
     async def _deliver(self, job: Job) -> None:
-        """Send (holding the slot its caller took), then wait until the outcome is written (not holding one)."""
+        """Send (holding the slot its caller took), then wait until the outcome is written (not holding one).
+
+        A send that timed out keeps its slot until its outcome is written: that write may hold back its webhook's
+        queue (`_hold`), and a claim made before it would take more of the hanging receiver's deliveries."""
+        held = True
         try:
             try:
                 outcome, counts = await self._send(job)
+                if not outcome.timed_out:
+                    held = False
+                    self._sent()
+                await self.record(job, outcome, count_attempt=counts)
             finally:
-                self._sent()
-            await self.record(job, outcome, count_attempt=counts)
+                if held:
+                    self._sent()
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -276,11 +292,20 @@ class DeliveryWorker:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         values = self._outcome_values(job, outcome, count_attempt)
         WEBHOOK_DELIVERIES.labels(values["status"]).inc()  # success, retrying or failed
-        self._results.append((job, values, outcome.status_code == 410, future))
+        self._results.append((job, values, outcome.status_code == 410, self._hanging(job, outcome), future))
         self._results_ready.set()
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_results_forever(), name="prism-webhook-results")
         await future
+
+    def _hanging(self, job: Job, outcome: Attempt) -> bool:
+        """Whether this outcome makes HANGING_AFTER_TIMEOUTS timeouts in a row for its webhook; any answer (or an
+        outcome without a send) ends the run."""
+        if not outcome.timed_out:
+            self._timeouts.pop(job.webhook_id, None)
+            return False
+        run = self._timeouts[job.webhook_id] = self._timeouts.get(job.webhook_id, 0) + 1
+        return run >= HANGING_AFTER_TIMEOUTS
 
     def _outcome_values(self, job: Job, outcome: Attempt, count_attempt: bool) -> dict[str, Any]:
         now = self.clock()
@@ -341,8 +366,9 @@ class DeliveryWorker:
     async def _write_batch(self, batch: list[Outcome]) -> None:
         """Successes (nearly everything) in one statement; retries and failures one by one, with their
         accounting. Every write applies only while the claim is still ours (a lease taken over is not)."""
-        successes = [(job, values) for job, values, _, _ in batch if values["status"] == "success"]
-        others = [(job, values, gone) for job, values, gone, _ in batch if values["status"] != "success"]
+        successes = [(job, values) for job, values, *_ in batch if values["status"] == "success"]
+        others = [(job, values, gone, hanging) for job, values, gone, hanging, _ in batch
+                  if values["status"] != "success"]
         if self._autocommit is not None:
             if successes:
                 async with self._autocommit.connect() as connection:
@@ -369,13 +395,29 @@ class DeliveryWorker:
             await session.execute(update(Webhook).where(Webhook.id.in_(recovered), Webhook.consecutive_failures != 0)
                                   .values(consecutive_failures=0))
 
-    async def _write_others(self, session: AsyncSession, others: list[tuple[Job, dict[str, Any], bool]]) -> None:
-        for job, values, gone in others:
+    async def _write_others(self, session: AsyncSession,
+                            others: list[tuple[Job, dict[str, Any], bool, bool]]) -> None:
+        for job, values, gone, hanging in others:
             written = await session.execute(
                 update(WebhookDelivery).where(WebhookDelivery.id == job.delivery_id,
                                               WebhookDelivery.claimed_by == self.worker_id).values(**values))
-            if getattr(written, "rowcount", 0) == 1 and not job.is_test:
+            if getattr(written, "rowcount", 0) != 1:
+                continue
+            if hanging:
+                await self._hold(session, job)
+            if not job.is_test:
                 await self._account(session, job, values["status"], gone=gone)
+
+    async def _hold(self, session: AsyncSession, job: Job) -> None:
+        """Hold back the hanging receiver's deliveries due now (none leased, no test event) by one timeout, so that
+        the next claims reach other webhooks' deliveries. Rows held earlier are due later and left alone: while
+        the receiver hangs, each row is moved about once per timeout, not once per send that times out."""
+        now = self.clock()
+        await session.execute(update(WebhookDelivery).where(
+            WebhookDelivery.webhook_id == job.webhook_id, WebhookDelivery.due_at <= now,
+            WebhookDelivery.is_test.is_(False),
+            WebhookDelivery.claimed_until.is_(None) | (WebhookDelivery.claimed_until < now),
+        ).values(due_at=now + timedelta(seconds=job.timeout_seconds)))
 
     async def _account(self, session: AsyncSession, job: Job, status: str, *, gone: bool) -> None:
         """Consecutive FAILED deliveries per webhook; 410 or too many failures switch the webhook off."""
