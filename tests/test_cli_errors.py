@@ -47,6 +47,17 @@ def test_a_setting_that_does_not_parse_is_named(tmp_path: Path, command: str, as
 
 
 @pytest.mark.engine_independent
+@pytest.mark.parametrize("setting", ["PRISM_WEBHOOK_WORKER_CONCURRENCY", "PRISM_WEBHOOK_LEASE_SECONDS",
+                                     "PRISM_WEBHOOK_POLL_SECONDS"])
+def test_a_delivery_worker_setting_of_zero_is_refused_by_name(tmp_path: Path, setting: str) -> None:
+    """A worker with no slot would run and never deliver; a lease of 0 s would send each delivery again at every
+    claim; a poll of 0 s would spin. Each is refused before the worker starts."""
+    result = run_cli(*COMMANDS["worker"], database_url=None, cwd=tmp_path, timeout=30, **{setting: "0"})
+    code, message = one_error_line(result, as_json=False)
+    assert code == "invalid_setting" and f"{setting}='0'" in message, message
+
+
+@pytest.mark.engine_independent
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_a_database_server_that_is_down_is_named(tmp_path: Path, command: str) -> None:
     url = f"postgresql://postgres@127.0.0.1:{free_port()}/prism"  # nothing listens there

@@ -82,14 +82,16 @@ class Settings(BaseSettings):
     webhook_worker_in_process: bool = True
     # Deliveries one worker sends at once, and how long a claim lasts before another worker may take it
     # over (longer than the largest timeout_seconds, so a live worker never loses its claim).
-    webhook_worker_concurrency: int = 16
-    webhook_lease_seconds: float = 90.0
+    # None of these three may be 0: a worker with no slot never sends anything, a lease of 0 s ends while its
+    # delivery is still being sent (it is sent again at the next claim), and a poll of 0 s spins.
+    webhook_worker_concurrency: int = Field(default=16, gt=0)
+    webhook_lease_seconds: float = Field(default=90.0, gt=0)
     # An idle worker looks for due deliveries this often (deliveries from this process wake it at once).
-    webhook_poll_seconds: float = 0.5
+    webhook_poll_seconds: float = Field(default=0.5, gt=0)
     # A receiver's Retry-After (429/503) is honoured up to this many seconds.
-    webhook_retry_after_max_seconds: int = 3600
+    webhook_retry_after_max_seconds: int = Field(default=3600, ge=0)
     # This many consecutive FAILED deliveries deactivate a webhook (0 = never).
-    webhook_deactivate_after_failures: int = 10
+    webhook_deactivate_after_failures: int = Field(default=10, ge=0)
     # Imported integrations (docs/integrations.md): a process notices another process's import, re-import,
     # removal or connection change within this many seconds (its own at once). Outbound calls follow the
     # webhook settings above: private networks and the CA bundle.
