@@ -98,7 +98,8 @@ class Settings(BaseSettings):
     integrations_refresh_seconds: float = Field(default=2.0, gt=0)
     # The audit ledger (docs/audit.md): a checkpoint of each organization's signed tree is kept and sent as
     # `audit.checkpoint` at most this often while its log grows; every process looks for entries left
-    # unsealed (a process that stopped between commit and seal) this often.
+    # unsealed (a process that stopped between commit and seal), and for logs that grew after their last
+    # checkpoint and then stopped (their head's checkpoint is kept and sent), this often.
     audit_checkpoint_interval_seconds: float = Field(default=60.0, gt=0)
     audit_seal_sweep_seconds: float = Field(default=1.0, gt=0)
     log_level: str = "info"

@@ -4,7 +4,9 @@ A call's transaction writes its entry without a position, so calls never wait fo
 Sealing then takes the organization's head row (the only row two sealers can wait on), gives the waiting
 entries the next positions in the order of their ids, appends their leaves to the tree's frontier, and stores
 the new root with its signed checkpoint. A checkpoint is also kept in `audit_checkpoints` and sent as an
-`audit.checkpoint` event at most once per `audit_checkpoint_interval_seconds`.
+`audit.checkpoint` event at most once per `audit_checkpoint_interval_seconds`; a log that grew after its last
+kept checkpoint and then went quiet has its head's checkpoint kept and sent once that interval has passed
+(`keep_due_checkpoints`), so its last entries never wait for the next call to be attested outside.
 
 Where it runs:
 - SQLite has one writer at a time: the ledger batch already holds the database's write lock, so it seals in
@@ -24,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable
+from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -33,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.events.outbox import emit
 from prism.kit.timeutil import iso, utcnow
-from prism.ledger.checkpoints import MalformedCheckpoint, parse_checkpoint, sign_checkpoint
+from prism.ledger.checkpoints import Checkpoint, MalformedCheckpoint, parse_checkpoint, sign_checkpoint
 from prism.ledger.entries import audit_checkpoints, audit_entries, audit_heads
 from prism.ledger.keys import LedgerKeys
 from prism.ledger.merkle import EMPTY_ROOT, Frontier, leaf_hash
@@ -219,16 +222,62 @@ async def _store_head(session: AsyncSession, organization_id: str, keys: LedgerK
         await session.execute(insert(audit_checkpoints).values(
             organization_id=organization_id, tree_size=frontier.size, root=root, frontier=moved["frontier"],
             checkpoint=moved["checkpoint"], created_at=at))
-        if organization_id in await subscribed_organizations(session, [organization_id], CHECKPOINT):
-            tenant_id = (await session.execute(select(Organization.tenant_id).where(
-                Organization.id == organization_id))).scalar_one()
-            await emit(session, organization_id=organization_id, tenant_id=tenant_id, event_type=CHECKPOINT,
-                       data=checkpoint.as_dict())
+        await _send_checkpoint(session, organization_id, checkpoint)
     moved["head_organization_id"] = organization_id
     await (_MOVE_HEAD_CHECKPOINTED if "checkpointed_at" in moved else _MOVE_HEAD).run(session, [moved])
     # Remembered before the commit: if it never commits, the head read next differs and is checked in full.
     keys.signed_heads[organization_id] = (moved["checkpoint"], frontier.size, root, tuple(moved["frontier"]),
                                           head.seq)
+
+
+async def _send_checkpoint(session: AsyncSession, organization_id: str, checkpoint: Checkpoint) -> None:
+    """`audit.checkpoint` with the checkpoint kept, for an organization with a webhook that lists it."""
+    if organization_id in await subscribed_organizations(session, [organization_id], CHECKPOINT):
+        tenant_id = (await session.execute(select(Organization.tenant_id).where(
+            Organization.id == organization_id))).scalar_one()
+        await emit(session, organization_id=organization_id, tenant_id=tenant_id, event_type=CHECKPOINT,
+                   data=checkpoint.as_dict())
+
+
+async def keep_due_checkpoints(db: Database, keys: LedgerKeys, *, checkpoint_every: float) -> int:
+    """Keep (and send) the signed head of each log that grew after its last kept checkpoint, once that checkpoint
+    is `checkpoint_every` old; how many were kept.
+
+    A seal keeps a checkpoint only when one is due as it grows the log, so without this the entries sealed after
+    the last kept checkpoint of a burst would be attested outside the database only at the next call, however
+    long that takes: a log cut back to that checkpoint would verify against everything a receiver holds."""
+    cutoff = utcnow() - timedelta(seconds=checkpoint_every)
+    async with db.read() as session:
+        grown = list((await session.execute(select(audit_heads.c.organization_id).where(
+            audit_heads.c.checkpoint.is_not(None), audit_heads.c.checkpointed_at <= cutoff,
+            audit_heads.c.sealed_at > audit_heads.c.checkpointed_at))).scalars())
+    kept = 0
+    for organization_id in sorted(grown):
+        try:
+            async with db.write() as session:
+                kept += await _keep_head_checkpoint(session, organization_id, keys, cutoff, sqlite=db.is_sqlite)
+        except BrokenLog as broken:  # verification names what is wrong; the other logs' checkpoints are kept
+            log.error("the audit log's checkpoint cannot be kept: %s", broken)
+    return kept
+
+
+async def _keep_head_checkpoint(session: AsyncSession, organization_id: str, keys: LedgerKeys, cutoff: Any, *,
+                                sqlite: bool) -> int:
+    # A head a batch or a sealer holds is growing: that seal keeps the checkpoint if one is due.
+    head = (await head_of(session, organization_id) if sqlite else
+            (await free_heads(session, [organization_id])).get(organization_id))
+    if (head is None or head.checkpoint is None or head.checkpointed_at is None or head.sealed_at is None
+            or head.checkpointed_at > cutoff or not head.sealed_at > head.checkpointed_at):
+        return 0
+    await _trusted_frontier(session, keys, head, sign_unsigned=False)  # only a head as this deployment signed it
+    at = utcnow()
+    await session.execute(insert(audit_checkpoints).values(
+        organization_id=organization_id, tree_size=head.tree_size, root=head.root, frontier=head.frontier,
+        checkpoint=head.checkpoint, created_at=at))
+    await session.execute(update(audit_heads).where(audit_heads.c.organization_id == organization_id)
+                          .values(checkpointed_at=at))
+    await _send_checkpoint(session, organization_id, parse_checkpoint(head.checkpoint))
+    return 1
 
 
 async def _announce(session: AsyncSession, organization_id: str, sealed: list[tuple[Any, ...]]) -> None:
@@ -330,12 +379,15 @@ class Sealer:
         first = True
         while True:
             try:
-                if first or not await self._woken():
+                sweep = first or not await self._woken()
+                if sweep:
                     self._pending |= await logs_to_seal(self.db, with_heads=first)
                     first = False
                 self._wakeup.clear()
                 organizations, self._pending = self._pending, set()
                 await seal_all(self.db, organizations, self.keys, checkpoint_every=self.checkpoint_every)
+                if sweep:
+                    await keep_due_checkpoints(self.db, self.keys, checkpoint_every=self.checkpoint_every)
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -141,6 +141,9 @@ class LedgerWriter:
         self._tasks = [t for t in self._tasks if not t.done()]
         self._tasks += [loop.create_task(self._loop(), name="prism-ledger-writer")
                         for _ in range(self._lanes - len(self._tasks))]
+        # The sealer's sweep also keeps the checkpoint of a log that went quiet (sealer.keep_due_checkpoints): on
+        # SQLite too, where every entry is sealed with its call and nothing else starts it.
+        self.sealer.start()
         return loop
 
     async def close(self) -> None:
