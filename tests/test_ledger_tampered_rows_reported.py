@@ -1,14 +1,26 @@
 """A tampered ledger row is reported, never a 500 or a traceback: a kept checkpoint's frontier rewritten, an entry
-hash that is not hex, a malformed head or kept checkpoint read by the CLI."""
+hash that is not hex (listed, proved, or waiting to be sealed), a malformed head or kept checkpoint read by the CLI."""
 
 from __future__ import annotations
 
-import httpx
-from sqlalchemy import update
+from datetime import timedelta
 
-from prism.ledger.entries import audit_checkpoints, audit_entries, audit_heads
+import httpx
+from sqlalchemy import insert, select, update
+
+from prism.kit.timeutil import utcnow
+from prism.ledger.entries import (
+    EntryDraft,
+    audit_checkpoints,
+    audit_entries,
+    audit_heads,
+    content_hash,
+    content_of,
+)
+from prism.ledger.sealer import seal_all
+from prism.ledger.verify import verify_log
 from prism.storage import Database
-from tests.factories import Factory
+from tests.factories import Factory, Workspace, ledger_keys
 from tests.governance_support import ok, post
 from tests.ledger_support import sealed_log
 from tests.processes import TRACEBACK, run_cli
@@ -72,3 +84,51 @@ async def test_cli_checkpoint_reports_a_malformed_head(
     result = run_cli("audit", "checkpoint", "--tenant", ws.tenant.subdomain, "--json", database_url=database_url)
     assert TRACEBACK not in result.stderr, str(result)
     assert result.returncode == 1, str(result)
+
+
+async def _write_waiting(db: Database, ws: Workspace, *, entry_hash: str | None = None) -> int:
+    """One entry as the ledger writer leaves it waiting (content hash, MAC at position 0), its hash optionally
+    rewritten afterwards; its id."""
+    at = utcnow() - timedelta(seconds=1)
+    draft = EntryDraft(ws.org.id, ws.tenant.id, at, None, None, "rest", "prism_entity_crud",
+                       "entity_crud/spare_parts/spare_part/list", "0" * 64, "allowed", None, {"status": 200})
+    digest = content_hash(content_of(draft))
+    async with db.write() as s:
+        result = await s.execute(insert(audit_entries).values(
+            **{**content_of(draft), "created_at": at}, entry_hash=entry_hash or digest,
+            mac=ledger_keys().mac(ws.org.id, 0, digest)))
+        return int(result.inserted_primary_key[0])
+
+
+async def test_a_waiting_entry_whose_hash_is_not_hex_does_not_stop_other_organizations_being_sealed(
+        client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
+    """docs/audit.md: a sealer "leaves that log as it is and logs an error ..., and goes on with the other logs".
+    A waiting entry whose entry_hash was rewritten so that it is not hex made sealing raise ValueError out of
+    seal_all: every organization sealed after it (the sweep goes in id order, every second) was never sealed
+    again, and `prism audit seal` ended in a traceback."""
+    first, second = sorted([await sealed_log(client, factory, db, calls=2),
+                            await sealed_log(client, factory, db, calls=2)], key=lambda w: w.org.id)
+    tampered = await _write_waiting(db, first, entry_hash="z" * 64)
+    genuine = await _write_waiting(db, second)
+    await seal_all(db, [first.org.id, second.org.id], ledger_keys(), checkpoint_every=60.0)
+    async with db.read() as s:
+        sealed = dict((await s.execute(select(audit_entries.c.id, audit_entries.c.seq).where(
+            audit_entries.c.id.in_([tampered, genuine])))).all())
+        report = await verify_log(s, first.org.id, ledger_keys())
+    assert sealed[genuine] == 3, sealed  # the other organization's entry was sealed
+    assert sealed[tampered] is None, sealed  # the rewritten one is left waiting, for verification to name
+    assert report.valid is False and report.first_broken_id == tampered, report
+
+
+async def test_cli_prove_on_a_log_with_an_entry_hash_that_is_not_hex_is_refused_not_a_traceback(
+        client: httpx.AsyncClient, factory: Factory, db: Database, database_url: str) -> None:
+    """docs/audit.md: a log rewritten in the database is a refusal of the command, never a traceback. `prism audit
+    prove` read every leaf with bytes.fromhex and ended in a ValueError traceback on a rewritten entry hash."""
+    ws = await sealed_log(client, factory, db)
+    async with db.write() as s:
+        await s.execute(update(audit_entries).where(audit_entries.c.organization_id == ws.org.id,
+                                                    audit_entries.c.seq == 2).values(entry_hash="z" * 64))
+    for command in (("prove", "--seq", "3"), ("prove", "--seq", "2")):
+        result = run_cli("audit", *command, "--tenant", ws.tenant.subdomain, "--json", database_url=database_url)
+        assert TRACEBACK not in result.stderr, str(result)
+        assert result.returncode == 1 and result.error["error"] == "log_mismatch", str(result)

@@ -120,7 +120,11 @@ async def _leaves(session: AsyncSession, organization_id: str, checkpoint: Check
     async for seq, entry_hash in rows:
         if seq != len(leaves) + 1:
             raise LogMismatch(f"entry {len(leaves) + 1} is missing; run `prism audit verify`")
-        leaves.append(leaf_hash(seq, bytes.fromhex(entry_hash)))
+        try:
+            digest = bytes.fromhex(entry_hash)
+        except ValueError:  # rewritten in the database: a refusal, as any log that does not make its root
+            raise LogMismatch(f"entry {seq}'s hash is not hex; run `prism audit verify`") from None
+        leaves.append(leaf_hash(seq, digest))
     if len(leaves) != checkpoint.tree_size or _root(leaves) != checkpoint.root:
         raise LogMismatch(f"the log's entries do not make the signed root of its first {checkpoint.tree_size} "
                           "entries; run `prism audit verify`")

@@ -80,7 +80,7 @@ async def seal(session: AsyncSession, organization_id: str, keys: LedgerKeys, *,
     positions = []
     for entry in waiting:
         seq = frontier.size + 1
-        frontier.append(leaf_hash(seq, bytes.fromhex(entry.entry_hash)))
+        frontier.append(leaf_hash(seq, _digest_of(organization_id, entry)))
         # The MAC moves to the entry's position only if it fits the entry as written: an entry altered while it
         # waited keeps a MAC that does not fit, and verification names it.
         fits = keys.mac_fits(organization_id, 0, entry.entry_hash, entry.mac)
@@ -109,6 +109,16 @@ async def seal_written(session: AsyncSession, organization_id: str, keys: Ledger
     await _announce(session, organization_id, [
         (e["seq"], e["entry_hash"], e["tenant_id"], e["coordinate"], e["outcome"], e["actor_user_id"], e["door"])
         for e in entries])
+
+
+def _digest_of(organization_id: str, entry: Any) -> bytes:
+    """A waiting entry's hash as bytes. One rewritten in the database so that it is not hex has no leaf: its log
+    cannot be extended (BrokenLog, so that the other logs are still sealed), and verification names the entry."""
+    try:
+        return bytes.fromhex(entry.entry_hash)
+    except (ValueError, TypeError):
+        raise BrokenLog(f"organization {organization_id}: waiting entry {entry.id} has a hash that is not hex: it "
+                        "was rewritten") from None
 
 
 _MOVED = ("tree_size", "root", "frontier", "checkpoint", "sealed_at")
