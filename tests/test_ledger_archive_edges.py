@@ -186,3 +186,35 @@ def test_an_archive_never_replaces_a_file_that_took_its_name_meanwhile(tmp_path:
     out.unlink()
     _take_name(partial, out)
     assert out.read_bytes() == b"new"
+
+
+async def test_a_kept_checkpoint_whose_frontier_was_rewritten_is_never_pruned_behind(
+        database_url: str, db: Database, factory: Factory, tmp_path: Path) -> None:
+    """docs/audit.md: verification checks "every kept checkpoint" ("a rewritten one is never archived, nor pruned
+    behind"), and after `archive --prune` "the remaining log still verifies against it". A kept checkpoint's
+    frontier rewritten to other hashes (still a list of hex of the right length) passed full verification, which
+    read only its text and root; `archive --through N --prune` at its size then kept that row as the pruned
+    range's start and deleted entries 1..N, and from then on the log never verified again ("the starting
+    checkpoint's frontier does not make its root"), while `--since latest` reported it broken even before."""
+    ws = await factory.workspace(roles=("owner",))
+    await write_entries(db, ws, 5)  # the log's first seal keeps a checkpoint of 5 entries
+    await write_entries(db, ws, 3)
+    async with db.write() as s:
+        rewritten = await s.execute(update(audit_checkpoints).where(
+            audit_checkpoints.c.organization_id == ws.org.id, audit_checkpoints.c.tree_size == 5)
+            .values(frontier=["ab" * 32, "cd" * 32]))  # 5 leaves: two perfect subtrees, other hashes
+        assert rewritten.rowcount == 1
+    tenant, org = ws.tenant.subdomain, ws.org.slug
+
+    full = prism(database_url, "verify", "--tenant", tenant, "--org", org)
+    since_latest = prism(database_url, "verify", "--tenant", tenant, "--org", org, "--since", "latest")
+    assert full.returncode == since_latest.returncode == 1, (str(full), str(since_latest))
+
+    archived = prism(database_url, "archive", "--tenant", tenant, "--org", org, "--through", "5",
+                     "--out", str(tmp_path / "a.jsonl"), "--prune")
+    assert archived.returncode == 1 and archived.error["error"] == "log_broken", str(archived)
+    async with db.read() as s:
+        left = (await s.execute(select(func.count()).select_from(audit_entries).where(
+            audit_entries.c.organization_id == ws.org.id))).scalar_one()
+    assert left == 8 and await pruned_through(db, ws.org.id) == 0
+    assert not (tmp_path / "a.jsonl").exists()

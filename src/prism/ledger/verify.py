@@ -240,14 +240,17 @@ def _check_trusted(trusted: Checkpoint, organization_id: str, keys: LedgerKeys) 
 
 async def _kept_roots(session: AsyncSession, organization_id: str, keys: LedgerKeys, *, after: int,
                       through: int) -> dict[int, str]:
-    """The roots of the kept checkpoints in the range, each only as its signed text states it: an archive takes
-    its header from the kept checkpoint of its size, and a rewritten one must not pass as the root alone fits."""
+    """The roots of the kept checkpoints in the range, each only as its signed text states it and with a frontier
+    that makes that root: an archive takes its header from the kept checkpoint of its size and a prune keeps it
+    as where verification starts (as does `--since latest`), so a rewritten one must not pass as the root alone
+    fits."""
     rows = await session.execute(select(
-        audit_checkpoints.c.tree_size, audit_checkpoints.c.root, audit_checkpoints.c.checkpoint).where(
+        audit_checkpoints.c.tree_size, audit_checkpoints.c.root, audit_checkpoints.c.checkpoint,
+        audit_checkpoints.c.frontier).where(
         audit_checkpoints.c.organization_id == organization_id, audit_checkpoints.c.tree_size > after,
         audit_checkpoints.c.tree_size <= through))
     kept: dict[int, str] = {}
-    for size, root, text in rows:
+    for size, root, text, frontier in rows:
         try:
             signed = parse_checkpoint(text)
         except MalformedCheckpoint as exc:
@@ -255,8 +258,18 @@ async def _kept_roots(session: AsyncSession, organization_id: str, keys: LedgerK
         if not (signed.tree_size == size and signed.root == root and signed.organization_id == organization_id
                 and signed.verifies(keys.public_key)):
             raise _Broken(f"the kept checkpoint of {size} entries does not match its signature: it was rewritten")
+        if not _makes_root(size, frontier, root):
+            raise _Broken(f"the kept checkpoint of {size} entries has a frontier that does not make its root: it "
+                          "was rewritten")
         kept[size] = root
     return kept
+
+
+def _makes_root(size: int, frontier: Any, root: str) -> bool:
+    try:
+        return Frontier.from_hex(size, frontier).root().hex() == root
+    except (ValueError, TypeError):  # not a list of hex strings of the right length
+        return False
 
 
 async def _nothing_beyond(session: AsyncSession, organization_id: str, size: int, trusted: Checkpoint | None) -> None:
