@@ -132,3 +132,25 @@ async def test_cli_prove_on_a_log_with_an_entry_hash_that_is_not_hex_is_refused_
         result = run_cli("audit", *command, "--tenant", ws.tenant.subdomain, "--json", database_url=database_url)
         assert TRACEBACK not in result.stderr, str(result)
         assert result.returncode == 1 and result.error["error"] == "log_mismatch", str(result)
+
+
+async def test_cli_verify_text_names_a_broken_waiting_entry_and_never_entry_none(
+        client: httpx.AsyncClient, factory: Factory, db: Database, database_url: str) -> None:
+    """docs/audit.md: verify "exits 1 and names the first entry that does not fit", waiting entries included. The
+    text report printed "BROKEN at entry None" for an entry not sealed yet (its position is None: only its id
+    names it) and for a problem of the head itself, which is no entry at all."""
+    ws = await sealed_log(client, factory, db)
+    altered = await _write_waiting(db, ws)
+    async with db.write() as s:
+        await s.execute(update(audit_entries).where(audit_entries.c.id == altered).values(outcome="refused"))
+    result = run_cli("audit", "verify", "--tenant", ws.tenant.subdomain, database_url=database_url)
+    assert result.returncode == 1 and TRACEBACK not in result.stderr, str(result)
+    assert "None" not in result.stdout and f"id {altered}" in result.stdout, str(result)
+
+    async with db.write() as s:
+        await s.execute(update(audit_entries).where(audit_entries.c.id == altered).values(outcome="allowed"))
+        await s.execute(update(audit_heads).where(audit_heads.c.organization_id == ws.org.id)
+                        .values(checkpoint=None))
+    result = run_cli("audit", "verify", "--tenant", ws.tenant.subdomain, database_url=database_url)
+    assert result.returncode == 1 and TRACEBACK not in result.stderr, str(result)
+    assert "None" not in result.stdout and "not signed" in result.stdout, str(result)

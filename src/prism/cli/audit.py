@@ -127,11 +127,20 @@ def audit_verify(tenant: str = typer.Option(..., "--tenant"),
     lines = [f"{r['organization']}: {r['tree_size']} entries ({r['checked']} checked"
              + (f" after checkpoint {r['since']}" if r["since"] else "")
              + (f", {r['waiting']} waiting to be sealed" if r["waiting"] else "") + "), valid"
-             if r["valid"] else f"{r['organization']}: BROKEN at entry {r['first_broken_seq']}: {r['reason']}"
+             if r["valid"] else f"{r['organization']}: BROKEN{_where_broken(r)}: {r['reason']}"
              for r in out["logs"]]
     emit(as_json, out, "\n".join(lines))
     if not out["valid"]:
         raise typer.Exit(1)
+
+
+def _where_broken(report: dict[str, Any]) -> str:
+    """The entry a broken log's report names: by position, or by id for one still waiting to be sealed (it has no
+    position yet); nothing for a problem of the head or of a checkpoint, which no single entry carries."""
+    seq, entry_id = report["first_broken_seq"], report["first_broken_id"]
+    if seq is not None:
+        return f" at entry {seq}" + (f" (id {entry_id})" if entry_id is not None else "")
+    return f" at waiting entry id {entry_id}" if entry_id is not None else ""
 
 
 @audit_cli.command("checkpoint")
