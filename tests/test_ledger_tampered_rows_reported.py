@@ -154,3 +154,24 @@ async def test_cli_verify_text_names_a_broken_waiting_entry_and_never_entry_none
     result = run_cli("audit", "verify", "--tenant", ws.tenant.subdomain, database_url=database_url)
     assert result.returncode == 1 and TRACEBACK not in result.stderr, str(result)
     assert "None" not in result.stdout and "not signed" in result.stdout, str(result)
+
+
+async def test_a_head_whose_frontier_was_rewritten_is_reported_by_verification(
+        client: httpx.AsyncClient, factory: Factory, db: Database, database_url: str) -> None:
+    """docs/audit.md: before extending a head the sealer checks "that its frontier makes that root"; a head that
+    fails "is a log that cannot be extended (the calls are answered, their entries wait, and verification names
+    what is wrong)". Verification never looked at the head's frontier: with it rewritten, every later call's
+    entry waited for ever while `prism audit verify` and log/verify reported the log valid, and `prism audit
+    checkpoint` exported that frontier for `--since FILE`."""
+    ws = await sealed_log(client, factory, db)
+    async with db.write() as s:
+        size = (await s.execute(select(audit_heads.c.tree_size).where(
+            audit_heads.c.organization_id == ws.org.id))).scalar_one()
+        await s.execute(update(audit_heads).where(audit_heads.c.organization_id == ws.org.id)
+                        .values(frontier=["ab" * 32] * size.bit_count()))
+    listed = await post(client, ws, LIST, {})  # a call: answered, its entry left waiting
+    assert listed.status_code == 200, listed.text
+    report = await ok(client, ws, VERIFY, {"start": "first_entry"})
+    assert report["valid"] is False and "frontier" in report["reason"], report
+    result = run_cli("audit", "verify", "--tenant", ws.tenant.subdomain, "--json", database_url=database_url)
+    assert result.returncode == 1 and not result.json["valid"], str(result)

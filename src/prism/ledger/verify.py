@@ -167,6 +167,9 @@ def _signature_problem(head: Any, organization_id: str, keys: LedgerKeys) -> str
     if not (signed.verifies(keys.public_key) and signed.organization_id == organization_id
             and signed.tree_size == head.tree_size and signed.root == head.root):
         return "the log's head does not match its signature: the head was rewritten"
+    if not _makes_root(head.tree_size, head.frontier, head.root):
+        # What the next seal extends: the sealer refuses such a head, so the log's entries would wait for ever.
+        return "the log's head has a frontier that does not make its signed root: the head was rewritten"
     return None
 
 
