@@ -132,6 +132,34 @@ async def test_a_log_cut_back_to_a_kept_checkpoint_is_caught_by_a_checkpoint_hel
     assert log["first_broken_seq"] == early.tree_size + 1 and "removed" in log["reason"], log
 
 
+async def test_a_log_cut_back_below_the_checkpoint_verification_starts_from_names_the_removed_entries(
+        db: Database, database_url: str, client: httpx.AsyncClient, factory: Factory, tmp_path: Path) -> None:
+    """docs/audit.md: a log cut back exactly to an earlier signed checkpoint is caught against any later
+    checkpoint held outside the database. `--since FILE` starts from one: when the log was cut back below it, the
+    report said only "the entries do not make the tree the signed head describes", naming no entry, where
+    `--checkpoint FILE` names the first removed one."""
+    ws = await factory.workspace(roles=("owner",))
+    await calls(client, ws, 3)
+    await seal_waiting(db, ws.org.id)
+    early = await head_of(db, ws.org.id)
+    await calls(client, ws, 4)
+    await seal_waiting(db, ws.org.id)
+    later = run_cli("audit", "checkpoint", "--tenant", ws.tenant.subdomain, database_url=database_url)
+    (tmp_path / "later.json").write_text(later.stdout)
+    async with db.write() as s:  # the four later entries gone, the earlier signed head put back
+        await s.execute(delete(audit_entries).where(audit_entries.c.organization_id == ws.org.id,
+                                                    audit_entries.c.seq > early.tree_size))
+        await s.execute(delete(audit_checkpoints).where(audit_checkpoints.c.organization_id == ws.org.id,
+                                                        audit_checkpoints.c.tree_size > early.tree_size))
+        await s.execute(update(audit_heads).where(audit_heads.c.organization_id == ws.org.id).values(
+            tree_size=early.tree_size, root=early.root, frontier=early.frontier, checkpoint=early.checkpoint))
+    since = run_cli("audit", "verify", "--tenant", ws.tenant.subdomain, "--json", "--since",
+                    str(tmp_path / "later.json"), database_url=database_url)
+    assert since.returncode == 1 and TRACEBACK not in since.stderr, str(since)
+    [log] = since.json["logs"]
+    assert log["first_broken_seq"] == early.tree_size + 1 and "removed" in log["reason"], log
+
+
 async def test_a_checkpoint_of_another_tenants_log_is_refused_not_passed_over(
         db: Database, database_url: str, client: httpx.AsyncClient, factory: Factory, tmp_path: Path) -> None:
     """`--checkpoint` asks for the log to be checked against a checkpoint held outside: one of no log of the

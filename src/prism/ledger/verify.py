@@ -95,6 +95,12 @@ async def verify_log(session: AsyncSession, organization_id: str, keys: LedgerKe
                 # A checkpoint held outside must be compared: start at or before it, never past it.
                 start = await _start_at_or_before(session, organization_id, trusted.tree_size, pruned)
         frontier = _frontier_of(start, organization_id, keys) if start else Frontier()
+        if frontier.size > head.tree_size:
+            # A signed checkpoint of this log read before its head (an exported one, or the newest kept one): the
+            # log can only have grown since, so it was cut back below it.
+            raise _Broken(f"verification starts from a checkpoint of {frontier.size} entries, but the log has "
+                          f"{head.tree_size}: entries {head.tree_size + 1}..{frontier.size} were removed",
+                          head.tree_size + 1)
         kept = await _kept_roots(session, organization_id, keys, after=frontier.size, through=head.tree_size)
         if trusted is not None:
             if trusted.tree_size == frontier.size and frontier.root().hex() != trusted.root:
