@@ -75,7 +75,11 @@ async def test_a_dispatch_does_not_ask_asyncio_for_the_running_loop(
 
     def counting() -> asyncio.AbstractEventLoop:
         nonlocal asked
-        asked += 1
+        # Not the sealer's sweep: it runs beside the dispatches, and on a database shared with other tests it finds
+        # their logs too (a rewritten head, a checkpoint due).
+        task = asyncio.current_task()
+        if task is None or task.get_name() != "prism-ledger-sealer":
+            asked += 1
         return ask()
 
     try:

@@ -8,9 +8,14 @@ the result: after the next call, the truncated log verifies.
 
 from __future__ import annotations
 
-import httpx
-from sqlalchemy import delete, select, update
+import logging
+from datetime import timedelta
 
+import httpx
+import pytest
+from sqlalchemy import delete, func, select, update
+
+from prism.kit.timeutil import utcnow
 from prism.ledger.entries import (
     GENESIS_HASH,
     audit_checkpoints,
@@ -20,8 +25,9 @@ from prism.ledger.entries import (
     legacy_chain_hash,
 )
 from prism.ledger.merkle import Frontier, leaf_hash
+from prism.ledger.sealer import keep_due_checkpoints
 from prism.storage import Database
-from tests.factories import Factory
+from tests.factories import Factory, ledger_keys
 from tests.governance_support import ok
 from tests.ledger_support import seal_waiting, sealed_log
 from tests.processes import run_cli
@@ -145,3 +151,39 @@ async def test_a_head_stripped_of_its_signature_is_signed_only_by_the_upgrade_fr
         head = (await s.execute(select(audit_heads.c.checkpoint).where(
             audit_heads.c.organization_id == ws.org.id))).scalar_one()
     assert head is not None  # on the operator's word
+
+
+async def test_a_rewritten_head_due_for_a_checkpoint_is_logged_once_and_the_other_logs_are_checkpointed(
+        client: httpx.AsyncClient, factory: Factory, db: Database, caplog: pytest.LogCaptureFixture) -> None:
+    """The sweep keeps the checkpoint of each log that went quiet (keep_due_checkpoints). A rewritten head stays
+    due for ever: it is logged once, not on every sweep (a write transaction and an error a second, for ever), and
+    tried again when the head changes; the other logs' checkpoints are kept meanwhile."""
+    rewritten, healthy = await sealed_log(client, factory, db), await sealed_log(client, factory, db)
+    hour_ago = utcnow() - timedelta(hours=1)
+    async with db.write() as s:
+        for ws in (rewritten, healthy):  # both quiet since their last kept checkpoint, an hour ago
+            await s.execute(update(audit_heads).where(audit_heads.c.organization_id == ws.org.id)
+                            .values(checkpointed_at=hour_ago - timedelta(minutes=1), sealed_at=hour_ago))
+        await s.execute(update(audit_heads).where(audit_heads.c.organization_id == rewritten.org.id)
+                        .values(root="00" * 32))
+    broken: dict[str, str] = {}
+
+    async def sweep(times: int) -> list[str]:
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="prism.ledger"):
+            for _ in range(times):
+                await keep_due_checkpoints(db, ledger_keys(), checkpoint_every=60.0, broken=broken)
+        return [r.getMessage() for r in caplog.records if rewritten.org.id in r.getMessage()]
+
+    assert len(await sweep(3)) == 1 and rewritten.org.id in broken
+    async with db.read() as s:
+        sizes = dict((await s.execute(select(audit_checkpoints.c.organization_id,
+                                             func.max(audit_checkpoints.c.tree_size))
+                                      .where(audit_checkpoints.c.organization_id.in_(
+                                          [rewritten.org.id, healthy.org.id]))
+                                      .group_by(audit_checkpoints.c.organization_id))).all())
+    assert sizes[healthy.org.id] == 4 and sizes[rewritten.org.id] < 4
+    async with db.write() as s:  # the head changes again: tried again, and still refused
+        await s.execute(update(audit_heads).where(audit_heads.c.organization_id == rewritten.org.id)
+                        .values(checkpoint=broken[rewritten.org.id] + " "))
+    assert len(await sweep(2)) == 1

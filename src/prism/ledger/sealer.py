@@ -249,25 +249,32 @@ async def _send_checkpoint(session: AsyncSession, organization_id: str, checkpoi
                    data=checkpoint.as_dict())
 
 
-async def keep_due_checkpoints(db: Database, keys: LedgerKeys, *, checkpoint_every: float) -> int:
+async def keep_due_checkpoints(db: Database, keys: LedgerKeys, *, checkpoint_every: float,
+                               broken: dict[str, str]) -> int:
     """Keep (and send) the signed head of each log that grew after its last kept checkpoint, once that checkpoint
     is `checkpoint_every` old; how many were kept.
 
     A seal keeps a checkpoint only when one is due as it grows the log, so without this the entries sealed after
     the last kept checkpoint of a burst would be attested outside the database only at the next call, however
-    long that takes: a log cut back to that checkpoint would verify against everything a receiver holds."""
+    long that takes: a log cut back to that checkpoint would verify against everything a receiver holds.
+
+    `broken` maps the logs whose head this process found rewritten to that head's checkpoint: such a log stays
+    due for ever, so it is logged once and tried again only when its head changes, not on every sweep."""
     cutoff = utcnow() - timedelta(seconds=checkpoint_every)
     async with db.read() as session:
-        grown = list((await session.execute(select(audit_heads.c.organization_id).where(
+        grown = (await session.execute(select(audit_heads.c.organization_id, audit_heads.c.checkpoint).where(
             audit_heads.c.checkpoint.is_not(None), audit_heads.c.checkpointed_at <= cutoff,
-            audit_heads.c.sealed_at > audit_heads.c.checkpointed_at))).scalars())
+            audit_heads.c.sealed_at > audit_heads.c.checkpointed_at))).all()
     kept = 0
-    for organization_id in sorted(grown):
+    for organization_id, checkpoint in sorted(grown):
+        if broken.get(organization_id) == checkpoint:
+            continue
         try:
             async with db.write() as session:
                 kept += await _keep_head_checkpoint(session, organization_id, keys, cutoff, sqlite=db.is_sqlite)
-        except BrokenLog as broken:  # verification names what is wrong; the other logs' checkpoints are kept
-            log.error("the audit log's checkpoint cannot be kept: %s", broken)
+        except BrokenLog as found:  # verification names what is wrong; the other logs' checkpoints are kept
+            broken[organization_id] = checkpoint
+            log.error("the audit log's checkpoint cannot be kept: %s", found)
     return kept
 
 
@@ -358,7 +365,8 @@ async def logs_to_seal(db: Database, *, with_heads: bool) -> set[str]:
 
 
 class Sealer:
-    """This process's sealing task (PostgreSQL): seals what its batches wrote, and sweeps for what others left."""
+    """This process's sealing task: on PostgreSQL it seals what its batches wrote and sweeps for what others left;
+    on both engines its sweep keeps the checkpoints of logs that went quiet (keep_due_checkpoints)."""
 
     def __init__(self, db: Database, keys: LedgerKeys, *, checkpoint_every: float, sweep_every: float) -> None:
         self.db = db
@@ -366,6 +374,8 @@ class Sealer:
         self.checkpoint_every = checkpoint_every
         self.sweep_every = sweep_every
         self._pending: set[str] = set()
+        # Logs whose head was found rewritten, with that head's checkpoint (keep_due_checkpoints).
+        self._broken_heads: dict[str, str] = {}
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -397,7 +407,8 @@ class Sealer:
                 organizations, self._pending = self._pending, set()
                 await seal_all(self.db, organizations, self.keys, checkpoint_every=self.checkpoint_every)
                 if sweep:
-                    await keep_due_checkpoints(self.db, self.keys, checkpoint_every=self.checkpoint_every)
+                    await keep_due_checkpoints(self.db, self.keys, checkpoint_every=self.checkpoint_every,
+                                               broken=self._broken_heads)
             except asyncio.CancelledError:
                 raise
             except Exception:
