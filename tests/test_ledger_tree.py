@@ -102,6 +102,18 @@ async def test_another_organizations_log_put_in_place_is_detected(
     assert not report.valid and report.first_broken_seq == 1, report
 
 
+async def cut_back_to(db: Database, organization_id: str, early: Any) -> None:
+    """What a database writer can do: delete the entries and kept checkpoints after `early` (a head read earlier),
+    and put that signed head back."""
+    async with db.write() as s:
+        await s.execute(delete(audit_entries).where(audit_entries.c.organization_id == organization_id,
+                                                    audit_entries.c.seq > early.tree_size))
+        await s.execute(delete(audit_checkpoints).where(audit_checkpoints.c.organization_id == organization_id,
+                                                        audit_checkpoints.c.tree_size > early.tree_size))
+        await s.execute(update(audit_heads).where(audit_heads.c.organization_id == organization_id).values(
+            tree_size=early.tree_size, root=early.root, frontier=early.frontier, checkpoint=early.checkpoint))
+
+
 async def test_a_log_cut_back_to_a_kept_checkpoint_is_caught_by_a_checkpoint_held_outside(
         db: Database, database_url: str, client: httpx.AsyncClient, factory: Factory, tmp_path: Path) -> None:
     ws = await factory.workspace(roles=("owner",))
@@ -116,13 +128,7 @@ async def test_a_log_cut_back_to_a_kept_checkpoint_is_caught_by_a_checkpoint_hel
     (tmp_path / "later.json").write_text(later.stdout)
     assert parse_checkpoint(later.stdout).tree_size == early.tree_size + 4
 
-    async with db.write() as s:  # the four later entries gone, the earlier signed head put back
-        await s.execute(delete(audit_entries).where(audit_entries.c.organization_id == ws.org.id,
-                                                    audit_entries.c.seq > early.tree_size))
-        await s.execute(delete(audit_checkpoints).where(audit_checkpoints.c.organization_id == ws.org.id,
-                                                        audit_checkpoints.c.tree_size > early.tree_size))
-        await s.execute(update(audit_heads).where(audit_heads.c.organization_id == ws.org.id).values(
-            tree_size=early.tree_size, root=early.root, frontier=early.frontier, checkpoint=early.checkpoint))
+    await cut_back_to(db, ws.org.id, early)  # the four later entries gone, the earlier signed head put back
     alone = run_cli("audit", "verify", "--tenant", ws.tenant.subdomain, "--json", database_url=database_url)
     assert alone.returncode == 0, str(alone)  # consistent with itself: only a checkpoint from outside can tell
     held = run_cli("audit", "verify", "--tenant", ws.tenant.subdomain, "--json", "--checkpoint",
@@ -146,13 +152,7 @@ async def test_a_log_cut_back_below_the_checkpoint_verification_starts_from_name
     await seal_waiting(db, ws.org.id)
     later = run_cli("audit", "checkpoint", "--tenant", ws.tenant.subdomain, database_url=database_url)
     (tmp_path / "later.json").write_text(later.stdout)
-    async with db.write() as s:  # the four later entries gone, the earlier signed head put back
-        await s.execute(delete(audit_entries).where(audit_entries.c.organization_id == ws.org.id,
-                                                    audit_entries.c.seq > early.tree_size))
-        await s.execute(delete(audit_checkpoints).where(audit_checkpoints.c.organization_id == ws.org.id,
-                                                        audit_checkpoints.c.tree_size > early.tree_size))
-        await s.execute(update(audit_heads).where(audit_heads.c.organization_id == ws.org.id).values(
-            tree_size=early.tree_size, root=early.root, frontier=early.frontier, checkpoint=early.checkpoint))
+    await cut_back_to(db, ws.org.id, early)  # the four later entries gone, the earlier signed head put back
     since = run_cli("audit", "verify", "--tenant", ws.tenant.subdomain, "--json", "--since",
                     str(tmp_path / "later.json"), database_url=database_url)
     assert since.returncode == 1 and TRACEBACK not in since.stderr, str(since)

@@ -7,7 +7,7 @@ from typing import Any
 import typer
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from prism.cli.output import emit
+from prism.cli.output import JSON_OPT, emit
 from prism.cli.transaction import in_transaction
 from prism.errors import PrismError
 from prism.identity.service import memberships_in_tenant, require_user
@@ -15,8 +15,6 @@ from prism.keys.service import ListedKey, create_key, key_status, revoke_key, te
 from prism.kit.ids import public_organization_id
 from prism.kit.timeutil import iso, utcnow
 from prism.tenancy.service import find_organization, require_tenant
-
-JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
 
 key_cli = typer.Typer(help="API keys.", no_args_is_help=True)
 

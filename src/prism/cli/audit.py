@@ -17,7 +17,7 @@ import typer
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from prism.cli.output import emit, fail
+from prism.cli.output import JSON_OPT, emit, fail
 from prism.cli.preflight import load_settings
 from prism.cli.transaction import in_transaction
 from prism.errors import InvalidArguments, NotFound, PrismError
@@ -33,7 +33,6 @@ from prism.models import Organization
 from prism.storage import Database
 from prism.tenancy.service import find_organization, list_organizations, require_tenant
 
-JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
 MAX_RETENTION_DAYS = 36_500
 audit_cli = typer.Typer(help="The audit ledger: signed Merkle trees, one per organization.", no_args_is_help=True)
 

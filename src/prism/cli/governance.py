@@ -11,7 +11,7 @@ import typer
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from prism.cli.output import emit
+from prism.cli.output import JSON_OPT, emit
 from prism.cli.transaction import in_transaction
 from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.governance import personas
@@ -20,7 +20,6 @@ from prism.governance.post_hoc_audit import MAX_HOURS, run_audit
 from prism.models import ApiKey, Organization, Tenant
 from prism.tenancy.service import find_organization, list_organizations, require_tenant
 
-JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
 TENANT_OPT = typer.Option(..., "--tenant", help="Tenant subdomain.")
 ORG_OPT = typer.Option(None, "--org", help="Organization slug or id (default: the tenant's only organization).")
 ALLOW_OPT = typer.Option(None, "--allow", help="Allowed coordinate pattern (repeatable).")

@@ -14,7 +14,7 @@ from typer.exceptions import TyperException
 from prism.cli.api_keys import key_cli
 from prism.cli.audit import audit_cli, seal_waiting_logs
 from prism.cli.governance import governance_cli, persona_cli
-from prism.cli.output import emit, fail, report_error
+from prism.cli.output import JSON_OPT, emit, fail, report_error
 from prism.cli.preflight import check_database_reachable, database_error, database_settings, load_settings
 from prism.cli.transaction import in_transaction
 from prism.cli.users import AS_ARGUMENT_HELP, FROM_STDIN_HELP, new_password, user_cli
@@ -38,8 +38,6 @@ from prism.tenancy.service import (
     require_tenant,
 )
 from prism.webhooks.cli import worker as webhook_worker
-
-JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
 
 cli = typer.Typer(help="Prism: governed tool dispatch for AI agents.", no_args_is_help=True,
                   pretty_exceptions_enable=False)

@@ -14,6 +14,9 @@ import typer
 
 from prism.errors import PrismError
 
+# Every command takes it (README "Operating Prism").
+JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
+
 
 def json_line(data: dict[str, Any]) -> str:
     return orjson.dumps(data).decode()

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from prism.cli.output import emit, fail
+from prism.cli.output import JSON_OPT, emit, fail
 from prism.cli.transaction import in_transaction
 from prism.errors import PrismError
 from prism.identity.service import (
@@ -24,7 +24,6 @@ from prism.identity.service import (
 from prism.kit.ids import public_organization_id
 from prism.tenancy.service import find_organization, require_tenant
 
-JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
 FROM_STDIN_HELP = "Read the password from the first line of stdin."
 # Kept for scripts that already pass it; the prompt and stdin keep the password out of the process list.
 AS_ARGUMENT_HELP = ("The password itself: other users of this machine can read it in the process list and it "

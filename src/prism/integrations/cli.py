@@ -18,7 +18,7 @@ import typer
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from prism.cli.output import emit, fail
+from prism.cli.output import JSON_OPT, emit, fail
 from prism.cli.transaction import in_transaction
 from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.integrations import service
@@ -27,7 +27,6 @@ from prism.integrations.models import IntegrationApp
 from prism.integrations.openapi import MAX_COST
 from prism.kit.outbound import OutboundClient, OutboundFailed, check_url
 
-JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
 MAX_SPEC_BYTES = 50_000_000
 
 integration_cli = typer.Typer(help="Imported integrations: OpenAPI services as governed handlers.",

@@ -6,7 +6,7 @@ import typer
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from prism.cli.output import emit
+from prism.cli.output import JSON_OPT, emit
 from prism.cli.transaction import in_transaction
 from prism.config import get_settings
 from prism.kit.timeutil import iso
@@ -15,7 +15,6 @@ from prism.oauth.models import OAuthSigningKey
 
 keys_cli = typer.Typer(help="OAuth token-signing keys (RS256, published in /.well-known/jwks.json).",
                        no_args_is_help=True)
-JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
 
 
 @keys_cli.command("rotate")
