@@ -10,6 +10,9 @@ import httpx
 import pytest
 
 from prism.config import Settings
+from prism.identity.service import add_to_organization, require_user
+from prism.keys.service import create_key
+from prism.models import Tenant
 from prism.ratelimit.memory import MemoryBackend
 from tests.factories import PASSWORD, Factory
 from tests.limits_support import FakeClock, client_for, limited_app
@@ -232,3 +235,27 @@ async def test_concurrent_requests_never_pass_the_ceiling(settings: Settings, ap
         anonymous = await asyncio.gather(*(client.get("/api/v1/dev/ping/") for _ in range(60)))
     assert [r.status_code for r in responses].count(200) == 25
     assert [r.status_code for r in anonymous].count(200) == 30
+
+
+async def test_a_user_in_two_organizations_has_one_window_held_to_each_credentials_ceiling(
+        settings: Settings, app: object, factory: Factory) -> None:
+    """Admin in one organization, member in another: 5 requests a minute in all, at most 2 in the member one."""
+    ws = await factory.workspace(roles=("owner",))
+    second = await factory.second_org(ws)
+    async with factory.db.write() as s:
+        user = await require_user(s, ws.emails["owner"])
+        await add_to_organization(s, user, second, role="member")
+        tenant = await s.get(Tenant, ws.tenant.id)
+        assert tenant is not None
+        ws.keys["as member"] = (await create_key(s, tenant=tenant, user=user, organization=second)).plaintext
+    async with limited_app(settings, app, rate_limit_authenticated=2, rate_limit_admin=5) as limited, \
+            client_for(limited) as client:
+        async def status(label: str) -> int:
+            return (await client.get("/api/v1/dev/me/", headers=ws.headers(label))).status_code
+
+        assert [await status("as member") for _ in range(2)] == [200, 200]
+        assert await status("as member") == 429  # the member organization's ceiling, counted per user
+        # The refused request counts too, as in every window: three so far, two left under the admin ceiling.
+        assert [await status("owner") for _ in range(2)] == [200, 200]
+        refused = await client.get("/api/v1/dev/me/", headers=ws.headers("owner"))
+        assert refused.status_code == 429 and refused.headers["RateLimit-Limit"] == "5"

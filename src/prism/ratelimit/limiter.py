@@ -30,6 +30,12 @@ TIERS = ("anonymous", "anonymous_discovery", "authenticated", "admin", "auth_end
 WINDOW_SECONDS = 60.0
 # The tiers counted per client address (the others per user or per tenant).
 ADDRESS_TIERS = frozenset({"anonymous", "anonymous_discovery", "auth_endpoints", "key_registration"})
+# The tiers counted per user share one window per user: the tier only chooses the ceiling a request is held to.
+# A user who is an admin in one organization and a member in another makes at most the admin ceiling's requests
+# a minute in all, and those in the member organization stop at the member ceiling, counting every request
+# of the minute; a window per tier would give that user both ceilings, one after the other.
+USER_TIERS = frozenset({"authenticated", "admin"})
+USER_WINDOW = "user:"
 
 
 def address_key(address: str) -> str:
@@ -95,7 +101,7 @@ class RateLimiter:
         self.period = period
         self.fails_closed = on_failure == "closed"
         # "<tier>:" prefixes built once: the key of a hit is one string concatenation.
-        self._prefixes = {tier: tier + ":" for tier in TIERS}
+        self._prefixes = {tier: USER_WINDOW if tier in USER_TIERS else tier + ":" for tier in TIERS}
 
     # These hand back the storage's own awaitable instead of awaiting it in a coroutine of their own: they run
     # on every request, and a coroutine per call is most of their cost.
