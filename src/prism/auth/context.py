@@ -40,3 +40,9 @@ class AuthContext:
     client_id: str | None = None
     # The MCP tool surface the credential asks for (an API key's option); None: the deployment's setting.
     tool_surface: str | None = None
+
+    @property
+    def governed(self) -> bool:
+        """Whether a persona or an AI system applies: the credential is an agent's, and may not change what
+        governs or watches it (docs/governance.md "Personas")."""
+        return self.persona_id is not None or self.ai_system_id is not None

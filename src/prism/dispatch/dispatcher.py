@@ -315,7 +315,7 @@ def _gate_for(auth: AuthContext, call: Call) -> Gate | None:
 
 
 def _governed(auth: AuthContext, call: Call) -> bool:
-    return auth.persona_id is not None or auth.ai_system_id is not None or call.mission_id is not None
+    return auth.governed or call.mission_id is not None
 
 
 def _draft(auth: AuthContext, call: Call, handler: Handler | None, appended_at: datetime, outcome: str,

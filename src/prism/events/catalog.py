@@ -44,3 +44,14 @@ EVENT_TYPES: tuple[EventType, ...] = (
 
 EVENT_TYPE_NAMES = frozenset(e.event_type for e in EVENT_TYPES)
 GOVERNANCE_EVENT_TYPES = tuple(e.event_type for e in EVENT_TYPES if e.group == "governance")
+# The events the people overseeing agents rely on: governance decisions, oversight and violations, the audit
+# ledger's entries and checkpoints, missions and their budgets. A webhook carrying one of them is out of reach
+# of a governed credential (prism.webhooks.service), or an agent could blind its overseers.
+OVERSIGHT_EVENT_TYPES = frozenset(e.event_type for e in EVENT_TYPES
+                                  if e.group == "governance" or e.event_type.startswith(("audit.", "mission.")))
+
+
+def carries_oversight_events(events: list[str]) -> bool:
+    """Whether a webhook subscribed to `events` delivers an oversight event; none named means every
+    governance event (SPEC.md "Webhook")."""
+    return not events or not OVERSIGHT_EVENT_TYPES.isdisjoint(events)

@@ -133,7 +133,7 @@ async def decide(session: AsyncSession, auth: AuthContext, *, request_id: str, a
     if request.requested_by == auth.user_id:
         raise PermissionDenied("the user whose call was escalated cannot decide its oversight request",
                                code="self_approval_forbidden")
-    if auth.persona_id is not None or auth.ai_system_id is not None:
+    if auth.governed:
         # Human oversight is a person's decision: a governed credential is an agent's, and two agents acting for
         # two people could otherwise approve each other's held calls.
         raise PermissionDenied("this credential is governed by a persona or an AI system, so it cannot decide "

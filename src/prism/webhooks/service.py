@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism.auth.context import AuthContext
 from prism.config import Settings
 from prism.errors import Conflict, InvalidArguments, PermissionDenied
-from prism.events.catalog import GOVERNANCE_EVENT_TYPES
+from prism.events.catalog import GOVERNANCE_EVENT_TYPES, carries_oversight_events
 from prism.events.outbox import emit
 from prism.kit.outbound import OutboundUrlRefused, check_url
 from prism.kit.paging import envelope
@@ -48,6 +48,25 @@ def require(auth: AuthContext, verb: str) -> None:
         raise PermissionDenied(f"this credential lacks the {scope} scope (or governance.{verb})")
     if not auth.permissions.allows(permission):
         raise PermissionDenied(f"your role lacks the permission {permission}")
+
+
+def refuse_governed_on_oversight_webhook(auth: AuthContext, *events: list[str]) -> None:
+    """A governed credential (an agent's) may not create, change, rotate, test, resend or delete a webhook that
+    carries an oversight event, as subscribed before or after the change: deleting, switching off or re-pointing
+    the security team's receiver of decisions and ledger entries would blind the people watching the agent, and a
+    subscription of its own would stream them to the agent. Refused as the persona and AI system changes are."""
+    if auth.governed and any(carries_oversight_events(subscribed) for subscribed in events):
+        raise PermissionDenied("this credential is governed by a persona or an AI system, so it cannot manage a "
+                               "webhook that carries governance, audit or mission events; a person does (the "
+                               "console, or a key without either)", code="governed_credential")
+
+
+async def _writable(session: AsyncSession, auth: AuthContext, webhook_id: str) -> Webhook:
+    """The webhook to change, locked (a concurrent change of its events is seen before this one is judged),
+    and refused to a governed credential when it carries oversight events."""
+    row = await Webhooks(session, auth.organization_id).get(webhook_id, for_update=True)
+    refuse_governed_on_oversight_webhook(auth, list(row.events))
+    return row
 
 
 def webhook_read(row: Webhook) -> dict[str, Any]:
@@ -85,6 +104,7 @@ async def _checked_url(settings: Settings, url: str) -> str:
 async def create_webhook(session: AsyncSession, auth: AuthContext, settings: Settings,
                          body: WebhookCreate) -> dict[str, Any]:
     require(auth, "add")
+    refuse_governed_on_oversight_webhook(auth, body.events or [])
     url = await _checked_url(settings, body.url)
     webhook_id = "whk_" + uuid.uuid4().hex
     secret = new_secret()
@@ -122,8 +142,10 @@ _NOT_CLEARABLE = ("name", "url", "secret", "is_active", "max_retries", "retry_de
 async def update_webhook(session: AsyncSession, auth: AuthContext, settings: Settings, webhook_id: str,
                          body: WebhookUpdate) -> dict[str, Any]:
     require(auth, "change")
-    row = await Webhooks(session, auth.organization_id).get(webhook_id)
+    row = await _writable(session, auth, webhook_id)
     given = body.model_fields_set
+    if "events" in given:
+        refuse_governed_on_oversight_webhook(auth, body.events or [])
     # Sent null clears what can be empty (description, events, filters, custom headers); every other field sent
     # null is refused, all named at once, as on every update (docs/extending.md "Updates").
     problems = [{"field": field, "message": "cannot be cleared (null); send a value"} for field in _NOT_CLEARABLE
@@ -169,7 +191,7 @@ async def rotate_secret(session: AsyncSession, auth: AuthContext, settings: Sett
                         webhook_id: str) -> dict[str, Any]:
     """A new signing secret made by Prism, sealed like the first; the answer is the only place it is shown."""
     require(auth, "change")
-    row = await Webhooks(session, auth.organization_id).get(webhook_id)
+    row = await _writable(session, auth, webhook_id)
     _, headers = _opened(settings, row)
     secret = new_secret()
     row.sealed = seal(settings, row.id, secret, headers)
@@ -192,7 +214,7 @@ def _opened(settings: Settings, row: Webhook) -> tuple[str, dict[str, str]]:
 
 async def delete_webhook(session: AsyncSession, auth: AuthContext, webhook_id: str) -> None:
     require(auth, "delete")
-    row = await Webhooks(session, auth.organization_id).get(webhook_id)
+    row = await _writable(session, auth, webhook_id)
     # The database cascade removes the deliveries (and any delivery a worker holds finds its row gone).
     await session.execute(delete(Webhook).where(Webhook.id == row.id,
                                                 Webhook.organization_id == auth.organization_id))
@@ -227,7 +249,7 @@ def _pending(organization_id: str, webhook_id: str, event_id: str, event_type: s
 async def send_test_event(session: AsyncSession, auth: AuthContext, webhook_id: str) -> dict[str, Any]:
     """A real event through the real pipeline (outbox, worker, signature), addressed to this webhook only."""
     require(auth, "change")
-    row = await Webhooks(session, auth.organization_id).get(webhook_id)
+    row = await _writable(session, auth, webhook_id)
     event_type = row.events[0] if row.events else GOVERNANCE_EVENT_TYPES[1]
     event = await emit(session, organization_id=auth.organization_id, tenant_id=auth.tenant_id,
                        event_type=event_type, fan_out_to_webhooks=False,
@@ -244,6 +266,7 @@ async def resend_delivery(session: AsyncSession, auth: AuthContext, webhook_id: 
                           delivery_id: str) -> dict[str, Any]:
     """A new delivery of the same event (same bytes, a fresh signature); the original record stays."""
     require(auth, "change")
+    await _writable(session, auth, webhook_id)
     original = await Deliveries(session, auth.organization_id).of_webhook(webhook_id, delivery_id)
     delivery = _pending(auth.organization_id, webhook_id, original.event_id, original.event_type,
                         is_test=original.is_test)

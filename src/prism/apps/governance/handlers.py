@@ -60,7 +60,7 @@ def _ungoverned(call: HandlerCall) -> None:
     """Refuse a credential that is itself governed (a persona or an AI system applies to it): an agent's key acting
     for an owner could otherwise detach or loosen its own persona, or untie itself from its AI system, and go on
     ungoverned. A person (the console, the CLI) or an ungoverned key changes governance."""
-    if call.auth.persona_id is not None or call.auth.ai_system_id is not None:
+    if call.auth.governed:
         raise PermissionDenied("this credential is governed by a persona or an AI system, so it cannot change "
                                "personas or AI systems; a person does (the console, the CLI, or a key without "
                                "either)", code="governed_credential")
