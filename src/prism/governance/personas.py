@@ -41,9 +41,11 @@ class PersonaChanges(BaseModel):
     oversight: list[str] | None = Field(None, max_length=MAX_PATTERNS,
                                         description="Coordinate patterns that need a human's approval.")
     default: Literal["allow", "deny"] | None = Field(None, description="Effect when no pattern matches.")
-    cost_cap: int | None = Field(None, ge=0, le=10**9, description="Highest declared cost one call may have.")
+    # strict: JSON's true is not the number 1 (pydantic's lax mode would take it as one).
+    cost_cap: int | None = Field(None, ge=0, le=10**9, strict=True,
+                                 description="Highest declared cost one call may have.")
     oversight_priority: Priority | None = None
-    oversight_sla_seconds: int | None = Field(None, ge=1, le=30 * 86400,
+    oversight_sla_seconds: int | None = Field(None, ge=1, le=30 * 86400, strict=True,
                                               description="Time a human has to decide an oversight request.")
 
     @field_validator("allow", "deny", "oversight")
@@ -54,9 +56,27 @@ class PersonaChanges(BaseModel):
                 validate_pattern(pattern)
         return value
 
+    @field_validator("name", mode="before", check_fields=False)
+    @classmethod
+    def _unpadded(cls, value: Any) -> Any:
+        # Refused rather than stripped: the CLI and the console find a persona by the name as typed, and a name kept
+        # other than it was sent would not be found by it.
+        if isinstance(value, str) and value != value.strip():
+            raise ValueError(f"{value!r} begins or ends with white space; send the name without it")
+        return value
+
+
+def _name(default: Any) -> Any:
+    return Field(default, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9]([A-Za-z0-9 _.-]*[A-Za-z0-9_.-])?$",
+                 description="Letters, digits, spaces, _ . -; begins with a letter or digit, ends with no space.")
+
 
 class PersonaCreate(PersonaChanges):
-    name: str = Field(..., min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$")
+    name: str = _name(...)
+
+
+class PersonaUpdate(PersonaChanges):
+    name: str | None = _name(None)
 
 
 def repository(session: AsyncSession, organization_id: str) -> OrgRepository[Persona]:

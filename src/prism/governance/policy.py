@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from prism.governance.models import Persona
+from prism.registry.mega_tools import MEGA_TOOLS, NAME_PATTERN, OPERATION_PATTERN
 
 Effect = Literal["allow", "deny", "oversight"]
 _SEGMENT = re.compile(r"^(\*|[A-Za-z0-9_*]{1,64})\Z")
@@ -23,12 +24,31 @@ MAX_PATTERNS = 200
 
 
 def validate_pattern(pattern: str) -> str:
-    """The pattern, or ValueError saying what a pattern must look like."""
+    """The pattern, or ValueError saying what a pattern must look like, or why it can never match a handler."""
     parts = pattern.split("/") if isinstance(pattern, str) else []
     if len(parts) != 4 or not all(_SEGMENT.match(p) for p in parts):
         raise ValueError(f"{pattern!r} is not a coordinate pattern: four segments mega_tool/app/entity/operation, "
                          "each a name or '*' (e.g. */*/*/delete)")
+    problem = _never_matches(*parts)
+    if problem is not None:
+        # Matching is exact, so such a pattern would be kept and silently match nothing: a deny that denies nothing.
+        raise ValueError(f"{pattern!r} can never match a handler: {problem}")
     return pattern
+
+
+def _never_matches(mega_tool: str, app: str, entity: str, operation: str) -> str | None:
+    """Why no handler's coordinate can match these segments, or None. Mega-tools are a fixed set; app and entity
+    names are lower case (NAME_PATTERN); operation names are lowerCamelCase and matched as written."""
+    if not any(re.fullmatch(_segment_regex(mega_tool), name) for name in MEGA_TOOLS):
+        return f"{mega_tool!r} is no mega-tool (one of {', '.join(MEGA_TOOLS)})"
+    for level, segment in (("app", app), ("entity", entity)):
+        if segment != segment.lower():
+            return f"{level} {segment!r} has capital letters; {level} names are lower case ({segment.lower()!r})"
+        if "*" not in segment and not NAME_PATTERN.match(segment):
+            return f"{level} {segment!r} is not a name: a lower-case letter, then letters, digits and _, 40 at most"
+    if "*" not in operation and not OPERATION_PATTERN.match(operation):
+        return f"operation {operation!r} is not a name: a letter, then letters, digits and _, 64 at most"
+    return None
 
 
 def _segment_regex(segment: str) -> str:

@@ -36,9 +36,8 @@ class PersonaCreateParams(personas.PersonaCreate, Params):
     pass
 
 
-class PersonaUpdateParams(personas.PersonaChanges, Params):
+class PersonaUpdateParams(personas.PersonaUpdate, Params):
     id: str = Field(..., min_length=1, max_length=64)
-    name: str | None = Field(None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$")
 
 
 class _Holder(Params):

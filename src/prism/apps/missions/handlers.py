@@ -26,7 +26,8 @@ MissionStatus = Literal["planning", "active", "completed", "failed", "cancelled"
 class MissionCreate(Params):
     name: str = Field(..., min_length=1, max_length=255)
     description: str = Field("", max_length=4000)
-    budget_ceiling: int = Field(..., ge=0, le=10**12, description="Total declared cost calls may spend.")
+    # strict: JSON's true is not a budget of 1 (pydantic's lax mode would take it as one).
+    budget_ceiling: int = Field(..., ge=0, le=10**12, strict=True, description="Total declared cost calls may spend.")
 
 
 class MissionList(ListParams):
