@@ -16,6 +16,7 @@ from prism.models import User
 from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import entries, governed_key, ok, post
+from tests.oauth_support import bearer, browser, tokens_for
 from tests.test_mcp_protocol import call, headers_for, initialize, rpc, tool_text
 from tests.webhooks_fixtures import (  # noqa: F401
     BASE,
@@ -159,3 +160,22 @@ async def test_a_governed_key_of_another_tenant_finds_no_webhook_here(hook_clien
         gone = await hook_client.delete(f"{BASE}{hook['id']}/", headers=other.headers("agent"))
         assert gone.status_code == 404 and gone.json()["error"] == "not_found", gone.text
     assert (await ok(hook_client, ws, f"{HOOK}/list", {}))["total"] == 2
+
+
+async def test_an_oauth_token_whose_client_is_tied_to_an_ai_system_cannot_delete_it_either(
+        hook_app: object, hook_client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(hook_app, ws.host) as c:
+        tokens = await tokens_for(c, ws)
+    token = {"Host": ws.host, **bearer(tokens["access_token"])}
+    hook = await create_hook(hook_client, ws, URL, events=SECURITY_EVENTS)
+    # Before the organization ties the client, the owner's token is a person's and may switch it off.
+    switched = await hook_client.patch(f"{BASE}{hook['id']}/", json={"is_active": False}, headers=token)
+    assert switched.status_code == 200, switched.text
+    system = await ok(hook_client, ws, "config_manage/governance/ai_system/create",
+                      {"name": "assistant", "risk_level": "limited"})
+    await ok(hook_client, ws, "config_manage/governance/ai_system/attach",
+             {"client_id": tokens["client"]["client_id"], "ai_system_id": system["id"]})
+    refused = await hook_client.delete(f"{BASE}{hook['id']}/", headers=token)
+    assert _refused(refused), refused.text
+    assert (await hook_client.get(f"{BASE}{hook['id']}/", headers=ws.headers())).status_code == 200
