@@ -98,6 +98,27 @@ async def test_a_number_is_refused_for_every_date_or_time_parameter_of_every_han
     assert checked > 5, checked
 
 
+def _number_types(schema: dict[str, Any]) -> set[str]:
+    return {s.get("type") for s in [schema, *schema.get("anyOf", [])]} - {None}
+
+
+async def test_true_or_false_is_refused_for_every_number_parameter_of_every_handler(
+        client: httpx.AsyncClient, ws: Workspace, app: Any) -> None:
+    """The descriptors say these are numbers; Pydantic alone would read `true` as 1 (a budget of `true`, a
+    page size of `true`), so Prism refuses it by name."""
+    registry: Registry = app.state.registry
+    checked = 0
+    for handler in registry:
+        numeric = [name for name, schema in handler.schema.get("properties", {}).items()
+                   if _number_types(schema) & {"integer", "number"} and "boolean" not in _number_types(schema)]
+        for name in numeric:
+            r = await client.post(f"/prism/{handler.path}", headers=ws.headers(), json={name: True})
+            assert r.status_code == 400, (handler.path, name, r.text)
+            assert name in [p["field"] for p in r.json()["details"]["errors"]], (handler.path, name, r.text)
+            checked += 1
+    assert checked > 50, checked
+
+
 async def test_a_moment_without_a_zone_or_beyond_utc_is_refused_for_every_date_time_parameter(
         client: httpx.AsyncClient, ws: Workspace, app: Any) -> None:
     """Moments are stored and compared in UTC: one without a zone has no UTC time, and one near year 1 or 9999
