@@ -207,6 +207,24 @@ async def test_a_request_refused_for_its_params_is_answered_with_its_own_id(
     assert [(a["id"], a.get("error", {}).get("code")) for a in batch.json()] == [(1, None), ("two", -32602)]
 
 
+async def test_a_refusal_of_the_session_or_the_batch_names_the_one_request_it_refuses(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    """JSON-RPC 2.0 section 5: the id is null only when it could not be read. A transport refusal given after the
+    body was read names the request when there is exactly one; two ids cannot share one answer."""
+    ws = await factory.workspace()
+    headers = headers_for(ws)
+    no_session = await client.post(PATH, headers=headers, json=rpc("tools/list", request_id=51))
+    unknown_session = await call(client, headers, "nonsense", rpc("tools/list", request_id="fifty-two"))
+    session = await initialize(client, headers, "2025-11-25")
+    one_in_batch = await call(client, headers, session, [rpc("ping", request_id=53),
+                                                         rpc("notifications/initialized", request_id=None)])
+    two_in_batch = await call(client, headers, session, [rpc("ping", request_id=54), rpc("ping", request_id=55)])
+    assert [(a.status_code, a.json()["id"], a.json()["error"]["data"]["error"])
+            for a in (no_session, unknown_session, one_in_batch, two_in_batch)] == [
+        (400, 51, "session_required"), (404, "fifty-two", "session_not_found"), (400, 53, "batch_not_supported"),
+        (400, None, "batch_not_supported")]
+
+
 async def test_initialize_sent_as_a_notification_is_refused_and_opens_no_session(
         client: httpx.AsyncClient, factory: Factory) -> None:
     ws = await factory.workspace()

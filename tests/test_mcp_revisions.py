@@ -132,6 +132,41 @@ async def test_a_2026_07_28_refusal_of_a_request_answers_its_id(
         (11, -32602), (12, -32020), (13, -32022), (14, -32602)]
 
 
+async def test_a_missing_resource_is_invalid_params_from_2026_07_28_and_resource_not_found_before(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    """2026-07-28 server/resources "Error Handling": a resource that does not exist MUST be -32602 (400 on its
+    wire); the earlier revisions keep -32002. Another tenant's document does not exist for the caller either."""
+    ws, other = await factory.workspace(), await factory.workspace()
+    uploaded = await client.post("/api/mcp/tools/prism_document_op/", headers=other.headers(), json={
+        "app": "documents", "entity": "document", "operation": "upload",
+        "arguments": {"title": "Theirs", "content": "Not for tenant a."}})
+    theirs = f"prism://documents/document/{uploaded.json()['data']['id']}"
+    headers = headers_for(ws)
+    session = await initialize(client, headers, "2025-11-25")
+    for uri in ("prism://nope", "prism://documents/document/missing", theirs):
+        modern_answer = await client.post(PATH, headers=modern_headers(ws, "resources/read", uri),
+                                          json=rpc("resources/read", envelope({"uri": uri}), request_id=31))
+        assert modern_answer.status_code == 400, uri
+        assert (modern_answer.json()["id"], modern_answer.json()["error"]["code"]) == (31, -32602), uri
+        assert modern_answer.json()["error"]["data"]["uri"] == uri
+        older = await call(client, headers, session, rpc("resources/read", {"uri": uri}, request_id=32))
+        assert older.status_code == 200
+        assert (older.json()["id"], older.json()["error"]["code"]) == (32, -32002), uri
+
+
+async def test_a_2026_07_28_batch_of_one_request_is_refused_with_its_id(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    """JSON-RPC 2.0 section 5: the id is null only when it could not be read."""
+    ws = await factory.workspace()
+    one = await client.post(PATH, headers=modern_headers(ws, "tools/list"),
+                            json=[rpc("tools/list", envelope(), request_id=41)])
+    two = await client.post(PATH, headers=modern_headers(ws, "tools/list"),
+                            json=[rpc("tools/list", envelope(), request_id=42), rpc("ping", envelope(), request_id=43)])
+    assert one.status_code == two.status_code == 400
+    assert (one.json()["id"], one.json()["error"]["data"]["error"]) == (41, "batch_not_supported")
+    assert two.json()["id"] is None  # two ids cannot share one answer
+
+
 @pytest.mark.parametrize(("version", "batches"), [
     ("2025-11-25", False), ("2025-06-18", False), ("2025-03-26", True), ("2024-11-05", True)])
 async def test_batches_are_answered_only_on_the_revisions_that_define_them(

@@ -80,6 +80,15 @@ class PermissionDenied(PrismError):
     code, status = "permission_denied", 403
 
 
+class MissingScope(PermissionDenied):
+    """Refused only for want of a platform scope the role would allow: the same refusal on every door (code,
+    status, message), which an OAuth client may cure by asking for `scope` (MCP's scope step-up)."""
+
+    def __init__(self, message: str, *, scope: str) -> None:
+        super().__init__(message)
+        self.scope = scope
+
+
 class NotFound(PrismError):
     code, status = "not_found", 404
 

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.context import AuthContext
 from prism.config import Settings
-from prism.errors import InvalidArguments, PermissionDenied, PrismError, ToolNotFound
+from prism.errors import InvalidArguments, MissingScope, PermissionDenied, PrismError, ToolNotFound
 from prism.governance.gate import Gate
 from prism.idempotency import IdempotencyKeys, ReplayedRefusal, Ticket
 from prism.kit.canonical import stable_digest
@@ -133,7 +133,10 @@ class Dispatcher:
         about its parameters (a 400 would name them)."""
         needed = SCOPE_OF_CLASS[handler.scope]
         if not scopes_allow(auth.scopes, handler.scope, handler.permission):
-            raise PermissionDenied(f"this credential lacks the {needed} scope needed by {handler.path}")
+            message = f"this credential lacks the {needed} scope needed by {handler.path}"
+            if auth.permissions.allows(handler.permission):  # the scope alone stands in the way
+                raise MissingScope(message, scope=needed)
+            raise PermissionDenied(message)
         if not auth.permissions.allows(handler.permission):
             raise PermissionDenied(f"role {auth.role!r} lacks permission {handler.permission}")
 

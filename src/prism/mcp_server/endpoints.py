@@ -11,7 +11,8 @@
 
 The edge (prism.edge) has authenticated the caller and counted the request; every answer carries X-RateLimit-*
 of the window it was counted in (the tenant's, or the address's before the caller is known), and refusals take
-the JSON-RPC shape of prism.mcp_server.refusals; a 401 names the protected-resource metadata.
+the JSON-RPC shape of prism.mcp_server.refusals; a 401 names the protected-resource metadata, and so does the
+403 that asks an OAuth client to step up its scopes (tools.ScopeChallenge).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from prism.edge.doors import door_routes
 from prism.edge.stack import over_limit
 from prism.errors import PrismError, Unauthenticated
 from prism.kit.secret import derived_key
-from prism.mcp_server import jsonrpc, modern, protocol, revisions
+from prism.mcp_server import jsonrpc, modern, protocol, revisions, tools
 from prism.mcp_server.http import (
     ALLOWED_METHODS,
     Receive,
@@ -45,7 +46,7 @@ from prism.mcp_server.http import (
 )
 from prism.mcp_server.jsonrpc import RpcError
 from prism.mcp_server.legacy_sse import LegacyStreams, serve_stream
-from prism.mcp_server.refusals import JSON_RPC, PATH, rate_headers
+from prism.mcp_server.refusals import JSON_RPC, PATH, insufficient_scope_challenge, rate_headers
 from prism.mcp_server.sessions import SessionSigner
 from prism.mcp_server.surfaces import SURFACES
 from prism.ratelimit.unavailable import LimiterUnavailable
@@ -114,17 +115,18 @@ class McpDoor:
             # carries (a dual-era server serves such a request statelessly, and checks the envelope against the
             # header: a missing or different header is a HeaderMismatch naming the request's id).
             if requested in revisions.MODERN or DISCOVER in methods or any(map(modern.carries_envelope, messages)):
-                await _modern(send, headers, want_json, extra, _context(scope, auth, requested or ""), messages,
-                              batch)
+                await _modern(scope, send, headers, want_json, extra, _context(scope, auth, requested or ""),
+                              messages, batch)
                 return
             if requested is not None and requested not in revisions.HANDSHAKE:
                 refusal = modern.unsupported(requested)
-                refusal.request_id = _single_id(messages, batch)
+                refusal.request_id = jsonrpc.sole_request_id(messages)
                 raise refusal
             if "initialize" in methods:
                 if batch:
                     raise _status(400, RpcError(jsonrpc.INVALID_REQUEST, "initialize must not be part of a batch",
-                                                data={"error": "invalid_body"}))
+                                                data={"error": "invalid_body"},
+                                                request_id=jsonrpc.sole_request_id(messages)))
                 message = messages[0]
                 assert isinstance(message, jsonrpc.Message)
                 if not message.is_request:  # a notification is never answered, and the session comes in the answer
@@ -138,25 +140,32 @@ class McpDoor:
             session_id = headers.get("mcp-session-id")
             if session_id is None:
                 raise _status(400, RpcError(jsonrpc.SESSION_REQUIRED, "Bad Request: Mcp-Session-Id header is "
-                                            "required; send initialize first", data={"error": "session_required"}))
+                                            "required; send initialize first", data={"error": "session_required"},
+                                            request_id=jsonrpc.sole_request_id(messages)))
             verified = _signer(state).verify(session_id, auth)
             if verified is None:
                 raise _status(404, RpcError(jsonrpc.SESSION_NOT_FOUND, "Session not found: it expired or belongs to "
                                             "another user or client; initialize again",
-                                            data={"error": "session_not_found"}))
+                                            data={"error": "session_not_found"},
+                                            request_id=jsonrpc.sole_request_id(messages)))
             version = verified
             if batch and not revisions.allows_batches(version):
                 raise _status(400, RpcError(jsonrpc.INVALID_REQUEST, f"JSON-RPC batches are not part of MCP "
                                             f"{version}: send one message per request",
-                                            data={"error": "batch_not_supported"}))
-        except _HttpError as exc:
-            await respond_json(send, exc.status, exc.error.body(None), extra)
+                                            data={"error": "batch_not_supported"},
+                                            request_id=jsonrpc.sole_request_id(messages)))
+        except _HttpError as exc:  # the id of the request it refuses, when it was read (else none was)
+            await respond_json(send, exc.status, exc.error.body(exc.error.request_id), extra)
             return
         except RpcError as exc:
             await respond_json(send, 413 if exc.code == jsonrpc.PAYLOAD_TOO_LARGE else 400, exc.body(exc.request_id),
                                extra)
             return
-        answers = await _answer_all(_context(scope, auth, version), messages)
+        try:  # a batch shares one HTTP answer: only a request alone can be refused with its own 403
+            answers = await _answer_all(replace(_context(scope, auth, version), step_up=not batch), messages)
+        except tools.ScopeChallenge as challenge:
+            await _refuse_for_scope(scope, send, challenge, jsonrpc.sole_request_id(messages), extra)
+            return
         if not answers:
             if all(isinstance(m, RpcError) for m in messages):  # nothing of it accepted: refused as one message is
                 refused = next(m for m in messages if isinstance(m, RpcError))
@@ -212,16 +221,11 @@ class McpDoor:
                                extra)
             return
         await respond(send, 202, b"Accepted", extra, content_type=b"text/plain")
-        # A stream's handshake is not kept across processes: answers take the newest handshake revision's shape,
-        # whose additions (titles, output schemas, structured content) clients of older revisions ignore.
-        version = revisions.LATEST_HANDSHAKE
-        await streams.send(stream_id, await _answer_all(_context(scope, auth, version), messages))
-
-
-def _single_id(messages: list[jsonrpc.Message | RpcError], batch: bool) -> jsonrpc.RequestId | None:
-    """The id of the one request of a POST, which its refusal names (JSON-RPC: null only when unreadable)."""
-    message = messages[0] if not batch else None
-    return message.id if isinstance(message, jsonrpc.Message) and message.is_request else None
+        # The transport is 2024-11-05's (streamable HTTP replaced it), and a stream speaks that revision only: its
+        # `initialize` answers it, and every answer takes its shapes (its clients reject later additions, such as
+        # `resource_link` content). Nothing of the handshake needs keeping across the processes a stream's POSTs
+        # land on.
+        await streams.send(stream_id, await _answer_all(_context(scope, auth, revisions.LEGACY_SSE), messages))
 
 
 class _HttpError(Exception):
@@ -289,7 +293,7 @@ def _context(scope: Scope, auth: AuthContext, version: str) -> protocol.Context:
                             scope["prism.mcp_surface"])
 
 
-async def _modern(send: Send, headers: Headers, want_json: bool, extra: list[tuple[bytes, bytes]],
+async def _modern(scope: Scope, send: Send, headers: Headers, want_json: bool, extra: list[tuple[bytes, bytes]],
                   ctx: protocol.Context, messages: list[jsonrpc.Message | RpcError], batch: bool) -> None:
     """One 2026-07-28 exchange: a single request, its envelope checked, answered without any session."""
     try:
@@ -305,7 +309,11 @@ async def _modern(send: Send, headers: Headers, want_json: bool, extra: list[tup
     except RpcError as exc:
         await respond_json(send, modern.http_status(exc.code), exc.body(message.id), extra)
         return
-    answer = await protocol.answer(replace(ctx, version=version), message)
+    try:
+        answer = await protocol.answer(replace(ctx, version=version, step_up=True), message)
+    except tools.ScopeChallenge as challenge:
+        await _refuse_for_scope(scope, send, challenge, message.id, extra)
+        return
     assert answer is not None
     error = answer.get("error")
     status = modern.http_status(error["code"]) if error else 200
@@ -313,6 +321,16 @@ async def _modern(send: Send, headers: Headers, want_json: bool, extra: list[tup
         await respond_json(send, status, answer, extra)
     else:
         await respond_sse(send, [answer], extra)
+
+
+async def _refuse_for_scope(scope: Scope, send: Send, challenge: tools.ScopeChallenge,
+                            request_id: jsonrpc.RequestId | None, extra: list[tuple[bytes, bytes]]) -> None:
+    """403 with the scopes to ask for (MCP's step-up authorization): the OAuth client re-authorizes with them and
+    sends the request again. The refusal is in the audit ledger already, as every refusal of a call is."""
+    error = RpcError(jsonrpc.INSUFFICIENT_SCOPE, challenge.refusal.message,
+                     data={"error": "insufficient_scope", "scope": " ".join(challenge.scopes)})
+    header = insufficient_scope_challenge(scope, challenge.scopes).encode("latin-1")
+    await respond_json(send, 403, error.body(request_id), [*extra, (b"www-authenticate", header)])
 
 
 async def _charge_batch(scope: Scope, auth: AuthContext, messages: list[Any]) -> PrismError | None:

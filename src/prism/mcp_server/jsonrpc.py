@@ -1,7 +1,8 @@
 """JSON-RPC 2.0 framing for the MCP door: reading messages, building results and errors.
 
 Protocol errors (a malformed message, an unknown method) are JSON-RPC errors. A refused or failed tool
-call is not one: it is a `tools/call` result with `isError: true` (see tools.py).
+call is not one: it is a `tools/call` result with `isError: true` (see tools.py), except the scope step-up of an
+OAuth token, which the transport answers with HTTP 403.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ SESSION_REQUIRED = -32002
 SESSION_NOT_FOUND = -32003
 RATE_LIMITED = -32004
 PAYLOAD_TOO_LARGE = -32005
+INSUFFICIENT_SCOPE = -32006  # HTTP 403 with a step-up challenge (mcp_server/tools.ScopeChallenge)
 # The code newer clients expect when they probe a protocol version we do not speak.
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
@@ -118,6 +120,13 @@ def parse_message(value: Any) -> Message:
         raise invalid_params(InvalidArguments("params: must be a JSON object", field="params"),
                              request_id=request_id, of_notification=not has_id)
     return Message(method, request_id, params, has_id)
+
+
+def sole_request_id(messages: list[Message | RpcError]) -> RequestId | None:
+    """The id of the one request of a POST (alone, or the only request of its batch), which a refusal of the whole
+    POST names: JSON-RPC 2.0 answers null only when no id could be read, and several ids cannot share one answer."""
+    requests = [m for m in messages if isinstance(m, Message) and m.is_request]
+    return requests[0].id if len(requests) == 1 else None
 
 
 def invalid_params(error: PrismError, *, request_id: RequestId | None = None,

@@ -50,7 +50,8 @@ def single(messages: list[Message | RpcError], batch: bool) -> Message:
     """The one message of a 2026-07-28 POST: a request or a notification, never a batch or a response."""
     if batch:
         raise RpcError(jsonrpc.INVALID_REQUEST, "JSON-RPC batches are not part of MCP 2026-07-28: send one "
-                       "request per POST", data={"error": "batch_not_supported"})
+                       "request per POST", data={"error": "batch_not_supported"},
+                       request_id=jsonrpc.sole_request_id(messages))
     message = messages[0]
     if isinstance(message, RpcError):
         raise message

@@ -40,6 +40,9 @@ class Context:
     page_size: int
     version: str
     surface: str = "mega"
+    # The request has an HTTP exchange of its own (one request per POST on streamable HTTP): a tools/call an
+    # OAuth token lacks a scope for is refused there with 403 (tools.ScopeChallenge), not as a tool result.
+    step_up: bool = False
 
 
 def negotiate(params: dict[str, Any]) -> str:
@@ -67,6 +70,8 @@ async def answer(ctx: Context, message: Message) -> dict[str, Any] | None:
         value = await _run(ctx, message)
     except RpcError as exc:
         return exc.body(message.id)
+    except tools.ScopeChallenge:
+        raise  # the transport answers it (endpoints.py)
     except Exception:
         # Prism's failure, not the caller's (the call's audit entry says so): this request's answer is an error,
         # and the other requests of its batch, which may have written, still get theirs.
@@ -94,14 +99,14 @@ def _cacheable(ctx: Context, value: dict[str, Any], scope: str, ttl_ms: int = CA
 async def _run(ctx: Context, message: Message) -> dict[str, Any]:
     method, params = message.method, message.params
     if method == "tools/call":
-        return await tools.call_tool(ctx.dispatcher, ctx.auth, params, ctx.version)
+        return await tools.call_tool(ctx.dispatcher, ctx.auth, params, ctx.version, step_up=ctx.step_up)
     if method == "tools/list":
         listed = tools.page(tools.list_tools(ctx.registry, ctx.auth, ctx.version, ctx.surface), params.get("cursor"),
                             ctx.page_size)
         return _cacheable(ctx, listed, "private")  # the list is this credential's
     if method == "resources/read":
         # A document changes when it is updated or archived: never cached.
-        return _cacheable(ctx, await resources.read(ctx.dispatcher, ctx.auth, params), "private", ttl_ms=0)
+        return _cacheable(ctx, await resources.read(ctx.dispatcher, ctx.auth, params, ctx.version), "private", ttl_ms=0)
     if method == "resources/list":
         return _cacheable(ctx, {"resources": []}, "public")
     if method == "resources/templates/list":
@@ -112,5 +117,7 @@ async def _run(ctx: Context, message: Message) -> dict[str, Any]:
         if method == "server/discover":
             return discover_result()
     elif method == "initialize":
-        return initialize_result(negotiate(params))
+        # Reached on the legacy HTTP+SSE transport only (endpoints.py answers streamable HTTP's handshake), which
+        # speaks its own revision whatever the client offers: the shapes of every answer on it are that one's.
+        return initialize_result(ctx.version)
     raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", data={"error": "method_not_found"})

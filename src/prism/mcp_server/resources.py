@@ -13,10 +13,11 @@ from prism.auth.context import AuthContext
 from prism.dispatch.dispatcher import Dispatcher
 from prism.dispatch.envelope import call_from_envelope
 from prism.errors import PrismError
+from prism.mcp_server import revisions
 from prism.mcp_server.jsonrpc import INVALID_PARAMS, RpcError
 from prism.registry.model import Handler
 
-RESOURCE_NOT_FOUND = -32002
+RESOURCE_NOT_FOUND = -32002  # revisions before 2026-07-28
 PREFIX = "prism://documents/document/"
 TEMPLATE = {"uriTemplate": PREFIX + "{id}", "name": "document", "title": "Document",
             "description": "A document's text (the id comes from a documents tool result)."}
@@ -34,17 +35,23 @@ def link_for(handler: Handler | None, data: Any) -> dict[str, Any] | None:
     return link
 
 
-async def read(dispatcher: Dispatcher, auth: AuthContext, params: dict[str, Any]) -> dict[str, Any]:
+def not_found_code(version: str) -> int:
+    """The error code of a resource that does not exist: 2026-07-28 makes it -32602 (invalid params, its "Error
+    Handling"); the earlier revisions' servers answer -32002, which their clients expect."""
+    return INVALID_PARAMS if revisions.at_least(version, "2026-07-28") else RESOURCE_NOT_FOUND
+
+
+async def read(dispatcher: Dispatcher, auth: AuthContext, params: dict[str, Any], version: str) -> dict[str, Any]:
     uri = params.get("uri")
     if not isinstance(uri, str) or not uri.startswith(PREFIX) or not uri[len(PREFIX):]:
-        raise RpcError(RESOURCE_NOT_FOUND, f"Resource not found: {uri!r} (Prism's resources are {PREFIX}<id>, as "
+        raise RpcError(not_found_code(version), f"Resource not found: {uri!r} (Prism's resources are {PREFIX}<id>, as "
                        "linked from documents tool results)", data={"error": "resource_not_found", "uri": uri})
     call = call_from_envelope("prism_entity_crud", {"app": "documents", "entity": "document", "operation": "read",
                                                     "arguments": {"id": uri[len(PREFIX):]}}, door="mcp")
     try:
         _, data = await dispatcher.dispatch(auth, call)
     except PrismError as exc:
-        code = RESOURCE_NOT_FOUND if exc.status == 404 else INVALID_PARAMS
+        code = not_found_code(version) if exc.status == 404 else INVALID_PARAMS
         raise RpcError(code, exc.message, data={"error": exc.code, "uri": uri}) from None
     return {"contents": [{"uri": uri, "mimeType": data.get("content_type") or "text/plain",
                           "text": data.get("content") or ""}]}

@@ -14,6 +14,7 @@ KNOWN = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
 HANDSHAKE = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # newest first
 MODERN = ("2026-07-28",)
 LATEST_HANDSHAKE = HANDSHAKE[0]
+LEGACY_SSE = "2024-11-05"  # the revision of the HTTP+SSE transport (replaced by streamable HTTP in 2025-03-26)
 # What server/discover and a -32022 refusal advertise, newest first.
 SUPPORTED = (*MODERN, *HANDSHAKE)
 

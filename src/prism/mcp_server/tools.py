@@ -18,7 +18,7 @@ from prism.auth.context import AuthContext
 from prism.dispatch.dispatcher import Dispatcher
 from prism.dispatch.envelope import call_from_envelope
 from prism.dispatch.response import failure_envelope, success_envelope
-from prism.errors import InvalidArguments, PrismError
+from prism.errors import InvalidArguments, MissingScope, PrismError
 from prism.idempotency import InvalidIdempotencyKey, Replay, ReplayedRefusal, key_from_meta
 from prism.kit.numbers import whole_number
 from prism.mcp_server import resources, revisions, surfaces
@@ -59,6 +59,17 @@ REPLAYED_META = "idempotentReplayed"
 # Fields of a tool descriptor that revisions before 2025-06-18 do not define.
 _STRUCTURED_FIELDS = ("title", "outputSchema", "_meta")
 _ListKey = tuple[Grant, bool, str]
+
+
+class ScopeChallenge(Exception):
+    """A tools/call refused only for a platform scope that its OAuth token could be granted (MCP's step-up
+    authorization): the transport answers 403 with the scopes to ask for (endpoints.py) instead of a tool
+    result. `scopes`: those the token holds and the one it lacks, so re-authorizing loses none."""
+
+    def __init__(self, refusal: MissingScope, scopes: list[str]) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+        self.scopes = scopes
 _LISTS: WeakKeyDictionary[Registry, dict[_ListKey, list[dict[str, Any]]]] = WeakKeyDictionary()
 
 
@@ -149,8 +160,11 @@ def is_known_tool(name: str) -> bool:
     return mega_tool_of(name) is not None or name in LEGACY_TOOLS or surfaces.variant(name) is not None
 
 
-async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str, Any],
-                    version: str) -> dict[str, Any]:
+async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str, Any], version: str, *,
+                    step_up: bool = False) -> dict[str, Any]:
+    """The call's result. `step_up`: the request has an HTTP exchange of its own, where a scope refusal of an
+    OAuth token becomes a ScopeChallenge (an API key's scopes are fixed when it is minted: it gets the tool
+    error, as every refusal)."""
     name = params.get("name")
     if not isinstance(name, str) or not name:
         raise invalid_params(InvalidArguments("name: required, the tool to call", field="name"))
@@ -176,6 +190,8 @@ async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str,
             raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}; tools/list names the tools this credential may "
                            "call, and the prism_introspect tool describes them", data={"error": "tool_not_found"}
                            ) from None
+        if step_up and isinstance(exc, MissingScope) and auth.credential_kind == "oauth":
+            raise ScopeChallenge(exc, sorted(auth.scopes | {exc.scope})) from None
         result = error_result(_pointed(exc, name, arguments), name)
         return _replayed(result) if isinstance(exc, ReplayedRefusal) else result
     structured = revisions.has_structured_output(version)
