@@ -54,6 +54,32 @@ async def test_the_redirect_carries_code_state_and_the_issuer(app: object, facto
     assert values["state"] == "state-123" and values["iss"] == f"http://{ws.host}" and values["code"]
 
 
+@pytest.mark.parametrize(("registered", "prefix"), [
+    ("https://app.example.com/cb?", "https://app.example.com/cb?code="),
+    ("https://app.example.com/cb?tenant=7", "https://app.example.com/cb?tenant=7&code="),
+    ("https://app.example.com/cb?tenant=7&", "https://app.example.com/cb?tenant=7&code="),
+    ("com.example.app:/cb?", "com.example.app:/cb?code="),
+])
+async def test_the_code_is_added_to_the_registered_query(app: object, factory: Factory, registered: str,
+                                                         prefix: str) -> None:
+    """A registered URI's query is kept as registered, and the code joins it: a bare trailing `?` gets no second
+    `?`, an existing query an `&` (none after a trailing one)."""
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c, {"client_name": "query", "redirect_uris": [registered],
+                                    "token_endpoint_auth_method": "none"})
+        answer = await consent(c, authorize_params(client["client_id"], pkce()[1], redirect_uri=registered),
+                               email=ws.emails["owner"])
+        assert answer.status_code == 302, answer.text
+        location = answer.headers["location"]
+        assert location.startswith(prefix), location
+        assert query_of(location)["state"] == "state-123"
+        refused = await c.get(f"{OAUTH}/authorize/", params=authorize_params(
+            client["client_id"], "short", redirect_uri=registered))
+    error_prefix = prefix.removesuffix("code=") + "error="
+    assert refused.headers["location"].startswith(error_prefix), refused.headers["location"]
+
+
 @pytest.mark.parametrize(("changes", "error"), [
     ({"code_challenge_method": "plain"}, "invalid_request"),
     ({"code_challenge_method": None}, "invalid_request"),

@@ -16,7 +16,7 @@ import re
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -154,8 +154,20 @@ def _back_to_client(request: Request, target: AuthorizeRequest, values: dict[str
                 "code": values["code"], "code_seconds": request.app.state.settings.oauth_code_seconds})
         return render(request, "message.html", {"heading": "Authorization failed", "error": values.get("error"),
                                                 "message": values.get("error_description", "")}, status=400)
-    separator = "&" if urlsplit(target.redirect_uri).query else "?"
-    return redirect(request, target.redirect_uri + separator + urlencode(query), status=302)
+    return redirect(request, with_query(target.redirect_uri, query), status=302)
+
+
+def with_query(uri: str, values: dict[str, str]) -> str:
+    """`uri` with `values` added to its query, the registered URI kept character for character (RFC 6749
+    3.1.2: its query is retained): `&` after a query, nothing after a bare trailing `?` or a trailing `&`."""
+    _, mark, query = uri.partition("?")
+    if not mark:
+        joiner = "?"
+    elif query and not query.endswith("&"):
+        joiner = "&"
+    else:
+        joiner = ""
+    return uri + joiner + urlencode(values)
 
 
 def _error_response(request: Request, exc: AuthorizeError) -> Response:
