@@ -183,9 +183,13 @@ async def assert_401_everywhere(client: httpx.AsyncClient, host: str, authorizat
     for method, path, body in AUTH_DOORS:
         r = await client.request(method, path, headers=headers, json=body)
         assert r.status_code == 401, (path, r.status_code, r.text)
-        assert r.headers.get("www-authenticate", "").startswith("Bearer"), (path, r.headers)
+        challenge = r.headers.get("www-authenticate", "")
+        assert challenge.startswith('Bearer realm="prism", resource_metadata="'), (path, r.headers)
         payload = r.json()
         assert payload["error"] in ("authentication_required", "invalid_token"), payload
+        # RFC 6750 3.1: a Bearer credential sent and refused is named `invalid_token` in the challenge too; a
+        # request that sent none (or another scheme) gets the challenge without an error code.
+        assert ('error="invalid_token"' in challenge) == (payload["error"] == "invalid_token"), (path, challenge)
         assert payload["message"]
         if path.startswith(("/api/mcp/", "/prism/")):
             assert payload["success"] is False and payload["tool_name"] == "prism_entity_crud"

@@ -317,7 +317,8 @@ async def test_a_key_on_another_tenants_host_is_401(servers: Pair, factory: Fact
             "Authorization": f"Bearer {a.keys['owner']}", **JSON_AND_SSE, "Host": f"{b.host}:{servers.first.port}"})
     assert answer.status_code == 401
     assert answer.headers["www-authenticate"].startswith(
-        f'Bearer resource_metadata="http://{b.host}:{servers.first.port}/.well-known/oauth-protected-resource')
+        f'Bearer realm="prism", resource_metadata="http://{b.host}:{servers.first.port}'
+        '/.well-known/oauth-protected-resource/api/mcp/sse", error="invalid_token"')
 
 
 async def _next_event(lines: AsyncIterator[str]) -> list[str]:

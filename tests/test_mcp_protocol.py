@@ -134,7 +134,7 @@ async def test_missing_credential_is_401_naming_the_protected_resource_metadata(
     answer = await client.post(PATH, headers=JSON_AND_SSE, json=rpc("initialize", {}))
     assert answer.status_code == 401
     assert answer.headers["www-authenticate"] == (
-        'Bearer resource_metadata="http://localhost/.well-known/oauth-protected-resource/api/mcp/sse"')
+        'Bearer realm="prism", resource_metadata="http://localhost/.well-known/oauth-protected-resource/api/mcp/sse"')
     assert answer.json()["error"]["data"]["error"] == "authentication_required"
 
 

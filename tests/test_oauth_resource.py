@@ -128,6 +128,9 @@ async def test_expired_foreign_audience_and_foreign_issuer_tokens_are_refused(
         answer = await c.get(ME, headers=bearer(forged))
     assert answer.status_code == 401, answer.text
     assert message in answer.json()["message"]
+    assert answer.headers["www-authenticate"] == (  # RFC 6750 3.1, as on the MCP door
+        f'Bearer realm="prism", resource_metadata="http://{ws.host}/.well-known/oauth-protected-resource", '
+        'error="invalid_token"')
 
 
 async def test_a_token_of_one_tenant_on_another_tenants_host_is_401(app: object, factory: Factory) -> None:
@@ -139,6 +142,8 @@ async def test_a_token_of_one_tenant_on_another_tenants_host_is_401(app: object,
             "operation": "list", "app": "spare_parts", "entity": "spare_part", "arguments": {}})
     assert me.status_code == 401 and me.json()["error"] == "invalid_token"
     assert call.status_code == 401
+    for answer in (me, call):
+        assert answer.headers["www-authenticate"].endswith(', error="invalid_token"'), answer.headers
 
 
 async def test_a_token_without_an_organization_is_403_session_incomplete(app: object, factory: Factory) -> None:

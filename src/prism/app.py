@@ -34,7 +34,6 @@ from prism.integrations.runtime import stop as stop_watching
 from prism.integrations.upstream import close_clients as close_outbound_clients
 from prism.keys.endpoints import routes as key_routes
 from prism.mcp_server import endpoints as mcp_door
-from prism.oauth.challenge import ResourceMetadataChallenge
 from prism.oauth.routes import routes as oauth_routes
 from prism.observability.logs import configure_logging
 from prism.observability.pools import observe_pools
@@ -194,7 +193,6 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
     app = Starlette(routes=routes(), lifespan=lifespan, exception_handlers={
         404: not_found, 405: method_not_allowed, 500: server_error}, middleware=[
         Middleware(Edge, limiter=limiter, addresses=addresses, hosts=HostPolicy.from_settings(settings)),
-        Middleware(ResourceMetadataChallenge),
     ])
     assert isinstance(app.router, Router)
     app.router.redirect_slashes = False

@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from prism.dispatch.response import failure_envelope
 from prism.edge.context import request_context
 from prism.errors import PrismError
+from prism.oauth.challenge import bearer_challenge
 from prism.registry.mega_tools import tool_name as wire_name
 from prism.storage import unavailable_error
 from prism.web.responses import error_headers, json_response, send_json
@@ -40,7 +41,11 @@ class Door:
         return body
 
     def headers(self, error: PrismError, scope: Scope) -> dict[str, str] | None:
-        return error_headers(error)
+        """The refusal's own headers; a 401 also tells the client how to authenticate."""
+        headers = error_headers(error)
+        if error.status == 401:
+            headers = {"WWW-Authenticate": bearer_challenge(scope, error), **(headers or {})}
+        return headers
 
     async def refuse(self, scope: Scope, receive: Receive, send: Send, error: PrismError) -> None:
         await send_json(send, self.body(error, scope), error.status, self.headers(error, scope))

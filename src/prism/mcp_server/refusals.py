@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.requests import Request
 from starlette.types import Scope
 
 from prism.edge.context import request_context
@@ -18,7 +17,7 @@ from prism.errors import PrismError
 from prism.mcp_server import jsonrpc
 from prism.mcp_server.http import cors_headers
 from prism.mcp_server.jsonrpc import RpcError
-from prism.oauth.issuer import issuer_for
+from prism.oauth.challenge import bearer_challenge
 from prism.ratelimit.headers import x_ratelimit_headers
 
 PATH = "/api/mcp/sse"
@@ -45,11 +44,7 @@ class JsonRpcDoor(Door):
             headers.update({"X-RateLimit-Limit": str(failures), "X-RateLimit-Remaining": "0",
                             "X-RateLimit-Reset": headers.get("Retry-After", "1")})
         if error.status in (401, 429):  # a client throttled before it signs in must still find the way to sign in
-            metadata = f"{issuer_for(Request(scope))}/.well-known/oauth-protected-resource{PATH}"
-            challenge = f'Bearer resource_metadata="{metadata}"'
-            if error.status == 401 and request_context(scope).headers.get("authorization"):
-                challenge += ', error="invalid_token"'
-            headers["WWW-Authenticate"] = challenge
+            headers["WWW-Authenticate"] = bearer_challenge(scope, error, resource_path=PATH)
         return headers
 
 

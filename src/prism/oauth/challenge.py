@@ -1,43 +1,29 @@
-"""401 answers point OAuth clients at the protected-resource metadata (RFC 9728 section 5.1).
+"""The `WWW-Authenticate: Bearer` challenge of every 401 (and the MCP door's 429), built in one place.
 
-A pure ASGI middleware: it looks only at the start of a response, and rewrites only 401s whose
-`WWW-Authenticate` is a Bearer challenge, so every other response passes untouched.
+It names the protected-resource metadata (RFC 9728 section 5.1), so an OAuth client that met a 401 finds the
+authorization server. It carries `error="invalid_token"` only when a Bearer credential was sent and refused
+(unknown, malformed, expired, revoked, another host's): a request that sent none, or sent another scheme,
+gets the bare challenge (RFC 6750 section 3.1: no error code when the request lacks authentication
+information).
 """
 
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
+from prism.errors import PrismError
 from prism.oauth.issuer import issuer_for
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
+INVALID_TOKEN = "invalid_token"  # noqa: S105 (an RFC 6750 error code, not a secret)
 
 
-class ResourceMetadataChallenge:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_metadata(message: Message) -> None:
-            if message["type"] == "http.response.start" and message["status"] == 401:
-                message["headers"] = _with_metadata(scope, message.get("headers", []))
-            await send(message)
-
-        await self.app(scope, receive, send_with_metadata)
-
-
-def _with_metadata(scope: Scope, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    url = issuer_for(Request(scope)) + METADATA_PATH
-    rewritten = []
-    for name, value in headers:
-        if name.lower() == b"www-authenticate" and value[:6].lower() == b"bearer" \
-                and b"resource_metadata=" not in value:
-            separator = b", " if value.strip().lower() != b"bearer" else b" "
-            value = value + separator + f'resource_metadata="{url}"'.encode()
-        rewritten.append((name, value))
-    return rewritten
+def bearer_challenge(scope: Scope, error: PrismError | None = None, *, resource_path: str = "") -> str:
+    """The challenge for a refusal of this request; `resource_path` names the protected resource whose metadata
+    applies (the MCP endpoint has its own document)."""
+    metadata = f"{issuer_for(Request(scope))}{METADATA_PATH}{resource_path}"
+    challenge = f'Bearer realm="prism", resource_metadata="{metadata}"'
+    if error is not None and error.status == 401 and error.code == INVALID_TOKEN:
+        challenge += f', error="{INVALID_TOKEN}"'
+    return challenge

@@ -14,9 +14,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from prism.edge.context import request_context
-from prism.errors import CredentialNoLongerValid, PrismError
+from prism.errors import CredentialNoLongerValid, PrismError, Unauthenticated
 from prism.kit.nul import refuse_nul_in_form
 from prism.kit.timeutil import utcnow
+from prism.oauth.challenge import INVALID_TOKEN, bearer_challenge
 from prism.oauth.client_documents import ClientDocumentRefused, client_documents, is_document_url
 from prism.oauth.errors import GrantReplayed, InvalidGrant, OAuthError
 from prism.oauth.issuer import issuer_for
@@ -46,11 +47,11 @@ CORS_HEADERS = {
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 
-def oauth_error(exc: PrismError) -> Response:
+def oauth_error(request: Request, exc: PrismError) -> Response:
     headers = {**CORS_HEADERS, **NO_STORE, **(getattr(exc, "headers", None) or {})}  # Retry-After of a 503
     if exc.status == 401:
         headers["WWW-Authenticate"] = 'Basic realm="prism"' if exc.code == "invalid_client" else \
-            f'Bearer error="{exc.code}"'
+            bearer_challenge(request.scope, exc)
     return json_response({"error": exc.code, "error_description": exc.message}, exc.status, headers)
 
 
@@ -67,9 +68,9 @@ async def register(request: Request) -> Response:
             answer = registration_body(registered.client, registered.secret, issuer=issuer_for(request),
                                        registration_token=registered.registration_token)
     except OAuthError as exc:
-        return oauth_error(exc)
+        return oauth_error(request, exc)
     except PrismError as exc:  # unreadable JSON and the like
-        return oauth_error(OAuthError(exc.message, code="invalid_client_metadata", status=exc.status))
+        return oauth_error(request, OAuthError(exc.message, code="invalid_client_metadata", status=exc.status))
     return json_response(answer, 201 if registered.created else 200, {**CORS_HEADERS, **NO_STORE})
 
 
@@ -127,16 +128,16 @@ async def token(request: Request) -> Response:
     except GrantReplayed as exc:
         if exc.grant_id is not None:
             await _revoke(request, exc.grant_id)
-        return oauth_error(InvalidGrant(exc.message))
+        return oauth_error(request, InvalidGrant(exc.message))
     except OAuthError as exc:
         if exc.code == "invalid_client" and not isinstance(exc, ClientDocumentRefused):
             # A wrong client secret is a failed authentication of the address (an unusable document is not).
             await count_failure(request)
-        return oauth_error(exc)
+        return oauth_error(request, exc)
     except DatabaseUnavailable as exc:
-        return oauth_error(exc)
+        return oauth_error(request, exc)
     except PrismError as exc:
-        return oauth_error(OAuthError(exc.message, status=exc.status))
+        return oauth_error(request, OAuthError(exc.message, status=exc.status))
     return json_response(answer, 200, {**CORS_HEADERS, **NO_STORE})
 
 
@@ -182,11 +183,11 @@ async def revoke(request: Request) -> Response:
     except OAuthError as exc:
         if exc.code == "invalid_client" and not isinstance(exc, ClientDocumentRefused):
             await count_failure(request)
-        return oauth_error(exc)
+        return oauth_error(request, exc)
     except DatabaseUnavailable as exc:
-        return oauth_error(exc)
+        return oauth_error(request, exc)
     except PrismError as exc:
-        return oauth_error(OAuthError(exc.message, status=exc.status))
+        return oauth_error(request, OAuthError(exc.message, status=exc.status))
     if grant_id is not None:
         state.authenticator.tokens.forget(grant_id)
     return Response(status_code=200, headers={**CORS_HEADERS, **NO_STORE})
@@ -196,18 +197,17 @@ async def userinfo(request: Request) -> Response:
     tokens = request.app.state.authenticator.tokens
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
-    challenge = {"WWW-Authenticate": 'Bearer error="invalid_token"', **CORS_HEADERS}
     if scheme.lower() != "bearer" or not value.strip():
         return json_response({"error": "invalid_token", "error_description": "Bearer access token required"}, 401,
-                             {"WWW-Authenticate": 'Bearer realm="prism"', **CORS_HEADERS})
+                             {"WWW-Authenticate": bearer_challenge(request.scope), **CORS_HEADERS})
     try:
         claims, row = await tokens.claims(value.strip(), host_of(request))
     except DatabaseUnavailable as exc:
-        return oauth_error(exc)
+        return oauth_error(request, exc)
     except PrismError as exc:
         if not isinstance(exc, CredentialNoLongerValid):  # an expired or revoked token is not a guess
             await count_failure(request)
-        return json_response({"error": "invalid_token", "error_description": exc.message}, 401, challenge)
+        return oauth_error(request, Unauthenticated(exc.message, code=INVALID_TOKEN))
     body: dict[str, Any] = {"sub": claims.subject, "email": row.email, "client_id": claims.client_id,
                             "scope": claims.scope, "org": claims.organization_id}
     if row.organization_id is not None:

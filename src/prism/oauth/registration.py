@@ -55,11 +55,9 @@ def _matches(client: OAuthClient | None, token: str) -> bool:
     return stored is not None and hmac.compare_digest(stored, hash_secret(token))
 
 
-def _refused(exc: OAuthError) -> Response:
-    answer = oauth_error(exc)
+def _refused(request: Request, exc: OAuthError) -> Response:
+    answer = oauth_error(request, exc)  # a 401 carries the Bearer challenge with its error
     answer.headers.update(MANAGEMENT_CORS)
-    if exc.status == 401:
-        answer.headers["WWW-Authenticate"] = f'Bearer error="{exc.code}"'
     return answer
 
 
@@ -86,11 +84,11 @@ async def manage(request: Request) -> Response:
                 answer = registration_body(client, issuer=issuer_for(request), registration_token=token)
     except InvalidRegistrationToken as exc:
         await count_failure(request)  # a guessed token is a failed authentication of the address
-        return _refused(exc)
+        return _refused(request, exc)
     except OAuthError as exc:
-        return _refused(exc)
+        return _refused(request, exc)
     except PrismError as exc:  # unreadable JSON and the like
-        return _refused(OAuthError(exc.message, code="invalid_client_metadata", status=exc.status))
+        return _refused(request, OAuthError(exc.message, code="invalid_client_metadata", status=exc.status))
     if request.method == "DELETE":
         for grant_id in revoked:  # this process sees the revocation at once, others within the credential cache
             request.app.state.authenticator.tokens.forget(grant_id)

@@ -51,12 +51,8 @@ async def send_answer(send: Send, status: int, body: bytes, headers: list[tuple[
     await send({"type": "http.response.body", "body": body})
 
 
-def challenge_headers(status: int) -> dict[str, str] | None:
-    """401 answers tell the client how to authenticate."""
-    return {"WWW-Authenticate": 'Bearer realm="prism"'} if status == 401 else None
-
-
 def error_headers(exc: Exception) -> dict[str, str] | None:
-    """The headers a refusal carries: the 401 challenge, Retry-After (and RateLimit-*) on a 429."""
+    """The headers a refusal carries of its own: Retry-After (and RateLimit-*) on a 429 or a 503. The 401
+    challenge is the door's (prism.oauth.challenge)."""
     extra: dict[str, str] | None = getattr(exc, "headers", None)
-    return extra or challenge_headers(getattr(exc, "status", 500))
+    return extra
