@@ -22,7 +22,7 @@ from prism.config import Settings, get_settings
 from prism.console.endpoints import routes as console_routes
 from prism.dispatch.dispatcher import Dispatcher
 from prism.edge.context import request_context
-from prism.edge.doors import ENVELOPE, PLAIN, SANDBOX_CALL, door_routes
+from prism.edge.doors import ENVELOPE, PLAIN, SANDBOX_CALL, Door, door_routes
 from prism.edge.hosts import HostPolicy
 from prism.edge.stack import Edge
 from prism.errors import NotFound, PrismError
@@ -79,13 +79,10 @@ def routes() -> list[BaseRoute]:
     ]
 
 
-def _refusal_or(request: Request, error: PrismError, headers: dict[str, str] | None = None) -> Response:
+def _refusal_or(request: Request, error: PrismError) -> Response:
     """A path no route answers: the edge's refusal if it made one (a locked-out address stays refused
     everywhere), else `error`."""
-    refusal = request_context(request.scope).refusal
-    shown = refusal or error
-    return json_response(PLAIN.body(shown, request.scope), shown.status,
-                         PLAIN.headers(shown, request.scope) if refusal else headers)
+    return PLAIN.response(request_context(request.scope).refusal or error, request.scope)
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
@@ -93,23 +90,29 @@ async def not_found(request: Request, exc: Exception) -> Response:
 
 
 async def method_not_allowed(request: Request, exc: Exception) -> Response:
+    """A method the path does not answer: 405 with `Allow`, in the shape (and with the headers: CORS on the OAuth
+    endpoints) of the door that serves the path, as its other answers are."""
     allow = ", ".join(allowed_methods(request.app.router.routes, request.scope))
-    error = PrismError(f"{request.method} not allowed here; allowed: {allow}", code="method_not_allowed",
+    door, scope = _door_of(request.app.router.routes, request.scope)
+    refusal = request_context(request.scope).refusal  # a locked-out address stays refused everywhere
+    if refusal is not None:
+        return door.response(refusal, scope)
+    error = PrismError(f"{request.method} not allowed here; allowed: {allow}", code=door.wrong_method_code,
                        status=405)
-    routed = _envelope_scope(request.app.router.routes, request.scope)
-    if routed is not None and request_context(request.scope).refusal is None:
-        # The canonical paths answer the envelope on every branch (SPEC), a wrong method included.
-        return json_response(ENVELOPE.body(error, routed), 405, {"Allow": allow})
-    return _refusal_or(request, error, {"Allow": allow})
+    response = door.response(error, scope)
+    response.headers["Allow"] = allow
+    return response
 
 
-def _envelope_scope(routes: list[BaseRoute], scope: Scope) -> Scope | None:
-    """The scope, with its path parameters, of the envelope door's route this path belongs to; None for any other."""
+def _door_of(routes: list[BaseRoute], scope: Scope) -> tuple[Door, Scope]:
+    """The door of the route this path belongs to, and the scope with its path parameters (the envelope names the
+    tool from them); the plain door for a path no door's route serves."""
     for route in routes:
-        match, child = route.matches({**scope, "method": "POST"})
-        if match != Match.NONE and getattr(getattr(route, "app", None), "door", None) is ENVELOPE:
-            return {**scope, **child}
-    return None
+        match, child = route.matches(scope)
+        door = getattr(getattr(route, "app", None), "door", None)
+        if match != Match.NONE and isinstance(door, Door):
+            return door, {**scope, **child}
+    return PLAIN, scope
 
 
 def allowed_methods(routes: list[BaseRoute], scope: Scope) -> list[str]:

@@ -34,6 +34,9 @@ log = logging.getLogger("prism")
 class Door:
     """The plain shape: `{error, message}` (and `details` when the error has them)."""
 
+    # The code of this door's 405, a method its path does not answer.
+    wrong_method_code = "method_not_allowed"
+
     def body(self, error: PrismError, scope: Scope) -> dict[str, Any]:
         body: dict[str, Any] = {"error": error.code, "message": error.message}
         if error.details:
@@ -73,8 +76,27 @@ class SandboxCallDoor(Door):
 class OAuthDoor(Door):
     """RFC 6749 errors: `{error, error_description}`."""
 
+    # RFC 6749 has no code for a wrong method; the request is malformed for this endpoint (section 5.2).
+    wrong_method_code = "invalid_request"
+
     def body(self, error: PrismError, scope: Scope) -> dict[str, Any]:
         return {"error": error.code, "error_description": error.message}
+
+
+class CorsDoor(Door):
+    """Another door's refusals with the CORS headers its endpoints' answers carry: a browser-based client reads a
+    refusal (a limit, a wrong method) of an endpoint it calls cross-origin as it reads its other answers."""
+
+    def __init__(self, door: Door, cors: dict[str, str]) -> None:
+        self.door = door
+        self.cors = cors
+        self.wrong_method_code = door.wrong_method_code
+
+    def body(self, error: PrismError, scope: Scope) -> dict[str, Any]:
+        return self.door.body(error, scope)
+
+    def headers(self, error: PrismError, scope: Scope) -> dict[str, str] | None:
+        return {**self.cors, **(self.door.headers(error, scope) or {})}
 
 
 class PageDoor(Door):
@@ -91,11 +113,17 @@ class PageDoor(Door):
         await response(scope, receive, send)
 
 
+class AuthorizeDoor(PageDoor, OAuthDoor):
+    """The authorize endpoint: a person's browser reads its refusals as pages; a 405, which no browser causes
+    (they only GET and POST it), is answered to the program that sent it in the RFC 6749 JSON shape."""
+
+
 PLAIN = Door()
 ENVELOPE = EnvelopeDoor()
 SANDBOX_CALL = SandboxCallDoor()
 OAUTH = OAuthDoor()
 PAGE = PageDoor()
+AUTHORIZE = AuthorizeDoor()
 
 
 class Entrance:
