@@ -15,7 +15,18 @@ from prism.auth.permissions import BUILTIN_ROLES
 from prism.registry.mega_tools import LEGACY_BINDINGS
 from prism.registry.model import Handler
 from tests.factories import Factory, Workspace
-from tests.oauth_support import CLAUDE_REDIRECT, OAUTH, authorize_params, bearer, browser, pkce, register, tokens_for
+from tests.oauth_support import (
+    CLAUDE_REDIRECT,
+    OAUTH,
+    authorize_params,
+    bearer,
+    browser,
+    get_code,
+    pkce,
+    query_of,
+    register,
+    tokens_for,
+)
 from tests.test_mcp_protocol import JSON_AND_SSE, PATH, rpc
 
 CRUD = "/api/mcp/tools/prism_entity_crud/"
@@ -190,3 +201,78 @@ async def test_basic_credentials_that_are_not_ascii_are_an_invalid_client(app: o
                 answer = await c.post(f"{OAUTH}/{endpoint}/", data={"grant_type": "client_credentials", "token": "x"},
                                       headers={"Authorization": value})
                 assert answer.status_code == 401 and answer.json()["error"] == "invalid_client", (endpoint, value)
+
+
+# --- the registered scope is the client's ceiling (RFC 7591 section 2) -----------------------------------------
+
+def _scoped_client(scope: str | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"client_name": f"ceiling {scope}", "redirect_uris": [CLAUDE_REDIRECT],
+                            "grant_types": ["authorization_code", "refresh_token"],
+                            "token_endpoint_auth_method": "none"}
+    if scope is not None:
+        body["scope"] = scope
+    return body
+
+
+@pytest.mark.parametrize(("registered", "asked", "error"), [
+    ("mcp:read", "mcp:read mcp:write", "invalid_scope"),
+    ("mcp:read", "spare_parts.view", "invalid_scope"),
+    ("spare_parts.view", "spare_parts.add", "invalid_scope"),
+    ("spare_parts.view", "mcp:read", "invalid_scope"),
+    ("mcp:read", "mcp:read offline_access openid", None),
+    ("mcp:read", "", None),
+    ("spare_parts.view", "spare_parts.view_spare_part", None),
+    ("mcp:read mcp:write mcp:execute", "spare_parts.add", None),
+    (None, "mcp:execute spare_parts.delete", None),
+])
+async def test_a_scope_beyond_the_registered_one_is_invalid_scope_at_authorize(
+        app: object, factory: Factory, registered: str | None, asked: str, error: str | None) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c, _scoped_client(registered))
+        answer = await c.get(f"{OAUTH}/authorize/", params=authorize_params(client["client_id"], pkce()[1],
+                                                                          scope=asked))
+    if error is None:  # on to sign-in and consent
+        assert answer.status_code == 303 and answer.headers["location"].startswith("/login/"), answer.text
+        return
+    assert answer.status_code == 302, answer.text
+    values = query_of(answer.headers["location"])
+    assert values["error"] == error and values["state"] == "state-123", values
+    assert registered in values["error_description"]
+
+
+async def _narrow(c: httpx.AsyncClient, client: dict[str, Any], scope: str) -> None:
+    """The client replaces its registration (RFC 7592) with a narrower scope."""
+    body = {k: v for k, v in client.items() if k not in ("registration_access_token", "registration_client_uri")}
+    replaced = await c.put(client["registration_client_uri"], json={**body, "scope": scope},
+                           headers=bearer(client["registration_access_token"]))
+    assert replaced.status_code == 200 and replaced.json()["scope"] == scope, replaced.text
+
+
+async def test_a_refresh_stays_within_the_registered_scope(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c, _scoped_client("mcp:read mcp:write"))
+        tokens = await tokens_for(c, ws, client=client)
+        assert tokens["scope"] == "mcp:read mcp:write"
+        await _narrow(c, client, "mcp:read")
+        form = {"grant_type": "refresh_token", "client_id": client["client_id"],
+                "refresh_token": tokens["refresh_token"]}
+        widened = await c.post(f"{OAUTH}/token/", data={**form, "scope": "mcp:write"})
+        assert widened.status_code == 400 and widened.json()["error"] == "invalid_scope", widened.text
+        kept = await c.post(f"{OAUTH}/token/", data=form)  # no scope asked: the grant's, within the registration
+    assert kept.status_code == 200, kept.text
+    assert kept.json()["scope"] == "mcp:read"
+
+
+async def test_a_code_beyond_a_since_narrowed_registration_is_invalid_scope(app: object, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c, _scoped_client("mcp:read mcp:write"))
+        verifier, challenge = pkce()
+        code = await get_code(c, client["client_id"], challenge, email=ws.emails["owner"])
+        await _narrow(c, client, "mcp:read")
+        answer = await c.post(f"{OAUTH}/token/", data={
+            "grant_type": "authorization_code", "code": code, "code_verifier": verifier,
+            "client_id": client["client_id"], "redirect_uri": CLAUDE_REDIRECT})
+    assert answer.status_code == 400 and answer.json()["error"] == "invalid_scope", answer.text

@@ -30,7 +30,14 @@ from prism.oauth.client_documents import client_documents, is_document_url
 from prism.oauth.errors import AuthorizeError, OAuthError
 from prism.oauth.issuer import MCP_PATH, issuer_for
 from prism.oauth.models import OAuthClient
-from prism.oauth.schemas import DEFAULT_SCOPE, OOB_REDIRECT, granted_scope, normalize_scope, redirect_matches
+from prism.oauth.schemas import (
+    DEFAULT_SCOPE,
+    OOB_REDIRECT,
+    granted_scope,
+    normalize_scope,
+    redirect_matches,
+    require_registered_scope,
+)
 from prism.oauth.service import create_code
 from prism.ratelimit.unavailable import LimiterUnavailable
 from prism.ratelimit.verdict import Locked
@@ -121,6 +128,7 @@ async def validate(request: Request, params: dict[str, str]) -> AuthorizeRequest
                              "(43 characters)")
     try:
         scope = granted_scope(normalize_scope(params.get("scope")), client.scope or DEFAULT_SCOPE)
+        require_registered_scope(scope, client.scope)
     except OAuthError as exc:
         raise AuthorizeError("invalid_scope", exc.message) from None
     audience = _audience(params.get("resource"), issuer)

@@ -35,7 +35,7 @@ from prism.kit.timeutil import utcnow
 from prism.oauth import repository as repo
 from prism.oauth.errors import GrantReplayed, InvalidGrant, OAuthError
 from prism.oauth.models import OAuthClient, OAuthGrant, OAuthRefreshToken
-from prism.oauth.schemas import OFFLINE_ACCESS, normalize_scope
+from prism.oauth.schemas import OFFLINE_ACCESS, normalize_scope, require_registered_scope, scopes_beyond
 from prism.oauth.service import TokenContext, issue_tokens
 from prism.oauth.tokens import hash_secret
 
@@ -63,7 +63,7 @@ async def refresh_tokens(session: AsyncSession, ctx: TokenContext, client: OAuth
         _refuse_unusable(ctx, grant, token, now)
         if not await repo.user_is_active(session, grant.user_id):  # refused, not spent: activation restores it
             raise InvalidGrant("the user was deactivated")
-        wanted = _narrowed_scope(grant, scope)
+        wanted = _narrowed_scope(grant, client, scope)
         # Atomic: of two concurrent refreshes exactly one claims; the other (on PostgreSQL, once this
         # transaction commits, as it waits for the row) answers again below.
         if await repo.claim_refresh(session, token.id, now):
@@ -106,12 +106,23 @@ def _refuse_unusable(ctx: TokenContext, grant: OAuthGrant, token: OAuthRefreshTo
         raise InvalidGrant("refresh token was issued on another host")
 
 
-def _narrowed_scope(grant: OAuthGrant, scope: str | None) -> str:
+def _narrowed_scope(grant: OAuthGrant, client: OAuthClient, scope: str | None) -> str:
+    """The scope asked, within the grant's and the client's registered scope (invalid_scope beyond either); none
+    asked, the grant's, less what the client's registration no longer covers (it may have been narrowed since the
+    consent, or the grant made before registered scopes were a ceiling)."""
     granted = grant.scope.split()
     wanted = normalize_scope(scope)
-    if wanted is not None and any(s not in granted for s in wanted.split()):
-        raise OAuthError("a refresh cannot widen the granted scope", code="invalid_scope")
-    return wanted or grant.scope
+    if wanted is not None:
+        if any(s not in granted for s in wanted.split()):
+            raise OAuthError("a refresh cannot widen the granted scope", code="invalid_scope")
+        require_registered_scope(wanted, client.scope)
+        return wanted
+    beyond = scopes_beyond(grant.scope, client.scope)
+    kept = [s for s in granted if s not in beyond]
+    if not any(s != OFFLINE_ACCESS for s in kept):
+        raise OAuthError(f"the granted scope ({grant.scope}) is beyond the scope this client registered "
+                         f"({client.scope}): authorize again", code="invalid_scope")
+    return " ".join(kept)
 
 
 def _key(settings: Settings, refresh_token: str) -> bytes:

@@ -164,6 +164,36 @@ def granted_scope(asked: str | None, fallback: str) -> str:
     return " ".join(dict.fromkeys([*fallback.split(), *scopes]))
 
 
+def require_registered_scope(scope: str, registered: str | None) -> None:
+    """A client's registered scope is the ceiling of what it gets (RFC 7591 section 2): a scope beyond it is
+    `invalid_scope`. A client registered without one may get any scope Prism knows. Within the ceiling are its
+    registered scopes, a model's scope of a registered `<app>.<verb>` (`spare_parts.view_spare_part` under
+    `spare_parts.view`), any per-app scope when all three platform scopes are registered (together they allow
+    every handler a per-app scope could), and `offline_access`, which lets a client refresh but allows no
+    handler."""
+    beyond = scopes_beyond(scope, registered)
+    if beyond:
+        raise OAuthError(f"scopes {beyond} are beyond the scope this client registered ({registered})",
+                         code="invalid_scope")
+
+
+def scopes_beyond(scope: str, registered: str | None) -> list[str]:
+    """The scopes of `scope` outside the ceiling `registered` sets (none without one)."""
+    if registered is None:
+        return []
+    ceiling = frozenset(registered.split())
+    return [s for s in scope.split() if not _within(s, ceiling)]
+
+
+def _within(scope: str, ceiling: frozenset[str]) -> bool:
+    if scope == OFFLINE_ACCESS or scope in ceiling:
+        return True
+    if not APP_SCOPE.match(scope):
+        return False
+    app, _, rest = scope.partition(".")
+    return f"{app}.{rest.split('_', 1)[0]}" in ceiling or ceiling >= frozenset(PLATFORM_SCOPES)
+
+
 @dataclass(frozen=True)
 class ClientRegistration:
     client_id: str | None

@@ -22,7 +22,7 @@ from prism.oauth import repository as repo
 from prism.oauth.errors import GrantReplayed, InvalidClient, InvalidGrant, OAuthError
 from prism.oauth.keys import KeyRing
 from prism.oauth.models import OAuthClient, OAuthCode, OAuthGrant, OAuthGrantOrganization, OAuthRefreshToken
-from prism.oauth.schemas import SECRET_METHODS, ClientRegistration, invalid_metadata
+from prism.oauth.schemas import SECRET_METHODS, ClientRegistration, invalid_metadata, require_registered_scope
 from prism.oauth.tokens import hash_secret, issue_access_token, new_secret, verify_access_token
 
 VERIFIER = re.compile(r"^[A-Za-z0-9._~-]{43,128}\Z")
@@ -215,6 +215,7 @@ async def exchange_code(session: AsyncSession, ctx: TokenContext, client: OAuthC
         raise InvalidGrant("code_verifier does not match the code_challenge")
     if not await repo.user_is_active(session, row.user_id):
         raise InvalidGrant("the user was deactivated")
+    require_registered_scope(row.scope, client.scope)  # the registration may have been narrowed since (RFC 7592)
     grant = await _create_grant(session, row, now)
     row.grant_id = grant.id
     return await issue_tokens(session, ctx, grant, row.scope)
