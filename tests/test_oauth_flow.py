@@ -119,6 +119,43 @@ async def test_the_resource_may_be_the_origin_or_the_mcp_endpoint(app: object, f
     assert me.status_code == 200, me.text
 
 
+@pytest.mark.parametrize(("bound", "named", "error"), [
+    ("{origin}/api/mcp/sse", None, None),
+    ("{origin}/api/mcp/sse", "{origin}/api/mcp/sse/", None),
+    ("{origin}/api/mcp/sse", "{origin}", "invalid_target"),
+    (None, "{origin}", None),
+    (None, "{origin}/api/mcp/sse", "invalid_target"),  # none bound is the origin bound
+    ("{origin}", "https://evil.example/", "invalid_target"),
+])
+async def test_the_token_request_may_name_only_the_resource_the_authorization_bound(
+        app: object, factory: Factory, bound: str | None, named: str | None, error: str | None) -> None:
+    """RFC 8707: the code exchange and every refresh name the resource of the authorization request, or none."""
+    ws = await factory.workspace(roles=("owner",))
+    origin = f"http://{ws.host}"
+    async with browser(app, ws.host) as c:
+        client = await register(c)
+        verifier, challenge = pkce()
+        extra = {"resource": bound.format(origin=origin)} if bound else {}
+        code = await get_code(c, client["client_id"], challenge, email=ws.emails["owner"], **extra)
+        form = {"grant_type": "authorization_code", "code": code, "code_verifier": verifier,
+                "client_id": client["client_id"], "redirect_uri": CLAUDE_REDIRECT}
+        resource = {"resource": named.format(origin=origin)} if named else {}
+        exchanged = await c.post(TOKEN, data={**form, **resource})
+        if error is not None:
+            assert exchanged.status_code == 400 and exchanged.json()["error"] == error, exchanged.text
+            return
+        assert exchanged.status_code == 200, exchanged.text
+        refresh = {"grant_type": "refresh_token", "client_id": client["client_id"],
+                   "refresh_token": exchanged.json()["refresh_token"]}
+        elsewhere = origin if bound else origin + "/api/mcp/sse"
+        refused = await c.post(TOKEN, data={**refresh, "resource": elsewhere})
+        assert refused.status_code == 400 and refused.json()["error"] == "invalid_target", refused.text
+        refreshed = await c.post(TOKEN, data={**refresh, **resource})  # the refused one spent nothing
+        assert refreshed.status_code == 200, refreshed.text
+        me = await c.get(ME, headers=bearer(refreshed.json()["access_token"]))
+    assert me.status_code == 200, me.text
+
+
 @pytest.mark.parametrize("redirect_uri", ["https://claude.ai/api/mcp/auth_callback/evil", "https://attacker.example/",
                                           "https://claude.ai/api/mcp/auth_callback?x=1", "https://[::1/cb",
                                           "http://[::1/cb"])

@@ -28,7 +28,7 @@ from prism.models import User
 from prism.oauth import repository as repo
 from prism.oauth.client_documents import client_documents, is_document_url
 from prism.oauth.errors import AuthorizeError, OAuthError
-from prism.oauth.issuer import MCP_PATH, issuer_for
+from prism.oauth.issuer import audience_of, issuer_for
 from prism.oauth.models import OAuthClient
 from prism.oauth.schemas import (
     DEFAULT_SCOPE,
@@ -62,19 +62,6 @@ class AuthorizeRequest:
     state: str | None
     issuer: str
     audience: str
-
-
-def _audience(resource: str | None, issuer: str) -> str:
-    """RFC 8707: absent, this origin, or the MCP endpoint (with or without a trailing slash)."""
-    if resource is None:
-        return issuer
-    value = resource.rstrip("/")
-    if value == issuer:
-        return issuer
-    if value == issuer + MCP_PATH:
-        return issuer + MCP_PATH
-    raise AuthorizeError("invalid_target", f"resource {resource!r} is not served here; use {issuer} or "
-                         f"{issuer}{MCP_PATH}")
 
 
 async def validate(request: Request, params: dict[str, str]) -> AuthorizeRequest:
@@ -131,7 +118,10 @@ async def validate(request: Request, params: dict[str, str]) -> AuthorizeRequest
         require_registered_scope(scope, client.scope)
     except OAuthError as exc:
         raise AuthorizeError("invalid_scope", exc.message) from None
-    audience = _audience(params.get("resource"), issuer)
+    try:
+        audience = audience_of(params.get("resource"), issuer)
+    except OAuthError as exc:
+        raise AuthorizeError(exc.code, exc.message) from None
     return AuthorizeRequest(client.client_id, client.client_name, redirect_uri, sent is not None, challenge, scope,
                             state, issuer, audience)
 

@@ -121,10 +121,11 @@ async def token(request: Request) -> Response:
                                                described=described, by_header=basic_id is not None)
             if grant_type == "authorization_code":
                 answer = await exchange_code(session, ctx, client, code=form.get("code"),
-                                             verifier=form.get("code_verifier"), redirect_uri=form.get("redirect_uri"))
+                                             verifier=form.get("code_verifier"), redirect_uri=form.get("redirect_uri"),
+                                             resource=form.get("resource"))
             else:
                 answer = await refresh_tokens(session, ctx, client, refresh_token=form.get("refresh_token"),
-                                              scope=form.get("scope"))
+                                              scope=form.get("scope"), resource=form.get("resource"))
     except GrantReplayed as exc:
         if exc.grant_id is not None:
             await _revoke(request, exc.grant_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 
 from prism.config import Settings
+from prism.oauth.errors import OAuthError
 from prism.tenancy.hosts import split_host
 from prism.web.requests import host_of
 
@@ -38,3 +39,23 @@ def port_suffix(request: Request) -> str:
 def audiences_for(issuer: str) -> tuple[str, ...]:
     """What a token for this host may name as `aud`: the origin or the MCP endpoint (RFC 8707 resources)."""
     return (issuer, issuer + MCP_PATH)
+
+
+def audience_of(resource: str | None, issuer: str) -> str:
+    """The audience a `resource` parameter names (RFC 8707): absent, this origin, or the MCP endpoint (with or
+    without a trailing slash); anything else is `invalid_target`."""
+    if resource is None:
+        return issuer
+    value = resource.rstrip("/")
+    if value in audiences_for(issuer):
+        return value
+    raise OAuthError(f"resource {resource!r} is not served here; use {issuer} or {issuer}{MCP_PATH}",
+                     code="invalid_target")
+
+
+def require_granted_resource(resource: str | None, audience: str, issuer: str) -> None:
+    """A token request may name only the resource its authorization bound (RFC 8707 section 2.2), the origin
+    when that named none; naming none keeps it."""
+    if resource is not None and audience_of(resource, issuer) != audience:
+        raise OAuthError(f"resource {resource!r} was not granted: this authorization is for {audience}",
+                         code="invalid_target")

@@ -34,6 +34,7 @@ from prism.kit.secret import Undecryptable, decrypt, derived_key, encrypt
 from prism.kit.timeutil import utcnow
 from prism.oauth import repository as repo
 from prism.oauth.errors import GrantReplayed, InvalidGrant, OAuthError
+from prism.oauth.issuer import require_granted_resource
 from prism.oauth.models import OAuthClient, OAuthGrant, OAuthRefreshToken
 from prism.oauth.schemas import OFFLINE_ACCESS, normalize_scope, require_registered_scope, scopes_beyond
 from prism.oauth.service import TokenContext, issue_tokens
@@ -41,7 +42,7 @@ from prism.oauth.tokens import hash_secret
 
 
 async def refresh_tokens(session: AsyncSession, ctx: TokenContext, client: OAuthClient, *,
-                         refresh_token: str | None, scope: str | None) -> dict[str, Any]:
+                         refresh_token: str | None, scope: str | None, resource: str | None) -> dict[str, Any]:
     if not refresh_token:
         raise OAuthError("refresh_token is required")
     found = await repo.refresh_by_hash(session, hash_secret(refresh_token))
@@ -63,6 +64,7 @@ async def refresh_tokens(session: AsyncSession, ctx: TokenContext, client: OAuth
         _refuse_unusable(ctx, grant, token, now)
         if not await repo.user_is_active(session, grant.user_id):  # refused, not spent: activation restores it
             raise InvalidGrant("the user was deactivated")
+        require_granted_resource(resource, grant.audience, ctx.issuer)
         wanted = _narrowed_scope(grant, client, scope)
         # Atomic: of two concurrent refreshes exactly one claims; the other (on PostgreSQL, once this
         # transaction commits, as it waits for the row) answers again below.

@@ -20,6 +20,7 @@ from prism.kit.secret import same_secret
 from prism.kit.timeutil import utcnow
 from prism.oauth import repository as repo
 from prism.oauth.errors import GrantReplayed, InvalidClient, InvalidGrant, OAuthError
+from prism.oauth.issuer import require_granted_resource
 from prism.oauth.keys import KeyRing
 from prism.oauth.models import OAuthClient, OAuthCode, OAuthGrant, OAuthGrantOrganization, OAuthRefreshToken
 from prism.oauth.schemas import SECRET_METHODS, ClientRegistration, invalid_metadata, require_registered_scope
@@ -186,7 +187,7 @@ async def _create_grant(session: AsyncSession, code: OAuthCode, now: datetime) -
 
 
 async def exchange_code(session: AsyncSession, ctx: TokenContext, client: OAuthClient, *, code: str | None,
-                        verifier: str | None, redirect_uri: str | None) -> dict[str, Any]:
+                        verifier: str | None, redirect_uri: str | None, resource: str | None) -> dict[str, Any]:
     if not code:
         raise OAuthError("code is required")
     row = await repo.code_by_hash(session, hash_secret(code))
@@ -209,6 +210,7 @@ async def exchange_code(session: AsyncSession, ctx: TokenContext, client: OAuthC
         raise InvalidGrant("redirect_uri does not match the authorization request")
     if redirect_uri is None and row.redirect_uri_sent:
         raise InvalidGrant("redirect_uri is required: it was sent in the authorization request")
+    require_granted_resource(resource, row.audience, ctx.issuer)
     if not verifier or not VERIFIER.match(verifier):
         raise InvalidGrant("code_verifier is required: 43-128 characters of A-Z a-z 0-9 - . _ ~")
     if not same_secret(s256(verifier), row.code_challenge):
