@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from authlib.integrations.httpx_client import AsyncOAuth2Client  # type: ignore[import-untyped]
+from authlib.integrations.httpx_client import AsyncOAuth2Client, OAuthError  # type: ignore[import-untyped]
 
 from tests.oauth_support import field, offered_organizations
 from tests.processes import Server, ServerPool, clean_env, run_cli, scratch_database
@@ -182,3 +182,58 @@ async def test_a_confidential_client_with_basic_auth_offline_access_and_an_app_s
         gone = await plain.post(f"{base}/token", data={"grant_type": "refresh_token", "refresh_token": "prt_x"},
                                 auth=(registered["client_id"], registered["client_secret"]))
         assert gone.status_code == 401 and gone.json()["error"] == "invalid_client"
+
+
+async def test_authlib_meets_the_registered_scope_ceiling_and_the_bound_resource(running: Running) -> None:
+    """A client registered for `mcp:read` that asks more is sent back `invalid_scope`; within it, its
+    authorization bound to the MCP endpoint (RFC 8707) cannot be refreshed for the origin (`invalid_target`);
+    its refused token gets `error="invalid_token"` on a REST door; a wrong method on the token endpoint is
+    the RFC 6749 shape with CORS."""
+    base = running.base
+    mcp = f"{base}/api/mcp/sse"
+    async with httpx.AsyncClient(timeout=30) as plain:
+        meta = (await plain.get(f"{base}/.well-known/oauth-authorization-server")).json()
+        registered = (await plain.post(meta["registration_endpoint"], json={
+            "client_name": "Authlib read-only client", "redirect_uris": [REDIRECT], "scope": "mcp:read",
+            "grant_types": ["authorization_code", "refresh_token"], "token_endpoint_auth_method": "none"})).json()
+
+    async with AsyncOAuth2Client(client_id=registered["client_id"], redirect_uri=REDIRECT, scope="mcp:read mcp:write",
+                                 code_challenge_method="S256", token_endpoint_auth_method="none",
+                                 timeout=30) as greedy:
+        url, state = greedy.create_authorization_url(meta["authorization_endpoint"],
+                                                     code_verifier=secrets.token_urlsafe(48))
+        async with httpx.AsyncClient(timeout=30) as browser:
+            sent_back = await browser.get(url)
+        assert sent_back.status_code == 302, sent_back.text
+        returned = {k: v[0] for k, v in parse_qs(urlsplit(sent_back.headers["location"]).query).items()}
+        assert returned["error"] == "invalid_scope" and returned["state"] == state
+
+    async with AsyncOAuth2Client(client_id=registered["client_id"], redirect_uri=REDIRECT, scope="mcp:read",
+                                 code_challenge_method="S256", token_endpoint_auth_method="none",
+                                 timeout=30) as client:
+        verifier = secrets.token_urlsafe(48)
+        url, _ = client.create_authorization_url(meta["authorization_endpoint"], code_verifier=verifier, resource=mcp)
+        back = await _browser_consent(url)
+        token = await client.fetch_token(meta["token_endpoint"], authorization_response=back, code_verifier=verifier,
+                                         resource=mcp)
+        assert token["scope"] == "mcp:read"
+        with pytest.raises(OAuthError) as widened:
+            await client.refresh_token(meta["token_endpoint"], resource=base)
+        assert widened.value.error == "invalid_target"
+        with pytest.raises(OAuthError) as more:
+            await client.refresh_token(meta["token_endpoint"], scope="mcp:write")
+        assert more.value.error == "invalid_scope"
+        refreshed = await client.refresh_token(meta["token_endpoint"], resource=mcp)
+        assert refreshed["scope"] == "mcp:read"
+        me = await client.get(f"{base}/api/v1/dev/me/")
+        assert me.status_code == 200, me.text
+
+        wrong_method = await client.get(meta["token_endpoint"])
+        assert wrong_method.status_code == 405 and wrong_method.json()["error"] == "invalid_request"
+        assert wrong_method.headers["access-control-allow-origin"] == "*" and "POST" in wrong_method.headers["allow"]
+
+        await client.revoke_token(meta["revocation_endpoint"], token=refreshed["refresh_token"],
+                                  token_type_hint="refresh_token")
+        refused = await client.get(f"{base}/api/v1/dev/me/")
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"].endswith(', error="invalid_token"'), refused.headers
