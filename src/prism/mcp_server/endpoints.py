@@ -46,9 +46,10 @@ from prism.mcp_server.http import (
 )
 from prism.mcp_server.jsonrpc import RpcError
 from prism.mcp_server.legacy_sse import LegacyStreams, serve_stream
-from prism.mcp_server.refusals import JSON_RPC, PATH, insufficient_scope_challenge, rate_headers
+from prism.mcp_server.refusals import JSON_RPC, PATH, rate_headers
 from prism.mcp_server.sessions import SessionSigner
 from prism.mcp_server.surfaces import SURFACES
+from prism.oauth.challenge import insufficient_scope_challenge
 from prism.ratelimit.unavailable import LimiterUnavailable
 from prism.ratelimit.verdict import Verdict
 
@@ -329,7 +330,7 @@ async def _refuse_for_scope(scope: Scope, send: Send, challenge: tools.ScopeChal
     sends the request again. The refusal is in the audit ledger already, as every refusal of a call is."""
     error = RpcError(jsonrpc.INSUFFICIENT_SCOPE, challenge.refusal.message,
                      data={"error": "insufficient_scope", "scope": " ".join(challenge.scopes)})
-    header = insufficient_scope_challenge(scope, challenge.scopes).encode("latin-1")
+    header = insufficient_scope_challenge(scope, challenge.scopes, resource_path=PATH).encode("latin-1")
     await respond_json(send, 403, error.body(request_id), [*extra, (b"www-authenticate", header)])
 
 

@@ -50,9 +50,3 @@ class JsonRpcDoor(Door):
 
 JSON_RPC = JsonRpcDoor()
 
-
-def insufficient_scope_challenge(scope: Scope, scopes: list[str]) -> str:
-    """The WWW-Authenticate of a step-up refusal (MCP 2025-11-25 "Scope Challenge Handling", RFC 6750 section
-    3.1): the scopes to ask for, and the protected-resource metadata that the 401 challenge names too."""
-    metadata = f"{issuer_for(Request(scope))}/.well-known/oauth-protected-resource{PATH}"
-    return f'Bearer error="insufficient_scope", scope="{" ".join(scopes)}", resource_metadata="{metadata}"'

@@ -22,8 +22,19 @@ INVALID_TOKEN = "invalid_token"  # noqa: S105 (an RFC 6750 error code, not a sec
 def bearer_challenge(scope: Scope, error: PrismError | None = None, *, resource_path: str = "") -> str:
     """The challenge for a refusal of this request; `resource_path` names the protected resource whose metadata
     applies (the MCP endpoint has its own document)."""
-    metadata = f"{issuer_for(Request(scope))}{METADATA_PATH}{resource_path}"
-    challenge = f'Bearer realm="prism", resource_metadata="{metadata}"'
+    challenge = f'Bearer realm="prism", resource_metadata="{metadata_url(scope, resource_path)}"'
     if error is not None and error.status == 401 and error.code == INVALID_TOKEN:
         challenge += f', error="{INVALID_TOKEN}"'
     return challenge
+
+
+def insufficient_scope_challenge(scope: Scope, scopes: list[str], *, resource_path: str = "") -> str:
+    """The challenge of a step-up refusal (RFC 6750 section 3.1, MCP 2025-11-25 "Scope Challenge Handling"): the
+    scopes to ask for, and the same protected-resource metadata as the 401's."""
+    return (f'Bearer error="insufficient_scope", scope="{" ".join(scopes)}", '
+            f'resource_metadata="{metadata_url(scope, resource_path)}"')
+
+
+def metadata_url(scope: Scope, resource_path: str) -> str:
+    """The protected-resource metadata of `resource_path` on the host this request came to."""
+    return f"{issuer_for(Request(scope))}{METADATA_PATH}{resource_path}"
