@@ -8,7 +8,9 @@ BUILTIN_ROLES: dict[str, tuple[str, ...]] = {
     "owner": ("*",),
     "admin": ("*",),
     "member": ("*.view_*", "*.add_*", "*.change_*"),
-    "viewer": ("*.view_*",),
+    # Self-service on one's own keys (the keys handlers touch only the caller's own, and a viewer's key can do
+    # no more than the viewer): minting and revoking need the same permission on every path.
+    "viewer": ("*.view_*", "keys.add_key", "keys.change_key"),
 }
 
 

@@ -5,7 +5,8 @@ AuthContext built from the browser session: the user, the organization chosen (`
 on this tenant host) and their role's permissions there. So the dispatcher checks RBAC, writes the ledger entry
 (door `console`) and the governance decision exactly as for an API call. The credential is the browser session
 (`console:` and a digest of the session's CSRF token: it names one sign-in, and reveals nothing of it); its
-scopes are all three, the role decides.
+scopes are all three, the role decides (prism.auth.person). The key dashboard (/keys/) and the webhook admin
+page act through the same caller.
 """
 
 from __future__ import annotations
@@ -17,17 +18,16 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from sqlalchemy import select
 from starlette.requests import Request
 
-from prism.auth.context import AuthContext, KeyUsage
-from prism.auth.permissions import PermissionSet
+from prism.auth.context import AuthContext
+from prism.auth.person import MembershipRow, memberships, person_context
 from prism.dispatch.dispatcher import Call
 from prism.edge.context import request_context
 from prism.errors import NotFound, PermissionDenied, PrismError
 from prism.kit.secret import derived_key, same_secret
-from prism.models import Membership, Organization, Role, Tenant, User
-from prism.registry.mega_tools import PLATFORM_SCOPES, tool_name
+from prism.models import Tenant, User
+from prism.registry.mega_tools import tool_name
 from prism.web.browser import browser_session, session_credential
 from prism.web.requests import host_of
 
@@ -75,11 +75,28 @@ class ConsoleCaller:
 
     async def call(self, request: Request, coordinate: str, arguments: dict[str, Any]) -> Any:
         """Dispatch one handler as this person; a refusal is raised as the PrismError the API would answer."""
-        mega, app, entity, operation = coordinate.split("/")
-        call = Call(tool_name=tool_name(mega), door=DOOR, arguments=arguments, app=app, entity=entity,
-                    operation=operation, request_id=request_context(request.scope).request_id)
-        _, result = await request.app.state.dispatcher.dispatch(self.auth, call)
-        return result
+        return await dispatch_as(request, self.auth, DOOR, coordinate, arguments)
+
+
+async def dispatch_as(request: Request, auth: AuthContext, door: str, coordinate: str,
+                      arguments: dict[str, Any]) -> Any:
+    """One handler (`mega/app/entity/operation`) through the dispatcher as `auth`, from a page or endpoint of
+    `door`: RBAC, governance and the ledger entry as for an API call; a refusal is raised as its PrismError."""
+    mega, app, entity, operation = coordinate.split("/")
+    call = Call(tool_name=tool_name(mega), door=door, arguments=arguments, app=app, entity=entity,
+                operation=operation, request_id=request_context(request.scope).request_id)
+    _, result = await request.app.state.dispatcher.dispatch(auth, call)
+    return result
+
+
+def browser_caller(request: Request, user: User, membership: MembershipRow,
+                   organizations: list[OrganizationChoice]) -> ConsoleCaller:
+    """The signed-in browser session acting in one organization (the console, the key dashboard)."""
+    web = browser_session(request)
+    auth = person_context(user, membership, credential_kind="console",
+                          credential_id=session_credential(web, "console"), key_name="Console",
+                          signed_in_at=datetime.fromtimestamp(web.issued_at, UTC))
+    return ConsoleCaller(user, auth, organizations, notice_key(request))
 
 
 async def console_caller(request: Request, user: User) -> ConsoleCaller:
@@ -88,29 +105,14 @@ async def console_caller(request: Request, user: User) -> ConsoleCaller:
     if host.kind != "tenant" or host.subdomain is None:
         raise NotATenantHost("the console is on each tenant's own host (<tenant>.<base domain>/console/)")
     async with request.app.state.db.read() as session:
-        rows = (await session.execute(
-            select(Organization.id, Organization.name, Role.name.label("role"), Role.permissions,
-                   Tenant.id.label("tenant_id"), Tenant.subdomain, Tenant.name.label("tenant_name"))
-            .join(Membership, Membership.organization_id == Organization.id)
-            .join(Role, Role.id == Membership.role_id)
-            .join(Tenant, Tenant.id == Organization.tenant_id)
-            .where(Membership.user_id == user.id, Tenant.subdomain == host.subdomain)
-            .order_by(Membership.created_at, Organization.id))).all()
+        rows = (await session.execute(memberships(user).where(Tenant.subdomain == host.subdomain))).all()
     if not rows:
         raise PermissionDenied(f"{user.email} belongs to no organization of this tenant", code="no_organization")
     wanted = request.query_params.get("org")
     row = next((r for r in rows if r.id == wanted), None) if wanted else rows[0]
     if row is None:
         raise NotFound("organization not found among your organizations", code="organization_not_found")
-    web = browser_session(request)
-    auth = AuthContext(
-        tenant_id=row.tenant_id, tenant_subdomain=row.subdomain, tenant_name=row.tenant_name,
-        organization_id=row.id, organization_name=row.name, user_id=user.id, user_email=user.email,
-        role=row.role, permissions=PermissionSet(tuple(row.permissions)), scopes=frozenset(PLATFORM_SCOPES),
-        credential_kind="console", credential_id=session_credential(web, "console"), key_prefix="console",
-        key_name="Console",
-        key_created_at=datetime.fromtimestamp(web.issued_at, UTC), usage=KeyUsage(None))
-    return ConsoleCaller(user, auth, [OrganizationChoice(r.id, r.name, r.role) for r in rows], notice_key(request))
+    return browser_caller(request, user, row, [OrganizationChoice(r.id, r.name, r.role) for r in rows])
 
 
 def notice_key(request: Request) -> bytes:

@@ -1,8 +1,8 @@
 """Your API keys (/console/keys/): list, mint and revoke, each a dispatched call (config_manage/keys/key/...).
 
-A revoked key is also dropped from this process's credential cache at once, as the key dashboard does (other
-processes drop it within `PRISM_CREDENTIAL_CACHE_SECONDS`). A new key's plaintext is shown once, on the page
-that answers the form.
+A revoked key is also dropped from this process's credential cache at once (`revoke_own_key`, which the key
+dashboard uses too; other processes drop it within `PRISM_CREDENTIAL_CACHE_SECONDS`). A new key's plaintext is
+shown once, on the page that answers the form.
 """
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ from prism.registry.mega_tools import PLATFORM_SCOPES
 from prism.web.browser import read_form, redirect
 
 PATH = "/console/keys/"
-BASE = "config_manage/keys/key"
+KEYS = "config_manage/keys/key"
 
 
 async def _show(request: Request, caller: ConsoleCaller, *, status: int = 200, error: str | None = None,
                 notice: str | None = None, minted: dict[str, Any] | None = None) -> Response:
     # A role may mint without `keys.view_key`: the page still shows what was minted, once.
-    may_list = caller.may(f"{BASE}/list", request)
-    listed = await caller.call(request, f"{BASE}/list", {"page_size": 100}) if may_list else {"items": []}
+    may_list = caller.may(f"{KEYS}/list", request)
+    listed = await caller.call(request, f"{KEYS}/list", {"page_size": 100}) if may_list else {"items": []}
     return page("console_keys.html", request, caller, PATH, status=status, error=error, notice=notice,
                 keys=listed["items"], scopes=PLATFORM_SCOPES, surfaces=SURFACES, minted=minted,
-                may_create=caller.may(f"{BASE}/create", request), may_revoke=caller.may(f"{BASE}/revoke", request))
+                may_create=caller.may(f"{KEYS}/create", request), may_revoke=caller.may(f"{KEYS}/revoke", request))
 
 
 @signed_in
@@ -47,7 +47,7 @@ def _expiry_days(form: dict[str, str]) -> int | None:
 async def mint(request: Request, caller: ConsoleCaller) -> Response:
     try:
         form = await read_form(request)
-        minted = await caller.call(request, f"{BASE}/create", {
+        minted = await caller.call(request, f"{KEYS}/create", {
             "name": form.get("name", ""), "scopes": [s for s in PLATFORM_SCOPES if form.get(s)],
             "expires_days": _expiry_days(form), "tool_surface": form.get("tool_surface") or None})
     except PrismError as exc:
@@ -59,8 +59,15 @@ async def mint(request: Request, caller: ConsoleCaller) -> Response:
 async def revoke(request: Request, caller: ConsoleCaller) -> Response:
     try:
         await read_form(request)
-        revoked = await caller.call(request, f"{BASE}/revoke", {"id": request.path_params["key_id"]})
+        revoked = await revoke_own_key(request, caller, request.path_params["key_id"])
     except PrismError as exc:
         return await _show(request, caller, status=exc.status, error=f"{exc.message} ({exc.code})")
-    request.app.state.authenticator.forget_key(revoked["prefix"])  # committed: refused from the next request on
     return redirect(request, caller.link(PATH, notice=f"Key {revoked['prefix']} revoked."))
+
+
+async def revoke_own_key(request: Request, caller: ConsoleCaller, key_id: str) -> dict[str, Any]:
+    """Revoke one of the person's keys through the keys handler (here and on /keys/), then drop it from this
+    process's credential cache: the revocation is committed, so the key is refused from the next request on."""
+    revoked: dict[str, Any] = await caller.call(request, f"{KEYS}/revoke", {"id": key_id})
+    request.app.state.authenticator.forget_key(revoked["prefix"])
+    return revoked

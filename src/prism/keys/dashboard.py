@@ -5,6 +5,11 @@ pages that cannot be framed and are never cached. A user sees and touches only k
 organizations they belong to on this host (every tenant on the platform host, one on a tenant host);
 keys are read through each organization's repository, so another organization's key is not found.
 The plaintext of a new key appears once, in the answer to the form that minted it.
+
+Minting and revoking are the keys handlers' (`config_manage/keys/key/create|revoke`), dispatched as the
+console dispatches them: the signed-in session acting in the key's organization (credential `console`, door
+`console`), so `keys.add_key` and `keys.change_key` are checked and each leaves a ledger entry, as on
+/console/keys/. A refusal shows the dashboard's refusal page with its status.
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import Response
 
+from prism.auth.person import membership_in
+from prism.console.caller import ConsoleCaller, browser_caller
+from prism.console.keys import KEYS, revoke_own_key
 from prism.errors import BadRequest, NotFound, PrismError
 from prism.keys.registration import organizations_on_host
-from prism.keys.service import MintedKey, create_key
+from prism.keys.service import check_tool_surface
 from prism.kit.numbers import whole_number
 from prism.kit.timeutil import iso, utcnow
 from prism.mcp_server.surfaces import SURFACES
@@ -82,13 +90,13 @@ async def _groups(session: AsyncSession, user: User, request: Request) -> list[O
     return groups
 
 
-async def _page(request: Request, user: User, *, status: int = 200, minted: MintedKey | None = None,
+async def _page(request: Request, user: User, *, status: int = 200, minted: dict[str, Any] | None = None,
                 error: str | None = None) -> Response:
     async with request.app.state.db.read() as session:
         groups = await _groups(session, user, request)
     context = {"user": user, "groups": groups, "scopes": PLATFORM_SCOPES, "surfaces": SURFACES, "error": error,
-               "new_key": minted.plaintext if minted else None,
-               "new_key_prefix": minted.key.lookup if minted else None}
+               "new_key": minted["api_key"] if minted else None,
+               "new_key_prefix": minted["prefix"] if minted else None}
     return render(request, "keys.html", context, status=status)
 
 
@@ -117,6 +125,11 @@ def _expiry_days(raw: str) -> int | None:
     return days
 
 
+async def _caller_in(request: Request, session: AsyncSession, user: User, organization: Organization) -> ConsoleCaller:
+    """The signed-in person acting in one of their organizations, as the console's caller (credential `console`)."""
+    return browser_caller(request, user, await membership_in(session, user, organization.id), [])
+
+
 async def mint(request: Request) -> Response:
     user = await signed_in_user(request)
     if user is None:
@@ -127,19 +140,17 @@ async def mint(request: Request) -> Response:
         if not scopes:
             raise BadRequest("choose at least one scope", code="invalid_scope")
         expires_days = _expiry_days(form.get("expires_days", ""))
-        async with request.app.state.db.write() as session:
-            current = await session.get(User, user.id)
-            assert current is not None
-            organizations = await organizations_on_host(session, current, host_of(request))
+        tool_surface = check_tool_surface(form.get("tool_surface"))
+        async with request.app.state.db.read() as session:
+            organizations = await organizations_on_host(session, user, host_of(request))
             organization = next((o for o in organizations if o.id == form.get("organization")), None)
             if organization is None:
                 raise NotFound("organization not found among your organizations", code="organization_not_found")
-            tenant = await session.get(Tenant, organization.tenant_id)
-            assert tenant is not None
-            minted = await create_key(session, tenant=tenant, user=current, organization=organization,
-                                      name=form.get("name") or None, scopes=" ".join(scopes),
-                                      expires_days=expires_days, prefix="ck",
-                                      tool_surface=form.get("tool_surface") or None)
+            caller = await _caller_in(request, session, user, organization)
+        # The keys handler mints: the same permission (`keys.add_key`) and ledger entry as on the console.
+        minted = await caller.call(request, f"{KEYS}/create", {
+            "name": form.get("name", ""), "scopes": scopes, "expires_days": expires_days,
+            "tool_surface": tool_surface})
     except BadRequest as exc:
         return await _page(request, user, status=exc.status, error=exc.message)
     except PrismError as exc:
@@ -147,27 +158,27 @@ async def mint(request: Request) -> Response:
     return await _page(request, user, status=201, minted=minted)
 
 
+async def _owner_organization(session: AsyncSession, user: User, request: Request, key_id: str) -> Organization:
+    """Which of the person's organizations on this host holds their key `key_id`: the dashboard's revoke form
+    names only the key, and the handler revokes within one organization."""
+    for organization in await organizations_on_host(session, user, host_of(request)):
+        stmt = _own_keys(session, organization, user).where(ApiKey.id == key_id)
+        if (await session.execute(stmt)).scalar_one_or_none() is not None:
+            return organization
+    raise NotFound(f"key {key_id!r} not found among your keys", code="key_not_found")
+
+
 async def revoke(request: Request) -> Response:
     user = await signed_in_user(request)
     if user is None:
         return redirect(request, login_url(request))
-    key_id = request.path_params["key_id"]
     try:
         await read_form(request)
-        async with request.app.state.db.write() as session:
-            current = await session.get(User, user.id)
-            assert current is not None
-            key = None
-            for organization in await organizations_on_host(session, current, host_of(request)):
-                stmt = _own_keys(session, organization, current).where(ApiKey.id == key_id)
-                key = (await session.execute(stmt)).scalar_one_or_none()
-                if key is not None:
-                    break
-            if key is None:
-                raise NotFound(f"key {key_id!r} not found among your keys", code="key_not_found")
-            if key.revoked_at is None:
-                key.revoked_at = utcnow()
+        key_id = request.path_params["key_id"]
+        async with request.app.state.db.read() as session:
+            caller = await _caller_in(request, session, user, await _owner_organization(session, user, request,
+                                                                                        key_id))
+        await revoke_own_key(request, caller, key_id)
     except PrismError as exc:
         return _refusal(request, exc)
-    request.app.state.authenticator.forget_key(key.lookup)  # committed: refused from the next request on
     return redirect(request, DASHBOARD_PATH)

@@ -6,17 +6,25 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
+from prism.console.caller import dispatch_as
+from prism.console.keys import KEYS
 from prism.edge.context import request_context
 from prism.edge.doors import PAGE, PLAIN, door_routes
 from prism.errors import PrismError, Unauthenticated
 from prism.keys import dashboard
-from prism.keys.registration import check_credentials, parse_request, register_key
+from prism.keys.registration import (
+    check_credentials,
+    key_arguments,
+    parse_request,
+    registrant,
+    registration_organization,
+)
 from prism.kit.ids import public_organization_id
-from prism.kit.timeutil import iso
-from prism.models import User
 from prism.web.requests import host_of, read_json_object
 from prism.web.responses import json_response
 
+REGISTRATION_DOOR = "registration"
+KEY_CREATE = f"{KEYS}/create"
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 
@@ -27,23 +35,20 @@ def _error(exc: PrismError, request: Request) -> Response:
 
 
 async def register(request: Request) -> Response:
-    db = request.app.state.db
     try:
         parsed = parse_request(await read_json_object(request))
-        host = host_of(request)
-        async with db.read() as session:
+        async with request.app.state.db.read() as session:
             user = await check_credentials(session, parsed.email, parsed.password)
-        async with db.write() as session:
-            current = await session.get(User, user.id)
-            assert current is not None
-            registered = await register_key(session, current, parsed, host=host)
-            key, organization = registered.minted.key, registered.organization
-            body = {
-                "api_key": registered.minted.plaintext, "key_id": key.id, "key_prefix": key.lookup,
-                "name": key.name, "scopes": key.scopes.split(), "tool_surface": key.tool_surface,
-                "organization": public_organization_id(organization.id),
-                "organization_name": organization.name, "expires_at": iso(key.expires_at),
-            }
+            organization = await registration_organization(session, user, parsed, host=host_of(request))
+            auth = await registrant(session, user, organization)
+        # The keys handler mints, as on the console: `keys.add_key` checked, a ledger entry written.
+        key = await dispatch_as(request, auth, REGISTRATION_DOOR, KEY_CREATE, key_arguments(parsed))
+        body = {
+            "api_key": key["api_key"], "key_id": key["id"], "key_prefix": key["prefix"], "name": key["name"],
+            "scopes": key["scopes"], "tool_surface": key["tool_surface"],
+            "organization": public_organization_id(organization.id), "organization_name": organization.name,
+            "expires_at": key["expires_at"],
+        }
     except Unauthenticated as exc:
         await request.app.state.rate_limiter.auth_failed(request_context(request.scope).address)
         return _error(exc, request)

@@ -5,11 +5,16 @@ Which organization the key is bound to (SPEC.md is silent, see docs/keys.md):
 - otherwise the user's earliest membership on this host.
 On a tenant host only that tenant's organizations count; on the platform (and portal) host every
 organization of the user, in any tenant.
+
+The key is minted by the keys handler (`config_manage/keys/key/create`, door `registration`) as the person whose
+email and password were checked (credential `password`): `keys.add_key` is checked as on the console and the key
+dashboard, and the registration leaves a ledger entry (the arguments' digest, never the key).
 """
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -17,16 +22,19 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from prism.auth.context import AuthContext
+from prism.auth.person import membership_in, person_context
 from prism.errors import BadRequest, NotFound, PermissionDenied, Unauthenticated
 from prism.identity.passwords import hash_password, verify_password
 from prism.identity.service import get_user
-from prism.keys.service import DEFAULT_KEY_NAME, MintedKey, check_tool_surface, create_key
+from prism.keys.service import DEFAULT_KEY_NAME, check_tool_surface
 from prism.kit.ids import stored_organization_id
-from prism.models import Membership, Organization, Tenant, User
+from prism.kit.timeutil import utcnow
+from prism.models import Membership, Organization, User
+from prism.registry.mega_tools import PLATFORM_SCOPES
 from prism.tenancy.hosts import HostInfo
 from prism.tenancy.service import require_tenant
 
-REGISTRATION_PREFIX = "mcp"
 MAX_FIELD_LENGTH = 1024
 
 
@@ -37,12 +45,6 @@ class RegistrationRequest:
     name: str
     organization: str | None
     tool_surface: str | None = None
-
-
-@dataclass(frozen=True)
-class Registered:
-    minted: MintedKey
-    organization: Organization
 
 
 class BadCredentials(Unauthenticated):
@@ -99,28 +101,35 @@ async def organizations_on_host(session: AsyncSession, user: User, host: HostInf
     return list((await session.execute(stmt)).scalars())
 
 
-async def register_key(session: AsyncSession, user: User, request: RegistrationRequest, *,
-                       host: HostInfo) -> Registered:
-    """Mint the key for a user whose credentials `check_credentials` accepted (in its own, read-only session:
-    the slow password hash must not hold SQLite's write lock)."""
+async def registration_organization(session: AsyncSession, user: User, request: RegistrationRequest, *,
+                                    host: HostInfo) -> Organization:
+    """The organization the key is for (the module's docstring says which)."""
     organizations = await organizations_on_host(session, user, host)
     if not organizations:
         raise PermissionDenied(f"{user.email} belongs to no organization on {host.hostname or 'this host'}",
                                code="no_organization")
     if request.organization is None:
-        organization = organizations[0]
-    else:
-        stored = stored_organization_id(request.organization)  # org_<hex> or the UUID
-        matches = [o for o in organizations if o.id == stored or o.slug == request.organization]
-        if not matches:
-            raise NotFound(f"organization {request.organization!r} not found among your organizations",
-                           code="organization_not_found", field="organization")
-        if len(matches) > 1:  # a slug repeated across tenants on the platform host
-            raise BadRequest(f"organization {request.organization!r} is ambiguous here; send its id",
-                             code="ambiguous_organization", field="organization")
-        organization = matches[0]
-    tenant = await session.get(Tenant, organization.tenant_id)
-    assert tenant is not None
-    minted = await create_key(session, tenant=tenant, user=user, organization=organization, name=request.name,
-                              prefix=REGISTRATION_PREFIX, tool_surface=request.tool_surface)
-    return Registered(minted, organization)
+        return organizations[0]
+    stored = stored_organization_id(request.organization)  # org_<hex> or the UUID
+    matches = [o for o in organizations if o.id == stored or o.slug == request.organization]
+    if not matches:
+        raise NotFound(f"organization {request.organization!r} not found among your organizations",
+                       code="organization_not_found", field="organization")
+    if len(matches) > 1:  # a slug repeated across tenants on the platform host
+        raise BadRequest(f"organization {request.organization!r} is ambiguous here; send its id",
+                         code="ambiguous_organization", field="organization")
+    return matches[0]
+
+
+async def registrant(session: AsyncSession, user: User, organization: Organization) -> AuthContext:
+    """The person whose email and password were just checked, acting in `organization` with their role there
+    (credential `password`: one registration, named by a random id in the ledger)."""
+    return person_context(user, await membership_in(session, user, organization.id), credential_kind="password",
+                          credential_id=f"password:{secrets.token_hex(14)[:27]}", key_name="Key registration",
+                          signed_in_at=utcnow())
+
+
+def key_arguments(request: RegistrationRequest) -> dict[str, Any]:
+    """The keys handler's `create` arguments for a registration: every scope, no expiry (DESIGN.md)."""
+    return {"name": request.name, "scopes": list(PLATFORM_SCOPES), "expires_days": None,
+            "tool_surface": request.tool_surface}

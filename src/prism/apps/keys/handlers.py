@@ -3,11 +3,16 @@
 Seeing one's own keys takes `keys.view_key`, which every seeded role holds (`*.view_*`): a permission, not
 none, so that an OAuth token scoped to another app (`spare_parts.view`) cannot list the person's credentials,
 as it may call whoami or introspection. Minting (`keys.add_key`) and revoking (`keys.change_key`) are write
-operations, which the seeded `viewer` role does not hold (a viewer keeps the `/keys/` dashboard). Minting is for
-a person signed in to the console (credential `console`): an API key or OAuth token cannot mint another
-credential, or a leaked or governed one (with a persona, an AI system) could make itself an ungoverned key that
-outlives it. The new key's plaintext is in the answer once; Prism keeps only its hash, and the ledger entry only
-the digest of the arguments. Another person's key, or another organization's, is not found.
+operations on the caller's own keys only, which every seeded role holds (a viewer's key can do no more than the
+viewer); a tenant's own role without them is refused. Every way of minting or revoking a key goes through these
+handlers: the console (`/console/keys/`), the key dashboard (`/keys/`) and key registration
+(`POST /api/mcp/api-keys/register/`), so the permission means the same everywhere and each leaves a ledger entry.
+Minting is for a person: signed in with a browser session (credential `console`: the console and the
+dashboard) or with an email and password checked for this one request (credential `password`: registration).
+An API key or OAuth token cannot mint another credential, or a leaked or governed one (with a persona, an AI
+system) could make itself an ungoverned key that outlives it. The new key's plaintext is in the answer once;
+Prism keeps only its hash, and the ledger entry only the digest of the arguments. Another person's key, or
+another organization's, is not found.
 """
 
 from __future__ import annotations
@@ -46,6 +51,10 @@ class KeyRevoke(Params):
     id: str = Field(..., min_length=1, max_length=64, description="The key's id.")
 
 
+# Who may mint, and the prefix their keys carry: a browser session's keys are `ck_`, registration's `mcp_` (the
+# prefix SPEC.md's registration answers with).
+PREFIX_BY_PERSON_CREDENTIAL = {"console": "ck", "password": "mcp"}
+
 # What a list of keys may be ordered by; newest first unless asked.
 KEY_ORDERING = ("created_at", "name", "last_used_at", "expires_at")
 
@@ -76,18 +85,21 @@ async def list_keys(call: HandlerCall, p: ListParams) -> dict[str, Any]:
 
 
 @app.handler("config_manage", "key", "create", params=KeyCreate, scope="write",
-             keywords=KEYWORDS, description="Mint an API key for yourself in this organization (from the console "
-                                            "only); its plaintext is in this answer once.")
+             keywords=KEYWORDS, description="Mint an API key for yourself in this organization (as a person: the "
+                                            "console, /keys/ or key registration, never with a key or token); its "
+                                            "plaintext is in this answer once.")
 async def create(call: HandlerCall, p: KeyCreate) -> dict[str, Any]:
-    if call.auth.credential_kind != "console":
-        raise PermissionDenied("keys are minted by a person signed in to the console (or on /keys/); an API key "
-                               "or token cannot mint another credential", code="person_required")
+    prefix = PREFIX_BY_PERSON_CREDENTIAL.get(call.auth.credential_kind)
+    if prefix is None:
+        raise PermissionDenied("keys are minted by a person (signed in to the console or /keys/, or with email and "
+                               "password on key registration); an API key or token cannot mint another "
+                               "credential", code="person_required")
     session = call.session
     tenant, user = await session.get(Tenant, call.auth.tenant_id), await session.get(User, call.auth.user_id)
     organization = await session.get(Organization, call.organization_id)
     assert tenant is not None and user is not None and organization is not None
     minted = await create_key(session, tenant=tenant, user=user, organization=organization, name=p.name or None,
-                              scopes=" ".join(p.scopes), expires_days=p.expires_days, prefix="ck",
+                              scopes=" ".join(p.scopes), expires_days=p.expires_days, prefix=prefix,
                               tool_surface=p.tool_surface)
     return {**_record(minted.key), "api_key": minted.plaintext}
 
