@@ -1,6 +1,6 @@
 """POST /api/mcp/api-keys/register/: a user trades email + password for an `mcp_` key.
 
-Which organization the key is bound to (SPEC.md is silent, see docs/keys.md):
+Which organization the key is bound to (SPEC.md is silent, see docs/limits.md "API-key registration"):
 - `organization` in the body (id or slug) picks one of the user's organizations on this host;
 - otherwise the user's earliest membership on this host.
 On a tenant host only that tenant's organizations count; on the platform (and portal) host every
