@@ -12,7 +12,8 @@ Every Prism page a person sees (login, OAuth consent, key dashboard, webhook adm
   signed with a key derived from the master secret (``prism.kit.secret``); a forged or expired cookie reads
   as a new anonymous session.
 - ``await signed_in_user(request)`` is the active ``User`` or None; pages that need one answer
-  ``redirect(request, login_url(request))`` otherwise.
+  ``redirect(request, login_url(request))`` otherwise. A session that no longer counts (signed out elsewhere,
+  new password, user deactivated) is replaced by an anonymous one there and then.
 - ``await read_form(request)`` reads a urlencoded form (size-capped) and checks its ``csrf_token`` field
   against the session (``CsrfRejected``, 403, otherwise). Every state-changing form posts ``csrf_token``:
   ``<input type="hidden" name="csrf_token" value="{{ csrf_token }}">``.
@@ -182,15 +183,24 @@ async def sign_out(request: Request) -> None:
 
 
 async def signed_in_user(request: Request) -> User | None:
+    """The active user whose session this is, or None. A cookie naming a user who signed out since (in any
+    browser), changed password, was deactivated or removed is replaced by a new anonymous session, which the
+    next `render`/`redirect` sets: the login page then shows its form instead of sending the person back to
+    the page that sent them there."""
     web = browser_session(request)
     if web.user_id is None:
         return None
     async with request.app.state.db.read() as session:
-        user = (await session.execute(select(User).where(User.id == web.user_id))).scalar_one_or_none()
-    if user is None or not user.is_active:
+        user: User | None = (await session.execute(select(User).where(User.id == web.user_id))).scalar_one_or_none()
+    if user is None or not user.is_active or not _still_current(web, user):
+        request.state.browser_session = _new_session(None)
         return None
+    return user
+
+
+def _still_current(web: BrowserSession, user: User) -> bool:
     ended = user.sessions_ended_at
-    return user if ended is None or web.issued_at >= round(ended.timestamp(), 3) else None
+    return ended is None or web.issued_at >= round(ended.timestamp(), 3)
 
 
 async def read_form(request: Request, *, check_csrf: bool = True, single_valued: bool = False) -> dict[str, str]:

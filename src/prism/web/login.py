@@ -6,7 +6,6 @@ attempts count towards the address lockout of the rate limiter, when one is conf
 
 from __future__ import annotations
 
-from functools import lru_cache
 from urllib.parse import urlencode
 
 from starlette.requests import Request
@@ -14,17 +13,11 @@ from starlette.responses import Response
 
 from prism.edge.context import request_context
 from prism.errors import PrismError
-from prism.identity.passwords import hash_password, verify_password
+from prism.identity.passwords import password_matches
 from prism.identity.service import get_user
-from prism.web.browser import browser_session, read_form, redirect, render, safe_next, sign_in, sign_out
+from prism.web.browser import read_form, redirect, render, safe_next, sign_in, sign_out, signed_in_user
 
 BAD_CREDENTIALS = "Wrong email or password."
-
-
-@lru_cache(maxsize=1)
-def _dummy_hash() -> str:
-    # Verifying against a real hash when the email is unknown keeps both answers equally slow.
-    return hash_password("no user has this password")
 
 
 async def _count_failure(request: Request) -> None:
@@ -33,7 +26,9 @@ async def _count_failure(request: Request) -> None:
 
 async def login_page(request: Request) -> Response:
     next_path = safe_next(request.query_params.get("next"))
-    if browser_session(request).user_id is not None and request.query_params.get("switch") is None:
+    # The same check as every page that needs a person: a cookie that merely names one (whose sessions ended
+    # since) would send them back to a page that sends them here, until the cookie expired.
+    if request.query_params.get("switch") is None and await signed_in_user(request) is not None:
         return redirect(request, next_path)
     return render(request, "login.html", {"next": next_path})
 
@@ -48,7 +43,7 @@ async def login_submit(request: Request) -> Response:
     context = {"next": next_path, "email": email}
     async with request.app.state.db.read() as session:
         user = await get_user(session, email) if email else None
-    password_ok = verify_password(user.password_hash if user else _dummy_hash(), form.get("password", ""))
+    password_ok = await password_matches(user.password_hash if user else None, form.get("password", ""))
     if user is None or not password_ok or not user.is_active:
         await _count_failure(request)
         return render(request, "login.html", {**context, "error": BAD_CREDENTIALS}, status=401)
