@@ -86,3 +86,34 @@ async def test_a_refused_governance_form_keeps_the_risk_level_and_default_that_w
     assert persona.status_code == 400 and "not a pattern" in persona.text
     assert re.search(r'<option value="high"[^>]*selected', system.text), "the risk level chosen is lost"
     assert re.search(r'<option value="allow"[^>]*selected', persona.text), "the default chosen is lost"
+
+
+def _verification_start(page: str) -> str | None:
+    import re
+
+    found = re.search(r'id="verification"[^>]*data-start="([^"]*)"', page)
+    return found.group(1) if found else None
+
+
+async def test_a_link_cannot_make_the_console_verify_the_whole_log(app: Any, factory: Factory) -> None:
+    """`/console/ledger/?verify=full` read the organization's whole log on a GET: a link or an image on another site
+    (the session cookie goes along with a top-level GET, SameSite=Lax) made a reviewer's browser start it, as
+    often as the page was loaded. A GET now shows the check since the latest checkpoint; the whole log is
+    checked by a POST carrying the page's CSRF token, for the organization of the page only."""
+    ws = await factory.workspace(roles=("owner",))
+    other = await factory.workspace(roles=("owner",))
+    org = {"org": ws.org.id}
+    async with browser(app, ws.host) as c:
+        assert (await sign_in(c, ws.emails["owner"], next_path="/console/")).status_code == 303
+        linked = await c.get("/console/ledger/", params={**org, "verify": "full"})
+        assert linked.status_code == 200 and _verification_start(linked.text) == "latest_checkpoint"
+        token = field(linked.text, "csrf_token")
+        forged = await c.post("/console/ledger/verify/", params=org, data={"csrf_token": "from another site"})
+        assert forged.status_code == 403 and _verification_start(forged.text) is None
+        elsewhere = await c.post("/console/ledger/verify/", params={"org": other.org.id}, data={"csrf_token": token})
+        assert 400 <= elsewhere.status_code < 500 and _verification_start(elsewhere.text) is None
+        pressed = await c.post("/console/ledger/verify/", params={**org, "outcome": "allowed"},
+                               data={"csrf_token": token})
+    assert pressed.status_code == 200, pressed.text[-500:]
+    assert _verification_start(pressed.text) == "first_entry" and "Verified (the whole log)" in pressed.text
+    assert '<option value="allowed" selected>' in pressed.text  # the page keeps its filters

@@ -3,6 +3,11 @@
 Every read is a dispatched call to the ledger API (audit_query/ledger/...), with the same filters; an export
 is the export handler's text sent as a download. The export link is shown only to roles holding
 `ledger.export_entry`.
+
+Verification: `GET /console/ledger/?verify=quick` checks the entries after the latest kept checkpoint (cheap,
+whatever `verify` says); the whole log is checked only by `POST /console/ledger/verify/` with the page's CSRF
+token. A link from another site carries the session cookie on a top-level GET (SameSite=Lax), so a GET must not
+start work that reads the organization's whole log.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from prism.console.caller import ConsoleCaller
 from prism.console.pages import number_field, page, refusal, signed_in
 from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.kit.numbers import whole_number
-from prism.web.browser import SECURITY_HEADERS
+from prism.web.browser import SECURITY_HEADERS, read_form
 
 PATH = "/console/ledger/"
 BASE = "audit_query/ledger"
@@ -25,6 +30,7 @@ TEXT_FILTERS = ("actor", "credential_id", "persona_id", "ai_system_id", "coordin
 TIME_FILTERS = ("since", "until")
 NUMBER_FILTERS = ("seq_from", "seq_to")
 OUTCOMES = ("allowed", "refused", "replayed")
+QUICK, WHOLE = "latest_checkpoint", "first_entry"  # where the log's verification starts
 
 
 def _filters(request: Request) -> tuple[dict[str, Any], dict[str, str]]:
@@ -66,6 +72,21 @@ def _page_number(request: Request) -> int:
 
 @signed_in
 async def entries(request: Request, caller: ConsoleCaller) -> Response:
+    return await _ledger_page(request, caller, QUICK if request.query_params.get("verify") else None)
+
+
+@signed_in
+async def verify_whole_log(request: Request, caller: ConsoleCaller) -> Response:
+    try:
+        await read_form(request)
+    except PrismError as exc:
+        return refusal(request, exc)
+    return await _ledger_page(request, caller, WHOLE)
+
+
+async def _ledger_page(request: Request, caller: ConsoleCaller, verify_from: str | None) -> Response:
+    """The entries of the filters in the query string, and the log's verification from `verify_from`
+    (QUICK, WHOLE, or None for none)."""
     context: dict[str, Any] = {"outcomes": OUTCOMES, "may_export": caller.may(f"{BASE}/entry/export", request),
                                "may_verify": caller.may(f"{BASE}/log/verify", request)}
     status = 200
@@ -78,9 +99,8 @@ async def entries(request: Request, caller: ConsoleCaller) -> Response:
     try:
         listed = await caller.call(request, f"{BASE}/entry/list", {**arguments, "page": number, "page_size": 25})
         context["decisions"] = await _decisions(request, caller, arguments)
-        if request.query_params.get("verify"):
-            context["verification"] = await caller.call(request, f"{BASE}/log/verify", {
-                "start": "first_entry" if request.query_params.get("verify") == "full" else "latest_checkpoint"})
+        if verify_from is not None:
+            context["verification"] = await caller.call(request, f"{BASE}/log/verify", {"start": verify_from})
     except PrismError as exc:
         listed, status, context["error"] = {"items": [], "total": 0, "page": 1, "page_size": 25}, exc.status, (
             f"{exc.message} ({exc.code})")
