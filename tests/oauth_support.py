@@ -106,7 +106,7 @@ async def get_code(c: httpx.AsyncClient, client_id: str, challenge: str, *, emai
                    **extra: str) -> str:
     answer = await consent(c, authorize_params(client_id, challenge, redirect_uri=redirect_uri, **extra), email=email,
                            organizations=organizations)
-    assert answer.status_code == 302, answer.text
+    assert answer.status_code == 303, answer.text
     return query_of(answer.headers["location"])["code"]
 
 

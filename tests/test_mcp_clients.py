@@ -399,7 +399,7 @@ async def test_the_sdk_oauth_client_discovers_registers_authorizes_calls_and_ref
         params = {k: v[0] for k, v in parse_qs(urlsplit(asked[-1]).query).items()}
         async with httpx.AsyncClient(base_url=base, timeout=30) as browser:
             answer = await consent(browser, params, email=ws.emails["owner"])
-        assert answer.status_code == 302, answer.text
+        assert answer.status_code == 303, answer.text
         back = query_of(answer.headers["location"])
         return AuthorizationCodeResult(code=back["code"], state=back.get("state"), iss=back.get("iss"))
 

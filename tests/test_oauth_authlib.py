@@ -63,7 +63,7 @@ async def _browser_consent(authorization_url: str) -> str:
         answer = await browser.post(str(consent.url.join(action.group(1))), data={
             "csrf_token": field(consent.text, "csrf_token"), "request": field(consent.text, "request"),
             f"organization:{offered_organizations(consent.text)[0]}": "yes", "decision": "allow"})
-        assert answer.status_code == 302, answer.text
+        assert answer.status_code == 303, answer.text
         return answer.headers["location"]
 
 

@@ -75,7 +75,7 @@ async def test_the_sdk_client_authorizes_with_a_url_client_id(server: Server, re
         assert params["client_id"] == url
         async with httpx.AsyncClient(base_url=base, timeout=30) as browser:
             answer = await consent(browser, params, email=ws.emails["owner"])
-        assert answer.status_code == 302, answer.text
+        assert answer.status_code == 303, answer.text
         back = query_of(answer.headers["location"])
         return AuthorizationCodeResult(code=back["code"], state=back.get("state"), iss=back.get("iss"))
 

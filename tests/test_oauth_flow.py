@@ -47,7 +47,7 @@ async def test_the_redirect_carries_code_state_and_the_issuer(app: object, facto
         client = await register(c)
         _, challenge = pkce()
         answer = await consent(c, authorize_params(client["client_id"], challenge), email=ws.emails["owner"])
-    assert answer.status_code == 302
+    assert answer.status_code == 303
     location = answer.headers["location"]
     assert location.startswith(CLAUDE_REDIRECT + "?")
     values = query_of(location)
@@ -307,7 +307,7 @@ async def test_a_parameter_sent_without_a_value_counts_as_omitted(app: object, f
         params = {**authorize_params(client["client_id"], challenge), "redirect_uri": "", "resource": "",
                   "state": "", "scope": ""}
         answer = await consent(c, params, email=ws.emails["owner"])
-        assert answer.status_code == 302, answer.text
+        assert answer.status_code == 303, answer.text
         assert answer.headers["location"].startswith(CLAUDE_REDIRECT + "?")
         values = query_of(answer.headers["location"])
         assert "state" not in values and values["code"]

@@ -227,7 +227,7 @@ async def oauth_flows(http: httpx.AsyncClient, ws: Workspace, run: Trail) -> Non
                 "decision": "allow"}
         form.update({f"organization:{o}": "yes" for o in offered_organizations(page.text)[:1]})
         allowed = await browser.post(f"{OAUTH}/authorize/", headers=host, data=form)
-        assert allowed.status_code == 302, allowed.text
+        assert allowed.status_code == 303, allowed.text
         code = run.secret("authorization code", query_of(allowed.headers["location"])["code"])
         console = await browser.get("/console/", headers=host, follow_redirects=True)
         run.answers.append(("console", console.text))

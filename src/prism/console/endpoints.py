@@ -14,7 +14,7 @@ from prism.console.caller import ConsoleCaller
 from prism.console.pages import signed_in
 from prism.edge.doors import PAGE, Entrance, door_routes
 from prism.errors import NotFound
-from prism.web.browser import SECURITY_HEADERS, redirect
+from prism.web.browser import redirect, security_headers
 
 CSS, JS, TEXT = "text/css; charset=utf-8", "text/javascript; charset=utf-8", "text/plain; charset=utf-8"
 # The console's own two files, the portal's API reference script, and the vendored Swagger UI with its licences.
@@ -33,7 +33,7 @@ async def static(request: Request) -> Response:
     name = request.path_params["name"]
     if name not in STATIC:
         raise NotFound(f"no console file {name!r}")
-    headers = {**SECURITY_HEADERS, "Cache-Control": "public, max-age=300"}
+    headers = {**security_headers(request.app.state.settings), "Cache-Control": "public, max-age=300"}
     headers.pop("Pragma")
     return Response(_static(name), media_type=STATIC[name], headers=headers)
 

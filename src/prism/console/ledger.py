@@ -21,7 +21,7 @@ from prism.console.caller import ConsoleCaller
 from prism.console.pages import number_field, page, refusal, signed_in
 from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.kit.numbers import whole_number
-from prism.web.browser import SECURITY_HEADERS, read_form
+from prism.web.browser import read_form, security_headers
 
 PATH = "/console/ledger/"
 BASE = "audit_query/ledger"
@@ -141,7 +141,7 @@ async def export(request: Request, caller: ConsoleCaller) -> Response:
     except PrismError as exc:
         return refusal(request, exc)
     name = f"ledger-{exported['first_seq'] or 0}-{exported['last_seq'] or 0}.{fmt}"
-    headers = {**SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="{name}"'}
+    headers = {**security_headers(request.app.state.settings), "Content-Disposition": f'attachment; filename="{name}"'}
     if exported["next_seq_from"] is not None:
         headers["X-Prism-Next-Seq-From"] = str(exported["next_seq_from"])
     return Response(exported["content"], media_type=exported["media_type"], headers=headers)

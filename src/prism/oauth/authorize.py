@@ -152,7 +152,8 @@ def _back_to_client(request: Request, target: AuthorizeRequest, values: dict[str
                 "code": values["code"], "code_seconds": request.app.state.settings.oauth_code_seconds})
         return render(request, "message.html", {"heading": "Authorization failed", "error": values.get("error"),
                                                 "message": values.get("error_description", "")}, status=400)
-    return redirect(request, with_query(target.redirect_uri, query), status=302)
+    # After the consent form's POST a 303, which never resends the form (RFC 9700 4.12); 302 after a GET.
+    return redirect(request, with_query(target.redirect_uri, query), status=303 if request.method == "POST" else 302)
 
 
 def with_query(uri: str, values: dict[str, str]) -> str:
@@ -230,7 +231,9 @@ async def _consent_page(request: Request, target: AuthorizeRequest, user: User, 
         "client_name": target.client_name, "email": user.email, "redirect_display": target.redirect_uri,
         "scopes": target.scope.split(), "groups": _by_tenant(offered), "only_one": len(offered) == 1,
         "on_platform": host.kind != "tenant", "field_prefix": ORGANIZATION_FIELD, "error": error,
-        "request_token": sealed, "here": here, "tenant_name": host.subdomain}, status=400 if error else 200)
+        "request_token": sealed, "here": here, "tenant_name": host.subdomain}, status=400 if error else 200,
+        # The form's answer redirects to the client: its origin must be allowed by the page's form-action.
+        forms_end_at=None if target.redirect_uri == OOB_REDIRECT else target.redirect_uri)
 
 
 async def authorize_page(request: Request) -> Response:

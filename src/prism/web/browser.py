@@ -4,11 +4,13 @@ Every Prism page a person sees (login, OAuth consent, key dashboard, webhook adm
 
 - ``render(request, "page.html", {...}, status=200)`` renders ``src/prism/templates/page.html`` (autoescaped;
   templates extend ``base.html``) and returns an HTMLResponse carrying the security headers (not frameable,
-  ``no-store``, strict CSP) and, when needed, a fresh session cookie. Every template gets ``csrf_token``,
+  ``no-store``, strict CSP with ``form-action 'self'``, HSTS under https: ``security_headers``) and, when
+  needed, a fresh session cookie. Every template gets ``csrf_token``,
   ``user_id`` and ``request``.
 - ``redirect(request, url)`` is a 303 with the same headers and cookie handling.
 - ``browser_session(request)`` is the visitor's session: ``user_id`` (None when signed out) and ``csrf_token``.
-  The cookie is host-only (each tenant host has its own), HttpOnly, SameSite=Lax, Secure under https, and
+  The cookie is host-only (each tenant host has its own), HttpOnly, SameSite=Lax, Secure and named with the
+  ``__Host-`` prefix under https (``session_cookie_name``), and
   signed with a key derived from the master secret (``prism.kit.secret``); a forged or expired cookie reads
   as a new anonymous session.
 - ``await signed_in_user(request)`` is the active ``User`` or None; pages that need one answer
@@ -27,13 +29,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import secrets
 import time
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import orjson
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -50,14 +53,19 @@ from prism.models import User
 from prism.web.requests import declared_length, read_body
 
 SESSION_COOKIE = "prism_session"
+# Under https the cookie carries the __Host- prefix: the browser then accepts it only Secure, with Path=/ and no
+# Domain, so no other subdomain of the base domain (another tenant's host included) can set or shadow it.
+SECURE_SESSION_COOKIE = "__Host-" + SESSION_COOKIE
+# Strict-Transport-Security under https: a year, the usual value; each host is covered on its own (no
+# includeSubDomains: see docs/oauth.md "Browser pages").
+HSTS_SECONDS = 365 * 24 * 3600
 # No form of Prism's has near this many fields (the console's largest lists the event types); a body of up to
 # 1 MiB could hold half a million.
 MAX_FORM_FIELDS = 1_000
 CSP = ("default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; script-src 'self'; "
-       "connect-src 'self'; base-uri 'none'; frame-ancestors 'none'")
-SECURITY_HEADERS = {
+       "connect-src 'self'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
+_PAGE_HEADERS = {
     "X-Frame-Options": "DENY",
-    "Content-Security-Policy": CSP,
     "Cache-Control": "no-store",
     "Pragma": "no-cache",
     "X-Content-Type-Options": "nosniff",
@@ -115,10 +123,48 @@ def _decode(settings: Settings, cookie: str) -> BrowserSession | None:
     return BrowserSession(user_id if isinstance(user_id, str) else None, csrf, issued, fresh=False)
 
 
+def session_cookie_name(settings: Settings) -> str:
+    """The session cookie's name: `__Host-prism_session` under https, `prism_session` otherwise (a browser refuses
+    a __Host- cookie that is not Secure). A cookie of the other name is not read: after a deployment moves to
+    https its people sign in once more."""
+    return SECURE_SESSION_COOKIE if settings.public_scheme == "https" else SESSION_COOKIE
+
+
+def security_headers(settings: Settings, *, forms_end_at: str | None = None) -> dict[str, str]:
+    """The headers of every page and console file. A page's forms may be sent only to this host (CSP form-action,
+    which Chromium applies to every redirect after the submission too); `forms_end_at` is a URL elsewhere that a
+    form's answer redirects to (the OAuth consent page's client), allowed as well. Under https, HSTS."""
+    extra = form_action_source(forms_end_at) if forms_end_at else None
+    headers = {**_PAGE_HEADERS, "Content-Security-Policy": f"{CSP} {extra}" if extra else CSP}
+    if settings.public_scheme == "https":
+        headers["Strict-Transport-Security"] = f"max-age={HSTS_SECONDS}"
+    return headers
+
+
+def form_action_source(url: str) -> str | None:
+    """The CSP source that lets a submission end at `url`: its origin (paths are not compared after a redirect),
+    or, for a private-use scheme (`cursor://...`, `com.example.app:/cb`), the scheme. None for a URL that cannot be
+    written as a source without widening it (a wildcard, a separator: registration refuses those already)."""
+    parts = urlsplit(url)
+    scheme, host = parts.scheme.lower(), parts.hostname or ""
+    if not re.fullmatch(r"[a-z][a-z0-9+.-]*", scheme):
+        return None
+    if scheme not in ("http", "https"):
+        return f"{scheme}:"
+    if not re.fullmatch(r"[a-z0-9.-]+|[0-9a-f:.]+", host):
+        return None
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    shown_host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{shown_host}" + (f":{port}" if port is not None else "")
+
+
 def signed_in_user_id(settings: Settings, cookie_header: str | None) -> str | None:
     """The user a request's session cookie says is signed in: its signature and age checked, nothing read from
     the database (the edge counts a signed-in reader's requests per user with it; the page checks the user)."""
-    cookie = cookie_parser(cookie_header).get(SESSION_COOKIE) if cookie_header else None
+    cookie = cookie_parser(cookie_header).get(session_cookie_name(settings)) if cookie_header else None
     session = _decode(settings, cookie) if cookie else None
     return session.user_id if session is not None else None
 
@@ -137,29 +183,31 @@ def browser_session(request: Request) -> BrowserSession:
     """The visitor's session (read once per request); a new anonymous one when there is none."""
     current: BrowserSession | None = getattr(request.state, "browser_session", None)
     if current is None:
-        cookie = request.cookies.get(SESSION_COOKIE)
+        cookie = request.cookies.get(session_cookie_name(request.app.state.settings))
         current = (_decode(request.app.state.settings, cookie) if cookie else None) or _new_session(None)
         request.state.browser_session = current
     return current
 
 
-def _finish(request: Request, response: Response) -> Response:
-    response.headers.update(SECURITY_HEADERS)
+def _finish(request: Request, response: Response, *, forms_end_at: str | None = None) -> Response:
+    settings: Settings = request.app.state.settings
+    response.headers.update(security_headers(settings, forms_end_at=forms_end_at))
     session = browser_session(request)
     if session.fresh:
-        settings: Settings = request.app.state.settings
-        response.set_cookie(SESSION_COOKIE, _encode(settings, session), max_age=settings.browser_session_seconds,
-                            path="/", httponly=True, samesite="lax", secure=settings.public_scheme == "https")
+        response.set_cookie(session_cookie_name(settings), _encode(settings, session),
+                            max_age=settings.browser_session_seconds, path="/", httponly=True, samesite="lax",
+                            secure=settings.public_scheme == "https")
     return response
 
 
 def render(request: Request, template: str, context: dict[str, Any] | None = None, *,
-           status: int = 200) -> Response:
+           status: int = 200, forms_end_at: str | None = None) -> Response:
+    """The page; `forms_end_at`: see `security_headers`."""
     session = browser_session(request)
     values = {"request": request, "csrf_token": session.csrf_token, "user_id": session.user_id,
               **(context or {})}
     html = templates().get_template(template).render(values)
-    return _finish(request, HTMLResponse(html, status_code=status))
+    return _finish(request, HTMLResponse(html, status_code=status), forms_end_at=forms_end_at)
 
 
 def redirect(request: Request, url: str, *, status: int = 303) -> Response:
