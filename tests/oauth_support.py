@@ -48,6 +48,13 @@ def field(page: str, name: str) -> str:
     return html.unescape(found.group(1))
 
 
+def error_code(page: str) -> str:
+    """The OAuth error code an error page shows."""
+    found = re.search(r'id="error-code">([^<]*)<', page)
+    assert found, f"no error code in page:\n{page}"
+    return html.unescape(found.group(1))
+
+
 def query_of(location: str) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from authlib.integrations.httpx_client import AsyncOAuth2Client, OAuthError  # type: ignore[import-untyped]
 
-from tests.oauth_support import field, offered_organizations
+from tests.oauth_support import error_code, field, offered_organizations
 from tests.processes import Server, ServerPool, clean_env, run_cli, scratch_database
 
 EMAIL = "owner@authlib.example.com"
@@ -185,7 +185,7 @@ async def test_a_confidential_client_with_basic_auth_offline_access_and_an_app_s
 
 
 async def test_authlib_meets_the_registered_scope_ceiling_and_the_bound_resource(running: Running) -> None:
-    """A client registered for `mcp:read` that asks more is sent back `invalid_scope`; within it, its
+    """A client registered for `mcp:read` that asks more gets Prism's `invalid_scope` page; within it, its
     authorization bound to the MCP endpoint (RFC 8707) cannot be refreshed for the origin (`invalid_target`);
     its refused token gets `error="invalid_token"` on a REST door; a wrong method on the token endpoint is
     the RFC 6749 shape with CORS."""
@@ -203,10 +203,10 @@ async def test_authlib_meets_the_registered_scope_ceiling_and_the_bound_resource
         url, state = greedy.create_authorization_url(meta["authorization_endpoint"],
                                                      code_verifier=secrets.token_urlsafe(48))
         async with httpx.AsyncClient(timeout=30) as browser:
-            sent_back = await browser.get(url)
-        assert sent_back.status_code == 302, sent_back.text
-        returned = {k: v[0] for k, v in parse_qs(urlsplit(sent_back.headers["location"]).query).items()}
-        assert returned["error"] == "invalid_scope" and returned["state"] == state
+            refused = await browser.get(url)
+        # Prism's error page, not a redirect (RFC 9700 4.11.2): the client's developer reads it there.
+        assert refused.status_code == 400 and "location" not in refused.headers, refused.headers.get("location")
+        assert error_code(refused.text) == "invalid_scope" and state not in refused.text
 
     async with AsyncOAuth2Client(client_id=registered["client_id"], redirect_uri=REDIRECT, scope="mcp:read",
                                  code_challenge_method="S256", token_endpoint_auth_method="none",

@@ -183,3 +183,35 @@ async def test_a_person_consents_to_two_organizations_and_the_token_acts_in_thos
     assert [a.json()["organization"]["id"] for a in (default, sandbox, production)] == [
         STUDIO_ORGS["Production"], STUDIO_ORGS["Sandbox"], STUDIO_ORGS["Production"]]
     assert third.status_code == 403 and third.json()["error"] == "organization_not_consented"
+
+
+async def test_a_signed_in_person_following_a_phishing_link_stays_on_prisms_error_page(server: Server) -> None:
+    """An attacker registers a client whose redirect URI is their site and sends a link with a bad request: the
+    browser of a person already signed in stays on Prism's error page (RFC 9700 4.11.2), nothing takes it on."""
+    evil = "https://evil.example/cb"
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+        attacker = (await http.post("/api/mcp/oauth/register/", json={
+            "client_name": "Totally Legit", "redirect_uris": [evil], "token_endpoint_auth_method": "none"})).json()
+    phishing = f"{server.base_url}/api/mcp/oauth/authorize/?" + urlencode({
+        "response_type": "token", "client_id": attacker["client_id"], "redirect_uri": evil, "state": "lure"})
+    requested: list[str] = []  # every URL the page asks for, a redirect's target included
+
+    async with async_playwright() as p:
+        chromium = await p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        try:
+            page = await chromium.new_page()
+            page.on("request", lambda sent: requested.append(sent.url))
+            await page.goto(f"{server.base_url}/login/")
+            await page.fill("#email", EMAIL)
+            await page.fill("#password", PASSWORD)
+            await page.click("#sign-in")
+            await page.wait_for_load_state()
+            shown = await page.goto(phishing)
+            await page.wait_for_timeout(1000)  # time for any refresh or script to take the browser on
+            assert shown is not None and shown.status == 400
+            assert page.url == phishing
+            assert await page.inner_text("#error-code") == "unsupported_response_type"
+            assert await page.inner_text("#redirect-host") == "evil.example"
+        finally:
+            await chromium.close()
+    assert not [url for url in requested if "evil.example" in urlsplit(url).netloc], requested

@@ -15,6 +15,7 @@ from tests.oauth_support import (
     bearer,
     browser,
     consent,
+    error_code,
     field,
     get_code,
     pkce,
@@ -70,14 +71,14 @@ async def test_the_code_is_added_to_the_registered_query(app: object, factory: F
                                     "token_endpoint_auth_method": "none"})
         answer = await consent(c, authorize_params(client["client_id"], pkce()[1], redirect_uri=registered),
                                email=ws.emails["owner"])
-        assert answer.status_code == 302, answer.text
+        assert answer.status_code == 303, answer.text
         location = answer.headers["location"]
         assert location.startswith(prefix), location
         assert query_of(location)["state"] == "state-123"
-        refused = await c.get(f"{OAUTH}/authorize/", params=authorize_params(
-            client["client_id"], "short", redirect_uri=registered))
+        denied = await consent(c, authorize_params(client["client_id"], pkce()[1], redirect_uri=registered),
+                               email=ws.emails["owner"], decision="deny")
     error_prefix = prefix.removesuffix("code=") + "error="
-    assert refused.headers["location"].startswith(error_prefix), refused.headers["location"]
+    assert denied.headers["location"].startswith(error_prefix), denied.headers["location"]
 
 
 @pytest.mark.parametrize(("changes", "error"), [
@@ -90,12 +91,18 @@ async def test_the_code_is_added_to_the_registered_query(app: object, factory: F
     ({"scope": "root:all"}, "invalid_scope"),
     ({"resource": "https://evil.example/"}, "invalid_target"),
 ])
-async def test_bad_authorize_requests_are_redirected_back_with_the_error(app: object, factory: Factory,
-                                                                         changes: dict[str, str | None],
-                                                                         error: str) -> None:
+@pytest.mark.parametrize("signed_in", [False, True])
+async def test_bad_authorize_requests_are_shown_on_a_page_never_redirected(app: object, factory: Factory,
+                                                                          changes: dict[str, str | None],
+                                                                          error: str, signed_in: bool) -> None:
+    """RFC 9700 4.11.2: anyone can register a client with any https redirect URI, so a known client and redirect
+    URI do not make its errors safe to redirect: Prism would send whoever follows the link to that URI. Signed in
+    or not, the error is Prism's page (the client and its redirect host named as text), no Location."""
     ws = await factory.workspace(roles=("owner",))
     async with browser(app, ws.host) as c:
         client = await register(c)
+        if signed_in:
+            await sign_in(c, ws.emails["owner"])
         params = authorize_params(client["client_id"], pkce()[1])
         for key, value in changes.items():
             if value is None:
@@ -103,10 +110,11 @@ async def test_bad_authorize_requests_are_redirected_back_with_the_error(app: ob
             else:
                 params[key] = value
         answer = await c.get(f"{OAUTH}/authorize/", params=params)
-    assert answer.status_code == 302, answer.text
-    values = query_of(answer.headers["location"])
-    assert answer.headers["location"].startswith(CLAUDE_REDIRECT)
-    assert values["error"] == error and values["state"] == "state-123" and values["iss"] == f"http://{ws.host}"
+    assert answer.status_code == 400, answer.text
+    assert "location" not in answer.headers and "refresh" not in answer.headers
+    assert error_code(answer.text) == error
+    assert 'id="client-name">Claude<' in answer.text and 'id="redirect-host">claude.ai<' in answer.text
+    assert "href=" not in answer.text and "state-123" not in answer.text
 
 
 @pytest.mark.parametrize("resource", ["{origin}", "{origin}/", "{origin}/api/mcp/sse", "{origin}/api/mcp/sse/"])
@@ -250,12 +258,16 @@ async def test_oob_redirect_shows_the_code_on_a_page(app: object, factory: Facto
 
 
 async def test_denying_consent_redirects_access_denied(app: object, factory: Factory) -> None:
+    """The person answered Prism's consent page: their refusal goes back to the client, with state and iss."""
     ws = await factory.workspace(roles=("owner",))
     async with browser(app, ws.host) as c:
         client = await register(c)
         answer = await consent(c, authorize_params(client["client_id"], pkce()[1]), email=ws.emails["owner"],
                                decision="deny")
-    assert query_of(answer.headers["location"])["error"] == "access_denied"
+    assert answer.status_code == 303 and answer.headers["location"].startswith(CLAUDE_REDIRECT + "?")
+    values = query_of(answer.headers["location"])
+    assert values["error"] == "access_denied" and values["state"] == "state-123"
+    assert values["iss"] == f"http://{ws.host}" and "code" not in values
 
 
 async def _signed_in_consent_page(c: httpx.AsyncClient, ws: Workspace) -> httpx.Response:

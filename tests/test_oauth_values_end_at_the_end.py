@@ -4,7 +4,7 @@ alphabets is (Python's `$` matched before it)."""
 from __future__ import annotations
 
 from tests.factories import Factory
-from tests.oauth_support import OAUTH, authorize_params, browser, pkce, query_of, register, sign_in
+from tests.oauth_support import OAUTH, authorize_params, browser, error_code, pkce, register, sign_in
 
 
 async def test_requested_client_id_with_trailing_newline_is_refused(app: object, factory: Factory) -> None:
@@ -22,5 +22,6 @@ async def test_code_challenge_with_trailing_newline_is_refused(app: object, fact
         await sign_in(c, ws.emails["owner"])
         _, challenge = pkce()
         answer = await c.get(f"{OAUTH}/authorize/", params=authorize_params(client["client_id"], challenge + "\n"))
-    assert answer.status_code == 302, answer.text  # redirected back with the error, no consent page
-    assert query_of(answer.headers["location"])["error"] == "invalid_request"
+    # Prism's error page, no consent page and no redirect (docs/oauth.md, Authorize errors).
+    assert answer.status_code == 400 and "location" not in answer.headers, answer.headers.get("location")
+    assert error_code(answer.text) == "invalid_request"

@@ -1,9 +1,12 @@
 """GET/POST /api/mcp/oauth/authorize/: validate the request, sign in, consent (choose organizations), redirect.
 
-Until the client and its redirect URI are known to belong together, errors are shown on a page (never
-redirected: that would make Prism an open redirector). After that, errors go back to the client with
-`error`, `state` and `iss` (RFC 9207). The validated request travels from the consent page to its POST
-sealed with a key derived from the master secret and bound to the signed-in user.
+Every error found in the request itself is shown on Prism's own page (400), never redirected, even once the
+client and its redirect URI are known to belong together: registration is anonymous, so a known client may be
+anyone's, and sending its errors to its redirect URI would make Prism an open redirector (RFC 9700 4.11.2) for
+whoever registers one. Prism redirects only after the person has signed in and answered the consent page: with
+a `code` when they allow, with `error=access_denied` when they deny (both with `state` and `iss`, RFC 9207). The
+validated request travels from the consent page to its POST sealed with a key derived from the master secret
+and bound to the signed-in user.
 
 The user consents the client to one or more of their organizations (those of the host's tenant on a tenant
 host, those of every tenant on the platform host): its tokens act in those only, and in the first of them
@@ -24,6 +27,7 @@ from starlette.responses import Response
 from prism.edge.context import request_context
 from prism.errors import PrismError
 from prism.kit.secret import seal, unseal
+from prism.kit.urls import split_url
 from prism.models import User
 from prism.oauth import repository as repo
 from prism.oauth.client_documents import client_documents, is_document_url
@@ -64,11 +68,30 @@ class AuthorizeRequest:
     audience: str
 
 
+@dataclass(frozen=True)
+class NamedClient:
+    """The client of a request whose client_id and redirect_uri checked out, as its error page names it."""
+
+    name: str
+    redirect_uri: str
+
+    @property
+    def redirect_host(self) -> str:
+        """The host a redirect would go to (with its port); for a URI without one (a private-use scheme such as
+        `com.example.app:/cb`, the out-of-band URN) its scheme."""
+        if self.redirect_uri == OOB_REDIRECT:
+            return "none (the code is shown on a Prism page)"
+        parts = split_url(self.redirect_uri)
+        if parts is None:  # cannot happen for a URI that matched a registered one; shown as is then
+            return self.redirect_uri
+        return parts.netloc or f"{parts.scheme}:"
+
+
 async def validate(request: Request, params: dict[str, str]) -> AuthorizeRequest:
     issuer = issuer_for(request)
     client_id = params.get("client_id")
     if not client_id:
-        raise AuthorizeError("invalid_request", "client_id is required", redirectable=False)
+        raise AuthorizeError("invalid_request", "client_id is required")
     client: OAuthClient | None
     if is_document_url(client_id):
         documents = client_documents(request.app.state)
@@ -77,27 +100,24 @@ async def validate(request: Request, params: dict[str, str]) -> AuthorizeRequest
         try:
             client = await documents.client(client_id)
         except OAuthError as exc:
-            raise AuthorizeError("invalid_client", exc.message, redirectable=False) from None
+            raise AuthorizeError("invalid_client", exc.message) from None
     else:
         async with request.app.state.db.read() as session:
             client = await repo.client_by_id(session, client_id)
     if client is None:
-        raise AuthorizeError("invalid_client", "unknown client_id: register the client first", redirectable=False)
+        raise AuthorizeError("invalid_client", "unknown client_id: register the client first")
     sent = params.get("redirect_uri")
     if sent is None:
         if len(client.redirect_uris) != 1:
-            raise AuthorizeError("invalid_request", "redirect_uri is required: this client registered several",
-                                 redirectable=False)
+            raise AuthorizeError("invalid_request", "redirect_uri is required: this client registered several")
         redirect_uri = client.redirect_uris[0]
     elif any(redirect_matches(r, sent) for r in client.redirect_uris):
         redirect_uri = sent
     else:
-        raise AuthorizeError("invalid_request", "redirect_uri does not match any URI registered by this client",
-                             redirectable=False)
+        raise AuthorizeError("invalid_request", "redirect_uri does not match any URI registered by this client")
     state = params.get("state")
-    partial = AuthorizeRequest(client.client_id, client.client_name, redirect_uri, sent is not None, "", "", state,
-                               issuer, issuer)
-    request.state.authorize_partial = partial  # from here on, errors go back to the client
+    # Named on the error page from here on, so a developer sees which client sent a bad request and where to.
+    request.state.authorize_client = NamedClient(client.client_name, redirect_uri)
     response_type = params.get("response_type")
     if response_type is None:  # RFC 6749 4.1.2.1: a missing parameter is an invalid request
         raise AuthorizeError("invalid_request", "response_type is required: code")
@@ -136,11 +156,11 @@ async def _count_fetch(request: Request) -> None:
     except LimiterUnavailable:
         if state.rate_limiter.fails_closed:
             raise AuthorizeError("temporarily_unavailable", "client metadata documents cannot be fetched right "
-                                 "now; try again shortly", redirectable=False) from None
+                                 "now; try again shortly") from None
         return
     if isinstance(verdict, Locked) or not verdict.allowed:
         raise AuthorizeError("temporarily_unavailable", "too many client metadata documents fetched from this "
-                             "address; try again in a minute", redirectable=False)
+                             "address; try again in a minute")
 
 
 def _back_to_client(request: Request, target: AuthorizeRequest, values: dict[str, str]) -> Response:
@@ -152,8 +172,8 @@ def _back_to_client(request: Request, target: AuthorizeRequest, values: dict[str
                 "code": values["code"], "code_seconds": request.app.state.settings.oauth_code_seconds})
         return render(request, "message.html", {"heading": "Authorization failed", "error": values.get("error"),
                                                 "message": values.get("error_description", "")}, status=400)
-    # After the consent form's POST a 303, which never resends the form (RFC 9700 4.12); 302 after a GET.
-    return redirect(request, with_query(target.redirect_uri, query), status=303 if request.method == "POST" else 302)
+    # Only the consent form's POST goes back to the client: a 303, which never resends the form (RFC 9700 4.12).
+    return redirect(request, with_query(target.redirect_uri, query), status=303)
 
 
 def with_query(uri: str, values: dict[str, str]) -> str:
@@ -169,24 +189,24 @@ def with_query(uri: str, values: dict[str, str]) -> str:
     return uri + joiner + urlencode(values)
 
 
-def _error_response(request: Request, exc: AuthorizeError) -> Response:
-    partial: AuthorizeRequest | None = getattr(request.state, "authorize_partial", None)
-    if exc.redirectable and partial is not None:
-        return _back_to_client(request, partial, {"error": exc.code, "error_description": exc.message})
-    return render(request, "message.html", {"heading": "This authorization request cannot be completed",
-                                            "error": exc.code, "message": exc.message}, status=400)
+def _error_page(request: Request, exc: AuthorizeError) -> Response:
+    """The request's error on Prism's page, with the client and where it would have gone back to as text: no
+    redirect and no link there (anyone can register a client, so that address is nobody Prism vouches for)."""
+    client: NamedClient | None = getattr(request.state, "authorize_client", None)
+    return render(request, "authorize_error.html", {
+        "error": exc.code, "message": exc.message, "client_name": client.name if client else None,
+        "redirect_host": client.redirect_host if client else None}, status=exc.status)
 
 
 def _single_valued(request: Request) -> dict[str, str]:
-    """The query's parameters; one sent more than once is refused on a page (RFC 6749 4.1.2.1: it may be the
-    client_id or the redirect_uri, so nothing can be redirected). One sent without a value counts as omitted
-    (RFC 6749 3.1): an empty redirect_uri is the client's only one, an empty resource the default audience."""
+    """The query's parameters; one sent more than once is refused (RFC 6749 4.1.2.1), on the error page as every
+    request error is. One sent without a value counts as omitted (RFC 6749 3.1): an empty redirect_uri is the
+    client's only one, an empty resource the default audience."""
     items = request.query_params.multi_items()
     params = dict(items)
     if len(params) != len(items):
         repeated = sorted({name for name, _ in items if sum(1 for other, _ in items if other == name) > 1})
-        raise AuthorizeError("invalid_request", f"parameters sent more than once: {', '.join(repeated)}",
-                             redirectable=False)
+        raise AuthorizeError("invalid_request", f"parameters sent more than once: {', '.join(repeated)}")
     return {name: value for name, value in params.items() if value}
 
 
@@ -240,7 +260,7 @@ async def authorize_page(request: Request) -> Response:
     try:
         target = await validate(request, _single_valued(request))
     except AuthorizeError as exc:
-        return _error_response(request, exc)
+        return _error_page(request, exc)
     user = await signed_in_user(request)
     if user is None:
         return redirect(request, browser_login_url(request))

@@ -28,13 +28,12 @@ class GrantReplayed(InvalidGrant):
 
 
 class AuthorizeError(PrismError):
-    """An authorize request error; `redirectable` once the client and redirect URI are trusted."""
+    """An authorize request error: shown on Prism's error page, never redirected to the client."""
 
     code, status = "invalid_request", 400
 
-    def __init__(self, code: str, message: str, *, redirectable: bool = True) -> None:
+    def __init__(self, code: str, message: str) -> None:
         super().__init__(message, code=code)
-        self.redirectable = redirectable
 
 
 class SessionIncomplete(PrismError):
