@@ -109,6 +109,8 @@ async def test_true_or_false_is_refused_for_every_number_parameter_of_every_hand
     registry: Registry = app.state.registry
     checked = 0
     for handler in registry:
+        if handler.people_only:  # the key is refused before its arguments are read (person_required)
+            continue
         numeric = [name for name, schema in handler.schema.get("properties", {}).items()
                    if _number_types(schema) & {"integer", "number"} and "boolean" not in _number_types(schema)]
         for name in numeric:

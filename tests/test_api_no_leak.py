@@ -27,7 +27,7 @@ async def ws(db: Database) -> Workspace:
 
 
 def assert_bare_refusal(body: dict[str, Any], what: str) -> None:
-    assert body["error"] == "permission_denied", (what, body)
+    assert body["error"] in ("permission_denied", "person_required"), (what, body)  # the latter: a person's
     assert "details" not in body, (what, body)
     assert "no_such_argument" not in body["message"], (what, body)
 

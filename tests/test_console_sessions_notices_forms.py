@@ -108,11 +108,11 @@ async def test_a_link_cannot_make_the_console_verify_the_whole_log(app: Any, fac
         linked = await c.get("/console/ledger/", params={**org, "verify": "full"})
         assert linked.status_code == 200 and _verification_start(linked.text) == "latest_checkpoint"
         token = field(linked.text, "csrf_token")
-        forged = await c.post("/console/ledger/verify/", params=org, data={"csrf_token": "from another site"})
+        forged = await c.post("/console/ledger/", params=org, data={"csrf_token": "from another site"})
         assert forged.status_code == 403 and _verification_start(forged.text) is None
-        elsewhere = await c.post("/console/ledger/verify/", params={"org": other.org.id}, data={"csrf_token": token})
+        elsewhere = await c.post("/console/ledger/", params={"org": other.org.id}, data={"csrf_token": token})
         assert 400 <= elsewhere.status_code < 500 and _verification_start(elsewhere.text) is None
-        pressed = await c.post("/console/ledger/verify/", params={**org, "outcome": "allowed"},
+        pressed = await c.post("/console/ledger/", params={**org, "outcome": "allowed"},
                                data={"csrf_token": token})
     assert pressed.status_code == 200, pressed.text[-500:]
     assert _verification_start(pressed.text) == "first_entry" and "Verified (the whole log)" in pressed.text

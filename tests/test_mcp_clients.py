@@ -162,6 +162,8 @@ async def test_the_split_surface_gives_every_tool_hints_that_hold_for_each_of_it
         assert "prism_entity_crud" not in tools and "prism_whoami" in tools
         checked = 0
         for handler in build_registry():
+            if handler.people_only:  # a key never sees it (minting and revoking keys are a person's)
+                continue
             c = handler.coordinate
             kind = "read" if handler.read_only else "destructive" if handler.destructive else "write"
             tool = tools[f"prism_{c.mega_tool}_{kind}"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from prism.registry.capability import IRREVERSIBLE_VERBS
@@ -17,7 +16,7 @@ from prism.registry.search import split_words, stem
 from tests.factories import Factory
 from tests.processes import Server, ServerPool, clean_env
 from tests.test_mcp_clients import every_tool, sdk_client, text_of
-from tests.test_mcp_protocol import JSON_AND_SSE, PATH, rpc
+from tests.test_mcp_protocol import PATH
 
 
 def named_destructive(handler: Handler) -> bool:
@@ -57,7 +56,7 @@ def admitted(tool: Any, handler: Handler) -> bool:
 async def test_the_deployment_setting_serves_the_split_surface_whose_hints_hold_for_every_operation(
         split_server: Server, factory: Factory) -> None:
     ws = await factory.workspace(roles=("owner",))
-    registry = list(build_registry())
+    registry = [h for h in build_registry() if not h.people_only]  # a key never sees a person's handlers
     destructive = [h for h in registry if h.destructive or named_destructive(h)]
     async with sdk_client(split_server.base_url + PATH, ws.keys["owner"], "auto") as client:
         tools = {t.name: t for t in await every_tool(client)}
@@ -78,22 +77,20 @@ async def test_the_deployment_setting_serves_the_split_surface_whose_hints_hold_
                     refused = await client.call_tool(tool.name, {"app": c.app, "entity": c.entity,
                                                                  "operation": c.operation, "arguments": {}})
                     assert text_of(refused)["error"] == "wrong_tool_variant", (tool.name, handler.path)
-        # The destructive variant runs what it lists and the write variant refuses it: the caller revokes its own
-        # key through the one tool that says so, and its next request is refused.
-        own = text_of(await client.call_tool("prism_config_manage_read", {
-            "app": "keys", "entity": "key", "operation": "list", "arguments": {}}))["data"]["items"]
-        revoke = {"app": "keys", "entity": "key", "operation": "revoke", "arguments": {"id": own[0]["id"]}}
-        wrong = await client.call_tool("prism_config_manage_write", revoke)
+        # The destructive variant runs what it lists and the write variant refuses it.
+        part = {"app": "spare_parts", "entity": "spare_part"}
+        created = await client.call_tool("prism_entity_crud_write", {
+            **part, "operation": "create", "arguments": {"sku": "SURFACE-1", "name": "Surface"}})
+        delete = {**part, "operation": "delete", "arguments": {"id": text_of(created)["data"]["id"]}}
+        wrong = await client.call_tool("prism_entity_crud_write", delete)
         assert text_of(wrong)["error"] == "wrong_tool_variant"
-        for other in ("prism_config_manage_write", "prism_config_manage_read"):  # the envelope's `kwargs` wrapping
-            wrapped = await client.call_tool(other, {"kwargs": revoke})
+        for other in ("prism_entity_crud_write", "prism_entity_crud_read"):  # the envelope's `kwargs` wrapping
+            wrapped = await client.call_tool(other, {"kwargs": delete})
             assert text_of(wrapped)["error"] == "wrong_tool_variant", other
-        revoked = await client.call_tool("prism_config_manage_destructive", revoke)
-        assert revoked.is_error is False and text_of(revoked)["data"]["status"] == "revoked"
-    async with httpx.AsyncClient(timeout=30) as http:
-        after = await http.post(split_server.base_url + PATH, json=rpc("initialize", {}), headers={
-            "Authorization": f"Bearer {ws.keys['owner']}", **JSON_AND_SSE})
-    assert after.status_code == 401
+        deleted = await client.call_tool("prism_entity_crud_destructive", delete)
+        assert deleted.is_error is False
+        again = await client.call_tool("prism_entity_crud_read", {**delete, "operation": "read"})
+        assert text_of(again)["error"] == "not_found"
 
 async def test_a_key_may_keep_the_mega_tools_whose_hints_cover_their_destructive_operations(
         split_server: Server, factory: Factory) -> None:

@@ -5,6 +5,9 @@ from datetime import datetime
 
 from prism.auth.permissions import PermissionSet
 
+# The credential kinds of a person at the controls (prism.auth.person builds them).
+PERSON_CREDENTIALS = frozenset({"console", "password"})
+
 
 @dataclass(slots=True)
 class KeyUsage:
@@ -40,6 +43,12 @@ class AuthContext:
     client_id: str | None = None
     # The MCP tool surface the credential asks for (an API key's option); None: the deployment's setting.
     tool_surface: str | None = None
+
+    @property
+    def is_person(self) -> bool:
+        """Whether a person is at the controls: signed in to the console or the key dashboard, or trading their
+        password on key registration; not a credential an agent holds (an API key, an OAuth token)."""
+        return self.credential_kind in PERSON_CREDENTIALS
 
     @property
     def governed(self) -> bool:

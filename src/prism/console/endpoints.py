@@ -54,7 +54,7 @@ def routes() -> list[BaseRoute]:
         *door_routes(oversight.PATH + "{request_id}/decide/", oversight.decide, ["POST"], PAGE),
         *door_routes(ledger.PATH, ledger.entries, ["GET"], PAGE),
         *door_routes(ledger.PATH + "export/", ledger.export, ["GET"], PAGE),
-        *door_routes(ledger.PATH + "verify/", ledger.verify_whole_log, ["POST"], PAGE),
+        *door_routes(ledger.PATH, ledger.verify_whole_log, ["POST"], PAGE),
         *door_routes(ledger.PATH + "{key}/", ledger.entry, ["GET"], PAGE),
         *door_routes(keys.PATH, keys.overview, ["GET"], PAGE),
         *door_routes(keys.PATH, keys.mint, ["POST"], PAGE),

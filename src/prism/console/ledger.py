@@ -5,7 +5,7 @@ is the export handler's text sent as a download. The export link is shown only t
 `ledger.export_entry`.
 
 Verification: `GET /console/ledger/?verify=quick` checks the entries after the latest kept checkpoint (cheap,
-whatever `verify` says); the whole log is checked only by `POST /console/ledger/verify/` with the page's CSRF
+whatever `verify` says); the whole log is checked only by `POST /console/ledger/` with the page's CSRF
 token. A link from another site carries the session cookie on a top-level GET (SameSite=Lax), so a GET must not
 start work that reads the organization's whole log.
 """

@@ -139,6 +139,10 @@ class Dispatcher:
             raise PermissionDenied(message)
         if not auth.permissions.allows(handler.permission):
             raise PermissionDenied(f"role {auth.role!r} lacks permission {handler.permission}")
+        if handler.people_only and not auth.is_person:
+            raise PermissionDenied(f"{handler.path} is for a person (signed in to the console or /keys/, or with "
+                                   "email and password on key registration), never an API key or token",
+                                   code="person_required")
 
     async def dispatch(self, auth: AuthContext, call: Call) -> tuple[Handler | None, Any]:
         """The handler and its data; a call with an idempotency key that repeats an earlier one gets the earlier

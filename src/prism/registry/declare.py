@@ -66,6 +66,7 @@ class HandlerApp:
         keywords: tuple[str, ...] = (),
         result: type[BaseModel] | None = None,
         prepare: Callable[[Any], Any] | None = None,
+        people_only: bool = False,
     ) -> Callable[[HandlerFunc], HandlerFunc]:
         """Declare a handler. `permission=""` derives `<app>.<verb>_<entity>`; `None` means none needed.
         `result`, when given, is the model of what the handler answers (its data must validate against it).
@@ -96,6 +97,7 @@ class HandlerApp:
                 examples=tuple(self.examples.get(coordinate.path, ())),
                 result=result,
                 prepare=prepare,
+                people_only=people_only,
             ))
             return func
 

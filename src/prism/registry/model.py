@@ -84,6 +84,9 @@ class Handler:
     # raises is raised where the handler would have run, so the call is refused and audited as if the handler
     # had raised it (docs/extending.md).
     prepare: Callable[[Any], Any] | None = None
+    # Only a person may call it (`AuthContext.is_person`): credentials an agent holds neither see it in any list
+    # nor call it (managing one's own credentials: a leaked key must not mint another, or revoke its owner's).
+    people_only: bool = False
 
     @property
     def path(self) -> str:

@@ -21,8 +21,9 @@ class Registry:
         self.tree: dict[str, dict[str, dict[str, dict[str, Handler]]]] = {}
         self.apps: dict[str, HandlerApp] = {}
         self.frozen = False
-        # (scopes, role patterns) -> handlers that grant may call; filled by registry.visibility.
-        self.visibility_memo: dict[tuple[frozenset[str], tuple[str, ...], frozenset[str]], tuple[Handler, ...]] = {}
+        # A grant (registry.visibility.grant_of) -> the handlers it may call; filled by registry.visibility.
+        self.visibility_memo: dict[tuple[frozenset[str], tuple[str, ...], frozenset[str], bool],
+                                   tuple[Handler, ...]] = {}
         # organization id -> the imported integrations it has enabled (prism.integrations.runtime replaces it
         # whole when a connection changes; every cache keyed by a grant includes the organization's set).
         self.enablement: dict[str, frozenset[str]] = {}

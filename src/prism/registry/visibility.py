@@ -1,5 +1,5 @@
-"""Which handlers a caller may call: scope + RBAC + the imported integrations its organization enabled,
-memoised per grant (scopes, role patterns, enabled integrations)."""
+"""Which handlers a caller may call: scope + RBAC + the imported integrations its organization enabled + whether
+a person is at the controls, memoised per grant (scopes, role patterns, enabled integrations, person or not)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from prism.registry.mega_tools import scopes_allow
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
 
-Grant = tuple[frozenset[str], tuple[str, ...], frozenset[str]]
+Grant = tuple[frozenset[str], tuple[str, ...], frozenset[str], bool]
 NOTHING_ENABLED: frozenset[str] = frozenset()
 
 
@@ -18,12 +18,13 @@ def enabled_integrations(registry: Registry, auth: AuthContext) -> frozenset[str
 
 def grant_of(registry: Registry, auth: AuthContext) -> Grant:
     """What decides which handlers a caller sees: every cache of a per-caller view is keyed by it."""
-    return auth.scopes, auth.permissions.patterns, enabled_integrations(registry, auth)
+    return auth.scopes, auth.permissions.patterns, enabled_integrations(registry, auth), auth.is_person
 
 
 def may_call(auth: AuthContext, handler: Handler, enabled: frozenset[str] = NOTHING_ENABLED) -> bool:
     return (scopes_allow(auth.scopes, handler.scope, handler.permission) and auth.permissions.allows(handler.permission)
-            and (handler.integration is None or handler.integration in enabled))
+            and (handler.integration is None or handler.integration in enabled)
+            and (auth.is_person or not handler.people_only))
 
 
 def visible_handlers(registry: Registry, auth: AuthContext) -> tuple[Handler, ...]:

@@ -7,12 +7,13 @@ operations on the caller's own keys only, which every seeded role holds (a viewe
 viewer); a tenant's own role without them is refused. Every way of minting or revoking a key goes through these
 handlers: the console (`/console/keys/`), the key dashboard (`/keys/`) and key registration
 (`POST /api/mcp/api-keys/register/`), so the permission means the same everywhere and each leaves a ledger entry.
-Minting is for a person: signed in with a browser session (credential `console`: the console and the
-dashboard) or with an email and password checked for this one request (credential `password`: registration).
-An API key or OAuth token cannot mint another credential, or a leaked or governed one (with a persona, an AI
-system) could make itself an ungoverned key that outlives it. The new key's plaintext is in the answer once;
-Prism keeps only its hash, and the ledger entry only the digest of the arguments. Another person's key, or
-another organization's, is not found.
+Minting and revoking are for a person (`people_only`): signed in with a browser session (credential `console`:
+the console and the dashboard) or with an email and password checked for this one request (credential
+`password`: registration). An API key or OAuth token neither sees nor calls them: a leaked or governed one
+(with a persona, an AI system) could otherwise make itself an ungoverned key that outlives it, or revoke every
+other key of its owner; and a viewer's agent keeps a surface that only reads. The new key's plaintext is in
+the answer once; Prism keeps only its hash, and the ledger entry only the digest of the arguments. Another
+person's key, or another organization's, is not found.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pydantic import Field
 
 from prism.apps import shipped_examples
 from prism.apps.params import ListParams, Params
-from prism.errors import NotFound, PermissionDenied
+from prism.errors import NotFound
 from prism.keys.service import create_key, key_status
 from prism.kit.paging import envelope
 from prism.kit.timeutil import iso, utcnow
@@ -84,16 +85,12 @@ async def list_keys(call: HandlerCall, p: ListParams) -> dict[str, Any]:
     return envelope([_record(k) for k in keys], p.page, p.page_size, total)
 
 
-@app.handler("config_manage", "key", "create", params=KeyCreate, scope="write",
+@app.handler("config_manage", "key", "create", params=KeyCreate, scope="write", people_only=True,
              keywords=KEYWORDS, description="Mint an API key for yourself in this organization (as a person: the "
                                             "console, /keys/ or key registration, never with a key or token); its "
                                             "plaintext is in this answer once.")
 async def create(call: HandlerCall, p: KeyCreate) -> dict[str, Any]:
-    prefix = PREFIX_BY_PERSON_CREDENTIAL.get(call.auth.credential_kind)
-    if prefix is None:
-        raise PermissionDenied("keys are minted by a person (signed in to the console or /keys/, or with email and "
-                               "password on key registration); an API key or token cannot mint another "
-                               "credential", code="person_required")
+    prefix = PREFIX_BY_PERSON_CREDENTIAL[call.auth.credential_kind]  # a person: the dispatcher checked
     session = call.session
     tenant, user = await session.get(Tenant, call.auth.tenant_id), await session.get(User, call.auth.user_id)
     organization = await session.get(Organization, call.organization_id)
@@ -104,10 +101,11 @@ async def create(call: HandlerCall, p: KeyCreate) -> dict[str, Any]:
     return {**_record(minted.key), "api_key": minted.plaintext}
 
 
-@app.handler("config_manage", "key", "revoke", params=KeyRevoke, scope="write",
+@app.handler("config_manage", "key", "revoke", params=KeyRevoke, scope="write", people_only=True,
              destructive=True, keywords=KEYWORDS,
-             description="Revoke one of your own API keys: refused on every Prism process within "
-                         "PRISM_CREDENTIAL_CACHE_SECONDS (5 s by default).")
+             description="Revoke one of your own API keys (as a person: the console or /keys/, never with a key or "
+                         "token): refused on every Prism process within PRISM_CREDENTIAL_CACHE_SECONDS (5 s by "
+                         "default).")
 async def revoke(call: HandlerCall, p: KeyRevoke) -> dict[str, Any]:
     key = (await call.session.execute(_own(call).where(ApiKey.id == p.id))).scalar_one_or_none()
     if key is None:
