@@ -50,8 +50,8 @@ def test_a_setting_that_does_not_parse_is_named(tmp_path: Path, command: str, as
 @pytest.mark.parametrize("setting", ["PRISM_WEBHOOK_WORKER_CONCURRENCY", "PRISM_WEBHOOK_LEASE_SECONDS",
                                      "PRISM_WEBHOOK_POLL_SECONDS"])
 def test_a_delivery_worker_setting_of_zero_is_refused_by_name(tmp_path: Path, setting: str) -> None:
-    """A worker with no slot would run and never deliver; a lease of 0 s would send each delivery again at every
-    claim; a poll of 0 s would spin. Each is refused before the worker starts."""
+    """A worker with no slot would run and never deliver; a lease of 0 s means nothing (each lease is at least the
+    webhook's timeout plus a margin); a poll of 0 s would spin. Each is refused before the worker starts."""
     result = run_cli(*COMMANDS["worker"], database_url=None, cwd=tmp_path, timeout=30, **{setting: "0"})
     code, message = one_error_line(result, as_json=False)
     assert code == "invalid_setting" and f"{setting}='0'" in message, message

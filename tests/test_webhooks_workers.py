@@ -20,7 +20,7 @@ from prism.storage import Database
 from prism.webhooks.matching import new_delivery_id
 from prism.webhooks.models import WebhookDelivery
 from prism.webhooks.tasks import RunningWorker
-from prism.webhooks.worker import OUTCOMES_WAITING_PER_SLOT, DeliveryWorker
+from prism.webhooks.worker import OUTCOMES_WAITING_PER_SLOT, DeliveryWorker, lease_seconds
 from tests.factories import Factory, Workspace
 from tests.processes import clean_env, prism_command
 from tests.webhooks_fixtures import (  # noqa: F401
@@ -152,7 +152,7 @@ async def test_a_stop_never_waits_longer_than_its_grace_for_a_slow_receiver(
 
 async def test_a_crashed_workers_claims_are_delivered_after_the_lease(
         hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
-        make_worker: Callable[..., DeliveryWorker]) -> None:
+        make_worker: Callable[..., DeliveryWorker], hook_settings: Settings) -> None:
     ws = await factory.workspace(roles=("owner",))
     path = unique_path()
     hook = await create_hook(hook_client, ws, receiver.url(path))
@@ -164,7 +164,7 @@ async def test_a_crashed_workers_claims_are_delivered_after_the_lease(
     survivor = make_worker(clock=clock)
     await survivor.run_once()
     assert receiver.at(path) == []  # still leased to the dead worker
-    clock.advance(31)  # the lease (30 s in these tests) has passed
+    clock.advance(lease_seconds(hook_settings, hook["timeout_seconds"]) + 1)  # the lease has passed
     await survivor.run_once()
     assert len(receiver.at(path)) == 3
     assert {d["status"] for d in await deliveries_of(hook_client, ws, hook["id"])} == {"success"}
@@ -224,7 +224,8 @@ async def test_killing_a_worker_process_mid_burst_loses_no_event(
     ws = await factory.workspace(roles=("owner",))
     path = unique_path()
     receiver.script(path, [Answer(200, delay=0.005)] * 1000)
-    await create_hook(hook_client, ws, receiver.url(path))
+    # A short timeout keeps the dead worker's leases (timeout + margin) short.
+    hook = await create_hook(hook_client, ws, receiver.url(path), timeout_seconds=1)
     env = clean_env(
         PRISM_DATABASE_URL=hook_settings.database_url, PRISM_SECRET_KEY_FILE=hook_settings.secret_key_file,
         PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS="true", PRISM_WEBHOOK_CA_BUNDLE=str(tls.ca),
@@ -262,3 +263,30 @@ async def test_killing_a_worker_process_mid_burst_loses_no_event(
     # Only deliveries in flight at the kill can arrive twice: those the dead worker was sending, or had sent
     # without its outcome written yet — at most OUTCOMES_WAITING_PER_SLOT per slot.
     assert duplicates <= hook_settings.webhook_worker_concurrency * OUTCOMES_WAITING_PER_SLOT
+    # The second worker was killed too: what it held would be due in the next tests, ahead of their deliveries.
+    assert (await hook_client.delete(f"{BASE}{hook['id']}/", headers=ws.headers())).status_code == 204
+
+
+async def test_a_lease_set_below_the_timeout_never_lets_a_second_worker_send_during_an_attempt(
+        hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
+        make_worker: Callable[..., DeliveryWorker], hook_settings: Settings) -> None:
+    """PRISM_WEBHOOK_LEASE_SECONDS at 0.5 s, a receiver answering after 2.5 s of a 4 s timeout, two workers polling:
+    a lease of the setting alone would run out mid-send and the other worker would send the event again at the same
+    time. Each claim lasts at least the webhook's timeout plus a margin, so the receiver sees one request."""
+    ws = await factory.workspace(roles=("owner",))
+    path = unique_path()
+    receiver.script(path, [Answer(200, delay=2.5)] * 3)
+    hook = await create_hook(hook_client, ws, receiver.url(path), timeout_seconds=4)
+    await burst(hook_db, ws, 1)
+    short_lease = hook_settings.model_copy(update={"webhook_lease_seconds": 0.5})
+    tasks = [asyncio.create_task(make_worker(short_lease).run()) for _ in range(2)]
+    try:
+        await receiver.wait_for(path, 1, within=30)
+        await asyncio.sleep(4 + 1)  # one attempt's whole time, and a poll past it
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    assert len(receiver.at(path)) == 1
+    [delivery] = await deliveries_of(hook_client, ws, hook["id"])
+    assert delivery["status"] == "success" and delivery["attempt_count"] == 1, delivery

@@ -80,10 +80,10 @@ class Settings(BaseSettings):
     webhook_ca_bundle: str | None = None
     # `prism serve` runs one delivery worker in-process unless this is false (then run `prism worker`).
     webhook_worker_in_process: bool = True
-    # Deliveries one worker sends at once, and how long a claim lasts before another worker may take it
-    # over (longer than the largest timeout_seconds, so a live worker never loses its claim).
-    # None of these three may be 0: a worker with no slot never sends anything, a lease of 0 s ends while its
-    # delivery is still being sent (it is sent again at the next claim), and a poll of 0 s spins.
+    # Deliveries one worker sends at once, and how long a claim lasts at least before another worker may take
+    # it over. Each claim's lease is also at least its webhook's timeout_seconds plus LEASE_MARGIN_SECONDS
+    # (prism.webhooks.worker.lease_seconds), so no value here can end a claim while its send may still run.
+    # None of these three may be 0: a worker with no slot never sends anything, and a poll of 0 s spins.
     webhook_worker_concurrency: int = Field(default=16, gt=0)
     webhook_lease_seconds: float = Field(default=90.0, gt=0)
     # An idle worker looks for due deliveries this often (deliveries from this process wake it at once).

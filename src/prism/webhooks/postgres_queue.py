@@ -16,7 +16,21 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Integer, Row, String, Table, Text, bindparam, func, select, update
+from sqlalchemy import (
+    DateTime,
+    Float,
+    Integer,
+    Interval,
+    Row,
+    String,
+    Table,
+    Text,
+    bindparam,
+    func,
+    select,
+    type_coerce,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -34,15 +48,19 @@ def _claim_statement() -> Any:
 
     The picking SELECT locks the rows it takes and skips rows another claim holds, so two workers never take
     the same delivery. It is a WITH query: PostgreSQL runs one holding FOR UPDATE exactly once, whatever plan
-    the UPDATE gets. The joined webhook and event rows are read, not locked."""
+    the UPDATE gets. The joined webhook and event rows are read, not locked. Each lease lasts `b_lease` seconds,
+    or its webhook's timeout plus `b_margin` when that is longer (worker.lease_seconds)."""
     d, now = _DELIVERIES.c, bindparam("b_now", type_=UTCDateTime())
+    seconds = func.greatest(bindparam("b_lease", type_=Float()),
+                            _WEBHOOKS.c.timeout_seconds + bindparam("b_margin", type_=Float()))
+    until = now + type_coerce(func.make_interval(0, 0, 0, 0, 0, 0, seconds), Interval())
     picked = (select(d.id).where(d.due_at <= now, d.claimed_until.is_(None) | (d.claimed_until < now))
               .order_by(d.due_at).limit(bindparam("b_limit", type_=Integer()))
               .with_for_update(skip_locked=True).cte("picked"))
     return (update(_DELIVERIES)
             .where(d.id == picked.c.id, _WEBHOOKS.c.id == d.webhook_id, _EVENTS.c.id == d.event_id)
             .values(claimed_by=bindparam("b_me", type_=String()),
-                    claimed_until=bindparam("b_until", type_=UTCDateTime()))
+                    claimed_until=until)
             .returning(d.id, d.webhook_id, d.event_type, d.attempt_count, d.is_test, _EVENTS.c.payload,
                        _WEBHOOKS.c.url, _WEBHOOKS.c.sealed, _WEBHOOKS.c.is_active, _WEBHOOKS.c.max_retries,
                        _WEBHOOKS.c.retry_delay_seconds, _WEBHOOKS.c.timeout_seconds))
@@ -79,9 +97,10 @@ _CLAIM = _claim_statement()
 _RECORD_SUCCESSES = _record_successes_statement()
 
 
-async def claim(connection: AsyncConnection, *, me: str, now: datetime, until: datetime,
+async def claim(connection: AsyncConnection, *, me: str, now: datetime, lease: float, margin: float,
                 limit: int) -> Sequence[Row[Any]]:
-    result = await connection.execute(_CLAIM, {"b_me": me, "b_now": now, "b_until": until, "b_limit": limit})
+    result = await connection.execute(_CLAIM, {"b_me": me, "b_now": now, "b_lease": lease, "b_margin": margin,
+                                               "b_limit": limit})
     return result.all()
 
 

@@ -1,11 +1,16 @@
 """Delivery workers: claim due deliveries, send them, record what happened.
 
-Claims are leases. A worker marks the deliveries it takes with its id and `claimed_until` (now + lease,
-longer than the largest timeout); on PostgreSQL the claim selects with FOR UPDATE SKIP LOCKED, so workers
+Claims are leases. A worker marks the deliveries it takes with its id and `claimed_until` (now + lease); on
+PostgreSQL the claim selects with FOR UPDATE SKIP LOCKED, so workers
 on many hosts never take the same row; on SQLite the claim runs in a write transaction, one claimer at a
 time. A worker killed mid-delivery simply stops renewing nothing: once its lease has passed, its deliveries
 are due again and another worker sends them (the receiver may then see that delivery twice; the
 X-Governance-Delivery id lets it notice). Results are written only while the claim is still ours.
+
+Each delivery's lease is at least its webhook's timeout plus LEASE_MARGIN_SECONDS (`lease_seconds`), whatever
+PRISM_WEBHOOK_LEASE_SECONDS says: a send ends by its timeout (connect, send and answer together), so a live
+worker's claim cannot run out while its send may still be going on, and no second worker sends the same delivery
+at the same time.
 
 Schedule (DESIGN.md): attempt 1 at once, then base·2^(n-1) seconds after attempt n; FAILED after attempt
 max_retries + 1. A 429/503 Retry-After may push the next attempt later (never earlier), up to a ceiling.
@@ -56,11 +61,24 @@ _RECORD_SUCCESS = (
             error_message=None, claimed_by=None, claimed_until=None, due_at=None,
             delivered_at=bindparam("b_at", type_=UTCDateTime())))
 
+_LEASE = (update(_DELIVERIES).where(_DELIVERIES.c.id == bindparam("b_id", type_=String()))
+          .values(claimed_by=bindparam("b_me", type_=String()),
+                  claimed_until=bindparam("b_until", type_=UTCDateTime())))
+
 Clock = Callable[[], datetime]
 OUTCOMES_WAITING_PER_SLOT = 4
 # Sends to one webhook that ran to their timeout in a row (with no answer between) before its receiver counts as
 # hanging; fewer would hold back a busy receiver's queue for one slow answer.
 HANGING_AFTER_TIMEOUTS = 3
+# How much longer than its send's timeout a claim lasts at least: the time to record the outcome once the send
+# has ended (the results transaction, behind up to OUTCOMES_WAITING_PER_SLOT outcomes per slot).
+LEASE_MARGIN_SECONDS = 15.0
+
+
+def lease_seconds(settings: Settings, timeout_seconds: int) -> float:
+    """How long a claim of a delivery to a webhook with this timeout lasts: the setting, but never less than the
+    send can take plus the margin to record its outcome."""
+    return max(settings.webhook_lease_seconds, timeout_seconds + LEASE_MARGIN_SECONDS)
 
 
 def _due(now: datetime) -> tuple[Any, ...]:
@@ -219,32 +237,37 @@ class DeliveryWorker:
             return []
 
     async def claim(self, limit: int) -> list[Job]:
+        """Lease up to `limit` due deliveries, each for `lease_seconds` of its webhook's timeout."""
         now = self.clock()
-        until = now + timedelta(seconds=self.settings.webhook_lease_seconds)
         if self._autocommit is not None:
             async with self._autocommit.connect() as connection:
-                return [_job(r) for r in await postgres_queue.claim(connection, me=self.worker_id, now=now,
-                                                                    until=until, limit=limit)]
+                return [_job(r) for r in await postgres_queue.claim(
+                    connection, me=self.worker_id, now=now, lease=self.settings.webhook_lease_seconds,
+                    margin=LEASE_MARGIN_SECONDS, limit=limit)]
         # SQLite: an idle poll must not take its one write lock (the ledger waits on it): look first.
         async with self.db.read() as session:
             if (await session.execute(select(WebhookDelivery.id).where(*_due(now)).limit(1))).first() is None:
                 return []
         async with self.db.write() as session:
+            now = self.clock()  # the leases start once the write lock is ours, not before waiting for it
             ids = list((await session.execute(
                 select(WebhookDelivery.id).where(*_due(now)).order_by(WebhookDelivery.due_at).limit(limit)
             )).scalars())
             if not ids:
                 return []
-            await session.execute(update(WebhookDelivery).where(WebhookDelivery.id.in_(ids))
-                                  .values(claimed_by=self.worker_id, claimed_until=until))
-            rows = await session.execute(
+            rows = (await session.execute(
                 select(WebhookDelivery.id, WebhookDelivery.webhook_id, WebhookDelivery.event_type,
                        WebhookDelivery.attempt_count, WebhookDelivery.is_test, OutboxEvent.payload, Webhook.url,
                        Webhook.sealed, Webhook.is_active, Webhook.max_retries, Webhook.retry_delay_seconds,
                        Webhook.timeout_seconds)
                 .join(Webhook, Webhook.id == WebhookDelivery.webhook_id)
                 .join(OutboxEvent, OutboxEvent.id == WebhookDelivery.event_id)
-                .where(WebhookDelivery.id.in_(ids)))
+                .where(WebhookDelivery.id.in_(ids)))).all()
+            if not rows:
+                return []
+            await session.execute(_LEASE, [
+                {"b_id": r.id, "b_me": self.worker_id,
+                 "b_until": now + timedelta(seconds=lease_seconds(self.settings, r.timeout_seconds))} for r in rows])
             return [_job(r) for r in rows]
 
     async def _deliver(self, job: Job) -> None:
