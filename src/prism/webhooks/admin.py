@@ -92,7 +92,8 @@ async def _organization_view(session: AsyncSession, auth: AuthContext) -> Organi
             Deliveries(session, auth.organization_id).filtered(row.id, status=None, event_type=None)
             .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc())
             .limit(RECENT_DELIVERIES))).scalars()
-        hooks.append(HookView(service.webhook_read(row), [service.delivery_read(d) for d in recent]))
+        deliveries = [service.delivery_read(d, webhook_active=row.is_active) for d in recent]
+        hooks.append(HookView(service.webhook_read(row), deliveries))
     return OrganizationView(auth, auth.permissions.allows("governance.change_webhook"), hooks)
 
 

@@ -6,6 +6,7 @@ Plain async functions, session and caller first; they never commit (the endpoint
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete
@@ -82,14 +83,32 @@ def webhook_read(row: Webhook) -> dict[str, Any]:
     }
 
 
-def delivery_read(row: WebhookDelivery) -> dict[str, Any]:
+def next_attempt_at(row: WebhookDelivery, *, webhook_active: bool) -> datetime | None:
+    """When a worker may next try the delivery, for every delivery that will still be sent; None otherwise.
+
+    A worker claims a delivery once it is due and no live lease holds it, so that moment is the later of `due_at`
+    and `claimed_until`: the first attempt's time for a PENDING delivery, the retry's for a RETRYING one, the
+    later time of one held back behind a hanging receiver, and, while a worker is trying it, the end of that
+    worker's lease (its outcome replaces it; a worker lost mid-attempt is replaced then). A time in the past
+    means due now, waiting for a worker. None once SUCCESS or FAILED, and for a delivery of an inactive webhook
+    (test events aside): it is not sent but made FAILED when a worker reaches it."""
+    if row.status not in ("pending", "retrying") or row.due_at is None:
+        return None
+    if not webhook_active and not row.is_test:
+        return None
+    if row.claimed_until is not None and row.claimed_until > row.due_at:
+        return row.claimed_until
+    return row.due_at
+
+
+def delivery_read(row: WebhookDelivery, *, webhook_active: bool) -> dict[str, Any]:
     return {
         "id": row.id, "webhook_id": row.webhook_id, "event_type": row.event_type, "event_id": row.event_id,
         "status": row.status, "response_status_code": row.response_status_code,
         "response_body": row.response_body, "error_message": row.error_message,
         "attempt_count": row.attempt_count, "created_at": iso(row.created_at),
         "delivered_at": iso(row.delivered_at),
-        "next_retry_at": iso(row.due_at) if row.status == "retrying" else None,
+        "next_retry_at": iso(next_attempt_at(row, webhook_active=webhook_active)),
         "is_test": row.is_test,
     }
 
@@ -224,18 +243,21 @@ async def delete_webhook(session: AsyncSession, auth: AuthContext, webhook_id: s
 async def list_deliveries(session: AsyncSession, auth: AuthContext, webhook_id: str,
                           query: DeliveryQuery) -> dict[str, Any]:
     require(auth, "view")
-    await Webhooks(session, auth.organization_id).get(webhook_id)
+    webhook = await Webhooks(session, auth.organization_id).get(webhook_id)
     stmt = Deliveries(session, auth.organization_id).filtered(webhook_id, status=query.status,
                                                               event_type=query.event_type)
     total, rows = await paged(session, stmt, [WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc()],
                               page=query.page, page_size=query.page_size)
-    return envelope([delivery_read(r) for r in rows], query.page, query.page_size, total)
+    return envelope([delivery_read(r, webhook_active=webhook.is_active) for r in rows], query.page,
+                    query.page_size, total)
 
 
 async def get_delivery(session: AsyncSession, auth: AuthContext, webhook_id: str,
                        delivery_id: str) -> dict[str, Any]:
     require(auth, "view")
-    return delivery_read(await Deliveries(session, auth.organization_id).of_webhook(webhook_id, delivery_id))
+    webhook = await Webhooks(session, auth.organization_id).get(webhook_id)
+    delivery = await Deliveries(session, auth.organization_id).of_webhook(webhook_id, delivery_id)
+    return delivery_read(delivery, webhook_active=webhook.is_active)
 
 
 def _pending(organization_id: str, webhook_id: str, event_id: str, event_type: str, *,
@@ -259,18 +281,18 @@ async def send_test_event(session: AsyncSession, auth: AuthContext, webhook_id: 
     session.add(delivery)
     await session.flush()
     wake_workers_after_commit(session)
-    return delivery_read(delivery)
+    return delivery_read(delivery, webhook_active=row.is_active)
 
 
 async def resend_delivery(session: AsyncSession, auth: AuthContext, webhook_id: str,
                           delivery_id: str) -> dict[str, Any]:
     """A new delivery of the same event (same bytes, a fresh signature); the original record stays."""
     require(auth, "change")
-    await _writable(session, auth, webhook_id)
+    webhook = await _writable(session, auth, webhook_id)
     original = await Deliveries(session, auth.organization_id).of_webhook(webhook_id, delivery_id)
     delivery = _pending(auth.organization_id, webhook_id, original.event_id, original.event_type,
                         is_test=original.is_test)
     session.add(delivery)
     await session.flush()
     wake_workers_after_commit(session)
-    return delivery_read(delivery)
+    return delivery_read(delivery, webhook_active=webhook.is_active)
