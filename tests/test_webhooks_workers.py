@@ -8,9 +8,10 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import timedelta
 
 import httpx
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, select, text
 
 from prism.app import create_app
 from prism.config import Settings
@@ -19,7 +20,7 @@ from prism.kit.timeutil import utcnow
 from prism.storage import Database
 from prism.webhooks.matching import new_delivery_id
 from prism.webhooks.models import WebhookDelivery
-from prism.webhooks.tasks import RunningWorker
+from prism.webhooks.tasks import RunningWorker, stop_all
 from prism.webhooks.worker import OUTCOMES_WAITING_PER_SLOT, DeliveryWorker, lease_seconds
 from tests.factories import Factory, Workspace
 from tests.processes import clean_env, prism_command
@@ -148,6 +149,59 @@ async def test_a_stop_never_waits_longer_than_its_grace_for_a_slow_receiver(
     assert time.monotonic() - started < 5
     [delivery] = await deliveries_of(hook_client, ws, hook["id"])
     assert delivery["status"] == "pending"  # unfinished: sent again once its lease has run out
+
+
+async def test_a_stop_waiting_for_a_claim_and_a_send_takes_one_grace_in_all(
+        hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
+        make_worker: Callable[..., DeliveryWorker]) -> None:
+    """A worker stopped while its claim waits for the database and a send is in flight: the grace is one budget
+    for both, not a grace for the claim and another for the send."""
+    ws = await factory.workspace(roles=("owner",))
+    path = unique_path()
+    receiver.script(path, [Answer(200, delay=20.0)] * 2)
+    hook = await create_hook(hook_client, ws, receiver.url(path))
+    [event_id] = await burst(hook_db, ws, 1)
+    running = RunningWorker(make_worker())
+    try:
+        await receiver.wait_for(path, 1, within=30)  # in flight for 20 s
+        soon = utcnow() + timedelta(seconds=0.5)
+        async with hook_db.write() as s:  # a second delivery, due while the database is held below
+            await s.execute(insert(WebhookDelivery).values(
+                id=new_delivery_id(), organization_id=ws.org.id, webhook_id=hook["id"], event_id=event_id,
+                event_type="governance.decision.allow", status="pending", attempt_count=0, response_body="",
+                is_test=False, due_at=soon, created_at=soon))
+        async with hook_db.write() as s:  # SQLite: this process's one writer; PostgreSQL: the queue's table
+            if not hook_db.is_sqlite:
+                await s.execute(text("LOCK TABLE webhook_deliveries IN ACCESS EXCLUSIVE MODE"))
+            await asyncio.sleep(1.5)  # the second delivery is due: the worker's claim waits for the database
+            started = time.monotonic()
+            await running.stop(grace_seconds=1.5)
+            took = time.monotonic() - started
+        assert took < 2.5, f"the stop took {took:.1f} s for a grace of 1.5 s"
+    finally:
+        assert (await hook_client.delete(f"{BASE}{hook['id']}/", headers=ws.headers())).status_code == 204
+
+
+async def test_stopping_several_workers_takes_one_grace_not_one_each(
+        hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
+        make_worker: Callable[..., DeliveryWorker]) -> None:
+    """`prism worker --workers N` stops its loops together: within the grace a container runtime allows."""
+    ws = await factory.workspace(roles=("owner",))
+    path = unique_path()
+    receiver.script(path, [Answer(200, delay=20.0)] * 3)
+    hook = await create_hook(hook_client, ws, receiver.url(path))
+    try:
+        running = []
+        for sent in range(1, 4):  # each worker has one send in flight
+            running.append(RunningWorker(make_worker(concurrency=1)))
+            await burst(hook_db, ws, 1)
+            await receiver.wait_for(path, sent, within=30)
+        started = time.monotonic()
+        await stop_all(running, grace_seconds=1.0)
+        took = time.monotonic() - started
+        assert took < 2.0, f"stopping three workers took {took:.1f} s for a grace of 1 s"
+    finally:
+        assert (await hook_client.delete(f"{BASE}{hook['id']}/", headers=ws.headers())).status_code == 204
 
 
 async def test_a_crashed_workers_claims_are_delivered_after_the_lease(

@@ -40,16 +40,24 @@ class RunningWorker:
                 await asyncio.sleep(1.0)
 
     async def stop(self, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
-        """Stop claiming, let the claim in progress end (never cut off mid-statement) and the deliveries already
-        claimed be sent and recorded, for up to `grace_seconds`; then cancel whatever is still running."""
+        """Stop claiming, let the claim in progress end and the deliveries already claimed be sent and recorded,
+        all within `grace_seconds` (one budget: a claim waiting for the database must not double the time a stop
+        takes); then cancel whatever is still running: its lease runs out and it is sent again."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_seconds
         self.worker.stop_claiming()
         done, _ = await asyncio.wait({self.task}, timeout=grace_seconds)
         if not done:
             self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
-        await self.worker.finish_in_flight(grace_seconds)
+        await self.worker.finish_in_flight(max(0.0, deadline - loop.time()))
         await self.worker.close()
+
+
+async def stop_all(running: list[RunningWorker], grace_seconds: float = STOP_GRACE_SECONDS) -> None:
+    """Stop every worker at once, so that a process of N loops stops within one grace, not N."""
+    await asyncio.gather(*(r.stop(grace_seconds) for r in running))
 
 
 def start_in_process(db: Database, settings: Settings) -> RunningWorker | None:
@@ -82,6 +90,5 @@ async def run_workers(settings: Settings, count: int, *, started: Callable[[], N
     finally:
         for stop_signal in STOP_SIGNALS:
             loop.remove_signal_handler(stop_signal)
-        for r in running:
-            await r.stop()
+        await stop_all(running)
         await db.dispose()
