@@ -20,6 +20,7 @@ from prism.kit.timeutil import utcnow
 from prism.storage import Database
 from prism.webhooks.matching import new_delivery_id
 from prism.webhooks.models import WebhookDelivery
+from prism.webhooks.sender import Attempt
 from prism.webhooks.tasks import RunningWorker, stop_all
 from prism.webhooks.worker import OUTCOMES_WAITING_PER_SLOT, DeliveryWorker, lease_seconds
 from tests.factories import Factory, Workspace
@@ -222,6 +223,34 @@ async def test_a_crashed_workers_claims_are_delivered_after_the_lease(
     await survivor.run_once()
     assert len(receiver.at(path)) == 3
     assert {d["status"] for d in await deliveries_of(hook_client, ws, hook["id"])} == {"success"}
+
+
+async def test_an_outcome_is_not_written_once_its_claim_was_taken_again_even_by_the_same_worker(
+        hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
+        make_worker: Callable[..., DeliveryWorker], hook_settings: Settings) -> None:
+    """A worker whose lease ran out and who claimed the delivery again holds a new claim: the first claim's late
+    outcome must not end the second (it would drop its lease while that send is still going on)."""
+    ws = await factory.workspace(roles=("owner",))
+    path = unique_path()
+    hook = await create_hook(hook_client, ws, receiver.url(path))
+    await burst(hook_db, ws, 1)
+    [delivery] = await deliveries_of(hook_client, ws, hook["id"])
+    clock = FakeClock()
+    worker = make_worker(clock=clock)
+    [first] = [j for j in await worker.claim(100) if j.delivery_id == delivery["id"]]
+    clock.advance(lease_seconds(hook_settings, hook["timeout_seconds"]) + 1)  # the first claim has run out
+    [second] = [j for j in await worker.claim(100) if j.delivery_id == delivery["id"]]
+    answered = Attempt(True, 200, "ok", None, None)
+    # Late, that claim no longer held: neither a success (written in one statement) nor a failure (one by one).
+    await worker.record(first, answered)
+    await worker.record(first, Attempt(False, 500, "", "HTTP 500: Internal Server Error", None))
+    async with hook_db.read() as s:
+        row = (await s.execute(select(WebhookDelivery).where(WebhookDelivery.id == delivery["id"]))).scalar_one()
+    assert row.status == "pending" and row.claimed_by == worker.worker_id and row.claimed_until is not None
+    assert row.claimed_until > clock.now  # still the second claim's lease
+    await worker.record(second, answered)
+    [delivery] = await deliveries_of(hook_client, ws, hook["id"])
+    assert delivery["status"] == "success" and delivery["attempt_count"] == 1
 
 
 async def test_three_workers_deliver_500_due_deliveries_exactly_once(

@@ -61,27 +61,29 @@ def _claim_statement() -> Any:
             .where(d.id == picked.c.id, _WEBHOOKS.c.id == d.webhook_id, _EVENTS.c.id == d.event_id)
             .values(claimed_by=bindparam("b_me", type_=String()),
                     claimed_until=until)
-            .returning(d.id, d.webhook_id, d.event_type, d.attempt_count, d.is_test, _EVENTS.c.payload,
+            .returning(d.id, d.webhook_id, d.event_type, d.attempt_count, d.is_test, d.claimed_until, _EVENTS.c.payload,
                        _WEBHOOKS.c.url, _WEBHOOKS.c.sealed, _WEBHOOKS.c.is_active, _WEBHOOKS.c.max_retries,
                        _WEBHOOKS.c.retry_delay_seconds, _WEBHOOKS.c.timeout_seconds))
 
 
 def _record_successes_statement() -> Any:
-    """Mark a batch of deliveries SUCCESS (only those still leased to `b_me`) and end the consecutive-failure
-    run of their webhooks.
+    """Mark a batch of deliveries SUCCESS (only those still under the claim that sent them: leased to `b_me`
+    until the same moment) and end the consecutive-failure run of their webhooks.
 
     The webhook row is written only when its counter is not already zero: with one busy webhook, an
     unconditional write would make every worker's results queue behind one row lock."""
     d = _DELIVERIES.c
     outcome = select(
         func.unnest(bindparam("b_ids", type_=ARRAY(String()))).label("id"),
+        func.unnest(bindparam("b_until", type_=ARRAY(DateTime(timezone=True)))).label("until"),
         func.unnest(bindparam("b_attempts", type_=ARRAY(Integer()))).label("attempts"),
         func.unnest(bindparam("b_codes", type_=ARRAY(Integer()))).label("code"),
         func.unnest(bindparam("b_bodies", type_=ARRAY(Text()))).label("body"),
         func.unnest(bindparam("b_at", type_=ARRAY(DateTime(timezone=True)))).label("at"),
     ).subquery("outcome")
     written = (update(_DELIVERIES)
-               .where(d.id == outcome.c.id, d.claimed_by == bindparam("b_me", type_=String()))
+               .where(d.id == outcome.c.id, d.claimed_by == bindparam("b_me", type_=String()),
+                      d.claimed_until == outcome.c.until)
                .values(status="success", attempt_count=outcome.c.attempts, response_status_code=outcome.c.code,
                        response_body=outcome.c.body, error_message=None, claimed_by=None, claimed_until=None,
                        due_at=None, delivered_at=outcome.c.at)
@@ -105,11 +107,12 @@ async def claim(connection: AsyncConnection, *, me: str, now: datetime, lease: f
 
 
 async def record_successes(connection: AsyncConnection, *, me: str, outcomes: list[dict[str, Any]]) -> None:
-    """`outcomes`: one dict per delivery with id, attempt_count, response_status_code, response_body and
-    delivered_at."""
+    """`outcomes`: one dict per delivery with id, leased_until (its claim's), attempt_count,
+    response_status_code, response_body and delivered_at."""
     await connection.execute(_RECORD_SUCCESSES, {
         "b_me": me,
         "b_ids": [o["id"] for o in outcomes],
+        "b_until": [o["leased_until"] for o in outcomes],
         "b_attempts": [o["attempt_count"] for o in outcomes],
         "b_codes": [o["response_status_code"] for o in outcomes],
         "b_bodies": [o["response_body"] for o in outcomes],

@@ -5,7 +5,9 @@ PostgreSQL the claim selects with FOR UPDATE SKIP LOCKED, so workers
 on many hosts never take the same row; on SQLite the claim runs in a write transaction, one claimer at a
 time. A worker killed mid-delivery simply stops renewing nothing: once its lease has passed, its deliveries
 are due again and another worker sends them (the receiver may then see that delivery twice; the
-X-Governance-Delivery id lets it notice). Results are written only while the claim is still ours.
+X-Governance-Delivery id lets it notice). Results are written only while the claim is still ours: the row still
+names this worker and the lease this claim set (a lease that ran out and was taken again, by another worker or by
+this one, is another claim).
 
 Each delivery's lease is at least its webhook's timeout plus LEASE_MARGIN_SECONDS (`lease_seconds`), whatever
 PRISM_WEBHOOK_LEASE_SECONDS says: a send ends by its timeout (connect, send and answer together), so a live
@@ -55,7 +57,8 @@ _DELIVERIES: Table = WebhookDelivery.__table__  # type: ignore[assignment]
 _RECORD_SUCCESS = (
     update(_DELIVERIES)
     .where(_DELIVERIES.c.id == bindparam("b_id", type_=String()),
-           _DELIVERIES.c.claimed_by == bindparam("b_me", type_=String()))
+           _DELIVERIES.c.claimed_by == bindparam("b_me", type_=String()),
+           _DELIVERIES.c.claimed_until == bindparam("b_until", type_=UTCDateTime()))
     .values(status="success", attempt_count=bindparam("b_attempts", type_=Integer()),
             response_status_code=bindparam("b_code", type_=Integer()), response_body=bindparam("b_body", type_=Text()),
             error_message=None, claimed_by=None, claimed_until=None, due_at=None,
@@ -101,13 +104,15 @@ class Job:
     max_retries: int
     retry_delay_seconds: int
     timeout_seconds: int
+    leased_until: datetime  # with the worker's id, names this claim: its outcome is written only while both hold
 
 
-def _job(row: Any) -> Job:
+def _job(row: Any, leased_until: datetime) -> Job:
     return Job(delivery_id=row.id, webhook_id=row.webhook_id, event_type=row.event_type,
                attempt_count=row.attempt_count, is_test=row.is_test, payload=row.payload.encode(), url=row.url,
                sealed=row.sealed, is_active=row.is_active, max_retries=row.max_retries,
-               retry_delay_seconds=row.retry_delay_seconds, timeout_seconds=row.timeout_seconds)
+               retry_delay_seconds=row.retry_delay_seconds, timeout_seconds=row.timeout_seconds,
+               leased_until=leased_until)
 
 
 # An outcome waiting to be written: the job, its column values, whether the receiver answered 410 Gone, whether
@@ -241,7 +246,7 @@ class DeliveryWorker:
         now = self.clock()
         if self._autocommit is not None:
             async with self._autocommit.connect() as connection:
-                return [_job(r) for r in await postgres_queue.claim(
+                return [_job(r, r.claimed_until) for r in await postgres_queue.claim(
                     connection, me=self.worker_id, now=now, lease=self.settings.webhook_lease_seconds,
                     margin=LEASE_MARGIN_SECONDS, limit=limit)]
         # SQLite: an idle poll must not take its one write lock (the ledger waits on it): look first.
@@ -265,10 +270,10 @@ class DeliveryWorker:
                 .where(WebhookDelivery.id.in_(ids)))).all()
             if not rows:
                 return []
-            await session.execute(_LEASE, [
-                {"b_id": r.id, "b_me": self.worker_id,
-                 "b_until": now + timedelta(seconds=lease_seconds(self.settings, r.timeout_seconds))} for r in rows])
-            return [_job(r) for r in rows]
+            jobs = [_job(r, now + timedelta(seconds=lease_seconds(self.settings, r.timeout_seconds))) for r in rows]
+            await session.execute(_LEASE, [{"b_id": job.delivery_id, "b_me": self.worker_id,
+                                            "b_until": job.leased_until} for job in jobs])
+            return jobs
 
     async def _deliver(self, job: Job) -> None:
         """Send (holding the slot its caller took), then wait until the outcome is written (not holding one).
@@ -396,7 +401,8 @@ class DeliveryWorker:
             if successes:
                 async with self._autocommit.connect() as connection:
                     await postgres_queue.record_successes(connection, me=self.worker_id, outcomes=[
-                        {"id": job.delivery_id, **values} for job, values in successes])
+                        {"id": job.delivery_id, "leased_until": job.leased_until, **values}
+                        for job, values in successes])
             if others:
                 async with self.db.write() as session:
                     await self._write_others(session, others)
@@ -410,7 +416,8 @@ class DeliveryWorker:
         """SQLite's path (PostgreSQL's is postgres_queue.record_successes): one executemany, then the end of
         the webhooks' failure runs, writing a webhook row only when its counter is not already zero."""
         await session.execute(_RECORD_SUCCESS, [
-            {"b_id": job.delivery_id, "b_me": self.worker_id, "b_attempts": values["attempt_count"],
+            {"b_id": job.delivery_id, "b_me": self.worker_id, "b_until": job.leased_until,
+             "b_attempts": values["attempt_count"],
              "b_code": values["response_status_code"], "b_body": values["response_body"],
              "b_at": values["delivered_at"]} for job, values in successes])
         recovered = sorted({job.webhook_id for job, _ in successes if not job.is_test})
@@ -423,7 +430,8 @@ class DeliveryWorker:
         for job, values, gone, hanging in others:
             written = await session.execute(
                 update(WebhookDelivery).where(WebhookDelivery.id == job.delivery_id,
-                                              WebhookDelivery.claimed_by == self.worker_id).values(**values))
+                                              WebhookDelivery.claimed_by == self.worker_id,
+                                              WebhookDelivery.claimed_until == job.leased_until).values(**values))
             if getattr(written, "rowcount", 0) != 1:
                 continue
             if hanging:
