@@ -220,7 +220,10 @@ async def test_a_crashed_workers_claims_are_delivered_after_the_lease(
     await survivor.run_once()
     assert receiver.at(path) == []  # still leased to the dead worker
     clock.advance(lease_seconds(hook_settings, hook["timeout_seconds"]) + 1)  # the lease has passed
-    await survivor.run_once()
+    # Deliveries other tests left in the shared database are due by then too, some before these: claimed first.
+    for _ in range(20):
+        if await survivor.run_once() == 0 or len(receiver.at(path)) == 3:
+            break
     assert len(receiver.at(path)) == 3
     assert {d["status"] for d in await deliveries_of(hook_client, ws, hook["id"])} == {"success"}
 
