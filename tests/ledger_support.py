@@ -6,8 +6,13 @@ after the call's commit, so a test that reads positions seals the organization's
 
 from __future__ import annotations
 
-import httpx
+from datetime import timedelta
 
+import httpx
+from sqlalchemy import insert
+
+from prism.kit.timeutil import utcnow
+from prism.ledger.entries import EntryDraft, audit_entries, content_hash, content_of
 from prism.ledger.sealer import seal_all
 from prism.ledger.verify import LogReport, verify_log
 from prism.storage import Database
@@ -33,3 +38,17 @@ async def sealed_log(client: httpx.AsyncClient, factory: Factory, db: Database, 
         assert answer.status_code == 200, answer.text
     await seal_waiting(db, ws.org.id)
     return ws
+
+
+async def write_waiting(db: Database, ws: Workspace, *, entry_hash: str | None = None) -> int:
+    """One entry as the ledger writer leaves it waiting (content hash, MAC at position 0), its hash optionally
+    rewritten afterwards; its id."""
+    at = utcnow() - timedelta(seconds=1)
+    draft = EntryDraft(ws.org.id, ws.tenant.id, at, None, None, "rest", "prism_entity_crud",
+                       "entity_crud/spare_parts/spare_part/list", "0" * 64, "allowed", None, {"status": 200})
+    digest = content_hash(content_of(draft))
+    async with db.write() as s:
+        result = await s.execute(insert(audit_entries).values(
+            **{**content_of(draft), "created_at": at}, entry_hash=entry_hash or digest,
+            mac=ledger_keys().mac(ws.org.id, 0, digest)))
+        return int(result.inserted_primary_key[0])

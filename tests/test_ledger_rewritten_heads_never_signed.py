@@ -8,6 +8,7 @@ the result: after the next call, the truncated log verifies.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import timedelta
 
@@ -25,11 +26,11 @@ from prism.ledger.entries import (
     legacy_chain_hash,
 )
 from prism.ledger.merkle import Frontier, leaf_hash
-from prism.ledger.sealer import keep_due_checkpoints
+from prism.ledger.sealer import BrokenHeads, keep_due_checkpoints, seal_all
 from prism.storage import Database
 from tests.factories import Factory, ledger_keys
 from tests.governance_support import ok
-from tests.ledger_support import seal_waiting, sealed_log
+from tests.ledger_support import seal_waiting, sealed_log, write_waiting
 from tests.processes import run_cli
 
 VERIFY = "audit_query/ledger/log/verify"
@@ -166,7 +167,7 @@ async def test_a_rewritten_head_due_for_a_checkpoint_is_logged_once_and_the_othe
                             .values(checkpointed_at=hour_ago - timedelta(minutes=1), sealed_at=hour_ago))
         await s.execute(update(audit_heads).where(audit_heads.c.organization_id == rewritten.org.id)
                         .values(root="00" * 32))
-    broken: dict[str, str] = {}
+    broken = BrokenHeads()
 
     async def sweep(times: int) -> list[str]:
         caplog.clear()
@@ -175,7 +176,7 @@ async def test_a_rewritten_head_due_for_a_checkpoint_is_logged_once_and_the_othe
                 await keep_due_checkpoints(db, ledger_keys(), checkpoint_every=60.0, broken=broken)
         return [r.getMessage() for r in caplog.records if rewritten.org.id in r.getMessage()]
 
-    assert len(await sweep(3)) == 1 and rewritten.org.id in broken
+    assert len(await sweep(3)) == 1 and broken.remembered([rewritten.org.id])
     async with db.read() as s:
         sizes = dict((await s.execute(select(audit_checkpoints.c.organization_id,
                                              func.max(audit_checkpoints.c.tree_size))
@@ -185,5 +186,49 @@ async def test_a_rewritten_head_due_for_a_checkpoint_is_logged_once_and_the_othe
     assert sizes[healthy.org.id] == 4 and sizes[rewritten.org.id] < 4
     async with db.write() as s:  # the head changes again: tried again, and still refused
         await s.execute(update(audit_heads).where(audit_heads.c.organization_id == rewritten.org.id)
-                        .values(checkpoint=broken[rewritten.org.id] + " "))
+                        .values(checkpoint=audit_heads.c.checkpoint + " "))
     assert len(await sweep(2)) == 1
+
+
+async def _waiting(db: Database, organization_id: str) -> int:
+    async with db.read() as s:
+        return (await s.execute(select(func.count()).where(audit_entries.c.organization_id == organization_id,
+                                                           audit_entries.c.seq.is_(None)))).scalar_one()
+
+
+async def test_a_rewritten_head_with_entries_waiting_is_logged_once_and_the_other_logs_are_sealed(
+        client: httpx.AsyncClient, factory: Factory, db: Database, caplog: pytest.LogCaptureFixture) -> None:
+    """docs/audit.md: a log that cannot be extended is logged once and tried again only when its head changes.
+    The sweep (seal_all, every second) tried a rewritten head with entries waiting on every sweep: a write
+    transaction and an error line a second, for ever. The other organizations' logs are sealed meanwhile."""
+    rewritten, healthy = await sealed_log(client, factory, db), await sealed_log(client, factory, db)
+    async with db.write() as s:
+        await s.execute(update(audit_heads).where(audit_heads.c.organization_id == rewritten.org.id)
+                        .values(root="00" * 32))
+    await write_waiting(db, rewritten)
+    broken = BrokenHeads()
+
+    async def sweep(times: int) -> list[str]:
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="prism.ledger"):
+            for _ in range(times):
+                await write_waiting(db, healthy)  # another organization's call, left to the sweep
+                await seal_all(db, [rewritten.org.id, healthy.org.id], ledger_keys(), checkpoint_every=60.0,
+                               broken=broken)
+                assert await _waiting(db, healthy.org.id) == 0  # sealed, on every sweep
+        return [r.getMessage() for r in caplog.records if rewritten.org.id in r.getMessage()]
+
+    assert len(await sweep(3)) == 1
+    assert await _waiting(db, rewritten.org.id) == 1  # left as it is, for verification to name
+    # Found broken already, the log is skipped without a write transaction: the sweep does not wait for a
+    # transaction that holds its head (PostgreSQL) or the database's write lock (SQLite).
+    async with db.write() as s:
+        await s.execute(select(audit_heads.c.tree_size).where(audit_heads.c.organization_id == rewritten.org.id)
+                        .with_for_update())
+        await asyncio.wait_for(seal_all(db, [rewritten.org.id], ledger_keys(), checkpoint_every=60.0,
+                                        broken=broken), timeout=5)
+    async with db.write() as s:  # the head changes again: tried again, logged again, and still refused
+        await s.execute(update(audit_heads).where(audit_heads.c.organization_id == rewritten.org.id)
+                        .values(root="11" * 32))
+    assert len(await sweep(2)) == 1
+    assert await _waiting(db, rewritten.org.id) == 1

@@ -3,26 +3,20 @@ hash that is not hex (listed, proved, or waiting to be sealed), a malformed head
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import httpx
-from sqlalchemy import insert, select, update
+from sqlalchemy import select, update
 
-from prism.kit.timeutil import utcnow
 from prism.ledger.entries import (
-    EntryDraft,
     audit_checkpoints,
     audit_entries,
     audit_heads,
-    content_hash,
-    content_of,
 )
 from prism.ledger.sealer import seal_all
 from prism.ledger.verify import verify_log
 from prism.storage import Database
-from tests.factories import Factory, Workspace, ledger_keys
+from tests.factories import Factory, ledger_keys
 from tests.governance_support import ok, post
-from tests.ledger_support import sealed_log
+from tests.ledger_support import sealed_log, write_waiting
 from tests.processes import TRACEBACK, run_cli
 
 LIST, READ = "audit_query/ledger/entry/list", "audit_query/ledger/entry/read"
@@ -86,20 +80,6 @@ async def test_cli_checkpoint_reports_a_malformed_head(
     assert result.returncode == 1, str(result)
 
 
-async def _write_waiting(db: Database, ws: Workspace, *, entry_hash: str | None = None) -> int:
-    """One entry as the ledger writer leaves it waiting (content hash, MAC at position 0), its hash optionally
-    rewritten afterwards; its id."""
-    at = utcnow() - timedelta(seconds=1)
-    draft = EntryDraft(ws.org.id, ws.tenant.id, at, None, None, "rest", "prism_entity_crud",
-                       "entity_crud/spare_parts/spare_part/list", "0" * 64, "allowed", None, {"status": 200})
-    digest = content_hash(content_of(draft))
-    async with db.write() as s:
-        result = await s.execute(insert(audit_entries).values(
-            **{**content_of(draft), "created_at": at}, entry_hash=entry_hash or digest,
-            mac=ledger_keys().mac(ws.org.id, 0, digest)))
-        return int(result.inserted_primary_key[0])
-
-
 async def test_a_waiting_entry_whose_hash_is_not_hex_does_not_stop_other_organizations_being_sealed(
         client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
     """docs/audit.md: a sealer "leaves that log as it is and logs an error ..., and goes on with the other logs".
@@ -108,8 +88,8 @@ async def test_a_waiting_entry_whose_hash_is_not_hex_does_not_stop_other_organiz
     again, and `prism audit seal` ended in a traceback."""
     first, second = sorted([await sealed_log(client, factory, db, calls=2),
                             await sealed_log(client, factory, db, calls=2)], key=lambda w: w.org.id)
-    tampered = await _write_waiting(db, first, entry_hash="z" * 64)
-    genuine = await _write_waiting(db, second)
+    tampered = await write_waiting(db, first, entry_hash="z" * 64)
+    genuine = await write_waiting(db, second)
     await seal_all(db, [first.org.id, second.org.id], ledger_keys(), checkpoint_every=60.0)
     async with db.read() as s:
         sealed = dict((await s.execute(select(audit_entries.c.id, audit_entries.c.seq).where(
@@ -140,7 +120,7 @@ async def test_cli_verify_text_names_a_broken_waiting_entry_and_never_entry_none
     text report printed "BROKEN at entry None" for an entry not sealed yet (its position is None: only its id
     names it) and for a problem of the head itself, which is no entry at all."""
     ws = await sealed_log(client, factory, db)
-    altered = await _write_waiting(db, ws)
+    altered = await write_waiting(db, ws)
     async with db.write() as s:
         await s.execute(update(audit_entries).where(audit_entries.c.id == altered).values(outcome="refused"))
     result = run_cli("audit", "verify", "--tenant", ws.tenant.subdomain, database_url=database_url)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -55,7 +55,52 @@ CHECKPOINT = "audit.checkpoint"
 
 
 class BrokenLog(Exception):
-    """The stored log does not continue where its head says it ends: nothing more is sealed onto it."""
+    """The stored log does not continue where its head says it ends: nothing more is sealed onto it. `head` is that
+    head as stored (`_as_stored`), set where the head was read (`_extending`), for `BrokenHeads`."""
+
+    head: tuple[Any, ...] | None = None
+
+
+@contextlib.contextmanager
+def _extending(head: Any) -> Iterator[None]:
+    """A BrokenLog raised while extending `head` carries it, so that a sweep knows which head it found broken."""
+    try:
+        yield
+    except BrokenLog as broken:
+        broken.head = _as_stored(head)
+        raise
+
+
+class BrokenHeads:
+    """The logs this process found it cannot extend, each with its head as it was then.
+
+    Such a log stays as it is, with entries waiting and a checkpoint due, until someone repairs it, so each sweep
+    (about once a second) would find it again: a write transaction and an error line a second, for ever. Both
+    sweeps (`seal_all`, `keep_due_checkpoints`) skip a log whose head is still the one found broken, without a
+    write transaction or a line; a head that changed in any stored field is tried again, so a new break is
+    logged and a repaired log is sealed. A log that is later extended or checkpointed is forgotten, so the same
+    break made again afterwards is logged again. Per process: every start logs each broken log once.
+    """
+
+    def __init__(self) -> None:
+        self._heads: dict[str, tuple[Any, ...]] = {}
+
+    def known(self, head: Any) -> bool:
+        """Whether `head` (a head row) is exactly the one this process found broken."""
+        return self._heads.get(head.organization_id) == _as_stored(head)
+
+    def remembered(self, organization_ids: Iterable[str]) -> list[str]:
+        return sorted(set(organization_ids) & self._heads.keys())
+
+    def found(self, organization_id: str, broken: BrokenLog) -> bool:
+        """Remember the broken head; whether it is news (not the head already found broken), to be logged."""
+        news = broken.head is None or self._heads.get(organization_id) != broken.head
+        if broken.head is not None:
+            self._heads[organization_id] = broken.head
+        return news
+
+    def extended(self, organization_id: str) -> None:
+        self._heads.pop(organization_id, None)
 
 
 def empty_head(keys: LedgerKeys, organization_id: str) -> dict[str, Any]:
@@ -73,19 +118,20 @@ async def seal(session: AsyncSession, organization_id: str, keys: LedgerKeys, *,
     head = await _locked_head(session, organization_id)
     if head is None:
         return 0
-    frontier = await _trusted_frontier(session, keys, head, sign_unsigned=sign_unsigned_heads)
-    waiting = [SimpleNamespace(**row) for row in await _WAITING.all(session, {"organization_id": organization_id})]
-    if not waiting and frontier.size == head.tree_size and head.checkpoint is not None:
-        return 0
-    positions = []
-    for entry in waiting:
-        seq = frontier.size + 1
-        frontier.append(leaf_hash(seq, _digest_of(organization_id, entry)))
-        # The MAC moves to the entry's position only if it fits the entry as written: an entry altered while it
-        # waited keeps a MAC that does not fit, and verification names it.
-        fits = keys.mac_fits(organization_id, 0, entry.entry_hash, entry.mac)
-        positions.append({"entry_id": entry.id, "new_seq": seq,
-                          "new_mac": keys.mac(organization_id, seq, entry.entry_hash) if fits else entry.mac})
+    with _extending(head):
+        frontier = await _trusted_frontier(session, keys, head, sign_unsigned=sign_unsigned_heads)
+        waiting = [SimpleNamespace(**row) for row in await _WAITING.all(session, {"organization_id": organization_id})]
+        if not waiting and frontier.size == head.tree_size and head.checkpoint is not None:
+            return 0
+        positions = []
+        for entry in waiting:
+            seq = frontier.size + 1
+            frontier.append(leaf_hash(seq, _digest_of(organization_id, entry)))
+            # The MAC moves to the entry's position only if it fits the entry as written: an entry altered while
+            # it waited keeps a MAC that does not fit, and verification names it.
+            fits = keys.mac_fits(organization_id, 0, entry.entry_hash, entry.mac)
+            positions.append({"entry_id": entry.id, "new_seq": seq,
+                              "new_mac": keys.mac(organization_id, seq, entry.entry_hash) if fits else entry.mac})
     await _SET_POSITION.run(session, positions)
     await _store_head(session, organization_id, keys, head, frontier, checkpoint_every)
     await _announce(session, organization_id, [
@@ -250,7 +296,7 @@ async def _send_checkpoint(session: AsyncSession, organization_id: str, checkpoi
 
 
 async def keep_due_checkpoints(db: Database, keys: LedgerKeys, *, checkpoint_every: float,
-                               broken: dict[str, str]) -> int:
+                               broken: BrokenHeads) -> int:
     """Keep (and send) the signed head of each log that grew after its last kept checkpoint, once that checkpoint
     is `checkpoint_every` old; how many were kept.
 
@@ -258,23 +304,27 @@ async def keep_due_checkpoints(db: Database, keys: LedgerKeys, *, checkpoint_eve
     the last kept checkpoint of a burst would be attested outside the database only at the next call, however
     long that takes: a log cut back to that checkpoint would verify against everything a receiver holds.
 
-    `broken` maps the logs whose head this process found rewritten to that head's checkpoint: such a log stays
-    due for ever, so it is logged once and tried again only when its head changes, not on every sweep."""
+    A log whose head this process found rewritten stays due for ever: it is logged once and tried again only when
+    its head changes, not on every sweep (`broken`, shared with `seal_all`)."""
     cutoff = utcnow() - timedelta(seconds=checkpoint_every)
     async with db.read() as session:
-        grown = (await session.execute(select(audit_heads.c.organization_id, audit_heads.c.checkpoint).where(
+        grown = (await session.execute(select(audit_heads).where(
             audit_heads.c.checkpoint.is_not(None), audit_heads.c.checkpointed_at <= cutoff,
             audit_heads.c.sealed_at > audit_heads.c.checkpointed_at))).all()
     kept = 0
-    for organization_id, checkpoint in sorted(grown):
-        if broken.get(organization_id) == checkpoint:
+    for head in sorted(grown, key=lambda row: row.organization_id):
+        if broken.known(head):
             continue
         try:
             async with db.write() as session:
-                kept += await _keep_head_checkpoint(session, organization_id, keys, cutoff, sqlite=db.is_sqlite)
+                kept_here = await _keep_head_checkpoint(session, head.organization_id, keys, cutoff,
+                                                        sqlite=db.is_sqlite)
+            if kept_here:  # its head was checked (0: held by a seal, or no longer due)
+                broken.extended(head.organization_id)
+            kept += kept_here
         except BrokenLog as found:  # verification names what is wrong; the other logs' checkpoints are kept
-            broken[organization_id] = checkpoint
-            log.error("the audit log's checkpoint cannot be kept: %s", found)
+            if broken.found(head.organization_id, found):
+                log.error("the audit log's checkpoint cannot be kept: %s", found)
     return kept
 
 
@@ -286,7 +336,8 @@ async def _keep_head_checkpoint(session: AsyncSession, organization_id: str, key
     if (head is None or head.checkpoint is None or head.checkpointed_at is None or head.sealed_at is None
             or head.checkpointed_at > cutoff or not head.sealed_at > head.checkpointed_at):
         return 0
-    await _trusted_frontier(session, keys, head, sign_unsigned=False)  # only a head as this deployment signed it
+    with _extending(head):  # only a head as this deployment signed it
+        await _trusted_frontier(session, keys, head, sign_unsigned=False)
     at = utcnow()
     await session.execute(insert(audit_checkpoints).values(
         organization_id=organization_id, tree_size=head.tree_size, root=head.root, frontier=head.frontier,
@@ -333,11 +384,15 @@ async def _add_chained_entries(session: AsyncSession, organization_id: str, fron
 
 
 async def seal_all(db: Database, organization_ids: Iterable[str], keys: LedgerKeys, *,
-                   checkpoint_every: float, sign_unsigned_heads: bool = False) -> int:
+                   checkpoint_every: float, sign_unsigned_heads: bool = False,
+                   broken: BrokenHeads | None = None) -> int:
     """Seal each organization's whole backlog, a transaction per SEAL_LIMIT entries; how many were sealed. A log that
-    cannot be sealed (BrokenLog) is logged and left as it is; the others are still sealed."""
+    cannot be sealed (BrokenLog) is logged and left as it is; the others are still sealed. `broken`: the logs a
+    running process found broken, skipped while their head stays as it was found (the sweep's), else none."""
+    broken = BrokenHeads() if broken is None else broken
+    organization_ids = set(organization_ids)
     total = 0
-    for organization_id in sorted(set(organization_ids)):
+    for organization_id in sorted(organization_ids - await _still_broken(db, organization_ids, broken)):
         try:
             while True:
                 async with db.write() as session:
@@ -347,9 +402,22 @@ async def seal_all(db: Database, organization_ids: Iterable[str], keys: LedgerKe
                 total += sealed
                 if sealed < SEAL_LIMIT:
                     break
-        except BrokenLog as broken:  # that log stays as it is, for verification to name; the others are sealed
-            log.error("the audit log cannot be sealed: %s", broken)
+            broken.extended(organization_id)
+        except BrokenLog as found:  # that log stays as it is, for verification to name; the others are sealed
+            if broken.found(organization_id, found):
+                log.error("the audit log cannot be sealed: %s", found)
     return total
+
+
+async def _still_broken(db: Database, organization_ids: set[str], broken: BrokenHeads) -> set[str]:
+    """The organizations whose head is still the one found broken: one read, only when some were found broken."""
+    remembered = broken.remembered(organization_ids)
+    if not remembered:
+        return set()
+    async with db.read() as session:
+        heads = (await session.execute(select(audit_heads).where(
+            audit_heads.c.organization_id.in_(remembered)))).all()
+    return {head.organization_id for head in heads if broken.known(head)}
 
 
 async def logs_to_seal(db: Database, *, with_heads: bool) -> set[str]:
@@ -374,8 +442,8 @@ class Sealer:
         self.checkpoint_every = checkpoint_every
         self.sweep_every = sweep_every
         self._pending: set[str] = set()
-        # Logs whose head was found rewritten, with that head's checkpoint (keep_due_checkpoints).
-        self._broken_heads: dict[str, str] = {}
+        # Logs whose head was found rewritten, skipped by both sweeps until their head changes.
+        self._broken_heads = BrokenHeads()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -405,7 +473,8 @@ class Sealer:
                     first = False
                 self._wakeup.clear()
                 organizations, self._pending = self._pending, set()
-                await seal_all(self.db, organizations, self.keys, checkpoint_every=self.checkpoint_every)
+                await seal_all(self.db, organizations, self.keys, checkpoint_every=self.checkpoint_every,
+                               broken=self._broken_heads)
                 if sweep:
                     await keep_due_checkpoints(self.db, self.keys, checkpoint_every=self.checkpoint_every,
                                                broken=self._broken_heads)
