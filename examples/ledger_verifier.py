@@ -9,6 +9,13 @@
 The public key is the deployment's checkpoint signing key (`prism audit public-key`), obtained from Prism's
 operators by a channel you trust. Prints `OK: ...` and exits 0, or `FAILED: <reason>` and exits 1.
 
+Every field read is taken only with the type Prism writes, never converted: a position or size is a JSON
+integer (not `true`, which Python counts as 1, not `1.0`, not `"1"`) from 0 or 1 to 2^63 - 1; a hash is 64
+lowercase hex digits (not upper case, not with spaces, which `bytes.fromhex` would take); text is a string. A
+document that is not strict JSON (NaN, Infinity, an object with the same key twice, which parsers read
+differently) is refused too. A document that means anything other than what Prism wrote is refused, never read
+as something close to it.
+
 What is recomputed, as Prism computes it:
 - entry_hash = SHA-256(canonical JSON of the entry's content); an entry of the hash chain kept from before the
   tree (it has `prev_hash`): SHA-256(prev_hash as text ‖ canonical JSON of the content with its `seq`);
@@ -28,6 +35,7 @@ import argparse
 import base64
 import hashlib
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -38,6 +46,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 ORIGIN_PREFIX = "prism.audit/"
 EMPTY_ROOT = hashlib.sha256(b"").digest()
+MAX_POSITION = 2**63 - 1  # a position's column is a BIGINT; a leaf hashes it as 8 bytes
+HASH_TEXT = re.compile(r"[0-9a-f]{64}")
 
 
 class Failed(Exception):
@@ -78,13 +88,13 @@ def _float(value: float) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
-def entry_hash_of(entry: dict[str, Any]) -> str:
+def entry_hash_of(entry: dict[str, Any], seq: int) -> str:
     content = entry.get("content")
     if not isinstance(content, dict):
-        raise Failed("the entry has no content object")
+        raise Failed(f"entry {seq}: its 'content' is missing or not a JSON object")
     if "prev_hash" in entry:
-        body = canonical_json({**content, "seq": entry["seq"]})
-        return hashlib.sha256(str(entry["prev_hash"]).encode() + body).hexdigest()
+        body = canonical_json({**content, "seq": seq})
+        return hashlib.sha256(hash_text(entry["prev_hash"], f"entry {seq}'s prev_hash").encode() + body).hexdigest()
     return hashlib.sha256(canonical_json(content)).hexdigest()
 
 
@@ -176,13 +186,12 @@ def check_checkpoint(checkpoint: Any, public_key: Ed25519PublicKey, what: str = 
     """The checkpoint, once its fields and its signature are checked."""
     if not isinstance(checkpoint, dict):
         raise Failed(f"the {what} is not a JSON object")
-    for name, kind in (("origin", str), ("tree_size", int), ("root", str), ("timestamp", str),
-                       ("signature", str)):
-        if not isinstance(checkpoint.get(name), kind) or isinstance(checkpoint.get(name), bool):
-            raise Failed(f"the {what}'s {name!r} is missing or not a {kind.__name__}")
+    for name in ("origin", "timestamp", "signature"):
+        text(checkpoint, name, f"the {what}'s")
+    integer(checkpoint.get("tree_size"), f"the {what}'s 'tree_size'", minimum=0)
     if not checkpoint["origin"].startswith(ORIGIN_PREFIX):
         raise Failed(f"the {what} is not a Prism audit checkpoint (origin {checkpoint['origin']!r})")
-    root = hex_bytes(checkpoint["root"], f"the {what}'s root")
+    root = hex_bytes(checkpoint.get("root"), f"the {what}'s 'root'")
     note = (f"{checkpoint['origin']}\n{checkpoint['tree_size']}\n{base64.b64encode(root).decode()}\n"
             f"time {checkpoint['timestamp']}\n").encode()
     try:
@@ -192,14 +201,36 @@ def check_checkpoint(checkpoint: Any, public_key: Ed25519PublicKey, what: str = 
     return checkpoint
 
 
+def shown(value: Any) -> str:
+    """A JSON value in a message, cut short."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def integer(value: Any, what: str, *, minimum: int) -> int:
+    """A JSON integer from `minimum` to MAX_POSITION: never a bool (an int in Python), a float or a string."""
+    if type(value) is not int or not minimum <= value <= MAX_POSITION:
+        raise Failed(f"{what} must be an integer from {minimum} to 2^63 - 1, not {shown(value)}")
+    return value
+
+
+def text(document: dict[str, Any], name: str, whose: str) -> str:
+    value = document.get(name)
+    if not isinstance(value, str):
+        raise Failed(f"{whose} {name!r} must be a string, not {shown(value)}")
+    return value
+
+
+def hash_text(value: Any, what: str) -> str:
+    """A SHA-256 hash as Prism writes it: 64 lowercase hex digits (bytes.fromhex alone would also take upper case
+    and spaces, so one hash could be written several ways)."""
+    if not isinstance(value, str) or not HASH_TEXT.fullmatch(value):
+        raise Failed(f"{what} must be 64 lowercase hex digits, not {shown(value)}")
+    return value
+
+
 def hex_bytes(value: Any, what: str) -> bytes:
-    try:
-        raw = bytes.fromhex(value)
-    except (TypeError, ValueError) as exc:
-        raise Failed(f"{what} is not hex") from exc
-    if len(raw) != 32:
-        raise Failed(f"{what} is not 32 bytes")
-    return raw
+    return bytes.fromhex(hash_text(value, what))
 
 
 def hex_list(value: Any, what: str) -> list[bytes]:
@@ -210,19 +241,20 @@ def hex_list(value: Any, what: str) -> list[bytes]:
 
 def entry_leaf(entry: Any, organization_id: str) -> bytes:
     """The leaf of an entry, after recomputing its hash from its content and checking whose log it is in."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("seq"), int) or entry["seq"] < 1:
-        raise Failed("the entry has no position (seq)")
-    seq = entry["seq"]
-    if entry_hash_of(entry) != entry.get("entry_hash"):
+    if not isinstance(entry, dict):
+        raise Failed(f"an entry must be a JSON object, not {shown(entry)}")
+    seq = integer(entry.get("seq"), "an entry's 'seq'", minimum=1)
+    entry_hash = hash_text(entry.get("entry_hash"), f"entry {seq}'s 'entry_hash'")
+    if entry_hash_of(entry, seq) != entry_hash:
         raise Failed(f"entry {seq}: its content does not match its entry_hash")
     if entry["content"].get("organization_id") != organization_id:
         raise Failed(f"entry {seq} belongs to another organization than the checkpoint's log")
-    return leaf_hash(seq, bytes.fromhex(entry["entry_hash"]))
+    return leaf_hash(seq, bytes.fromhex(entry_hash))
 
 
 def field(document: dict[str, Any], name: str, kind: type) -> Any:
     value = document.get(name)
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+    if not isinstance(value, kind):
         raise Failed(f"the document's {name!r} is missing or not a {kind.__name__}")
     return value
 
@@ -241,7 +273,7 @@ def cmd_inclusion(args: argparse.Namespace, key: Ed25519PublicKey) -> str:
     checkpoint = check_checkpoint(proof.get("checkpoint"), key)
     entry = field(proof, "entry", dict)
     leaf = entry_leaf(entry, checkpoint["origin"].removeprefix(ORIGIN_PREFIX))
-    if proof.get("leaf") != leaf.hex():
+    if hash_text(proof.get("leaf"), "the proof's 'leaf'") != leaf.hex():
         raise Failed("the proof's leaf is not the entry's leaf")
     path = hex_list(proof.get("audit_path"), "the audit path")
     if not verify_inclusion(entry["seq"] - 1, checkpoint["tree_size"], leaf, path, bytes.fromhex(checkpoint["root"])):
@@ -257,7 +289,9 @@ def cmd_consistency(args: argparse.Namespace, key: Ed25519PublicKey) -> str:
         raise Failed("the proof is not a JSON object")
     if old["origin"] != new["origin"]:
         raise Failed("the two checkpoints are of different logs")
-    if (field(proof, "old_size", int), field(proof, "new_size", int)) != (old["tree_size"], new["tree_size"]):
+    sizes = (integer(proof.get("old_size"), "the proof's 'old_size'", minimum=0),
+             integer(proof.get("new_size"), "the proof's 'new_size'", minimum=0))
+    if sizes != (old["tree_size"], new["tree_size"]):
         raise Failed("the proof is between other tree sizes than these checkpoints'")
     path = hex_list(proof.get("proof"), "the consistency proof")
     if not verify_consistency(old["tree_size"], new["tree_size"], bytes.fromhex(old["root"]),
@@ -273,14 +307,16 @@ def cmd_archive(args: argparse.Namespace, key: Ed25519PublicKey) -> str:
         raise Failed("the archive has no header line")
     checkpoint = check_checkpoint(header.get("checkpoint"), key)
     organization_id = checkpoint["origin"].removeprefix(ORIGIN_PREFIX)
-    first, last = field(header, "first_seq", int), field(header, "last_seq", int)
+    first = integer(header.get("first_seq"), "the header's 'first_seq'", minimum=1)
+    last = integer(header.get("last_seq"), "the header's 'last_seq'", minimum=1)
     if last != checkpoint["tree_size"] or not 1 <= first <= last:
         raise Failed(f"the archive's range {first}..{last} does not end at its checkpoint's size")
     tree = starting_tree(header.get("start"), first, key, checkpoint["origin"])
     for entry in lines:
-        if not isinstance(entry, dict) or entry.get("seq") != tree.size + 1:
+        leaf = entry_leaf(entry, organization_id)  # its seq is an integer: `true` is not position 1
+        if entry["seq"] != tree.size + 1:
             raise Failed(f"entry {tree.size + 1} is missing from the archive")
-        tree.append(entry_leaf(entry, organization_id))
+        tree.append(leaf)
     if tree.size != last:
         raise Failed(f"the archive ends at entry {tree.size}, its header says {last}")
     if tree.root().hex() != checkpoint["root"]:
@@ -295,6 +331,8 @@ def starting_tree(start: Any, first: int, key: Ed25519PublicKey, origin: str) ->
     """The tree the archive continues: empty from entry 1, else the signed checkpoint (with its frontier) of the
     entries archived before it."""
     if first == 1:
+        if start is not None:
+            raise Failed(f"the archive starts at entry 1, yet its header's 'start' is {shown(start)}, not null")
         return Frontier()
     if not isinstance(start, dict):
         raise Failed(f"the archive starts at entry {first} but holds no checkpoint of the entries before it")
@@ -307,9 +345,28 @@ def starting_tree(start: Any, first: int, key: Ed25519PublicKey, origin: str) ->
     return tree
 
 
+def strict_json(raw: bytes | str) -> Any:
+    """JSON as RFC 8259 has it: no NaN or Infinity (Python's json takes them), no object with a key twice (Python
+    keeps the last, other readers the first: two readers of one document would check different values)."""
+    return json.loads(raw, parse_constant=_not_json, object_pairs_hook=_unique_keys)
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in document:
+            raise ValueError(f"an object has the key {key!r} more than once")
+        document[key] = value
+    return document
+
+
 def read_json(path: str) -> Any:
     try:
-        return json.loads(Path(path).read_bytes())
+        return strict_json(Path(path).read_bytes())
     except (OSError, ValueError, RecursionError) as exc:
         raise Failed(f"{path}: not readable JSON ({exc})") from exc
 
@@ -320,7 +377,7 @@ def read_lines(path: str) -> Iterator[Any]:
             for number, line in enumerate(lines, 1):
                 if line.strip():
                     try:
-                        yield json.loads(line)
+                        yield strict_json(line)
                     except (ValueError, RecursionError) as exc:
                         raise Failed(f"{path}, line {number}: not JSON ({exc})") from exc
     except OSError as exc:
