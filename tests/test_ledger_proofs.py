@@ -239,11 +239,14 @@ async def test_bad_arguments_are_refused_with_a_reason(
         ("consistency", "--from", str(of_other_log)): "wrong_log",
         ("consistency", "--from", str(tmp_path / "not.json")): "invalid_arguments",
         ("prove", "--org", other.org.id, "--seq", "1"): "organization_not_found",  # another tenant's organization
-        ("verify", "--since", str(tmp_path / "missing.json")): "invalid_arguments",
-        ("verify", "--checkpoint", str(tmp_path / "not.json")): "invalid_arguments",
     }
     for args, code in cases.items():
         assert refusal(database_url, args[0], "--tenant", tenant, *args[1:]) == code, args
+    # verify's exit 1 means a broken log: a file it cannot use is a usage error, exit 2
+    # (tests/test_audit_cli_verify_checkpoint_files.py)
+    for option, file in (("--since", "missing.json"), ("--checkpoint", "not.json")):
+        result = prism(database_url, "verify", "--tenant", tenant, option, str(tmp_path / file), "--json")
+        assert result.returncode == 2 and result.error["error"] == "invalid_arguments", str(result)
 
 
 # --- canonical JSON ------------------------------------------------------------------------------

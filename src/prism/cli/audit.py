@@ -17,7 +17,7 @@ import typer
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from prism.cli.output import JSON_OPT, emit, fail
+from prism.cli.output import JSON_OPT, USAGE_EXIT, emit, fail
 from prism.cli.preflight import load_settings
 from prism.cli.transaction import in_transaction
 from prism.errors import InvalidArguments, NotFound, PrismError
@@ -28,7 +28,7 @@ from prism.ledger.entries import audit_heads
 from prism.ledger.keys import LedgerKeys
 from prism.ledger.proofs import checkpoint_argument, prove_consistency, prove_inclusion
 from prism.ledger.sealer import SEAL_LIMIT, BrokenLog, logs_to_seal, seal, seal_all
-from prism.ledger.verify import StartingPoint, latest_kept, verify_log
+from prism.ledger.verify import StartingPoint, UnusableStart, latest_kept, starting_frontier, verify_log
 from prism.models import Organization
 from prism.storage import Database
 from prism.tenancy.service import find_organization, list_organizations, require_tenant
@@ -37,8 +37,9 @@ MAX_RETENTION_DAYS = 36_500
 audit_cli = typer.Typer(help="The audit ledger: signed Merkle trees, one per organization.", no_args_is_help=True)
 
 
-def _run(as_json: bool, work: Any, *, read_only: bool = True) -> Any:
-    return in_transaction(as_json, work, read_only=read_only)
+def _run(as_json: bool, work: Any, *, read_only: bool = True,
+         usage_errors: tuple[type[PrismError], ...] = ()) -> Any:
+    return in_transaction(as_json, work, read_only=read_only, usage_errors=usage_errors)
 
 
 async def _organizations(session: AsyncSession, tenant: str, org: str | None) -> list[Organization]:
@@ -64,14 +65,69 @@ def _read_checkpoint_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def _starting_point(data: dict[str, Any], source: str) -> StartingPoint:
+class CheckpointFileRefused(PrismError):
+    """A checkpoint file `prism audit verify` cannot use (--since FILE, --checkpoint FILE): a bad argument, exit 2
+    as for any usage error, never a broken log (exit 1), so that a script never takes a wrong file for a tampered
+    log. Not readable JSON, not a checkpoint, without a frontier that makes its root (--since), not signed by this
+    deployment's key, or of no log the command verifies."""
+
+    code, status = "invalid_arguments", 400
+
+
+def _verify_arguments(keys: LedgerKeys, since: str | None,
+                      checkpoint: Path | None) -> tuple[StartingPoint | None, Checkpoint | None]:
+    """The --since FILE starting point and the --checkpoint, each checked as far as it can be without the log."""
+    start = _starting_point(Path(since), keys) if since not in (None, "latest") else None
+    trusted = _trusted_checkpoint(checkpoint, keys) if checkpoint is not None else None
+    if start is not None and trusted is not None and start.checkpoint.origin != trusted.origin:
+        raise CheckpointFileRefused(f"--since {since} is a checkpoint of {start.checkpoint.origin} and --checkpoint "
+                                    f"{checkpoint} one of {trusted.origin}: give two checkpoints of one log")
+    return start, trusted
+
+
+def _starting_point(path: Path, keys: LedgerKeys) -> StartingPoint:
+    source = f"--since {path}"
+    try:
+        data = _read_checkpoint_file(path)
+    except InvalidArguments as exc:
+        raise CheckpointFileRefused(f"--since {exc.message}") from exc
     frontier = data.get("frontier")
     if not isinstance(frontier, list) or not all(isinstance(h, str) for h in frontier):
-        raise InvalidArguments(f"{source}: no frontier; export one with `prism audit checkpoint`")
+        raise CheckpointFileRefused(f"{source}: no frontier; export one with `prism audit checkpoint`")
     try:
-        return StartingPoint(parse_checkpoint(data), frontier)
+        start = StartingPoint(parse_checkpoint(data), frontier)
+        starting_frontier(start, keys, source)
     except MalformedCheckpoint as exc:
-        raise InvalidArguments(f"{source}: {exc}") from exc
+        raise CheckpointFileRefused(f"{source}: not a checkpoint: {exc}") from exc
+    except UnusableStart as exc:
+        raise CheckpointFileRefused(str(exc)) from exc
+    return start
+
+
+def _trusted_checkpoint(path: Path, keys: LedgerKeys) -> Checkpoint:
+    try:
+        trusted = checkpoint_argument(_read_checkpoint_file(path), str(path))
+    except InvalidArguments as exc:
+        raise CheckpointFileRefused(f"--checkpoint {exc.message}") from exc
+    if not trusted.verifies(keys.public_key):
+        raise CheckpointFileRefused(f"--checkpoint {path} ({trusted.tree_size} entries of {trusted.origin}) is not "
+                                    "signed by this deployment's key")
+    return trusted
+
+
+def _checked_against(orgs: list[Organization], start: StartingPoint | None, trusted: Checkpoint | None,
+                     scope: str) -> list[Organization]:
+    """The organizations to verify: the one a checkpoint file names, which must be one of `orgs` (a checkpoint of
+    another organization or tenant proves nothing about these logs), else all of them."""
+    named = start.checkpoint if start is not None else trusted
+    if named is None:
+        return orgs
+    chosen = [o for o in orgs if o.id == named.organization_id]
+    if not chosen:
+        option = "--since" if start is not None else "--checkpoint"
+        raise CheckpointFileRefused(f"the {option} file is a checkpoint of {named.origin}, {scope}",
+                                    code="organization_not_found")
+    return chosen if start is not None else orgs
 
 
 @audit_cli.command("verify")
@@ -85,44 +141,30 @@ def audit_verify(tenant: str = typer.Option(..., "--tenant"),
                                                 "`prism audit checkpoint`, or an audit.checkpoint event's data): "
                                                 "the log must contain it."),
                  as_json: bool = JSON_OPT) -> None:
-    """Check every entry and each log's signed head; exit 1 and name the first bad entry if any."""
+    """Check every entry and each log's signed head; exit 1 and name the first bad entry if any (exit 2: a
+    checkpoint file that cannot be used)."""
+    keys = _ledger_keys(as_json)
     try:
-        keys = LedgerKeys(load_settings())
-        since_file = _read_checkpoint_file(Path(since)) if since not in (None, "latest") else None
-        trusted_data = _read_checkpoint_file(checkpoint) if checkpoint is not None else None
-        try:
-            trusted = parse_checkpoint(trusted_data) if trusted_data is not None else None
-        except MalformedCheckpoint as exc:
-            raise InvalidArguments(f"{checkpoint}: {exc}") from None
-    except PrismError as exc:
-        fail(as_json, exc)
+        since_file, trusted = _verify_arguments(keys, since, checkpoint)
+    except CheckpointFileRefused as exc:
+        fail(as_json, exc, exit_code=USAGE_EXIT)
 
     def progress(done: int) -> None:
         if not as_json:
             typer.echo(f"  … {done:,} entries checked", err=True)
 
     async def work(session: AsyncSession) -> dict[str, Any]:
-        orgs = await _organizations(session, tenant, org)
-        if trusted is not None and trusted.organization_id not in {o.id for o in orgs}:
-            # Verifying against it is the point of the option: a checkpoint of no log here proves nothing.
-            raise NotFound("the --checkpoint file names no organization of this tenant", code="organization_not_found")
+        scope = (f"not the log of --org {org} (tenant {tenant})" if org
+                 else f"the log of no organization of tenant {tenant}")
         reports = []
-        for o in orgs:
-            start = None
-            if since == "latest":
-                start = await latest_kept(session, o.id)
-            elif since_file is not None:
-                start = _starting_point(since_file, str(since))
-                if start.checkpoint.organization_id != o.id:
-                    continue  # a file names one organization's log
+        for o in _checked_against(await _organizations(session, tenant, org), since_file, trusted, scope):
+            start = await latest_kept(session, o.id) if since == "latest" else since_file
             given = trusted if trusted is not None and trusted.organization_id == o.id else None
             report = await verify_log(session, o.id, keys, since=start, trusted=given, progress=progress)
             reports.append({"organization": o.slug, **report.as_dict()})
-        if not reports:
-            raise NotFound("the checkpoint file names no organization of this tenant", code="organization_not_found")
         return {"tenant": tenant, "valid": all(r["valid"] for r in reports), "logs": reports}
 
-    out = _run(as_json, work)
+    out = _run(as_json, work, usage_errors=(CheckpointFileRefused,))
     lines = [f"{r['organization']}: {r['tree_size']} entries ({r['checked']} checked"
              + (f" after checkpoint {r['since']}" if r["since"] else "")
              + (f", {r['waiting']} waiting to be sealed" if r["waiting"] else "") + "), valid"

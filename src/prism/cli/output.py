@@ -16,6 +16,8 @@ from prism.errors import PrismError
 
 # Every command takes it (README "Operating Prism").
 JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
+# The exit code of a command refused for its arguments (Click's, for a missing or malformed option).
+USAGE_EXIT = 2
 
 
 def json_line(data: dict[str, Any]) -> str:

@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from starlette.applications import Starlette
 
 from prism.cli.listening import bind_listener, run_listening
-from prism.cli.output import emit, fail
+from prism.cli.output import USAGE_EXIT, emit, fail
 from prism.cli.preflight import (
     check_apps,
     check_database_reachable,
@@ -114,7 +114,7 @@ def serve(*, host: str, port: int, workers: int, as_json: bool, seed: bool | Non
                 raise database_error(settings.database_url, getattr(exc, "orig", None) or exc) from None
         listener = bind_listener(host, port, workers=workers)
     except PrismError as exc:
-        fail(as_json, exc, exit_code=2 if exc.code == "sqlite_single_process" else 1)
+        fail(as_json, exc, exit_code=USAGE_EXIT if exc.code == "sqlite_single_process" else 1)
     seeding = should_seed(settings, seed)
 
     async def announce() -> None:

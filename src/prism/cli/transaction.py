@@ -9,7 +9,7 @@ from typing import TypeVar
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from prism.cli.output import fail
+from prism.cli.output import USAGE_EXIT, fail
 from prism.cli.preflight import database_error, database_settings
 from prism.errors import PrismError
 from prism.ledger.checkpoints import MalformedCheckpoint
@@ -19,10 +19,13 @@ from prism.storage import Database
 T = TypeVar("T")
 
 
-def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]], *, read_only: bool = False) -> T:
+def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]], *, read_only: bool = False,
+                   usage_errors: tuple[type[PrismError], ...] = ()) -> T:
     """Run `work` in one committed transaction; bad settings, domain and database errors become a clean exit 1.
 
-    `read_only` work takes no write lock, so it never holds up a running server's writers.
+    `read_only` work takes no write lock, so it never holds up a running server's writers. `usage_errors`: the
+    errors that mean the command's arguments are wrong, exit 2 (USAGE_EXIT) where the command's exit 1 means
+    something else (`prism audit verify`: a broken log).
     """
     try:
         url = database_settings(may_create=False).database_url
@@ -40,7 +43,7 @@ def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]], 
     try:
         return asyncio.run(run())
     except PrismError as exc:
-        fail(as_json, exc)
+        fail(as_json, exc, exit_code=USAGE_EXIT if isinstance(exc, usage_errors) else 1)
     except DBAPIError as exc:
         error = database_error(url, exc.orig)
         if error.code == "database_error":  # most often a schema older than this Prism

@@ -227,17 +227,35 @@ def _starting_point(kept: Any, what: str) -> StartingPoint:
         raise _Broken(f"{what} is not valid ({exc})") from exc
 
 
-def _frontier_of(start: StartingPoint, organization_id: str, keys: LedgerKeys) -> Frontier:
+class UnusableStart(Exception):
+    """A checkpoint to start from that is not a checkpoint this deployment signed with its tree's frontier."""
+
+
+def starting_frontier(start: StartingPoint, keys: LedgerKeys, what: str) -> Frontier:
+    """The tree to continue from: only a checkpoint this deployment's key signed, with a frontier that makes its
+    root (the frontier is not signed: only that check ties it to the checkpoint). UnusableStart names what is
+    wrong, `what` naming the checkpoint."""
     checkpoint = start.checkpoint
-    if not checkpoint.verifies(keys.public_key) or checkpoint.organization_id != organization_id:
-        raise _Broken(f"the starting checkpoint ({checkpoint.tree_size} entries) is not signed for this log")
+    if not checkpoint.verifies(keys.public_key):
+        raise UnusableStart(f"{what} ({checkpoint.tree_size} entries) is not signed by this deployment's key")
     try:
         frontier = Frontier.from_hex(checkpoint.tree_size, start.frontier)
     except (ValueError, TypeError) as exc:  # not hex, or not text at all
-        raise _Broken(f"the starting checkpoint's frontier is not valid ({exc})") from exc
+        raise UnusableStart(f"{what}'s frontier is not valid ({exc})") from exc
     if frontier.root().hex() != checkpoint.root:
-        raise _Broken("the starting checkpoint's frontier does not make its root")
+        raise UnusableStart(f"{what}'s frontier does not make its root")
     return frontier
+
+
+def _frontier_of(start: StartingPoint, organization_id: str, keys: LedgerKeys) -> Frontier:
+    """Where verification starts, kept in the database or given by the caller (`prism audit verify --since` checks
+    a file with `starting_frontier` first, so that a bad file is a bad argument, not a broken log)."""
+    if start.checkpoint.organization_id != organization_id:
+        raise _Broken(f"the starting checkpoint ({start.checkpoint.tree_size} entries) is not signed for this log")
+    try:
+        return starting_frontier(start, keys, "the starting checkpoint")
+    except UnusableStart as exc:
+        raise _Broken(str(exc)) from exc
 
 
 def _check_trusted(trusted: Checkpoint, organization_id: str, keys: LedgerKeys) -> None:
