@@ -64,6 +64,26 @@ async def test_a_rewritten_entry_disguised_as_a_chained_one_is_named(
     assert report.first_broken_seq == 3 and report.first_broken_id == row.id, report
 
 
+async def test_a_rewritten_entry_disguised_as_a_chained_one_is_named_with_the_heads_chained_size_raised(
+        client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
+    """docs/audit.md: the head's `seq` (the positions the hash chain had before the tree) is not signed. Raised
+    over an entry rewritten as a chained one, it made verification check that entry as chained (no MAC): the
+    rewrite was still caught by the head's signature, but the report named no entry. The chain only ever came
+    before the tree, so a chained entry after one checked by its MAC is checked by its MAC, and named."""
+    ws = await sealed_log(client, factory, db, calls=6)
+    row = await _row(db, ws.org.id, 4)
+    forged = {**content_of(row), "outcome": "refused", "error_code": "permission_denied"}
+    chain = legacy_chain_hash(GENESIS_HASH, forged, 4)
+    async with db.write() as s:
+        await s.execute(update(audit_entries).where(audit_entries.c.id == row.id).values(
+            outcome="refused", error_code="permission_denied", prev_hash=GENESIS_HASH, hash=chain,
+            entry_hash=chain, mac=None))
+        await s.execute(update(audit_heads).where(audit_heads.c.organization_id == ws.org.id).values(seq=4))
+    report = await _report(db, ws.org.id)
+    assert report.valid is False
+    assert report.first_broken_seq == 4 and report.first_broken_id == row.id, report
+
+
 async def test_the_read_handler_checks_a_chained_entrys_content_against_its_hash(
         client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
     """docs/audit.md: entry/read returns the entry with "its content hash and MAC checked (`checks`)". For an

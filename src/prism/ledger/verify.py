@@ -111,16 +111,21 @@ async def verify_log(session: AsyncSession, organization_id: str, keys: LedgerKe
             select(audit_entries).where(audit_entries.c.organization_id == organization_id,
                                         audit_entries.c.seq > frontier.size, audit_entries.c.seq <= head.tree_size)
             .order_by(audit_entries.c.seq).execution_options(yield_per=2_000))
+        after_the_chain = False
         async for row in rows:
             seq = frontier.size + 1
             if row.seq != seq:
                 raise _Broken(f"entry {seq} is missing (found {row.seq} next)", seq, row.id)
             # Only the positions the hash chain had before the tree (the head's `seq`) may be chained entries:
-            # anywhere else, an entry with a `prev_hash` would escape the MAC check.
-            if row.prev_hash is not None and seq <= head.seq:
+            # anywhere else, an entry with a `prev_hash` would escape the MAC check. The head's `seq` is not
+            # signed, so the chain is also held to what it was, a prefix of the log: an entry after one checked
+            # by its MAC is checked by its MAC too, and a forged entry disguised as chained is named even when
+            # the head's `seq` was raised over it.
+            if row.prev_hash is not None and seq <= head.seq and not after_the_chain:
                 last_chain_hash = _check_chained(row, last_chain_hash)
             else:
                 _check_entry(row, organization_id, keys, seq)
+                after_the_chain = True
             frontier.append(leaf_hash(seq, bytes.fromhex(row.entry_hash)))
             checked += 1
             root = kept.get(frontier.size)
