@@ -89,6 +89,11 @@ async def test_a_checkpoint_file_of_another_tenant_or_organization_is_a_bad_argu
         refused(verify(database_url, ws, "--org", second.slug, option, str(ours)), "organization_not_found", option)
     refused(verify(database_url, ws, "--since", str(ours), "--checkpoint", str(theirs)), "invalid_arguments",
             "--since", "--checkpoint")
+    # Signed, but not as Prism writes it: the signature covers the root's bytes, the log's check its text.
+    upper = exported(database_url, ws, tmp_path / "upper.json", root=json.loads(ours.read_text())["root"].upper())
+    for option in ("--checkpoint", "--since"):
+        refused(verify(database_url, ws, "--org", ws.org.slug, option, str(upper)), "invalid_arguments", option,
+                "root is not 64 lowercase hex digits")
     forged = exported(database_url, ws, tmp_path / "forged.json", root="ab" * 32)
     refused(verify(database_url, ws, "--checkpoint", str(forged)), "invalid_arguments", "--checkpoint",
             "not signed by this deployment's key")

@@ -12,6 +12,7 @@ head cannot be moved to another organization's log.
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from prism.ledger.keys import LedgerKeys
 
 ORIGIN_PREFIX = "prism.audit/"
+_HASH_TEXT = re.compile(r"[0-9a-f]{64}")
 # What an unsigned head means, and the one step that signs it (docs/audit.md "Upgrading from the hash chain").
 UNSIGNED_HEAD_HINT = ("a log written before signed heads is signed by the upgrade that brings it across; if that "
                       "upgrade stopped before it sealed, `prism audit seal --sign-unsigned-heads` finishes it. At "
@@ -86,9 +88,8 @@ def parse_checkpoint(text: str | bytes | dict[str, Any]) -> Checkpoint:
             raise MalformedCheckpoint(f"field {name!r} is missing or not a {kind.__name__}")
     if not data["origin"].startswith(ORIGIN_PREFIX) or data["tree_size"] < 0:
         raise MalformedCheckpoint("not a Prism ledger checkpoint (origin or tree_size)")
-    try:
-        if len(bytes.fromhex(data["root"])) != 32:
-            raise ValueError
-    except ValueError as exc:
-        raise MalformedCheckpoint("root is not 64 hex digits") from exc
+    # As Prism writes it: the signature covers the root's bytes, but the log is compared with its text, so a root
+    # in upper case (or with spaces, which bytes.fromhex takes) would verify and then match no tree.
+    if not _HASH_TEXT.fullmatch(data["root"]):
+        raise MalformedCheckpoint("root is not 64 lowercase hex digits")
     return Checkpoint(**{name: data[name] for name in fields})
