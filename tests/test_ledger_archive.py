@@ -5,18 +5,22 @@ still verifies from the checkpoint kept for it, still names a tampered entry, an
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
 from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.kit.ids import stored_organization_id
 from prism.kit.timeutil import utcnow
+from prism.ledger.archive import archive
 from prism.ledger.entries import EntryDraft, audit_checkpoints, audit_entries, audit_heads, content_hash, content_of
+from prism.ledger.verify import verify_log
 from prism.storage import Database
 from tests.factories import Factory, Workspace, ledger_keys
 from tests.ledger_support import seal_waiting
@@ -275,3 +279,36 @@ async def test_bad_retention_requests_are_refused_with_a_reason(
                    "--archive-dir", str(tmp_path / ("x" * 300))) == "archive_dir_not_found"  # was a traceback
     assert refusal(database_url, "retain", "--tenant", "no-such-tenant",
                    "--archive-dir", str(tmp_path)) == "tenant_not_found"
+
+
+class _PruneBeforeTheEntries:
+    """A verification's session on which a prune commits, in another transaction, just before it reads the
+    entries: the moment a verification that does not read one snapshot would find them gone."""
+
+    def __init__(self, session: AsyncSession, prune: Callable[[], Awaitable[None]]) -> None:
+        self.session, self.prune, self.pruned = session, prune, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session, name)
+
+    async def stream(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.pruned:
+            self.pruned = True
+            await self.prune()
+        return await self.session.stream(*args, **kwargs)
+
+
+async def test_a_prune_committing_during_a_verification_is_not_reported_as_a_cut_log(
+        db: Database, ws: Workspace, tmp_path: Path) -> None:
+    """On PostgreSQL the dispatcher's transaction reads each statement's newest data: the pruned entries vanished
+    under the verification, which said "entry 1 is missing" of an intact log."""
+    keys = ledger_keys()
+
+    async def prune() -> None:
+        async with db.write() as other:
+            await archive(other, ws.org.id, keys, through=10, out=tmp_path / "first.jsonl", prune=True)
+
+    async with db.read() as session:
+        report = await verify_log(cast(AsyncSession, _PruneBeforeTheEntries(session, prune)), ws.org.id, keys)
+    assert report.valid, report
+    assert (await stored(db, ws.org.id))[0] == 10  # the prune did commit meanwhile

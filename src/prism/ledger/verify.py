@@ -78,10 +78,41 @@ class _Broken(Exception):
 async def verify_log(session: AsyncSession, organization_id: str, keys: LedgerKeys, *,
                      since: StartingPoint | None = None, trusted: Checkpoint | None = None,
                      progress: Callable[[int], None] | None = None) -> LogReport:
-    """Check the log; `since` starts from a checkpoint, `trusted` is one held outside the database."""
+    """Check the log; `since` starts from a checkpoint, `trusted` is one held outside the database.
+
+    A transaction that does not read one snapshot (PostgreSQL's READ COMMITTED, the dispatcher's) sees a prune
+    (`prism audit retain`) that commits while it reads: the entries it was about to read are gone, and the log
+    would look cut. A broken report is therefore checked against the head once more: if the archived range moved
+    meanwhile, the log is verified again from its new start (a few times at most), and only a log that is broken
+    in one state is reported."""
+    for _ in range(PRUNES_MET):
+        report, pruned_through = await _verify_once(session, organization_id, keys, since=since, trusted=trusted,
+                                                    progress=progress)
+        if report.valid or await _pruned_through(session, organization_id) == pruned_through:
+            return report
+    return report
+
+
+# How many prunes committing during one verification it starts again for: each runs for a whole retention
+# range, so more than one in the time of one verification is an operator looping `retain`.
+PRUNES_MET = 3
+
+
+async def _pruned_through(session: AsyncSession, organization_id: str) -> int | None:
+    pruned: int | None = (await session.execute(select(audit_heads.c.pruned_through).where(
+        audit_heads.c.organization_id == organization_id))).scalar_one_or_none()
+    return pruned
+
+
+async def _verify_once(session: AsyncSession, organization_id: str, keys: LedgerKeys, *,
+                       since: StartingPoint | None, trusted: Checkpoint | None,
+                       progress: Callable[[int], None] | None) -> tuple[LogReport, int | None]:
+    """The report, and the head's archived range it was made from (None: no head)."""
     checked = 0
+    pruned_through: int | None = None
     try:
         head = await _head(session, organization_id)
+        pruned_through = head.pruned_through
         # A head that does not match its signature is reported only if no entry is to blame first: an attacker
         # who rewrote an entry rewrote the head too, and the entry is what the report must name.
         head_problem = _signature_problem(head, organization_id, keys)
@@ -145,9 +176,10 @@ async def verify_log(session: AsyncSession, organization_id: str, keys: LedgerKe
         await _nothing_beyond(session, organization_id, head.tree_size, trusted)
     except _Broken as broken:
         return LogReport(organization_id, False, checked=checked, since=since.checkpoint.tree_size if since else 0,
-                         first_broken_seq=broken.seq, first_broken_id=broken.entry_id, reason=broken.reason)
+                         first_broken_seq=broken.seq, first_broken_id=broken.entry_id,
+                         reason=broken.reason), pruned_through
     return LogReport(organization_id, True, head.tree_size, checked, waiting,
-                     start.checkpoint.tree_size if start else 0)
+                     start.checkpoint.tree_size if start else 0), pruned_through
 
 
 async def latest_kept(session: AsyncSession, organization_id: str) -> StartingPoint | None:
