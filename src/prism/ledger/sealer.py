@@ -75,7 +75,8 @@ class BrokenHeads:
     """The logs this process found it cannot extend, each with its head as it was then.
 
     Such a log stays as it is, with entries waiting and a checkpoint due, until someone repairs it, so each sweep
-    (about once a second) would find it again: a write transaction and an error line a second, for ever. Both
+    (about once a second) would find it again: a write transaction and an error line a second, for ever, and each
+    batch of calls to that organization an error line more. Both
     sweeps (`seal_all`, `keep_due_checkpoints`) skip a log whose head is still the one found broken, without a
     write transaction or a line; a head that changed in any stored field is tried again, so a new break is
     logged and a repaired log is sealed. A log that is later extended or checkpointed is forgotten, so the same
@@ -146,7 +147,8 @@ async def seal_written(session: AsyncSession, organization_id: str, keys: Ledger
     written once, sealed. `head` is the organization's head row, with attribute access, that no other transaction
     can move before this one ends: read by SQLite's ledger batch, which holds the database's only write lock
     (`head_of`), or locked by PostgreSQL's (`free_heads`)."""
-    frontier = await _trusted_frontier(session, keys, head, sign_unsigned=False)
+    with _extending(head):
+        frontier = await _trusted_frontier(session, keys, head, sign_unsigned=False)
     for entry in entries:
         seq = frontier.size + 1
         frontier.append(leaf_hash(seq, bytes.fromhex(entry["entry_hash"])))
@@ -442,8 +444,9 @@ class Sealer:
         self.checkpoint_every = checkpoint_every
         self.sweep_every = sweep_every
         self._pending: set[str] = set()
-        # Logs whose head was found rewritten, skipped by both sweeps until their head changes.
-        self._broken_heads = BrokenHeads()
+        # Logs whose head was found rewritten: skipped by both sweeps until their head changes, and logged once
+        # by them and by the ledger writer's batches, which seal onto the same heads (LedgerWriter._seal_here).
+        self.broken_heads = BrokenHeads()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -474,10 +477,10 @@ class Sealer:
                 self._wakeup.clear()
                 organizations, self._pending = self._pending, set()
                 await seal_all(self.db, organizations, self.keys, checkpoint_every=self.checkpoint_every,
-                               broken=self._broken_heads)
+                               broken=self.broken_heads)
                 if sweep:
                     await keep_due_checkpoints(self.db, self.keys, checkpoint_every=self.checkpoint_every,
-                                               broken=self._broken_heads)
+                                               broken=self.broken_heads)
             except asyncio.CancelledError:
                 raise
             except Exception:

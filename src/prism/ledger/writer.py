@@ -287,13 +287,16 @@ class LedgerWriter:
         try:  # BrokenLog comes before anything is written or any entry is given a position
             await seal_written(session, organization_id, self.keys, entries, head=head,
                                checkpoint_every=self.checkpoint_every)
-            return True
-        except BrokenLog:
+        except BrokenLog as found:
             self._mac_as_waiting(entries)
             # A log whose stored entries do not continue its head cannot be extended; the calls are still recorded
-            # (waiting, with their hashes and MACs), and `prism audit verify` names what is wrong.
-            log.exception("the audit log of organization %s cannot be sealed", organization_id)
+            # (waiting, with their hashes and MACs), and `prism audit verify` names what is wrong. Said once per
+            # head found broken, not once per batch of calls to it.
+            if self.sealer.broken_heads.found(organization_id, found):
+                log.error("the audit log of organization %s cannot be sealed: %s", organization_id, found)
             return False
+        self.sealer.broken_heads.extended(organization_id)
+        return True
 
 
 async def _take_turn_to_write(session: AsyncSession, organization_ids: set[str]) -> None:
