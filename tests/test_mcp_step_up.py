@@ -111,3 +111,21 @@ async def test_refusals_a_new_token_cannot_cure_stay_tool_errors(
     refused: dict[str, Any] = in_batch.json()[0]["result"]
     assert refused["isError"] is True and '"permission_denied"' in refused["content"][0]["text"]
     assert [e[:3] for e in await _ledger(db, ws)] == [("mcp", "refused", "permission_denied")] * 3
+
+
+async def test_the_rest_doors_challenge_an_oauth_token_the_same_way_and_never_a_key(
+        app: object, client: httpx.AsyncClient, factory: Factory) -> None:
+    """RFC 6750 section 3.1 on the REST doors: the 403 of a scope an OAuth token lacks names the scopes to ask for;
+    an API key's 403 has no challenge (its scopes are fixed when it is minted)."""
+    ws = await factory.workspace(roles=("owner",))
+    token = await _read_only_token(app, ws)
+    metadata = (await _metadata_of_the_401(client, ws)).removesuffix(PATH)
+    read_only_key = await factory.add_key(ws, "read-only", scopes="mcp:read")
+    for url, body in (("/api/mcp/tools/prism_entity_crud/", CREATE_PART),
+                      ("/prism/entity_crud/spare_parts/spare_part/create", CREATE_PART["arguments"])):
+        refused = await client.post(url, json=body, headers={**bearer(token), "Host": ws.host})
+        assert refused.status_code == 403 and refused.json()["error"] == "permission_denied", refused.text
+        assert refused.headers["www-authenticate"] == (
+            f'Bearer error="insufficient_scope", scope="mcp:read mcp:write", resource_metadata="{metadata}"')
+        by_key = await client.post(url, json=body, headers={**bearer(read_only_key), "Host": ws.host})
+        assert by_key.status_code == 403 and "www-authenticate" not in by_key.headers, by_key.headers

@@ -22,8 +22,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prism.dispatch.response import failure_envelope
 from prism.edge.context import request_context
-from prism.errors import PrismError
-from prism.oauth.challenge import bearer_challenge
+from prism.errors import MissingScope, PrismError
+from prism.oauth.challenge import bearer_challenge, insufficient_scope_challenge
 from prism.registry.mega_tools import tool_name as wire_name
 from prism.storage import unavailable_error
 from prism.web.responses import error_headers, json_response, send_json
@@ -44,10 +44,17 @@ class Door:
         return body
 
     def headers(self, error: PrismError, scope: Scope) -> dict[str, str] | None:
-        """The refusal's own headers; a 401 also tells the client how to authenticate."""
+        """The refusal's own headers; a 401 also tells the client how to authenticate, and a 403 that a scope
+        would cure tells an OAuth client which scopes to ask for (RFC 6750 section 3.1: `insufficient_scope`; an
+        API key's scopes are fixed when it is minted)."""
         headers = error_headers(error)
         if error.status == 401:
             headers = {"WWW-Authenticate": bearer_challenge(scope, error), **(headers or {})}
+        elif isinstance(error, MissingScope):
+            auth = request_context(scope).auth
+            if auth is not None and auth.credential_kind == "oauth":
+                challenge = insufficient_scope_challenge(scope, sorted(auth.scopes | {error.scope}))
+                headers = {"WWW-Authenticate": challenge, **(headers or {})}
         return headers
 
     async def refuse(self, scope: Scope, receive: Receive, send: Send, error: PrismError) -> None:
