@@ -33,6 +33,8 @@ async def test_an_oauth_endpoint_answers_a_wrong_method_in_rfc6749_shape_with_co
     assert {m.strip() for m in answer.headers["allow"].split(",")} == allowed
     assert answer.headers["access-control-allow-origin"] == "*", answer.headers
     assert "POST" in answer.headers["access-control-allow-methods"]
+    # A client running in a page reads which methods the endpoint answers.
+    assert "Allow" in answer.headers["access-control-expose-headers"].split(", ")
 
 
 @pytest.mark.parametrize("path", ["/.well-known/oauth-authorization-server", "/.well-known/openid-configuration",
@@ -60,6 +62,7 @@ async def test_the_registration_management_endpoint_answers_a_wrong_method_with_
     assert {m.strip() for m in answer.headers["allow"].split(",")} == {"GET", "HEAD", "PUT", "DELETE", "OPTIONS"}
     assert answer.headers["access-control-allow-origin"] == "*"
     assert answer.headers["access-control-allow-methods"] == "GET, PUT, DELETE, OPTIONS"
+    assert {"Allow", "WWW-Authenticate"} <= set(answer.headers["access-control-expose-headers"].split(", "))
 
 
 @pytest.mark.parametrize("path", [f"{OAUTH}/authorize/", "/authorize"])

@@ -38,10 +38,14 @@ from prism.web.browser import read_form
 from prism.web.requests import host_of, read_json_object
 from prism.web.responses import json_response
 
+# A page's script reads only the answer headers CORS exposes (beyond a handful): the challenge of a 401, the
+# methods of a 405 and the wait of a 429 or 503 are what a client running in a browser acts on.
+EXPOSED_HEADERS = "WWW-Authenticate, Allow, Retry-After, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset"
 CORS_HEADERS = {
     "Access-Control-Allow-Origin": "*",
     "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
     "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version",
+    "Access-Control-Expose-Headers": EXPOSED_HEADERS,
     "Access-Control-Max-Age": "86400",
 }
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}

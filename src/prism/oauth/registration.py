@@ -21,7 +21,7 @@ from starlette.responses import Response
 from prism.errors import PrismError
 from prism.kit.timeutil import utcnow
 from prism.oauth import repository as repo
-from prism.oauth.endpoints import NO_STORE, count_failure, oauth_error
+from prism.oauth.endpoints import EXPOSED_HEADERS, NO_STORE, count_failure, oauth_error
 from prism.oauth.errors import OAuthError
 from prism.oauth.issuer import issuer_for
 from prism.oauth.models import OAuthClient, OAuthGrant
@@ -35,6 +35,7 @@ MANAGEMENT_CORS = {
     "Access-Control-Allow-Origin": "*",
     "Access-Control-Allow-Methods": "GET, PUT, DELETE, OPTIONS",
     "Access-Control-Allow-Headers": "Authorization, Content-Type",
+    "Access-Control-Expose-Headers": EXPOSED_HEADERS,
     "Access-Control-Max-Age": "86400",
 }
 
