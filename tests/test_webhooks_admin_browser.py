@@ -118,10 +118,13 @@ async def test_an_admin_sends_a_test_event_and_resends_it_from_the_page(
     # The page's actions are dispatched, as the console's are: each is in the audit ledger.
     async with hook_db.read() as session:
         owner = (await session.execute(select(User.id).where(User.email == ws.emails["owner"]))).scalar_one()
-        entries = (await session.execute(select(AuditEntry.coordinate, AuditEntry.actor_user_id).where(
+        entries = (await session.execute(select(AuditEntry.coordinate, AuditEntry.actor_user_id,
+                                                AuditEntry.credential_id).where(
             AuditEntry.organization_id == ws.org.id, AuditEntry.door == "console").order_by(AuditEntry.id))).all()
-    assert [tuple(e) for e in entries] == [("config_manage/governance/webhook/test", owner),
-                                           ("config_manage/governance/webhook_delivery/resend", owner)]
+    assert [tuple(e)[:2] for e in entries] == [("config_manage/governance/webhook/test", owner),
+                                               ("config_manage/governance/webhook_delivery/resend", owner)]
+    # Under the sign-in's credential, as on the console and the key dashboard: one caller for every page.
+    assert all(e.credential_id.startswith("console:") for e in entries), entries
 
 
 async def test_a_viewer_sees_their_organizations_webhooks_without_buttons_and_no_others(

@@ -13,27 +13,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from prism.auth.context import AuthContext, KeyUsage
-from prism.auth.permissions import PermissionSet
-from prism.console.caller import ConsoleCaller, notice_key
+from prism.auth.context import AuthContext
+from prism.auth.person import memberships
+from prism.console.caller import ConsoleCaller, browser_caller, notice_key
 from prism.edge.doors import PAGE as PAGE_DOOR
 from prism.edge.doors import door_routes
 from prism.errors import NotFound, PrismError
-from prism.kit.timeutil import utcnow
-from prism.models import Membership, Organization, Role, Tenant, User
+from prism.models import Tenant, User
 from prism.web.browser import (
-    browser_session,
     login_url,
     read_form,
     redirect,
     render,
-    session_credential,
     signed_in_user,
 )
 from prism.web.requests import host_of
@@ -61,26 +57,16 @@ class OrganizationView:
 
 
 async def _contexts(session: AsyncSession, user: User, request: Request) -> list[AuthContext]:
-    """One context per organization of this host the person may see webhooks of (as a browser session)."""
-    stmt = (select(Organization, Tenant, Role).join(Membership, Membership.organization_id == Organization.id)
-            .join(Tenant, Tenant.id == Organization.tenant_id).join(Role, Role.id == Membership.role_id)
-            .where(Membership.user_id == user.id).order_by(Organization.name, Organization.id))
+    """One context per organization of this host the person may see webhooks of: the signed-in browser session,
+    as the console and the key dashboard act for it (`browser_caller`)."""
+    stmt = memberships(user)
     host = host_of(request)
     if host.kind == "tenant":
         stmt = stmt.where(Tenant.subdomain == host.subdomain)
-    contexts = []
-    for organization, tenant, role in (await session.execute(stmt)).all():
-        permissions = PermissionSet(tuple(role.permissions))
-        if not permissions.allows("governance.view_webhook"):
-            continue
-        contexts.append(AuthContext(
-            tenant_id=tenant.id, tenant_subdomain=tenant.subdomain, tenant_name=tenant.name,
-            organization_id=organization.id, organization_name=organization.name, user_id=user.id,
-            user_email=user.email, role=role.name, permissions=permissions,
-            scopes=frozenset({"mcp:read", "mcp:write"}), credential_kind="browser",
-            credential_id=session_credential(browser_session(request), "browser"),
-            key_prefix="", key_name="browser session", key_created_at=utcnow(), usage=KeyUsage(None)))
-    return contexts
+    rows = (await session.execute(stmt)).all()
+    callers = [browser_caller(request, user, membership, []).auth for membership in rows]
+    return sorted((auth for auth in callers if auth.permissions.allows("governance.view_webhook")),
+                  key=lambda auth: (auth.organization_name, auth.organization_id))
 
 
 async def _organization_view(session: AsyncSession, auth: AuthContext) -> OrganizationView:
