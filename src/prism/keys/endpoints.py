@@ -37,8 +37,8 @@ def _error(exc: PrismError, request: Request) -> Response:
 async def register(request: Request) -> Response:
     try:
         parsed = parse_request(await read_json_object(request))
+        user = await check_credentials(request.app.state.db, parsed.email, parsed.password)
         async with request.app.state.db.read() as session:
-            user = await check_credentials(session, parsed.email, parsed.password)
             organization = await registration_organization(session, user, parsed, host=host_of(request))
             auth = await registrant(session, user, organization)
         # The keys handler mints, as on the console: `keys.add_key` checked, a ledger entry written.

@@ -30,6 +30,7 @@ from prism.kit.ids import stored_organization_id
 from prism.kit.timeutil import utcnow
 from prism.models import Membership, Organization, User
 from prism.registry.mega_tools import PLATFORM_SCOPES
+from prism.storage import Database
 from prism.tenancy.hosts import HostInfo
 from prism.tenancy.service import require_tenant
 
@@ -72,8 +73,11 @@ def parse_request(body: dict[str, Any]) -> RegistrationRequest:
                                tool_surface)
 
 
-async def check_credentials(session: AsyncSession, email: str, password: str) -> User:
-    user = await get_user(session, email)
+async def check_credentials(db: Database, email: str, password: str) -> User:
+    """The person whose email and password these are; the password is checked outside any transaction (the hash
+    takes a worker thread tens to hundreds of milliseconds, which a held connection would wait through)."""
+    async with db.read() as session:
+        user = await get_user(session, email)
     ok = await password_matches(user.password_hash if user else None, password)
     if user is None or not ok:
         raise BadCredentials("invalid email or password")
