@@ -14,12 +14,14 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import delete
 from starlette.applications import Starlette
 
 from prism.app import create_app
 from prism.config import Settings
 from prism.kit.timeutil import utcnow
 from prism.storage import Database
+from prism.webhooks.models import WebhookDelivery
 from prism.webhooks.worker import DeliveryWorker
 from tests.factories import Workspace
 from tests.webhooks_receiver import Receiver, RunningReceiver, TlsFiles, make_tls
@@ -27,6 +29,7 @@ from tests.webhooks_receiver import Receiver, RunningReceiver, TlsFiles, make_tl
 BASE = "/api/v1/risk-assessment/governance/webhooks/"
 # The data of a governance decision event, as the delivery tests emit it.
 DECISION_DATA = {"decision_type": "agent_action", "ai_system": {"id": "s", "name": "n"}}
+STILL_TO_SEND = ("pending", "retrying")
 
 
 @pytest.fixture(scope="session", name="tls")
@@ -66,8 +69,18 @@ def hook_db_fixture(hook_app: Starlette) -> Database:
 
 @pytest.fixture(name="hook_client")
 async def hook_client_fixture(hook_app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    await _forget_deliveries_still_to_send(hook_app.state.db)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=hook_app), base_url="http://localhost") as c:
         yield c
+    await _forget_deliveries_still_to_send(hook_app.state.db)
+
+
+async def _forget_deliveries_still_to_send(db: Database) -> None:
+    """A worker claims every due delivery of the database, oldest first: one that another test left to be sent
+    (any test emitting events to a webhook of its own) would be sent by this test's worker, ahead of, or instead
+    of, this test's own. So each webhook test starts, and ends, with none."""
+    async with db.write() as session:
+        await session.execute(delete(WebhookDelivery).where(WebhookDelivery.status.in_(STILL_TO_SEND)))
 
 
 class FakeClock:
