@@ -72,6 +72,10 @@ async def session(settings: Settings, url: str, transport: str, credential: Cred
     await check_url(url, field="base_url", allow_private_networks=settings.webhook_allow_private_networks)
     bearer = None
     if credential.kind == "oauth2_client_credentials":
+        # Checked when it was saved, and again before the client's credentials go there: the CLI's add-mcp and
+        # refresh take a token URL that was never saved, and the outbound rules may have changed since.
+        await check_url(credential.settings["token_url"], field="token_url",
+                        allow_private_networks=settings.webhook_allow_private_networks)
         async with OutboundClient(allow_private_networks=settings.webhook_allow_private_networks,
                                   ca_bundle=settings.webhook_ca_bundle, max_connections=1) as outbound:
             bearer = await _oauth_token(outbound, connection_id, credential, timeout_seconds)

@@ -207,6 +207,17 @@ def connection_record(connection: IntegrationConnection, name: str) -> dict[str,
             "enabled": connection.enabled}
 
 
+async def checked_credential(settings: Settings, auth_kind: str, auth_settings: dict[str, Any],
+                             secret: str | None) -> tuple[dict[str, Any], str]:
+    """The credential's settings and secret as kept (`checked`), its token endpoint checked like every outbound
+    URL: Prism posts the client's credentials there, before the upstream's own URL is ever asked."""
+    kept, secret_text = checked(auth_kind, auth_settings, secret)
+    if kept.get("token_url"):
+        kept["token_url"] = await check_url(kept["token_url"], field="token_url",
+                                            allow_private_networks=settings.webhook_allow_private_networks)
+    return kept, secret_text
+
+
 async def connect(session: AsyncSession, settings: Settings, organization_id: str, name: str, *, base_url: str,
                   auth_kind: str = "none", auth_settings: dict[str, Any] | None = None, secret: str | None = None,
                   timeout_seconds: int = 10, enabled: bool = True) -> dict[str, Any]:
@@ -214,10 +225,7 @@ async def connect(session: AsyncSession, settings: Settings, organization_id: st
     app = await usable_named(session, organization_id, name)
     url = await check_url(base_url.rstrip("/"), field="base_url",
                           allow_private_networks=settings.webhook_allow_private_networks)
-    kept, secret_text = checked(auth_kind, auth_settings or {}, secret)
-    if kept.get("token_url"):
-        kept["token_url"] = await check_url(kept["token_url"], field="token_url",
-                                            allow_private_networks=settings.webhook_allow_private_networks)
+    kept, secret_text = await checked_credential(settings, auth_kind, auth_settings or {}, secret)
     if not 1 <= timeout_seconds <= 60:
         raise InvalidArguments("timeout_seconds: between 1 and 60", details={"field": "timeout_seconds"})
     connection = (await session.execute(select(IntegrationConnection).where(

@@ -7,7 +7,9 @@ private networks, link-local addresses or a cloud metadata service through Prism
 - ``OutboundClient`` at connect time: its resolver resolves the host itself, refuses the connection if ANY
   resolved address is not public, and the connection goes to the vetted address (TLS still verifies the
   certificate for the host name). A name that resolved to a public address at save time and to 127.0.0.1
-  later (DNS rebinding) is refused here; a literal address in the URL is vetted before anything is sent.
+  later (DNS rebinding) is refused here; an address in the URL, which aiohttp connects to without asking the
+  resolver, is vetted before anything is sent as aiohttp reads it (yarl maps full-width digits and ideographic
+  full stops to ASCII ones, so they can name 127.0.0.1 too).
   Redirects are never followed and proxies from the environment are ignored (a proxy would make the
   address check meaningless). The official MCP client's HTTP (httpx2) is guarded the same way by the
   transport of ``prism.kit.outbound_httpx``.
@@ -31,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 import certifi
 
@@ -216,31 +218,22 @@ class OutboundClient:
                                          allow_private_networks=self._allow_private)
         return self._session
 
-    def _vet_literal(self, url: str) -> None:
-        """aiohttp connects to an address written in the URL without asking the resolver: vet it here."""
-        if self._allow_private:
-            return
-        host = urlsplit(url).hostname or ""
-        literal = _literal_address(host)
-        if literal is not None:
-            problem = refusal(host, [literal])
-            if problem is not None:
-                raise OutboundFailed(f"connection refused by Prism: {problem}")
-
     async def send(self, method: str, url: str, *, headers: dict[str, str], body: bytes | None,
                    timeout_seconds: float, read_at_most: int, encoded: bool = False) -> OutboundAnswer:
         """One request; the time limit covers connect, send and the whole answer. `encoded`: the URL is
         percent-encoded already and goes out as it is (else the HTTP client normalises it, and would decode
         `%3B` in a path back to `;`)."""
-        self._vet_literal(url)
-        from prism.kit.outbound_session import REQUEST_ERRORS, request
+        from prism.kit.outbound_session import REQUEST_ERRORS, request, target_of, vet_direct_address
 
         try:
             async with asyncio.timeout(timeout_seconds):
-                status, found, data, truncated = await request(self._open(), method, url, headers=headers,
-                                                               body=body, read_at_most=read_at_most,
-                                                               encoded=encoded)
+                target = target_of(url, encoded=encoded)
+                await vet_direct_address(target, allow_private_networks=self._allow_private)
+                status, found, data, truncated = await request(self._open(), method, target, headers=headers,
+                                                               body=body, read_at_most=read_at_most)
                 return OutboundAnswer(status, found, data, truncated)
+        except ConnectRefused as exc:
+            raise OutboundFailed(str(exc)) from None
         except TimeoutError:
             raise OutboundTimeout(f"timed out after {timeout_seconds:g} s") from None
         except REQUEST_ERRORS as exc:

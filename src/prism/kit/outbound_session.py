@@ -11,6 +11,7 @@ import ssl
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.helpers import is_ip_address
 from yarl import URL
 
 from prism.kit.outbound import vetted_addresses
@@ -43,12 +44,26 @@ def open_session(*, ssl_context: ssl.SSLContext, limit: int, allow_private_netwo
     return aiohttp.ClientSession(connector=connector, trust_env=False)
 
 
-async def request(session: aiohttp.ClientSession, method: str, url: str, *, headers: dict[str, str],
-                  body: bytes | None, read_at_most: int,
-                  encoded: bool = False) -> tuple[int, dict[str, str], bytes, bool]:
+def target_of(url: str, *, encoded: bool) -> URL:
+    """The URL as aiohttp sends it: parsed by yarl, as aiohttp parses a URL given as text. `encoded`: already
+    percent-encoded, sent as it is. Its `raw_host` is the host aiohttp connects to, which need not be the text of
+    the URL: yarl maps a host through IDNA, so 127.0.0.1 written in full-width digits or with ideographic full
+    stops (U+3002) becomes 127.0.0.1, an address where urllib still reads a name."""
+    return URL(url, encoded=encoded)
+
+
+async def vet_direct_address(target: URL, *, allow_private_networks: bool) -> None:
+    """aiohttp connects to a host it takes for an address (its own `is_ip_address`) without asking the resolver:
+    that host is vetted here as the resolver vets a name (ConnectRefused names what is wrong)."""
+    host = target.raw_host or ""
+    if is_ip_address(host):
+        await vetted_addresses(host, target.port or 0, allow_private_networks=allow_private_networks)
+
+
+async def request(session: aiohttp.ClientSession, method: str, target: URL, *, headers: dict[str, str],
+                  body: bytes | None, read_at_most: int) -> tuple[int, dict[str, str], bytes, bool]:
     """(status, lower-cased headers (a repeated one keeps its first value), body, truncated); no redirects.
-    The caller bounds the time."""
-    target = URL(url, encoded=True) if encoded else url
+    The caller bounds the time and vets a direct address (`vet_direct_address`)."""
     async with session.request(method, target, data=body or None, headers=headers, allow_redirects=False,
                                timeout=aiohttp.ClientTimeout(total=None)) as response:
         data = bytearray()

@@ -2,17 +2,18 @@
 
 A client may name itself by an https URL instead of registering: `client_id=https://app.example.com/oauth.json`.
 Prism fetches that document (through the SSRF-guarded outbound client, prism.kit.outbound: no private or
-loopback targets unless PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS, no redirects, at most MAX_BYTES within
-FETCH_SECONDS), checks that it names the same `client_id` and is a public client's metadata, and keeps the
-client it describes in process for the document's `Cache-Control: max-age` (between MIN_TTL and MAX_TTL
-seconds, DEFAULT_TTL without one). A document that cannot be used is remembered as such for FAILURE_TTL, so a
-client_id cannot make Prism fetch a URL over and over.
+loopback targets unless PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS, checked before any connection as a saved URL is,
+no redirects, at most MAX_BYTES within FETCH_SECONDS), checks that it names the same `client_id` and is a
+public client's metadata, and keeps the client it describes in process for the document's
+`Cache-Control: max-age` (between MIN_TTL and MAX_TTL seconds, DEFAULT_TTL without one). A document that cannot
+be used is remembered as such for FAILURE_TTL, so a client_id cannot make Prism fetch a URL over and over.
 
 Nothing is stored: the client is the document. Its tokens carry the URL as their `client_id`.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from prism.config import Settings
-from prism.kit.outbound import OutboundClient, OutboundFailed
+from prism.kit.outbound import OutboundClient, OutboundFailed, OutboundTimeout, OutboundUrlRefused, check_url
 from prism.kit.timeutil import utcnow
 from prism.kit.urls import split_url
 from prism.oauth.errors import OAuthError
@@ -39,6 +40,8 @@ MAX_CACHED = 1000
 # A client_id is kept in columns of 128 characters (grants, governance), so a longer URL cannot name a client.
 MAX_URL_LENGTH = 128
 MAX_AGE = re.compile(r"max-age=(\d+)")
+
+log = logging.getLogger("prism.oauth")
 
 
 class ClientDocumentRefused(OAuthError):
@@ -98,13 +101,26 @@ class ClientDocuments:
 
     async def _fetch(self, url: str) -> _Entry:
         now = time.monotonic()
+        allow_private = self.settings.webhook_allow_private_networks
+        try:
+            await check_url(url, field="client_id", allow_private_networks=allow_private)
+        except OutboundUrlRefused:
+            # Said the same way whatever the host resolved to (or whether it resolved): an anonymous caller
+            # learns nothing of Prism's network from it.
+            return _Entry(None, "a client_id URL must name a public host (not a private, loopback or link-local "
+                                "address)", now + FAILURE_TTL)
         try:
             async with OutboundClient(allow_private_networks=self.settings.webhook_allow_private_networks,
                                       ca_bundle=self.settings.webhook_ca_bundle, max_connections=4) as outbound:
                 answer = await outbound.send("GET", url, headers={"Accept": "application/json"}, body=None,
                                              timeout_seconds=FETCH_SECONDS, read_at_most=MAX_BYTES)
+        except OutboundTimeout:
+            return _Entry(None, f"client metadata document could not be fetched: timed out after "
+                                f"{FETCH_SECONDS:g} s", now + FAILURE_TTL)
         except OutboundFailed as exc:
-            return _Entry(None, f"client metadata document could not be fetched: {exc}", now + FAILURE_TTL)
+            # Not the reason (refused, reset, a TLS error): it would tell an anonymous caller what listens where.
+            log.info("client metadata document %s could not be fetched: %s", url, exc)
+            return _Entry(None, "client metadata document could not be fetched", now + FAILURE_TTL)
         if answer.status != 200:
             return _Entry(None, f"client metadata document answered HTTP {answer.status}", now + FAILURE_TTL)
         if answer.truncated:

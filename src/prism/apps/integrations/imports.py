@@ -179,11 +179,11 @@ class AddMcpParams(CredentialParams):
                          "reads its tools again and reports what changed.",
              keywords=("mcp federation", "upstream mcp server", "add mcp tools", "connect mcp"))
 async def add_mcp(call: HandlerCall, p: AddMcpParams) -> AfterCommit[Any]:
-    from prism.integrations.credentials import Credential, checked
+    from prism.integrations.credentials import Credential
 
     given = {k: v for k, v in (("header", p.header), ("username", p.username), ("token_url", p.token_url),
                                ("client_id", p.client_id), ("scope", p.scope)) if v is not None}
-    kept, secret = checked(p.auth_kind, given, p.secret)
+    kept, secret = await service.checked_credential(call.settings, p.auth_kind, given, p.secret)
     url = await check_url(p.url, field="url", allow_private_networks=call.settings.webhook_allow_private_networks)
     if await service.named_elsewhere(call.session, p.name, call.organization_id, "mcp"):
         raise Conflict(f"an integration named {p.name!r} exists and is not yours to replace; choose another name")
