@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
+import socket
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,8 +17,10 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+import uvicorn
 from fastmcp.tools import Tool
 from sqlalchemy import select
+from starlette.types import Receive, Scope, Send
 
 from prism.integrations.mcp_limits import MAX_TOOL_LIST_BYTES, MAX_TOOL_PART_BYTES
 from prism.integrations.models import IntegrationApp
@@ -24,7 +28,7 @@ from prism.integrations.openapi import DESCRIPTION_CHARS, MAX_SCHEMA_DEPTH
 from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import ok, post
-from tests.integrations_mcp_upstream import UPSTREAM_KEY, RunningMcp, ScriptedMcp
+from tests.integrations_mcp_upstream import UPSTREAM_KEY, OnLoopback, RunningMcp, ScriptedMcp
 from tests.integrations_upstream import (  # noqa: F401 -- fixtures: a loopback upstream's TLS, imports removed
     imports_removed_after_the_module_fixture,
     upstream_tls_fixture,
@@ -196,3 +200,52 @@ async def test_a_changed_list_past_the_limits_is_not_stored_and_the_integration_
     assert [o["tool_name"] for o in await stored_operations(db, name) or []] == ["install_more"]
     unseen = await post(client, other, READ, {"name": name})
     assert unseen.status_code == 404, unseen.text[:300]
+
+
+class GzipBombMcp(OnLoopback):
+    """An MCP server whose every answer is gzip, asked for or not: a valid JSON-RPC answer of `inflated` bytes in
+    a few kilobytes on the wire. It keeps the Accept-Encoding of each request it got."""
+
+    def __init__(self, tls: TlsFiles, inflated: int) -> None:
+        self.inflated = inflated
+        self.accepted: list[bytes] = []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.uvicorn = uvicorn.Server(uvicorn.Config(self._app, ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key),
+                                                     interface="asgi3", log_level="error", lifespan="off",
+                                                     timeout_graceful_shutdown=1))
+
+    async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = b""
+        while True:
+            message = await receive()
+            request += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        self.accepted.append(dict(scope["headers"]).get(b"accept-encoding", b""))
+        asked = orjson.loads(request)
+        result = {"protocolVersion": asked.get("params", {}).get("protocolVersion", "2025-06-18"),
+                  "serverInfo": {"name": "bomb", "version": "1"}, "capabilities": {"tools": {}},
+                  "instructions": "x" * self.inflated}
+        body = gzip.compress(orjson.dumps({"jsonrpc": "2.0", "id": asked.get("id"), "result": result}))
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"application/json"), (b"content-encoding", b"gzip"),
+            (b"mcp-session-id", b"bomb")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def test_a_compressed_answer_is_refused_before_it_is_inflated(
+        client: httpx.AsyncClient, factory: Factory, tls: TlsFiles) -> None:
+    """The answer's limit counts the bytes the MCP client reads: an upstream that sends 20 MB of JSON as 20 kB of
+    gzip (unasked: Prism asks for identity) is refused as an answer it cannot read, nothing of it inflated."""
+    upstream = await GzipBombMcp(tls, inflated=20_000_000).start()
+    try:
+        ws = await factory.workspace(roles=("owner",))
+        refused = await post(client, ws, ADD, {"name": "mcp_" + uuid.uuid4().hex[:8], "url": upstream.url,
+                                               "transport": "streamable_http"})
+    finally:
+        await upstream.stop()
+    assert refused.status_code == 502 and refused.json()["error"] == "upstream_error", refused.text[:400]
+    assert "compressed (Content-Encoding: gzip)" in refused.json()["message"], refused.text[:400]
+    assert upstream.accepted and set(upstream.accepted) == {b"identity"}

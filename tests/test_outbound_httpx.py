@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import ipaddress
 import socket
 import ssl
@@ -284,3 +285,34 @@ async def test_a_url_writes_an_ipv6_zone_percent_encoded_and_prism_reads_it_so()
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_an_answer_is_asked_for_uncompressed_and_a_compressed_one_is_not_inflated() -> None:
+    """httpx2 would inflate a gzip answer after the transport counted its wire bytes: 20 kB of gzip past a 100 kB
+    limit as 20 MB. The transport asks for `identity` whatever the client asked, and refuses an answer compressed
+    anyway before reading it."""
+    bomb = gzip.compress(b'{"a":"' + b"x" * 20_000_000 + b'"}')
+    heard: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        heard.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(bomb) + bomb)
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    transport = guarded_transport(allow_private_networks=True, ssl_context=ssl_context(None),
+                                  max_answer_bytes=100_000)
+    try:
+        async with httpx2.AsyncClient(transport=transport, trust_env=False, timeout=10) as http:
+            with pytest.raises(httpx2.StreamError, match=r"compressed \(Content-Encoding: gzip\)"):
+                await http.post(f"http://127.0.0.1:{port}/mcp", content=b"{}",
+                                headers={"Accept-Encoding": "gzip, deflate, br"})
+    finally:
+        server.close()
+        await server.wait_closed()
+    sent = heard[0].lower().split(b"\r\n")
+    assert [line for line in sent if line.startswith(b"accept-encoding")] == [b"accept-encoding: identity"]

@@ -45,8 +45,9 @@ def guarded_transport(*, allow_private_networks: bool, ssl_context: ssl.SSLConte
     """An httpx2 transport (HTTP/1.1, pooled) whose connections go only where the outbound rules allow.
 
     An answer read whole (anything but an event stream) stops with `AnswerTooLarge` past `max_answer_bytes`: an
-    upstream must not be able to fill the process's memory. An event stream is read event by event, for as long
-    as it lasts; the MCP client limits each event."""
+    upstream must not be able to fill the process's memory. Every answer is asked for uncompressed, and one
+    compressed anyway is refused (`CompressedAnswer`), so the bytes counted are the bytes the client reads. An
+    event stream is read event by event, for as long as it lasts; the MCP client limits each event."""
     pool = httpcore2.AsyncConnectionPool(
         ssl_context=ssl_context, max_connections=max_connections,
         max_keepalive_connections=max_keepalive_connections, keepalive_expiry=keepalive_expiry,
@@ -57,6 +58,11 @@ def guarded_transport(*, allow_private_networks: bool, ssl_context: ssl.SSLConte
 class AnswerTooLarge(httpx2.StreamError):
     """The answer went past the transport's limit; nothing more of it is read. (A stream error: the MCP client
     answers the request with it, as with any answer it cannot read.)"""
+
+
+class CompressedAnswer(httpx2.StreamError):
+    """The answer came compressed though Prism asked for it as it is: not read (its size once inflated is
+    unknown until it is inflated)."""
 
 
 # An address that has not connected after this long gets the next one started beside it (RFC 8305's
@@ -283,7 +289,7 @@ class _PoolTransport(httpx2.AsyncBaseTransport):
             method=request.method,
             url=httpcore2.URL(scheme=request.url.raw_scheme, host=request.url.raw_host, port=request.url.port,
                               target=request.url.raw_path),
-            headers=request.headers.raw, content=request.stream, extensions=request.extensions)
+            headers=uncompressed(request.headers.raw), content=request.stream, extensions=request.extensions)
         try:
             answer = await self._pool.handle_async_request(sent)
         except Exception as exc:
@@ -293,10 +299,25 @@ class _PoolTransport(httpx2.AsyncBaseTransport):
             raise mapped from exc
         limit = None if _is_event_stream(answer.headers) else self._max_answer_bytes
         return httpx2.Response(status_code=answer.status, headers=answer.headers,
-                               stream=_Body(answer.stream, limit), extensions=answer.extensions)
+                               stream=_Body(answer.stream, limit, _content_encoding(answer.headers)),
+                               extensions=answer.extensions)
 
     async def aclose(self) -> None:
         await self._pool.aclose()
+
+
+def uncompressed(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The request's headers asking for the answer as it is (`Accept-Encoding: identity`) whatever the client
+    asked: httpx2 inflates a compressed answer after the transport has counted it, so a few kilobytes of gzip
+    could become gigabytes past `max_answer_bytes`, and one chunk of an event stream a thousandfold."""
+    return [(name, value) for name, value in headers if name.lower() != b"accept-encoding"] + [
+        (b"Accept-Encoding", b"identity")]
+
+
+def _content_encoding(headers: list[tuple[bytes, bytes]]) -> str:
+    """The answer's Content-Encoding, '' for none or identity."""
+    found = [value.decode("latin-1").strip().lower() for name, value in headers if name.lower() == b"content-encoding"]
+    return ", ".join(v for v in found if v not in ("", "identity"))
 
 
 def _is_event_stream(headers: list[tuple[bytes, bytes]]) -> bool:
@@ -305,11 +326,18 @@ def _is_event_stream(headers: list[tuple[bytes, bytes]]) -> bool:
 
 
 class _Body(httpx2.AsyncByteStream):
-    def __init__(self, stream: Any, limit: int | None) -> None:
+    """An answer's body, counted as it arrives: the bytes counted are the bytes the client gets, as the answer
+    is never compressed (an upstream that compresses it anyway, unasked, is refused before anything is read)."""
+
+    def __init__(self, stream: Any, limit: int | None, encoding: str) -> None:
         self._stream = stream
         self._limit = limit
+        self._encoding = encoding
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._encoding:
+            raise CompressedAnswer(f"the answer is compressed (Content-Encoding: {self._encoding[:40]}), which "
+                                   "Prism does not accept: it asks for Accept-Encoding: identity")
         read = 0
         try:
             async for part in self._stream:
