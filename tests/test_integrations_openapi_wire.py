@@ -289,3 +289,29 @@ async def test_a_query_parameter_described_by_content_is_sent_as_that_media_type
     sent = parse_qsl(recorder.received[-1].raw_query)
     assert [k for k, _ in sent] == ["filter"], sent
     assert orjson.loads(sent[0][1]) == {"status": "open", "owner": "ann"}
+
+
+async def test_a_header_argument_cannot_stand_in_for_the_credential_or_frame_the_request(
+        client: httpx.AsyncClient, factory: Factory, recorder: Recorder) -> None:
+    """HTTP header names are case-insensitive: a description's `x-api-key` parameter is the connection's
+    `X-API-Key` credential header, and the credential is sent, never the caller's value beside it. A header
+    parameter named as one Prism sets (in any case) or that frames the request is not offered; nor is one whose
+    name is not a plain header name."""
+    ws = await factory.workspace(roles=("owner",))
+    spec = document({"/items": {"get": {"tags": ["items"], "operationId": "listItems", "responses": ANSWER,
+                                        "parameters": [param(n, "header", {"type": "string"}) for n in (
+                                            "x-api-key", "X-Trace", "TRANSFER-ENCODING", "AUTHORIZATION",
+                                            "X-Bad Name", "X-Split\r\nHost")]}}})
+    name = await connected(client, ws, spec, recorder, auth_kind="api_key", header="X-API-Key",
+                           secret="the-connections-key")
+    answered = await call(client, ws, name, "items", "listItems", {"x-api-key": "chosen-by-caller",
+                                                                    "X-Trace": "t-1"})
+    assert answered.status_code == 200, answered.text
+    got = recorder.received[-1]
+    assert got.header_values("x-api-key") == ["the-connections-key"]
+    assert got.header_values("x-trace") == ["t-1"]
+    assert "chosen-by-caller" not in str(got.headers)
+    for unoffered in ("TRANSFER-ENCODING", "AUTHORIZATION", "X-Bad Name", "X-Split\r\nHost"):
+        refused = await call(client, ws, name, "items", "listItems", {unoffered: "x"})
+        assert refused.status_code == 400 and refused.json()["error"] == "invalid_arguments", refused.text[:300]
+    assert len(recorder.received) == 1

@@ -24,8 +24,13 @@ from prism.registry.capability import names_irreversible_act
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 READ_METHODS = frozenset({"get", "head", "options"})
-# Arguments Prism sets itself: a description's own parameter of these names is not offered to callers.
-RESERVED_HEADERS = frozenset({"authorization", "content-type", "accept", "content-length", "host", "cookie"})
+# Headers Prism sets itself, or that say how the request is framed: a description's own header parameter of one of
+# these names (in any case) is not offered to callers.
+RESERVED_HEADERS = frozenset({"authorization", "content-type", "accept", "content-length", "host", "cookie",
+                              "user-agent", "transfer-encoding", "connection"})
+# A header parameter's name as a connection's credential header is checked (prism.integrations.credentials): one
+# with any other character could not be sent as it is named, or would change the request around it.
+HEADER_PARAMETER = re.compile(r"^[A-Za-z0-9-]{1,128}\Z")
 MAX_REF_DEPTH = 12
 # What one import may produce: its schemas with every `$ref` inlined, counted object by object and list item by
 # list item (with its operations, parameters and media types), and how deep one schema may nest in JSON. A few KB
@@ -281,8 +286,7 @@ def _operation(resolver: _Resolver, path: str, method: str, spec: dict[str, Any]
         p = resolver.deref(raw)
         if isinstance(p, dict) and isinstance(p.get("name"), str) and p.get("in") in ("path", "query", "header"):
             merged[(p["in"], p["name"])] = p
-    offered = {key: p for key, p in merged.items()
-               if not (key[0] == "header" and key[1].lower() in RESERVED_HEADERS)}
+    offered = {key: p for key, p in merged.items() if key[0] != "header" or offered_header(key[1])}
     taken: set[str] = set()
     for ((where, pname), p), argument in zip(offered.items(), _argument_names(list(offered), taken), strict=True):
         # A parameter is described by a schema, or by `content`: one media type and its schema (its value then
@@ -351,6 +355,11 @@ def _operation(resolver: _Resolver, path: str, method: str, spec: dict[str, Any]
         # Only when given: an operation imported before examples existed compares equal on its next import.
         **({"examples": examples} if examples else {}),
     }
+
+
+def offered_header(name: str) -> bool:
+    """Whether a description's header parameter is offered to callers: a plain name of a header Prism does not set."""
+    return HEADER_PARAMETER.match(name) is not None and name.lower() not in RESERVED_HEADERS
 
 
 def _argument_names(parameters: list[tuple[str, str]], taken: set[str]) -> list[str]:

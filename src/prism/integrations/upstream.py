@@ -24,6 +24,7 @@ from prism.errors import InvalidArguments, PrismError
 from prism.integrations import serialize
 from prism.integrations.call_records import connection_for, keep_record
 from prism.integrations.credentials import Credential, open_secret
+from prism.integrations.openapi import offered_header
 from prism.kit.canonical import digest
 from prism.kit.outbound import OutboundAnswer, OutboundClient, OutboundFailed, OutboundTimeout
 from prism.registry import AfterCommit, HandlerCall
@@ -82,7 +83,7 @@ def build_request(operation: dict[str, Any], base_url: str, arguments: dict[str,
             path = path.replace("{" + parameter["name"] + "}", text)
         elif parameter["in"] == "query":
             query += serialize.query_pairs(parameter, value)
-        else:
+        elif offered_header(parameter["name"]):  # as when it was imported, unless it was stored before the rule
             headers[parameter["name"]] = serialize.header_value(parameter, value)
     body = b""
     spec = operation.get("body")
@@ -183,7 +184,7 @@ async def send(settings: Settings, connection_id: str, credential: Credential, r
             bearer = (await _oauth_token(client, connection_id, credential, timeout_seconds)
                       if credential.kind == "oauth2_client_credentials" else None)
             answer = await client.send(request.method, request.url,
-                                       headers={**request.headers, **credential.headers(bearer)},
+                                       headers=with_credential(request.headers, credential.headers(bearer)),
                                        body=request.body, timeout_seconds=timeout_seconds,
                                        read_at_most=MAX_RESPONSE, encoded=True)
             answer = replace(answer, body=credential.withheld(answer.body, bearer))
@@ -196,6 +197,14 @@ async def send(settings: Settings, connection_id: str, credential: Credential, r
             break
         await asyncio.sleep(delay)
     return Sent(answer, error, timed_out, attempts, int((time.monotonic() - started) * 1000))
+
+
+def with_credential(headers: dict[str, str], credential: dict[str, str]) -> dict[str, str]:
+    """The request's headers and the connection's credential, which wins: a header argument named as the
+    credential's header, in whatever case, is not sent (HTTP names are case-insensitive; an upstream that read
+    the caller's copy would take a credential the caller chose)."""
+    carried = {name.lower() for name in credential}
+    return {**{name: value for name, value in headers.items() if name.lower() not in carried}, **credential}
 
 
 def _decoded(answer: OutboundAnswer) -> Any:
