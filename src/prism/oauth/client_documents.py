@@ -13,6 +13,7 @@ Nothing is stored: the client is the document. Its tokens carry the URL as their
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -103,18 +104,18 @@ class ClientDocuments:
         now = time.monotonic()
         allow_private = self.settings.webhook_allow_private_networks
         try:
-            await check_url(url, field="client_id", allow_private_networks=allow_private)
+            async with asyncio.timeout(FETCH_SECONDS):  # the name's resolution included
+                await check_url(url, field="client_id", allow_private_networks=allow_private)
+            async with OutboundClient(allow_private_networks=allow_private, ca_bundle=self.settings.webhook_ca_bundle,
+                                      max_connections=4) as outbound:
+                answer = await outbound.send("GET", url, headers={"Accept": "application/json"}, body=None,
+                                             timeout_seconds=FETCH_SECONDS, read_at_most=MAX_BYTES)
         except OutboundUrlRefused:
             # Said the same way whatever the host resolved to (or whether it resolved): an anonymous caller
             # learns nothing of Prism's network from it.
             return _Entry(None, "a client_id URL must name a public host (not a private, loopback or link-local "
                                 "address)", now + FAILURE_TTL)
-        try:
-            async with OutboundClient(allow_private_networks=self.settings.webhook_allow_private_networks,
-                                      ca_bundle=self.settings.webhook_ca_bundle, max_connections=4) as outbound:
-                answer = await outbound.send("GET", url, headers={"Accept": "application/json"}, body=None,
-                                             timeout_seconds=FETCH_SECONDS, read_at_most=MAX_BYTES)
-        except OutboundTimeout:
+        except (TimeoutError, OutboundTimeout):
             return _Entry(None, f"client metadata document could not be fetched: timed out after "
                                 f"{FETCH_SECONDS:g} s", now + FAILURE_TTL)
         except OutboundFailed as exc:
