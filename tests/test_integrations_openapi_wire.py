@@ -300,16 +300,17 @@ async def test_a_header_argument_cannot_stand_in_for_the_credential_or_frame_the
     ws = await factory.workspace(roles=("owner",))
     spec = document({"/items": {"get": {"tags": ["items"], "operationId": "listItems", "responses": ANSWER,
                                         "parameters": [param(n, "header", {"type": "string"}) for n in (
-                                            "x-api-key", "X-Trace", "TRANSFER-ENCODING", "AUTHORIZATION",
-                                            "X-Bad Name", "X-Split\r\nHost")]}}})
+                                            "x-api-key", "X-Trace", "X_Request_Id", "TRANSFER-ENCODING",
+                                            "AUTHORIZATION", "X-Bad Name", "X-Split\r\nHost")]}}})
     name = await connected(client, ws, spec, recorder, auth_kind="api_key", header="X-API-Key",
                            secret="the-connections-key")
     answered = await call(client, ws, name, "items", "listItems", {"x-api-key": "chosen-by-caller",
-                                                                    "X-Trace": "t-1"})
+                                                                    "X-Trace": "t-1", "X_Request_Id": "r-1"})
     assert answered.status_code == 200, answered.text
     got = recorder.received[-1]
     assert got.header_values("x-api-key") == ["the-connections-key"]
     assert got.header_values("x-trace") == ["t-1"]
+    assert got.header_values("x_request_id") == ["r-1"]  # an HTTP token: real descriptions use `_`
     assert "chosen-by-caller" not in str(got.headers)
     for unoffered in ("TRANSFER-ENCODING", "AUTHORIZATION", "X-Bad Name", "X-Split\r\nHost"):
         refused = await call(client, ws, name, "items", "listItems", {unoffered: "x"})

@@ -28,9 +28,10 @@ READ_METHODS = frozenset({"get", "head", "options"})
 # these names (in any case) is not offered to callers.
 RESERVED_HEADERS = frozenset({"authorization", "content-type", "accept", "content-length", "host", "cookie",
                               "user-agent", "transfer-encoding", "connection"})
-# A header parameter's name as a connection's credential header is checked (prism.integrations.credentials): one
-# with any other character could not be sent as it is named, or would change the request around it.
-HEADER_PARAMETER = re.compile(r"^[A-Za-z0-9-]{1,128}\Z")
+# A header parameter's name: an HTTP token (RFC 9110 section 5.6.2: letters, digits and !#$%&'*+-.^_`|~, which
+# real descriptions use, `X_Request_Id`); one with any other character could not be sent as it is named, or
+# would change the request around it.
+HEADER_PARAMETER = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}\Z")
 MAX_REF_DEPTH = 12
 # What one import may produce: its schemas with every `$ref` inlined, counted object by object and list item by
 # list item (with its operations, parameters and media types), and how deep one schema may nest in JSON. A few KB
