@@ -10,6 +10,7 @@ Prism passes on from an upstream has the credential's forms withheld first (`Cre
 from __future__ import annotations
 
 import base64
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -51,8 +52,9 @@ class Credential:
 
     def forms(self, bearer: str | None = None) -> tuple[bytes, ...]:
         """Every form in which the credential may come back from an upstream: the secret and the OAuth access
-        token as sent, base64-encoded (a Basic pair is) and percent-encoded, longest first (a form inside
-        another is withheld with it)."""
+        token as sent, base64-encoded (a Basic pair is) and percent-encoded, each also as a JSON string holds it
+        (an upstream echoing the request as JSON escapes `"` and `\\`, and PHP's encoder `/`, Go's `<>&`),
+        longest first (a form inside another is withheld with it)."""
         plain = [self.secret, bearer or ""]
         if self.kind == "basic":
             plain.append(f"{self.settings['username']}:{self.secret}")
@@ -61,6 +63,7 @@ class Credential:
             raw = value.encode()
             encoded = (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode())
             found |= {value, quote(value, safe=""), quote_plus(value), *encoded, *(e.rstrip("=") for e in encoded)}
+        found |= {escaped for form in found for escaped in _json_escaped(form)}
         kept = (f.encode() for f in found if len(f) >= SHORTEST_WITHHELD)
         return tuple(sorted(kept, key=len, reverse=True))
 
@@ -69,6 +72,15 @@ class Credential:
         for form in self.forms(bearer):
             body = body.replace(form, MASK.encode())
         return body
+
+
+def _json_escaped(form: str) -> set[str]:
+    """`form` as JSON encoders write it inside a string: escaped minimally (orjson, Python's with non-ASCII kept),
+    with non-ASCII as `\\u` escapes (Python's default), `/` as `\\/` (PHP's), `<>&` as `\\u003c`... (Go's)."""
+    escaped = {json.dumps(form, ensure_ascii=ascii_only)[1:-1] for ascii_only in (True, False)}
+    go_style = {e.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") for e in escaped}
+    every = escaped | go_style
+    return every | {e.replace("/", "\\/") for e in every}
 
 
 def checked(kind: str, settings: dict[str, Any], secret: str | None) -> tuple[dict[str, Any], str]:
