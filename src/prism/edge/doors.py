@@ -22,8 +22,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prism.dispatch.response import failure_envelope
 from prism.edge.context import request_context
-from prism.errors import MissingScope, PrismError
-from prism.oauth.challenge import bearer_challenge, insufficient_scope_challenge
+from prism.errors import PrismError
+from prism.oauth.challenge import bearer_challenge, insufficient_scope_challenge, step_up_scopes
 from prism.registry.mega_tools import tool_name as wire_name
 from prism.storage import unavailable_error
 from prism.web.responses import error_headers, json_response, send_json
@@ -50,11 +50,8 @@ class Door:
         headers = error_headers(error)
         if error.status == 401:
             headers = {"WWW-Authenticate": bearer_challenge(scope, error), **(headers or {})}
-        elif isinstance(error, MissingScope):
-            auth = request_context(scope).auth
-            if auth is not None and auth.credential_kind == "oauth":
-                challenge = insufficient_scope_challenge(scope, sorted(auth.scopes | {error.scope}))
-                headers = {"WWW-Authenticate": challenge, **(headers or {})}
+        elif (scopes := step_up_scopes(request_context(scope).auth, error)) is not None:
+            headers = {"WWW-Authenticate": insufficient_scope_challenge(scope, scopes), **(headers or {})}
         return headers
 
     async def refuse(self, scope: Scope, receive: Receive, send: Send, error: PrismError) -> None:

@@ -18,12 +18,13 @@ from prism.auth.context import AuthContext
 from prism.dispatch.dispatcher import Dispatcher
 from prism.dispatch.envelope import call_from_envelope
 from prism.dispatch.response import failure_envelope, success_envelope
-from prism.errors import InvalidArguments, MissingScope, PrismError
+from prism.errors import InvalidArguments, PrismError
 from prism.idempotency import InvalidIdempotencyKey, Replay, ReplayedRefusal, key_from_meta
 from prism.kit.numbers import whole_number
 from prism.mcp_server import resources, revisions, surfaces
 from prism.mcp_server.jsonrpc import INVALID_PARAMS, RpcError, invalid_params
 from prism.mcp_server.outputs import output_schema
+from prism.oauth.challenge import step_up_scopes
 from prism.registry.catalog import MEGA_TOOL_CATEGORY, all_tools
 from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, mega_tool_of
 from prism.registry.mega_tools import tool_name as door_name
@@ -66,7 +67,7 @@ class ScopeChallenge(Exception):
     authorization): the transport answers 403 with the scopes to ask for (endpoints.py) instead of a tool
     result. `scopes`: those the token holds and the one it lacks, so re-authorizing loses none."""
 
-    def __init__(self, refusal: MissingScope, scopes: list[str]) -> None:
+    def __init__(self, refusal: PrismError, scopes: list[str]) -> None:
         super().__init__(refusal.message)
         self.refusal = refusal
         self.scopes = scopes
@@ -190,8 +191,9 @@ async def call_tool(dispatcher: Dispatcher, auth: AuthContext, params: dict[str,
             raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}; tools/list names the tools this credential may "
                            "call, and the prism_introspect tool describes them", data={"error": "tool_not_found"}
                            ) from None
-        if step_up and isinstance(exc, MissingScope) and auth.credential_kind == "oauth":
-            raise ScopeChallenge(exc, sorted(auth.scopes | {exc.scope})) from None
+        scopes = step_up_scopes(auth, exc) if step_up else None
+        if scopes is not None:
+            raise ScopeChallenge(exc, scopes) from None
         result = error_result(_pointed(exc, name, arguments), name)
         return _replayed(result) if isinstance(exc, ReplayedRefusal) else result
     structured = revisions.has_structured_output(version)

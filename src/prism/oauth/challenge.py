@@ -12,7 +12,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.types import Scope
 
-from prism.errors import PrismError
+from prism.auth.context import AuthContext
+from prism.errors import MissingScope, PrismError
 from prism.oauth.issuer import issuer_for
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
@@ -38,3 +39,12 @@ def insufficient_scope_challenge(scope: Scope, scopes: list[str], *, resource_pa
 def metadata_url(scope: Scope, resource_path: str) -> str:
     """The protected-resource metadata of `resource_path` on the host this request came to."""
     return f"{issuer_for(Request(scope))}{METADATA_PATH}{resource_path}"
+
+
+def step_up_scopes(auth: AuthContext | None, refusal: PrismError) -> list[str] | None:
+    """The scopes an OAuth token refused only for want of a platform scope should ask for: those it holds and the
+    one it lacks, so that re-authorizing loses none. None for any other refusal or credential (an API key's scopes
+    are fixed when it is minted)."""
+    if not isinstance(refusal, MissingScope) or auth is None or auth.credential_kind != "oauth":
+        return None
+    return sorted(auth.scopes | {refusal.scope})
