@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -22,6 +23,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     trickle: float = 0.0  # seconds between the body's bytes, sent one by one
+    header_trickle: float = 0.0  # seconds between the bytes of the status line and headers, sent one by one
 
 
 @dataclass
@@ -34,6 +36,12 @@ class Script:
         return self._base_url
 
     _base_url: str = ""
+
+
+def _head(status: int, headers: dict[str, str]) -> bytes:
+    """The status line and headers of an answer, as they go on the wire."""
+    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", *(f"{name}: {value}" for name, value in headers.items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
 @contextmanager
@@ -52,13 +60,15 @@ def scripted(*replies: Reply) -> Iterator[Script]:
             if reply.delay:
                 time.sleep(reply.delay)
             payload = json.dumps(reply.body).encode()
+            headers = {"Content-Type": "application/json", "Content-Length": str(len(payload)), **reply.headers}
             try:
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
+                if reply.header_trickle:
+                    self._trickle(_head(reply.status, headers), reply.header_trickle)
+                else:
+                    self.send_response(reply.status)
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
                 if reply.trickle:
                     self._trickle(payload, reply.trickle)
                 else:

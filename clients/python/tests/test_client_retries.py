@@ -155,6 +155,39 @@ async def test_the_async_client_bounds_the_whole_attempt_too() -> None:
     assert 0.45 <= elapsed < 1.0, f"gave up after {elapsed:.2f} s, not at the 0.5 s timeout"
 
 
+def test_timeout_bounds_the_whole_attempt_when_the_headers_trickle_in() -> None:
+    # A server (or something in front of it) dribbling its status line and headers: every byte comes well within
+    # the timeout, the headers only after it; no body byte comes in time to start a clock of its own.
+    with scripted(Reply(200, PONG, header_trickle=0.05)) as server:
+        started = time.monotonic()
+        with PrismClient(server.base_url, timeout=0.5) as prism, pytest.raises(PrismTimeoutError):
+            prism.ping()
+        elapsed = time.monotonic() - started
+    assert 0.45 <= elapsed < 1.0, f"gave up after {elapsed:.2f} s, not at the 0.5 s timeout"
+
+
+def test_timeout_bounds_late_headers_and_a_trickling_body_together() -> None:
+    # Headers late by most of the timeout, then a body trickling: the wait for the headers counts too.
+    with scripted(Reply(200, PONG, delay=0.4, trickle=0.05)) as server:
+        started = time.monotonic()
+        with PrismClient(server.base_url, timeout=0.5) as prism, pytest.raises(PrismTimeoutError):
+            prism.ping()
+        elapsed = time.monotonic() - started
+    assert 0.45 <= elapsed < 1.0, f"gave up after {elapsed:.2f} s, not at the 0.5 s timeout"
+
+
+@pytest.mark.parametrize("reply", [Reply(200, PONG, header_trickle=0.05), Reply(200, PONG, delay=0.4, trickle=0.05)],
+                         ids=["headers-trickle", "late-headers-then-body-trickles"])
+async def test_the_async_client_bounds_headers_and_body_together(reply: Reply) -> None:
+    with scripted(reply) as server:
+        started = time.monotonic()
+        async with AsyncPrismClient(server.base_url, timeout=0.5) as prism:
+            with pytest.raises(PrismTimeoutError):
+                await prism.ping()
+        elapsed = time.monotonic() - started
+    assert 0.45 <= elapsed < 1.0, f"gave up after {elapsed:.2f} s, not at the 0.5 s timeout"
+
+
 def test_an_answer_read_in_time_leaves_its_connection_usable() -> None:
     # The cut-off of a slow answer must never reach a connection back in the pool, serving the next call.
     with scripted(Reply(200, PONG)) as server:

@@ -36,7 +36,7 @@ class AsyncPrismClient:
     `call`, and the webhooks' create, update, delete, test event and resend) sends one (a random UUID4, the same
     on each retry) unless given `idempotency_key` (a key of the caller's, or None for none). Retries:
     `max_retries`, Retry-After honoured up to `max_retry_after` (longer: raised at once, with `retry_after`).
-    `timeout` bounds each attempt, its whole answer included.
+    `timeout` bounds each attempt as a whole: connecting, sending, the headers and the body together.
     """
 
     def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float = 30.0, max_retries: int = 3,

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, cast
@@ -13,6 +10,7 @@ import httpx
 
 from prism_client import operations as ops
 from prism_client._core import Call, check, connection_error, default_headers, unwrap
+from prism_client.deadline import DeadlineTransport, deadline_after
 from prism_client.errors import PrismTimeoutError
 from prism_client.retries import GENERATED_KEY, IdempotencyKey, RetryPolicy
 from prism_client.types import (
@@ -39,7 +37,7 @@ class PrismClient:
     `call`, and the webhooks' create, update, delete, test event and resend) sends one (a random UUID4, the same
     on each retry) unless given `idempotency_key` (a key of the caller's, or None for none). Retries:
     `max_retries`, Retry-After honoured up to `max_retry_after` (longer: raised at once, with `retry_after`).
-    `timeout` bounds each attempt, its whole answer included.
+    `timeout` bounds each attempt as a whole: connecting, sending, the headers and the body together.
     """
 
     def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float = 30.0, max_retries: int = 3,
@@ -47,7 +45,10 @@ class PrismClient:
                  headers: dict[str, str] | None = None, transport: httpx.BaseTransport | None = None) -> None:
         self.retry = RetryPolicy(max_retries, backoff_base, backoff_max, max_retry_after)
         self.timeout = timeout
-        self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout, transport=transport,
+        # The timeout bounds the whole attempt through the transport's sockets; a transport of the caller's
+        # bounds what it bounds itself (httpx's: each connect, read and write).
+        self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout,
+                                  transport=transport or DeadlineTransport(),
                                   headers=default_headers(api_key, headers), follow_redirects=False)
 
     def __enter__(self) -> PrismClient:
@@ -84,25 +85,9 @@ class PrismClient:
             attempt += 1
 
     def _attempt(self, call: Call) -> httpx.Response:
-        """One sending of the call, its answer read to the end within `timeout` seconds. httpx bounds each step
-        (connecting, each read) by it, not the answer: a server trickling its body would hold the call as long
-        as it liked. So the body is read while a timer stands ready to cut the connection at the deadline."""
-        deadline = time.monotonic() + self.timeout
-        response = self._http.send(call.build(self._http), stream=True)
-        timer = threading.Timer(max(0.0, deadline - time.monotonic()), _cut_off, (response,))
-        timer.daemon = True
-        timer.start()
-        try:
-            response.read()
-        except httpx.TransportError as exc:
-            response.close()
-            if time.monotonic() >= deadline:
-                raise httpx.ReadTimeout(f"the answer took longer than {self.timeout} s",
-                                        request=response.request) from exc
-            raise
-        finally:
-            timer.cancel()
-        return response
+        """One sending of the call, its answer read to the end within `timeout` seconds (see deadline.py)."""
+        with deadline_after(self.timeout):
+            return self._http.send(call.build(self._http))
 
     def _json(self, call: Call) -> Any:
         return check(self.request(call), call)
@@ -212,12 +197,3 @@ class PrismClient:
             yield from listed["items"]
             page = ops.next_page(listed)
 
-
-def _cut_off(response: httpx.Response) -> None:
-    """Shut down the connection an answer is still being read from, so that the blocked read ends now. Once the
-    answer is read the connection is back in the pool, perhaps serving another call: it is left alone."""
-    stream = response.extensions.get("network_stream")  # absent with a transport of the caller's
-    sock = stream.get_extra_info("socket") if stream is not None else None
-    if isinstance(sock, socket.socket) and not response.is_closed:
-        with contextlib.suppress(OSError):  # already closed by the other side
-            sock.shutdown(socket.SHUT_RDWR)
