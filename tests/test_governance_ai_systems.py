@@ -58,3 +58,20 @@ async def test_another_organizations_ai_system_cannot_be_read_changed_or_deleted
         assert answer.status_code == 404, (operation, answer.text)
     assert (await ok(client, theirs, SYSTEM + "read", {"id": system["id"]}))["risk_level"] == "high"
     assert (await ok(client, mine, SYSTEM + "list", {}))["total"] == 0
+
+
+async def test_a_name_beginning_or_ending_with_white_space_is_refused_on_create_and_update(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    """As a persona's: refused rather than stripped, since a name kept other than it was sent is not found by it
+    (and " bot" beside "bot" would be two systems a person cannot tell apart)."""
+    ws = await factory.workspace(roles=("owner",))
+    system = await ok(client, ws, SYSTEM + "create", {"name": "triage bot", "risk_level": "minimal"})
+    for padded in (" triage bot", "triage bot ", "\ttriage bot", "triage bot\n", "  "):
+        for operation, arguments in (("create", {"risk_level": "minimal"}), ("update", {"id": system["id"]})):
+            answer = await post(client, ws, SYSTEM + operation, {"name": padded, **arguments})
+            assert answer.status_code == 400 and answer.json()["error"] == "invalid_arguments", answer.text
+            assert [e["field"] for e in answer.json()["details"]["errors"]] == ["name"], answer.text
+    listed = await ok(client, ws, SYSTEM + "list", {})
+    assert [s["name"] for s in listed["items"]] == ["triage bot"], listed
+    assert (await ok(client, ws, SYSTEM + "update", {"id": system["id"], "name": "triage  bot 2"}))["name"] == \
+        "triage  bot 2"  # spaces inside a name are kept

@@ -59,11 +59,16 @@ class PersonaChanges(BaseModel):
     @field_validator("name", mode="before", check_fields=False)
     @classmethod
     def _unpadded(cls, value: Any) -> Any:
-        # Refused rather than stripped: the CLI and the console find a persona by the name as typed, and a name kept
-        # other than it was sent would not be found by it.
-        if isinstance(value, str) and value != value.strip():
-            raise ValueError(f"{value!r} begins or ends with white space; send the name without it")
-        return value
+        return unpadded_name(value)
+
+
+def unpadded_name(value: Any) -> Any:
+    """A name (of a persona, of an AI system) as sent, refused if it begins or ends with white space. Refused
+    rather than stripped: the CLI and the console find one by the name as typed, and a name kept other than it was
+    sent would not be found by it."""
+    if isinstance(value, str) and value != value.strip():
+        raise ValueError(f"{value!r} begins or ends with white space; send the name without it")
+    return value
 
 
 def _name(default: Any) -> Any:

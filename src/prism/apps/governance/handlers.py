@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from prism.apps import shipped_examples
 from prism.apps.params import ListParams, Params, ReadParams
@@ -133,7 +133,14 @@ async def attach_persona(call: HandlerCall, p: AttachParams) -> dict[str, Any]:
 
 # --- AI systems ------------------------------------------------------------------------------------
 
-class AiSystemCreate(Params):
+class _AiSystemName(Params):
+    @field_validator("name", mode="before", check_fields=False)
+    @classmethod
+    def _unpadded(cls, value: Any) -> Any:
+        return personas.unpadded_name(value)  # as a persona's name
+
+
+class AiSystemCreate(_AiSystemName):
     name: str = Field(..., min_length=1, max_length=100)
     description: str = Field("", max_length=2000)
     risk_level: RiskLevel = Field(..., description="EU AI Act tiers: minimal, limited, high, unacceptable.")
@@ -167,7 +174,7 @@ async def create_ai_system(call: HandlerCall, p: AiSystemCreate) -> dict[str, An
     return to_record(row)
 
 
-class AiSystemUpdate(Params):
+class AiSystemUpdate(_AiSystemName):
     id: str = Field(..., min_length=1, max_length=64)
     name: str | None = Field(None, min_length=1, max_length=100)
     description: str | None = Field(None, max_length=2000)
