@@ -1,5 +1,6 @@
 """Idempotency keys on every door that dispatches: a repeat replays the first answer and runs nothing; another
-request with the key is 409; keys belong to one credential; refusals replay too; the ledger marks replays.
+request with the key is 409; keys belong to one credential; a handler's refusals replay too, while the checks'
+refusals leave the key unused; the ledger marks replays.
 
 Doors: canonical (`POST /api/mcp/tools/<tool>/`), the coordinate path (`POST /prism/...`), the sandbox call
 (`POST /api/v1/dev/call/`) and MCP `tools/call` (key in `params._meta.idempotencyKey`).
@@ -23,6 +24,7 @@ from prism.models.audit import AuditEntry
 from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.ledger_support import seal_waiting, verified
+from tests.oauth_support import OAUTH, bearer, browser, tokens_for
 from tests.test_mcp_protocol import PATH as MCP_PATH
 from tests.test_mcp_protocol import headers_for, initialize, rpc
 
@@ -179,22 +181,33 @@ async def test_another_tenants_credential_with_the_same_key_makes_its_own_call(
 
 
 @pytest.mark.parametrize("door", DOORS)
-async def test_a_refused_call_replays_its_refusal(
+async def test_a_refusal_of_the_handler_replays_and_one_of_the_checks_leaves_the_key_unused(
         client: httpx.AsyncClient, factory: Factory, db: Database, door: str) -> None:
+    """The handler's refusal is the call's outcome and replays; a refusal before the call was admitted (a role
+    without the permission, invalid arguments) ran nothing: its repeat is checked again, and the key stays free
+    for the request as it should have been."""
     ws = await factory.workspace()
+    missing_key = new_key()
+    missing = answer_of(door, await send(client, door, ws, {"id": "nope"}, missing_key, operation="read"))
+    again = answer_of(door, await send(client, door, ws, {"id": "nope"}, missing_key, operation="read"))
+    assert again == (missing[0], missing[1], True)
     key = new_key()
     denied = answer_of(door, await send(client, door, ws, part("NOPE-1"), key, label="viewer"))
-    again = answer_of(door, await send(client, door, ws, part("NOPE-1"), key, label="viewer"))
-    assert again == (denied[0], denied[1], True)
+    assert answer_of(door, await send(client, door, ws, part("NOPE-1"), key, label="viewer")) == (*denied[:2], False)
     invalid_key = new_key()
     invalid = answer_of(door, await send(client, door, ws, {"sku": "X"}, invalid_key))  # no name
-    assert answer_of(door, await send(client, door, ws, {"sku": "X"}, invalid_key)) == (invalid[0], invalid[1], True)
+    assert answer_of(door, await send(client, door, ws, {"sku": "X"}, invalid_key)) == (*invalid[:2], False)
+    corrected = answer_of(door, await send(client, door, ws, part("X"), invalid_key))
+    assert corrected[0] == 200 and corrected[2] is False and await parts_with_sku(db, ws, "X") == 1
     if door != "mcp":
+        assert (missing[0], missing[1]["error"]) == (404, "not_found")
         assert (denied[0], denied[1]["error"]) == (403, "permission_denied")
         assert (invalid[0], invalid[1]["error"]) == (400, "invalid_arguments")
     outcomes = [(e.outcome, e.error_code, e.detail["status"]) for e in await entries(db, ws)]
-    assert outcomes == [("refused", "permission_denied", 403), ("replayed", "permission_denied", 403),
-                        ("refused", "invalid_arguments", 400), ("replayed", "invalid_arguments", 400)]
+    assert outcomes == [("refused", "not_found", 404), ("replayed", "not_found", 404),
+                        ("refused", "permission_denied", 403), ("refused", "permission_denied", 403),
+                        ("refused", "invalid_arguments", 400), ("refused", "invalid_arguments", 400),
+                        ("allowed", None, 200)]
 
 
 async def test_the_ledger_records_one_run_and_marks_each_replay(
@@ -296,3 +309,44 @@ async def test_a_stored_answer_is_sealed(client: httpx.AsyncClient, factory: Fac
     stored = [base64.b64decode(answer or "") for _, answer in rows]
     assert stored and not [a for a in stored if b"SEALED-1" in a or b"database's eyes" in a]
     assert not [row_id for row_id, _ in rows if key in row_id]  # the key is stored as part of a digest only
+
+
+async def _refreshed(c: httpx.AsyncClient, tokens: dict[str, Any], scope: str) -> dict[str, Any]:
+    """A token of the same grant (the same credential) for `scope`, through a refresh."""
+    client = tokens["client"]
+    form = {"grant_type": "refresh_token", "client_id": client["client_id"], "refresh_token": tokens["refresh_token"],
+            "scope": scope, **({"client_secret": client["client_secret"]} if "client_secret" in client else {})}
+    answer = await c.post(f"{OAUTH}/token/", data=form)
+    assert answer.status_code == 200 and answer.json()["scope"] == scope, answer.text
+    return {**tokens, **answer.json()}
+
+
+async def test_a_scope_refusal_is_not_kept_so_the_same_grant_with_the_scope_runs_the_call(
+        app: object, factory: Factory, db: Database) -> None:
+    """A token refused for a scope its grant holds (a client that narrowed its token) steps up by refreshing
+    with the scope: the retry under the same key, by the same credential, runs the call (it was answered with
+    the stored 403 for 24 hours)."""
+    ws = await factory.workspace(roles=("owner",))
+    key = new_key()
+    envelope = {"app": "spare_parts", "entity": "spare_part", "operation": "create", "arguments": part("STEP-1")}
+    async with browser(app, ws.host) as c:
+        granted = await tokens_for(c, ws, scope="mcp:read mcp:write")
+        narrow = await _refreshed(c, granted, "mcp:read")
+
+        async def create(tokens: dict[str, Any]) -> httpx.Response:
+            return await c.post("/api/mcp/tools/prism_entity_crud/", json=envelope,
+                                headers={**bearer(tokens["access_token"]), "Idempotency-Key": key})
+
+        refused = await create(narrow)
+        assert refused.status_code == 403 and refused.json()["error"] == "permission_denied", refused.text
+        assert 'error="insufficient_scope"' in refused.headers["www-authenticate"]  # ask for mcp:write
+        stepped_up = await _refreshed(c, narrow, "mcp:read mcp:write")
+        ran = await create(stepped_up)
+        assert ran.status_code == 200 and REPLAYED not in ran.headers, ran.text
+        replayed = await create(stepped_up)
+        assert replayed.status_code == 200 and replayed.headers[REPLAYED] == "true", replayed.text
+        assert replayed.json()["data"]["id"] == ran.json()["data"]["id"]
+        assert (await create(narrow)).headers.get(REPLAYED) == "true"  # the key's answer now, whoever of the grant
+    assert await parts_with_sku(db, ws, "STEP-1") == 1
+    outcomes = [(e.outcome, e.error_code) for e in await entries(db, ws)]
+    assert outcomes == [("refused", "permission_denied"), ("allowed", None), ("replayed", None), ("replayed", None)]

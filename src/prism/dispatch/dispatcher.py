@@ -224,6 +224,7 @@ class Dispatcher:
             if replay is not None:
                 return replay
             if refusal is not None:
+                ticket.refused_by_the_checks()  # not the key's answer: nothing ran (docs/idempotency.md)
                 if authorized and gate is not None:
                     await gate.refuse(refusal, session)  # the persona speaks before the arguments do
                 raise refusal

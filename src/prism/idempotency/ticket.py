@@ -10,7 +10,8 @@ Everything happens in the ledger transaction of the call (prism.ledger.writer):
 - `finish` (after the unit, in the same transaction) keeps the answer: the data of a call that ran, or its
   refusal (any 4xx, and 202 oversight_required). The answer commits with the handler's writes and the audit
   entry, or none of them do. A 5xx is Prism's failure, not an answer: the unit's savepoint took the row with
-  it and a retry runs the call.
+  it and a retry runs the call. Nor is a refusal of the dispatcher's checks, before the call was admitted
+  (`refused_by_the_checks`): nothing ran, and a retry is checked again.
 
 Concurrent repeats of one call wait for the first (write handlers of an organization take turns, see
 prism.ledger.writer) and then replay it. The same credential may act in several organizations (an OAuth grant),
@@ -85,7 +86,7 @@ class IdempotencyKeys:
 
 
 class Ticket:
-    __slots__ = ("answered", "claimed", "fingerprint", "keys", "record_id", "replay", "sealed_data")
+    __slots__ = ("answered", "checked", "claimed", "fingerprint", "keys", "record_id", "replay", "sealed_data")
 
     def __init__(self, keys: IdempotencyKeys, record_id: str, fingerprint: str) -> None:
         self.keys = keys
@@ -93,13 +94,14 @@ class Ticket:
         self.fingerprint = fingerprint
         self.claimed = False  # this call inserted the row: its answer is the key's
         self.answered = False  # the final answer of a call's outbound part is stored (`answer_with_record`)
+        self.checked = True  # the call passed the dispatcher's checks: its outcome is the key's answer
         self.replay: Replay | ReplayedRefusal | None = None
         self.sealed_data: str | None = None
 
     async def claim(self, session: AsyncSession) -> Replay | ReplayedRefusal | None:
         """The stored outcome to replay, or None when this call holds the key and runs."""
         # A batch the ledger runs again starts from a clean slate.
-        self.claimed, self.replay, self.sealed_data = False, None, None
+        self.claimed, self.checked, self.replay, self.sealed_data = False, True, None, None
         # A new key is the common case: one statement claims it, and only a key in use is read.
         if await self._insert(session, status=None, answer=None):
             self.claimed = True
@@ -122,6 +124,13 @@ class Ticket:
         self.replay = open_answer(self.keys.settings, self.record_id, row["status"], row["answer"])
         return self.replay
 
+    def refused_by_the_checks(self) -> None:
+        """The call was refused before it was admitted (the coordinate unknown, a scope, role or person missing,
+        invalid arguments): nothing ran, so the key stays unused and a retry is checked again (Stripe keeps no
+        result for a request that failed validation or authorization). A token granted the scope since, a role
+        given the permission, or corrected arguments then run the call under the same key."""
+        self.checked = False
+
     def ran(self, data: Any) -> None:
         """The handler's data, sealed inside its savepoint: data no door could send undoes the call (500)."""
         self.sealed_data = seal_data(self.keys.settings, self.record_id, data)
@@ -129,6 +138,8 @@ class Ticket:
     async def finish(self, session: AsyncSession, error: BaseException | None) -> None:
         if not self.claimed:
             return  # a replay, or refused for the key itself: the row keeps the first call's answer
+        if not self.checked:
+            return  # refused by the checks: the unit's savepoint took the claimed row, and the key stays unused
         if error is None:
             if self.sealed_data is not None:  # else the answer comes after the commit (`complete`)
                 await self._store(session, 200, self.sealed_data)
