@@ -14,6 +14,8 @@ from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 
 from prism.config import Settings
+from prism.errors import InvalidArguments
+from prism.kit.validation import validated
 from prism.registry import HandlerApp, HandlerCall, Registry
 from tests.apps_support import running_app_with
 from tests.factories import Factory, Workspace
@@ -156,3 +158,26 @@ async def test_true_is_refused_for_every_nested_number_parameter_of_every_handle
             assert named.removeprefix(".") in fields_of(r), (handler.path, path, r.text)
             checked += 1
     assert checked >= 6, checked
+
+
+class Counted(BaseModel):
+    count: int
+
+
+class Flagged(BaseModel):
+    count: bool
+
+
+class Options(BaseModel):
+    either: Counted | Flagged | None = None  # `true` is a Flagged's count
+    loose: int | Any = None  # and anything at all
+    anything: list[Any] = []
+    pair: tuple[int, str] | None = None
+
+
+def test_true_is_taken_where_some_option_of_the_schema_takes_it() -> None:
+    taken = validated(Options, {"either": {"count": True}, "loose": True, "anything": [True, {"n": True}]})
+    assert isinstance(taken.either, Flagged) and taken.loose is True
+    with pytest.raises(InvalidArguments) as refused:
+        validated(Options, {"pair": [True, "x"], "either": {"count": 2}})
+    assert refused.value.details["errors"] == [{"field": "pair[0]", "message": "must be a number, not true or false"}]

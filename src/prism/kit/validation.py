@@ -38,6 +38,8 @@ class _Shape:
     number: bool = False
     boolean: bool = False
     temporal: bool = False
+    objects: bool = False  # its properties below are what an object holds
+    arrays: bool = False  # its items below are what an array holds
     properties: dict[str, list[_Shape]] = field(default_factory=dict)
     additional: list[_Shape] = field(default_factory=list)
     items: list[_Shape] = field(default_factory=list)
@@ -51,9 +53,28 @@ class _Shape:
         return [*self.properties.values(), self.additional, self.items, *self.prefix_items]
 
 
-# Per model: the shapes of its arguments, or None when no value nobody meant can occur in them (no number and no
-# date or time anywhere), so most handlers' arguments are never walked.
-_SHAPES: dict[type[BaseModel], list[_Shape] | None] = {}
+@dataclass(eq=False)
+class _Place:
+    """A place in the arguments, every option its schema gives it taken together: what is refused there, and the
+    places under it where something can be refused (the others are left out, so a walk never enters them)."""
+
+    refuses_booleans: bool = False  # a number, and never a boolean
+    refuses_numbers: bool = False  # a date or time, and never a number
+    fields: dict[str, _Place] = field(default_factory=dict)
+    fields_without: frozenset[str] = frozenset()  # declared properties where nothing can be refused
+    any_field: _Place | None = None  # every other property (`additionalProperties`)
+    items: _Place | None = None
+    prefix_items: list[_Place | None] = field(default_factory=list)
+
+
+# What a schema that says nothing admits: anything, `true` and objects and arrays of anything included.
+_ANYTHING = _Shape(boolean=True, objects=True, arrays=True)
+_ANYTHING.additional = _ANYTHING.items = [_ANYTHING]
+
+
+# Per model: the place of its arguments, or None when nothing can be refused in them (no number and no date or
+# time anywhere), so most handlers' arguments are never walked.
+_PLACES: dict[type[BaseModel], _Place | None] = {}
 
 
 def validated(model: type[M], data: Any, *, whole: str = "arguments") -> M:
@@ -88,38 +109,70 @@ def _values_nobody_meant(model: type[BaseModel], data: dict[str, Any]) -> list[d
     time; the descriptors, and Prism, say such a field is an ISO 8601 string), and `true` or `false` for a number
     (read as 1 or 0: a budget of `true` is a budget of 1). Judged by the published schema, at any depth: a field of
     an object, of an object in a list (`lines[2].quantity`), a list's items."""
-    if model not in _SHAPES:
-        _SHAPES[model] = _shapes_that_matter(model.model_json_schema())
-    shapes = _SHAPES[model]
+    if model not in _PLACES:
+        _PLACES[model] = _place_of(_shapes_that_matter(model.model_json_schema()), {})
+    place = _PLACES[model]
     problems: list[dict[str, str]] = []
-    if shapes is not None:
-        _walk(data, shapes, "", problems)
+    if place is not None:
+        _walk(data, place, "", problems)
     return problems
 
 
-def _walk(value: Any, shapes: list[_Shape], path: str, problems: list[dict[str, str]]) -> None:
-    """Adds to `problems` each value nobody meant in `value`, which `shapes` (the options of its schema) admit."""
+def _walk(value: Any, place: _Place, path: str, problems: list[dict[str, str]]) -> None:
+    """Adds to `problems` each value nobody meant in `value`, found at `place`."""
     if isinstance(value, bool):
-        if any(s.number for s in shapes) and not any(s.boolean for s in shapes):
+        if place.refuses_booleans:
             problems.append({"field": path, "message": "must be a number, not true or false"})
     elif isinstance(value, int | float):
-        if any(s.temporal for s in shapes) and not any(s.number for s in shapes):
+        if place.refuses_numbers:
             problems.append({"field": path, "message": "must be an ISO 8601 string, not a number"})
     elif isinstance(value, dict):
-        for key, item in value.items():
-            inner = [c for s in shapes if s.matters for c in s.properties.get(key, s.additional)]
-            if any(c.matters for c in inner):
-                _walk(item, inner, f"{path}.{key}" if path else str(key), problems)
+        _walk_fields(value, place, path, problems)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            inner = [c for s in shapes if s.matters
-                     for c in (s.prefix_items[index] if index < len(s.prefix_items) else s.items)]
-            if any(c.matters for c in inner):
+            inner = place.prefix_items[index] if index < len(place.prefix_items) else place.items
+            if inner is not None:
                 _walk(item, inner, f"{path}[{index}]", problems)
 
 
-def _shapes_that_matter(schema: dict[str, Any]) -> list[_Shape] | None:
-    """The shapes of a model's published schema, each marked with whether it matters; None if none does."""
+def _walk_fields(value: dict[Any, Any], place: _Place, path: str, problems: list[dict[str, str]]) -> None:
+    if place.any_field is None:  # the common case: only the declared fields where something can be refused
+        for name, inner in place.fields.items():
+            if name in value:
+                _walk(value[name], inner, f"{path}.{name}" if path else name, problems)
+        return
+    for name, item in value.items():
+        found = place.fields.get(name) or (None if name in place.fields_without else place.any_field)
+        if found is not None:
+            _walk(item, found, f"{path}.{name}" if path else str(name), problems)
+
+
+def _place_of(shapes: list[_Shape], made: dict[frozenset[int], _Place | None]) -> _Place | None:
+    """The place whose options are `shapes`, or None if nothing can be refused there; made once per set of
+    options (`made`), so a model that holds itself makes a place that holds itself."""
+    if not any(s.matters for s in shapes):
+        return None
+    options = frozenset(id(s) for s in shapes)
+    if options in made:
+        return made[options]
+    place = made[options] = _Place(
+        refuses_booleans=any(s.number for s in shapes) and not any(s.boolean for s in shapes),
+        refuses_numbers=any(s.temporal for s in shapes) and not any(s.number for s in shapes))
+    objects, arrays = [s for s in shapes if s.objects], [s for s in shapes if s.arrays]  # `null` holds nothing
+    fields = {name: _place_of([c for s in objects for c in s.properties.get(name, s.additional)], made)
+              for name in dict.fromkeys(name for s in objects for name in s.properties)}
+    place.fields = {name: inner for name, inner in fields.items() if inner is not None}
+    place.fields_without = frozenset(name for name, inner in fields.items() if inner is None)
+    place.any_field = _place_of([c for s in objects for c in s.additional], made)
+    place.items = _place_of([c for s in arrays for c in s.items], made)
+    place.prefix_items = [
+        _place_of([c for s in arrays for c in (s.prefix_items[i] if i < len(s.prefix_items) else s.items)], made)
+        for i in range(max((len(s.prefix_items) for s in arrays), default=0))]
+    return place
+
+
+def _shapes_that_matter(schema: dict[str, Any]) -> list[_Shape]:
+    """The shapes of a model's published schema, each marked with whether it matters."""
     defs = schema.get("$defs", {})
     root = _resolved(_shapes(schema, defs if isinstance(defs, dict) else {}, {}))
     everything = _every_shape(root)
@@ -132,7 +185,7 @@ def _shapes_that_matter(schema: dict[str, Any]) -> list[_Shape] | None:
             if not shape.matters and (shape.number or shape.temporal
                                       or any(c.matters for inner in shape.children() for c in inner)):
                 shape.matters = changed = True
-    return root if any(s.matters for s in root) else None
+    return root
 
 
 def _every_shape(root: list[_Shape]) -> list[_Shape]:
@@ -165,7 +218,7 @@ def _shapes(schema: Any, defs: dict[str, Any], by_ref: dict[str, list[_Shape]]) 
     """The options a schema admits a value as: its own type, those of its `$ref`, and of each `anyOf`, `oneOf`
     and `allOf` member (counted as options: Pydantic writes `allOf` around a single `$ref`)."""
     if not isinstance(schema, dict):
-        return [_Shape(boolean=True)] if schema is True else []  # `true` admits anything, `false` nothing
+        return [_ANYTHING] if schema is True else []  # `true` admits anything, `false` nothing
     options: list[_Shape] = []
     ref = schema.get("$ref")
     if isinstance(ref, str):
@@ -177,7 +230,7 @@ def _shapes(schema: Any, defs: dict[str, Any], by_ref: dict[str, list[_Shape]]) 
     if own is not None:
         options.append(own)
     elif not options:  # no type, no reference and no options: anything, `true` included
-        options.append(_Shape(boolean=True))
+        options.append(_ANYTHING)
     return options
 
 
@@ -185,7 +238,7 @@ def _referenced(ref: str, defs: dict[str, Any], by_ref: dict[str, list[_Shape]])
     """A reference to the shapes of a `$defs` entry, made once: a model that holds itself refers to the list
     still being made, so what it holds is only read once every definition is made (`_resolved`)."""
     if not ref.startswith(_DEFS) or not isinstance(defs.get(ref.removeprefix(_DEFS)), dict):
-        return [_Shape(boolean=True)]  # a reference Pydantic does not write: judge nothing under it
+        return [_ANYTHING]  # a reference Pydantic does not write: judge nothing under it
     name = ref.removeprefix(_DEFS)
     if name not in by_ref:
         by_ref[name] = []
@@ -202,13 +255,15 @@ def _own_shape(schema: dict[str, Any], defs: dict[str, Any], by_ref: dict[str, l
         return None
     shape = _Shape(number=bool(types & _NUMBER_TYPES) or any(_is_number(c) for c in constants),
                    boolean="boolean" in types or any(isinstance(c, bool) for c in constants),
-                   temporal=schema.get("format") in _TEMPORAL_FORMATS)
+                   temporal=schema.get("format") in _TEMPORAL_FORMATS,
+                   objects="object" in types or (not types and "properties" in schema),
+                   arrays="array" in types or (not types and bool({"items", "prefixItems"} & schema.keys())))
     properties = schema.get("properties")
     if isinstance(properties, dict):
         shape.properties = {name: _shapes(inner, defs, by_ref) for name, inner in properties.items()}
     shape.additional = _shapes(schema.get("additionalProperties", False), defs, by_ref)
     items = schema.get("items")
-    shape.items = _shapes(items, defs, by_ref) if items is not None else [_Shape(boolean=True)]
+    shape.items = _shapes(items, defs, by_ref) if items is not None else [_ANYTHING]
     shape.prefix_items = [_shapes(inner, defs, by_ref) for inner in schema.get("prefixItems", ())]
     return shape
 
