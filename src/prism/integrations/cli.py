@@ -107,7 +107,7 @@ def list_integrations(as_json: bool = JSON_OPT) -> None:
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         rows = (await session.execute(select(IntegrationApp).order_by(IntegrationApp.name))).scalars()
-        return {"integrations": [service.describe(r) for r in rows]}
+        return {"integrations": [service.describe(r, seen_by=None) for r in rows]}
 
     out = _run(as_json, work, read_only=True)
     emit(as_json, out, "\n".join(f"{i['name']}\t{i['kind']}\t{i['handlers']} handlers\t{i['owner']}\t{i['source']}"

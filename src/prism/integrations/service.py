@@ -4,8 +4,11 @@ deployment) and by the `config_manage/integrations/...` handlers (for the caller
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 from sqlalchemy import Select, delete, or_, select
@@ -110,9 +113,11 @@ async def add_mcp(session: AsyncSession, name: str, url: str, operations: list[d
     """Create or update the integration `name` from an upstream MCP server's tools (prism.integrations.mcp_upstream)."""
     _check_name(name, installed)
     digest = hashlib.sha256(orjson.dumps(operations, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    # Its title and description reach every organization that connects: where the server is, never a token
+    # or a credential written into its URL.
     return await _store(session, name, "mcp", operations, _fingerprints(operations), source=url,
-                        spec_digest=digest, title=title or url,
-                        description=f"Tools of the MCP server at {url}.", default_server=url,
+                        spec_digest=digest, title=title or address_only(url),
+                        description=f"Tools of the MCP server at {address_only(url)}.", default_server=url,
                         owner_organization_id=owner_organization_id, skipped=[])
 
 
@@ -174,14 +179,46 @@ async def named_elsewhere(session: AsyncSession, name: str, organization_id: str
     return existing is not None and (existing.owner_organization_id != organization_id or existing.kind != kind)
 
 
-def describe(app: IntegrationApp) -> dict[str, Any]:
+def describe(app: IntegrationApp, *, seen_by: str | None) -> dict[str, Any]:
     """What anyone who may connect to an integration may know of it, its status included: `stale` when its
-    upstream announced a tool list that was not stored (`last_error` says why; the stored one serves)."""
-    return {"name": app.name, "kind": app.kind, "title": app.title, "source": app.source,
+    upstream announced a tool list that was not stored (`last_error` says why; the stored one serves).
+
+    `seen_by` is the organization looking (None: the deployment's operator, through the CLI). Its URLs never
+    show credentials written into them (`shown_url`); an organization looking at the deployment's integration
+    sees only where it is (`address_only`): the operator may have put a token in its query string."""
+    shown = url_view(app, seen_by)
+    title = shown(app.title) if app.title == app.source else app.title  # an MCP server's title is its URL
+    return {"name": app.name, "kind": app.kind, "title": title, "source": shown(app.source),
             "revision": app.revision, "handlers": len(app.operations),
             "owner": "deployment" if app.owner_organization_id is None else "organization",
-            "default_server": app.default_server, "updated_at": app.updated_at.isoformat().replace("+00:00", "Z"),
+            "default_server": shown(app.default_server) if app.default_server else app.default_server,
+            "updated_at": app.updated_at.isoformat().replace("+00:00", "Z"),
             "status": app.status, "last_error": app.last_error or None, "last_error_at": iso(app.last_error_at)}
+
+
+def url_view(app: IntegrationApp, seen_by: str | None) -> Callable[[str], str]:
+    """How `seen_by` is shown the integration's URLs: its own (or the operator, all) without credentials, the
+    deployment's as their address only."""
+    if seen_by is not None and app.owner_organization_id != seen_by:
+        return address_only
+    return shown_url
+
+
+def shown_url(url: str) -> str:
+    """`url` without its userinfo (`user:password@`): a credential, shown to no one once stored."""
+    parts = urlsplit(url)
+    if not parts.scheme or "@" not in parts.netloc:
+        return url
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, parts.query, parts.fragment))
+
+
+def address_only(source: str) -> str:
+    """scheme://host[:port]/path of a URL, without userinfo, query string or fragment (where a token may be
+    written); of a file the operator imported, its name only (the deployment's file system is nobody else's)."""
+    parts = urlsplit(source)
+    if parts.scheme in ("http", "https"):
+        return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
+    return source if source == "(inline)" else PurePath(source).name
 
 
 async def usable(session: AsyncSession, organization_id: str) -> list[IntegrationApp]:

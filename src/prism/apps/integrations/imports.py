@@ -227,7 +227,8 @@ async def remove_integration(call: HandlerCall, p: NameParams) -> AfterCommit[No
                          "whether it is connected.", keywords=("imported apis", "connected services"))
 async def list_integrations(call: HandlerCall, p: ListParams) -> dict[str, Any]:
     connected = {c["integration"]: c for c in await service.connections(call.session, call.organization_id)}
-    return page_of([_as_listed(a, connected) for a in await service.usable(call.session, call.organization_id)], p)
+    return page_of([_as_listed(call, a, connected)
+                    for a in await service.usable(call.session, call.organization_id)], p)
 
 
 @app.handler("config_manage", "integration", "read", params=NameParams, scope="read",
@@ -238,12 +239,12 @@ async def list_integrations(call: HandlerCall, p: ListParams) -> dict[str, Any]:
              keywords=("integration status", "integration error", "tool list changed"))
 async def read_integration(call: HandlerCall, p: NameParams) -> dict[str, Any]:
     found = await service.usable_named(call.session, call.organization_id, p.name)
-    return _as_listed(found, {c["integration"]: c for c in await service.connections(call.session,
-                                                                                      call.organization_id)})
+    return _as_listed(call, found, {c["integration"]: c for c in await service.connections(call.session,
+                                                                                            call.organization_id)})
 
 
-def _as_listed(integration: Any, connected: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return {**service.describe(integration), "connected": integration.name in connected,
+def _as_listed(call: HandlerCall, integration: Any, connected: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {**service.describe(integration, seen_by=call.organization_id), "connected": integration.name in connected,
             "enabled": bool(connected.get(integration.name, {}).get("enabled"))}
 
 
