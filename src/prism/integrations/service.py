@@ -65,7 +65,14 @@ def _check_name(name: str, installed: frozenset[str]) -> None:
     if problem:
         raise InvalidArguments(problem, details={"field": "name"})
     if name in RESERVED_NAMES or name in installed:
-        raise Conflict(f"{name!r} is the name of an installed app; choose another")
+        raise _taken(name)
+
+
+def _taken(name: str) -> Conflict:
+    """The one refusal of a name that is not the caller's to take. Names are coordinates, unique across the
+    deployment, so a taken one must be refused; whether an installed app, the deployment or another organization
+    holds it is not said: another organization's integration does not exist for the caller."""
+    return Conflict(f"the name {name!r} is taken; choose another")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +139,7 @@ async def _store(session: AsyncSession, name: str, kind: str, operations: list[d
     title, description = without_nul(title), without_nul(description)  # an upstream's text, in text columns
     existing = await _named(session, name, for_update=True)
     if existing is not None and (existing.owner_organization_id != owner_organization_id or existing.kind != kind):
-        raise Conflict(f"an integration named {name!r} exists and is not yours to replace; choose another name")
+        raise _taken(name)
     before = _fingerprints(existing.operations if existing is not None else [])
     report: dict[str, Any] = {
         "name": name, "kind": kind, "created": existing is None, "handlers": len(after),
@@ -173,10 +180,14 @@ async def remove(session: AsyncSession, name: str, *, owner_organization_id: str
     return {"name": name, "removed": True, "handlers": count}
 
 
-async def named_elsewhere(session: AsyncSession, name: str, organization_id: str, kind: str) -> bool:
-    """Whether `name` is taken by an integration this organization may not replace."""
+async def check_available(session: AsyncSession, name: str, organization_id: str, kind: str,
+                          installed: frozenset[str]) -> None:
+    """Refuse `name` unless this organization may import under it (as `store_openapi` and `add_mcp` would):
+    before anything is read from an upstream."""
+    _check_name(name, installed)
     existing = await _named(session, name)
-    return existing is not None and (existing.owner_organization_id != organization_id or existing.kind != kind)
+    if existing is not None and (existing.owner_organization_id != organization_id or existing.kind != kind):
+        raise _taken(name)
 
 
 def describe(app: IntegrationApp, *, seen_by: str | None) -> dict[str, Any]:

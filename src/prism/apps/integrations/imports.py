@@ -17,7 +17,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import Field, model_validator
 
-from prism.errors import Conflict, PrismError
+from prism.errors import PrismError
 from prism.integrations import service
 from prism.integrations.credentials import AUTH_KINDS
 from prism.integrations.openapi import MAX_COST, SpecError
@@ -185,9 +185,9 @@ async def add_mcp(call: HandlerCall, p: AddMcpParams) -> AfterCommit[Any]:
                                ("client_id", p.client_id), ("scope", p.scope)) if v is not None}
     kept, secret = await service.checked_credential(call.settings, p.auth_kind, given, p.secret)
     url = await check_url(p.url, field="url", allow_private_networks=call.settings.webhook_allow_private_networks)
-    if await service.named_elsewhere(call.session, p.name, call.organization_id, "mcp"):
-        raise Conflict(f"an integration named {p.name!r} exists and is not yours to replace; choose another name")
-    credential, installed = Credential(p.auth_kind, kept, secret), _installed(call)
+    installed = _installed(call)
+    await service.check_available(call.session, p.name, call.organization_id, "mcp", installed)
+    credential = Credential(p.auth_kind, kept, secret)
 
     async def read_and_store() -> dict[str, Any] | PrismError:
         from prism.integrations.mcp_upstream import operations_of, read_tools
