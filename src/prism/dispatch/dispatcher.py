@@ -8,7 +8,6 @@ Allowed and refused calls are both written to the ledger before the door answers
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -176,7 +175,7 @@ class Dispatcher:
                 await self.ledger.record(auth.organization_id, partial(_draft, auth, call, handler), refusal=exc,
                                          finish=finish)
             raise
-        prepared = await _prepared(handler, params)
+        prepared = await _prepared(handler, params, self.settings)
         with stage("prism.ledger"):  # governance, the handler and the audit entry, in the batch's transaction
             if gate is not None:
                 gate.handler = handler
@@ -215,7 +214,7 @@ class Dispatcher:
             refusal = exc
         prepared = None
         if handler is not None and params is not None:  # checked: its database-free work comes before the unit
-            prepared = await _prepared(handler, params)
+            prepared = await _prepared(handler, params, self.settings)
         if gate is not None:
             gate.handler = handler
 
@@ -304,14 +303,15 @@ class _Unprepared:
     error: Exception
 
 
-async def _prepared(handler: Handler, params: BaseModel) -> Any:
-    """The handler's database-free work (`Handler.prepare`), on a worker thread and before its ledger unit is
-    queued: the ledger's batch serialises every call of the process, and the event loop serves them all."""
+async def _prepared(handler: Handler, params: BaseModel, settings: Settings) -> Any:
+    """The handler's database-free work (`Handler.prepare`), before its ledger unit is queued: the ledger's batch
+    serialises every call of the process (`prepare` sends its CPU-bound part to a worker thread: the event loop
+    serves every call)."""
     if handler.prepare is None:
         return None
     with stage("prism.prepare"):
         try:
-            return await asyncio.to_thread(handler.prepare, params)
+            return await handler.prepare(params, settings)
         except Exception as exc:
             return _Unprepared(exc)
 

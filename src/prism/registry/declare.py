@@ -11,13 +11,16 @@ PRISM_APPS setting); see docs/extending.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from prism.registry.mega_tools import MEGA_TOOLS, NAME_PATTERN, OPERATION_PATTERN
+
+if TYPE_CHECKING:
+    from prism.config import Settings
 from prism.registry.model import Coordinate, Handler, HandlerFunc, ScopeClass
 
 _VIEW_OPERATIONS = {"list", "read", "search", "count", "get"}
@@ -65,12 +68,12 @@ class HandlerApp:
         destructive: bool = False,
         keywords: tuple[str, ...] = (),
         result: type[BaseModel] | None = None,
-        prepare: Callable[[Any], Any] | None = None,
+        prepare: Callable[[Any, Settings], Awaitable[Any]] | None = None,
         people_only: bool = False,
     ) -> Callable[[HandlerFunc], HandlerFunc]:
         """Declare a handler. `permission=""` derives `<app>.<verb>_<entity>`; `None` means none needed.
         `result`, when given, is the model of what the handler answers (its data must validate against it).
-        `prepare(params)`, when given, does the handler's database-free work before its transaction
+        `prepare(params, settings)`, when given, does the handler's database-free work before its transaction
         (`Handler.prepare`)."""
         if mega_tool not in MEGA_TOOLS:
             raise ValueError(f"unknown mega-tool {mega_tool!r}")

@@ -78,12 +78,13 @@ class Handler:
     # Imported operations use it: their schema is the service's own, and declaring a Pydantic class for each of
     # thousands of operations would cost start-up seconds (docs/integrations.md).
     check_arguments: Callable[[dict[str, Any]], list[dict[str, str]]] | None = None
-    # Database-free work on the validated parameters (parsing, compiling) that would otherwise run inside the
-    # ledger transaction, which every call of the process waits on: the dispatcher runs it on a worker thread
-    # before queueing the call's unit and hands its result to the handler as `HandlerCall.prepared`. What it
-    # raises is raised where the handler would have run, so the call is refused and audited as if the handler
-    # had raised it (docs/extending.md).
-    prepare: Callable[[Any], Any] | None = None
+    # Database-free work on the validated parameters (fetching a document, parsing, compiling it) that would
+    # otherwise run inside the ledger transaction, which every call of the process waits on: the dispatcher
+    # awaits `prepare(params, settings)` before queueing the call's unit (CPU-bound work goes to a worker thread
+    # there) and hands its result to the handler as `HandlerCall.prepared`. What it raises is raised where the
+    # handler would have run, so the call is refused and audited as if the handler had raised it
+    # (docs/extending.md).
+    prepare: Callable[[Any, Settings], Awaitable[Any]] | None = None
     # Only a person may call it (`AuthContext.is_person`): credentials an agent holds neither see it in any list
     # nor call it (managing one's own credentials: a leaked key must not mint another, or revoke its owner's).
     people_only: bool = False

@@ -2,21 +2,22 @@
 connects to integrations (its own or the deployment's). docs/integrations.md.
 
 Changes are made in the call's transaction (with its audit entry); once committed, this process rebuilds its
-registry before answering, so the caller's next call already sees the new handlers. A description given inline
-is compiled before that transaction, on a worker thread (`Handler.prepare`): the ledger's batch, which every
-call of the process waits on, only stores it. A description given by URL is fetched after the commit (nothing
-slow inside the ledger transaction), compiled on a worker thread, then stored in a transaction of its own.
+registry before answering, so the caller's next call already sees the new handlers. A description is fetched
+(given by URL) and compiled on a worker thread before that transaction (`Handler.prepare`): the ledger's batch,
+which every call of the process waits on, only stores it, and one that cannot be fetched or compiled is refused
+by the call itself, so its audit entry says so.
 """
 
 from __future__ import annotations
 
 import asyncio
-from functools import partial
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 from pydantic import Field, model_validator
 
+from prism.config import Settings
 from prism.errors import PrismError
 from prism.integrations import service
 from prism.integrations.credentials import AUTH_KINDS
@@ -101,29 +102,61 @@ def _installed(call: HandlerCall) -> frozenset[str]:
                      if not any(h.integration is not None for h in a.handlers))
 
 
-def _compiled_inline(p: ImportParams) -> service.CompiledImport | None:
-    """The inline description compiled (`Handler.prepare`: before the ledger unit, off the event loop)."""
-    if p.spec is None:
-        return None
-    return service.compile_openapi(p.spec if isinstance(p.spec, str) else _as_text(p.spec),
-                                   default_cost=p.default_cost)
+@dataclass(frozen=True, slots=True)
+class Described:
+    """A description to import, compiled, and where it came from."""
+
+    compiled: service.CompiledImport
+    source: str
+
+
+async def _described(p: ImportParams, settings: Settings) -> Described:
+    """The description fetched (given by URL) and compiled, before the call's ledger unit (`Handler.prepare`).
+
+    Before it, not after its commit: the call's one audit entry must say what its answer says, and a description
+    that cannot be fetched or compiled is a refusal of the call (the handler never runs). The fetch is a GET under
+    the outbound rules, made once scopes, role and arguments are checked."""
+    if p.spec is not None:
+        compiled = await asyncio.to_thread(_compiled_inline, p.spec, p.default_cost)
+        return Described(compiled, "(inline)")
+    assert p.url is not None
+    url = await check_url(p.url, field="url", allow_private_networks=settings.webhook_allow_private_networks)
+    text = await _fetched(url, settings)
+    return Described(await asyncio.to_thread(service.compile_openapi, text, default_cost=p.default_cost), url)
+
+
+def _compiled_inline(spec: str | dict[str, Any], default_cost: int) -> service.CompiledImport:
+    return service.compile_openapi(spec if isinstance(spec, str) else _as_text(spec), default_cost=default_cost)
+
+
+async def _fetched(url: str, settings: Settings) -> bytes:
+    """The description at `url`; a 502 when it cannot be had whole."""
+    try:
+        async with OutboundClient(allow_private_networks=settings.webhook_allow_private_networks,
+                                  ca_bundle=settings.webhook_ca_bundle, max_connections=1) as client:
+            answer = await client.send("GET", url, headers={"Accept": "application/json, application/yaml"},
+                                       body=None, timeout_seconds=30.0, read_at_most=MAX_SPEC_BYTES)
+    except OutboundFailed as exc:
+        raise PrismError(f"url: could not fetch the description: {exc}", code="upstream_unreachable",
+                         status=502) from None
+    if answer.status != 200 or answer.truncated:
+        raise PrismError(f"url: the description could not be fetched (HTTP {answer.status}"
+                         + (f", larger than {MAX_SPEC_BYTES} bytes" if answer.truncated else "") + ")",
+                         code="upstream_error", status=502, details={"upstream_status": answer.status})
+    return answer.body
 
 
 @app.handler("config_manage", "integration", "importOpenapi", params=ImportParams, scope="write",
-             permission="integrations.manage_integration", cost=1, prepare=_compiled_inline,
+             permission="integrations.manage_integration", cost=1, prepare=_described,
              description="Import an OpenAPI 3.0/3.1 service as this organization's integration: each operation "
                          "becomes a governed handler integration_call/<name>/<entity>/<operation>. Importing "
                          "again updates it in place and reports what changed.",
              keywords=("openapi import", "add api", "bring your own api", "swagger", "connect service"))
-async def import_openapi(call: HandlerCall, p: ImportParams) -> AfterCommit[Any]:
-    installed = _installed(call)
-    if p.spec is not None:
-        report = await service.store_openapi(call.session, p.name, call.prepared, source="(inline)",
-                                             owner_organization_id=call.organization_id, installed=installed)
-        return _then_refresh(call, report)
-    assert p.url is not None
-    url = await check_url(p.url, field="url", allow_private_networks=call.settings.webhook_allow_private_networks)
-    return AfterCommit(partial(_fetch_and_import, call, p, url, installed), _answer)
+async def import_openapi(call: HandlerCall, p: ImportParams) -> AfterCommit[None]:
+    described: Described = call.prepared
+    report = await service.store_openapi(call.session, p.name, described.compiled, source=described.source,
+                                         owner_organization_id=call.organization_id, installed=_installed(call))
+    return _then_refresh(call, report)
 
 
 def _as_text(spec: dict[str, Any]) -> bytes:
@@ -132,33 +165,6 @@ def _as_text(spec: dict[str, Any]) -> bytes:
         return orjson.dumps(spec)
     except orjson.JSONEncodeError:  # nested past what orjson encodes; it could not be stored either
         raise SpecError("spec: nested too deeply to read") from None
-
-
-async def _fetch_and_import(call: HandlerCall, p: ImportParams, url: str,
-                            installed: frozenset[str]) -> dict[str, Any] | PrismError:
-    runtime = _runtime(call)
-    try:
-        async with OutboundClient(allow_private_networks=call.settings.webhook_allow_private_networks,
-                                  ca_bundle=call.settings.webhook_ca_bundle, max_connections=1) as client:
-            answer = await client.send("GET", url, headers={"Accept": "application/json, application/yaml"},
-                                       body=None, timeout_seconds=30.0, read_at_most=MAX_SPEC_BYTES)
-    except OutboundFailed as exc:
-        return PrismError(f"url: could not fetch the description: {exc}", code="upstream_unreachable", status=502)
-    if answer.status != 200 or answer.truncated:
-        return PrismError(f"url: the description could not be fetched (HTTP {answer.status}"
-                          + (f", larger than {MAX_SPEC_BYTES} bytes" if answer.truncated else "") + ")",
-                          code="upstream_error", status=502, details={"upstream_status": answer.status})
-    if runtime is None:
-        return PrismError("this process serves no registry", code="internal_error", status=500)
-    try:
-        compiled = await asyncio.to_thread(service.compile_openapi, answer.body, default_cost=p.default_cost)
-        async with runtime.db.write() as session:
-            report = await service.store_openapi(session, p.name, compiled, source=url,
-                                                 owner_organization_id=call.organization_id, installed=installed)
-    except PrismError as exc:
-        return exc
-    await runtime.refresh()
-    return report
 
 
 async def _answer(done: HandlerCall, outcome: dict[str, Any] | PrismError) -> dict[str, Any] | PrismError:
