@@ -12,17 +12,23 @@ import socket
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
 
 import httpx
 import pytest
 import uvicorn
-from sqlalchemy import select
+from sqlalchemy import select, update
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from prism.idempotency import ticket
+from prism.idempotency.models import IdempotencyRecord
+from prism.integrations import service
 from prism.integrations.models import IntegrationApp
+from prism.kit.timeutil import utcnow
 from prism.models import AuditEntry
 from prism.storage import Database
 from tests.factories import Factory, Workspace
@@ -114,3 +120,53 @@ async def test_an_import_by_url_that_fails_is_audited_as_refused(
         stored = (await session.execute(select(IntegrationApp.source, IntegrationApp.owner_organization_id)
                                         .where(IntegrationApp.name == name))).one()
     assert tuple(stored) == (descriptions.url("valid.json"), ws.org.id)
+async def test_a_repeated_import_with_an_idempotency_key_replays_without_fetching_or_compiling(
+        client: httpx.AsyncClient, factory: Factory, db: Database, descriptions: Descriptions,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    compiled: list[str] = []
+    compile_openapi = service.compile_openapi
+
+    def counted(text: Any, **options: Any) -> Any:
+        compiled.append("compiled")
+        return compile_openapi(text, **options)
+
+    monkeypatch.setattr(service, "compile_openapi", counted)
+    for arguments in ({"name": unique(), "url": descriptions.url("valid.json")},
+                      {"name": unique(), "spec": VALID}):
+        compiled.clear()
+        descriptions.fetched.clear()
+        key = {"Idempotency-Key": str(uuid.uuid4())}
+        first = await post(client, ws, IMPORT, arguments, headers=key)
+        again = await post(client, ws, IMPORT, arguments, headers=key)
+        assert first.status_code == again.status_code == 200, again.text
+        assert again.headers.get("idempotent-replayed") == "true"
+        assert again.json()["data"] == first.json()["data"]
+        assert compiled == ["compiled"], arguments
+        assert descriptions.fetched["valid.json"] == (1 if "url" in arguments else 0)
+    # A refusal is replayed without fetching again either.
+    descriptions.fetched.clear()
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    refused = {"name": unique(), "url": descriptions.url("no-operation.json")}
+    refusals = [await post(client, ws, IMPORT, refused, headers=key) for _ in range(2)]
+    assert [r.status_code for r in refusals] == [400, 400]
+    assert descriptions.fetched["no-operation.json"] == 1
+
+
+async def test_a_repeat_that_finds_the_key_expired_when_its_turn_comes_is_refused_and_runs_when_sent_again(
+        client: httpx.AsyncClient, factory: Factory, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The repeat skipped its preparation because the key's row was there; when its unit finds the row expired
+    it cannot run unprepared: 503 (not the key's answer), and sending it again runs the call."""
+    ws = await factory.workspace(roles=("owner",))
+    arguments, key = {"name": unique(), "spec": VALID}, {"Idempotency-Key": str(uuid.uuid4())}
+    assert (await post(client, ws, IMPORT, arguments, headers=key)).status_code == 200
+    async with db.write() as session:
+        await session.execute(update(IdempotencyRecord).values(expires_at=utcnow() - timedelta(seconds=1)))
+    # As if the row had expired between the check and the unit: it is still taken as held.
+    monkeypatch.setattr(ticket, "HELD_MARGIN", timedelta(days=-2))
+    expired = await post(client, ws, IMPORT, arguments, headers=key)
+    assert expired.status_code == 503 and expired.json()["error"] == "idempotency_key_expired", expired.text
+    monkeypatch.undo()
+    again = await post(client, ws, IMPORT, arguments, headers=key)
+    assert again.status_code == 200 and "idempotent-replayed" not in again.headers, again.text
+    assert again.json()["data"]["created"] is False

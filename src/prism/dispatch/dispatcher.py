@@ -20,7 +20,7 @@ from prism.auth.context import AuthContext
 from prism.config import Settings
 from prism.errors import InvalidArguments, MissingScope, PermissionDenied, PrismError, ToolNotFound
 from prism.governance.gate import Gate
-from prism.idempotency import IdempotencyKeys, ReplayedRefusal, Ticket
+from prism.idempotency import IdempotencyKeyExpired, IdempotencyKeys, ReplayedRefusal, Ticket
 from prism.kit.canonical import stable_digest
 from prism.kit.validation import validated
 from prism.ledger.entries import EntryDraft
@@ -214,7 +214,7 @@ class Dispatcher:
             refusal = exc
         prepared = None
         if handler is not None and params is not None:  # checked: its database-free work comes before the unit
-            prepared = await _prepared(handler, params, self.settings)
+            prepared = await self._prepared_unless_held(handler, params, ticket)
         if gate is not None:
             gate.handler = handler
 
@@ -252,6 +252,15 @@ class Dispatcher:
         elif isinstance(result, ReplayedRefusal):
             raise result  # the first call's refusal, again
         return handler, result
+
+    async def _prepared_unless_held(self, handler: Handler, params: BaseModel, ticket: Ticket) -> Any:
+        """`_prepared`, unless the key's earlier call will answer this one (`Ticket.held`): a repeat of an import
+        would otherwise fetch and compile its description again, for seconds, only to replay the stored answer.
+        Looked up only for handlers that prepare something."""
+        if handler.prepare is not None and await ticket.held():
+            return _Unprepared(IdempotencyKeyExpired(
+                "this Idempotency-Key's earlier call expired while this request waited; send it again"))
+        return await _prepared(handler, params, self.settings)
 
     async def _complete_after_commit(self, auth: AuthContext, handler: Handler, deferred: AfterCommit[Any],
                                      ticket: Ticket) -> Any:

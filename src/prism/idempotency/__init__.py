@@ -6,6 +6,7 @@ pays one header lookup; everything else happens only for calls that carry one.
 
 from prism.idempotency.answers import REPLAYED_HEADERS, Replay, ReplayedRefusal
 from prism.idempotency.keys import (
+    IdempotencyKeyExpired,
     IdempotencyKeyInProgress,
     IdempotencyKeyReused,
     InvalidIdempotencyKey,
@@ -14,5 +15,6 @@ from prism.idempotency.keys import (
 )
 from prism.idempotency.ticket import IdempotencyKeys, Ticket
 
-__all__ = ["REPLAYED_HEADERS", "IdempotencyKeyInProgress", "IdempotencyKeyReused", "IdempotencyKeys",
-           "InvalidIdempotencyKey", "Replay", "ReplayedRefusal", "Ticket", "key_from_headers", "key_from_meta"]
+__all__ = ["REPLAYED_HEADERS", "IdempotencyKeyExpired", "IdempotencyKeyInProgress", "IdempotencyKeyReused",
+           "IdempotencyKeys", "InvalidIdempotencyKey", "Replay", "ReplayedRefusal", "Ticket", "key_from_headers",
+           "key_from_meta"]

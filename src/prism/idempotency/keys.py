@@ -35,6 +35,15 @@ class IdempotencyKeyInProgress(PrismError):
     headers = {"Retry-After": "1"}
 
 
+class IdempotencyKeyExpired(PrismError):
+    """The key's earlier call was found, so this repeat skipped its preparation, and expired before the repeat's
+    turn came: the repeat now runs the call, unprepared. Prism's failure (5xx, not kept as the key's answer):
+    sending it again runs the call."""
+
+    code, status = "idempotency_key_expired", 503
+    headers = {"Retry-After": "1"}
+
+
 def checked_key(value: Any, field: str) -> str:
     """`value` if it is a usable key: 1-255 printable ASCII characters (U+0020-U+007E), as Stripe accepts."""
     if isinstance(value, str) and 0 < len(value) <= MAX_LENGTH and value.isascii() and value.isprintable():

@@ -50,6 +50,8 @@ KEEP_FOR = timedelta(hours=24)
 # Expired rows are deleted by the calls that carry keys: at most once per interval per process, a bounded batch.
 PURGE_INTERVAL_SECONDS = 600.0
 PURGE_BATCH = 1000
+# A key's row found by `held` outlives at least this long: the unit that claims it comes well within it.
+HELD_MARGIN = timedelta(seconds=60)
 # What the doors answer for an exception that is not a PrismError (prism.edge.doors.Entrance).
 _INTERNAL = PrismError("internal server error")
 
@@ -130,6 +132,14 @@ class Ticket:
         result for a request that failed validation or authorization). A token granted the scope since, a role
         given the permission, or corrected arguments then run the call under the same key."""
         self.checked = False
+
+    async def held(self) -> bool:
+        """Whether the key already has a row that will not have expired when the call's unit claims it: that unit
+        then replays the row's answer or refuses (in progress, reused), and never runs the handler. A row is
+        only ever deleted once expired, so one that expires later than `HELD_MARGIN` from now is still there."""
+        async with self.keys.db.read() as session:
+            row = await _ROW.one(session, {"record_id": self.record_id})
+        return row is not None and row["expires_at"] > utcnow() + HELD_MARGIN
 
     def ran(self, data: Any) -> None:
         """The handler's data, sealed inside its savepoint: data no door could send undoes the call (500)."""
