@@ -5,8 +5,8 @@ from datetime import datetime
 
 from prism.auth.permissions import PermissionSet
 
-# The credential kinds of a person at the controls (prism.auth.person builds them).
-PERSON_CREDENTIALS = frozenset({"console", "password"})
+# The credential kinds of a person at the controls (prism.auth.person and prism.auth.operator build them).
+PERSON_CREDENTIALS = frozenset({"console", "password", "operator"})
 
 
 @dataclass(slots=True)
@@ -46,8 +46,9 @@ class AuthContext:
 
     @property
     def is_person(self) -> bool:
-        """Whether a person is at the controls: signed in to the console or the key dashboard, or trading their
-        password on key registration; not a credential an agent holds (an API key, an OAuth token)."""
+        """Whether a person is at the controls: signed in to the console or the key dashboard, trading their
+        password on key registration, or the deployment's operator on the command line (`prism key`); not a
+        credential an agent holds (an API key, an OAuth token)."""
         return self.credential_kind in PERSON_CREDENTIALS
 
     @property

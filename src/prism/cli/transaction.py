@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.cli.output import USAGE_EXIT, fail
 from prism.cli.preflight import database_error, database_settings
+from prism.config import Settings
 from prism.errors import PrismError
 from prism.ledger.checkpoints import MalformedCheckpoint
 from prism.ledger.sealer import BrokenLog
@@ -27,16 +28,27 @@ def in_transaction(as_json: bool, work: Callable[[AsyncSession], Awaitable[T]], 
     errors that mean the command's arguments are wrong, exit 2 (USAGE_EXIT) where the command's exit 1 means
     something else (`prism audit verify`: a broken log).
     """
+    async def in_one_transaction(db: Database, _: Settings) -> T:
+        async with db.read() if read_only else db.write() as session:
+            return await work(session)
+
+    return on_database(as_json, in_one_transaction, usage_errors=usage_errors)
+
+
+def on_database(as_json: bool, work: Callable[[Database, Settings], Awaitable[T]], *,
+                usage_errors: tuple[type[PrismError], ...] = ()) -> T:
+    """Run `work` with the database, which it opens transactions on itself (a command that dispatches: the
+    dispatcher commits its own); errors become a clean exit as in `in_transaction`."""
     try:
-        url = database_settings(may_create=False).database_url
+        settings = database_settings(may_create=False)
     except PrismError as exc:
         fail(as_json, exc)
+    url = settings.database_url
 
     async def run() -> T:
         db = Database(url)
         try:
-            async with db.read() if read_only else db.write() as session:
-                return await work(session)
+            return await work(db, settings)
         finally:
             await db.dispose()
 

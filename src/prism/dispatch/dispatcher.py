@@ -139,8 +139,9 @@ class Dispatcher:
         if not auth.permissions.allows(handler.permission):
             raise PermissionDenied(f"role {auth.role!r} lacks permission {handler.permission}")
         if handler.people_only and not auth.is_person:
-            raise PermissionDenied(f"{handler.path} is for a person (signed in to the console or /keys/, or with "
-                                   "email and password on key registration), never an API key or token",
+            raise PermissionDenied(f"{handler.path} is for a person (signed in to the console or /keys/, with "
+                                   "email and password on key registration, or the operator's command line), never "
+                                   "an API key or token",
                                    code="person_required")
 
     async def dispatch(self, auth: AuthContext, call: Call) -> tuple[Handler | None, Any]:

@@ -61,6 +61,13 @@ def normalize_scopes(scopes: str | None) -> str:
     return " ".join(s for s in PLATFORM_SCOPES if s in requested)
 
 
+def check_key_options(prefix: str, expires_days: int | None) -> None:
+    if prefix not in KEY_PREFIXES:
+        raise BadRequest(f"key prefix must be one of {KEY_PREFIXES}", code="invalid_prefix")
+    if expires_days is not None and not 1 <= expires_days <= 3650:
+        raise BadRequest("expires_days must be between 1 and 3650", code="invalid_expiry")
+
+
 @dataclass(frozen=True)
 class MintedKey:
     key: ApiKey
@@ -70,10 +77,7 @@ class MintedKey:
 async def create_key(session: AsyncSession, *, tenant: Tenant, user: User, organization: Organization,
                      name: str | None = None, scopes: str | None = None, expires_days: int | None = None,
                      prefix: str = "ck", tool_surface: str | None = None) -> MintedKey:
-    if prefix not in KEY_PREFIXES:
-        raise BadRequest(f"key prefix must be one of {KEY_PREFIXES}", code="invalid_prefix")
-    if expires_days is not None and not 1 <= expires_days <= 3650:
-        raise BadRequest("expires_days must be between 1 and 3650", code="invalid_expiry")
+    check_key_options(prefix, expires_days)
     if organization.tenant_id != tenant.id:
         raise NotFound("organization not found in this tenant", code="organization_not_found")
     membership = (await session.execute(select(Membership.id).where(
@@ -94,13 +98,19 @@ async def create_key(session: AsyncSession, *, tenant: Tenant, user: User, organ
     return MintedKey(key, plaintext)
 
 
-async def revoke_key(session: AsyncSession, *, tenant: Tenant, key_ref: str) -> ApiKey:
+async def find_tenant_key(session: AsyncSession, *, tenant: Tenant, key_ref: str) -> ApiKey:
     """By key id or by its displayed prefix (lookup), within the tenant only."""
     key = (await session.execute(select(ApiKey).where(
         ApiKey.tenant_id == tenant.id, (ApiKey.id == key_ref) | (ApiKey.lookup == key_ref)))
     ).scalar_one_or_none()
     if key is None:
         raise NotFound(f"key {key_ref!r} not found in tenant {tenant.subdomain!r}", code="key_not_found")
+    return key
+
+
+async def revoke_key(session: AsyncSession, *, tenant: Tenant, key_ref: str) -> ApiKey:
+    """By key id or by its displayed prefix (lookup), within the tenant only."""
+    key = await find_tenant_key(session, tenant=tenant, key_ref=key_ref)
     if key.revoked_at is None:
         key.revoked_at = utcnow()
         await session.flush()

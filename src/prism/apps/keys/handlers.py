@@ -5,12 +5,14 @@ none, so that an OAuth token scoped to another app (`spare_parts.view`) cannot l
 as it may call whoami or introspection. Minting (`keys.add_key`) and revoking (`keys.change_key`) are write
 operations on the caller's own keys only, which every seeded role holds (a viewer's key can do no more than the
 viewer); a tenant's own role without them is refused. Every way of minting or revoking a key goes through these
-handlers: the console (`/console/keys/`), the key dashboard (`/keys/`) and key registration
-(`POST /api/mcp/api-keys/register/`), so the permission means the same everywhere and each leaves a ledger entry.
-Minting and revoking are for a person (`people_only`): signed in with a browser session (credential `console`:
-the console and the dashboard) or with an email and password checked for this one request (credential
-`password`: registration). An API key or OAuth token neither sees nor calls them: a leaked or governed one
-(with a persona, an AI system) could otherwise make itself an ungoverned key that outlives it, or revoke every
+handlers: the console (`/console/keys/`), the key dashboard (`/keys/`), key registration
+(`POST /api/mcp/api-keys/register/`) and the operator's `prism key create|revoke` (door `cli`), so the permission
+means the same everywhere (but for the operator's revocation, which a holder's role never stops:
+prism.auth.operator) and each leaves a ledger entry. Minting and revoking are for a person (`people_only`): signed
+in with a browser session (credential `console`: the console and the dashboard), with an email and password
+checked for this one request (credential `password`: registration), or the deployment's operator acting for the
+key's holder (credential `operator`). An API key or OAuth token neither sees nor calls them: a leaked or governed
+one (with a persona, an AI system) could otherwise make itself an ungoverned key that outlives it, or revoke every
 other key of its owner; and a viewer's agent keeps a surface that only reads. The new key's plaintext is in
 the answer once; Prism keeps only its hash, and the ledger entry only the digest of the arguments. Another
 person's key, or another organization's, is not found.
@@ -46,15 +48,18 @@ class KeyCreate(Params):
     tool_surface: Literal["mega", "split"] | None = Field(
         None, description="The MCP tools it sees: mega (the 13 doors) or split (read, write and destructive tools "
                           "apart); none: the deployment's setting. A URL's ?tools= overrides it.")
+    prefix: Literal["ck", "mcp"] | None = Field(
+        None, description="ck or mcp (both authenticate the same); none: how it is minted decides (ck on the console "
+                          "and /keys/, mcp on key registration and the command line).")
 
 
 class KeyRevoke(Params):
     id: str = Field(..., min_length=1, max_length=64, description="The key's id.")
 
 
-# Who may mint, and the prefix their keys carry: a browser session's keys are `ck_`, registration's `mcp_` (the
-# prefix SPEC.md's registration answers with).
-PREFIX_BY_PERSON_CREDENTIAL = {"console": "ck", "password": "mcp"}
+# Who may mint, and the prefix their keys carry unless asked otherwise: a browser session's keys are `ck_`,
+# registration's and the operator's `mcp_` (SPEC.md: `mcp_` for operator-issued or registration-issued keys).
+PREFIX_BY_PERSON_CREDENTIAL = {"console": "ck", "password": "mcp", "operator": "mcp"}
 
 # What a list of keys may be ordered by; newest first unless asked.
 KEY_ORDERING = ("created_at", "name", "last_used_at", "expires_at")
@@ -87,10 +92,10 @@ async def list_keys(call: HandlerCall, p: ListParams) -> dict[str, Any]:
 
 @app.handler("config_manage", "key", "create", params=KeyCreate, scope="write", people_only=True,
              keywords=KEYWORDS, description="Mint an API key for yourself in this organization (as a person: the "
-                                            "console, /keys/ or key registration, never with a key or token); its "
-                                            "plaintext is in this answer once.")
+                                            "console, /keys/, key registration or the operator's command line, "
+                                            "never with a key or token); its plaintext is in this answer once.")
 async def create(call: HandlerCall, p: KeyCreate) -> dict[str, Any]:
-    prefix = PREFIX_BY_PERSON_CREDENTIAL[call.auth.credential_kind]  # a person: the dispatcher checked
+    prefix = p.prefix or PREFIX_BY_PERSON_CREDENTIAL[call.auth.credential_kind]  # a person: the dispatcher checked
     session = call.session
     tenant, user = await session.get(Tenant, call.auth.tenant_id), await session.get(User, call.auth.user_id)
     organization = await session.get(Organization, call.organization_id)
@@ -103,9 +108,9 @@ async def create(call: HandlerCall, p: KeyCreate) -> dict[str, Any]:
 
 @app.handler("config_manage", "key", "revoke", params=KeyRevoke, scope="write", people_only=True,
              destructive=True, keywords=KEYWORDS,
-             description="Revoke one of your own API keys (as a person: the console or /keys/, never with a key or "
-                         "token): refused on every Prism process within PRISM_CREDENTIAL_CACHE_SECONDS (5 s by "
-                         "default).")
+             description="Revoke one of your own API keys (as a person: the console, /keys/ or the operator's command "
+                         "line, never with a key or token): refused on every Prism process within "
+                         "PRISM_CREDENTIAL_CACHE_SECONDS (5 s by default).")
 async def revoke(call: HandlerCall, p: KeyRevoke) -> dict[str, Any]:
     key = (await call.session.execute(_own(call).where(ApiKey.id == p.id))).scalar_one_or_none()
     if key is None:
