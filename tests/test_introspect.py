@@ -284,11 +284,15 @@ async def test_error_bodies_carry_what_helps_the_next_try(client: httpx.AsyncCli
     assert r.json()["details"]["suggestions"] == ["agingApSummary"]
 
 
-async def test_introspection_needs_a_key_and_the_read_scope(client: httpx.AsyncClient, ws: Workspace,
-                                                           factory: Factory) -> None:
+async def test_introspection_needs_a_key_and_the_tool_the_read_scope(client: httpx.AsyncClient, ws: Workspace,
+                                                                    factory: Factory) -> None:
+    """The sandbox endpoint describes any valid key to itself (only what it may call); the tool is a read."""
     assert (await client.get(URL, headers={"Host": ws.host})).status_code == 401
     await factory.add_key(ws, "write_only", scopes="mcp:write")
     r = await get(client, ws, "write_only", dimension="stats")
+    assert r.status_code == 200 and r.json()["by_scope"] == {"read": 0, "write": r.json()["handlers"], "execute": 0}
+    r = await client.post("/api/v1/dev/call/", headers=ws.headers("write_only"),
+                          json={"name": "prism_introspect", "arguments": {"dimension": "stats"}})
     assert r.status_code == 403 and r.json()["error"] == "permission_denied"
 
 

@@ -51,6 +51,10 @@ class Call:
     idempotency_key: str | None = None
     # The id of the HTTP request that made the call (X-Request-ID), kept in its ledger entry's detail.
     request_id: str | None = None
+    # Set by the sandbox's me/ and introspect/ endpoints: a key may always learn who it is and what it may call,
+    # so the platform scope is not asked for (only on the handlers in SELF_DESCRIPTIONS). Role, personas and
+    # the audit ledger still apply, and introspection shows only what the credential may call.
+    self_description: bool = False
 
     def coordinate_label(self) -> str:
         mega_tool = mega_tool_of(self.tool_name)
@@ -58,6 +62,14 @@ class Call:
         if mega_tool and all(isinstance(p, str) for p in parts):
             return "/".join((mega_tool, *parts))
         return self.tool_name
+
+
+# The handlers a `self_description` call may run without the scope: whoami and introspection, nothing else.
+SELF_DESCRIPTIONS = frozenset({LEGACY_BINDINGS["prism_whoami"], LEGACY_BINDINGS["prism_introspect"]})
+
+
+def _scope_needed(call: Call, handler: Handler) -> bool:
+    return not (call.self_description and handler.path in SELF_DESCRIPTIONS)
 
 
 def _where_to_look(door: str) -> str:
@@ -127,11 +139,12 @@ class Dispatcher:
         return handler
 
     @staticmethod
-    def authorize(auth: AuthContext, handler: Handler) -> None:
+    def authorize(auth: AuthContext, handler: Handler, *, scope_needed: bool = True) -> None:
         """Scope and role, checked before the arguments are: a caller that may not call a handler learns nothing
-        about its parameters (a 400 would name them)."""
+        about its parameters (a 400 would name them). `scope_needed=False` (a self-description, see
+        `Call.self_description`) leaves the role's checks."""
         needed = SCOPE_OF_CLASS[handler.scope]
-        if not scopes_allow(auth.scopes, handler.scope, handler.permission):
+        if scope_needed and not scopes_allow(auth.scopes, handler.scope, handler.permission):
             message = f"this credential lacks the {needed} scope needed by {handler.path}"
             if auth.permissions.allows(handler.permission):  # the scope alone stands in the way
                 raise MissingScope(message, scope=needed)
@@ -159,7 +172,7 @@ class Dispatcher:
         try:
             with stage("prism.checks"):  # resolve, authorize, validate
                 handler = self.resolve_for(auth, call)
-                self.authorize(auth, handler)  # before validation: see `authorize`
+                self.authorize(auth, handler, scope_needed=_scope_needed(call, handler))  # before validation
                 authorized = True
                 params = self.validate(handler, call.arguments)
         except PrismError as exc:
@@ -208,7 +221,7 @@ class Dispatcher:
         try:
             with stage("prism.checks"):
                 handler = self.resolve_for(auth, call)
-                self.authorize(auth, handler)  # before validation: see `authorize`
+                self.authorize(auth, handler, scope_needed=_scope_needed(call, handler))  # before validation
                 authorized = True
                 params = self.validate(handler, call.arguments)
         except PrismError as exc:

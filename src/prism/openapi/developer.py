@@ -43,6 +43,19 @@ def _errors(schema: str, *statuses: int) -> dict[str, Any]:
     return out
 
 
+# me/ and introspect/ ask for no scope (a key may always learn who it is and what it may call): their 403 is
+# never for want of one.
+_SELF_DESCRIPTION_403 = _json(ref("Error"), "A persona on the credential refuses it (blocked), or an OAuth token's "
+                                            "grant chose no organization (session_incomplete); never a missing "
+                                            "scope.")
+
+
+def _self_description_errors(*statuses: int) -> dict[str, Any]:
+    out = _errors("Error", *sorted((*statuses, 403)))
+    out["403"] = _SELF_DESCRIPTION_403
+    return out
+
+
 def _query(name: str, schema: dict[str, Any], description: str = "") -> dict[str, Any]:
     return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
 
@@ -66,6 +79,7 @@ def _query_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return {**rest, **branches[0]} if branches else rest
 
 
+_INTROSPECT_SUMMARY = "Explore the handlers this key may call (any valid key, whatever its scopes)"
 _INTROSPECT_PARAMS = [_query(name, _query_schema(schema))
                       for name, schema in introspect_request_schema()["properties"].items()]
 _PAGE = [_query("page", {"type": "integer", "minimum": 1, "default": 1}),
@@ -87,19 +101,19 @@ def operations() -> list[tuple[str, str, dict[str, Any]]]:
     return [
         ("get", "/api/v1/dev/ping/", _op("ping", sandbox, "Service liveness and API version.", {
             "200": _json(ref("Ping"), "The service answers."), **_errors("Error")}, security=PUBLIC)),
-        ("get", "/api/v1/dev/me/", _op("me", sandbox, "Who is calling.", {
-            "200": _json(ref("Identity"), "The caller's identity."), **_errors("Error", 401, 403)})),
+        ("get", "/api/v1/dev/me/", _op("me", sandbox, "Who is calling (any valid key, whatever its scopes).", {
+            "200": _json(ref("Identity"), "The caller's identity."), **_self_description_errors(401)})),
         ("get", "/api/v1/dev/tools/", _op("list_tools", sandbox, "The tools this key may call.", {
             "200": _json(ref("ToolCatalog"), "The catalog."), **_errors("Error", 400, 401)},
             parameters=[_query("category", {"type": "string"}), _query("search", {"type": "string"},
                                                                         "Case-insensitive substring of names."),
                         *_PAGE])),
-        ("get", "/api/v1/dev/introspect/", _op("introspect", sandbox, "Explore the handler tree.", {
+        ("get", "/api/v1/dev/introspect/", _op("introspect", sandbox, _INTROSPECT_SUMMARY, {
             "200": _json({"type": "object"}, "The requested dimension."),
-            **_errors("Error", 400, 401, 403, 404)}, parameters=_INTROSPECT_PARAMS)),
-        ("post", "/api/v1/dev/introspect/", _op("introspect_post", sandbox, "Explore the handler tree (JSON body).", {
+            **_self_description_errors(400, 401, 404)}, parameters=_INTROSPECT_PARAMS)),
+        ("post", "/api/v1/dev/introspect/", _op("introspect_post", sandbox, _INTROSPECT_SUMMARY + " (JSON body)", {
             "200": _json({"type": "object"}, "The requested dimension."),
-            **_errors("Error", 400, 401, 403, 404, 413)},
+            **_self_description_errors(400, 401, 404, 413)},
             requestBody=_body(ref("IntrospectRequest"), required=False))),
         ("post", "/api/v1/dev/call/", _op("call", sandbox, "Call a tool; the bare result on success.", {
             "200": _json(_ANY_JSON, "The tool result, unwrapped."),

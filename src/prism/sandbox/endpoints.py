@@ -3,6 +3,11 @@
 `call` answers the bare result on success and `{error, tool_name, message}` with a non-2xx status on
 failure, `tool_name` being the `name` the body sent (a refusal for want of a credential too); the other
 endpoints answer `{error, message}` on failure.
+
+`me` and `introspect` describe the caller to itself, so any valid key gets them whatever its scopes (as `tools`
+does); they still run through the dispatcher (role, personas, audit), and introspection lists only what the key
+may call. The tools behind them, `prism_whoami` and `prism_introspect`, called as tools (`call`, the canonical
+doors, MCP), keep asking for `mcp:read`.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ async def me(request: Request) -> Response:
     try:
         auth = caller(request)
         _, data = await request.app.state.dispatcher.dispatch(
-            auth, Call(tool_name="prism_whoami", door="sandbox", arguments={}))
+            auth, Call(tool_name="prism_whoami", door="sandbox", arguments={}, self_description=True))
     except PrismError as exc:
         return _error(exc, request)
     return json_response(data)
@@ -63,7 +68,7 @@ async def introspect(request: Request) -> Response:
         else:
             arguments = dict(request.query_params)
         _, data = await request.app.state.dispatcher.dispatch(
-            auth, Call(tool_name="prism_introspect", door="sandbox", arguments=arguments))
+            auth, Call(tool_name="prism_introspect", door="sandbox", arguments=arguments, self_description=True))
     except PrismError as exc:
         return _error(exc, request)
     return json_response(data)
