@@ -181,3 +181,22 @@ def test_true_is_taken_where_some_option_of_the_schema_takes_it() -> None:
     with pytest.raises(InvalidArguments) as refused:
         validated(Options, {"pair": [True, "x"], "either": {"count": 2}})
     assert refused.value.details["errors"] == [{"field": "pair[0]", "message": "must be a number, not true or false"}]
+
+
+async def test_anything_but_true_or_false_for_a_nested_boolean_is_refused_naming_its_path(
+        orders_client: httpx.AsyncClient, ws: Workspace) -> None:
+    RUNS.clear()
+    lines = [{"quantity": 1, "gift": "yes"}, {"quantity": 2, "gift": 1}, {"quantity": 3, "gift": False}]
+    r = await orders_client.post(PATH, headers=ws.headers(), json={"lines": lines})
+    assert r.status_code == 400 and r.json()["details"]["errors"] == [
+        {"field": "lines[0].gift", "message": "must be true or false"},
+        {"field": "lines[1].gift", "message": "must be true or false, not a number"}], r.text
+    assert RUNS == []
+
+
+def test_a_boolean_is_strict_only_where_every_option_is_a_boolean() -> None:
+    taken = validated(Options, {"either": {"count": 2}})  # Counted's count takes the number
+    assert isinstance(taken.either, Counted)
+    with pytest.raises(InvalidArguments) as refused:
+        validated(Flagged, {"count": "true"})
+    assert refused.value.details["errors"] == [{"field": "count", "message": "must be true or false"}]

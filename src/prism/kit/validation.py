@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
@@ -27,6 +28,8 @@ Moment = Annotated[AwareDatetime, AfterValidator(_held_in_utc)]
 _TEMPORAL_FORMATS = frozenset({"date", "time", "date-time"})
 _NUMBER_TYPES = frozenset({"integer", "number"})
 _DEFS = "#/$defs/"
+# The forms a query string gives a boolean in (SPEC: "is_active (true or false)"); see `from_query`.
+QUERY_BOOLEANS = {"true": True, "false": False}
 
 
 @dataclass(eq=False)
@@ -37,6 +40,7 @@ class _Shape:
 
     number: bool = False
     boolean: bool = False
+    other: bool = False  # admits a value that is neither a boolean nor null (text, a number, an object ...)
     temporal: bool = False
     objects: bool = False  # its properties below are what an object holds
     arrays: bool = False  # its items below are what an array holds
@@ -60,6 +64,7 @@ class _Place:
 
     refuses_booleans: bool = False  # a number, and never a boolean
     refuses_numbers: bool = False  # a date or time, and never a number
+    only_booleans: bool = False  # a boolean (or null), and nothing else
     fields: dict[str, _Place] = field(default_factory=dict)
     fields_without: frozenset[str] = frozenset()  # declared properties where nothing can be refused
     any_field: _Place | None = None  # every other property (`additionalProperties`)
@@ -68,7 +73,7 @@ class _Place:
 
 
 # What a schema that says nothing admits: anything, `true` and objects and arrays of anything included.
-_ANYTHING = _Shape(boolean=True, objects=True, arrays=True)
+_ANYTHING = _Shape(boolean=True, other=True, objects=True, arrays=True)
 _ANYTHING.additional = _ANYTHING.items = [_ANYTHING]
 
 
@@ -86,14 +91,28 @@ def validated(model: type[M], data: Any, *, whole: str = "arguments") -> M:
     try:
         result = model.model_validate(data)
     except ValidationError as exc:
-        problems += [{"field": field_path(e["loc"]) or whole,
-                      "message": e["msg"].removeprefix("Value error, ")}
-                     for e in exc.errors(include_url=False, include_input=False)]
+        named = {p["field"] for p in problems}  # said once: `rerank: "perhaps"` is not also "a valid boolean"
+        problems += [problem for problem in _pydantic_problems(exc, whole) if problem["field"] not in named]
         result = None
     if problems or result is None:
         raise InvalidArguments("; ".join(f"{p['field']}: {p['message']}" for p in problems),
                                details={"errors": problems}) from None
     return result
+
+
+def _pydantic_problems(error: ValidationError, whole: str) -> list[dict[str, str]]:
+    return [{"field": field_path(e["loc"]) or whole, "message": e["msg"].removeprefix("Value error, ")}
+            for e in error.errors(include_url=False, include_input=False)]
+
+
+def from_query(model: type[BaseModel], query: Mapping[str, str]) -> dict[str, Any]:
+    """A query string's parameters as the JSON `model` validates: `true` and `false` (exactly) are booleans for its
+    boolean fields; every other value stays text for the model to judge (`is_active=yes` is refused as not true or
+    false, where Pydantic alone would read yes, on, 1 ... as true)."""
+    place = _place_for(model)
+    fields = place.fields if place is not None else {}
+    return {name: QUERY_BOOLEANS.get(value, value) if name in fields and fields[name].only_booleans else value
+            for name, value in query.items()}
 
 
 def field_path(location: tuple[int | str, ...]) -> str:
@@ -106,16 +125,21 @@ def field_path(location: tuple[int | str, ...]) -> str:
 
 def _values_nobody_meant(model: type[BaseModel], data: dict[str, Any]) -> list[dict[str, str]]:
     """Values Pydantic would read as something nobody meant: a number for a date or time field (read as a Unix
-    time; the descriptors, and Prism, say such a field is an ISO 8601 string), and `true` or `false` for a number
-    (read as 1 or 0: a budget of `true` is a budget of 1). Judged by the published schema, at any depth: a field of
-    an object, of an object in a list (`lines[2].quantity`), a list's items."""
-    if model not in _PLACES:
-        _PLACES[model] = _place_of(_shapes_that_matter(model.model_json_schema()), {})
-    place = _PLACES[model]
+    time; the descriptors, and Prism, say such a field is an ISO 8601 string), `true` or `false` for a number
+    (read as 1 or 0: a budget of `true` is a budget of 1), and anything but `true` or `false` for a boolean (read
+    `"yes"`, `"off"`, `1` as booleans: `{"is_active": "no"}` is not false, it is a mistake). Judged by the published
+    schema, at any depth: a field of an object, of an object in a list (`lines[2].quantity`), a list's items."""
+    place = _place_for(model)
     problems: list[dict[str, str]] = []
     if place is not None:
         _walk(data, place, "", problems)
     return problems
+
+
+def _place_for(model: type[BaseModel]) -> _Place | None:
+    if model not in _PLACES:
+        _PLACES[model] = _place_of(_shapes_that_matter(model.model_json_schema()), {})
+    return _PLACES[model]
 
 
 def _walk(value: Any, place: _Place, path: str, problems: list[dict[str, str]]) -> None:
@@ -123,6 +147,9 @@ def _walk(value: Any, place: _Place, path: str, problems: list[dict[str, str]]) 
     if isinstance(value, bool):
         if place.refuses_booleans:
             problems.append({"field": path, "message": "must be a number, not true or false"})
+    elif place.only_booleans:
+        if value is not None:
+            problems.append({"field": path, "message": "must be true or false" + _other_kind(value)})
     elif isinstance(value, int | float):
         if place.refuses_numbers:
             problems.append({"field": path, "message": "must be an ISO 8601 string, not a number"})
@@ -133,6 +160,16 @@ def _walk(value: Any, place: _Place, path: str, problems: list[dict[str, str]]) 
             inner = place.prefix_items[index] if index < len(place.prefix_items) else place.items
             if inner is not None:
                 _walk(item, inner, f"{path}[{index}]", problems)
+
+
+def _other_kind(value: Any) -> str:
+    """What a value that is not a boolean is, for a refusal's message. Text is not named: a query string (see
+    `from_query`) has nothing but text, and "yes" or "1" there is as wrong as in JSON."""
+    if isinstance(value, str):
+        return ""
+    if isinstance(value, int | float):
+        return ", not a number"
+    return ", not an array" if isinstance(value, list) else ", not an object"
 
 
 def _walk_fields(value: dict[Any, Any], place: _Place, path: str, problems: list[dict[str, str]]) -> None:
@@ -157,7 +194,8 @@ def _place_of(shapes: list[_Shape], made: dict[frozenset[int], _Place | None]) -
         return made[options]
     place = made[options] = _Place(
         refuses_booleans=any(s.number for s in shapes) and not any(s.boolean for s in shapes),
-        refuses_numbers=any(s.temporal for s in shapes) and not any(s.number for s in shapes))
+        refuses_numbers=any(s.temporal for s in shapes) and not any(s.number for s in shapes),
+        only_booleans=any(s.boolean for s in shapes) and not any(s.other for s in shapes))
     objects, arrays = [s for s in shapes if s.objects], [s for s in shapes if s.arrays]  # `null` holds nothing
     fields = {name: _place_of([c for s in objects for c in s.properties.get(name, s.additional)], made)
               for name in dict.fromkeys(name for s in objects for name in s.properties)}
@@ -176,13 +214,13 @@ def _shapes_that_matter(schema: dict[str, Any]) -> list[_Shape]:
     defs = schema.get("$defs", {})
     root = _resolved(_shapes(schema, defs if isinstance(defs, dict) else {}, {}))
     everything = _every_shape(root)
-    # A shape matters if it admits a number or a date or time, or holds one that matters: to a fixed point, since
-    # a model may hold itself (a tree of lines).
+    # A shape matters if it admits a number, a date or time, or only booleans, or holds one that matters: to a
+    # fixed point, since a model may hold itself (a tree of lines).
     changed = True
     while changed:
         changed = False
         for shape in everything:
-            if not shape.matters and (shape.number or shape.temporal
+            if not shape.matters and (shape.number or shape.temporal or (shape.boolean and not shape.other)
                                       or any(c.matters for inner in shape.children() for c in inner)):
                 shape.matters = changed = True
     return root
@@ -255,6 +293,9 @@ def _own_shape(schema: dict[str, Any], defs: dict[str, Any], by_ref: dict[str, l
         return None
     shape = _Shape(number=bool(types & _NUMBER_TYPES) or any(_is_number(c) for c in constants),
                    boolean="boolean" in types or any(isinstance(c, bool) for c in constants),
+                   other=bool(types - {"boolean", "null"}) or any(c is not None and not isinstance(c, bool)
+                                                                  for c in constants)
+                   or (not types and bool({"properties", "items", "prefixItems"} & schema.keys())),
                    temporal=schema.get("format") in _TEMPORAL_FORMATS,
                    objects="object" in types or (not types and "properties" in schema),
                    arrays="array" in types or (not types and bool({"items", "prefixItems"} & schema.keys())))

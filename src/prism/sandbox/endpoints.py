@@ -24,8 +24,9 @@ from prism.edge.context import request_context
 from prism.edge.doors import PLAIN, SANDBOX_CALL
 from prism.errors import BadRequest, PrismError
 from prism.idempotency import REPLAYED_HEADERS, Replay, key_from_headers
-from prism.kit.validation import validated
+from prism.kit.validation import from_query, validated
 from prism.registry.catalog import CatalogQuery, tool_catalog
+from prism.registry.introspect import IntrospectParams
 from prism.web.requests import caller, read_json_object
 from prism.web.responses import json_response
 
@@ -66,7 +67,7 @@ async def introspect(request: Request) -> Response:
         if request.method == "POST":
             arguments: dict[str, Any] = await read_json_object(request, required=False)
         else:
-            arguments = dict(request.query_params)
+            arguments = from_query(IntrospectParams, request.query_params)  # rerank=true|false
         _, data = await request.app.state.dispatcher.dispatch(
             auth, Call(tool_name="prism_introspect", door="sandbox", arguments=arguments, self_description=True))
     except PrismError as exc:

@@ -24,6 +24,7 @@ from prism.edge.context import request_context
 from prism.edge.doors import PLAIN, door_routes
 from prism.errors import InvalidArguments, PrismError
 from prism.idempotency import REPLAYED_HEADERS, Replay, key_from_headers
+from prism.kit.validation import from_query
 from prism.registry.mega_tools import tool_name
 from prism.web.requests import read_json
 from prism.web.responses import json_response
@@ -74,7 +75,7 @@ async def _body(request: Request, **path: str) -> dict[str, Any]:
 def _query(request: Request, model: type[WebhookQuery] | type[DeliveryQuery]) -> dict[str, Any]:
     """The query's filters, read once the caller is authenticated (as `_body`)."""
     request_context(request.scope).caller()
-    return parse(model, dict(request.query_params), whole="query").model_dump()
+    return parse(model, from_query(model, request.query_params), whole="query").model_dump()
 
 
 async def collection(request: Request) -> Response:
