@@ -5,10 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
+from starlette.routing import Route
 
 from prism.openapi.developer import WEBHOOKS, developer_document
 from prism.openapi.tenant import ORIGINS_KEPT
+from tests.factories import Factory
+from tests.webhooks_fixtures import (  # noqa: F401
+    create_hook,
+    hook_app_fixture,
+    hook_client_fixture,
+    hook_db_fixture,
+    hook_settings_fixture,
+    receiver_fixture,
+    tls_fixture,
+)
 
 PATH = "/.well-known/openapi.json"
 PORTAL = {"Host": "portal.localhost"}
@@ -65,6 +77,44 @@ async def test_only_endpoints_this_deployment_routes_are_published(app: Any) -> 
     assert not any(p.startswith(WEBHOOKS) for p in doc["paths"])
     assert "WebhookCreate" not in doc["components"]["schemas"]
     assert "/api/v1/dev/me/" in doc["paths"]
+
+
+def _served_webhook_operations(app: Any) -> set[tuple[str, str]]:
+    """(method, path) of every route the app serves under the webhooks API, as the descriptor writes the path
+    (with its trailing slash); HEAD is GET's."""
+    prefix = WEBHOOKS.rstrip("/")
+    return {(method.lower(), route.path if route.path.endswith("/") else route.path + "/")
+            for route in app.routes if isinstance(route, Route) and route.path.startswith(prefix)
+            for method in (route.methods or set()) - {"HEAD"}}
+
+
+async def test_every_served_webhook_route_is_in_the_descriptor(client: httpx.AsyncClient, app: Any) -> None:
+    """Read from the routes themselves, so a route added later cannot be left out of the descriptor."""
+    served = _served_webhook_operations(app)
+    assert ("post", WEBHOOKS + "{webhook_id}/deliveries/{delivery_id}/resend/") in served
+    paths = (await client.get(PATH, headers=PORTAL)).json()["paths"]
+    published = {(method, path) for path, item in paths.items() for method in item}
+    assert served - published == set()
+
+
+async def test_a_resend_answers_as_the_descriptor_says(hook_client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace()
+    doc = (await hook_client.get(PATH, headers=PORTAL)).json()
+    responses = doc["paths"][WEBHOOKS + "{webhook_id}/deliveries/{delivery_id}/resend/"]["post"]["responses"]
+    hook = await create_hook(hook_client, ws, "https://127.0.0.1:9/hook")
+    sent = await hook_client.post(f"{WEBHOOKS}{hook['id']}/test/", headers=ws.headers())
+    resend = f"{WEBHOOKS}{hook['id']}/deliveries/{sent.json()['id']}/resend/"
+    resent = await hook_client.post(resend, headers=ws.headers())
+    assert resent.status_code == 202 and "202" in responses, resent.text
+    Draft202012Validator(doc["components"]["schemas"]["Delivery"]).validate(resent.json())
+    assert resent.json()["id"] != sent.json()["id"]
+    for path, status in ((f"{WEBHOOKS}{hook['id']}/deliveries/del_unknown/resend/", 404),
+                         (f"{WEBHOOKS}{hook['id']}/deliveries/{'d' * 65}/resend/", 400)):
+        refused = await hook_client.post(path, headers=ws.headers())
+        assert refused.status_code == status and str(status) in responses, refused.text
+    other = await factory.workspace()  # another tenant's key on this tenant's host: not its webhook to resend
+    stranger = await hook_client.post(resend, headers=other.headers(host=ws.host))
+    assert stranger.status_code == 401 and "401" in responses, stranger.text
 
 
 async def test_tenant_hosts_keep_the_tenant_descriptor(client: httpx.AsyncClient) -> None:

@@ -179,6 +179,11 @@ def operations() -> list[tuple[str, str, dict[str, Any]]]:
         ("post", WEBHOOKS + "{webhook_id}/test/", _op("test_webhook", hooks, "Send a test event.", {
             "201": _json(ref("Delivery"), "The test delivery."), "202": _json(ref("Delivery"), "Queued."),
             **_errors("Error", 401, 403, 404, 409)}, parameters=[webhook_id])),
+        ("post", WEBHOOKS + "{webhook_id}/deliveries/{delivery_id}/resend/", _op(
+            "resend_delivery", hooks, "Send a delivery's event again: a new delivery (same bytes, fresh signature and "
+            "id); the original stays.", {
+                "202": _json(ref("Delivery"), "The new delivery, queued."),
+                **_errors("Error", 400, 401, 403, 404, 409)}, parameters=[webhook_id, delivery_id])),
         ("get", "/.well-known/openapi.json", _op("tenant_descriptor", discovery, "This host's OpenAPI descriptor.", {
             "200": _json(ref("OpenAPIDocument"), "The descriptor; carries an ETag."),
             "304": {"description": "Not modified (If-None-Match)."}, **_errors("Error", 401, 404)}, security=PUBLIC)),
