@@ -1,12 +1,13 @@
 """The tenant descriptor with 10,000 synthetic handlers: first build, then cached answers and 304s.
 
-    python bench/openapi_scale.py [--handlers 10000] [--requests 200] [--params distinct|shared]
+    python bench/openapi_scale.py [--handlers 10000] [--requests 200] [--params distinct|shared] [--hosts 16]
 
 Starts `prism serve` (one worker, fresh SQLite file) with the handlers of bench/synthetic_app.py loaded
 through PRISM_APPS and measures, client-side over one keep-alive
 connection: the first GET /.well-known/openapi.json of a key (the document is built and cached for its
 grant), then sequential cached GETs (gzip, as httpx asks, and identity), conditional GETs answered 304,
-and the anonymous descriptor. Target: cached answers under 50 ms.
+and the anonymous descriptor; then gzip GETs whose Host names one of `--hosts` ports in turn (one document
+serves every host and port a Host header names). Target: cached answers under 50 ms.
 """
 
 from __future__ import annotations
@@ -37,18 +38,22 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--handlers", type=int, default=10_000)
     p.add_argument("--requests", type=int, default=200, help="sequential requests per measured case")
     p.add_argument("--params", choices=("distinct", "shared"), default="distinct")
+    p.add_argument("--hosts", type=int, default=16, help="Host ports taken in turn by the rotating case")
     return p.parse_args()
 
 
-def timed(client: httpx.Client, headers: dict[str, str], count: int) -> dict[str, Any]:
-    """Sequential GETs: time to the response headers (the server's answer from cache) and to the last byte."""
+def timed(client: httpx.Client, headers: dict[str, str], count: int, hosts: list[str] | None = None
+          ) -> dict[str, Any]:
+    """Sequential GETs: time to the response headers (the server's answer from cache) and to the last byte;
+    with `hosts`, each request names the next one in turn."""
     first_byte: list[float] = []
     total: list[float] = []
     statuses: dict[int, int] = {}
     size = wire = 0
-    for _ in range(count):
+    for i in range(count):
+        sent = {**headers, "Host": hosts[i % len(hosts)]} if hosts else headers
         start = time.perf_counter()
-        with client.stream("GET", PATH, headers=headers) as response:
+        with client.stream("GET", PATH, headers=sent) as response:
             first_byte.append((time.perf_counter() - start) * 1000)
             size = len(response.read())
             wire = response.num_bytes_downloaded
@@ -72,7 +77,7 @@ def first(client: httpx.Client, headers: dict[str, str]) -> dict[str, Any]:
             "etag": response.headers["etag"]}
 
 
-def measure(base_url: str, key: str, count: int) -> dict[str, Any]:
+def measure(base_url: str, key: str, count: int, host_count: int) -> dict[str, Any]:
     keyed = {"Authorization": f"Bearer {key}"}
     with httpx.Client(base_url=base_url, timeout=120) as client:
         report: dict[str, Any] = {"first_keyed": first(client, keyed), "first_anonymous": first(client, {})}
@@ -81,6 +86,9 @@ def measure(base_url: str, key: str, count: int) -> dict[str, Any]:
         report["not_modified_keyed"] = timed(client, {**keyed, "If-None-Match": report["first_keyed"]["etag"]},
                                              count)
         report["cached_anonymous"] = timed(client, {}, count)
+        hosts = [f"localhost:{20000 + i}" for i in range(host_count)]
+        timed(client, keyed, host_count, hosts)  # each host once, so a cache per host would be warm
+        report["cached_keyed_rotating_hosts"] = timed(client, keyed, count, hosts)
     return report
 
 
@@ -91,13 +99,13 @@ def main() -> None:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     report: dict[str, Any] = {"benchmark": "openapi_scale", "started_at": stamp, "machine": machine(),
                               "settings": {"handlers": args.handlers, "requests": args.requests,
-                                           "params": args.params}}
+                                           "params": args.params, "hosts": args.hosts}}
     with tempfile.TemporaryDirectory(prefix="prism-openapi-") as tmp:
         server, banner = start_prism(database_url=f"sqlite:///{Path(tmp) / 'prism.db'}", cwd=Path(tmp),
                                      log_path=Path(tmp) / "serve.log", extra_env=extra)
         try:
             server.wait_ready(timeout=300)
-            report |= measure(server.base_url, banner["api_key"], args.requests)
+            report |= measure(server.base_url, banner["api_key"], args.requests, args.hosts)
             report["rss_mb"] = round(proc_memory_kib(server.pid)["VmRSS"] / 1024, 1)
         finally:
             server.stop()
@@ -114,7 +122,8 @@ def print_summary(r: dict[str, Any], path: Path) -> None:
     print("| case | first byte p50 ms | first byte p99 ms | last byte p50 ms | p90 ms | p99 ms | max ms "
           "| statuses | bytes | on the wire |")
     print("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
-    for name in ("cached_keyed", "cached_keyed_identity", "not_modified_keyed", "cached_anonymous"):
+    for name in ("cached_keyed", "cached_keyed_identity", "not_modified_keyed", "cached_anonymous",
+                 "cached_keyed_rotating_hosts"):
         s = r[name]
         print(f"| {name} | {s['ttfb_p50_ms']} | {s['ttfb_p99_ms']} | {s['p50_ms']} | {s['p90_ms']} | {s['p99_ms']} "
               f"| {s['max_ms']} | {s['statuses']} | {s['bytes']} | {s['wire_bytes']} |")

@@ -10,7 +10,7 @@ from openapi_spec_validator import validate
 from starlette.routing import Route
 
 from prism.openapi.developer import WEBHOOKS, developer_document
-from prism.openapi.tenant import ORIGINS_KEPT
+from prism.openapi.endpoints import ORIGINS_KEPT
 from tests.factories import Factory
 from tests.webhooks_fixtures import (  # noqa: F401
     create_hook,

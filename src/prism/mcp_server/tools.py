@@ -20,6 +20,7 @@ from prism.dispatch.envelope import call_from_envelope
 from prism.dispatch.response import failure_envelope, success_envelope
 from prism.errors import InvalidArguments, PrismError
 from prism.idempotency import InvalidIdempotencyKey, Replay, ReplayedRefusal, key_from_meta
+from prism.kit.lru import LRU
 from prism.kit.numbers import whole_number
 from prism.mcp_server import resources, revisions, surfaces
 from prism.mcp_server.jsonrpc import INVALID_PARAMS, RpcError, invalid_params
@@ -30,7 +31,7 @@ from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, mega_tool_o
 from prism.registry.mega_tools import tool_name as door_name
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
-from prism.registry.visibility import Grant, grant_of, visible_handlers
+from prism.registry.visibility import view_of
 
 TITLES = {
     "entity_crud": "Business records",
@@ -59,7 +60,9 @@ REPLAYED_META = "idempotentReplayed"
 
 # Fields of a tool descriptor that revisions before 2025-06-18 do not define.
 _STRUCTURED_FIELDS = ("title", "outputSchema", "_meta")
-_ListKey = tuple[Grant, bool, str]
+# (visibility.View.key, structured revision or not, surface); each list a few tens of KB.
+_ListKey = tuple[str, bool, str]
+LISTS_KEPT = 128
 
 
 class ScopeChallenge(Exception):
@@ -71,25 +74,28 @@ class ScopeChallenge(Exception):
         super().__init__(refusal.message)
         self.refusal = refusal
         self.scopes = scopes
-_LISTS: WeakKeyDictionary[Registry, dict[_ListKey, list[dict[str, Any]]]] = WeakKeyDictionary()
+TOOL_LISTS: WeakKeyDictionary[Registry, LRU[_ListKey, list[dict[str, Any]]]] = WeakKeyDictionary()
 
 
 def list_tools(registry: Registry, auth: AuthContext, version: str, surface: str = "mega") -> list[dict[str, Any]]:
     """Every tool this caller may call on `surface` (surfaces.py), as MCP tool descriptors of `version`, sorted
-    by name; built once per grant, surface and revision family."""
+    by name; built once per view (what the caller sees, not the grant that shows it), surface and revision
+    family."""
     structured = revisions.has_structured_output(version)
-    grant = (grant_of(registry, auth), structured, surface)
-    lists = _LISTS.setdefault(registry, {})
-    hit = lists.get(grant)
+    key = (view_of(registry, auth).key, structured, surface)
+    lists = TOOL_LISTS.get(registry)
+    if lists is None:
+        lists = TOOL_LISTS.setdefault(registry, LRU(LISTS_KEPT))
+    hit = lists.get(key)
     if hit is None:
         full = _build_list(registry, auth, surface)
-        hit = lists[grant] = full if structured else [
-            {k: v for k, v in tool.items() if k not in _STRUCTURED_FIELDS} for tool in full]
+        hit = lists.put(key, full if structured else [
+            {k: v for k, v in tool.items() if k not in _STRUCTURED_FIELDS} for tool in full])
     return hit
 
 
 def _build_list(registry: Registry, auth: AuthContext, surface: str) -> list[dict[str, Any]]:
-    visible = visible_handlers(registry, auth)
+    visible = view_of(registry, auth).handlers
     tools = []
     for entry in all_tools(registry, auth):
         name = entry["name"]

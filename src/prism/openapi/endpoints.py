@@ -16,12 +16,16 @@ from prism.auth.context import AuthContext
 from prism.edge.context import request_context
 from prism.edge.doors import PLAIN, door_routes
 from prism.errors import PrismError, TenantNotFound
+from prism.kit.lru import LRU
 from prism.oauth.issuer import issuer_for
 from prism.openapi.developer import developer_document, serialized
-from prism.openapi.tenant import ORIGINS_KEPT, rendered, tenant_descriptor
+from prism.openapi.tenant import rendered, tenant_descriptor
 from prism.web.requests import host_of
 
 PATH = "/.well-known/openapi.json"
+# Portal origins whose developer descriptor is kept: the port comes from the client's Host header (unless
+# PRISM_PUBLIC_PORT pins it), so the least recently used origin makes way rather than memory growing.
+ORIGINS_KEPT = 8
 
 
 def routes() -> list[BaseRoute]:
@@ -71,15 +75,13 @@ async def openapi_json(request: Request) -> Response:
     state = request.app.state
     if host_of(request).kind == "portal":
         # Built on first use (every route is mounted by then), once per portal origin.
-        per_origin: dict[str, tuple[bytes, str]] | None = getattr(state, "developer_descriptors", None)
+        per_origin: LRU[str, tuple[bytes, str]] | None = getattr(state, "developer_descriptors", None)
         if per_origin is None:
-            per_origin = state.developer_descriptors = {}
+            per_origin = state.developer_descriptors = LRU(ORIGINS_KEPT)
         origin = issuer_for(request)
         cached = per_origin.get(origin)
         if cached is None:
-            if len(per_origin) >= ORIGINS_KEPT:  # each port a Host header names is an origin
-                per_origin.clear()
-            cached = per_origin[origin] = serialized(developer_document(request.app.routes, origin))
+            cached = per_origin.put(origin, serialized(developer_document(request.app.routes, origin)))
         document, etag = cached
 
         async def developer_body() -> bytes:

@@ -1,35 +1,40 @@
-"""The tenant descriptor: OpenAPI 3.0.3 of the tool surface, built once per (registry, visible set).
+"""The tenant descriptor: OpenAPI 3.0.3 of the tool surface, built once per (registry, view).
 
 Anonymous callers get one path per mega-tool door (`/api/mcp/tools/prism_<mega_tool>/`) taking the
 invocation envelope; a caller with a credential gets, on top of that, one path per handler it may call
 (`/prism/{mega_tool}/{app}/{entity}/{operation}`) with the handler's parameter schema.
 
-The document is serialized once and kept as bytes without `servers`; a request splices its own
-`servers[0].url` in front, so one cached build serves every host and a request costs a dictionary lookup
-and one copy — whatever the size of the surface.
+A document is keyed by what its caller sees (`registry.visibility.View.key`), not by the credential's grant:
+callers whose scopes differ but show the same handlers share one build. Kept documents are bounded in number
+and bytes (`DESCRIPTORS_KEPT`, `DESCRIPTOR_BYTES_KEPT`), least recently used evicted first.
+
+Only `servers` depends on the host a request names, so it is the document's last member: the rest is serialized
+once, and gzip-compressed once with its compressor kept after a sync flush. A request appends its own `servers`
+to the body (one copy), or finishes a copy of the compressor with it (a few hundred bytes of compression): every
+tenant host and port costs the same, and nothing per host is kept.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gzip
 import hashlib
-from dataclasses import dataclass, field
-from typing import Any
+import zlib
+from dataclasses import dataclass
+from typing import Any, Protocol
 from weakref import WeakKeyDictionary
 
 import orjson
 
 from prism import __version__
 from prism.auth.context import AuthContext
+from prism.kit.lru import LRU
 from prism.openapi.convert import Components, to_openapi30
 from prism.openapi.shapes import ENVELOPE_ERROR_30, ENVELOPE_SUCCESS_30, ERROR_DETAILS_30, envelope_request_30
 from prism.registry.catalog import envelope_schema
 from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, MEGA_TOOLS, tool_name
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
-from prism.registry.visibility import Grant as CallerGrant
-from prism.registry.visibility import grant_of, visible_handlers
+from prism.registry.visibility import view_of
 
 OPENAPI_VERSION = "3.0.3"
 # Statuses a dispatch door answers besides 200, each with the error envelope (docs/architecture.md "Errors").
@@ -55,18 +60,45 @@ HEADER_PARAMETERS: dict[str, Any] = {
                          "description": "Run a call that a reviewer approved (the id from the 202 answer)."},
 }
 _HEADERS = [{"$ref": "#/components/parameters/Mission"}, {"$ref": "#/components/parameters/OversightRequest"}]
-Grant = CallerGrant | None  # None: the anonymous descriptor
+# Documents kept per registry: at most this many views, and at most this many bytes of them (a document of
+# 8,900 handlers is ~13 MB, so ~9 of those; a surface of a few hundred handlers is well under 1 MB each).
+DESCRIPTORS_KEPT = 32
+DESCRIPTOR_BYTES_KEPT = 128 * 1024 * 1024
+# What a kept gzip compressor holds besides the document (zlib's window and hash tables at level 6).
+COMPRESSOR_BYTES = 300 * 1024
+GZIP_LEVEL = 6
+ViewKey = str | None  # None: the anonymous descriptor
 
 
-@dataclass(frozen=True, slots=True)
+class Compressor(Protocol):
+    """What `zlib.compressobj` returns (its class is private to zlib)."""
+
+    def compress(self, data: bytes, /) -> bytes: ...
+    def flush(self, mode: int = ..., /) -> bytes: ...
+    def copy(self) -> Compressor: ...
+
+
+@dataclass
+class DescriptorCounts:
+    """Work done on whole documents in this process: what a cached request must never add to."""
+
+    builds: int = 0
+    compressions: int = 0
+
+
+counts = DescriptorCounts()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Built:
-    """One serialized descriptor: `tail` is the JSON document without its first byte and without servers."""
+    """One serialized descriptor. `body`: the JSON document up to where `servers` goes (its last member);
+    `gzip_body`: `body` gzip-compressed and sync-flushed, `compressor` the state that continues it."""
 
-    tail: bytes
+    body: bytes
+    gzip_body: bytes
+    compressor: Compressor
     digest: str
     operation_count: int
-    # (server url, gzip) -> document bytes: a handful of hosts serve one tenant; never more than ORIGINS_KEPT.
-    rendered: dict[tuple[str, bool], bytes] = field(default_factory=dict)
 
     def etag(self, server_url: str, *, gzipped: bool = False) -> str:
         """Strong, so each representation has its own: the gzip-encoded one carries a `-gz` suffix."""
@@ -74,54 +106,61 @@ class Built:
         return f'"{tag}-gz"' if gzipped else f'"{tag}"'
 
     def render(self, server_url: str, *, gzipped: bool = False) -> bytes:
-        hit = self.rendered.get((server_url, gzipped))
-        if hit is None:
-            if len(self.rendered) >= ORIGINS_KEPT:
-                self.rendered.clear()
-            head = b'{"servers":[{"url":' + orjson.dumps(server_url) + b"}],"
-            hit = head + self.tail
-            # Compressed once per version and host: 10,000 handlers shrink from ~12 MB to ~0.5 MB on the wire.
-            self.rendered[(server_url, gzipped)] = hit = gzip.compress(hit, 6, mtime=0) if gzipped else hit
-        return hit
+        servers = b',"servers":[{"url":' + orjson.dumps(server_url) + b"}]}"
+        if not gzipped:
+            return self.body + servers
+        finish = self.compressor.copy()  # the shared one stays at the sync point for the next host
+        return self.gzip_body + finish.compress(servers) + finish.flush()
+
+    @property
+    def size(self) -> int:
+        return len(self.body) + len(self.gzip_body) + COMPRESSOR_BYTES
 
 
-# Origins (the public URL a Host names) whose documents are kept; the Host is the client's, so never unbounded.
-ORIGINS_KEPT = 8
-_CACHE: WeakKeyDictionary[Registry, dict[Grant, Built]] = WeakKeyDictionary()
-_BUILDING: WeakKeyDictionary[Registry, dict[Grant, asyncio.Future[Built]]] = WeakKeyDictionary()
+_CACHE: WeakKeyDictionary[Registry, LRU[ViewKey, Built]] = WeakKeyDictionary()
+_BUILDING: WeakKeyDictionary[Registry, dict[ViewKey, asyncio.Future[Built]]] = WeakKeyDictionary()
+
+
+def kept_descriptors(registry: Registry) -> LRU[ViewKey, Built]:
+    """The documents kept for `registry`, by view key."""
+    kept = _CACHE.get(registry)
+    if kept is None:
+        kept = _CACHE.setdefault(registry, LRU(DESCRIPTORS_KEPT, max_weight=DESCRIPTOR_BYTES_KEPT,
+                                               weigh=lambda built: built.size))
+    return kept
 
 
 async def tenant_descriptor(registry: Registry, auth: AuthContext | None) -> Built:
-    """The descriptor this caller may see, from cache after the first request of its grant.
+    """The descriptor this caller may see, from cache after the first request of its view.
 
     A first build of a large surface takes about a second of CPU: it runs in a worker thread, so the event
-    loop keeps answering other requests, and concurrent first requests of one grant share one build.
+    loop keeps answering other requests, and concurrent first requests of one view share one build.
     """
-    grant: Grant = grant_of(registry, auth) if auth is not None else None
-    per_registry = _CACHE.setdefault(registry, {})
-    hit = per_registry.get(grant)
+    view = view_of(registry, auth) if auth is not None else None
+    key: ViewKey = view.key if view is not None else None
+    kept = kept_descriptors(registry)
+    hit = kept.get(key)
     if hit is not None:
         return hit
     pending = _BUILDING.setdefault(registry, {})
-    task = pending.get(grant)
+    task = pending.get(key)
     if task is None:
-        handlers = visible_handlers(registry, auth) if auth is not None else None
-        task = pending[grant] = asyncio.ensure_future(asyncio.to_thread(_build, registry, handlers))
-    try:
-        built = await asyncio.shield(task)
-    finally:
-        if task.done():
-            pending.pop(grant, None)
-    per_registry[grant] = built
-    return built
+        handlers = view.handlers if view is not None else None
+        task = pending[key] = asyncio.ensure_future(asyncio.to_thread(_build, registry, handlers))
+
+        def settle(done: asyncio.Future[Built]) -> None:
+            # Here rather than in a waiter: a build whose waiters all went away is still kept, and never pending.
+            pending.pop(key, None)
+            if not done.cancelled() and done.exception() is None:
+                kept.put(key, done.result())
+
+        task.add_done_callback(settle)
+    return await asyncio.shield(task)
 
 
 async def rendered(built: Built, server_url: str, *, gzipped: bool) -> bytes:
-    """The document bytes for this host; the first gzip of a large document is compressed off the loop."""
-    hit = built.rendered.get((server_url, gzipped))
-    if hit is not None:
-        return hit
-    return await asyncio.to_thread(built.render, server_url, gzipped=gzipped)
+    """The document bytes for this host: one copy of the body, or a few hundred bytes compressed."""
+    return built.render(server_url, gzipped=gzipped)
 
 
 def _build(registry: Registry, visible: tuple[Handler, ...] | None) -> Built:
@@ -178,8 +217,20 @@ def _build(registry: Registry, visible: tuple[Handler, ...] | None) -> Built:
             "parameters": HEADER_PARAMETERS,
         },
     }
-    body = orjson.dumps(document)
-    return Built(tail=body[1:], digest=hashlib.sha256(body).hexdigest(), operation_count=len(paths))
+    return _serialized(document, operation_count=len(paths))
+
+
+def _serialized(document: dict[str, Any], *, operation_count: int) -> Built:
+    """`document` (without `servers`) as bytes ready for any host, compressed once (10,000 handlers shrink from
+    ~12 MB to ~0.5 MB on the wire)."""
+    whole = orjson.dumps(document)
+    body = whole[:-1]  # without its closing brace: `servers` and the brace follow per host
+    compressor: Compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # gzip framing
+    gzip_body = compressor.compress(body) + compressor.flush(zlib.Z_SYNC_FLUSH)
+    counts.builds += 1
+    counts.compressions += 1
+    return Built(body=body, gzip_body=gzip_body, compressor=compressor,
+                 digest=hashlib.sha256(whole).hexdigest(), operation_count=operation_count)
 
 
 def _schema(handler: Handler, cache: dict[int, dict[str, Any]], components: Components) -> dict[str, Any]:

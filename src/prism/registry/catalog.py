@@ -8,13 +8,16 @@ from weakref import WeakKeyDictionary
 from pydantic import ConfigDict, Field
 
 from prism.auth.context import AuthContext
+from prism.kit.lru import LRU
 from prism.kit.paging import Paging, page_of
 from prism.registry.mega_tools import LEGACY_BINDINGS, LEGACY_TOOLS, MEGA_TOOLS, tool_name
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
-from prism.registry.visibility import Grant, grant_of, visible_handlers
+from prism.registry.visibility import view_of
 
-_CATALOGS: WeakKeyDictionary[Registry, dict[Grant, list[dict[str, Any]]]] = WeakKeyDictionary()
+# Catalogs kept per registry, one per distinct view (visibility.View.key): a few KB each.
+CATALOGS_KEPT = 64
+CATALOGS: WeakKeyDictionary[Registry, LRU[str, list[dict[str, Any]]]] = WeakKeyDictionary()
 MEGA_TOOL_CATEGORY = "mega_tool"
 LEGACY_CATEGORY = "utility"
 
@@ -66,12 +69,15 @@ def tool_catalog(registry: Registry, auth: AuthContext, query: CatalogQuery | No
 
 
 def all_tools(registry: Registry, auth: AuthContext) -> list[dict[str, Any]]:
-    """Every tool this grant may call, built once per grant (it depends on nothing else)."""
-    grant = grant_of(registry, auth)
-    hit = _CATALOGS.setdefault(registry, {}).get(grant)
+    """Every tool this caller may call, built once per view (it depends on nothing else)."""
+    view = view_of(registry, auth)
+    catalogs = CATALOGS.get(registry)
+    if catalogs is None:
+        catalogs = CATALOGS.setdefault(registry, LRU(CATALOGS_KEPT))
+    hit = catalogs.get(view.key)
     if hit is not None:
         return hit
-    visible = visible_handlers(registry, auth)
+    visible = view.handlers
     by_mega: dict[str, list[Handler]] = {}
     for handler in visible:
         by_mega.setdefault(handler.coordinate.mega_tool, []).append(handler)
@@ -87,5 +93,4 @@ def all_tools(registry: Registry, auth: AuthContext) -> list[dict[str, Any]]:
             tools.append({"name": name, "description": description, "category": LEGACY_CATEGORY,
                           "parameters": bound.schema})
     tools.sort(key=lambda t: t["name"])
-    _CATALOGS[registry][grant] = tools
-    return tools
+    return catalogs.put(view.key, tools)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable, Iterator
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prism.registry.declare import HandlerApp
 from prism.registry.fast_schema import fast_model_schema
 from prism.registry.model import Coordinate, Handler
+
+if TYPE_CHECKING:
+    from prism.registry.visibility import Views
 
 ENTRY_POINT_GROUP = "prism.apps"
 
@@ -21,9 +24,9 @@ class Registry:
         self.tree: dict[str, dict[str, dict[str, dict[str, Handler]]]] = {}
         self.apps: dict[str, HandlerApp] = {}
         self.frozen = False
-        # A grant (registry.visibility.grant_of) -> the handlers it may call; filled by registry.visibility.
-        self.visibility_memo: dict[tuple[frozenset[str], tuple[str, ...], frozenset[str], bool],
-                                   tuple[Handler, ...]] = {}
+        # Which handlers each recent grant sees (registry.visibility): an attribute, not a side table, because
+        # every listing and descriptor request reads it.
+        self.visibility_memo: Views | None = None
         # organization id -> the imported integrations it has enabled (prism.integrations.runtime replaces it
         # whole when a connection changes; every cache keyed by a grant includes the organization's set).
         self.enablement: dict[str, frozenset[str]] = {}
