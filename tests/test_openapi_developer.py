@@ -97,12 +97,14 @@ async def test_every_served_webhook_route_is_in_the_descriptor(client: httpx.Asy
     assert served - published == set()
 
 
-async def test_a_resend_answers_as_the_descriptor_says(hook_client: httpx.AsyncClient, factory: Factory) -> None:
+async def test_a_test_event_and_a_resend_answer_as_the_descriptor_says(hook_client: httpx.AsyncClient, factory: Factory) -> None:
     ws = await factory.workspace()
     doc = (await hook_client.get(PATH, headers=PORTAL)).json()
     responses = doc["paths"][WEBHOOKS + "{webhook_id}/deliveries/{delivery_id}/resend/"]["post"]["responses"]
     hook = await create_hook(hook_client, ws, "https://127.0.0.1:9/hook")
     sent = await hook_client.post(f"{WEBHOOKS}{hook['id']}/test/", headers=ws.headers())
+    test_responses = doc["paths"][WEBHOOKS + "{webhook_id}/test/"]["post"]["responses"]
+    assert sent.status_code == 202 and [s for s in test_responses if s.startswith("2")] == ["202"], sent.text
     resend = f"{WEBHOOKS}{hook['id']}/deliveries/{sent.json()['id']}/resend/"
     resent = await hook_client.post(resend, headers=ws.headers())
     assert resent.status_code == 202 and "202" in responses, resent.text

@@ -177,7 +177,7 @@ def operations() -> list[tuple[str, str, dict[str, Any]]]:
             "200": _json(ref("Delivery"), "The delivery."), **_errors("Error", 401, 403, 404)},
             parameters=[webhook_id, delivery_id])),
         ("post", WEBHOOKS + "{webhook_id}/test/", _op("test_webhook", hooks, "Send a test event.", {
-            "201": _json(ref("Delivery"), "The test delivery."), "202": _json(ref("Delivery"), "Queued."),
+            "202": _json(ref("Delivery"), "The test delivery, queued."),
             **_errors("Error", 401, 403, 404, 409)}, parameters=[webhook_id])),
         ("post", WEBHOOKS + "{webhook_id}/deliveries/{delivery_id}/resend/", _op(
             "resend_delivery", hooks, "Send a delivery's event again: a new delivery (same bytes, fresh signature and "
