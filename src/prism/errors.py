@@ -17,15 +17,22 @@ class PrismError(Exception):
     status = 500
     # What a 400 of this class names when its raiser names no field.
     whole_input = WHOLE_INPUT
+    # A rule said no to the call (a role or scope, a persona, human oversight, a mission): a governed call refused
+    # this way is a BLOCK decision. Any other refusal (the call's input, a record that does not exist, a handler's
+    # own failure) leaves the decision ALLOW. The refusal says which it is, so no list of codes can miss one.
+    policy_refusal = False
 
     def __init__(self, message: str, *, code: str | None = None, status: int | None = None,
-                 details: dict[str, Any] | None = None, field: str | None = None) -> None:
+                 details: dict[str, Any] | None = None, field: str | None = None,
+                 policy_refusal: bool | None = None) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
         if status is not None:
             self.status = status
+        if policy_refusal is not None:
+            self.policy_refusal = policy_refusal
         self.details = details or {}
         if self.status == 400:
             self.details = problem_details(message, self.details, field or self.whole_input)
@@ -77,7 +84,11 @@ class CredentialNoLongerValid(Unauthenticated):
 
 
 class PermissionDenied(PrismError):
+    """The caller may not do this: every 403 of this class is a policy refusal (a role, a scope, a person-only
+    handler, a governed credential, a self-approval)."""
+
     code, status = "permission_denied", 403
+    policy_refusal = True
 
 
 class MissingScope(PermissionDenied):
@@ -116,13 +127,16 @@ class Blocked(PrismError):
     """A persona policy refuses the call."""
 
     code, status = "blocked", 403
+    policy_refusal = True
 
 
 class OversightRequired(PrismError):
     """The call waits for a human: an oversight request was opened; its id is in `details`."""
 
     code, status = "oversight_required", 202
+    policy_refusal = True
 
 
 class BudgetExceeded(PrismError):
     code, status = "budget_exceeded", 403
+    policy_refusal = True

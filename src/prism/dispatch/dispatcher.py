@@ -28,7 +28,8 @@ from prism.ledger.writer import LedgerWriter
 from prism.observability.dispatch import ObservedDispatch
 from prism.observability.tracing import stage
 from prism.registry import AfterCommit, Handler, HandlerCall, Registry
-from prism.registry.mega_tools import LEGACY_BINDINGS, SCOPE_OF_CLASS, mega_tool_of, scopes_allow
+from prism.registry.mega_tools import LEGACY_BINDINGS, SCOPE_OF_CLASS, mega_tool_of, scopes_allow, tool_name
+from prism.registry.model import OperationKind
 from prism.registry.visibility import enabled_integrations
 from prism.storage import Database
 from prism.tenancy.scope import acting_for
@@ -55,6 +56,9 @@ class Call:
     # so the platform scope is not asked for (only on the handlers in SELF_DESCRIPTIONS). Role, personas and
     # the audit ledger still apply, and introspection shows only what the credential may call.
     self_description: bool = False
+    # The one kind of operation the door's tool admits (the MCP split surface's `prism_<mega_tool>_read` ...);
+    # another kind is refused `wrong_tool_variant` once the caller is known to be allowed the operation.
+    kind: OperationKind | None = None
 
     def coordinate_label(self) -> str:
         mega_tool = mega_tool_of(self.tool_name)
@@ -174,6 +178,7 @@ class Dispatcher:
                 handler = self.resolve_for(auth, call)
                 self.authorize(auth, handler, scope_needed=_scope_needed(call, handler))  # before validation
                 authorized = True
+                _admitted(call, handler)
                 params = self.validate(handler, call.arguments)
         except PrismError as exc:
             if authorized and gate is not None:  # the persona speaks before the arguments do (Gate.refuse)
@@ -212,7 +217,7 @@ class Dispatcher:
         # arguments (canonical JSON) are.
         ticket = self.idempotency.ticket(auth, key, stable_digest([
             call.door, auth.organization_id, call.tool_name, call.app, call.entity, call.operation,
-            call.mission_id, call.oversight_request_id, call.arguments]))
+            call.mission_id, call.oversight_request_id, call.arguments, *_kind_named(call)]))
         gate = _gate_for(auth, call)
         handler: Handler | None = None
         params: BaseModel | None = None
@@ -223,6 +228,7 @@ class Dispatcher:
                 handler = self.resolve_for(auth, call)
                 self.authorize(auth, handler, scope_needed=_scope_needed(call, handler))  # before validation
                 authorized = True
+                _admitted(call, handler)
                 params = self.validate(handler, call.arguments)
         except PrismError as exc:
             refusal = exc
@@ -339,6 +345,25 @@ async def _prepared(handler: Handler, params: BaseModel, settings: Settings) -> 
             return _Unprepared(exc)
 
 
+def _admitted(call: Call, handler: Handler) -> None:
+    """Refuse an operation of another kind than the door's tool admits (`Call.kind`). Checked after `authorize`: a
+    caller that may not call the operation learns nothing of what it does; audited like every refusal, and for a
+    governed call, after its persona, as the arguments are (`Gate.refuse`)."""
+    if call.kind is None or handler.kind == call.kind:
+        return
+    coordinate = handler.coordinate
+    right = f"{tool_name(coordinate.mega_tool)}_{handler.kind}"
+    raise InvalidArguments(f"operation {coordinate.operation!r} of {coordinate.app}/{coordinate.entity} is a "
+                           f"{handler.kind} operation, not a {call.kind} one: call {right}",
+                           code="wrong_tool_variant", details={"tool": right})
+
+
+def _kind_named(call: Call) -> list[str]:
+    """The admitted kind, in an idempotency key's request digest: the same arguments through `_read` and `_write`
+    are two requests. Absent when no kind is named, so the digest of every other call stays what it was."""
+    return [] if call.kind is None else [call.kind]
+
+
 def _gate_for(auth: AuthContext, call: Call) -> Gate | None:
     """Personas, missions and AI systems cost only the calls that have them: a Gate checks the policy and budget
     in the ledger transaction and records decisions."""
@@ -360,10 +385,25 @@ def _draft(auth: AuthContext, call: Call, handler: Handler | None, appended_at: 
         organization_id=auth.organization_id, tenant_id=auth.tenant_id, created_at=appended_at,
         actor_user_id=auth.user_id, credential_id=auth.credential_id, door=call.door, tool_name=tool_name,
         coordinate=coordinate, arguments_digest=stable_digest(call.arguments), outcome=outcome,
-        error_code=error_code,
-        detail={"status": status, "cost": cost} if call.request_id is None else
-        {"status": status, "cost": cost, "request_id": call.request_id},
+        error_code=error_code, detail=_detail(auth, call, status, cost),
     )
+
+
+def _detail(auth: AuthContext, call: Call, status: int, cost: int) -> dict[str, Any]:
+    """An entry's detail. The AI system and persona of the credential and the mission the call named are known
+    before any check: every entry names them, whatever its outcome, so the ledger's `ai_system_id` and `persona_id`
+    filters find the calls refused before governance was consulted too. The Gate adds what it evaluated (the
+    persona's version and rule, an oversight request used)."""
+    detail: dict[str, Any] = {"status": status, "cost": cost}
+    if call.request_id is not None:
+        detail["request_id"] = call.request_id
+    if auth.ai_system_id is not None:
+        detail["ai_system_id"] = auth.ai_system_id
+    if auth.persona_id is not None:
+        detail["persona"] = {"id": auth.persona_id}
+    if call.mission_id is not None:  # client-chosen: JSON on PostgreSQL cannot hold NUL
+        detail["mission_id"] = call.mission_id.replace("\x00", "\ufffd")
+    return detail
 
 
 def _governed_draft(gate: Gate, appended_at: datetime, outcome: str, error_code: str | None,

@@ -20,13 +20,6 @@ from prism.kit.timeutil import utcnow
 from prism.tenancy.scope import acting_for
 
 DECISION_TYPE = "agent_action"
-# Refusals that are a policy saying no (the rest — unknown tool, bad arguments, a handler's own error —
-# leave the decision ALLOW: governance let the action through, the action itself failed).
-BLOCKING_CODES = frozenset({
-    "permission_denied", "governed_credential", "blocked", "budget_exceeded", "oversight_required", "oversight_pending",
-    "oversight_rejected", "oversight_request_used", "oversight_request_expired", "oversight_arguments_mismatch",
-    "oversight_request_not_found", "oversight_request_not_yours", "mission_not_active", "mission_not_found",
-})
 
 
 @dataclass(slots=True)
@@ -34,6 +27,10 @@ class Outcome:
     coordinate: str
     error_code: str | None
     message: str | None
+    # The refusal was a policy saying no (`PrismError.policy_refusal`). Any other failure (unknown tool, bad
+    # arguments, a handler's own error) leaves the decision ALLOW: governance let the action through, the action
+    # itself failed.
+    blocked: bool
     policies_evaluated: int
     latency_ms: int
     trace_id: str
@@ -44,7 +41,7 @@ async def record_decision(session: AsyncSession, auth: AuthContext, outcome: Out
     with acting_for(session, auth.organization_id):
         system = (await session.execute(select(AiSystem.name, AiSystem.risk_level).where(
             AiSystem.id == auth.ai_system_id))).first()
-    blocked = outcome.error_code in BLOCKING_CODES
+    blocked = outcome.blocked
     if blocked:
         reason = f"{outcome.error_code}: {outcome.message}"
     elif outcome.error_code is None:

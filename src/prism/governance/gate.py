@@ -46,15 +46,14 @@ class Gate:
         self.handler: Handler | None = None
         self.opened_request: tuple[str, CompiledPolicy, str] | None = None  # (id, policy, reason)
         self.policies_evaluated = 1  # scope + RBAC, always
-        self.detail: dict[str, Any] = {}  # added to the call's audit entry
+        # Added to the call's audit entry, beyond what every entry of the call names (dispatcher `_draft`).
+        self.detail: dict[str, Any] = {}
 
     async def check(self, session: AsyncSession) -> None:
         handler, auth, call = self.handler, self.auth, self.call
         assert handler is not None
         # A batch the ledger replays runs this again on a fresh transaction: start from a clean slate.
         self.policies_evaluated, self.opened_request, self.detail = 1, None, {}
-        if auth.ai_system_id is not None:  # the ledger's entries can then be found by AI system
-            self.detail["ai_system_id"] = auth.ai_system_id
         if auth.persona_id is not None:
             policy, verdict = await self._persona_allows(session)
             if verdict.effect == "oversight":
@@ -72,7 +71,6 @@ class Gate:
                 self.detail["oversight_request_id"] = call.oversight_request_id
         if call.mission_id is not None:
             self.policies_evaluated += 1
-            self.detail["mission_id"] = call.mission_id
             await missions.charge(session, auth.organization_id, call.mission_id, handler.cost)
 
     async def refuse(self, refusal: PrismError, session: AsyncSession) -> NoReturn:
@@ -110,10 +108,12 @@ class Gate:
                                          else 0, coordinate=coordinate)
         if auth.ai_system_id is not None:
             code = None if error is None else getattr(error, "code", "internal_error")
-            message = error.message if isinstance(error, PrismError) else None
+            refusal = error if isinstance(error, PrismError) else None
             latency_ms = int((time.perf_counter() - self.started) * 1000)
-            await record_decision(session, auth, Outcome(coordinate, code, message, self.policies_evaluated,
-                                                         latency_ms, self.trace_id))
+            await record_decision(session, auth, Outcome(
+                coordinate, code, refusal.message if refusal else None,
+                blocked=refusal is not None and refusal.policy_refusal,
+                policies_evaluated=self.policies_evaluated, latency_ms=latency_ms, trace_id=self.trace_id))
 
     def arguments_digest(self) -> str:
         return stable_digest(self.call.arguments if self.call.arguments is not None else {})

@@ -44,10 +44,10 @@ async def charge(session: AsyncSession, organization_id: str, mission_id: str, c
             .values(spent=Mission.spent + cost).execution_options(synchronize_session=False))
     if result.rowcount == 1:  # type: ignore[attr-defined]
         return
-    mission = await require_mission(session, organization_id, mission_id)
+    mission = await require_mission(session, organization_id, mission_id, governing=True)
     if mission.status != "active":
         raise Conflict(f"mission {mission_id} is {mission.status}; calls run only under an active mission",
-                       code="mission_not_active")
+                       code="mission_not_active", policy_refusal=True)
     raise BudgetExceeded(f"mission {mission_id} has spent {mission.spent} of its budget of "
                          f"{mission.budget_ceiling}; this call costs {cost}",
                          details={"mission_id": mission_id, "spent": mission.spent,
@@ -109,8 +109,12 @@ def mission_event_data(mission: Mission) -> dict[str, Any]:
             "started_at": record["started_at"], "ended_at": record["ended_at"]}
 
 
-async def require_mission(session: AsyncSession, organization_id: str, mission_id: str) -> Mission:
+async def require_mission(session: AsyncSession, organization_id: str, mission_id: str, *,
+                          governing: bool = False) -> Mission:
+    """The mission, or 404 `mission_not_found`. `governing`: the mission a call runs under, whose absence refuses
+    the call by policy (a BLOCK decision); a handler that reads a mission by id just finds none."""
     try:
         return await repository(session, organization_id).get(mission_id)
     except NotFound:
-        raise NotFound(f"mission {mission_id!r} not found", code="mission_not_found") from None
+        raise NotFound(f"mission {mission_id!r} not found", code="mission_not_found",
+                       policy_refusal=governing) from None

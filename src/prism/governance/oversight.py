@@ -84,33 +84,35 @@ async def open_request(session: AsyncSession, auth: AuthContext, *, request_id: 
 
 async def consume(session: AsyncSession, auth: AuthContext, *, request_id: str, coordinate: str,
                   arguments_digest: str) -> None:
-    """Use an approved request for this exact call, or refuse with the reason it cannot be used."""
+    """Use an approved request for this exact call, or refuse with the reason it cannot be used: each is a policy
+    refusal, since without a usable approval the persona's oversight rule holds the call."""
     try:
         request = await repository(session, auth.organization_id).get(request_id)
     except NotFound:
         raise NotFound(f"oversight request {request_id!r} not found",
-                       code="oversight_request_not_found") from None
+                       code="oversight_request_not_found", policy_refusal=True) from None
     if request.credential_id != auth.credential_id:
         raise PermissionDenied("this oversight request was opened by another credential; only the call that "
                                "asked for approval may use it", code="oversight_request_not_yours")
     if request.coordinate != coordinate or request.arguments_digest != arguments_digest:
         raise Conflict(f"oversight request {request_id} approves another call ({request.coordinate} with other "
                        "arguments); repeat the exact call that was escalated",
-                       code="oversight_arguments_mismatch")
+                       code="oversight_arguments_mismatch", policy_refusal=True)
     now = utcnow()
     if request.status == "pending":
         if now > request.sla_deadline:
-            raise Conflict(f"oversight request {request_id} expired undecided", code="oversight_request_expired")
+            raise Conflict(f"oversight request {request_id} expired undecided", code="oversight_request_expired",
+                           policy_refusal=True)
         raise PrismError(f"oversight request {request_id} is still pending approval", code="oversight_pending",
-                         status=409, details={"oversight_request_id": request_id})
+                         status=409, policy_refusal=True, details={"oversight_request_id": request_id})
     if request.status == "rejected":
         raise PermissionDenied(f"oversight request {request_id} was rejected", code="oversight_rejected")
     if request.status == "consumed":
         raise Conflict(f"oversight request {request_id} has already been used; an approval runs one call",
-                       code="oversight_request_used")
+                       code="oversight_request_used", policy_refusal=True)
     if now > use_by(request):
         raise Conflict(f"the approval of oversight request {request_id} has expired",
-                       code="oversight_request_expired")
+                       code="oversight_request_expired", policy_refusal=True)
     with acting_for(session, auth.organization_id):
         result = await session.execute(
             update(OversightRequest)
@@ -118,7 +120,7 @@ async def consume(session: AsyncSession, auth: AuthContext, *, request_id: str, 
             .values(status="consumed", consumed_at=now).execution_options(synchronize_session=False))
     if result.rowcount != 1:  # type: ignore[attr-defined]  # a concurrent call used it first
         raise Conflict(f"oversight request {request_id} has already been used; an approval runs one call",
-                       code="oversight_request_used")
+                       code="oversight_request_used", policy_refusal=True)
 
 
 async def decide(session: AsyncSession, auth: AuthContext, *, request_id: str, approve: bool,
@@ -129,7 +131,9 @@ async def decide(session: AsyncSession, auth: AuthContext, *, request_id: str, a
                        code="invalid_transition")
     now = utcnow()
     if now > request.sla_deadline:
-        raise Conflict(f"oversight request {request_id} expired at its SLA deadline", code="oversight_request_expired")
+        # The SLA is the oversight policy's own deadline: past it, nobody may decide (a refusal of the caller).
+        raise Conflict(f"oversight request {request_id} expired at its SLA deadline", code="oversight_request_expired",
+                       policy_refusal=True)
     if request.requested_by == auth.user_id:
         raise PermissionDenied("the user whose call was escalated cannot decide its oversight request",
                                code="self_approval_forbidden")

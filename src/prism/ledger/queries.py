@@ -6,7 +6,7 @@ organization is "not found", never shown. Filters are the same for the list, the
 - `since` / `until`: the entry's time (`until` exclusive);
 - `actor`: the user id, or the user's email;
 - `credential_id`, `door`, `outcome`;
-- `persona_id`: the persona the call was checked against (`detail.persona.id`);
+- `persona_id`: the persona of the call's credential (`detail.persona.id`), on every outcome;
 - `ai_system_id`: the AI system the credential was tied to (`detail.ai_system_id`, recorded since the ledger
   API exists: earlier entries name none);
 - `coordinate`: exact, or a pattern with `*` (`entity_crud/finance/*`);

@@ -47,6 +47,7 @@ class HandlerCall:
         return self.auth.organization_id
 
 
+OperationKind = Literal["read", "write", "destructive"]
 HandlerFunc = Callable[[HandlerCall, Any], Awaitable[Any]]
 
 
@@ -92,3 +93,10 @@ class Handler:
     @property
     def path(self) -> str:
         return self.coordinate.path
+
+    @property
+    def kind(self) -> OperationKind:
+        """What the operation does, as the MCP split surface groups operations (mcp_server/surfaces.py)."""
+        if self.read_only:
+            return "read"
+        return "destructive" if self.destructive else "write"
