@@ -73,13 +73,16 @@ async def test_a_caller_that_may_not_call_the_operation_learns_its_permission_no
     assert await _create_entries(db, other) == []
 
 
-async def test_an_idempotency_key_refused_through_the_wrong_variant_is_not_replayed_through_the_right_one(
+async def test_an_idempotency_key_refused_through_the_wrong_variant_runs_through_the_right_one(
         client: httpx.AsyncClient, factory: Factory, db: Any) -> None:
-    """The variant is part of the request a key names: the right variant's call with the same key is another
-    request (409 idempotency_key_reused), not a replay of the wrong one's refusal."""
+    """A wrong variant is a refusal of the dispatcher's checks: nothing ran, so the key is not used up and the right
+    variant's call with it runs (docs/idempotency.md). The variant is part of the request a key names: once the
+    key has run through `_write`, the same arguments through `_read` are another request (409), not a replay."""
     ws = await factory.workspace(roles=("owner",))
     meta = {"idempotencyKey": "variant-key-1"}
     refused = await _call(client, ws, "owner", "prism_entity_crud_read", CREATE, meta)
     assert refused["envelope"]["error"] == "wrong_tool_variant"
-    again = await _call(client, ws, "owner", "prism_entity_crud_write", CREATE, meta)
+    created = await _call(client, ws, "owner", "prism_entity_crud_write", CREATE, meta)
+    assert created["envelope"]["success"] is True, created
+    again = await _call(client, ws, "owner", "prism_entity_crud_read", CREATE, meta)
     assert again["envelope"]["error"] == "idempotency_key_reused", again
