@@ -162,3 +162,17 @@ def test_unterminated_openers_are_read_as_the_text_they_are() -> None:
     assert extract_text("<!-- x > one <!-- y --> two", "text/html") == "two"
     assert extract_text("<p>keep</p><!-- hidden --><p>shown</p><![CDATA[ raw ]]><p>z</p><![if !IE]><p>ie</p>"
                         "<![endif]><!-- spaced -- >", "text/html") == "keep\n\nshown\n\nz\n\nie"
+
+
+async def test_a_json_document_with_an_escaped_nul_is_stored_and_found_on_both_engines(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    # The request is refused nowhere (its NUL is the document's own `\u0000`, decoded only during extraction);
+    # PostgreSQL's text cannot hold NUL, so the extracted text reads it as a separator on either engine.
+    c = Caller(client, await factory.workspace(roles=("owner",)))
+    doc = await c.ok("document_op", "documents", "document", "upload", {
+        "title": "Export", "content": '{"a\\u0000b": "pump\\u0000seal"}', "content_type": "application/json"})
+    assert doc["status"] == "processed", doc
+    [hit] = (await c.ok("knowledge_query", "documents", "chunk", "search", {"query": "seal"}))["results"]
+    assert hit["document_id"] == doc["id"] and hit["text"] == "a b: pump seal"
+    similar = await c.ok("knowledge_query", "documents", "document", "similar", {"id": doc["id"]})
+    assert "pump" in similar["terms"]

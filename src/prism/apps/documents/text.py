@@ -16,6 +16,8 @@ import re
 from html.parser import HTMLParser
 from typing import Any
 
+from prism.kit.nul import NUL
+
 CONTENT_TYPES = ("text/plain", "text/markdown", "text/html", "text/csv", "application/json")
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SPACES = re.compile(r"[^\S\n]+")  # every run of whitespace but newlines, Unicode spaces included
@@ -153,6 +155,9 @@ def extract_text(content: str, content_type: str) -> str:
             raise ExtractionError("JSON does not parse: nested deeper than Python's parser reads") from None
     else:
         text = content
+    # NUL (a JSON `\u0000` decodes to one; the edge refuses it anywhere else in a request) cannot be stored in
+    # PostgreSQL's text: read as the separator it stands for, so both engines store and find the same words.
+    text = text.replace(NUL, " ") if NUL in text else text
     text = _SPACES.sub(" ", text)
     # Surrogates (a JSON `\ud800` decodes to one) cannot be stored as UTF-8: replaced, as a bad byte would be.
     text = text.encode("utf-8", "replace").decode("utf-8") if _SURROGATE.search(text) else text
