@@ -11,7 +11,7 @@ import math
 from collections import Counter
 from typing import Any
 
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import func, select
 
 from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
@@ -32,7 +32,7 @@ from prism.apps.documents.params import (
     KnowledgeSearch,
     SimilarParams,
 )
-from prism.apps.documents.search import STOPWORDS, Hit, Scope, rank
+from prism.apps.documents.search import STOPWORDS, Scope, passages, rank, rank_documents
 from prism.apps.documents.text import ExtractionError, chunk_text, extract_text, words
 from prism.errors import Conflict
 from prism.events.outbox import emit_for
@@ -191,16 +191,6 @@ def _scope(p: KnowledgeSearch) -> Scope:
     return Scope(collection_id=p.collection_id, document_ids=p.document_ids)
 
 
-async def _chunks(call: HandlerCall, hits: list[Hit]) -> dict[tuple[str, int], DocumentChunk]:
-    """The chunk rows of some hits, by (document id, seq)."""
-    if not hits:
-        return {}
-    rows = (await call.session.execute(repo(call, DocumentChunk, "chunk").base().where(
-        tuple_(DocumentChunk.document_id, DocumentChunk.seq).in_([(h.document_id, h.seq) for h in hits]))
-    )).scalars().all()
-    return {(c.document_id, c.seq): c for c in rows}
-
-
 async def _titles(call: HandlerCall, ids: set[str]) -> dict[str, str]:
     rows = (await call.session.execute(select(Document.id, Document.title).where(
         Document.id.in_(ids)))).all()
@@ -213,15 +203,12 @@ async def _titles(call: HandlerCall, ids: set[str]) -> dict[str, str]:
                          "by BM25, with their document and score.",
                          keywords=("ask", "find passage", "rag", "lookup", "question answering"))
 async def search_chunks(call: HandlerCall, p: KnowledgeSearch) -> dict[str, Any]:
-    hits = await rank(call.session, p.query, _scope(p), top_k=p.top_k)
-    chunks = await _chunks(call, hits)
-    titles = await _titles(call, {h.document_id for h in hits})
-    results = []
-    for h in hits:
-        c = chunks[(h.document_id, h.seq)]
-        results.append({"chunk_id": c.id, "document_id": c.document_id, "document_title": titles.get(c.document_id, ""),
-                        "seq": c.seq, "score": round(h.score, 6), "matched_terms": list(h.matched), "text": c.text})
-    return {"query": p.query, "results": results}
+    found = await passages(call.session, await rank(call.session, p.query, _scope(p), top_k=p.top_k))
+    titles = await _titles(call, {h.document_id for h, _ in found})
+    return {"query": p.query, "results": [
+        {"chunk_id": c.id, "document_id": c.document_id, "document_title": titles.get(c.document_id, ""),
+         "seq": c.seq, "score": round(h.score, 6), "matched_terms": list(h.matched), "text": c.text}
+        for h, c in found]}
 
 
 @app.handler("knowledge_query", "document", "search", params=KnowledgeSearch, scope="read",
@@ -229,21 +216,13 @@ async def search_chunks(call: HandlerCall, p: KnowledgeSearch) -> dict[str, Any]
              description="Find the documents most relevant to a question: documents ranked by their best "
                          "matching passage.", keywords=("which document", "find manual", "relevant files"))
 async def search_documents(call: HandlerCall, p: KnowledgeSearch) -> dict[str, Any]:
-    best: dict[str, Hit] = {}
-    matching: Counter[str] = Counter()
-    for h in await rank(call.session, p.query, _scope(p), top_k=1000):
-        best.setdefault(h.document_id, h)  # hits are best-first, so each document's first hit is its best
-        matching[h.document_id] += 1
-    hits = list(best.values())[: p.top_k]
-    chunks = await _chunks(call, hits)
-    titles = await _titles(call, {h.document_id for h in hits})
-    results = []
-    for h in hits:
-        c = chunks[(h.document_id, h.seq)]
-        results.append({"document_id": h.document_id, "score": round(h.score, 6), "best_chunk_id": c.id,
-                        "snippet": c.text[:300], "matching_chunks": matching[h.document_id],
-                        "title": titles.get(h.document_id, "")})
-    return {"query": p.query, "results": results}
+    ranked = await rank_documents(call.session, p.query, _scope(p), top_k=p.top_k)
+    matching = {d.best.document_id: d.matching_chunks for d in ranked}
+    found = await passages(call.session, [d.best for d in ranked])
+    titles = await _titles(call, {h.document_id for h, _ in found})
+    return {"query": p.query, "results": [
+        {"document_id": h.document_id, "score": round(h.score, 6), "best_chunk_id": c.id, "snippet": c.text[:300],
+         "matching_chunks": matching[h.document_id], "title": titles.get(h.document_id, "")} for h, c in found]}
 
 
 @app.handler("knowledge_query", "chunk", "context", params=ChunkContext, scope="read",
@@ -274,10 +253,8 @@ async def similar_documents(call: HandlerCall, p: SimilarParams) -> dict[str, An
     own = Counter(w for w in words(text)
                   if len(w) > 2 and w not in STOPWORDS and not w.isdigit())
     terms = await _characteristic_terms(call, document.id, own)
-    best: dict[str, float] = {}
-    for hit in await rank(call.session, " ".join(terms), Scope(excluded_document_id=document.id), top_k=1000):
-        best[hit.document_id] = max(best.get(hit.document_id, 0.0), hit.score)
-    ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[: p.top_k]
+    ranked = [(d.best.document_id, d.best.score) for d in await rank_documents(
+        call.session, " ".join(terms), Scope(excluded_document_id=document.id), top_k=p.top_k)]
     titles = await _titles(call, {doc_id for doc_id, _ in ranked})
     return {"document_id": document.id, "terms": terms, "results": [
         {"document_id": doc_id, "title": titles.get(doc_id, ""), "score": round(score, 6)} for doc_id, score in ranked]}
