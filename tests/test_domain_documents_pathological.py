@@ -176,3 +176,29 @@ async def test_a_json_document_with_an_escaped_nul_is_stored_and_found_on_both_e
     assert hit["document_id"] == doc["id"] and hit["text"] == "a b: pump seal"
     similar = await c.ok("knowledge_query", "documents", "document", "similar", {"id": doc["id"]})
     assert "pump" in similar["terms"]
+
+
+EMPTY_IDS = {
+    "upload collection_id": ("document_op", "document", "upload", {"title": "t", "content": "x", "collection_id": ""},
+                             "collection_id"),
+    "import collection_id": ("document_op", "document", "import", {"title": "t", "content": "x", "collection_id": "",
+                                                                  "source_uri": "erp://1"}, "collection_id"),
+    "update collection_id": ("entity_crud", "document", "update", {"id": "d", "collection_id": ""}, "collection_id"),
+    "list collection_id": ("entity_crud", "document", "list", {"collection_id": ""}, "collection_id"),
+    "chunk list document_id": ("entity_crud", "chunk", "list", {"document_id": ""}, "document_id"),
+    "chunk list collection_id": ("entity_crud", "chunk", "list", {"collection_id": ""}, "collection_id"),
+    "chunk search collection_id": ("knowledge_query", "chunk", "search", {"query": "x", "collection_id": ""},
+                                   "collection_id"),
+    "document search document_ids": ("knowledge_query", "document", "search", {"query": "x", "document_ids": [""]},
+                                     "document_ids"),
+}
+
+
+@pytest.mark.parametrize("case", EMPTY_IDS, ids=list(EMPTY_IDS))
+async def test_an_empty_id_is_refused_naming_its_field(case: str, client: httpx.AsyncClient,
+                                                       factory: Factory) -> None:
+    # "" names no record: it was a 409 (foreign key) on upload and matched nothing on search.
+    mega_tool, entity, operation, arguments, field = EMPTY_IDS[case]
+    c = Caller(client, await factory.workspace(roles=("owner",)))
+    message = await c.refused(400, "invalid_arguments", mega_tool, "documents", entity, operation, arguments)
+    assert field in message, message

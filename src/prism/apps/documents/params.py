@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -10,6 +10,8 @@ from prism.apps.params import ListParams, Params
 
 ContentType = Literal["text/plain", "text/markdown", "text/html", "text/csv", "application/json"]
 DocumentStatus = Literal["uploaded", "processed", "failed", "archived"]
+# An id given in a list: "" names no record, refused (400 naming the field) rather than matching nothing.
+Id = Annotated[str, Field(min_length=1, max_length=64)]
 MAX_CONTENT = 1_000_000  # within the 1 MiB a request body may hold (prism.web.requests)
 
 
@@ -30,7 +32,8 @@ class CollectionUpdate(Params):
 
 class DocumentList(ListParams):
     status: DocumentStatus | None = Field(None, description="Only documents in this state.")
-    collection_id: str | None = Field(None, max_length=64, description="Only documents of this collection.")
+    collection_id: str | None = Field(None, min_length=1, max_length=64,
+        description="Only documents of this collection.")
     content_type: ContentType | None = Field(None, description="Only documents of this content type.")
     source: Literal["upload", "import"] | None = Field(None, description="Only uploaded or imported documents.")
 
@@ -38,12 +41,15 @@ class DocumentList(ListParams):
 class DocumentUpdate(Params):
     id: str = Field(..., min_length=1, max_length=64, description="Document id.")
     title: str | None = Field(None, min_length=1, max_length=255, description="Document title.")
-    collection_id: str | None = Field(None, max_length=64, description="Move the document to this collection.")
+    collection_id: str | None = Field(None, min_length=1, max_length=64,
+        description="Move the document to this collection.")
 
 
 class ChunkList(ListParams):
-    document_id: str | None = Field(None, max_length=64, description="Only chunks of this document.")
-    collection_id: str | None = Field(None, max_length=64, description="Only chunks of this collection.")
+    document_id: str | None = Field(None, min_length=1, max_length=64,
+        description="Only chunks of this document.")
+    collection_id: str | None = Field(None, min_length=1, max_length=64,
+        description="Only chunks of this collection.")
 
 
 class ChunkSizes(Params):
@@ -67,7 +73,8 @@ class DocumentUpload(Chunking):
     title: str = Field(..., min_length=1, max_length=255, description="Document title.")
     content: str = Field(..., min_length=1, max_length=MAX_CONTENT, description="The document's text content.")
     content_type: ContentType = Field("text/plain", description="How the content is encoded.")
-    collection_id: str | None = Field(None, max_length=64, description="Collection to file the document in.")
+    collection_id: str | None = Field(None, min_length=1, max_length=64,
+        description="Collection to file the document in.")
 
 
 class DocumentImport(DocumentUpload):
@@ -86,8 +93,9 @@ class DocumentAction(Params):
 class KnowledgeSearch(Params):
     query: str = Field(..., min_length=1, max_length=1000, description="What to look for, in plain words.")
     top_k: int = Field(5, ge=1, le=50, description="How many results to return.")
-    collection_id: str | None = Field(None, max_length=64, description="Search only this collection.")
-    document_ids: list[str] | None = Field(None, max_length=100, description="Search only these documents.")
+    collection_id: str | None = Field(None, min_length=1, max_length=64,
+        description="Search only this collection.")
+    document_ids: list[Id] | None = Field(None, max_length=100, description="Search only these documents.")
 
 
 class ChunkContext(Params):
