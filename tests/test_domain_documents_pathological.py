@@ -202,3 +202,19 @@ async def test_an_empty_id_is_refused_naming_its_field(case: str, client: httpx.
     c = Caller(client, await factory.workspace(roles=("owner",)))
     message = await c.refused(400, "invalid_arguments", mega_tool, "documents", entity, operation, arguments)
     assert field in message, message
+
+
+async def test_a_document_past_the_indexing_limits_is_failed_with_its_reason(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    # docs/domain.md: at most 50,000 distinct words and 5,000 chunks a document. 1 MB of 198,000 distinct words
+    # wrote as many postings rows in the call's transaction (7 to 10 s, every other call waiting).
+    c = Caller(client, await factory.workspace(roles=("owner",)))
+    varied = await c.ok("document_op", "documents", "document", "upload", {
+        "title": "Varied", "content": " ".join(f"w{i}" for i in range(50_001))})
+    assert (varied["status"], varied["chunk_count"]) == ("failed", 0) and "50,000" in varied["error"], varied
+    cut = await c.ok("document_op", "documents", "document", "upload", {
+        "title": "Cut fine", "content": "pump " * 60_000, "chunk_words": 20, "overlap_words": 10})
+    assert cut["status"] == "failed" and "5,000" in cut["error"], cut
+    again = await c.ok("document_op", "documents", "document", "process", {"id": cut["id"], "chunk_words": 200})
+    assert again["status"] == "processed" and again["chunk_count"] <= 5_000, again
+    assert not (await c.ok("knowledge_query", "documents", "chunk", "search", {"query": "w50000"}))["results"]

@@ -9,9 +9,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.apps.agents.models import Agent, AgentInstance, AgentStep
 from prism.apps.claims.models import Claim, ClaimLine, Patient, Payer
-from prism.apps.documents.index import store_chunks
+from prism.apps.documents.index import index_text, store_chunks
 from prism.apps.documents.models import Collection, Document
-from prism.apps.documents.text import chunk_text, extract_text, words
 from prism.apps.itsm.models import Service, SlaPolicy, Ticket
 from prism.apps.maintenance.models import Asset, MaintenancePlan, WorkOrder
 from prism.apps.notifications.models import Channel, Notification
@@ -82,16 +81,15 @@ async def seed_domain(session: AsyncSession, org: Organization, user: User) -> N
     manuals = Collection(organization_id=org.id, name="Plant manuals")
     add(manuals)
     await session.flush()
-    text = extract_text(MANUAL, "text/markdown")
-    chunks = chunk_text(text, size=40, overlap=10)
+    index = index_text(MANUAL, "text/markdown", chunk_words=40, overlap_words=10)
     document = Document(organization_id=org.id, collection_id=manuals.id, title="Feed pump P-100 manual",
                         content_type="text/markdown", content=MANUAL, size_bytes=len(MANUAL.encode()),
                         sha256=hashlib.sha256(MANUAL.encode()).hexdigest(), status="processed",
-                        word_count=len(words(text)), chunk_count=len(chunks), processed_at=now)
+                        word_count=index.word_count, chunk_count=len(index.chunks), processed_at=now)
     add(document)
     await session.flush()
     await store_chunks(session, organization_id=org.id, document_id=document.id, collection_id=manuals.id,
-                       chunks=chunks)
+                       index=index)
 
     clerk = Agent(organization_id=org.id, name="AP clerk", model="small-1", max_steps=20,
                   description="Matches vendor invoices to goods receipts and flags mismatches.")

@@ -6,6 +6,7 @@ to uploaded (its chunks are dropped on archive, so archived text is never found 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 from collections import Counter
@@ -15,11 +16,12 @@ from sqlalchemy import func, select
 
 from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
-from prism.apps.documents.index import drop_chunks, move_chunks, store_chunks, term_key
+from prism.apps.documents.index import ChunkIndex, drop_chunks, index_text, move_chunks, store_chunks, term_key
 from prism.apps.documents.models import Collection, Document, DocumentChunk, DocumentPosting
 from prism.apps.documents.params import (
     ChunkContext,
     ChunkList,
+    ChunkSizes,
     CollectionCreate,
     CollectionList,
     CollectionUpdate,
@@ -33,7 +35,7 @@ from prism.apps.documents.params import (
     SimilarParams,
 )
 from prism.apps.documents.search import STOPWORDS, Scope, passages, rank, rank_documents
-from prism.apps.documents.text import ExtractionError, chunk_text, extract_text, words
+from prism.apps.documents.text import ExtractionError, extract_text, words
 from prism.errors import Conflict
 from prism.events.outbox import emit_for
 from prism.kit.timeutil import iso, utcnow
@@ -83,20 +85,18 @@ crud(app, Entity(DocumentChunk, "chunk", "document chunks", ChunkList, search=("
                  keywords=("passage", "excerpt", "text chunk", "snippet", "paragraph", "section")))
 
 
-async def _process(call: HandlerCall, document: Document, *, chunk_words: int, overlap_words: int) -> None:
-    """Extract, chunk and store (with the chunks' postings); a content that does not parse marks the document
-    failed."""
+async def _process(call: HandlerCall, document: Document, indexed: ChunkIndex | ExtractionError) -> None:
+    """Store the document's chunks (with their postings), made by `index_text`; a content that does not parse,
+    or would index too much, marks the document failed."""
     await drop_chunks(call.session, document.id)
-    try:
-        text = extract_text(document.content, document.content_type)
-    except ExtractionError as exc:
-        document.status, document.error, document.chunk_count, document.word_count = "failed", str(exc)[:1000], 0, 0
+    if isinstance(indexed, ExtractionError):
+        document.status, document.error, document.chunk_count, document.word_count = (
+            "failed", str(indexed)[:1000], 0, 0)
     else:
-        chunks = chunk_text(text, size=chunk_words, overlap=overlap_words)
         await store_chunks(call.session, organization_id=call.organization_id, document_id=document.id,
-                           collection_id=document.collection_id, chunks=chunks)
+                           collection_id=document.collection_id, index=indexed)
         document.status, document.error = "processed", ""
-        document.chunk_count, document.word_count = len(chunks), len(words(text))
+        document.chunk_count, document.word_count = len(indexed.chunks), indexed.word_count
     document.processed_at = utcnow()
     await call.session.flush()
     await emit_for(call, "document.processed", {
@@ -104,6 +104,18 @@ async def _process(call: HandlerCall, document: Document, *, chunk_words: int, o
         "collection_id": document.collection_id, "chunk_count": document.chunk_count,
         "word_count": document.word_count, "error": document.error or None,
         "processed_at": iso(document.processed_at)})
+
+
+def _indexed(content: str, content_type: str, sizes: ChunkSizes) -> ChunkIndex | ExtractionError:
+    try:
+        return index_text(content, content_type, chunk_words=sizes.chunk_words, overlap_words=sizes.overlap_words)
+    except ExtractionError as exc:
+        return exc
+
+
+def _index_upload(p: DocumentUpload) -> ChunkIndex | ExtractionError | None:
+    """Handler.prepare of upload and import: the text indexed on a worker thread, before the transaction."""
+    return _indexed(p.content, p.content_type, p) if p.process else None
 
 
 async def _store(call: HandlerCall, p: DocumentUpload, *, source: str, source_uri: str) -> dict[str, Any]:
@@ -118,8 +130,8 @@ async def _store(call: HandlerCall, p: DocumentUpload, *, source: str, source_ur
         "document_id": document.id, "title": document.title, "content_type": document.content_type,
         "source": source, "source_uri": source_uri or None, "size_bytes": document.size_bytes,
         "sha256": document.sha256, "collection_id": document.collection_id, "status": document.status})
-    if p.process:
-        await _process(call, document, chunk_words=p.chunk_words, overlap_words=p.overlap_words)
+    if call.prepared is not None:
+        await _process(call, document, call.prepared)
     return _public(document)
 
 
@@ -130,7 +142,7 @@ def _public(document: Document) -> dict[str, Any]:
 
 
 @app.handler("document_op", "document", "upload", params=DocumentUpload, scope="execute",
-             permission="documents.add_document",
+             permission="documents.add_document", prepare=_index_upload,
              description="Upload a document's text (plain, Markdown, HTML, CSV or JSON); by default its text is "
                          "extracted and chunked at once. Emits document.uploaded (and document.processed).",
              keywords=("add document", "ingest", "store file", "knowledge base"))
@@ -139,7 +151,7 @@ async def upload_document(call: HandlerCall, p: DocumentUpload) -> dict[str, Any
 
 
 @app.handler("document_op", "document", "import", params=DocumentImport, scope="execute",
-             permission="documents.add_document",
+             permission="documents.add_document", prepare=_index_upload,
              description="Import a document fetched from another system, recording where it came from. "
                          "Emits document.uploaded (and document.processed).",
              keywords=("ingest", "sync document", "import file"))
@@ -156,7 +168,8 @@ async def process_document(call: HandlerCall, p: DocumentProcess) -> dict[str, A
     document = await _document(call, p.id)
     if document.status == "archived":
         raise Conflict("document is archived; restore it first", code="invalid_transition")
-    await _process(call, document, chunk_words=p.chunk_words, overlap_words=p.overlap_words)
+    # The content is read here, in the transaction: indexed on a thread all the same, to free the event loop.
+    await _process(call, document, await asyncio.to_thread(_indexed, document.content, document.content_type, p))
     return _public(document)
 
 
@@ -245,19 +258,23 @@ async def chunk_context(call: HandlerCall, p: ChunkContext) -> dict[str, Any]:
                          "(BM25) in the other documents' passages.", keywords=("related documents", "more like this"))
 async def similar_documents(call: HandlerCall, p: SimilarParams) -> dict[str, Any]:
     document = await _document(call, p.id)
-    try:
-        text = extract_text(document.content, document.content_type)
+    try:  # CPU work on up to a megabyte of text: on a thread, the event loop serves other calls meanwhile
+        own = await asyncio.to_thread(_own_words, document.content, document.content_type)
     except ExtractionError as exc:  # a failed document: there are no terms to look for
         raise Conflict(f"document {document.id} has no text to compare: {exc}",
                        details={"status": document.status}) from None
-    own = Counter(w for w in words(text)
-                  if len(w) > 2 and w not in STOPWORDS and not w.isdigit())
     terms = await _characteristic_terms(call, document.id, own)
     ranked = [(d.best.document_id, d.best.score) for d in await rank_documents(
         call.session, " ".join(terms), Scope(excluded_document_id=document.id), top_k=p.top_k)]
     titles = await _titles(call, {doc_id for doc_id, _ in ranked})
     return {"document_id": document.id, "terms": terms, "results": [
         {"document_id": doc_id, "title": titles.get(doc_id, ""), "score": round(score, 6)} for doc_id, score in ranked]}
+
+
+def _own_words(content: str, content_type: str) -> Counter[str]:
+    """How often the document uses each word that may say what it is about."""
+    return Counter(w for w in words(extract_text(content, content_type))
+                   if len(w) > 2 and w not in STOPWORDS and not w.isdigit())
 
 
 async def _characteristic_terms(call: HandlerCall, document_id: str, own: Counter[str]) -> list[str]:

@@ -17,15 +17,20 @@ import hashlib
 import struct
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Table, delete, insert, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.apps.documents.models import DocumentChunk, DocumentPosting
-from prism.apps.documents.text import words
+from prism.apps.documents.text import ExtractionError, chunk_text, extract_text, words
 
 TERM_LENGTH = 64
+# What one document may index (docs/domain.md). Each chunk is a row and each distinct word a postings row, all
+# written in the call's transaction: 1 MB of 198,000 distinct words took 7 to 10 s, every other call waiting.
+MAX_CHUNKS = 5_000
+MAX_TERMS = 50_000
 # Core inserts of the tables (an executemany of plain rows): the ORM's bulk insert spent as much again sorting
 # each row's keys out, for thousands of postings rows per upload.
 _chunks: Table = DocumentChunk.__table__  # type: ignore[assignment]
@@ -48,24 +53,55 @@ def postings(chunk_words: Sequence[Sequence[str]]) -> dict[str, bytes]:
     return {term: struct.pack(f"<{len(numbers)}I", *numbers) for term, numbers in triples.items()}
 
 
+class TooMuchToIndex(ExtractionError):
+    """The text is within the size limit but would index more chunks or distinct words than a document may."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkIndex:
+    """A document's text cut into chunks, with each chunk's length in words and the postings of its terms."""
+
+    chunks: list[str]
+    lengths: list[int]
+    postings: dict[str, bytes]  # by stored term (term_key)
+    word_count: int
+
+
+def index_text(content: str, content_type: str, *, chunk_words: int, overlap_words: int) -> ChunkIndex:
+    """Extract, chunk and tokenise a document, and build its postings: CPU work with no database, run on a
+    worker thread (the event loop serves every call meanwhile). Raises ExtractionError when the content does
+    not parse, TooMuchToIndex past MAX_CHUNKS or MAX_TERMS."""
+    text = extract_text(content, content_type)
+    chunks = chunk_text(text, size=chunk_words, overlap=overlap_words)
+    if len(chunks) > MAX_CHUNKS:
+        raise TooMuchToIndex(f"the text cuts into {len(chunks)} chunks, more than the {MAX_CHUNKS:,} a document may "
+                             "have: process it with a larger chunk_words, or split it")
+    tokens = [words(chunk) for chunk in chunks]
+    terms = postings(tokens)
+    if len(terms) > MAX_TERMS:
+        raise TooMuchToIndex(f"the text holds {len(terms)} distinct words, more than the {MAX_TERMS:,} a document "
+                             "may index: split it")
+    return ChunkIndex(chunks, [len(t) for t in tokens], {term_key(term): encoded for term, encoded in terms.items()},
+                      len(words(text)))
+
+
 def decode(chunks: bytes) -> Iterator[tuple[int, int, int]]:
     """The (seq, frequency, length) triples of one postings row."""
     return struct.iter_unpack("<3I", chunks)
 
 
 async def store_chunks(session: AsyncSession, *, organization_id: str, document_id: str, collection_id: str | None,
-                       chunks: Sequence[str]) -> None:
+                       index: ChunkIndex) -> None:
     """Insert a document's chunks (seq = position) and their postings; the document has none at this point."""
-    if not chunks:
+    if not index.chunks:
         return
-    tokens = [words(chunk) for chunk in chunks]
     await session.execute(insert(_chunks), [
         {"organization_id": organization_id, "document_id": document_id, "collection_id": collection_id,
-         "seq": seq, "text": chunk, "token_count": len(tokens[seq])} for seq, chunk in enumerate(chunks)])
+         "seq": seq, "text": chunk, "token_count": index.lengths[seq]} for seq, chunk in enumerate(index.chunks)])
     rows: list[dict[str, Any]] = [
         {"organization_id": organization_id, "document_id": document_id, "collection_id": collection_id,
-         "term": term_key(term), "chunks": encoded} for term, encoded in postings(tokens).items()]
-    rows.sort(key=lambda row: row["term"])  # in primary key order: each row goes next to the one before
+         "term": term, "chunks": encoded} for term, encoded in sorted(index.postings.items())]
+    # in primary key order (sorted by term): each row goes next to the one before
     await session.execute(insert(_postings), rows)
 
 
