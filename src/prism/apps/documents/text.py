@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import re
+import unicodedata
 from html.parser import HTMLParser
 from typing import Any
 
@@ -165,8 +166,12 @@ def extract_text(content: str, content_type: str) -> str:
 
 
 def words(text: str) -> list[str]:
-    """Lower-case word tokens (the unit of chunk sizes and of search)."""
-    return [w.lower() for w in _WORD.findall(text)]
+    """Word tokens (the unit of chunk sizes and of search), alike however the text spells them: NFKC puts a
+    letter's combining accent back into the letter (decomposed NFD text, as macOS file names give it, split
+    `café` into `cafe` at the accent) and compatibility forms (`ﬁ`, full-width letters) into plain ones; casefold
+    is lower case that also matches `Straße` with `STRASSE`. Chunks and queries are tokenised alike, so either
+    spelling finds the other."""
+    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
 def chunk_text(text: str, *, size: int, overlap: int) -> list[str]:
