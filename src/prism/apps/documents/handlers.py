@@ -36,6 +36,7 @@ from prism.apps.documents.params import (
 )
 from prism.apps.documents.search import STOPWORDS, Scope, passages, rank, rank_documents
 from prism.apps.documents.text import ExtractionError, extract_text, words
+from prism.config import Settings
 from prism.errors import Conflict
 from prism.events.outbox import emit_for
 from prism.kit.timeutil import iso, utcnow
@@ -113,9 +114,9 @@ def _indexed(content: str, content_type: str, sizes: ChunkSizes) -> ChunkIndex |
         return exc
 
 
-def _index_upload(p: DocumentUpload) -> ChunkIndex | ExtractionError | None:
+async def _index_upload(p: DocumentUpload, _settings: Settings) -> ChunkIndex | ExtractionError | None:
     """Handler.prepare of upload and import: the text indexed on a worker thread, before the transaction."""
-    return _indexed(p.content, p.content_type, p) if p.process else None
+    return await asyncio.to_thread(_indexed, p.content, p.content_type, p) if p.process else None
 
 
 async def _store(call: HandlerCall, p: DocumentUpload, *, source: str, source_uri: str) -> dict[str, Any]:
