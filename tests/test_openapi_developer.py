@@ -97,7 +97,8 @@ async def test_every_served_webhook_route_is_in_the_descriptor(client: httpx.Asy
     assert served - published == set()
 
 
-async def test_a_test_event_and_a_resend_answer_as_the_descriptor_says(hook_client: httpx.AsyncClient, factory: Factory) -> None:
+async def test_a_test_event_and_a_resend_answer_as_the_descriptor_says(
+        hook_client: httpx.AsyncClient, factory: Factory) -> None:
     ws = await factory.workspace()
     doc = (await hook_client.get(PATH, headers=PORTAL)).json()
     responses = doc["paths"][WEBHOOKS + "{webhook_id}/deliveries/{delivery_id}/resend/"]["post"]["responses"]
