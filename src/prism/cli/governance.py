@@ -27,6 +27,9 @@ DENY_OPT = typer.Option(None, "--deny", help="Denied coordinate pattern (repeata
 OVERSIGHT_OPT = typer.Option(None, "--oversight", help="Pattern that needs human approval (repeatable).")
 DEFAULT_OPT = typer.Option(None, "--default", help="allow or deny when no pattern matches.")
 COST_CAP_OPT = typer.Option(None, "--cost-cap", help="Highest declared cost of one call.")
+REQUIRE_MISSION_OPT = typer.Option(None, "--require-mission/--no-require-mission",
+                                   help="Refuse calls that name no mission (read-only cost-0 calls and "
+                                        "whoami/introspection/search excepted).")
 
 persona_cli = typer.Typer(help="Personas: allow/deny/oversight policies attached to keys and OAuth clients.",
                           no_args_is_help=True)
@@ -58,9 +61,9 @@ async def _persona(session: AsyncSession, organization_id: str, ref: str) -> Per
 
 
 def _changes(allow: list[str] | None, deny: list[str] | None, oversight: list[str] | None, default: str | None,
-             cost_cap: int | None) -> dict[str, Any]:
+             cost_cap: int | None, require_mission: bool | None) -> dict[str, Any]:
     values: dict[str, Any] = {"allow": allow, "deny": deny, "oversight": oversight, "default": default,
-                              "cost_cap": cost_cap}
+                              "cost_cap": cost_cap, "require_mission": require_mission}
     return {k: v for k, v in values.items() if v is not None}
 
 
@@ -79,11 +82,11 @@ def _validated(model: type[personas.PersonaChanges], values: dict[str, Any]) -> 
 def persona_create(name: str, tenant: str = TENANT_OPT, org: str | None = ORG_OPT, allow: list[str] | None = ALLOW_OPT,
                    deny: list[str] | None = DENY_OPT, oversight: list[str] | None = OVERSIGHT_OPT,
                    default: str | None = DEFAULT_OPT, cost_cap: int | None = COST_CAP_OPT,
-                   as_json: bool = JSON_OPT) -> None:
+                   require_mission: bool | None = REQUIRE_MISSION_OPT, as_json: bool = JSON_OPT) -> None:
     """Create a persona."""
     async def work(session: AsyncSession) -> dict[str, Any]:
         fields = _validated(personas.PersonaCreate,
-                            {"name": name, **_changes(allow, deny, oversight, default, cost_cap)})
+                            {"name": name, **_changes(allow, deny, oversight, default, cost_cap, require_mission)})
         t, o = await _organization(session, tenant, org)
         return await personas.create_persona(session, organization_id=o.id, tenant_id=t.id, fields=fields)
 
@@ -108,10 +111,12 @@ def persona_list(tenant: str = TENANT_OPT, org: str | None = ORG_OPT, as_json: b
 def persona_update(persona: str, tenant: str = TENANT_OPT, org: str | None = ORG_OPT,
                    allow: list[str] | None = ALLOW_OPT, deny: list[str] | None = DENY_OPT,
                    oversight: list[str] | None = OVERSIGHT_OPT, default: str | None = DEFAULT_OPT,
-                   cost_cap: int | None = COST_CAP_OPT, as_json: bool = JSON_OPT) -> None:
+                   cost_cap: int | None = COST_CAP_OPT, require_mission: bool | None = REQUIRE_MISSION_OPT,
+                   as_json: bool = JSON_OPT) -> None:
     """Change a persona (by id or name); each given list replaces the current one."""
     async def work(session: AsyncSession) -> dict[str, Any]:
-        changes = _validated(personas.PersonaChanges, _changes(allow, deny, oversight, default, cost_cap))
+        changes = _validated(personas.PersonaChanges,
+                             _changes(allow, deny, oversight, default, cost_cap, require_mission))
         _, o = await _organization(session, tenant, org)
         found = await _persona(session, o.id, persona)
         return await personas.update_persona(session, organization_id=o.id, persona_id=found.id, changes=changes)

@@ -57,7 +57,9 @@ def _arguments(kind: str, form: dict[str, str]) -> tuple[str, dict[str, Any]]:
     if kind == "persona":
         arguments: dict[str, Any] = {"name": name, "default": form.get("default", "deny"),
                                      "allow": _lines(form.get("allow", "")), "deny": _lines(form.get("deny", "")),
-                                     "oversight": _lines(form.get("oversight", ""))}
+                                     "oversight": _lines(form.get("oversight", "")),
+                                     # A checkbox sends its value only when ticked.
+                                     "require_mission": form.get("require_mission") == "on"}
         cost_cap = _whole_number(form, "cost_cap", required=False)
         if cost_cap is not None:
             arguments["cost_cap"] = cost_cap

@@ -27,11 +27,17 @@ from prism.governance.models import Persona
 from prism.governance.policy import CompiledPolicy, Verdict, compiled
 from prism.kit.canonical import canonical_json, stable_digest
 from prism.observability.tracing import current_trace_id
+from prism.registry.mega_tools import LEGACY_BINDINGS
 from prism.tenancy.scope import acting_for
 
 if TYPE_CHECKING:
     from prism.dispatch.dispatcher import Call
     from prism.registry import Handler
+
+# whoami, introspection and capability search: they read the registry and the caller's own credential, nothing of
+# the organization's and no upstream, so a credential refused for naming no mission can still learn who it is and
+# what it may call.
+SELF_DESCRIPTIONS = frozenset(LEGACY_BINDINGS.values())
 
 
 class Gate:
@@ -90,6 +96,13 @@ class Gate:
         self.detail["persona"] = {"id": policy.persona_id, "version": policy.version, "rule": verdict.rule}
         if verdict.effect == "deny":
             raise Blocked(verdict.reason, details={"persona_id": policy.persona_id, "rule": verdict.rule})
+        # After the persona's own refusals (naming a mission would not lift them) and before oversight (no request
+        # is opened for a call that would be refused anyway).
+        if policy.require_mission and self.call.mission_id is None and needs_mission(self.handler):
+            self.detail["persona"]["rule"] = "require_mission"
+            raise Blocked(f"persona {policy.name!r} requires a mission for {self.handler.path}: send header "
+                          "X-Prism-Mission (or envelope field mission_id) naming an active mission",
+                          details={"persona_id": policy.persona_id, "rule": "require_mission"})
         return policy, verdict
 
     async def finish(self, session: AsyncSession, error: BaseException | None) -> None:
@@ -117,6 +130,14 @@ class Gate:
 
     def arguments_digest(self) -> str:
         return stable_digest(self.call.arguments if self.call.arguments is not None else {})
+
+
+def needs_mission(handler: Handler) -> bool:
+    """Whether a persona's `require_mission` applies to the handler: every handler but those that can neither
+    change anything nor spend anything — read-only ones declaring cost 0 (a mission would charge them nothing),
+    and the self-descriptions. A read with a cost (an imported integration's paid lookup, say) spends, and a write
+    changes something whatever its cost, so both need a mission."""
+    return not (handler.read_only and (handler.cost == 0 or handler.path in SELF_DESCRIPTIONS))
 
 
 def _readable_by_reviewers(arguments: Any) -> None:

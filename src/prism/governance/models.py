@@ -8,8 +8,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.sql.expression import false
 
 from prism.models.base import Base, Int64, UTCDateTime, created_column, id_column
 from prism.tenancy.scope import OrgScoped
@@ -37,6 +38,9 @@ class Persona(OrgScoped, Base):
     version: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[datetime] = created_column()
     updated_at: Mapped[datetime] = created_column()
+    # Calls that could spend or change something must name a mission (gate.py, docs/governance.md); last, where
+    # the migration that added it put it.
+    require_mission: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class AiSystem(OrgScoped, Base):

@@ -47,6 +47,11 @@ class PersonaChanges(BaseModel):
     oversight_priority: Priority | None = None
     oversight_sla_seconds: int | None = Field(None, ge=1, le=30 * 86400, strict=True,
                                               description="Time a human has to decide an oversight request.")
+    # strict: JSON's true and false only, not 1, 0 or "yes".
+    require_mission: bool | None = Field(None, strict=True,
+                                         description="Refuse calls that name no mission (X-Prism-Mission or "
+                                                     "mission_id), except read-only calls of cost 0 and "
+                                                     "whoami, introspection and capability search.")
 
     @field_validator("allow", "deny", "oversight")
     @classmethod
@@ -106,7 +111,8 @@ async def create_persona(session: AsyncSession, *, organization_id: str, tenant_
                          fields: PersonaCreate) -> dict[str, Any]:
     persona = repository(session, organization_id).add(
         tenant_id=tenant_id, name=fields.name, description="", allow=[], deny=[], oversight=[], default_effect="deny",
-        cost_cap=None, oversight_priority="normal", oversight_sla_seconds=3600, version=1)
+        cost_cap=None, oversight_priority="normal", oversight_sla_seconds=3600, require_mission=False,
+        version=1)
     _apply(persona, fields)
     await _flush_unique(session, fields.name)
     return persona_record(persona)
@@ -117,8 +123,8 @@ async def update_persona(session: AsyncSession, *, organization_id: str, persona
     # Locked: two updates racing (the CLI and the API, say) would otherwise both read version N and both write
     # N + 1 with different rules, and a process that compiled the first would serve it under N + 1 for good.
     persona = await repository(session, organization_id).get(persona_id, for_update=True)
-    # The fields sent, and only those: null clears (description, patterns, cost_cap); name, default and the
-    # oversight settings cannot be cleared.
+    # The fields sent, and only those: null clears (description, patterns, cost_cap); name, default, the
+    # oversight settings and require_mission cannot be cleared.
     for column, value in sent_changes(changes, Persona, rename={"default": "default_effect"}).items():
         setattr(persona, column, value)
     persona.version += 1

@@ -6,7 +6,8 @@ expression, so matching a call costs one `re.match` per list however many patter
 
 Evaluation: a deny match blocks (deny wins over everything); then an oversight match escalates to a
 human; then an allow match allows; no match falls back to the persona's default. A handler whose
-declared cost exceeds the persona's per-call cost cap is blocked.
+declared cost exceeds the persona's per-call cost cap is blocked. A persona that requires a mission has the
+gate refuse a call that names none, after these refusals and before oversight (gate.py).
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def compile_patterns(patterns: list[str]) -> re.Pattern[str] | None:
 class Verdict:
     effect: Effect
     reason: str
-    rule: str  # which list decided: deny | oversight | allow | default | cost_cap
+    rule: str  # which list decided: deny | oversight | allow | default | cost_cap (the gate adds require_mission)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,7 @@ class CompiledPolicy:
     cost_cap: int | None
     oversight_priority: str
     oversight_sla_seconds: int
+    require_mission: bool = False
 
     def evaluate(self, coordinate: str, cost: int) -> Verdict:
         if self.deny is not None and self.deny.match(coordinate):
@@ -125,5 +127,6 @@ def compiled(persona: Persona | Any) -> CompiledPolicy:
             allow=compile_patterns(list(persona.allow)), deny=compile_patterns(list(persona.deny)),
             oversight=compile_patterns(list(persona.oversight)),
             default="allow" if persona.default_effect == "allow" else "deny", cost_cap=persona.cost_cap,
-            oversight_priority=persona.oversight_priority, oversight_sla_seconds=persona.oversight_sla_seconds)
+            oversight_priority=persona.oversight_priority, oversight_sla_seconds=persona.oversight_sla_seconds,
+            require_mission=bool(persona.require_mission))
     return policy
