@@ -14,17 +14,20 @@ import httpx
 from alembic import command
 from sqlalchemy import select
 
+from prism.app import create_app
+from prism.config import Settings
 from prism.governance.gate import needs_mission
 from prism.governance.models import Persona
 from prism.keys.service import lookup_of
 from prism.migrate import alembic_config, migrate_with_alembic
 from prism.registry.registry import build_registry
-from prism.storage import Database, one_shot_engine
+from prism.storage import Database, normalize_url, one_shot_engine
+from tests.conftest import UNTHROTTLED
 from tests.factories import Factory, Workspace
 from tests.governance_support import entries, events, governed_key, ok, post
 from tests.oauth_support import browser, field, sign_in
-from tests.processes import cli_json, run_cli, scratch_database
-from tests.test_keys_viewer_migration import _with_db
+from tests.processes import TEST_SECRET_KEY_FILE, cli_json, run_cli, scratch_database
+from tests.test_mcp_protocol import call, headers_for, initialize, rpc
 
 PERSONA = "config_manage/governance/persona"
 MISSION = "mission_control/missions/mission"
@@ -203,7 +206,34 @@ async def test_the_console_form_sets_it_with_a_checkbox(app: Any, client: httpx.
     assert "Requires a mission" in shown and 'name="require_mission"' in shown
 
 
+async def test_an_mcp_resource_read_names_no_mission_so_it_is_refused_and_the_tool_with_one_reads(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    uploaded = await ok(client, ws, "document_op/documents/document/upload", {"title": "Plan", "content": "Q3."})
+    await _agent(factory, client, ws)
+    headers = headers_for(ws, "agent")
+    session = await initialize(client, headers, "2025-11-25")
+    uri = f"prism://documents/document/{uploaded['id']}"
+    refused = (await call(client, headers, session, rpc("resources/read", {"uri": uri}, request_id=2))).json()
+    assert (refused["error"]["code"], refused["error"]["data"]["error"]) == (-32602, "blocked"), refused
+    mission = await _active_mission(client, ws)
+    read = (await call(client, headers, session, rpc("tools/call", {"name": "prism_entity_crud", "arguments": {
+        "app": "documents", "entity": "document", "operation": "read", "arguments": {"id": uploaded["id"]},
+        "mission_id": mission["id"]}}, request_id=3))).json()
+    assert read["result"]["isError"] is False, read
+
+
 BEFORE = "0022_viewer_keys_self_service"
+
+
+async def _with_db(url: str, work: Any) -> Any:
+    """`work(db)` with Prism started on the database at `url`."""
+    settings = Settings(database_url=normalize_url(url), credential_cache_seconds=0, seed_demo=False,
+                        secret_key_file=str(TEST_SECRET_KEY_FILE), webhook_worker_in_process=False,
+                        audit_seal_sweep_seconds=3600, **UNTHROTTLED)
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        return await work(application.state.db)
 
 
 async def _stored_settings(url: str) -> dict[str, bool]:
