@@ -223,7 +223,7 @@ async def test_an_mcp_resource_read_names_no_mission_so_it_is_refused_and_the_to
     assert read["result"]["isError"] is False, read
 
 
-BEFORE = "0022_viewer_keys_self_service"
+BEFORE = "0023_documents_unicode_words"
 
 
 async def _with_db(url: str, work: Any) -> Any:

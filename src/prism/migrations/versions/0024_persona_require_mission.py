@@ -3,8 +3,8 @@
 Existing personas keep calling as before: the column starts false on every row (a server default, so the
 upgrade needs no pass over the rows), and stepping down drops it.
 
-Revision ID: 0023_persona_require_mission
-Revises: 0022_viewer_keys_self_service
+Revision ID: 0024_persona_require_mission
+Revises: 0023_documents_unicode_words
 """
 
 from collections.abc import Sequence
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0023_persona_require_mission"
-down_revision: str | None = "0022_viewer_keys_self_service"
+revision: str = "0024_persona_require_mission"
+down_revision: str | None = "0023_documents_unicode_words"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
