@@ -105,6 +105,10 @@ async def test_a_governed_key_cannot_decide_another_persons_held_call(client: ht
     ran = await post(client, ws, CREATE, {"name": "Acme"}, label="agent",
                      headers={"X-Prism-Oversight-Request": held[0]})
     assert ran.status_code == 200, ran.text
+    # Once decided, an agent is still refused for what it is (a BLOCK decision), not told the request's state.
+    late = await post(client, ws, "governance_review/governance/oversight_request/reject", {"id": held[0]},
+                      label="other-agent")
+    assert late.status_code == 403 and late.json()["error"] == "governed_credential", late.text
 
 
 async def test_an_oauth_clients_governed_token_cannot_untie_its_client_on_rest_or_mcp(

@@ -126,14 +126,8 @@ async def consume(session: AsyncSession, auth: AuthContext, *, request_id: str, 
 async def decide(session: AsyncSession, auth: AuthContext, *, request_id: str, approve: bool,
                  note: str) -> dict[str, Any]:
     request = await repository(session, auth.organization_id).get(request_id)
-    if request.status != "pending":
-        raise Conflict(f"oversight request {request_id} is {request.status}; only pending requests are decided",
-                       code="invalid_transition")
-    now = utcnow()
-    if now > request.sla_deadline:
-        # The SLA is the oversight policy's own deadline: past it, nobody may decide (a refusal of the caller).
-        raise Conflict(f"oversight request {request_id} expired at its SLA deadline", code="oversight_request_expired",
-                       policy_refusal=True)
+    # Who may decide comes before the request's state: a caller that may decide nothing (its own request, or an
+    # agent's credential) is refused as such whatever the request's state, and its refusal is a BLOCK decision.
     if request.requested_by == auth.user_id:
         raise PermissionDenied("the user whose call was escalated cannot decide its oversight request",
                                code="self_approval_forbidden")
@@ -143,6 +137,14 @@ async def decide(session: AsyncSession, auth: AuthContext, *, request_id: str, a
         raise PermissionDenied("this credential is governed by a persona or an AI system, so it cannot decide "
                                "oversight requests; a person does (the console, or a key without either)",
                                code="governed_credential")
+    if request.status != "pending":
+        raise Conflict(f"oversight request {request_id} is {request.status}; only pending requests are decided",
+                       code="invalid_transition")
+    now = utcnow()
+    if now > request.sla_deadline:
+        # The SLA is the oversight policy's own deadline: past it, nobody may decide (a refusal of the caller).
+        raise Conflict(f"oversight request {request_id} expired at its SLA deadline", code="oversight_request_expired",
+                       policy_refusal=True)
     request.status = "approved" if approve else "rejected"
     request.decided_by = auth.user_id
     request.decided_at = now
