@@ -158,6 +158,9 @@ async def test_the_cli_sets_it_on_create_and_update(client: httpx.AsyncClient, f
     assert (created["require_mission"], created["version"]) == (True, 1)
     plain = cli_json("persona", "create", "plain", "--tenant", sub, database_url=database_url)
     assert plain["require_mission"] is False
+    listed = run_cli("persona", "list", "--tenant", sub, database_url=database_url)
+    lines = {line.split("\t")[0]: line for line in listed.stdout.splitlines()}
+    assert lines["cli-persona"].endswith("\tmission required") and "mission" not in lines["plain"], listed
     cli_json("persona", "attach", "cli-persona", "--key", str(lookup_of(ws.keys["agent"])), "--tenant", sub,
              database_url=database_url)
     _refused_for_no_mission(await post(client, ws, CREATE, {"sku": "A1", "name": "a"}, label="agent"))

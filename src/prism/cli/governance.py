@@ -104,6 +104,7 @@ def persona_list(tenant: str = TENANT_OPT, org: str | None = ORG_OPT, as_json: b
 
     out = _run(as_json, work)
     emit(as_json, out, "\n".join(f"{p['name']}\t{p['id']}\tdefault {p['default']}\tdeny {p['deny']}"
+                                 + ("\tmission required" if p["require_mission"] else "")
                                  for p in out["personas"]) or "no personas")
 
 
