@@ -15,6 +15,7 @@ from typing import Any, Literal
 from weakref import WeakKeyDictionary
 
 from prism.errors import InvalidArguments, NotFound
+from prism.kit.lru import LRU
 from prism.registry.mega_tools import MEGA_TOOLS
 from prism.registry.model import Handler
 from prism.registry.registry import Registry
@@ -59,20 +60,20 @@ class TreeView:
         self.tree = dict(sorted(self.tree.items(), key=lambda kv: order.get(kv[0], len(order))))
 
 
-_VIEWS: WeakKeyDictionary[Registry, dict[int, tuple[tuple[Handler, ...], TreeView]]] = WeakKeyDictionary()
+_VIEWS: WeakKeyDictionary[Registry, LRU[int, tuple[tuple[Handler, ...], TreeView]]] = WeakKeyDictionary()
 
 
 def tree_view(registry: Registry, visible: tuple[Handler, ...]) -> TreeView:
     """One view per distinct visible tuple (memoised per grant upstream); the tuple is kept alive
     beside its view so that its id cannot be reused while cached."""
-    views = _VIEWS.setdefault(registry, {})
+    views = _VIEWS.get(registry)
+    if views is None:
+        views = _VIEWS.setdefault(registry, LRU(256))
     hit = views.get(id(visible))
     if hit is not None and hit[0] is visible:
         return hit[1]
-    if len(views) >= 256:
-        views.clear()
     view = TreeView(visible)
-    views[id(visible)] = (visible, view)
+    views.put(id(visible), (visible, view))
     return view
 
 

@@ -40,6 +40,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
+from prism.kit.lru import LRU
 from prism.registry import semantic
 from prism.registry.model import Handler
 from prism.registry.postings import CACHED_POSTINGS, KeptDicts, Postings
@@ -353,7 +354,8 @@ class SearchIndex:
                 add(t, doc, idf.get(t, self.unknown_idf) * f * (K1 + 1.0) / (f + norm))
         # One visibility mask per distinct visible tuple (they are memoised per grant upstream);
         # the tuple is kept alive next to its mask so its id cannot be reused while cached.
-        self._masks: dict[int, tuple[tuple[Handler, ...], bytearray]] = {}
+        # Per visible tuple (kept alive beside its mask so its id cannot be reused while cached); bounded.
+        self._masks: LRU[int, tuple[tuple[Handler, ...], bytearray]] = LRU(256)
         self._doc_of = {h.path: i for i, h in enumerate(self.handlers)}
         # The verbs operations start with (`mark` of `markDown`, `generate`, `list`), stemmed: a clause that
         # opens with one, or a synonym, asks for an act.
@@ -390,9 +392,7 @@ class SearchIndex:
             doc = self._doc_of.get(h.path)
             if doc is not None:
                 mask[doc] = 1
-        if len(self._masks) >= 256:
-            self._masks.clear()
-        self._masks[id(visible)] = (visible, mask)
+        self._masks.put(id(visible), (visible, mask))
         return mask
 
     def search(self, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool = False,
