@@ -1,9 +1,11 @@
-"""One deadline for the whole of a synchronous attempt: connecting, sending, the status line and headers, the body.
+"""One deadline for the whole of a synchronous attempt: waiting for a pooled connection, connecting, sending, the
+status line and headers, the body.
 
 httpx's `timeout` bounds each step on its own (a connect, each read, each write), never their sum: a server
 dribbling its headers or body a byte at a time, each byte within the timeout, holds the call as long as it likes.
 The async client wraps the attempt in `asyncio.timeout`; a blocking socket has no such thing, so here every
-socket operation gets the smaller of its own timeout and the time left before the attempt's deadline.
+socket operation gets the smaller of its own timeout and the time left before the attempt's deadline, and so does
+the wait for a pooled connection while every one is busy serving other calls.
 
 `DeadlineTransport` is httpx's plain HTTP/1.1 transport (no proxy) built from httpcore's public parts, with a
 network backend that asks the current deadline (set by `deadline_after` around an attempt) before each
@@ -73,7 +75,17 @@ class _DeadlineStream(httpcore.NetworkStream):
         return self._stream.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._stream.write(buffer, _bounded(timeout, httpcore.WriteTimeout))
+        # httpcore's stream writes a buffer with one `send` after another, each given the whole timeout: a server
+        # taking a large body a piece at a time, each piece in time, would hold the call as long as it likes.
+        # `sendall` spends one timeout on the whole buffer (on a TLS socket, where one `send` writes it all, too).
+        sock = self._stream.get_extra_info("socket")
+        sock.settimeout(_bounded(timeout, httpcore.WriteTimeout))
+        try:
+            sock.sendall(buffer)
+        except TimeoutError as exc:
+            raise httpcore.WriteTimeout(str(exc)) from exc
+        except OSError as exc:
+            raise httpcore.WriteError(str(exc)) from exc
 
     def close(self) -> None:
         self._stream.close()
@@ -141,17 +153,24 @@ class DeadlineTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
-        core_request = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
-            headers=request.headers.raw, content=_request_body(request), extensions=request.extensions)
         with _as_httpx_errors():
+            timeouts = _pool_wait_bounded(request.extensions.get("timeout", {}))
+            core_request = httpcore.Request(
+                method=request.method,
+                url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
+                headers=request.headers.raw, content=_request_body(request),
+                extensions={**request.extensions, "timeout": timeouts})
             response = self._pool.handle_request(core_request)
         return httpx.Response(status_code=response.status, headers=response.headers, stream=_Body(response),
                               extensions=response.extensions)
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _pool_wait_bounded(timeouts: dict[str, float | None]) -> dict[str, float | None]:
+    """httpx's timeouts, the wait for a pooled connection (every one busy with other calls) ending by the deadline."""
+    return {**timeouts, "pool": _bounded(timeouts.get("pool"), httpcore.PoolTimeout)}
 
 
 def _request_body(request: httpx.Request) -> Iterable[bytes]:
