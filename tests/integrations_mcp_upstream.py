@@ -170,7 +170,9 @@ class ScriptedMcp(OnLoopback):
     what no well-behaved server sends: `tools` as listed (`endless_pages` > 0: pages of that many tools, each with
     a `nextCursor`, without end), or `tools_by_key` to a request whose X-Upstream-Key is one of its keys (an
     upstream that lists different tools to different credentials), `answers` per tool name (the call's result),
-    and `announcing` tools whose call answers as an event stream that first says the tool list changed."""
+    `announcing` tools whose call answers as an event stream that first says the tool list changed, and, once
+    `refusing_lists`, tools/list refused with a JSON-RPC error that echoes the request (its URL, query string
+    included, and its key header), as a debugging gateway does."""
 
     def __init__(self, tls: TlsFiles) -> None:
         self.tools: list[dict[str, Any]] = []
@@ -180,6 +182,7 @@ class ScriptedMcp(OnLoopback):
         self.announcing: set[str] = set()
         self.calls: list[str] = []
         self.pages_listed = 0
+        self.refusing_lists = False
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.sock = sock
@@ -222,7 +225,13 @@ class ScriptedMcp(OnLoopback):
             return
         params = request.get("params") or {}
         key = dict(scope["headers"]).get(b"x-upstream-key", b"").decode()
-        answer = {"jsonrpc": "2.0", "id": request["id"], "result": self._result(request["method"], params, key)}
+        answer: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
+        if request["method"] == "tools/list" and self.refusing_lists:
+            sent_to = f"https://127.0.0.1:{self.port}{scope['path']}?{scope['query_string'].decode()}"
+            answer["error"] = {"code": -32001, "message": f"gateway refused {sent_to} (query "
+                               f"{scope['query_string'].decode()}, X-Upstream-Key: {key})"}
+        else:
+            answer["result"] = self._result(request["method"], params, key)
         if request["method"] == "tools/call" and params["name"] in self.announcing:
             changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
             events = "".join(f"event: message\ndata: {json.dumps(m)}\n\n" for m in (changed, answer))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,11 @@ from prism.cli.transaction import in_transaction
 from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.integrations import service
 from prism.integrations.credentials import Credential, checked
+from prism.integrations.failures import failure_of, kept_text
 from prism.integrations.models import IntegrationApp
 from prism.integrations.openapi import MAX_COST
 from prism.kit.outbound import OutboundClient, OutboundFailed, check_url
+from prism.kit.timeutil import utcnow
 
 MAX_SPEC_BYTES = 50_000_000
 
@@ -111,8 +114,8 @@ def list_integrations(as_json: bool = JSON_OPT) -> None:
 
     out = _run(as_json, work, read_only=True)
     emit(as_json, out, "\n".join(f"{i['name']}\t{i['kind']}\t{i['handlers']} handlers\t{i['owner']}\t{i['source']}"
-                                 f"\t{i['status']}" + (f" ({i['last_error_at']}: {i['last_error']})"
-                                                      if i["status"] != "ok" else "")
+                                 f"\t{i['status']}" + (f" (last error, {i['last_error_at']}: {i['last_error']})"
+                                                      if i["last_error"] else "")
                                  for i in out["integrations"]) or "no integrations")
 
 
@@ -189,14 +192,34 @@ def _credential(as_json: bool, auth_kind: str, header: str | None, username: str
     return Credential(auth_kind, kept, secret_text)
 
 
-def _tools(as_json: bool, url: str, transport: str, credential: Credential) -> list[dict[str, Any]]:
+def _tools(as_json: bool, url: str, transport: str, credential: Credential,
+           on_failure: Callable[[PrismError], None] | None = None) -> list[dict[str, Any]]:
     from prism.cli.preflight import load_settings
     from prism.integrations.mcp_upstream import read_tools
 
     try:
         return asyncio.run(read_tools(load_settings(), url, transport, credential))
     except PrismError as exc:
+        if on_failure is not None:
+            on_failure(exc)
         fail(as_json, exc)
+
+
+def _keep_refresh_failure(as_json: bool, name: str, exc: PrismError) -> None:
+    """A refresh that could not read the list: the stored one keeps serving, and the integration says why to
+    every organization that may connect to it — in Prism's words only (`failure_of`): the operator has the
+    whole text in the command's own answer."""
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        row = (await session.execute(select(IntegrationApp).where(IntegrationApp.name == name))).scalar_one_or_none()
+        if row is None:  # removed meanwhile
+            return {}
+        why = kept_text(failure_of(exc), owner_organization_id=row.owner_organization_id)
+        row.last_error = f"the tool list could not be read again: {why}; revision {row.revision} still serves"
+        row.last_error_at = utcnow()
+        return {}
+
+    _run(as_json, work)
 
 
 @integration_cli.command("add-mcp")
@@ -253,7 +276,8 @@ def refresh(name: str,
 
     found = _run(as_json, current, read_only=True)
     credential = _credential(as_json, auth_kind, header, username, token_url, client_id, scope, secret_stdin)
-    tools = _tools(as_json, found["url"], found["transport"], credential)
+    tools = _tools(as_json, found["url"], found["transport"], credential,
+                   on_failure=lambda exc: _keep_refresh_failure(as_json, name, exc))
     installed = _installed_apps()
 
     async def work(session: AsyncSession) -> dict[str, Any]:

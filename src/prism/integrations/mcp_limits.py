@@ -33,9 +33,14 @@ MAX_TOOL_NAME_CHARS = 128
 TOOL_DESCRIPTION_CHARS = DESCRIPTION_CHARS
 
 
-def past_limits(what: str) -> UpstreamError:
-    return UpstreamError(f"the MCP server's tool list is past what Prism reads: {what}", code="upstream_error",
-                         status=502, details={"upstream_status": None})
+class PastLimits(UpstreamError):
+    """A tool list past what Prism reads. Its message is Prism's own, naming the tool and the limit: it is shown as
+    it is wherever the list's failure is (prism.integrations.failures)."""
+
+
+def past_limits(what: str) -> PastLimits:
+    return PastLimits(f"the MCP server's tool list is past what Prism reads: {what}", code="upstream_error",
+                      status=502, details={"upstream_status": None})
 
 
 @dataclass(slots=True)

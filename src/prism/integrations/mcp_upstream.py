@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from functools import partial
@@ -28,9 +28,11 @@ from prism.errors import InvalidArguments, PrismError
 from prism.integrations import mcp_sessions
 from prism.integrations.call_records import Connection, connection_for, keep_record
 from prism.integrations.credentials import Credential, open_secret
+from prism.integrations.failures import Failure, failure_of, kept_text
 from prism.integrations.mcp_limits import MAX_TOOL_PAGES, TOOL_DESCRIPTION_CHARS, ToolListBudget, past_limits
 from prism.integrations.models import IntegrationApp
 from prism.integrations.names import operation_name
+from prism.integrations.shown_urls import address_only
 from prism.integrations.upstream import (
     EXCERPT,
     MAX_RESPONSE,
@@ -166,7 +168,7 @@ class Forwarded:
     duration_ms: int = 0
     tools_changed: bool = False  # the upstream sent notifications/tools/list_changed since the last call
     tools: list[dict[str, Any]] | None = None  # then read again, when the list is followed
-    tools_error: str = ""  # why it could not be (past the limits, unreadable)
+    tools_failure: Failure | None = None  # why it could not be (past the limits, unreadable)
 
 
 async def forward(settings: Settings, url: str, transport: str, credential: Credential, timeout_seconds: float,
@@ -178,6 +180,10 @@ async def forward(settings: Settings, url: str, transport: str, credential: Cred
 
     outcome = Forwarded()
     started = time.monotonic()
+
+    def failure(exc: BaseException) -> Failure:
+        return failure_of(exc, urls=(url,), credential=credential, bearer=issued_token(connection_id, credential))
+
     key = mcp_sessions.key_of(settings, url, transport, connection_id, credential)
     held = mcp_sessions.pooled(key, partial(_open, settings, url, transport, credential, timeout_seconds,
                                             connection_id))
@@ -192,41 +198,41 @@ async def forward(settings: Settings, url: str, transport: str, credential: Cred
                 held.changed, outcome.tools_changed = False, True
                 if follow_list_changes:
                     broken = True  # until the list is read
-                    outcome.tools, outcome.tools_error, broken = await _listed_again(client)
+                    outcome.tools, outcome.tools_failure, broken = await _listed_again(client, failure)
     except TimeoutError:
+        late = TimeoutError(f"no answer within {timeout_seconds:g} s")
         if outcome.result is not None:  # the call went through; the list announced with it did not come in time
-            outcome.tools_error = f"no answer within {timeout_seconds:g} s"
+            outcome.tools_failure = failure(late)
         else:
-            outcome.timed_out, outcome.error = True, f"no answer within {timeout_seconds:g} s"
+            outcome.timed_out, outcome.error = True, str(late)
     except MCPError as exc:  # the upstream answered: the session is fine
-        outcome.upstream_error, broken = str(exc)[:1000], False
+        outcome.upstream_error, broken = failure(exc).detail, False
     except PrismError as exc:  # the outbound rules refused the URL, or the client is not installed
-        outcome.error = exc.message
+        outcome.error = failure(exc).detail
     except Exception as exc:  # transports raise many kinds (and groups of them): all mean "not reached"...
         cause = _innermost(exc)
         if isinstance(cause, MCPError):  # ...but an answered opening (a refused credential: its 401) is an answer
-            outcome.upstream_error = str(cause)[:1000]
+            outcome.upstream_error = failure(cause).detail
         else:
-            outcome.error = _reason(exc)
+            outcome.error = failure(exc).detail
     if broken:  # the next call opens a new session
         await mcp_sessions.discard(key, held)
     outcome.duration_ms = int((time.monotonic() - started) * 1000)
     return outcome
 
 
-async def _listed_again(client: Any) -> tuple[list[dict[str, Any]] | None, str, bool]:
+async def _listed_again(client: Any, failure: Callable[[BaseException], Failure]
+                        ) -> tuple[list[dict[str, Any]] | None, Failure | None, bool]:
     """The tool list read again after the upstream said it changed: (the tools, or why not; whether the session
     broke). The call it came with went through whatever happens here."""
     from mcp import MCPError
 
     try:
-        return await list_tools(client), "", False
-    except PrismError as exc:  # past the limits: the session itself is fine
-        return None, exc.message, False
-    except MCPError as exc:  # the upstream answered with an error
-        return None, str(exc)[:1000], False
+        return await list_tools(client), None, False
+    except (PrismError, MCPError) as exc:  # past the limits, or the upstream answered an error: the session is fine
+        return None, failure(exc), False
     except Exception as exc:  # see forward()
-        return None, _reason(exc), True
+        return None, failure(exc), True
 
 
 def _open(settings: Settings, url: str, transport: str, credential: Credential, timeout_seconds: float,
@@ -239,11 +245,6 @@ def _innermost(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
-
-
-def _reason(exc: BaseException) -> str:
-    exc = _innermost(exc)
-    return (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)[:1000]
 
 
 async def call_tool_operation(operation: dict[str, Any], call: HandlerCall, params: Any) -> AfterCommit[Forwarded]:
@@ -310,9 +311,9 @@ async def follow_tool_list(call: HandlerCall, app_id: str, sent: Forwarded, tran
             app.operations, app.revision = operations, app.revision + 1
             await bump_generation(call.session)
         return
-    if sent.tools_error:
-        reason = (f"the tool list the upstream announced was not stored: {sent.tools_error}; revision "
-                  f"{app.revision} still serves")
+    if sent.tools_failure is not None:
+        why = kept_text(sent.tools_failure, owner_organization_id=app.owner_organization_id)
+        reason = f"the tool list the upstream announced was not stored: {why}; revision {app.revision} still serves"
     elif app.owner_organization_id is None:
         reason = ("the upstream announced a changed tool list; the deployment's list is read with the operator's "
                   f"credential only: prism integration refresh {app.name}")
@@ -348,7 +349,8 @@ async def record_forwarded(call: HandlerCall, tool_name: str, arguments_digest: 
     # A call that went through keeps in its record why the tool list it announced was not read again (if so).
     await keep_record(call, method="MCP", path=tool_name, arguments_digest=arguments_digest, upstream_status=None,
                       outcome="ok" if refusal is None else refusal.code, attempts=1, duration_ms=sent.duration_ms,
-                      error=refusal.message if refusal is not None else sent.tools_error)
+                      error=refusal.message if refusal is not None else
+                      sent.tools_failure.detail if sent.tools_failure is not None else "")
     if refusal is not None:
         return refusal
     assert sent.result is not None
@@ -365,8 +367,8 @@ async def read_tools(settings: Settings, url: str, transport: str, credential: C
                                                              timeout_seconds) as client:
             return await list_tools(client)
     except TimeoutError:
-        raise UpstreamError(f"the MCP server at {url} did not answer in time", code="upstream_timeout",
-                            status=504) from None
+        raise UpstreamError(f"the MCP server at {address_only(url)} did not answer in time",
+                            code="upstream_timeout", status=504) from None
     except PrismError:
         raise
     except Exception as exc:  # see forward()
@@ -376,10 +378,14 @@ async def read_tools(settings: Settings, url: str, transport: str, credential: C
         cause = _innermost(exc)
         if isinstance(cause, PrismError):  # raised inside the session: its task group wrapped it
             raise cause from None
-        # Reached: it answered an error (a refused credential included), or an answer past the limits (an event
-        # of the legacy SSE stream raises as it is), as a call's answer would be (forward).
-        if isinstance(cause, MCPError | httpx2.SSEError):
-            raise UpstreamError(f"the MCP server at {url} answered with an error: {_reason(cause)}",
-                                code="upstream_error", status=502) from None
-        raise UpstreamError(f"the MCP server at {url} could not be reached: {_reason(exc)}",
+        # Its text may name the URL with its query string, or echo the credential: shown without them.
+        detail = failure_of(cause, urls=(url,), credential=credential).detail
+        # Reached: it answered an error (a refused credential included, whether as a JSON-RPC error or as the
+        # legacy SSE transport's HTTP status), or an answer past the limits (an event of the legacy SSE stream
+        # raises as it is), as a call's answer would be (forward).
+        if isinstance(cause, MCPError | httpx2.SSEError | httpx2.HTTPStatusError):
+            status = cause.response.status_code if isinstance(cause, httpx2.HTTPStatusError) else None
+            raise UpstreamError(f"the MCP server at {address_only(url)} answered with an error: {detail}",
+                                code="upstream_error", status=502, details={"upstream_status": status}) from None
+        raise UpstreamError(f"the MCP server at {address_only(url)} could not be reached: {detail}",
                             code="upstream_unreachable", status=502) from None

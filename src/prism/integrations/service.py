@@ -6,9 +6,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import PurePath
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 from sqlalchemy import Select, delete, or_, select
@@ -17,10 +15,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism.config import Settings
 from prism.errors import Conflict, InvalidArguments, NotFound
 from prism.integrations.credentials import checked, seal_secret
+from prism.integrations.failures import without_credentials
 from prism.integrations.models import IntegrationApp, IntegrationConnection
 from prism.integrations.names import app_name_problem
 from prism.integrations.openapi import compile_document, parse
 from prism.integrations.runtime import bump_generation
+from prism.integrations.shown_urls import address_only, shown_url
 from prism.kit.ids import new_id
 from prism.kit.nul import without_nul
 from prism.kit.outbound import check_url
@@ -192,7 +192,8 @@ async def check_available(session: AsyncSession, name: str, organization_id: str
 
 def describe(app: IntegrationApp, *, seen_by: str | None) -> dict[str, Any]:
     """What anyone who may connect to an integration may know of it, its status included: `stale` when its
-    upstream announced a tool list that was not stored (`last_error` says why; the stored one serves).
+    upstream announced a tool list that was not stored (`last_error` says why, as it does when a refresh could
+    not read the list; the stored one serves).
 
     `seen_by` is the organization looking (None: the deployment's operator, through the CLI). Its URLs never
     show credentials written into them (`shown_url`); an organization looking at the deployment's integration
@@ -204,7 +205,14 @@ def describe(app: IntegrationApp, *, seen_by: str | None) -> dict[str, Any]:
             "owner": "deployment" if app.owner_organization_id is None else "organization",
             "default_server": shown(app.default_server) if app.default_server else app.default_server,
             "updated_at": app.updated_at.isoformat().replace("+00:00", "Z"),
-            "status": app.status, "last_error": app.last_error or None, "last_error_at": iso(app.last_error_at)}
+            "status": app.status, "last_error": shown_error(app), "last_error_at": iso(app.last_error_at)}
+
+
+def shown_error(app: IntegrationApp) -> str | None:
+    """Its `last_error`, kept without credentials (prism.integrations.failures): a deployment's as a reason in
+    Prism's words, an organization's own as the failure's text. Whatever a URL of the integration holds besides
+    its address is withheld again here, for a text kept before that was so."""
+    return without_credentials(app.last_error, urls=(app.source, app.default_server or "")) or None
 
 
 def url_view(app: IntegrationApp, seen_by: str | None) -> Callable[[str], str]:
@@ -213,23 +221,6 @@ def url_view(app: IntegrationApp, seen_by: str | None) -> Callable[[str], str]:
     if seen_by is not None and app.owner_organization_id != seen_by:
         return address_only
     return shown_url
-
-
-def shown_url(url: str) -> str:
-    """`url` without its userinfo (`user:password@`): a credential, shown to no one once stored."""
-    parts = urlsplit(url)
-    if not parts.scheme or "@" not in parts.netloc:
-        return url
-    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, parts.query, parts.fragment))
-
-
-def address_only(source: str) -> str:
-    """scheme://host[:port]/path of a URL, without userinfo, query string or fragment (where a token may be
-    written); of a file the operator imported, its name only (the deployment's file system is nobody else's)."""
-    parts = urlsplit(source)
-    if parts.scheme in ("http", "https"):
-        return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
-    return source if source == "(inline)" else PurePath(source).name
 
 
 async def usable(session: AsyncSession, organization_id: str) -> list[IntegrationApp]:

@@ -21,6 +21,7 @@ from prism.config import Settings
 from prism.errors import PrismError
 from prism.integrations import service
 from prism.integrations.credentials import AUTH_KINDS
+from prism.integrations.failures import failure_of
 from prism.integrations.openapi import MAX_COST, SpecError
 from prism.integrations.runtime import IntegrationRuntime, runtime_of
 from prism.kit.outbound import OutboundClient, OutboundFailed, check_url
@@ -136,9 +137,9 @@ async def _fetched(url: str, settings: Settings) -> bytes:
                                   ca_bundle=settings.webhook_ca_bundle, max_connections=1) as client:
             answer = await client.send("GET", url, headers={"Accept": "application/json, application/yaml"},
                                        body=None, timeout_seconds=30.0, read_at_most=MAX_SPEC_BYTES)
-    except OutboundFailed as exc:
-        raise PrismError(f"url: could not fetch the description: {exc}", code="upstream_unreachable",
-                         status=502) from None
+    except OutboundFailed as exc:  # its text, without what the URL's query string holds
+        raise PrismError(f"url: could not fetch the description: {failure_of(exc, urls=(url,)).detail}",
+                         code="upstream_unreachable", status=502) from None
     if answer.status != 200 or answer.truncated:
         raise PrismError(f"url: the description could not be fetched (HTTP {answer.status}"
                          + (f", larger than {MAX_SPEC_BYTES} bytes" if answer.truncated else "") + ")",
