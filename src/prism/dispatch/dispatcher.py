@@ -161,6 +161,21 @@ class Dispatcher:
                                    "an API key or token",
                                    code="person_required")
 
+    def _checked(self, auth: AuthContext, call: Call) -> _Checks:
+        """Resolve, authorize (before validation), the door's kind, validate: the first refusal is kept, not
+        raised, with how far the call got (a persona's refusal outranks one that comes after authorization)."""
+        checks = _Checks()
+        try:
+            with stage("prism.checks"):
+                checks.handler = handler = self.resolve_for(auth, call)
+                self.authorize(auth, handler, scope_needed=_scope_needed(call, handler))
+                checks.authorized = True
+                _admitted(call, handler)
+                checks.params = self.validate(handler, call.arguments)
+        except PrismError as exc:
+            checks.refusal = exc
+        return checks
+
     async def dispatch(self, auth: AuthContext, call: Call) -> tuple[Handler | None, Any]:
         """The handler and its data; a call with an idempotency key that repeats an earlier one gets the earlier
         outcome instead: its data as a `Replay`, or its refusal raised again (`ReplayedRefusal`)."""
@@ -171,29 +186,23 @@ class Dispatcher:
         if call.idempotency_key is not None:
             return await self._dispatch_once(auth, call, call.idempotency_key)
         gate = _gate_for(auth, call)
-        handler: Handler | None = None
-        authorized = False
-        try:
-            with stage("prism.checks"):  # resolve, authorize, validate
-                handler = self.resolve_for(auth, call)
-                self.authorize(auth, handler, scope_needed=_scope_needed(call, handler))  # before validation
-                authorized = True
-                _admitted(call, handler)
-                params = self.validate(handler, call.arguments)
-        except PrismError as exc:
-            if authorized and gate is not None:  # the persona speaks before the arguments do (Gate.refuse)
+        checks = self._checked(auth, call)
+        handler, params, refusal = checks.handler, checks.params, checks.refusal
+        if refusal is not None:
+            if checks.authorized and gate is not None:  # the persona speaks before the arguments do (Gate.refuse)
                 gate.handler = handler
                 with stage("prism.ledger"):
-                    await self.ledger.run(auth.organization_id, partial(gate.refuse, exc),
+                    await self.ledger.run(auth.organization_id, partial(gate.refuse, refusal),
                                           partial(_governed_draft, gate), writes=False, finish=gate.finish)
-                raise AssertionError("Gate.refuse always raises") from exc
+                raise AssertionError("Gate.refuse always raises") from refusal
             finish = None
             if gate is not None and auth.ai_system_id is not None:
                 gate.handler, finish = handler, gate.finish
             with stage("prism.ledger"):
-                await self.ledger.record(auth.organization_id, partial(_draft, auth, call, handler), refusal=exc,
+                await self.ledger.record(auth.organization_id, partial(_draft, auth, call, handler), refusal=refusal,
                                          finish=finish)
-            raise
+            raise refusal
+        assert handler is not None and params is not None
         prepared = await _prepared(handler, params, self.settings)
         with stage("prism.ledger"):  # governance, the handler and the audit entry, in the batch's transaction
             if gate is not None:
@@ -219,19 +228,8 @@ class Dispatcher:
             call.door, auth.organization_id, call.tool_name, call.app, call.entity, call.operation,
             call.mission_id, call.oversight_request_id, call.arguments, *_kind_named(call)]))
         gate = _gate_for(auth, call)
-        handler: Handler | None = None
-        params: BaseModel | None = None
-        refusal: PrismError | None = None
-        authorized = False
-        try:
-            with stage("prism.checks"):
-                handler = self.resolve_for(auth, call)
-                self.authorize(auth, handler, scope_needed=_scope_needed(call, handler))  # before validation
-                authorized = True
-                _admitted(call, handler)
-                params = self.validate(handler, call.arguments)
-        except PrismError as exc:
-            refusal = exc
+        checks = self._checked(auth, call)
+        handler, params, refusal = checks.handler, checks.params, checks.refusal
         prepared = None
         if handler is not None and params is not None:  # checked: its database-free work comes before the unit
             prepared = await self._prepared_unless_held(handler, params, ticket)
@@ -244,7 +242,7 @@ class Dispatcher:
                 return replay
             if refusal is not None:
                 ticket.refused_by_the_checks()  # not the key's answer: nothing ran (docs/idempotency.md)
-                if authorized and gate is not None:
+                if checks.authorized and gate is not None:
                     await gate.refuse(refusal, session)  # the persona speaks before the arguments do
                 raise refusal
             assert handler is not None and params is not None
@@ -323,6 +321,16 @@ class Dispatcher:
             if not handler.read_only:  # surface constraint violations inside the handler's savepoint
                 await session.flush()
         return result
+
+
+@dataclass(slots=True)
+class _Checks:
+    """What `Dispatcher._checked` found: the handler and its parameters, or the refusal."""
+
+    handler: Handler | None = None
+    authorized: bool = False
+    params: BaseModel | None = None
+    refusal: PrismError | None = None
 
 
 @dataclass(frozen=True, slots=True)
