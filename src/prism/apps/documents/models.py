@@ -52,7 +52,8 @@ class DocumentChunk(OrgScoped, Base):
                             "token_count"))
 
     id: Mapped[str] = id_column()
-    organization_id: Mapped[str] = org_id()
+    # No index of its own: the lengths index leads with it.
+    organization_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
     document_id: Mapped[str] = ref("documents_documents.id", cascade=True)
     collection_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
     seq: Mapped[int] = mapped_column(Integer)
