@@ -221,6 +221,31 @@ async def test_forwarded_for_counts_only_behind_a_trusted_proxy(settings: Settin
         assert bob == (200 if trusted else 429)
 
 
+async def test_a_second_forwarded_for_line_does_not_let_a_client_choose_its_address(
+        settings: Settings, app: object) -> None:
+    """The client's own line comes first and the trusted proxy's appended line second (as HAProxy's `option
+    forwardfor` writes it): the lines are read as one list, so ten guesses lock out the address the proxy saw."""
+    async with limited_app(settings, app, trusted_proxies="10.9.8.7") as limited, \
+            client_for(limited, "10.9.8.7") as client:
+        for i in range(10):
+            lines = [("Authorization", f"Bearer ck_guess{i:040d}"), ("X-Forwarded-For", f"198.51.100.{i}"),
+                     ("X-Forwarded-For", "203.0.113.50")]
+            assert (await client.get("/api/v1/dev/me/", headers=lines)).status_code == 401
+        blocked = await client.get("/api/v1/dev/ping/", headers=[("X-Forwarded-For", "203.0.113.50")])
+        other = await client.get("/api/v1/dev/ping/", headers=[("X-Forwarded-For", "203.0.113.51")])
+    assert blocked.status_code == 429 and blocked.json()["error"] == "too_many_failed_attempts"
+    assert other.status_code == 200
+
+
+async def test_clients_behind_a_proxy_that_writes_ports_are_counted_apart(settings: Settings, app: object) -> None:
+    async with limited_app(settings, app, rate_limit_anonymous=2, trusted_proxies="10.9.8.7") as limited, \
+            client_for(limited, "10.9.8.7") as client:
+        for hop in ("198.51.100.1:5000", "[2001:db8:1::1]:443", "[2001:db8:2::1]"):
+            statuses = [(await client.get("/api/v1/dev/ping/", headers={"X-Forwarded-For": hop})).status_code
+                        for _ in range(3)]
+            assert statuses == [200, 200, 429], hop  # each client its own window, not the proxy's shared one
+
+
 async def test_the_memory_backend_clock_is_injectable(settings: Settings, app: object) -> None:
     async with limited_app(settings, app) as limited:
         assert isinstance(limited.state.rate_limiter.backend, MemoryBackend)

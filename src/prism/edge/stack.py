@@ -79,7 +79,8 @@ class Edge:
     async def context_of(self, scope: Scope) -> RequestContext:
         headers = Headers(scope=scope)
         client = scope.get("client")
-        forwarded = headers.get("x-forwarded-for") if self.addresses.proxies else None
+        # Every line: a client's own X-Forwarded-For line comes before the one its proxy appends (addresses.py).
+        forwarded = headers.getlist("x-forwarded-for") if self.addresses.proxies else None
         address = self.addresses.resolve(client[0] if client else None, forwarded)
         context = RequestContext(headers, classify_host(headers.get("host", ""), self.hosts.base_domain), address,
                                  request_id=request_id_of(headers.get("x-request-id")))
