@@ -354,7 +354,8 @@ async def test_answers_given_before_the_caller_is_known_carry_the_address_window
             assert known.headers["x-ratelimit-limit"] == str(settings.rate_limit_mcp)
 
 
-async def test_a_locked_out_address_gets_x_ratelimit_on_the_mcp_door(settings: Settings, factory: Factory) -> None:
+async def test_a_locked_out_address_gets_x_ratelimit_and_ratelimit_on_the_mcp_door(
+        settings: Settings, factory: Factory) -> None:
     limited = create_app(settings.model_copy(update={"lockout_failures": 2}))
     async with limited.router.lifespan_context(limited):
         transport = httpx.ASGITransport(app=limited)
@@ -367,3 +368,6 @@ async def test_a_locked_out_address_gets_x_ratelimit_on_the_mcp_door(settings: S
             assert locked.status_code == 429
             assert locked.headers["x-ratelimit-limit"] == "2" and locked.headers["x-ratelimit-remaining"] == "0"
             assert locked.headers["x-ratelimit-reset"] == locked.headers["retry-after"]
+            # SPEC.md "Limits": RateLimit-* on a 429 of the MCP door, the lockout's as a rate limit's.
+            assert locked.headers["ratelimit-limit"] == "2" and locked.headers["ratelimit-remaining"] == "0"
+            assert locked.headers["ratelimit-reset"] == locked.headers["retry-after"]

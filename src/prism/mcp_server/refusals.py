@@ -1,7 +1,8 @@
 """The MCP door's error shape: a JSON-RPC error without an id, and X-RateLimit-* on every answer (SPEC.md "Limits").
 
 The rate-limit window a request was counted in is the edge's (the tenant's, or the address's before the caller
-is known); a locked-out address is described as a window of the lockout's size, exhausted.
+is known); a locked-out address is described as a window of the lockout's size, exhausted, in X-RateLimit-* and
+RateLimit-* alike.
 """
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ class JsonRpcDoor(Door):
         origin = request_context(scope).headers.get("origin")
         cors = {name.decode(): value.decode() for name, value in cors_headers(origin)}
         headers = {**cors, **rate_headers(scope), **(getattr(error, "headers", None) or {})}
-        if isinstance(error, LockedOut):
-            failures = scope["app"].state.rate_limiter.lockout.failures
-            headers.update({"X-RateLimit-Limit": str(failures), "X-RateLimit-Remaining": "0",
-                            "X-RateLimit-Reset": headers.get("Retry-After", "1")})
+        if isinstance(error, LockedOut):  # both families, as on a rate-limit 429 (SPEC.md "Limits")
+            failures = str(scope["app"].state.rate_limiter.lockout.failures)
+            reset = headers.get("Retry-After", "1")
+            for prefix in ("X-RateLimit", "RateLimit"):
+                headers.update({f"{prefix}-Limit": failures, f"{prefix}-Remaining": "0", f"{prefix}-Reset": reset})
         if error.status in (401, 429):  # a client throttled before it signs in must still find the way to sign in
             headers["WWW-Authenticate"] = bearer_challenge(scope, error, resource_path=PATH)
         return headers
