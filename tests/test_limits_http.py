@@ -4,6 +4,7 @@ the lockout on every door, and client addresses behind trusted proxies."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -244,6 +245,18 @@ async def test_clients_behind_a_proxy_that_writes_ports_are_counted_apart(settin
             statuses = [(await client.get("/api/v1/dev/ping/", headers={"X-Forwarded-For": hop})).status_code
                         for _ in range(3)]
             assert statuses == [200, 200, 429], hop  # each client its own window, not the proxy's shared one
+
+
+async def test_a_basic_credential_on_a_bearer_path_is_a_guess(settings: Settings, app: object) -> None:
+    """No Bearer path accepts Basic: a request presenting one sent a credential that is not valid there, and counts
+    toward the lockout like any other refused credential (docs/limits.md "Lockout")."""
+    basic = {"Authorization": "Basic " + base64.b64encode(b"admin:hunter2").decode()}
+    async with limited_app(settings, app) as limited, client_for(limited) as client:
+        for _ in range(10):
+            refused = await client.get("/api/v1/dev/me/", headers=basic)
+            assert refused.status_code == 401 and refused.json()["error"] == "authentication_required"
+        blocked = await client.get("/api/v1/dev/ping/")
+    assert blocked.status_code == 429 and blocked.json()["error"] == "too_many_failed_attempts"
 
 
 async def test_the_memory_backend_clock_is_injectable(settings: Settings, app: object) -> None:
