@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from prism.config import Settings
 from prism.kit.timeutil import utcnow
 from prism.migrate import upgrade
 from tests.factories import Factory
-from tests.limits_support import client_for, limited_app
+from tests.limits_support import client_for, limited_app, private_redis
 from tests.processes import free_port
 
 
@@ -63,6 +64,30 @@ async def test_readyz_is_503_while_redis_is_down(settings: Settings, app: Any) -
         assert ready.status_code == 503
         assert ready.json()["checks"]["redis"] == {"status": "unavailable", "detail": "LimiterUnavailable"}
         assert ready.json()["checks"]["database"] == {"status": "ok"}
+
+
+@pytest.mark.parametrize("on_failure", ["open", "closed"])
+async def test_readyz_follows_the_redis_failure_mode_when_redis_stops(
+        settings: Settings, app: Any, tmp_path: Path, on_failure: str) -> None:
+    """Failing open, Redis down is degraded but ready: every node shares the one Redis, and a 503 would take them all
+    out of service. Failing closed, requests with a secret are refused, and the node is not ready."""
+    with private_redis(tmp_path) as url:
+        async with limited_app(settings, app, redis_url=url, rate_limit_on_redis_failure=on_failure) as limited, \
+                client_for(limited) as client:
+            up = await client.get("/readyz")
+            assert up.status_code == 200 and up.json()["checks"]["redis"] == {"status": "ok"}, up.text
+            stopper = redis.Redis.from_url(url)
+            stopper.shutdown(nosave=True)  # the real server stops
+            stopper.close()
+            down = await client.get("/readyz")
+    redis_check = down.json()["checks"]["redis"]
+    if on_failure == "open":
+        assert down.status_code == 200 and down.json()["status"] == "degraded", down.text
+        assert redis_check["status"] == "degraded" and "not counted" in redis_check["detail"]
+    else:
+        assert down.status_code == 503 and down.json()["status"] == "unavailable", down.text
+        assert redis_check["status"] == "unavailable"
+    assert down.json()["checks"]["database"] == {"status": "ok"}
 
 
 @pytest.fixture

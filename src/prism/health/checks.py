@@ -1,6 +1,10 @@
 """What /readyz checks: the database answers, its schema is at the newest migration, Redis answers (when
 configured), and the webhook queue moves.
 
+Redis down is "degraded", not "unavailable", when PRISM_RATE_LIMIT_ON_REDIS_FAILURE=open: the operator chose to
+serve uncounted through the outage, and every node shares the one Redis, so a 503 would have an orchestrator take
+every node out of service, the outage that failing open is there to avoid.
+
 Each check has a short time limit of its own, so a probe answers within seconds even when a dependency hangs,
 and reports only "ok" or "unavailable" with a short detail: the probe needs no authentication, so it names no
 host, URL or error text.
@@ -27,11 +31,16 @@ _WAITING = ("pending", "retrying")
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    ok: bool
+    ok: bool  # degraded counts as ok: the node still serves
     detail: str | None = None
+    degraded: bool = False
+
+    @property
+    def status(self) -> str:
+        return "unavailable" if not self.ok else "degraded" if self.degraded else "ok"
 
     def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"status": "ok" if self.ok else "unavailable"}
+        body: dict[str, Any] = {"status": self.status}
         if self.detail:
             body["detail"] = self.detail
         return body
@@ -53,6 +62,9 @@ class Readiness:
             probes.append(self._redis(self.limiter))
         results = await asyncio.gather(*(_bounded(probe) for probe in probes))
         checks = dict(zip(names, results, strict=True))
+        redis = checks.get("redis")
+        if redis is not None and not redis.ok and self.limiter is not None and not self.limiter.fails_closed:
+            checks["redis"] = Check(True, f"{redis.detail}; limits not counted (on failure: open)", degraded=True)
         database = checks["database"]
         # The migration check rides on the database's: with no database there is no revision to read.
         checks["migrations"] = Check(True) if self.schema_at_head else (

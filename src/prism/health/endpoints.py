@@ -1,6 +1,6 @@
 """GET /healthz (liveness: the process answers; touches nothing) and GET /readyz (readiness: 200 when every
-check passes, else 503). On every host, without authentication, exempt from every limit and the lockout
-(prism.edge.paths)."""
+check passes or is only degraded, else 503). On every host, without authentication, exempt from every limit and
+the lockout (prism.edge.paths)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ async def readyz(request: Request) -> Response:
     readiness: Readiness = request.app.state.readiness
     checks = await readiness.check()
     ready = all(check.ok for check in checks.values())
-    body = {"status": "ok" if ready else "unavailable", "checks": {name: c.body() for name, c in checks.items()}}
+    status = "unavailable" if not ready else "degraded" if any(c.degraded for c in checks.values()) else "ok"
+    body = {"status": status, "checks": {name: c.body() for name, c in checks.items()}}
     return json_response(body, 200 if ready else 503, NO_STORE)
 
 
