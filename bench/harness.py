@@ -209,8 +209,9 @@ def start_prism(*, database_url: str, cwd: Path, log_path: Path, cpus: str | Non
     """`prism serve --json` on a free port: (server, its start-up banner)."""
     port = free_port()
     # The rate limiter keeps running, with ceilings no benchmark reaches (one client, one user, one address).
-    env = bench_env(**{**RAISED_CEILINGS, "PRISM_DATABASE_URL": database_url, "PRISM_LOG_LEVEL": "warning",
-                       **(extra_env or {})})
+    # Per-process counters (several workers without Redis) change nothing at those ceilings.
+    env = bench_env(**{**RAISED_CEILINGS, "PRISM_RATE_LIMIT_PER_PROCESS": "true", "PRISM_DATABASE_URL": database_url,
+                       "PRISM_LOG_LEVEL": "warning", **(extra_env or {})})
     # --seed-demo: the benchmarks read the demo key from the banner, and a database named by URL is not seeded
     # unless asked.
     command = pinned([PRISM, "serve", "--host", LOOPBACK, "--port", str(port), "--workers", str(workers), "--json",

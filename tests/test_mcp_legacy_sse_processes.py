@@ -66,6 +66,8 @@ def deployment(request: pytest.FixtureRequest, database_url: str,
                 **GENEROUS_LIMITS}
     if request.param == "redis":
         settings["PRISM_REDIS_URL"] = REDIS_URL
+    else:  # node A's two workers count on their own; the limits are raised out of the way anyway
+        settings["PRISM_RATE_LIMIT_PER_PROCESS"] = "true"
     log_dir = tmp_path_factory.mktemp(f"legacy-sse-{request.param}")
     pool = ServerPool(log_dir)
     env = clean_env(**settings)

@@ -28,7 +28,8 @@ def test_one_scrape_adds_up_every_worker(tmp_path: Path, server_pool: ServerPool
     temp.mkdir()
     with scratch_database(tmp_path, "metrics") as url:
         server = server_pool.start("--workers", "2", "--json", ready=False,
-                                   env=clean_env(PRISM_DATABASE_URL=url, PRISM_SEED_DEMO="true", TMPDIR=str(temp)))
+                                   env=clean_env(PRISM_DATABASE_URL=url, PRISM_SEED_DEMO="true", TMPDIR=str(temp),
+                                                 PRISM_RATE_LIMIT_PER_PROCESS="true"))
         server.wait_ready(timeout=120)
         key = server.banner_json(timeout=120)["api_key"]
         [metrics_dir] = list(temp.glob("prism-metrics-*"))

@@ -48,7 +48,8 @@ def wait_for_calls(server: Server, count: int) -> list[int]:
 def test_connections_opened_together_are_spread_over_the_workers(tmp_path: Path, server_pool: ServerPool) -> None:
     with scratch_database(tmp_path, "spread") as url:
         server = server_pool.start("--workers", "2", "--json", ready=False,
-                                   env=clean_env(PRISM_DATABASE_URL=url, PRISM_SEED_DEMO="true"))
+                                   env=clean_env(PRISM_DATABASE_URL=url, PRISM_SEED_DEMO="true",
+                                                 PRISM_RATE_LIMIT_PER_PROCESS="true"))
         server.wait_ready(timeout=120)
         key = server.banner_json(timeout=120)["api_key"]
         for round_ in range(5):

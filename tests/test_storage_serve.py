@@ -1,9 +1,11 @@
 """`prism serve` and its database as processes: another process holding SQLite's write lock holds up only the
-writers (which answer 503 once the busy timeout passes), and `--workers N` runs on PostgreSQL only."""
+writers (which answer 503 once the busy timeout passes), and `--workers N` runs on PostgreSQL only, with Redis
+for the workers' shared rate-limit counters unless per-process limits are accepted."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import time
@@ -13,7 +15,17 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.processes import TRACEBACK, ServerPool, clean_env, cli_json, postgres_test_url, run_cli, scratch_database
+from tests.processes import (
+    TRACEBACK,
+    ServerPool,
+    clean_env,
+    cli_json,
+    free_port,
+    postgres_test_url,
+    run_cli,
+    scratch_database,
+)
+from tests.test_limits_limiter import REDIS_URL, redis_available
 
 TOOL = "/api/mcp/tools/prism_entity_crud/"
 LIST_PARTS = {"app": "spare_parts", "entity": "spare_part", "operation": "list", "arguments": {}}
@@ -92,12 +104,34 @@ def test_serve_with_several_workers_on_sqlite_is_refused_with_a_clear_message(tm
     assert not (tmp_path / "prism.db").exists()  # refused before anything was created
 
 
+@pytest.mark.engine_independent
+@pytest.mark.parametrize("as_json", [False, True])
+def test_serve_with_several_workers_without_redis_is_refused_unless_per_process_limits_are_accepted(
+        tmp_path: Path, as_json: bool) -> None:
+    """Each worker would count on its own: every ceiling and the lockout threshold twice their settings. Refused
+    before the database is touched (this one does not even answer), like SQLite with several workers."""
+    nowhere = f"postgresql://postgres@127.0.0.1:{free_port()}/prism"
+    done = run_cli("serve", "--workers", "2", "--port", "1", *(["--json"] if as_json else []), database_url=nowhere,
+                   cwd=tmp_path)
+    assert done.returncode == 2, str(done)
+    assert TRACEBACK not in done.stderr and done.stdout == "", str(done)
+    if as_json:
+        assert json.loads(done.stderr)["error"] == "per_process_limits", str(done)
+    assert "PRISM_REDIS_URL" in done.stderr and "PRISM_RATE_LIMIT_PER_PROCESS=true" in done.stderr, str(done)
+    # Accepted: the start goes on to the database check (which this server fails, after the refusal would have).
+    accepted = run_cli("serve", "--workers", "2", "--port", "1", database_url=nowhere, cwd=tmp_path,
+                       PRISM_RATE_LIMIT_PER_PROCESS="true")
+    assert accepted.returncode == 1 and "PRISM_RATE_LIMIT_PER_PROCESS" not in accepted.stderr, str(accepted)
+
+
 @pytest.mark.skipif(postgres_test_url() is None, reason="several workers need PostgreSQL")
+@pytest.mark.skipif(not redis_available(), reason="no Redis on 127.0.0.1:6379")
 def test_serve_with_several_workers_on_postgresql_seeds_once_and_serves(
         server_pool: ServerPool, tmp_path: Path) -> None:
+    """With Redis, which the workers share their counters through (no opt-in needed)."""
     with scratch_database(tmp_path, "workers") as url:
         server = server_pool.start("--json", "--workers", "2", "--seed-demo",
-                                   env=clean_env(PRISM_DATABASE_URL=url), cwd=tmp_path)
+                                   env=clean_env(PRISM_DATABASE_URL=url, PRISM_REDIS_URL=REDIS_URL), cwd=tmp_path)
         banner = server.banner_json()
         assert banner["seeded"] is True
         auth = {"Authorization": f"Bearer {banner['api_key']}"}

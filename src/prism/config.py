@@ -143,6 +143,9 @@ class Settings(BaseSettings):
     # Redis unreachable (docs/limits.md "Redis unreachable"): `closed` refuses requests carrying a secret with
     # 503 rate_limit_unavailable, `open` lets every request pass uncounted.
     rate_limit_on_redis_failure: Literal["open", "closed"] = "closed"
+    # `prism serve --workers N` (N > 1) without PRISM_REDIS_URL counts in each process, so every ceiling and the
+    # lockout threshold is N times its setting; serve refuses that unless this says the operator accepts it.
+    rate_limit_per_process: bool = False
     # /readyz: the oldest pending webhook delivery may be due this long before the queue counts as stalled.
     health_webhook_stall_seconds: float = Field(default=300.0, gt=0)
 

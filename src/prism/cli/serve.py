@@ -44,6 +44,15 @@ YOUNG_GENERATION_THRESHOLD = 5000
 SQLITE_WORKERS_REFUSAL = ("--workers {workers} needs PostgreSQL: SQLite serves from one process. Run --workers 1, "
                           "or set PRISM_DATABASE_URL to a PostgreSQL database to run several workers.")
 
+# Without Redis each worker keeps its own counters: a client whose connections the kernel spreads over N workers
+# gets N times every ceiling and N times ten guesses before the lockout. Silently weaker limits are refused, like
+# SQLite with several workers (exit code 2), unless the operator says they are accepted.
+PER_PROCESS_LIMITS_REFUSAL = ("--workers {workers} without PRISM_REDIS_URL would count rate limits and the lockout "
+                              "in each worker: every ceiling and the lockout threshold {workers} times their "
+                              "settings. Set PRISM_REDIS_URL to share the counters, run --workers 1, or set "
+                              "PRISM_RATE_LIMIT_PER_PROCESS=true to accept per-process limits.")
+REFUSED_OPTIONS = frozenset({"sqlite_single_process", "per_process_limits"})
+
 
 def should_seed(settings: Settings, requested: bool | None) -> bool:
     """--seed-demo/--no-seed-demo, else PRISM_SEED_DEMO, else only on the embedded default database: a demo
@@ -98,6 +107,8 @@ def serve(*, host: str, port: int, workers: int, as_json: bool, seed: bool | Non
         settings = load_settings()
         if workers > 1 and backend_of(settings.database_url) == "sqlite":
             raise PrismError(SQLITE_WORKERS_REFUSAL.format(workers=workers), code="sqlite_single_process")
+        if workers > 1 and not settings.redis_url and not settings.rate_limit_per_process:
+            raise PrismError(PER_PROCESS_LIMITS_REFUSAL.format(workers=workers), code="per_process_limits")
         check_database_url(settings, may_create=True)
         check_apps(settings)
         check_redis(settings)
@@ -114,7 +125,7 @@ def serve(*, host: str, port: int, workers: int, as_json: bool, seed: bool | Non
                 raise database_error(settings.database_url, getattr(exc, "orig", None) or exc) from None
         listener = bind_listener(host, port, workers=workers)
     except PrismError as exc:
-        fail(as_json, exc, exit_code=USAGE_EXIT if exc.code == "sqlite_single_process" else 1)
+        fail(as_json, exc, exit_code=USAGE_EXIT if exc.code in REFUSED_OPTIONS else 1)
     seeding = should_seed(settings, seed)
 
     async def announce() -> None:
