@@ -130,8 +130,9 @@ def test_serve_with_several_workers_on_postgresql_seeds_once_and_serves(
         server_pool: ServerPool, tmp_path: Path) -> None:
     """With Redis, which the workers share their counters through (no opt-in needed)."""
     with scratch_database(tmp_path, "workers") as url:
-        server = server_pool.start("--json", "--workers", "2", "--seed-demo",
+        server = server_pool.start("--json", "--workers", "2", "--seed-demo", ready=False,
                                    env=clean_env(PRISM_DATABASE_URL=url, PRISM_REDIS_URL=REDIS_URL), cwd=tmp_path)
+        server.wait_ready(timeout=120)  # two workers start their apps at once: slow on a busy 2-core machine
         banner = server.banner_json()
         assert banner["seeded"] is True
         auth = {"Authorization": f"Bearer {banner['api_key']}"}
