@@ -113,7 +113,7 @@ async def import_all(database_url: str, target: int) -> dict[str, Any]:
         try:
             compiled = service.compile_openapi(text)
             async with db.write() as session:
-                report = await service.store_openapi(session, name, compiled, source=str(path),
+                report = await service.store_openapi(session, settings, name, compiled, source=str(path),
                                                      owner_organization_id=None, installed=frozenset({"core"}))
                 await service.connect(session, settings, organization_id, name, base_url="https://93.184.215.14/api")
         except PrismError as exc:

@@ -82,6 +82,7 @@ class RequireKey:
         self.oauth_client: tuple[str, str] | None = None  # (client id, client secret)
         self.access_token = "mcp-at-" + "t0k" * 8
         self.tokens_issued = 0
+        self.query: bytes | None = None  # once set, the query string every request must carry (a key in the URL)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -94,6 +95,8 @@ class RequireKey:
                 allowed = headers.get(b"authorization") == f"Bearer {self.access_token}".encode()
             else:
                 allowed = headers.get(b"x-upstream-key") == UPSTREAM_KEY.encode()
+            if self.query is not None and scope["query_string"] != self.query:
+                allowed = False
             if not allowed:
                 await _answer(send, 401, {"error": "unauthorized"})
                 return

@@ -63,6 +63,8 @@ class SpecService:
     document: dict[str, Any]
     base_path: str = ""
     required_headers: dict[str, str] = field(default_factory=dict)
+    # Query parameters every request must carry that no operation declares: a key written into the base URL.
+    required_query: dict[str, str] = field(default_factory=dict)
     arrived: list[Arrived] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
     scripts: dict[str, deque[Scripted]] = field(default_factory=lambda: defaultdict(deque))
@@ -129,6 +131,10 @@ class SpecService:
             if request.headers.get(name) != value:
                 problems.append(f"credential header {name} missing or wrong")
         query = parse_qsl(request.url.query, keep_blank_values=True)
+        for name, value in self.required_query.items():
+            if (name, value) not in query:
+                problems.append(f"query parameter {name} of the base URL missing or wrong")
+        query = [(k, v) for k, v in query if k not in self.required_query]
         declared = [(raw, f"{_pointer('paths', template)}/parameters/{i}")
                     for i, raw in enumerate(item.get("parameters") or [])]
         declared += [(raw, f"{pointer}/parameters/{i}") for i, raw in enumerate(operation.get("parameters") or [])]

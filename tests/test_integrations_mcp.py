@@ -401,7 +401,7 @@ async def added_for_the_deployment(db: Database, settings: Settings, upstream: S
     tools = await read_tools(settings, upstream.url, "streamable_http",
                              Credential("api_key", {"header": "X-Upstream-Key"}, key))
     async with db.write() as session:
-        return await service.add_mcp(session, name, upstream.url, operations_of(tools, "streamable_http"),
+        return await service.add_mcp(session, settings, name, upstream.url, operations_of(tools, "streamable_http"),
                                      owner_organization_id=None, installed=frozenset())
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from prism.config import Settings
 from prism.integrations import service
 from prism.storage import Database
 from tests.factories import Factory, Workspace
@@ -68,7 +69,7 @@ async def test_managing_another_organizations_integration_answers_as_for_a_name_
 
 
 async def test_a_taken_name_is_refused_alike_whoever_holds_it(
-        client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
+        client: httpx.AsyncClient, factory: Factory, db: Database, settings: Settings) -> None:
     """Another organization's private integration, the deployment's (which every organization sees) and an
     installed app: one refusal, which says the name is taken and nothing of who holds it."""
     owner = await factory.workspace(roles=("owner",))
@@ -76,7 +77,7 @@ async def test_a_taken_name_is_refused_alike_whoever_holds_it(
     private, deployments = unique("priv_"), unique("dep_")
     await ok(client, owner, INTEGRATION + "importOpenapi", {"name": private, "spec": document("Private")})
     async with db.write() as session:
-        await service.store_openapi(session, deployments, service.compile_openapi(document("Shared")),
+        await service.store_openapi(session, settings, deployments, service.compile_openapi(document("Shared")),
                                     source="(inline)", owner_organization_id=None, installed=frozenset())
 
     refusals = {name: await answer(client, importer, INTEGRATION + "importOpenapi",

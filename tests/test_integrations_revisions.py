@@ -9,10 +9,14 @@ import json
 import uuid
 from typing import Any
 
+from prism.config import Settings
 from prism.integrations import service
 from prism.storage import Database
 from tests.concurrent_writers import until_waiting
 from tests.factories import Factory
+from tests.processes import TEST_SECRET_KEY_FILE
+
+SETTINGS = Settings(secret_key_file=str(TEST_SECRET_KEY_FILE))
 
 
 def _spec(*paths: str) -> str:
@@ -22,7 +26,7 @@ def _spec(*paths: str) -> str:
 
 async def _import(db: Database, name: str, organization_id: str, spec: str) -> dict[str, Any]:
     async with db.write() as session:
-        return await service.store_openapi(session, name, service.compile_openapi(spec), source="test",
+        return await service.store_openapi(session, SETTINGS, name, service.compile_openapi(spec), source="test",
                                            owner_organization_id=organization_id, installed=frozenset())
 
 
@@ -34,9 +38,9 @@ async def test_two_imports_racing_from_two_processes_get_two_revisions(
     other_process = Database(database_url)
     try:
         async with db.write() as session:
-            first = await service.store_openapi(session, name, service.compile_openapi(_spec("parts", "orders")),
-                                                source="test", owner_organization_id=ws.org.id,
-                                                installed=frozenset())
+            first = await service.store_openapi(session, SETTINGS, name,
+                                                service.compile_openapi(_spec("parts", "orders")), source="test",
+                                                owner_organization_id=ws.org.id, installed=frozenset())
             second_import = asyncio.create_task(_import(other_process, name, ws.org.id, _spec("parts", "stock")))
             await until_waiting(db, second_import)
         second = await second_import

@@ -1,7 +1,8 @@
 """Where an integration comes from, as each organization is shown it (docs/integrations.md, "What each
 organization sees of an integration"): the deployment's integration is shared by every organization, and the
 operator may have written a token into its URLs (`?token=...`, `user:password@`), so an organization sees only
-its address; an organization sees its own integration's URLs as given, except credentials, which nobody sees."""
+its address; an organization sees its own integration's URLs with the credentials withheld (the userinfo, each
+query value and the fragment: they are sealed at rest, prism.integrations.sealed_urls), which nobody sees."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from prism.config import Settings
 from prism.integrations import service
 from prism.storage import Database
 from tests.factories import Factory, Workspace
@@ -32,16 +34,17 @@ def document() -> str:
         "paths": {"/items": {"get": {"operationId": "listItems", "responses": {"200": {"description": "ok"}}}}}})
 
 
-async def stored(db: Database, *, owner: str | None, openapi: str, mcp: str) -> None:
+async def stored(db: Database, settings: Settings, *, owner: str | None, openapi: str, mcp: str) -> None:
     """As `prism integration import-openapi URL` and `add-mcp URL` store them (owner None), or an organization's
     import by URL and addMcp (the organization's id)."""
     compiled = service.compile_openapi(document())
     tool = {"entity": "tool", "operation": "look", "description": "look", "method": "MCP", "read_only": True,
             "destructive": False, "cost": 1, "schema": {"type": "object"}, "permission_verb": "view"}
     async with db.write() as session:
-        await service.store_openapi(session, openapi, compiled, source=SPEC_URL, owner_organization_id=owner,
-                                    installed=frozenset())
-        await service.add_mcp(session, mcp, MCP_URL, [tool], owner_organization_id=owner, installed=frozenset())
+        await service.store_openapi(session, settings, openapi, compiled, source=SPEC_URL,
+                                    owner_organization_id=owner, installed=frozenset())
+        await service.add_mcp(session, settings, mcp, MCP_URL, [tool], owner_organization_id=owner,
+                              installed=frozenset())
 
 
 async def shown(client: httpx.AsyncClient, ws: Workspace, name: str) -> list[dict[str, Any]]:
@@ -52,10 +55,10 @@ async def shown(client: httpx.AsyncClient, ws: Workspace, name: str) -> list[dic
 
 
 async def test_an_organization_sees_only_the_address_of_the_deployments_integration(
-        client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
+        client: httpx.AsyncClient, factory: Factory, db: Database, settings: Settings) -> None:
     a, b = await factory.workspace(roles=("owner",)), await factory.workspace(roles=("owner",))
     openapi, mcp = "dep_" + uuid.uuid4().hex[:8], "depm_" + uuid.uuid4().hex[:8]
-    await stored(db, owner=None, openapi=openapi, mcp=mcp)
+    await stored(db, settings, owner=None, openapi=openapi, mcp=mcp)
 
     for ws in (a, b):  # two tenants, each shown the same address
         for record in await shown(client, ws, openapi):
@@ -73,18 +76,19 @@ async def test_an_organization_sees_only_the_address_of_the_deployments_integrat
 
 
 async def test_an_organization_sees_its_own_integrations_urls_without_credentials_and_the_operator_too(
-        client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
+        client: httpx.AsyncClient, factory: Factory, db: Database, settings: Settings) -> None:
     ws = await factory.workspace(roles=("owner",))
     openapi, mcp = "own_" + uuid.uuid4().hex[:8], "ownm_" + uuid.uuid4().hex[:8]
-    await stored(db, owner=ws.org.id, openapi=openapi, mcp=mcp)
+    await stored(db, settings, owner=ws.org.id, openapi=openapi, mcp=mcp)
 
     for record in await shown(client, ws, openapi):
-        assert record["source"] == "https://specs.example.com/warehouse/openapi.json?token=spec-token#v2"
-        assert record["default_server"] == "https://warehouse.example.com:8443/v2?key=server-key#top"
+        assert record["source"] == "https://specs.example.com/warehouse/openapi.json?token=********#********"
+        assert record["default_server"] == "https://warehouse.example.com:8443/v2?key=********#********"
     for record in await shown(client, ws, mcp):
-        assert record["source"] == record["default_server"] == "https://tools.example.com/mcp?token=mcp-token"
+        assert record["source"] == record["default_server"] == "https://tools.example.com/mcp?token=********"
+        assert not any(secret in json.dumps(record) for secret in SECRETS), record
     # The operator's view (`prism integration list --json`) keeps every URL, never a credential either.
     async with db.read() as session:
         for name in (openapi, mcp):
             operator = service.describe(await service.usable_named(session, ws.org.id, name), seen_by=None)
-            assert "-pass" not in json.dumps(operator) and "token" in operator["source"]
+            assert not any(secret in json.dumps(operator) for secret in SECRETS) and "token=" in operator["source"]

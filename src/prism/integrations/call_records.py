@@ -16,6 +16,7 @@ from sqlalchemy import bindparam, insert, select
 
 from prism.errors import ToolNotFound
 from prism.integrations.models import IntegrationApp, IntegrationCall, IntegrationConnection
+from prism.integrations.sealed_urls import opened_urls
 from prism.kit.ids import new_id
 from prism.kit.nul import without_nul
 from prism.kit.timeutil import utcnow
@@ -42,7 +43,8 @@ _CONNECTION = PreparedRead(
     select(IntegrationConnection.id, IntegrationConnection.base_url, IntegrationConnection.auth_kind,
            IntegrationConnection.auth_settings, IntegrationConnection.secret_encrypted,
            IntegrationConnection.timeout_seconds, IntegrationConnection.integration_id, IntegrationApp.default_server,
-           IntegrationApp.owner_organization_id)
+           IntegrationApp.owner_organization_id, IntegrationConnection.sealed_urls,
+           IntegrationApp.sealed_urls.label("app_sealed_urls"))
     .join(IntegrationApp, IntegrationApp.id == IntegrationConnection.integration_id)
     .where(IntegrationConnection.organization_id == bindparam("organization_id"),
            IntegrationApp.name == bindparam("integration"), IntegrationConnection.enabled.is_(True))
@@ -55,12 +57,19 @@ _INSERT_CALL = PreparedWrite(insert(IntegrationCall), column_keys=_RECORDED)
 
 async def connection_for(call: HandlerCall, integration: str) -> Connection:
     """The caller's organization's enabled connection to `integration`; none, and the operation does not exist
-    for the caller."""
+    for the caller. Its URLs are whole (a token in a query string unsealed): a request is about to be sent."""
     row = await _CONNECTION.one(call.session, {"organization_id": call.organization_id, "integration": integration})
     if row is None:
         raise ToolNotFound(f"no handler {call.handler.path}; see /api/v1/dev/introspect/ for what exists",
                            code="operation_not_found")
-    return Connection(**row)
+    fields = dict(row)
+    own = opened_urls(call.settings, fields["id"], fields.pop("sealed_urls"))
+    of_app = opened_urls(call.settings, fields["integration_id"], fields.pop("app_sealed_urls"))
+    fields["base_url"] = own.get("base_url", fields["base_url"])
+    if "token_url" in own:
+        fields["auth_settings"] = {**fields["auth_settings"], "token_url": own["token_url"]}
+    fields["default_server"] = of_app.get("default_server", fields["default_server"])
+    return Connection(**fields)
 
 
 async def keep_record(call: HandlerCall, *, method: str, path: str, arguments_digest: str,

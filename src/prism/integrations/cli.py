@@ -20,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.cli.output import JSON_OPT, emit, fail
+from prism.cli.preflight import load_settings
 from prism.cli.transaction import in_transaction
 from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.integrations import service
@@ -27,6 +28,7 @@ from prism.integrations.credentials import Credential, checked
 from prism.integrations.failures import failure_of, kept_text
 from prism.integrations.models import IntegrationApp
 from prism.integrations.openapi import MAX_COST
+from prism.integrations.sealed_urls import opened_urls
 from prism.kit.outbound import OutboundClient, OutboundFailed, check_url
 from prism.kit.timeutil import utcnow
 
@@ -42,7 +44,6 @@ def _run(as_json: bool, work: Any, *, read_only: bool = False) -> dict[str, Any]
 
 
 def _installed_apps() -> frozenset[str]:
-    from prism.cli.preflight import load_settings
     from prism.registry.registry import build_registry
 
     return frozenset(build_registry(s for s in load_settings().apps.split(",") if s.strip()).apps)
@@ -59,7 +60,6 @@ def _read_spec(as_json: bool, spec: str) -> tuple[bytes, str]:
         except OSError as exc:  # unreadable, or a name the file system refuses
             fail(as_json, InvalidArguments(f"spec: cannot read {spec}: {exc.strerror or exc}",
                                            details={"field": "spec"}))
-    from prism.cli.preflight import load_settings
 
     settings = load_settings()
 
@@ -95,8 +95,8 @@ def import_openapi(spec: str = typer.Argument(..., help="OpenAPI 3.0/3.1 file (J
         fail(as_json, exc)
 
     async def work(session: AsyncSession) -> dict[str, Any]:
-        return await service.store_openapi(session, app, compiled, source=source, owner_organization_id=None,
-                                           installed=installed)
+        return await service.store_openapi(session, load_settings(), app, compiled, source=source,
+                                           owner_organization_id=None, installed=installed)
 
     out = _run(as_json, work)
     verb = "imported" if out["created"] else "re-imported"
@@ -148,7 +148,6 @@ def connect(name: str,
             as_json: bool = JSON_OPT) -> None:
     """Connect an organization to an integration; its handlers then appear for that organization."""
     from prism.cli.governance import _organization
-    from prism.cli.preflight import load_settings
 
     secret = sys.stdin.readline().rstrip("\r\n") if secret_stdin else os.environ.get("PRISM_CONNECTION_SECRET")
     settings = load_settings()
@@ -194,7 +193,6 @@ def _credential(as_json: bool, auth_kind: str, header: str | None, username: str
 
 def _tools(as_json: bool, url: str, transport: str, credential: Credential,
            on_failure: Callable[[PrismError], None] | None = None) -> list[dict[str, Any]]:
-    from prism.cli.preflight import load_settings
     from prism.integrations.mcp_upstream import read_tools
 
     try:
@@ -246,7 +244,7 @@ def add_mcp(url: str = typer.Argument(..., help="The MCP server's endpoint (HTTP
     installed = _installed_apps()
 
     async def work(session: AsyncSession) -> dict[str, Any]:
-        return await service.add_mcp(session, app, url, operations_of(tools, transport, cost),
+        return await service.add_mcp(session, load_settings(), app, url, operations_of(tools, transport, cost),
                                      owner_organization_id=None, installed=installed)
 
     out = _run(as_json, work)
@@ -271,7 +269,9 @@ def refresh(name: str,
         if row is None or row.kind != "mcp" or row.owner_organization_id is not None:
             raise NotFound(f"no upstream MCP integration {name!r} of the deployment")
         first = row.operations[0] if row.operations else {}
-        return {"url": row.default_server or row.source, "transport": first.get("transport", "streamable_http"),
+        urls = opened_urls(load_settings(), row.id, row.sealed_urls)  # the URL as added, token included
+        url = urls.get("default_server") or row.default_server or urls.get("source") or row.source
+        return {"url": url, "transport": first.get("transport", "streamable_http"),
                 "cost": int(first.get("cost", 1))}
 
     found = _run(as_json, current, read_only=True)
@@ -281,8 +281,8 @@ def refresh(name: str,
     installed = _installed_apps()
 
     async def work(session: AsyncSession) -> dict[str, Any]:
-        return await service.add_mcp(session, name, found["url"], operations_of(tools, found["transport"],
-                                                                                 found["cost"]),
+        operations = operations_of(tools, found["transport"], found["cost"])
+        return await service.add_mcp(session, load_settings(), name, found["url"], operations,
                                      owner_organization_id=None, installed=installed)
 
     out = _run(as_json, work)

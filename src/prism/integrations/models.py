@@ -44,6 +44,9 @@ class IntegrationApp(Base):
     status: Mapped[str] = mapped_column(String(16), default="ok", server_default="ok")
     last_error: Mapped[str] = mapped_column(String(1000), default="", server_default="")
     last_error_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # `source` and `default_server` as given, when their columns cannot keep them whole (a token in the query
+    # string): prism.integrations.sealed_urls.
+    sealed_urls: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class IntegrationConnection(OrgScoped, Base):
@@ -64,6 +67,9 @@ class IntegrationConnection(OrgScoped, Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime] = created_column()
     updated_at: Mapped[datetime] = updated_column()
+    # `base_url` and the token URL as given, when their columns cannot keep them whole (a token in the query
+    # string): prism.integrations.sealed_urls.
+    sealed_urls: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class IntegrationCall(OrgScoped, Base):

@@ -20,6 +20,7 @@ from prism.integrations.models import IntegrationApp, IntegrationConnection
 from prism.integrations.names import app_name_problem
 from prism.integrations.openapi import compile_document, parse
 from prism.integrations.runtime import bump_generation
+from prism.integrations.sealed_urls import cleared, seal_urls
 from prism.integrations.shown_urls import address_only, shown_url
 from prism.kit.ids import new_id
 from prism.kit.nul import without_nul
@@ -102,27 +103,27 @@ def compile_openapi(text: str | bytes, *, default_cost: int = 1) -> CompiledImpo
                           hashlib.sha256(text if isinstance(text, bytes) else text.encode()).hexdigest())
 
 
-async def store_openapi(session: AsyncSession, name: str, compiled: CompiledImport, *, source: str,
-                        owner_organization_id: str | None, installed: frozenset[str]) -> dict[str, Any]:
+async def store_openapi(session: AsyncSession, settings: Settings, name: str, compiled: CompiledImport, *,
+                        source: str, owner_organization_id: str | None, installed: frozenset[str]) -> dict[str, Any]:
     """Create or update the integration `name` from a compiled description; what changed, operation by operation.
 
     `owner_organization_id` None imports for the deployment (the CLI). An integration of another owner with
     that name is a conflict (names are global: they are coordinates)."""
     _check_name(name, installed)
-    return await _store(session, name, "openapi", compiled.operations, compiled.fingerprints, source=source,
+    return await _store(session, settings, name, "openapi", compiled.operations, compiled.fingerprints, source=source,
                         spec_digest=compiled.spec_digest, title=compiled.title, description=compiled.description,
                         default_server=compiled.default_server, owner_organization_id=owner_organization_id,
                         skipped=compiled.skipped)
 
 
-async def add_mcp(session: AsyncSession, name: str, url: str, operations: list[dict[str, Any]], *,
-                  owner_organization_id: str | None, installed: frozenset[str], title: str = "") -> dict[str, Any]:
+async def add_mcp(session: AsyncSession, settings: Settings, name: str, url: str, operations: list[dict[str, Any]],
+                  *, owner_organization_id: str | None, installed: frozenset[str], title: str = "") -> dict[str, Any]:
     """Create or update the integration `name` from an upstream MCP server's tools (prism.integrations.mcp_upstream)."""
     _check_name(name, installed)
     digest = hashlib.sha256(orjson.dumps(operations, option=orjson.OPT_SORT_KEYS)).hexdigest()
     # Its title and description reach every organization that connects: where the server is, never a token
     # or a credential written into its URL.
-    return await _store(session, name, "mcp", operations, _fingerprints(operations), source=url,
+    return await _store(session, settings, name, "mcp", operations, _fingerprints(operations), source=url,
                         spec_digest=digest, title=title or address_only(url),
                         description=f"Tools of the MCP server at {address_only(url)}.", default_server=url,
                         owner_organization_id=owner_organization_id, skipped=[])
@@ -132,7 +133,7 @@ def _fingerprints(operations: list[dict[str, Any]]) -> dict[str, bytes]:
     return {_key(o): _fingerprint(o) for o in operations}
 
 
-async def _store(session: AsyncSession, name: str, kind: str, operations: list[dict[str, Any]],
+async def _store(session: AsyncSession, settings: Settings, name: str, kind: str, operations: list[dict[str, Any]],
                  after: dict[str, bytes], *, source: str, spec_digest: str, title: str, description: str,
                  default_server: str | None, owner_organization_id: str | None,
                  skipped: list[dict[str, str]]) -> dict[str, Any]:
@@ -150,16 +151,20 @@ async def _store(session: AsyncSession, name: str, kind: str, operations: list[d
     }
     report["unchanged"] = len(after) - len(report["added"]) - len(report["changed"])
     changed = existing is None or bool(report["added"] or report["removed"] or report["changed"])
+    app_id = new_id() if existing is None else existing.id
+    # A token in a URL's query string is sealed as a connection's secret is (prism.integrations.sealed_urls).
+    kept_source, kept_server = cleared(source)[:2048], cleared(default_server or "")[:2048] or None
+    sealed = seal_urls(settings, app_id, {"source": source, "default_server": default_server})
     if existing is None:
-        session.add(IntegrationApp(name=name, kind=kind, title=title[:255], description=description,
-                                   source=source[:2048], spec_digest=spec_digest,
-                                   default_server=(default_server or "")[:2048] or None, operations=operations,
+        session.add(IntegrationApp(id=app_id, name=name, kind=kind, title=title[:255], description=description,
+                                   source=kept_source, spec_digest=spec_digest, default_server=kept_server,
+                                   sealed_urls=sealed, operations=operations,
                                    owner_organization_id=owner_organization_id))
     elif changed:
         existing.operations, existing.revision = operations, existing.revision + 1
         existing.title, existing.description = title[:255], description
-        existing.source, existing.spec_digest = source[:2048], spec_digest
-        existing.default_server = (default_server or "")[:2048] or None
+        existing.source, existing.spec_digest = kept_source, spec_digest
+        existing.default_server, existing.sealed_urls = kept_server, sealed
     if existing is not None:  # what is stored is what was just read: an upstream's announced change is caught up
         existing.status = "ok"
     if changed:
@@ -273,7 +278,11 @@ async def connect(session: AsyncSession, settings: Settings, organization_id: st
     if connection is None:
         connection = IntegrationConnection(id=new_id(), organization_id=organization_id, integration_id=app.id)
         session.add(connection)
-    connection.base_url, connection.auth_kind, connection.auth_settings = url, auth_kind, kept
+    # A token in a URL's query string is sealed as the secret is (prism.integrations.sealed_urls).
+    connection.sealed_urls = seal_urls(settings, connection.id, {"base_url": url, "token_url": kept.get("token_url")})
+    if kept.get("token_url"):
+        kept = {**kept, "token_url": cleared(kept["token_url"])}
+    connection.base_url, connection.auth_kind, connection.auth_settings = cleared(url)[:2048], auth_kind, kept
     connection.secret_encrypted = seal_secret(settings, connection.id, secret_text)
     connection.timeout_seconds, connection.enabled = timeout_seconds, enabled
     await bump_generation(session)

@@ -99,9 +99,12 @@ def build_request(operation: dict[str, Any], base_url: str, arguments: dict[str,
     # The outbound client's URL type, imported on the first call: building the app imports no HTTP client.
     from yarl import URL
 
-    full_path = str(URL(base_url)).rstrip("/") + path
-    return Request(operation["method"], full_path + ("?" + urlencode(query) if query else ""),
-                   full_path, headers, body)
+    # A base URL's own query string (`?api_key=...`: how some services take their key) is sent first, with the
+    # operation's parameters after it; the path recorded in `integration_calls` has neither.
+    base = URL(base_url)
+    full_path = str(base.with_query(None).with_fragment(None)).rstrip("/") + path
+    sent_query = "&".join(filter(None, (base.raw_query_string, urlencode(query))))
+    return Request(operation["method"], full_path + ("?" + sent_query if sent_query else ""), full_path, headers, body)
 
 
 # OAuth 2 client-credentials tokens, per connection and secret: (access token, monotonic expiry).

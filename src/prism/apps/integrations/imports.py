@@ -155,8 +155,9 @@ async def _fetched(url: str, settings: Settings) -> bytes:
              keywords=("openapi import", "add api", "bring your own api", "swagger", "connect service"))
 async def import_openapi(call: HandlerCall, p: ImportParams) -> AfterCommit[None]:
     described: Described = call.prepared
-    report = await service.store_openapi(call.session, p.name, described.compiled, source=described.source,
-                                         owner_organization_id=call.organization_id, installed=_installed(call))
+    report = await service.store_openapi(call.session, call.settings, p.name, described.compiled,
+                                         source=described.source, owner_organization_id=call.organization_id,
+                                         installed=_installed(call))
     return _then_refresh(call, report)
 
 
@@ -205,7 +206,7 @@ async def add_mcp(call: HandlerCall, p: AddMcpParams) -> AfterCommit[Any]:
         try:
             tools = await read_tools(call.settings, url, p.transport, credential, float(p.timeout_seconds))
             async with runtime.db.write() as session:
-                report = await service.add_mcp(session, p.name, url, operations_of(tools, p.transport,
+                report = await service.add_mcp(session, call.settings, p.name, url, operations_of(tools, p.transport,
                                                                                    p.default_cost),
                                                owner_organization_id=call.organization_id, installed=installed)
                 await service.connect(session, call.settings, call.organization_id, p.name, base_url=url,
