@@ -23,7 +23,7 @@ from tests.factories import Factory
 from tests.processes import TEST_SECRET_KEY_FILE, scratch_database
 from tests.test_integrations_url_secrets import texts_holding
 
-BEFORE = "0024_persona_require_mission"
+BEFORE = "0025_documents_word_counts"
 TOKEN = "s3cret-" + "t" * 12
 MCP_URL = f"https://tools.example.com/mcp?token={TOKEN}"
 BASE_URL = f"https://warehouse.example.com/v2?api_key={TOKEN}&region=eu"

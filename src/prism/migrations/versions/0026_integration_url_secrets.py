@@ -9,7 +9,7 @@ query values withheld too. The secret is read only when a row holds such a URL. 
 back whole and drops the columns.
 
 Revision ID: 0026_integration_url_secrets
-Revises: 0024_persona_require_mission
+Revises: 0025_documents_word_counts
 """
 
 from collections.abc import Sequence
@@ -21,7 +21,7 @@ from alembic import context, op
 from prism.config import Settings, get_settings
 
 revision: str = "0026_integration_url_secrets"
-down_revision: str | None = "0024_persona_require_mission"
+down_revision: str | None = "0025_documents_word_counts"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
