@@ -48,9 +48,10 @@ def client(tls: TlsFiles, *, allow_private_networks: bool, timeout: float = 10.0
 async def test_a_name_that_resolves_to_loopback_is_refused_when_the_connection_is_made(
         tls: TlsFiles, receiver: Receiver) -> None:
     async with client(tls, allow_private_networks=False) as http:
-        for host in ("localhost", "127.0.0.1"):
-            with pytest.raises(httpx2.ConnectError, match=r"refused by Prism.*loopback"):
-                await http.get(receiver.url("/guarded", host=host))
+        with pytest.raises(httpx2.ConnectError, match=r"refused by Prism: localhost is not a public address"):
+            await http.get(receiver.url("/guarded", host="localhost"))
+        with pytest.raises(httpx2.ConnectError, match=r"refused by Prism.*loopback"):
+            await http.get(receiver.url("/guarded", host="127.0.0.1"))
     assert receiver.at("/guarded") == []
 
 
@@ -197,7 +198,7 @@ def test_the_transport_on_uvloop(tls: TlsFiles) -> None:
             assert (one.text, two.text) == ("one", "two")
             assert one.extensions["network_stream"] is two.extensions["network_stream"]
             async with client(tls, allow_private_networks=False) as http:
-                with pytest.raises(httpx2.ConnectError, match="loopback"):
+                with pytest.raises(httpx2.ConnectError, match="localhost is not a public address"):
                     await http.get(received.url("/uv", host="localhost"))
             async with client(tls, allow_private_networks=True, ca=False) as http:
                 with pytest.raises(httpx2.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):

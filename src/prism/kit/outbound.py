@@ -77,6 +77,9 @@ def address_problem(address: IPAddress) -> str | None:
         return "a loopback address"
     if address.is_link_local:
         return "a link-local address (cloud metadata services live there)"
+    if isinstance(address, ipaddress.IPv6Address) and address.is_site_local:
+        # fec0::/10, deprecated by RFC 3879 but still routed inside some networks; Python counts it as global.
+        return "a site-local address"
     if address.is_private:
         return "a private network address"
     if address.is_multicast or address.is_unspecified or address.is_reserved or not address.is_global:
@@ -115,11 +118,16 @@ def address_of(sockaddr: tuple[Any, ...]) -> IPAddress:
 
 
 def refusal(host: str, addresses: Iterable[IPAddress]) -> str | None:
+    """Why Prism will not connect to `host`, or None. For a name, the answer says only that it is not public:
+    where an internal name points (its address, even its kind) is the network's map, not the customer's to
+    learn, one guess at a time. The operator's security log names the address and why."""
     for address in addresses:
         problem = address_problem(address)
         if problem is not None:
             security_event("outbound_target_refused", host=host, address=str(address), reason=problem)
-            return f"{host} resolves to {address}, {problem}"
+            if _literal_address(host) is not None:  # the address the URL wrote: nothing is learnt by naming it
+                return f"{host} is {problem}"
+            return f"{host} is not a public address"
     return None
 
 
