@@ -20,7 +20,7 @@ from prism.errors import PrismError
 from prism.idempotency import REPLAYED_HEADERS, Replay, key_from_headers
 from prism.registry.mega_tools import tool_name as wire_name
 from prism.web.requests import Receive, Scope, declared_length, parse_json, parse_json_object, read_body
-from prism.web.responses import Send, send_json
+from prism.web.responses import NO_STORE, Send, send_json, shows_a_secret
 
 # What a door answers: (JSON body, status, extra headers).
 Answer = tuple[dict[str, Any], int, "dict[str, str] | None"]
@@ -37,9 +37,11 @@ async def _dispatch(scope: Scope, receive: Receive, tool_name: str, build: Calla
         _, data = await scope["app"].state.dispatcher.dispatch(auth, call)
     except PrismError as exc:  # a replayed refusal carries its Idempotent-Replayed header
         return ENVELOPE.body(exc, scope), exc.status, ENVELOPE.headers(exc, scope)
-    if type(data) is Replay:
-        return success_envelope(data.data, tool_name), 200, REPLAYED_HEADERS
-    return success_envelope(data, tool_name), 200, None
+    replayed = type(data) is Replay
+    if replayed:
+        data = data.data
+    headers = {**(REPLAYED_HEADERS if replayed else {}), **(NO_STORE if shows_a_secret(data) else {})}
+    return success_envelope(data, tool_name), 200, headers or None
 
 
 class _Door(ABC):

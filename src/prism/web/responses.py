@@ -13,6 +13,15 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 _CONTENT_TYPE = (b"content-type", b"application/json")
 
 
+# For an answer that shows a secret (a new key, a webhook's signing secret): no cache on the way keeps a copy.
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+
+def shows_a_secret(data: Any) -> bool:
+    """Whether a handler's answer carries a secret shown once (a webhook's `secret`, on create and rotation)."""
+    return isinstance(data, dict) and "secret" in data
+
+
 def render_json(content: Any) -> bytes:
     return orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS)
 
