@@ -14,7 +14,7 @@ a concurrent delete waits for this transaction instead of removing a row under i
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -38,7 +38,12 @@ class ActiveWebhook:
     filters: dict[str, list[str]]
 
     def wants(self, event_type: str) -> bool:
-        return event_type in self.events if self.events else event_type in _GOVERNANCE
+        return subscribes(self.events, event_type)
+
+
+def subscribes(events: Collection[str], event_type: str) -> bool:
+    """Whether a webhook subscribed to `events` (none named: every governance type) wants `event_type`."""
+    return event_type in events if events else event_type in _GOVERNANCE
 
 
 def new_delivery_id() -> str:

@@ -22,7 +22,7 @@ from prism.kit.paging import envelope
 from prism.kit.secret import MASK
 from prism.kit.timeutil import iso, utcnow
 from prism.registry.mega_tools import SCOPE_OF_CLASS, scopes_allow
-from prism.webhooks.matching import forget_active_webhooks, new_delivery_id
+from prism.webhooks.matching import forget_active_webhooks, new_delivery_id, subscribes
 from prism.webhooks.models import Webhook, WebhookDelivery
 from prism.webhooks.repository import Deliveries, Webhooks, paged
 from prism.webhooks.schemas import (
@@ -286,10 +286,22 @@ async def send_test_event(session: AsyncSession, auth: AuthContext, webhook_id: 
 
 async def resend_delivery(session: AsyncSession, auth: AuthContext, webhook_id: str,
                           delivery_id: str) -> dict[str, Any]:
-    """A new delivery of the same event (same bytes, a fresh signature); the original record stays."""
+    """A new delivery of the same event (same bytes, a fresh signature); the original record stays.
+
+    The event resent is judged as well as the webhook: a governed credential may not resend an oversight event
+    (re-pointing a webhook narrowed to business events is its to do, and would otherwise bring it the decisions
+    delivered there before), and nobody resends an event the webhook no longer subscribes to (it would reach a
+    receiver its subscription now keeps it from)."""
     require(auth, "change")
     webhook = await _writable(session, auth, webhook_id)
     original = await Deliveries(session, auth.organization_id).of_webhook(webhook_id, delivery_id)
+    if auth.governed and carries_oversight_events([original.event_type]):
+        raise PermissionDenied("this credential is governed by a persona or an AI system, so it cannot resend a "
+                               "governance, audit or mission event; a person does (the console, or a key without "
+                               "either)", code="governed_credential")
+    if not subscribes(webhook.events, original.event_type):
+        raise Conflict(f"this webhook no longer subscribes to {original.event_type}, so this delivery cannot be "
+                       "resent: subscribe it to that event type again first", code="event_not_subscribed")
     delivery = _pending(auth.organization_id, webhook_id, original.event_id, original.event_type,
                         is_test=original.is_test)
     session.add(delivery)
