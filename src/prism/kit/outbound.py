@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     import aiohttp
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+# How long `check_url` waits for the host's addresses before refusing the URL.
+RESOLVE_WITHIN_SECONDS = 5.0
 
 
 class OutboundUrlRefused(PrismError):
@@ -97,6 +99,8 @@ def _literal_address(host: str) -> IPAddress | None:
 
 
 async def resolve(host: str, port: int) -> list[IPAddress]:
+    """Every address of `host` (itself, when it is one), as the system resolver answers. Looked up by name at each
+    call: the one place where Prism asks DNS, so the place to stand in for it."""
     literal = _literal_address(host)
     if literal is not None:
         return [literal]
@@ -168,7 +172,12 @@ async def check_url(url: str, *, allow_private_networks: bool, require_https: bo
     if allow_private_networks:
         return url
     try:
-        addresses = await resolve(parts.hostname, port)
+        # Bounded: a name whose DNS servers never answer would otherwise hold its caller for as long as the
+        # system resolver keeps retrying (tens of seconds), whatever waits on that caller meanwhile.
+        async with asyncio.timeout(RESOLVE_WITHIN_SECONDS):
+            addresses = await resolve(parts.hostname, port)
+    except TimeoutError:
+        raise refuse(f"host {parts.hostname} did not resolve within {RESOLVE_WITHIN_SECONDS:g} s") from None
     except (OSError, UnicodeError):
         raise refuse(f"host {parts.hostname} does not resolve") from None
     problem = refusal(parts.hostname, addresses)

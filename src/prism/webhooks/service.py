@@ -113,18 +113,37 @@ def delivery_read(row: WebhookDelivery, *, webhook_active: bool) -> dict[str, An
     }
 
 
-async def _checked_url(settings: Settings, url: str) -> str:
+# A receiver URL as `check_receiver_url` found it: the URL to save, why it is refused, or None when none was sent.
+CheckedUrl = str | OutboundUrlRefused | None
+
+
+async def check_receiver_url(settings: Settings, url: str | None) -> CheckedUrl:
+    """The receiver URL checked (its host resolved, within the SSRF guard's time limit), or why it is refused.
+
+    The handlers' `prepare`: it runs before the call's ledger transaction, which every call of the process may
+    wait on, so a host whose DNS answers slowly holds only its own caller. The refusal is returned, not raised:
+    the service raises it where it checked the URL before (after the caller's own refusals)."""
+    if url is None:
+        return None
     try:
         return await check_url(url, allow_private_networks=settings.webhook_allow_private_networks)
     except OutboundUrlRefused as exc:
-        raise InvalidArguments(exc.message, field="url") from None
+        return exc
 
 
-async def create_webhook(session: AsyncSession, auth: AuthContext, settings: Settings,
-                         body: WebhookCreate) -> dict[str, Any]:
+def _receiver_url(checked: CheckedUrl) -> str:
+    if isinstance(checked, OutboundUrlRefused):
+        raise InvalidArguments(checked.message, field="url")
+    assert checked is not None, "check_receiver_url ran on the URL sent"
+    return checked
+
+
+async def create_webhook(session: AsyncSession, auth: AuthContext, settings: Settings, body: WebhookCreate,
+                         checked_url: CheckedUrl) -> dict[str, Any]:
+    """`checked_url`: `check_receiver_url(settings, body.url)`, awaited before the transaction."""
     require(auth, "add")
     refuse_governed_on_oversight_webhook(auth, body.events or [])
-    url = await _checked_url(settings, body.url)
+    url = _receiver_url(checked_url)
     webhook_id = "whk_" + uuid.uuid4().hex
     secret = new_secret()
     headers = body.custom_headers or {}
@@ -159,7 +178,8 @@ _NOT_CLEARABLE = ("name", "url", "secret", "is_active", "max_retries", "retry_de
 
 
 async def update_webhook(session: AsyncSession, auth: AuthContext, settings: Settings, webhook_id: str,
-                         body: WebhookUpdate) -> dict[str, Any]:
+                         body: WebhookUpdate, checked_url: CheckedUrl) -> dict[str, Any]:
+    """`checked_url`: `check_receiver_url(settings, body.url)`, awaited before the transaction."""
     require(auth, "change")
     row = await _writable(session, auth, webhook_id)
     given = body.model_fields_set
@@ -177,7 +197,7 @@ async def update_webhook(session: AsyncSession, auth: AuthContext, settings: Set
     if "description" in given:
         row.description = body.description or ""
     if body.url is not None:
-        row.url = await _checked_url(settings, body.url)
+        row.url = _receiver_url(checked_url)
     if "events" in given:
         row.events = body.events or []
     if "filters" in given:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import Field
 
 from prism.apps.params import Params, ReadParams
+from prism.config import Settings
 from prism.kit.paging import Paging
 from prism.registry import HandlerCall
 from prism.webhooks import service
@@ -67,18 +68,25 @@ async def read_webhook(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
     return await service.get_webhook(call.session, call.auth, p.id)
 
 
+async def _check_receiver(p: WebhookCreateParams | WebhookUpdateParams, settings: Settings) -> service.CheckedUrl:
+    """The receiver URL's host is resolved before the call's transaction (service.check_receiver_url)."""
+    return await service.check_receiver_url(settings, p.url)
+
+
 @app.handler("config_manage", "webhook", "create", params=WebhookCreateParams, scope="write", permission=ADD,
-             keywords=KEYWORDS, description="Create a webhook; its signing secret is in this answer once.")
+             keywords=KEYWORDS, description="Create a webhook; its signing secret is in this answer once.",
+             prepare=_check_receiver)
 async def create_webhook(call: HandlerCall, p: WebhookCreateParams) -> dict[str, Any]:
     body = WebhookCreate.model_validate(p.model_dump(exclude_unset=True))
-    return await service.create_webhook(call.session, call.auth, call.settings, body)
+    return await service.create_webhook(call.session, call.auth, call.settings, body, call.prepared)
 
 
 @app.handler("config_manage", "webhook", "update", params=WebhookUpdateParams, scope="write", permission=CHANGE,
-             keywords=KEYWORDS, description="Change a webhook: only the fields given (null puts a default back).")
+             keywords=KEYWORDS, description="Change a webhook: only the fields given (null puts a default back).",
+             prepare=_check_receiver)
 async def update_webhook(call: HandlerCall, p: WebhookUpdateParams) -> dict[str, Any]:
     body = WebhookUpdate.model_validate(p.model_dump(exclude_unset=True, exclude={"id"}))
-    return await service.update_webhook(call.session, call.auth, call.settings, p.id, body)
+    return await service.update_webhook(call.session, call.auth, call.settings, p.id, body, call.prepared)
 
 
 @app.handler("config_manage", "webhook", "rotate_secret", params=ReadParams, scope="write", permission=CHANGE,
