@@ -8,6 +8,10 @@ rows locked meanwhile. Here each is one statement on an autocommit connection: P
 transaction, still committed synchronously (a recorded outcome is as durable as before).
 
 SQLite keeps its own path in the worker: one writer at a time, no SKIP LOCKED, no UPDATE … RETURNING joins.
+
+Claims and leases are timed by the database's clock (`now()`): workers on hosts whose clocks disagree would
+otherwise each judge a lease by their own, and a host ahead by more than a lease would take a delivery another
+worker is still sending.
 """
 
 from __future__ import annotations
@@ -49,8 +53,10 @@ def _claim_statement() -> Any:
     The picking SELECT locks the rows it takes and skips rows another claim holds, so two workers never take
     the same delivery. It is a WITH query: PostgreSQL runs one holding FOR UPDATE exactly once, whatever plan
     the UPDATE gets. The joined webhook and event rows are read, not locked. Each lease lasts `b_lease` seconds,
-    or its webhook's timeout plus `b_margin` when that is longer (worker.lease_seconds)."""
-    d, now = _DELIVERIES.c, bindparam("b_now", type_=UTCDateTime())
+    or its webhook's timeout plus `b_margin` when that is longer (worker.lease_seconds). Now is the database's
+    clock (`now()`), the one clock every worker's host shares, unless `b_now` names another (a test's clock)."""
+    d = _DELIVERIES.c
+    now = func.coalesce(bindparam("b_now", type_=UTCDateTime()), func.now())
     seconds = func.greatest(bindparam("b_lease", type_=Float()),
                             _WEBHOOKS.c.timeout_seconds + bindparam("b_margin", type_=Float()))
     until = now + type_coerce(func.make_interval(0, 0, 0, 0, 0, 0, seconds), Interval())
@@ -99,8 +105,9 @@ _CLAIM = _claim_statement()
 _RECORD_SUCCESSES = _record_successes_statement()
 
 
-async def claim(connection: AsyncConnection, *, me: str, now: datetime, lease: float, margin: float,
+async def claim(connection: AsyncConnection, *, me: str, now: datetime | None, lease: float, margin: float,
                 limit: int) -> Sequence[Row[Any]]:
+    """`now`: None for the database's clock."""
     result = await connection.execute(_CLAIM, {"b_me": me, "b_now": now, "b_lease": lease, "b_margin": margin,
                                                "b_limit": limit})
     return result.all()

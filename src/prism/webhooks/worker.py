@@ -1,6 +1,7 @@
 """Delivery workers: claim due deliveries, send them, record what happened.
 
-Claims are leases. A worker marks the deliveries it takes with its id and `claimed_until` (now + lease); on
+Claims are leases. A worker marks the deliveries it takes with its id and `claimed_until` (now + lease, now
+by the database's clock on PostgreSQL, which every host's workers share; see DeliveryWorker); on
 PostgreSQL the claim selects with FOR UPDATE SKIP LOCKED, so workers
 on many hosts never take the same row; on SQLite the claim runs in a write transaction, one claimer at a
 time. A worker killed mid-delivery simply stops renewing nothing: once its lease has passed, its deliveries
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Integer, String, Table, Text, bindparam, select, update
+from sqlalchemy import Integer, Interval, String, Table, Text, bindparam, func, select, type_coerce, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from prism.config import Settings
@@ -139,11 +140,15 @@ def new_worker_id() -> str:
 
 
 class DeliveryWorker:
-    def __init__(self, db: Database, settings: Settings, *, clock: Clock = utcnow,
+    def __init__(self, db: Database, settings: Settings, *, clock: Clock | None = None,
                  concurrency: int | None = None) -> None:
+        """`clock`: the time the schedule follows. By default, on PostgreSQL, the database's (`now()` in the
+        claim, lease, retry and hold statements): workers on many hosts share it whatever their own clocks say.
+        On SQLite (one host) this host's. A test that moves time gives all its workers one clock of its own."""
         self.db = db
         self.settings = settings
-        self.clock = clock
+        self.clock = clock or utcnow
+        self._database_clock = clock is None and not db.is_sqlite
         self.worker_id = new_worker_id()
         self.concurrency = concurrency or settings.webhook_worker_concurrency
         self.client = OutboundClient(
@@ -247,7 +252,8 @@ class DeliveryWorker:
         if self._autocommit is not None:
             async with self._autocommit.connect() as connection:
                 return [_job(r, r.claimed_until) for r in await postgres_queue.claim(
-                    connection, me=self.worker_id, now=now, lease=self.settings.webhook_lease_seconds,
+                    connection, me=self.worker_id, now=None if self._database_clock else now,
+                    lease=self.settings.webhook_lease_seconds,
                     margin=LEASE_MARGIN_SECONDS, limit=limit)]
         # SQLite: an idle poll must not take its one write lock (the ledger waits on it): look first.
         async with self.db.read() as session:
@@ -350,7 +356,7 @@ class DeliveryWorker:
             if outcome.retry_after is not None:
                 ceiling = self.settings.webhook_retry_after_max_seconds
                 delay = max(delay, min(int(outcome.retry_after + 0.999), ceiling))
-            values.update(status="retrying", due_at=now + timedelta(seconds=delay))
+            values.update(status="retrying", due_at=self._later(delay))
         else:
             values.update(status="failed", due_at=None)
         return values
@@ -443,12 +449,18 @@ class DeliveryWorker:
         """Hold back the hanging receiver's deliveries due now (none leased, no test event) by one timeout, so that
         the next claims reach other webhooks' deliveries. Rows held earlier are due later and left alone: while
         the receiver hangs, each row is moved about once per timeout, not once per send that times out."""
-        now = self.clock()
+        now = func.now() if self._database_clock else self.clock()
         await session.execute(update(WebhookDelivery).where(
             WebhookDelivery.webhook_id == job.webhook_id, WebhookDelivery.due_at <= now,
             WebhookDelivery.is_test.is_(False),
             WebhookDelivery.claimed_until.is_(None) | (WebhookDelivery.claimed_until < now),
-        ).values(due_at=now + timedelta(seconds=job.timeout_seconds)))
+        ).values(due_at=self._later(job.timeout_seconds)))
+
+    def _later(self, seconds: float) -> Any:
+        """`seconds` from now by the schedule's clock: a statement's expression on the database's clock."""
+        if self._database_clock:
+            return func.now() + type_coerce(func.make_interval(0, 0, 0, 0, 0, 0, seconds), Interval())
+        return self.clock() + timedelta(seconds=seconds)
 
     async def _account(self, session: AsyncSession, job: Job, status: str, *, gone: bool) -> None:
         """Consecutive FAILED deliveries per webhook; 410 or too many failures switch the webhook off."""
