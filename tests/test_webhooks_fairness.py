@@ -60,3 +60,30 @@ async def test_a_hanging_receivers_backlog_does_not_delay_another_organizations_
     assert len(statuses) == 10 * slots and set(statuses) <= {"pending", "retrying"}
     # Its backlog would otherwise be due again, ahead of the next tests' deliveries.
     assert (await hook_client.delete(f"{BASE}{hook['id']}/", headers=slow.headers())).status_code == 204
+
+
+async def test_a_receiver_answering_just_before_its_timeout_does_not_delay_another_organizations_delivery(
+        hook_client: httpx.AsyncClient, hook_db: Database, factory: Factory, receiver: Receiver,
+        make_worker: Callable[..., DeliveryWorker]) -> None:
+    """As above, but A's receiver answers (500) just before its 2 s timeout instead of never: its sends hold the
+    slots nearly as long, so they count as slow and its queue is held back all the same."""
+    slots = HANGING_AFTER_TIMEOUTS
+    slow, fast = await factory.workspace(roles=("owner",)), await factory.workspace(roles=("owner",))
+    slow_path, fast_path = unique_path(), unique_path()
+    receiver.script(slow_path, [Answer(500, delay=1.8)] * 30)
+    hook = await create_hook(hook_client, slow, receiver.url(slow_path), timeout_seconds=2)
+    await create_hook(hook_client, fast, receiver.url(fast_path))
+    await burst(hook_db, slow, 10 * slots)
+    await burst(hook_db, fast, 1)
+    worker = make_worker(concurrency=slots)
+    started = time.monotonic()
+    running = asyncio.create_task(worker.run())
+    try:
+        await receiver.wait_for(fast_path, 1, within=40)
+        waited = time.monotonic() - started
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+    assert waited < 8, f"B's delivery waited {waited:.1f} s behind A's backlog"
+    assert len(receiver.at(slow_path)) <= 2 * slots
+    assert (await hook_client.delete(f"{BASE}{hook['id']}/", headers=slow.headers())).status_code == 204

@@ -27,6 +27,13 @@ class Attempt:
     error: str | None
     retry_after: float | None  # seconds the receiver asked us to wait (429/503 only)
     timed_out: bool = False  # no complete answer within the timeout: the send held its slot that long
+    # It held its slot for SLOW_SHARE_OF_TIMEOUT of the timeout or more (a timeout included): a receiver that answers
+    # just before its timeout holds the workers' slots nearly as long as one that never answers.
+    slow: bool = False
+
+
+# The share of its timeout after which an answer counts as slow (Attempt.slow).
+SLOW_SHARE_OF_TIMEOUT = 0.5
 
 
 def delivery_headers(*, secret: str, body: bytes, event_type: str, delivery_id: str,
@@ -67,19 +74,26 @@ def _reason(status: int) -> str:
 async def attempt(client: OutboundClient, *, url: str, body: bytes, headers: dict[str, str],
                   timeout_seconds: float) -> Attempt:
     """2xx within `timeout_seconds` (connect, send and answer together) is success; redirects are failures."""
+    started = time.monotonic()
     try:
         answer = await client.send("POST", url, headers=headers, body=body, timeout_seconds=timeout_seconds,
                                    read_at_most=_READ_AT_MOST)
     except OutboundTimeout as exc:
-        return Attempt(False, None, "", str(exc), None, timed_out=True)
+        return Attempt(False, None, "", str(exc), None, timed_out=True, slow=True)
     except OutboundFailed as exc:  # the message may quote what the receiver sent
-        return Attempt(False, None, "", without_nul(str(exc)), None)
+        return Attempt(False, None, "", without_nul(str(exc)), None,
+                       slow=_slow(started, timeout_seconds))
+    slow = _slow(started, timeout_seconds)
     status = answer.status
     # The receiver's text is stored; PostgreSQL cannot store NUL, and refusing the answer is not ours to do.
     text = without_nul(answer.body.decode("utf-8", errors="replace"))[:STORED_BODY_CHARS]
     if 200 <= status < 300:
-        return Attempt(True, status, text, None, None)
+        return Attempt(True, status, text, None, None, slow=slow)
     error = f"HTTP {status}: {_reason(status)}"
     if 300 <= status < 400:
         error += " (redirects are not followed)"
-    return Attempt(False, status, text, error, _retry_after(answer))
+    return Attempt(False, status, text, error, _retry_after(answer), slow=slow)
+
+
+def _slow(started: float, timeout_seconds: float) -> bool:
+    return time.monotonic() - started >= SLOW_SHARE_OF_TIMEOUT * timeout_seconds

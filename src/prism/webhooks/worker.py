@@ -19,9 +19,10 @@ Schedule (DESIGN.md): attempt 1 at once, then base·2^(n-1) seconds after attemp
 max_retries + 1. A 429/503 Retry-After may push the next attempt later (never earlier), up to a ceiling.
 410 Gone fails the delivery and deactivates the webhook; so do N consecutive FAILED deliveries.
 
-A receiver that hangs (HANGING_AFTER_TIMEOUTS sends in a row ran to their timeout) has its webhook's other due
-deliveries held back by one timeout (`_hold`): claims take the oldest due deliveries first, so otherwise its
-backlog would fill every slot of every worker, a timeout at a time, while other webhooks' deliveries waited.
+A receiver that hangs (HANGING_AFTER_TIMEOUTS sends in a row were slow: they ran to their timeout, or answered
+only after half of it, `Attempt.slow`) has its webhook's other due deliveries held back by one timeout (`_hold`):
+claims take the oldest due deliveries first, so otherwise its backlog would fill every slot of every worker, a
+timeout at a time, while other webhooks' deliveries waited. Answering just before the timeout does not escape it.
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ _LEASE = (update(_DELIVERIES).where(_DELIVERIES.c.id == bindparam("b_id", type_=
 
 Clock = Callable[[], datetime]
 OUTCOMES_WAITING_PER_SLOT = 4
-# Sends to one webhook that ran to their timeout in a row (with no answer between) before its receiver counts as
-# hanging; fewer would hold back a busy receiver's queue for one slow answer.
+# Slow sends to one webhook in a row (timed out, or answered after half the timeout; no prompt answer between)
+# before its receiver counts as hanging; fewer would hold back a busy receiver's queue for one slow answer.
 HANGING_AFTER_TIMEOUTS = 3
 # How much longer than its send's timeout a claim lasts at least: the time to record the outcome once the send
 # has ended (the results transaction, behind up to OUTCOMES_WAITING_PER_SLOT outcomes per slot).
@@ -161,7 +162,7 @@ class DeliveryWorker:
         self._results: list[Outcome] = []
         self._results_ready = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
-        self._timeouts: dict[str, int] = {}  # per webhook: this worker's sends in a row that ran to their timeout
+        self._timeouts: dict[str, int] = {}  # per webhook: this worker's slow sends in a row (Attempt.slow)
         # PostgreSQL: claims and successes are single statements, each its own transaction (postgres_queue).
         self._autocommit: AsyncEngine | None = (
             None if db.is_sqlite else db.engine.execution_options(isolation_level="AUTOCOMMIT"))
@@ -284,13 +285,13 @@ class DeliveryWorker:
     async def _deliver(self, job: Job) -> None:
         """Send (holding the slot its caller took), then wait until the outcome is written (not holding one).
 
-        A send that timed out keeps its slot until its outcome is written: that write may hold back its webhook's
-        queue (`_hold`), and a claim made before it would take more of the hanging receiver's deliveries."""
+        A slow send (`Attempt.slow`) keeps its slot until its outcome is written: that write may hold back its
+        webhook's queue (`_hold`), and a claim made before it would take more of the hanging receiver's deliveries."""
         held = True
         try:
             try:
                 outcome, counts = await self._send(job)
-                if not outcome.timed_out:
+                if not outcome.slow:
                     held = False
                     self._sent()
                 await self.record(job, outcome, count_attempt=counts)
@@ -333,9 +334,9 @@ class DeliveryWorker:
         await future
 
     def _hanging(self, job: Job, outcome: Attempt) -> bool:
-        """Whether this outcome makes HANGING_AFTER_TIMEOUTS timeouts in a row for its webhook; any answer (or an
-        outcome without a send) ends the run."""
-        if not outcome.timed_out:
+        """Whether this outcome makes HANGING_AFTER_TIMEOUTS slow sends in a row for its webhook; a prompt answer
+        (or an outcome without a send) ends the run."""
+        if not outcome.slow:
             self._timeouts.pop(job.webhook_id, None)
             return False
         run = self._timeouts[job.webhook_id] = self._timeouts.get(job.webhook_id, 0) + 1
