@@ -62,6 +62,14 @@ class Door:
         return json_response(self.body(error, scope), error.status, self.headers(error, scope))
 
 
+class PasswordDoor(Door):
+    """The plain shape, for an endpoint that takes an email and password in its body (key registration): its 401
+    is a wrong password, and a Bearer challenge would send a client looking for a token it has no use for."""
+
+    def headers(self, error: PrismError, scope: Scope) -> dict[str, str] | None:
+        return error_headers(error)
+
+
 class EnvelopeDoor(Door):
     """The canonical envelope `{success: false, error, message, tool_name}` (SPEC.md "Canonical tool dispatch")."""
 
@@ -107,14 +115,18 @@ class PageDoor(Door):
     """Pages a person reads: the refusal as a page, not JSON."""
 
     async def refuse(self, scope: Scope, receive: Receive, send: Send, error: PrismError) -> None:
+        await self.page(error, scope)(scope, receive, send)
+
+    def page(self, error: PrismError, scope: Scope) -> Response:
+        """The refusal as a page, for the pages' own refusals (a lockout the login form decides)."""
         from prism.web.browser import render  # imported late: the browser module imports the doors' readers
 
         heading = "Too many requests" if error.status == 429 else "Request refused"
-        response = render(Request(scope, receive), "message.html",
+        response = render(Request(scope), "message.html",
                           {"heading": heading, "error": error.code, "message": error.message},
                           status=error.status)
         response.headers.update(self.headers(error, scope) or {})
-        await response(scope, receive, send)
+        return response
 
 
 class AuthorizeDoor(PageDoor, OAuthDoor):
@@ -123,6 +135,7 @@ class AuthorizeDoor(PageDoor, OAuthDoor):
 
 
 PLAIN = Door()
+PASSWORD = PasswordDoor()
 ENVELOPE = EnvelopeDoor()
 SANDBOX_CALL = SandboxCallDoor()
 OAUTH = OAuthDoor()

@@ -12,7 +12,6 @@ the doors' error shapes.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import TYPE_CHECKING
 
@@ -21,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prism.edge.context import SCOPE_KEY, RequestContext
 from prism.edge.hosts import HostPolicy
+from prism.edge.lockout import locked_out
 from prism.edge.paths import MCP_PATH, PathPolicy, host_exempt, policy_for
 from prism.errors import CredentialNoLongerValid, PrismError, RateLimited, Unauthenticated
 from prism.kit.nul import nul_refusal
@@ -43,10 +43,6 @@ if TYPE_CHECKING:  # the authenticator is the app's, read per request: importing
 # Users whose role grants this permission (owner and admin: `*`; a custom role may name it) get the admin
 # ceiling instead of the authenticated one.
 ADMIN_PERMISSION = "admin.access"
-
-
-class LockedOut(RateLimited):
-    code = "too_many_failed_attempts"
 
 
 class Edge:
@@ -199,13 +195,6 @@ def _route_path(scope: Scope) -> str:
     path: str = scope["path"]
     root: str = scope.get("root_path", "")
     return path[len(root):] if root and path.startswith(root) else path
-
-
-def locked_out(address: str, seconds_left: float) -> LockedOut:
-    seconds = max(1, math.ceil(seconds_left))
-    error = LockedOut(f"too many failed authentication attempts from {address}; retry in {seconds} s")
-    error.headers = {"Retry-After": str(seconds)}
-    return error
 
 
 def over_limit(verdict: Verdict) -> RateLimited:

@@ -8,11 +8,13 @@ from starlette.routing import BaseRoute
 
 from prism.console.caller import dispatch_as
 from prism.console.keys import KEYS
-from prism.edge.context import request_context
-from prism.edge.doors import PAGE, PLAIN, door_routes
-from prism.errors import PrismError, Unauthenticated
+from prism.edge.doors import PAGE, PASSWORD, door_routes
+from prism.edge.lockout import count_failure, refuse_if_locked_out
+from prism.errors import PrismError
 from prism.keys import dashboard
 from prism.keys.registration import (
+    BadCredentials,
+    RegistrationRequest,
     check_credentials,
     key_arguments,
     parse_request,
@@ -20,6 +22,7 @@ from prism.keys.registration import (
     registration_organization,
 )
 from prism.kit.ids import public_organization_id
+from prism.models import User
 from prism.web.requests import host_of, read_json_object
 from prism.web.responses import json_response
 
@@ -29,15 +32,28 @@ NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 
 def _error(exc: PrismError, request: Request) -> Response:
-    response = PLAIN.response(exc, request.scope)
+    response = PASSWORD.response(exc, request.scope)
     response.headers.update(NO_STORE)
     return response
+
+
+async def _registrant_user(request: Request, parsed: RegistrationRequest) -> User:
+    """The person the email and password name, obeying the lockout (prism.edge.lockout): a wrong password is
+    counted (429 once the address is locked out), and the right one is refused 429 if guesses locked the address
+    while it was checked."""
+    try:
+        user = await check_credentials(request.app.state.db, parsed.email, parsed.password)
+    except BadCredentials:
+        await count_failure(request.scope)
+        raise
+    await refuse_if_locked_out(request.scope)
+    return user
 
 
 async def register(request: Request) -> Response:
     try:
         parsed = parse_request(await read_json_object(request))
-        user = await check_credentials(request.app.state.db, parsed.email, parsed.password)
+        user = await _registrant_user(request, parsed)
         async with request.app.state.db.read() as session:
             organization = await registration_organization(session, user, parsed, host=host_of(request))
             auth = await registrant(session, user, organization)
@@ -49,9 +65,6 @@ async def register(request: Request) -> Response:
             "organization": public_organization_id(organization.id), "organization_name": organization.name,
             "expires_at": key["expires_at"],
         }
-    except Unauthenticated as exc:
-        await request.app.state.rate_limiter.auth_failed(request_context(request.scope).address)
-        return _error(exc, request)
     except PrismError as exc:
         return _error(exc, request)
     return json_response(body, 201, NO_STORE)
@@ -59,7 +72,7 @@ async def register(request: Request) -> Response:
 
 def routes() -> list[BaseRoute]:
     return [
-        *door_routes("/api/mcp/api-keys/register/", register, ["POST"], PLAIN),
+        *door_routes("/api/mcp/api-keys/register/", register, ["POST"], PASSWORD),
         *door_routes(dashboard.DASHBOARD_PATH, dashboard.show, ["GET"], PAGE),
         *door_routes(dashboard.DASHBOARD_PATH, dashboard.mint, ["POST"], PAGE),
         *door_routes(dashboard.DASHBOARD_PATH + "{key_id}/revoke/", dashboard.revoke, ["POST"], PAGE),

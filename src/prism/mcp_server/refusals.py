@@ -13,7 +13,7 @@ from starlette.types import Scope
 
 from prism.edge.context import request_context
 from prism.edge.doors import Door
-from prism.edge.stack import LockedOut
+from prism.edge.lockout import LockedOut
 from prism.errors import PrismError
 from prism.mcp_server import jsonrpc
 from prism.mcp_server.http import cors_headers

@@ -10,20 +10,22 @@ import base64
 from typing import Any
 from urllib.parse import unquote
 
+from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import Response
 
-from prism.edge.context import request_context
-from prism.errors import CredentialNoLongerValid, PrismError, Unauthenticated
+from prism.edge.lockout import count_failure, refuse_if_locked_out
+from prism.errors import CredentialNoLongerValid, PrismError, RateLimited, Unauthenticated
 from prism.kit.nul import refuse_nul_in_form
 from prism.kit.timeutil import utcnow
 from prism.oauth.challenge import INVALID_TOKEN, bearer_challenge
-from prism.oauth.client_documents import ClientDocumentRefused, client_documents, is_document_url
-from prism.oauth.errors import GrantReplayed, InvalidGrant, OAuthError
+from prism.oauth.client_documents import client_documents, is_document_url
+from prism.oauth.errors import ClientCredentialMissing, GrantReplayed, InvalidClient, InvalidGrant, OAuthError
 from prism.oauth.issuer import issuer_for
 from prism.oauth.models import OAuthClient
 from prism.oauth.refresh import refresh_tokens
 from prism.oauth.repository import revoke_grant
+from prism.oauth.resource import AccessTokens
 from prism.oauth.schemas import parse_registration
 from prism.oauth.service import (
     TokenContext,
@@ -33,6 +35,8 @@ from prism.oauth.service import (
     registration_body,
     revoke_token,
 )
+from prism.oauth.tokens import AccessClaims
+from prism.ratelimit.unavailable import LimiterUnavailable
 from prism.storage import DatabaseUnavailable
 from prism.web.browser import read_form
 from prism.web.requests import host_of, read_json_object
@@ -121,8 +125,8 @@ async def token(request: Request) -> Response:
         await ctx.ring.signer()
         described = await _described(request, client_id)
         async with state.db.write() as session:
-            client = await authenticate_client(session, client_id, form.get("client_secret") or basic_secret,
-                                               described=described, by_header=basic_id is not None)
+            client = await _authenticated_client(request, session, client_id, form.get("client_secret") or basic_secret,
+                                                 described=described, by_header=basic_id is not None)
             if grant_type == "authorization_code":
                 answer = await exchange_code(session, ctx, client, code=form.get("code"),
                                              verifier=form.get("code_verifier"), redirect_uri=form.get("redirect_uri"),
@@ -134,16 +138,28 @@ async def token(request: Request) -> Response:
         if exc.grant_id is not None:
             await _revoke(request, exc.grant_id)
         return oauth_error(request, InvalidGrant(exc.message))
-    except OAuthError as exc:
-        if exc.code == "invalid_client" and not isinstance(exc, ClientDocumentRefused):
-            # A wrong client secret is a failed authentication of the address (an unusable document is not).
-            await count_failure(request)
-        return oauth_error(request, exc)
-    except DatabaseUnavailable as exc:
+    except (OAuthError, DatabaseUnavailable, RateLimited, LimiterUnavailable) as exc:
         return oauth_error(request, exc)
     except PrismError as exc:
         return oauth_error(request, OAuthError(exc.message, status=exc.status))
     return json_response(answer, 200, {**CORS_HEADERS, **NO_STORE})
+
+
+async def _authenticated_client(request: Request, session: AsyncSession, client_id: str | None,
+                                secret: str | None, *, described: OAuthClient | None,
+                                by_header: bool = True) -> OAuthClient:
+    """`authenticate_client`, obeying the lockout (prism.edge.lockout): a wrong credential is counted (429 once the
+    address is locked out), and a right secret is refused 429 if guesses locked the address meanwhile. A request
+    that presented no credential is refused without counting, and an unusable client document is no guess."""
+    try:
+        client = await authenticate_client(session, client_id, secret, described=described, by_header=by_header)
+    except InvalidClient as exc:
+        if not isinstance(exc, ClientCredentialMissing):
+            await count_failure(request.scope)
+        raise
+    if secret:
+        await refuse_if_locked_out(request.scope)
+    return client
 
 
 async def _described(request: Request, client_id: str | None) -> OAuthClient | None:
@@ -151,13 +167,6 @@ async def _described(request: Request, client_id: str | None) -> OAuthClient | N
     if client_id is None or not is_document_url(client_id):
         return None
     return await client_documents(request.app.state).client(client_id)
-
-
-async def count_failure(request: Request) -> None:
-    """A failed client authentication: counted toward the address's lockout, and logged as a security event."""
-    context = request_context(request.scope)
-    context.authentication_failed = True
-    await request.app.state.rate_limiter.auth_failed(context.address)
 
 
 async def _revoke(request: Request, grant_id: str) -> None:
@@ -180,16 +189,12 @@ async def revoke(request: Request) -> Response:
         described = await _described(request, client_id)
         async with state.db.write() as session:
             # A confidential client authenticates (RFC 7009 2.1): a wrong secret revokes nothing.
-            client = None if client_id is None else await authenticate_client(
-                session, client_id, form.get("client_secret") or basic_secret, described=described)
+            client = None if client_id is None else await _authenticated_client(
+                request, session, client_id, form.get("client_secret") or basic_secret, described=described)
             grant_id = await revoke_token(session, state.authenticator.tokens.ring, state.settings, value,
                                           client=client, hostname=host_of(request).hostname,
                                           issuer=issuer_for(request))
-    except OAuthError as exc:
-        if exc.code == "invalid_client" and not isinstance(exc, ClientDocumentRefused):
-            await count_failure(request)
-        return oauth_error(request, exc)
-    except DatabaseUnavailable as exc:
+    except (OAuthError, DatabaseUnavailable, RateLimited, LimiterUnavailable) as exc:
         return oauth_error(request, exc)
     except PrismError as exc:
         return oauth_error(request, OAuthError(exc.message, status=exc.status))
@@ -199,22 +204,32 @@ async def revoke(request: Request) -> Response:
 
 
 async def userinfo(request: Request) -> Response:
-    tokens = request.app.state.authenticator.tokens
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
     if scheme.lower() != "bearer" or not value.strip():
         return json_response({"error": "invalid_token", "error_description": "Bearer access token required"}, 401,
                              {"WWW-Authenticate": bearer_challenge(request.scope), **CORS_HEADERS})
     try:
-        claims, row = await tokens.claims(value.strip(), host_of(request))
-    except DatabaseUnavailable as exc:
-        return oauth_error(request, exc)
+        claims, row = await _userinfo_claims(request, value.strip())
     except PrismError as exc:
-        if not isinstance(exc, CredentialNoLongerValid):  # an expired or revoked token is not a guess
-            await count_failure(request)
-        return oauth_error(request, Unauthenticated(exc.message, code=INVALID_TOKEN))
+        return oauth_error(request, exc)
     body: dict[str, Any] = {"sub": claims.subject, "email": row.email, "client_id": claims.client_id,
                             "scope": claims.scope, "org": claims.organization_id}
     if row.organization_id is not None:
         body.update(organization_name=row.org_name, tenant=row.subdomain)
     return json_response(body, 200, {**CORS_HEADERS, **NO_STORE})
+
+
+async def _userinfo_claims(request: Request, token: str) -> tuple[AccessClaims, Any]:
+    """The access token's claims and its row, obeying the lockout as `_authenticated_client` does."""
+    try:
+        tokens: AccessTokens = request.app.state.authenticator.tokens
+        found = await tokens.claims(token, host_of(request))
+    except DatabaseUnavailable:
+        raise
+    except PrismError as exc:
+        if not isinstance(exc, CredentialNoLongerValid):  # an expired or revoked token is not a guess
+            await count_failure(request.scope)
+        raise Unauthenticated(exc.message, code=INVALID_TOKEN) from None
+    await refuse_if_locked_out(request.scope)
+    return found

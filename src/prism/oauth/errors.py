@@ -12,7 +12,15 @@ class OAuthError(PrismError):
 
 
 class InvalidClient(OAuthError):
+    """The client presented a wrong credential (an unknown client_id, a wrong secret): a failed authentication
+    that counts toward the address's lockout."""
+
     code, status = "invalid_client", 401
+
+
+class ClientCredentialMissing(InvalidClient):
+    """The client presented no credential (no client_id; no secret for a confidential client): refused the same
+    way, but no guess, so not counted toward the lockout."""
 
 
 class InvalidGrant(OAuthError):

@@ -3,10 +3,11 @@
 `GET|PUT|DELETE /api/mcp/oauth/register/<client_id>` with `Authorization: Bearer <registration_access_token>`,
 the token the registration that created the client received (stored as SHA-256 only). A missing or wrong token,
 an unknown client and a client registered before registration tokens existed all answer the same 401
-`invalid_token`, so the endpoint tells nobody which clients exist. PUT replaces the registration (RFC 7592 2.2):
-the body carries the `client_id`, may carry the client's secret (which must then match) and keeps the
-authentication method; redirect URIs and links are checked as at registration. DELETE removes the client and
-revokes every grant it holds: its refresh tokens and access tokens stop working.
+`invalid_token`, so the endpoint tells nobody which clients exist. A wrong token counts toward the address's
+lockout (prism.edge.lockout); a request that sent no Bearer token does not, and its challenge names no error.
+PUT replaces the registration (RFC 7592 2.2): the body carries the `client_id`, may carry the client's secret (which
+must then match) and keeps the authentication method; redirect URIs and links are checked as at registration.
+DELETE removes the client and revokes every grant it holds: its refresh tokens and access tokens stop working.
 """
 
 from __future__ import annotations
@@ -18,16 +19,19 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import Response
 
-from prism.errors import PrismError
+from prism.edge.lockout import count_failure, refuse_if_locked_out
+from prism.errors import PrismError, RateLimited
 from prism.kit.timeutil import utcnow
 from prism.oauth import repository as repo
-from prism.oauth.endpoints import EXPOSED_HEADERS, NO_STORE, count_failure, oauth_error
+from prism.oauth.challenge import bearer_challenge
+from prism.oauth.endpoints import EXPOSED_HEADERS, NO_STORE, oauth_error
 from prism.oauth.errors import OAuthError
 from prism.oauth.issuer import issuer_for
 from prism.oauth.models import OAuthClient, OAuthGrant
 from prism.oauth.schemas import invalid_metadata, parse_registration
 from prism.oauth.service import registration_body
 from prism.oauth.tokens import hash_secret
+from prism.ratelimit.unavailable import LimiterUnavailable
 from prism.web.requests import read_json_object
 from prism.web.responses import json_response
 
@@ -44,10 +48,15 @@ class InvalidRegistrationToken(OAuthError):
     code, status = "invalid_token", 401
 
 
+class RegistrationTokenMissing(InvalidRegistrationToken):
+    """No Bearer token was sent: no guess, so not counted toward the lockout, and the challenge carries no error
+    code (RFC 6750 section 3.1)."""
+
+
 def _presented(request: Request) -> str:
     scheme, _, value = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not value.strip():
-        raise InvalidRegistrationToken("Authorization: Bearer <registration_access_token> is required")
+        raise RegistrationTokenMissing("Authorization: Bearer <registration_access_token> is required")
     return value.strip()
 
 
@@ -56,8 +65,10 @@ def _matches(client: OAuthClient | None, token: str) -> bool:
     return stored is not None and hmac.compare_digest(stored, hash_secret(token))
 
 
-def _refused(request: Request, exc: OAuthError) -> Response:
+def _refused(request: Request, exc: PrismError) -> Response:
     answer = oauth_error(request, exc)  # a 401 carries the Bearer challenge with its error
+    if isinstance(exc, RegistrationTokenMissing):
+        answer.headers["WWW-Authenticate"] = bearer_challenge(request.scope)
     answer.headers.update(MANAGEMENT_CORS)
     return answer
 
@@ -76,17 +87,16 @@ async def manage(request: Request) -> Response:
         async with request.app.state.db.write() as session:
             client = await repo.client_by_id(session, client_id)
             if client is None or not _matches(client, token):
+                await count_failure(request.scope)  # a guessed token: 429 once the address is locked out
                 raise InvalidRegistrationToken("invalid registration access token for this client")
+            await refuse_if_locked_out(request.scope)  # the right token, after guesses locked the address
             if request.method == "DELETE":
                 revoked = await _delete(session, client)
             else:
                 if body is not None:
                     _replace(client, body)
                 answer = registration_body(client, issuer=issuer_for(request), registration_token=token)
-    except InvalidRegistrationToken as exc:
-        await count_failure(request)  # a guessed token is a failed authentication of the address
-        return _refused(request, exc)
-    except OAuthError as exc:
+    except (OAuthError, RateLimited, LimiterUnavailable) as exc:
         return _refused(request, exc)
     except PrismError as exc:  # unreadable JSON and the like
         return _refused(request, OAuthError(exc.message, code="invalid_client_metadata", status=exc.status))

@@ -19,7 +19,7 @@ from prism.errors import Unauthenticated
 from prism.kit.secret import same_secret
 from prism.kit.timeutil import utcnow
 from prism.oauth import repository as repo
-from prism.oauth.errors import GrantReplayed, InvalidClient, InvalidGrant, OAuthError
+from prism.oauth.errors import ClientCredentialMissing, GrantReplayed, InvalidClient, InvalidGrant, OAuthError
 from prism.oauth.issuer import require_granted_resource
 from prism.oauth.keys import KeyRing
 from prism.oauth.models import OAuthClient, OAuthCode, OAuthGrant, OAuthGrantOrganization, OAuthRefreshToken
@@ -124,15 +124,17 @@ async def authenticate_client(session: AsyncSession, client_id: str | None, secr
     "400 invalid grant or credentials"); `by_header` says which."""
     status = 401 if by_header else 400
     if not client_id:
-        raise InvalidClient("client_id is required", status=status)
+        raise ClientCredentialMissing("client_id is required", status=status)
     if described is not None and described.client_id == client_id:
         return described  # a public client: nothing to check
     client = await repo.client_by_id(session, client_id)
     if client is None:
         raise InvalidClient("unknown client", status=status)
     if client.token_endpoint_auth_method in SECRET_METHODS:
-        if not secret or client.secret_hash is None or not hmac.compare_digest(client.secret_hash,
-                                                                                hash_secret(secret)):
+        if not secret:
+            raise ClientCredentialMissing("client authentication failed: this client authenticates with its secret",
+                                          status=status)
+        if client.secret_hash is None or not hmac.compare_digest(client.secret_hash, hash_secret(secret)):
             raise InvalidClient("client authentication failed", status=status)
     return client
 
@@ -248,7 +250,7 @@ async def revoke_token(session: AsyncSession, ring: KeyRing, settings: Settings,
     if client is None:
         registered = await repo.client_by_id(session, owner)
         if registered is not None and registered.token_endpoint_auth_method in SECRET_METHODS:
-            raise InvalidClient("this token belongs to a confidential client: authenticate with its secret")
+            raise ClientCredentialMissing("this token belongs to a confidential client: authenticate with its secret")
     elif client.client_id != owner:
         return None
     await repo.revoke_grant(session, grant_id, utcnow())

@@ -1,7 +1,8 @@
 """The browser login page, on every host: GET/POST /login/?next=..., POST /logout/.
 
 A successful sign-in rotates the session cookie and returns to `next` (a relative path only). Failed
-attempts count towards the address lockout of the rate limiter, when one is configured.
+attempts count towards the address lockout; once the address is locked out every attempt is refused 429, the
+right password too (prism.edge.lockout).
 """
 
 from __future__ import annotations
@@ -11,17 +12,14 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import Response
 
-from prism.edge.context import request_context
+from prism.edge.doors import PAGE
+from prism.edge.lockout import count_failure, refuse_if_locked_out
 from prism.errors import PrismError
 from prism.identity.passwords import password_matches
 from prism.identity.service import get_user
 from prism.web.browser import read_form, redirect, render, safe_next, sign_in, sign_out, signed_in_user
 
 BAD_CREDENTIALS = "Wrong email or password."
-
-
-async def _count_failure(request: Request) -> None:
-    await request.app.state.rate_limiter.auth_failed(request_context(request.scope).address)
 
 
 async def login_page(request: Request) -> Response:
@@ -44,9 +42,13 @@ async def login_submit(request: Request) -> Response:
     async with request.app.state.db.read() as session:
         user = await get_user(session, email) if email else None
     password_ok = await password_matches(user.password_hash if user else None, form.get("password", ""))
-    if user is None or not password_ok or not user.is_active:
-        await _count_failure(request)
-        return render(request, "login.html", {**context, "error": BAD_CREDENTIALS}, status=401)
+    try:
+        if user is None or not password_ok or not user.is_active:
+            await count_failure(request.scope)
+            return render(request, "login.html", {**context, "error": BAD_CREDENTIALS}, status=401)
+        await refuse_if_locked_out(request.scope)
+    except PrismError as exc:  # locked out (429), or the lockout cannot be checked (503)
+        return PAGE.page(exc, request.scope)
     sign_in(request, user.id)
     return redirect(request, next_path)
 
