@@ -209,6 +209,19 @@ async def test_a_deactivated_users_refresh_token_refreshes_nothing_until_they_ar
         assert (await c.post(TOKEN, data=_refresh_form(tokens))).status_code == 200
 
 
+async def test_a_spent_refresh_token_presented_again_within_the_grace_window_refreshes_nothing_for_a_deactivated_user(
+        app: object, factory: Factory, db: Database) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        tokens = await tokens_for(c, ws)
+        assert (await c.post(TOKEN, data=_refresh_form(tokens))).status_code == 200  # spent, its pair sealed
+        async with db.write() as s:
+            await set_active(s, await require_user(s, ws.emails["owner"]), False)
+        again = await c.post(TOKEN, data=_refresh_form(tokens))  # within the window
+        assert again.status_code == 400 and again.json()["error"] == "invalid_grant", again.text
+        assert "deactivated" in again.json()["error_description"]
+
+
 async def test_a_code_issued_before_its_user_was_deactivated_is_exchanged_for_nothing(
         app: object, factory: Factory, db: Database) -> None:
     ws = await factory.workspace(roles=("owner",))

@@ -90,6 +90,10 @@ async def _answer_again(session: AsyncSession, ctx: TokenContext, grant: OAuthGr
     if answer is None:
         raise GrantReplayed("refresh token already used; every token of this authorization is revoked",
                             grant_id=grant.id)
+    # Refused as the fresh token is (docs/oauth.md: a deactivated user refreshes nothing), and not revoked: within
+    # the window this is the client's own concurrent refresh, not a copy.
+    if not await repo.user_is_active(session, grant.user_id):
+        raise InvalidGrant("the user was deactivated")
     # The same tokens, so the access token has aged since: say how long it has left.
     answer["expires_in"] = max(0, int(answer["expires_in"] - age))
     return answer
