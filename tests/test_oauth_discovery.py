@@ -35,7 +35,9 @@ async def test_authorization_server_metadata_has_every_field_and_fixed_value(cli
     assert doc["response_types_supported"] == ["code"]
     assert doc["grant_types_supported"] == ["authorization_code", "refresh_token"]
     assert doc["code_challenge_methods_supported"] == ["S256"]
-    assert doc["token_endpoint_auth_methods_supported"] == ["none", "client_secret_post", "client_secret_basic"]
+    # SPEC.md's list exactly (client_secret_basic is accepted at registration, not published).
+    assert doc["token_endpoint_auth_methods_supported"] == ["none", "client_secret_post"]
+    assert doc["revocation_endpoint_auth_methods_supported"] == ["none", "client_secret_post"]
     assert doc["client_id_metadata_document_supported"] is True
     assert "offline_access" in doc["scopes_supported"]
     assert doc["response_modes_supported"] == ["query"]
@@ -51,6 +53,18 @@ async def test_openid_configuration_has_every_field(client: httpx.AsyncClient) -
     assert doc["issuer"] == "http://localhost:8000"
     assert doc["userinfo_endpoint"] == "http://localhost:8000/api/mcp/oauth/userinfo/"
     assert doc["subject_types_supported"] == ["public"]
+    assert doc["token_endpoint_auth_methods_supported"] == ["none", "client_secret_post"]
+
+
+async def test_a_registration_asking_for_client_secret_basic_is_accepted_though_not_published(
+        client: httpx.AsyncClient) -> None:
+    """Clients that do not read the metadata ask for client_secret_basic: registered as sent."""
+    answer = await client.post("/api/mcp/oauth/register/", json={
+        "client_name": "Basic reader", "redirect_uris": ["https://basic.example/cb"],
+        "token_endpoint_auth_method": "client_secret_basic"})
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["token_endpoint_auth_method"] == "client_secret_basic"
+    assert answer.json()["client_secret"].startswith("pcs_")
 
 
 @pytest.mark.parametrize(("path", "resource"), [

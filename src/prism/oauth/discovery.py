@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from prism.oauth.endpoints import CORS_HEADERS
 from prism.oauth.issuer import MCP_PATH, issuer_for, port_suffix
-from prism.oauth.schemas import ADVERTISED_APP_SCOPES, AUTH_METHODS, OFFLINE_ACCESS
+from prism.oauth.schemas import ADVERTISED_APP_SCOPES, OFFLINE_ACCESS, PUBLISHED_AUTH_METHODS
 from prism.registry.mega_tools import PLATFORM_SCOPES
 from prism.tenancy.hosts import PORTAL_LABEL
 from prism.web.responses import json_response
@@ -45,8 +45,8 @@ def authorization_server_metadata(request: Request) -> dict[str, Any]:
         "response_types_supported": ["code"],
         "grant_types_supported": ["authorization_code", "refresh_token"],
         "code_challenge_methods_supported": ["S256"],
-        "token_endpoint_auth_methods_supported": list(AUTH_METHODS),
-        "revocation_endpoint_auth_methods_supported": list(AUTH_METHODS),
+        "token_endpoint_auth_methods_supported": list(PUBLISHED_AUTH_METHODS),
+        "revocation_endpoint_auth_methods_supported": list(PUBLISHED_AUTH_METHODS),
         "scopes_supported": [*PLATFORM_SCOPES, *ADVERTISED_APP_SCOPES, OFFLINE_ACCESS],
         "response_modes_supported": ["query"],
         "authorization_response_iss_parameter_supported": True,
@@ -71,7 +71,7 @@ async def openid_configuration(request: Request) -> Response:
         "grant_types_supported": ["authorization_code", "refresh_token"],
         "subject_types_supported": ["public"],
         "code_challenge_methods_supported": ["S256"],
-        "token_endpoint_auth_methods_supported": list(AUTH_METHODS),
+        "token_endpoint_auth_methods_supported": list(PUBLISHED_AUTH_METHODS),
         "scopes_supported": [*PLATFORM_SCOPES, *ADVERTISED_APP_SCOPES, OFFLINE_ACCESS],
         "claims_supported": ["sub", "email", "org"],
     }, headers=HEADERS)

@@ -21,6 +21,9 @@ GRANT_TYPES = ("authorization_code", "refresh_token")
 # A confidential client's secret is accepted in the form or in Basic whichever it registered (RFC 6749 2.3.1).
 SECRET_METHODS = ("client_secret_post", "client_secret_basic")
 AUTH_METHODS = ("none", *SECRET_METHODS)
+# What the discovery documents publish: SPEC.md's fixed list. A registration asking for client_secret_basic is still
+# accepted (clients that do not read the metadata send it), and such a client authenticates with Basic.
+PUBLISHED_AUTH_METHODS = ("none", "client_secret_post")
 FORBIDDEN_SCHEMES = frozenset({"javascript", "data", "file", "vbscript", "about", "blob", "filesystem", "ftp",
                                "ws", "wss", "mailto", "tel"})
 SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*\Z")
