@@ -82,9 +82,20 @@ async def register(request: Request) -> Response:
     return json_response(answer, 201 if registered.created else 200, {**CORS_HEADERS, **NO_STORE})
 
 
+FORM_TYPE = "application/x-www-form-urlencoded"
+
+
 async def _oauth_form(request: Request) -> dict[str, str]:
     """The form of a token or revocation request: a parameter sent more than once is refused (RFC 6749 3.2), one
-    sent without a value counts as omitted (RFC 6749 3.2: an empty redirect_uri is one never sent)."""
+    sent without a value counts as omitted (RFC 6749 3.2: an empty redirect_uri is one never sent).
+
+    Only a form is read as one (RFC 6749 4.1.3, RFC 7009 2.1): a JSON body read as a form would be answered
+    "grant_type is required", and text/plain parsed as urlencoded would accept what the client never meant as a
+    form. The media type is compared without case, and parameters (a charset) are allowed."""
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != FORM_TYPE:
+        sent = f"Content-Type {media_type!r}" if media_type else "no Content-Type"
+        raise OAuthError(f"this endpoint reads a form: send Content-Type {FORM_TYPE} (the request sent {sent})")
     form = await read_form(request, check_csrf=False, single_valued=True)
     return {name: value for name, value in form.items() if value}
 
