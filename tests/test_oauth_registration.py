@@ -91,6 +91,8 @@ async def test_loopback_private_use_and_oob_redirect_uris_are_accepted(client: h
     {"grant_types": ["password"]}, {"grant_types": ["client_credentials"]}, {"response_types": ["token"]},
     {"token_endpoint_auth_method": "private_key_jwt"}, {"grant_types": "authorization_code"},
     {"client_name": 42}, {"client_id": "a b"}, {"scope": "admin:everything"}, {"prism_tool_surface": "tiny"},
+    {"contacts": ["ops@example.com", 42]}, {"contacts": [{"email": "ops@example.com"}]},
+    {"contacts": "ops@example.com"},
 ])
 async def test_bad_metadata_is_refused_with_invalid_client_metadata(client: httpx.AsyncClient,
                                                                    changes: dict[str, Any]) -> None:

@@ -254,6 +254,9 @@ def parse_registration(body: dict[str, Any]) -> ClientRegistration:
         scope = normalize_scope(body.get("scope"))
     except OAuthError as exc:
         raise invalid_metadata(exc.message) from None
+    contacts = body.get("contacts")  # RFC 7591 2: an array of strings (e-mail addresses), echoed as sent
+    if contacts is not None and (not isinstance(contacts, list) or not all(isinstance(c, str) for c in contacts)):
+        raise invalid_metadata("contacts must be an array of strings")
     extra = {k: body[k] for k in ECHOED_FIELDS
              if isinstance(body.get(k), str) or (k == "contacts" and isinstance(body.get(k), list))}
     for link in LINK_FIELDS:
