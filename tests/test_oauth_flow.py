@@ -487,3 +487,21 @@ async def test_each_real_client_registration_completes_a_flow_and_refreshes(app:
         me = await c.get(ME, headers=bearer(refreshed.json()["access_token"]))
     assert refreshed.status_code == 200, refreshed.text
     assert me.status_code == 200 and me.json()["organization"]["id"] == public_organization_id(ws.org.id)
+
+
+@pytest.mark.parametrize(("scope", "refreshable"), [("mcp:read", False), ("mcp:read offline_access", True)])
+async def test_a_client_not_registered_for_the_refresh_token_grant_gets_a_refresh_token_only_with_offline_access(
+        app: object, factory: Factory, scope: str, refreshable: bool) -> None:
+    """RFC 6749 6 / OAuth 2.1: no refresh token for a client that may not use one. Asking for offline_access lets
+    a client registered for authorization_code only refresh, so it gets one then, and so does every refresh."""
+    ws = await factory.workspace(roles=("owner",))
+    async with browser(app, ws.host) as c:
+        client = await register(c, {"client_name": "No refresh", "redirect_uris": ["https://norefresh.example/cb"],
+                                    "grant_types": ["authorization_code"]})
+        issued = await tokens_for(c, ws, client=client, scope=scope)
+        assert ("refresh_token" in issued) is refreshable, issued
+        assert (await c.get(ME, headers=bearer(issued["access_token"]))).status_code == 200
+        if refreshable:
+            refreshed = await c.post(TOKEN, data={"grant_type": "refresh_token", "client_id": client["client_id"],
+                                                  "refresh_token": issued["refresh_token"]})
+            assert refreshed.status_code == 200 and refreshed.json()["refresh_token"], refreshed.text

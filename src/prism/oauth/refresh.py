@@ -37,7 +37,7 @@ from prism.oauth.errors import GrantReplayed, InvalidGrant, OAuthError
 from prism.oauth.issuer import require_granted_resource
 from prism.oauth.models import OAuthClient, OAuthGrant, OAuthRefreshToken
 from prism.oauth.schemas import OFFLINE_ACCESS, normalize_scope, require_registered_scope, scopes_beyond
-from prism.oauth.service import TokenContext, issue_tokens
+from prism.oauth.service import TokenContext, issue_tokens, may_refresh
 from prism.oauth.tokens import hash_secret
 
 
@@ -56,7 +56,7 @@ async def refresh_tokens(session: AsyncSession, ctx: TokenContext, client: OAuth
             raise GrantReplayed("refresh token already used; every token of this authorization is revoked",
                                 grant_id=grant.id)
         raise InvalidGrant("unknown refresh token")
-    if "refresh_token" not in client.grant_types and OFFLINE_ACCESS not in grant.scope.split():
+    if not may_refresh(client, grant):
         raise OAuthError("this client is not registered for the refresh_token grant and did not ask for "
                          "offline_access", code="unauthorized_client")
     if token.used_at is None:
@@ -69,7 +69,7 @@ async def refresh_tokens(session: AsyncSession, ctx: TokenContext, client: OAuth
         # Atomic: of two concurrent refreshes exactly one claims; the other (on PostgreSQL, once this
         # transaction commits, as it waits for the row) answers again below.
         if await repo.claim_refresh(session, token.id, now):
-            answer = await issue_tokens(session, ctx, grant, wanted)
+            answer = await issue_tokens(session, ctx, client, grant, wanted)
             await repo.store_successor(session, token.id, _seal(ctx.settings, refresh_token, token.id, answer))
             grace = timedelta(seconds=ctx.settings.oauth_refresh_grace_seconds)
             await repo.forget_successors(session, grant.id, used_before=now - grace)

@@ -23,7 +23,13 @@ from prism.oauth.errors import ClientCredentialMissing, GrantReplayed, InvalidCl
 from prism.oauth.issuer import require_granted_resource
 from prism.oauth.keys import KeyRing
 from prism.oauth.models import OAuthClient, OAuthCode, OAuthGrant, OAuthGrantOrganization, OAuthRefreshToken
-from prism.oauth.schemas import SECRET_METHODS, ClientRegistration, invalid_metadata, require_registered_scope
+from prism.oauth.schemas import (
+    OFFLINE_ACCESS,
+    SECRET_METHODS,
+    ClientRegistration,
+    invalid_metadata,
+    require_registered_scope,
+)
 from prism.oauth.tokens import hash_secret, issue_access_token, new_secret, verify_access_token
 
 VERIFIER = re.compile(r"^[A-Za-z0-9._~-]{43,128}\Z")
@@ -164,17 +170,29 @@ class TokenContext:
     issuer: str  # of the host the token endpoint was called on
 
 
-async def issue_tokens(session: AsyncSession, ctx: TokenContext, grant: OAuthGrant, scope: str) -> dict[str, Any]:
-    refresh = new_secret(REFRESH_PREFIX)
-    session.add(OAuthRefreshToken(
-        token_hash=hash_secret(refresh), grant_id=grant.id,
-        expires_at=utcnow() + timedelta(seconds=ctx.settings.oauth_refresh_token_seconds)))
+def may_refresh(client: OAuthClient, grant: OAuthGrant) -> bool:
+    """Whether the client may use the refresh_token grant for this authorization: it registered that grant, or
+    the person consented to `offline_access` (which lets a client registered for authorization_code only refresh)."""
+    return "refresh_token" in client.grant_types or OFFLINE_ACCESS in grant.scope.split()
+
+
+async def issue_tokens(session: AsyncSession, ctx: TokenContext, client: OAuthClient, grant: OAuthGrant,
+                       scope: str) -> dict[str, Any]:
+    """An access token, and a refresh token only for a client that may use one (RFC 6749 6, OAuth 2.1: a token
+    the client could never present is a secret left lying around for nothing)."""
     access = await issue_access_token(
         ctx.ring, issuer=grant.issuer, subject=grant.user_id, audience=grant.audience, client_id=grant.client_id,
         scope=scope, organization_id=grant.organization_id, grant_id=grant.id,
         lifetime=ctx.settings.oauth_access_token_seconds)
-    return {"access_token": access, "token_type": "Bearer", "expires_in": ctx.settings.oauth_access_token_seconds,
-            "refresh_token": refresh, "scope": scope}
+    answer: dict[str, Any] = {"access_token": access, "token_type": "Bearer",
+                              "expires_in": ctx.settings.oauth_access_token_seconds, "scope": scope}
+    if may_refresh(client, grant):
+        refresh = new_secret(REFRESH_PREFIX)
+        session.add(OAuthRefreshToken(
+            token_hash=hash_secret(refresh), grant_id=grant.id,
+            expires_at=utcnow() + timedelta(seconds=ctx.settings.oauth_refresh_token_seconds)))
+        answer["refresh_token"] = refresh
+    return answer
 
 
 async def _create_grant(session: AsyncSession, code: OAuthCode, now: datetime) -> OAuthGrant:
@@ -222,7 +240,7 @@ async def exchange_code(session: AsyncSession, ctx: TokenContext, client: OAuthC
     require_registered_scope(row.scope, client.scope)  # the registration may have been narrowed since (RFC 7592)
     grant = await _create_grant(session, row, now)
     row.grant_id = grant.id
-    return await issue_tokens(session, ctx, grant, row.scope)
+    return await issue_tokens(session, ctx, client, grant, row.scope)
 
 
 async def revoke_token(session: AsyncSession, ring: KeyRing, settings: Settings, token: str, *,
