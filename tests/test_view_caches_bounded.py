@@ -19,7 +19,7 @@ def test_tree_views_keep_the_one_in_use_when_others_pass_through() -> None:
     kept = handlers[:5]
     first = tree_view(registry, kept)
     for i in range(600):  # far more distinct views than the cache holds, the kept one asked for in between
-        tree_view(registry, handlers[: 6 + i % 300] + (handlers[i % len(handlers)],))
+        tree_view(registry, (*handlers[:6 + i % 300], handlers[i % len(handlers)]))
         assert tree_view(registry, kept) is first
 
 
@@ -30,5 +30,5 @@ def test_search_masks_keep_the_one_in_use_when_others_pass_through() -> None:
     kept = handlers[:5]
     first = index.mask(kept)
     for i in range(600):
-        index.mask(handlers[: 6 + i % 300] + (handlers[i % len(handlers)],))
+        index.mask((*handlers[:6 + i % 300], handlers[i % len(handlers)]))
         assert index.mask(kept) is first
