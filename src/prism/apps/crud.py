@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field, create_model
 from sqlalchemy import Select, func, select
 
 from prism.apps.params import DeleteParams, ListParams, Params, ReadParams
+from prism.apps.sums import exact_sum, total
 from prism.errors import InvalidArguments
 from prism.models.base import Base
 from prism.registry import HandlerApp, HandlerCall
@@ -157,10 +158,11 @@ def crud(app: HandlerApp, e: Entity) -> None:
         async def breakdown(call: HandlerCall, p: Any) -> dict[str, Any]:
             sub = _filtered(call, e, p).subquery()
             key = sub.c[p.by]
-            columns = [key, func.count()] + [func.coalesce(func.sum(sub.c[s]), 0) for s in e.sums]
+            columns = [key, func.count()] + [half for s in e.sums for half in exact_sum(sub.c[s])]
             rows = (await call.session.execute(select(*columns).group_by(key).order_by(key))).all()
             groups = [{"value": _plain(row[0]), "count": row[1],
-                       **{f"total_{s}": int(row[2 + i]) for i, s in enumerate(e.sums)}} for row in rows]
+                       **{f"total_{s}": total(*row[2 + 2 * i: 4 + 2 * i]) for i, s in enumerate(e.sums)}}
+                      for row in rows]
             return {"by": p.by, "groups": groups, "total": sum(g["count"] for g in groups)}
 
     if e.create is not None and "create" not in e.skip:
