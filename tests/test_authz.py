@@ -146,8 +146,8 @@ async def test_read_only_scope_key_cannot_create_and_the_refusal_is_ledgered_wit
 
 async def test_member_cannot_delete_but_owner_can(client: httpx.AsyncClient, shared: Workspace, db: Database) -> None:
     part = await create_part(client, shared, "MEM-1", label="member")
-    r = await crud(client, shared.headers("member"), "update", {"id": part["id"], "quantity": 6})
-    assert r.status_code == 200 and r.json()["data"]["quantity"] == 6
+    r = await crud(client, shared.headers("member"), "update", {"id": part["id"], "reorder_level": 6})
+    assert r.status_code == 200 and r.json()["data"]["reorder_level"] == 6
     body = assert_refused(await crud(client, shared.headers("member"), "delete", {"id": part["id"]}), 403,
                           "permission_denied")
     assert "spare_parts.delete_spare_part" in body["message"]

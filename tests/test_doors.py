@@ -467,9 +467,9 @@ async def test_spare_part_create_read_update_delete(client: httpx.AsyncClient, f
     r = await crud(client, ws, "spare_part", "create", {"sku": "V-100", "name": "Another valve"})
     assert r.status_code == 409 and r.json()["error"] == "conflict", r.text
 
-    updated = await ok(client, ws, "spare_part", "update", {"id": part["id"], "quantity": 0,
+    updated = await ok(client, ws, "spare_part", "update", {"id": part["id"], "reorder_level": 0,
                                                             "status": "discontinued"})
-    assert updated["quantity"] == 0 and updated["status"] == "discontinued" and updated["location"] == "Bin 7"
+    assert updated["reorder_level"] == 0 and updated["status"] == "discontinued" and updated["location"] == "Bin 7"
     assert await ok(client, ws, "spare_part", "read", {"id": part["id"]}) == updated
 
     assert await ok(client, ws, "spare_part", "delete", {"id": part["id"]}) == {"id": part["id"], "deleted": True}

@@ -36,6 +36,7 @@ from prism.apps.maintenance.params import (
     WorkOrderUpdate,
 )
 from prism.apps.spare_parts.models import SparePart
+from prism.apps.spare_parts.movements import move_stock
 from prism.apps.states import move
 from prism.apps.sums import exact_sum, total
 from prism.errors import Conflict
@@ -89,7 +90,7 @@ async def _prepare_part(call: HandlerCall, values: dict[str, Any], row: Any) -> 
         raise Conflict(f"the work order's parts would cost {order.parts_cost_cents + amount:,} cents, over the "
                        f"{SQL_BIGINT_MAX:,} a work order can total; issue the parts to another work order",
                        details={"parts_cost_cents": order.parts_cost_cents, "amount_cents": amount})
-    part.quantity -= values["quantity"]
+    await move_stock(call, part, "issued", -values["quantity"], f"work order {order.id}")
     return {**values, "unit_cost_cents": part.unit_cost_cents, "amount_cents": amount}
 
 
@@ -106,7 +107,7 @@ async def _before_part_delete(call: HandlerCall, line: WorkOrderPart) -> None:
     if order.status in CLOSED:
         raise Conflict(f"work order is {order.status}; its parts are final", code="invalid_transition")
     part: SparePart = await repo(call, SparePart, "spare_part").get(line.spare_part_id)
-    part.quantity += line.quantity  # returned to stock
+    await move_stock(call, part, "received", line.quantity, f"returned from work order {order.id}")
 
 
 async def _before_asset_delete(call: HandlerCall, asset: Asset) -> None:

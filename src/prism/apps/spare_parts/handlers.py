@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import Field
+from sqlalchemy import func, select
 
 from prism.apps import shipped_examples
 from prism.apps.params import DeleteParams, ListParams, Params, ReadParams
-from prism.apps.spare_parts.models import SparePart
+from prism.apps.spare_parts.models import SparePart, StockMovement
+from prism.apps.spare_parts.movements import move_stock
+from prism.errors import Conflict, InvalidArguments
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import OrgRepository, sent_changes, text_search, to_record
 
@@ -85,20 +88,32 @@ async def create_spare_part(call: HandlerCall, p: SparePartCreate) -> dict[str, 
 
 
 @app.handler("entity_crud", "spare_part", "update", params=SparePartUpdate, scope="write",
-             description="Change fields of a spare part (stock level, location, cost, status).",
+             description="Change fields of a spare part (location, cost, status; a new stock level is recorded as a "
+                         "count adjustment, as adjustStock records it).",
              keywords=("inventory", "adjust stock", "restock"))
 async def update_spare_part(call: HandlerCall, p: SparePartUpdate) -> dict[str, Any]:
     row = await _repo(call).get(p.id)
-    for name, value in sent_changes(p, SparePart).items():  # null clears, absent keeps
+    changes = sent_changes(p, SparePart)  # null clears, absent keeps
+    if not changes:
+        raise InvalidArguments("nothing to update: give at least one field besides id")
+    quantity = changes.pop("quantity", row.quantity)
+    if quantity != row.quantity:  # a stock change like adjustStock's, so it is recorded as one
+        await move_stock(call, row, "adjusted", quantity - row.quantity, "spare_part/update")
+    for name, value in changes.items():
         setattr(row, name, value)
     await call.session.flush()
     return to_record(row)
 
 
 @app.handler("entity_crud", "spare_part", "delete", params=DeleteParams, scope="write", destructive=True,
-             description="Delete a spare part permanently.", keywords=("inventory", "remove part"))
+             description="Delete a spare part permanently (refused once it has stock movements).",
+             keywords=("inventory", "remove part"))
 async def delete_spare_part(call: HandlerCall, p: DeleteParams) -> dict[str, Any]:
     row = await _repo(call).get(p.id)
+    moved = (await call.session.execute(select(func.count()).select_from(StockMovement).where(
+        StockMovement.spare_part_id == row.id))).scalar_one()
+    if moved:  # deleting it would delete its stock history with it
+        raise Conflict(f"spare part {row.sku} has {moved} stock movements; set its status to discontinued instead")
     await call.session.delete(row)
     await call.session.flush()
     return {"id": p.id, "deleted": True}

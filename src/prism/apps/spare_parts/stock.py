@@ -15,6 +15,7 @@ from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
 from prism.apps.params import ListParams, Params
 from prism.apps.spare_parts.models import SparePart, StockMovement
+from prism.apps.spare_parts.movements import move_stock
 from prism.errors import Conflict
 from prism.kit.validation import Moment
 from prism.registry import HandlerApp, HandlerCall
@@ -24,7 +25,6 @@ app = HandlerApp("spare_parts", description="Spare-parts inventory: stock levels
                  examples=shipped_examples())
 
 Kind = Literal["received", "issued", "adjusted"]
-MAX_UNITS = 10_000_000  # of one part in stock, as a part is created with at most
 
 
 class MovementList(ListParams):
@@ -77,14 +77,7 @@ crud(app, Entity(SparePart, "spare_part", "spare parts", PartList, search=("name
 
 
 async def _record(call: HandlerCall, part: SparePart, kind: str, change: int, reference: str) -> dict[str, Any]:
-    if part.quantity + change > MAX_UNITS:
-        raise Conflict(f"{part.sku} would hold {part.quantity + change:,} units, over the {MAX_UNITS:,} a part may "
-                       "hold", details={"on_hand": part.quantity})
-    part.quantity += change
-    movement = repo(call, StockMovement, "stock_movement").add(
-        spare_part_id=part.id, kind=kind, quantity_change=change, quantity_after=part.quantity,
-        reference=reference, actor_email=call.auth.user_email)
-    await call.session.flush()
+    movement = await move_stock(call, part, kind, change, reference)
     return {"spare_part": to_record(part), "movement": to_record(movement)}
 
 
