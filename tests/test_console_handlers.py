@@ -137,3 +137,23 @@ async def test_a_number_typed_in_a_console_form_or_link_that_is_not_ascii_digits
         assert name.split()[-1] in response.text, name
     for path, response in entries.items():
         assert response.status_code == 400, (path, response.status_code, response.text[-500:])
+
+
+async def test_members_and_roles_are_searched_and_ordered_as_the_other_lists_are(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    ws = await factory.workspace(roles=("owner", "member", "viewer"))
+    members = "config_manage/organization/member/list"
+    by_email = sorted(ws.emails[r] for r in ("owner", "member", "viewer"))
+    assert [m["email"] for m in (await ok(client, ws, members, {}))["items"]] == by_email
+    assert [m["email"] for m in (await ok(client, ws, members, {"ordering": "-email"}))["items"]] == by_email[::-1]
+    assert [m["role"] for m in (await ok(client, ws, members, {"ordering": "role"}))["items"]] == [
+        "member", "owner", "viewer"]
+    roles = "config_manage/organization/role/list"
+    assert (await ok(client, ws, roles, {"search": "zzzzqq"}))["items"] == []
+    assert [r["name"] for r in (await ok(client, ws, roles, {"search": "VIEW"}))["items"]] == ["viewer"]
+    names = [r["name"] for r in (await ok(client, ws, roles, {}))["items"]]
+    assert names == sorted(names) and [r["name"] for r in (await ok(client, ws, roles, {"ordering": "-name"}))[
+        "items"]] == names[::-1]
+    for coordinate in (members, roles):
+        r = await client.post(f"/prism/{coordinate}", headers=ws.headers(), json={"ordering": "permissions"})
+        assert r.status_code == 400 and r.json()["error"] == "invalid_arguments", r.text
