@@ -13,8 +13,8 @@ workflow actions, which check the transition.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
@@ -60,19 +60,23 @@ class Entity:
     skip: frozenset[str] = frozenset()
     # Refuses a delete that would orphan or falsify other records (raise Conflict).
     before_delete: Hook | None = None
+    # List filters that are not a column's condition by name: the filter's name → its condition for a value.
+    filters: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
 
 
 def repo(call: HandlerCall, model: type[Any], label: str) -> OrgRepository[Any]:
     return OrgRepository(call.session, model, call.organization_id, label=label)
 
 
-def _filtered(call: HandlerCall, e: Entity, p: BaseModel) -> Select[Any]:
+def filtered(call: HandlerCall, e: Entity, p: BaseModel) -> Select[Any]:
+    """The entity's rows matching the search and filters of `p`: one of its list, count or breakdown
+    parameters, which take the same filters (an app's own list handler filters through this too)."""
     stmt = text_search(repo(call, e.model, e.name).base(), [getattr(e.model, c) for c in e.search],
                        getattr(p, "search", None))
     for name, value in p:
         if value is None or name in _NOT_FILTERS:
             continue
-        stmt = stmt.where(_condition(e.model, name, value))
+        stmt = stmt.where(e.filters[name](value) if name in e.filters else _condition(e.model, name, value))
     return stmt
 
 
@@ -121,7 +125,7 @@ def crud(app: HandlerApp, e: Entity) -> None:
                      description=f"List {many} with filters, text search, ordering and paging.", keywords=kw)
         async def list_records(call: HandlerCall, p: ListParams) -> dict[str, Any]:
             return await repo(call, e.model, n).page(
-                _filtered(call, e, p), page=p.page, page_size=p.page_size, ordering=p.ordering,
+                filtered(call, e, p), page=p.page, page_size=p.page_size, ordering=p.ordering,
                 orderable=e.orderable, default_ordering=e.default_ordering)
 
     if "read" not in e.skip:
@@ -145,7 +149,7 @@ def crud(app: HandlerApp, e: Entity) -> None:
         @app.handler("entity_crud", n, "count", params=count_model, scope="read",
                      description=f"Count {many} matching filters and text search.", keywords=kw)
         async def count_records(call: HandlerCall, p: BaseModel) -> dict[str, Any]:
-            stmt = _filtered(call, e, p)
+            stmt = filtered(call, e, p)
             total = (await call.session.execute(select(func.count()).select_from(stmt.subquery()))).scalar_one()
             return {"count": total}
 
@@ -156,7 +160,7 @@ def crud(app: HandlerApp, e: Entity) -> None:
                                  + (f" and totals of {', '.join(e.sums)}" if e.sums else "") + " per value.",
                      keywords=(*kw, "summary", "statistics", "group by"))
         async def breakdown(call: HandlerCall, p: Any) -> dict[str, Any]:
-            sub = _filtered(call, e, p).subquery()
+            sub = filtered(call, e, p).subquery()
             key = sub.c[p.by]
             columns = [key, func.count()] + [half for s in e.sums for half in exact_sum(sub.c[s])]
             rows = (await call.session.execute(select(*columns).group_by(key).order_by(key))).all()

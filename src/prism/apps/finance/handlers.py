@@ -9,8 +9,10 @@ from pydantic import Field, model_validator
 from sqlalchemy import func, select, type_coerce
 
 from prism.apps import shipped_examples
+from prism.apps.crud import Entity, filtered
 from prism.apps.finance.aging import aging_summary
 from prism.apps.finance.models import Invoice, Payment, Vendor
+from prism.apps.finance.params import InvoiceList
 from prism.apps.params import ListParams, Params, ReadParams
 from prism.errors import Conflict, InvalidArguments
 from prism.events.outbox import emit_for
@@ -22,6 +24,7 @@ app = HandlerApp("finance", description="Accounts payable: vendors, invoices, ag
                  examples=shipped_examples())
 
 InvoiceStatus = Literal["received", "approved", "disputed", "paid", "void"]
+INVOICE_ORDERING = ("due_date", "issue_date", "amount_cents", "number", "created_at")
 
 # The invoice state machine: which status may follow which.
 INVOICE_TRANSITIONS: dict[str, frozenset[str]] = {
@@ -41,12 +44,6 @@ class VendorCreate(Params):
     name: str = Field(..., min_length=1, max_length=255)
     email: str = Field("", max_length=320)
     payment_terms_days: int = Field(30, ge=0, le=365)
-
-
-class InvoiceList(ListParams):
-    status: InvoiceStatus | None = None
-    vendor_id: str | None = Field(None, max_length=64)
-    due_before: date | None = Field(None, description="Only invoices due before this date.")
 
 
 class InvoiceCreate(Params):
@@ -121,6 +118,15 @@ async def check_payments_allow(call: HandlerCall, invoice: Invoice, target: str)
                        code="invalid_transition")
 
 
+# The standard handlers of invoices (count, breakdown ..., declared in payments.py); the list below is the app's
+# own and filters through them, so list, count and breakdown take the same filters.
+INVOICES = Entity(Invoice, "invoice", "vendor invoices", InvoiceList, search=("number", "memo"),
+                  orderable=INVOICE_ORDERING, default_ordering="due_date", deletable=False,
+                  skip=frozenset({"list", "read"}), group_by=("status", "currency", "vendor_id"),
+                  sums=("amount_cents",), filters={"due_before": lambda day: Invoice.due_date < day},
+                  keywords=("bill", "accounts payable", "supplier invoice"))
+
+
 def _invoices(call: HandlerCall) -> OrgRepository[Invoice]:
     return OrgRepository(call.session, Invoice, call.organization_id, label="invoice")
 
@@ -129,17 +135,8 @@ def _invoices(call: HandlerCall) -> OrgRepository[Invoice]:
              description="List vendor invoices with filters (status, vendor, due date) and ordering.",
              keywords=("accounts payable", "bills", "unpaid", "overdue", "supplier invoice"))
 async def list_invoices(call: HandlerCall, p: InvoiceList) -> dict[str, Any]:
-    repo = _invoices(call)
-    stmt = text_search(repo.base(), [Invoice.number, Invoice.memo], p.search)
-    if p.status:
-        stmt = stmt.where(Invoice.status == p.status)
-    if p.vendor_id:
-        stmt = stmt.where(Invoice.vendor_id == p.vendor_id)
-    if p.due_before:
-        stmt = stmt.where(Invoice.due_date < p.due_before)
-    return await repo.page(stmt, page=p.page, page_size=p.page_size, ordering=p.ordering,
-                           orderable=("due_date", "issue_date", "amount_cents", "number", "created_at"),
-                           default_ordering="due_date")
+    return await _invoices(call).page(filtered(call, INVOICES, p), page=p.page, page_size=p.page_size,
+                                      ordering=p.ordering, orderable=INVOICE_ORDERING, default_ordering="due_date")
 
 
 @app.handler("entity_crud", "invoice", "read", params=ReadParams, scope="read",

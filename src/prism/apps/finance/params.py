@@ -52,7 +52,7 @@ class InvoiceList(ListParams):
         None, description="Only invoices in this state.")
     vendor_id: str | None = Field(None, max_length=64, description="Only invoices of this vendor.")
     currency: str | None = Field(None, pattern=r"^[A-Z]{3}$", description="Only invoices in this currency.")
-    due_date_before: date | None = Field(None, description="Only invoices due before this date.")
+    due_before: date | None = Field(None, description="Only invoices due before this date.")
     amount_cents_min: int | None = Field(None, ge=0, le=10**12,
                                          description="Only invoices of at least this amount.")
 

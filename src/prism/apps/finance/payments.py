@@ -14,11 +14,10 @@ from sqlalchemy import func, select
 
 from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
-from prism.apps.finance.handlers import INVOICE_TRANSITIONS, check_payments_allow, paid_cents
+from prism.apps.finance.handlers import INVOICE_TRANSITIONS, INVOICES, check_payments_allow, paid_cents
 from prism.apps.finance.models import Invoice, Payment, Vendor
 from prism.apps.finance.params import (
     InvoiceAction,
-    InvoiceList,
     InvoiceReason,
     PayInFull,
     PaymentCreate,
@@ -80,10 +79,7 @@ crud(app, Entity(Vendor, "vendor", "vendors", VendorList, search=("name", "email
                  orderable=("name", "created_at"), default_ordering="name", update=VendorUpdate,
                  skip=frozenset({"list", "read"}), group_by=("status", "payment_terms_days"),
                  before_delete=_before_vendor_delete, keywords=("supplier", "seller", "contractor")))
-crud(app, Entity(Invoice, "invoice", "vendor invoices", InvoiceList, search=("number", "memo"),
-                 orderable=("due_date",), default_ordering="due_date", deletable=False,
-                 skip=frozenset({"list", "read"}), group_by=("status", "currency", "vendor_id"),
-                 sums=("amount_cents",), keywords=("bill", "accounts payable", "supplier invoice")))
+crud(app, INVOICES)
 
 
 @app.handler("workflow_action", "payment", "void", params=PaymentVoid, scope="execute", destructive=True,

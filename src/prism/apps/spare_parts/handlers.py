@@ -8,12 +8,13 @@ from pydantic import Field
 from sqlalchemy import func, select
 
 from prism.apps import shipped_examples
+from prism.apps.crud import Entity, filtered
 from prism.apps.params import DeleteParams, ListParams, Params, ReadParams
 from prism.apps.spare_parts.models import SparePart, StockMovement
 from prism.apps.spare_parts.movements import move_stock
 from prism.errors import Conflict, InvalidArguments
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository, sent_changes, text_search, to_record
+from prism.tenancy.repository import OrgRepository, sent_changes, to_record
 
 app = HandlerApp("spare_parts", description="Spare-parts inventory: stock levels, locations, costs.",
                  examples=shipped_examples())
@@ -50,6 +51,20 @@ class SparePartUpdate(Params):
     status: Status | None = None
 
 
+def _below_reorder_level(low: bool) -> Any:
+    at_or_below = SparePart.quantity <= SparePart.reorder_level
+    return at_or_below if low else ~at_or_below
+
+
+# The standard handlers of spare parts (count, breakdown ..., declared in stock.py); the list below is the app's
+# own and filters through them, so list, count and breakdown take the same filters.
+SPARE_PARTS = Entity(SparePart, "spare_part", "spare parts", SparePartList, search=("name", "sku", "description"),
+                     orderable=ORDERABLE, default_ordering="name", deletable=False, skip=frozenset({"list", "read"}),
+                     group_by=("status", "location"), sums=("quantity",),
+                     filters={"below_reorder_level": _below_reorder_level},
+                     keywords=("inventory", "stock", "component", "spares"))
+
+
 def _repo(call: HandlerCall) -> OrgRepository[SparePart]:
     return OrgRepository(call.session, SparePart, call.organization_id, label="spare_part")
 
@@ -58,17 +73,8 @@ def _repo(call: HandlerCall) -> OrgRepository[SparePart]:
              description="List spare parts with filters (status, location, low stock), search and ordering.",
              keywords=("inventory", "stock", "parts", "low stock", "reorder", "component", "spares"))
 async def list_spare_parts(call: HandlerCall, p: SparePartList) -> dict[str, Any]:
-    repo = _repo(call)
-    stmt = text_search(repo.base(), [SparePart.name, SparePart.sku, SparePart.description], p.search)
-    if p.status:
-        stmt = stmt.where(SparePart.status == p.status)
-    if p.location:
-        stmt = stmt.where(SparePart.location == p.location)
-    if p.below_reorder_level is not None:
-        low = SparePart.quantity <= SparePart.reorder_level
-        stmt = stmt.where(low if p.below_reorder_level else ~low)
-    return await repo.page(stmt, page=p.page, page_size=p.page_size, ordering=p.ordering,
-                           orderable=ORDERABLE, default_ordering="name")
+    return await _repo(call).page(filtered(call, SPARE_PARTS, p), page=p.page, page_size=p.page_size,
+                                  ordering=p.ordering, orderable=ORDERABLE, default_ordering="name")
 
 
 @app.handler("entity_crud", "spare_part", "read", params=ReadParams, scope="read",

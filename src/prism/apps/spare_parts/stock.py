@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
 from prism.apps.params import ListParams, Params
+from prism.apps.spare_parts.handlers import SPARE_PARTS
 from prism.apps.spare_parts.models import SparePart, StockMovement
 from prism.apps.spare_parts.movements import move_stock
 from prism.errors import Conflict
@@ -30,11 +31,6 @@ Kind = Literal["received", "issued", "adjusted"]
 class MovementList(ListParams):
     spare_part_id: str | None = Field(None, max_length=64, description="Only movements of this part.")
     kind: Kind | None = Field(None, description="Only receipts, issues or count adjustments.")
-
-
-class PartList(ListParams):
-    status: Literal["active", "discontinued"] | None = Field(None, description="Only parts with this status.")
-    location: str | None = Field(None, max_length=255, description="Only parts stored here.")
 
 
 class Receive(Params):
@@ -70,10 +66,7 @@ crud(app, Entity(StockMovement, "stock_movement", "stock movements", MovementLis
                  orderable=("created_at", "quantity_change"), default_ordering="-created_at", deletable=False,
                  group_by=("kind", "spare_part_id"), sums=("quantity_change",),
                  keywords=("stock history", "inventory ledger", "goods receipt", "stock transaction")))
-crud(app, Entity(SparePart, "spare_part", "spare parts", PartList, search=("name", "sku", "description"),
-                 orderable=("name",), default_ordering="name", deletable=False,
-                 skip=frozenset({"list", "read"}), group_by=("status", "location"), sums=("quantity",),
-                 keywords=("inventory", "stock", "component", "spares")))
+crud(app, SPARE_PARTS)
 
 
 async def _record(call: HandlerCall, part: SparePart, kind: str, change: int, reference: str) -> dict[str, Any]:
