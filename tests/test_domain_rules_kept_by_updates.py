@@ -68,3 +68,18 @@ async def test_an_empty_reference_id_is_not_found_not_a_conflict(client: httpx.A
     status, body = await c.raw("entity_crud", "documents", "document", "update",
                                {"id": document["id"], "collection_id": ""})
     assert status in (400, 404), (status, body)
+
+
+async def test_invoice_update_neither_voids_nor_disputes_without_the_reason_nor_changes_nothing(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    c = Caller(client, await factory.workspace(roles=("owner",)))
+    _vendor, invoice = await _approved_invoice(c)
+    for status, action in (("void", "void"), ("disputed", "dispute")):
+        message = await c.refused(409, "invalid_transition", "entity_crud", "finance", "invoice", "update",
+                                  {"id": invoice["id"], "status": status})
+        assert f"invoice/{action}" in message
+    await c.refused(400, "invalid_arguments", "entity_crud", "finance", "invoice", "update", {"id": invoice["id"]})
+    await c.ok("workflow_action", "finance", "invoice", "dispute", {"id": invoice["id"], "reason": "wrong qty"})
+    await c.refused(409, "invalid_transition", "entity_crud", "finance", "invoice", "update",
+                    {"id": invoice["id"], "status": "received"})
+    assert (await c.read("finance", "invoice", invoice["id"]))["memo"] == "Disputed: wrong qty"

@@ -127,6 +127,10 @@ INVOICES = Entity(Invoice, "invoice", "vendor invoices", InvoiceList, search=("n
                   keywords=("bill", "accounts payable", "supplier invoice"))
 
 
+# Moves that need a reason (kept in the memo) and so are made only by their workflow action, not by update.
+_REASONED_MOVES = {("*", "void"): "void", ("*", "disputed"): "dispute", ("disputed", "received"): "resolveDispute"}
+
+
 def _invoices(call: HandlerCall) -> OrgRepository[Invoice]:
     return OrgRepository(call.session, Invoice, call.organization_id, label="invoice")
 
@@ -162,16 +166,23 @@ async def create_invoice(call: HandlerCall, p: InvoiceCreate) -> dict[str, Any]:
 
 
 @app.handler("entity_crud", "invoice", "update", params=InvoiceUpdate, scope="write",
-             description="Update an invoice: status (received → approved → paid; disputed; void), due date, memo.",
+             description="Update an invoice: status (received → approved → paid; void and disputes only by their "
+                         "workflow actions, which record the reason), due date, memo.",
              keywords=("approve invoice", "pay invoice", "dispute", "accounts payable", "supplier invoice"))
 async def update_invoice(call: HandlerCall, p: InvoiceUpdate) -> dict[str, Any]:
     row = await _invoices(call).get(p.id)
     sent = sent_changes(p, Invoice)  # null clears (memo), absent keeps; status and due_date cannot be cleared
+    if not sent:
+        raise InvalidArguments("nothing to update: give at least one field besides id")
     if "status" in sent and p.status != row.status:
         if p.status not in INVOICE_TRANSITIONS[row.status]:
             allowed = sorted(INVOICE_TRANSITIONS[row.status]) or ["none"]
             raise Conflict(f"invoice status cannot go from {row.status} to {p.status} "
                            f"(allowed: {', '.join(allowed)})", code="invalid_transition")
+        action = _REASONED_MOVES.get((row.status, p.status)) or _REASONED_MOVES.get(("*", p.status))
+        if action:
+            raise Conflict(f"invoice status {row.status} → {p.status} is workflow_action/finance/invoice/{action}, "
+                           "which records its reason", code="invalid_transition")
         await check_payments_allow(call, row, p.status)
         row.status = p.status
     if p.due_date is not None and "due_date" in sent:
