@@ -413,9 +413,11 @@ async def test_ap_aging_puts_each_outstanding_invoice_in_its_bucket(
     paid = await _invoice(client, ws, zeta, "Z2", 7_777, as_of - timedelta(days=10))
     void = await _invoice(client, ws, zeta, "Z3", 9_999, as_of - timedelta(days=10))
     disputed = await _invoice(client, ws, zeta, "Z4", 2_048, as_of - timedelta(days=10))
-    for invoice, path in ((paid, ("approved",)), (void, ("void",)), (disputed, ("disputed",))):
-        for status in path:
-            await ok(client, ws, "invoice", "update", {"id": invoice["id"], "status": status}, app="finance")
+    await ok(client, ws, "invoice", "update", {"id": paid["id"], "status": "approved"}, app="finance")
+    for invoice, action in ((void, "void"), (disputed, "dispute")):  # the actions that record a reason
+        r = await client.post(f"/prism/workflow_action/finance/invoice/{action}", headers=ws.headers(),
+                              json={"id": invoice["id"], "reason": "aging test"})
+        assert r.status_code == 200, r.text
     # Paid in full: the payment moves it to paid.
     await ok(client, ws, "payment", "create", {"invoice_id": paid["id"], "paid_on": as_of.isoformat()},
              app="finance")
