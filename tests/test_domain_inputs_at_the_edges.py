@@ -103,3 +103,16 @@ async def test_a_call_whose_url_the_call_log_cannot_hold_is_refused_before_it_is
     assert "query" in body["message"], body
     logs = await c.ok("entity_crud", "integrations", "call_log", "list", {"endpoint_id": endpoint["id"]})
     assert logs["items"] == [], logs
+
+
+async def test_a_date_parameter_takes_a_day_not_a_date_time_or_a_number(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    c = Caller(client, (await factory.workspace(roles=("owner",))))
+    for as_of in ("2024-01-01T00:00:00+05:00", "2024-01-01T00:00:00Z", 1_704_067_200):
+        status, body = await c.raw("report_query", "finance", "invoice", "agingApSummary", {"as_of": as_of})
+        assert (status, body["error"]) == (400, "invalid_arguments"), (as_of, body)
+        assert [e["field"] for e in body["details"]["errors"]] == ["as_of"], body
+        status, body = await c.raw("report_query", "maintenance", "work_order", "backlog", {"as_of": as_of})
+        assert (status, body["error"]) == (400, "invalid_arguments"), (as_of, body)
+    assert (await c.ok("report_query", "finance", "invoice", "agingApSummary", {"as_of": "2024-01-01"}))["as_of"] \
+        == "2024-01-01"
