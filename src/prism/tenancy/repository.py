@@ -224,7 +224,7 @@ def _nulls_go_last(model: type, name: str) -> bool:
 
 def _parse_ordering(ordering: str, orderable: tuple[str, ...]) -> tuple[bool, str]:
     descending = ordering.startswith("-")
-    name = ordering.lstrip("-")
+    name = ordering.removeprefix("-")  # one '-' only: "--id" is no ordering
     if name not in orderable:
         raise InvalidArguments(f"ordering: must be one of {', '.join(orderable)} (prefix '-' for "
                                "descending)", field="ordering")
