@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,25 +62,43 @@ _VERSION_TABLE = Table("alembic_version", MetaData(), Column("version_num", Stri
                        PrimaryKeyConstraint("version_num", name="alembic_version_pkc"))
 
 
-def upgrade(database_url: str) -> bool:
-    """Migrate; whether this upgrade brought logs written before signed heads across `0013_ledger_tree`, so that
-    their heads are now to be signed for the first time (prism.ledger.sealer: nothing else signs an unsigned head)."""
+@dataclass(frozen=True)
+class LedgerSteps:
+    """What the upgrade that just ran leaves to do to the audit ledger, with the master secret, trusting the
+    database as it found it (docs/audit.md "Upgrading"): nothing else does either, at any other time."""
+
+    # Crossed `0013_ledger_tree`: logs written before signed heads get their first signature.
+    sign_unsigned_heads: bool = False
+    # Crossed `0025_ledger_attested_prunes`: prunes made before are attested, and entries left waiting get the
+    # MAC bound to their row id (prism.ledger.upgrade).
+    attest_as_found: bool = False
+
+    def __bool__(self) -> bool:
+        return self.sign_unsigned_heads or self.attest_as_found
+
+
+def upgrade(database_url: str) -> LedgerSteps:
+    """Migrate; what the ledger needs done now that this upgrade brought its logs across (`LedgerSteps`)."""
     newest = newest_revision()
     current = database_revision(database_url)
     if newest is not None:
         if current == newest:
-            return False
+            return LedgerSteps()
         if current is not None and current not in _revisions_before(newest):
             raise PrismError(f"the database is at revision {current}, which this Prism does not have: a newer "
                              f"Prism migrated it (this one ends at {newest}); run that version or a newer one",
                              code="database_newer")
         if current is None and create_at_newest(database_url, newest):
-            return False
+            return LedgerSteps()
     migrate_with_alembic(database_url)
-    return current is not None and current in _revisions_before(LEDGER_TREE)
+    if current is None:
+        return LedgerSteps()
+    return LedgerSteps(sign_unsigned_heads=current in _revisions_before(LEDGER_TREE),
+                       attest_as_found=current in _revisions_before(ATTESTED_PRUNES))
 
 
 LEDGER_TREE = "0013_ledger_tree"
+ATTESTED_PRUNES = "0025_ledger_attested_prunes"
 
 
 def migrate_with_alembic(database_url: str) -> None:

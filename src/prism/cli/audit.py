@@ -28,6 +28,7 @@ from prism.ledger.entries import audit_heads
 from prism.ledger.keys import LedgerKeys
 from prism.ledger.proofs import checkpoint_argument, prove_consistency, prove_inclusion
 from prism.ledger.sealer import SEAL_LIMIT, BrokenLog, logs_to_seal, seal, seal_all
+from prism.ledger.upgrade import attest_logs_as_found
 from prism.ledger.verify import StartingPoint, UnusableStart, latest_kept, starting_frontier, verify_log
 from prism.models import Organization
 from prism.storage import Database
@@ -374,16 +375,22 @@ def audit_public_key(as_json: bool = JSON_OPT) -> None:
          f"{keys.key_id} Ed25519 {keys.public_key_b64}")
 
 
-def seal_waiting_logs(*, sign_unsigned_heads: bool = False) -> int:
+def seal_waiting_logs(*, sign_unsigned_heads: bool = False, attest_as_found: bool = False) -> int:
     """Seal every log with entries waiting or a head not yet signed; how many entries. An unsigned head is signed
-    only with `sign_unsigned_heads`: by the upgrade from the hash chain (docs/audit.md)."""
+    only with `sign_unsigned_heads`: by the upgrade from the hash chain (docs/audit.md). `attest_as_found`: the
+    upgrade across attested prunes first attests the prunes and waiting entries written before it
+    (prism.ledger.upgrade)."""
     settings = load_settings()
 
     async def run() -> int:
         db = Database(settings.database_url)
+        keys = LedgerKeys(settings)
         try:
+            if attest_as_found:
+                async with db.write() as session:
+                    await attest_logs_as_found(session, keys)
             organizations = await logs_to_seal(db, with_heads=True)
-            return await seal_all(db, organizations, LedgerKeys(settings),
+            return await seal_all(db, organizations, keys,
                                   checkpoint_every=settings.audit_checkpoint_interval_seconds,
                                   sign_unsigned_heads=sign_unsigned_heads)
         finally:
@@ -398,7 +405,12 @@ def audit_seal(as_json: bool = JSON_OPT,
                    False, "--sign-unsigned-heads",
                    help="Also sign heads that have no signature yet. Only after an upgrade from the hash chain "
                         "that stopped before its logs were sealed: at any other time an unsigned head is a "
-                        "rewritten one, and signing it would make the rewrite verify.")) -> None:
+                        "rewritten one, and signing it would make the rewrite verify."),
+               attest_upgraded_logs: bool = typer.Option(
+                   False, "--attest-upgraded-logs",
+                   help="Also attest prunes made, and MAC entries left waiting, by a Prism before attested prunes. "
+                        "Only after an upgrade across them that stopped before it did so: at any other time such a "
+                        "prune or entry is a forged one, and attesting it would make it verify.")) -> None:
     """Seal entries that are waiting (normally a running server does this within a second)."""
-    sealed = seal_waiting_logs(sign_unsigned_heads=sign_unsigned_heads)
+    sealed = seal_waiting_logs(sign_unsigned_heads=sign_unsigned_heads, attest_as_found=attest_upgraded_logs)
     emit(as_json, {"sealed": sealed}, f"{sealed} entries sealed")

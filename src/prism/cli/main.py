@@ -82,13 +82,14 @@ def migrate(as_json: bool = JSON_OPT) -> None:
         if backend_of(url) != "sqlite":
             check_database_reachable(url)
         try:
-            crossed_ledger_tree = upgrade(url)
+            steps = upgrade(url)
         except (SQLAlchemyError, OSError) as exc:
             raise database_error(url, getattr(exc, "orig", None) or exc) from None
     except PrismError as exc:
         fail(as_json, exc)
-    # Logs written before signed heads get theirs now, from the upgrade that brings them across to the tree.
-    sealed = seal_waiting_logs(sign_unsigned_heads=crossed_ledger_tree)
+    # What only the upgrade that brings the logs across does (signing heads written before the tree, attesting
+    # prunes and waiting entries written before they were bound), now, with the database as it found it.
+    sealed = seal_waiting_logs(sign_unsigned_heads=steps.sign_unsigned_heads, attest_as_found=steps.attest_as_found)
     emit(as_json, {"migrated": True, "sealed": sealed}, "migrations applied")
 
 

@@ -117,10 +117,12 @@ def serve(*, host: str, port: int, workers: int, as_json: bool, seed: bool | Non
             if backend_of(settings.database_url) != "sqlite":
                 check_database_reachable(settings.database_url)
             try:
-                if upgrade(settings.database_url):  # logs written before signed heads get theirs now
+                steps = upgrade(settings.database_url)
+                if steps:  # what only the upgrade does to the ledger (docs/audit.md "Upgrading")
                     from prism.cli.audit import seal_waiting_logs
 
-                    seal_waiting_logs(sign_unsigned_heads=True)
+                    seal_waiting_logs(sign_unsigned_heads=steps.sign_unsigned_heads,
+                                      attest_as_found=steps.attest_as_found)
             except (SQLAlchemyError, OSError) as exc:
                 raise database_error(settings.database_url, getattr(exc, "orig", None) or exc) from None
         listener = bind_listener(host, port, workers=workers)

@@ -8,7 +8,8 @@ earlier entries were archived before, the stored checkpoint (with frontier) the 
 checks on its own with the public key (`examples/ledger_verifier.py archive`).
 
 Pruning, in the caller's transaction: keep that checkpoint in `audit_checkpoints`, set the head's
-`pruned_through` to `n`, and delete entries 1..n; verification then starts from that checkpoint
+`pruned_through` to `n` with the MAC that attests it (`pruned_mac`: `n` and that checkpoint's root, under the
+organization's key), and delete entries 1..n; verification then starts from that checkpoint
 (prism.ledger.verify). The file is complete on disk before anything is deleted. A log that does not verify is
 never archived: its evidence would be deleted with it.
 
@@ -107,7 +108,7 @@ async def archive(session: AsyncSession, organization_id: str, keys: LedgerKeys,
         with contextlib.suppress(OSError):  # a name the file system refused was never created
             body.unlink(missing_ok=True)
     if prune:
-        await _prune(session, organization_id, through, tree, checkpoint, keep=stored is None)
+        await _prune(session, organization_id, keys, through, tree, checkpoint, keep=stored is None)
     return ArchiveResult(organization_id, first, through, out, prune, checkpoint)
 
 
@@ -234,13 +235,15 @@ def _sync_directory(directory: Path) -> None:
         os.close(descriptor)
 
 
-async def _prune(session: AsyncSession, organization_id: str, through: int, tree: Frontier,
+async def _prune(session: AsyncSession, organization_id: str, keys: LedgerKeys, through: int, tree: Frontier,
                  checkpoint: Checkpoint, *, keep: bool) -> None:
     if keep:
         await session.execute(insert(audit_checkpoints).values(
             organization_id=organization_id, tree_size=through, root=checkpoint.root, frontier=tree.to_hex(),
             checkpoint=checkpoint.to_json(), created_at=utcnow()))
+    # Attested with the organization's key: only a prune says entries 1..through were archived (verify.py).
     await session.execute(update(audit_heads).where(audit_heads.c.organization_id == organization_id)
-                          .values(pruned_through=through))
+                          .values(pruned_through=through,
+                                  pruned_mac=keys.prune_mac(organization_id, through, checkpoint.root)))
     await session.execute(delete(audit_entries).where(audit_entries.c.organization_id == organization_id,
                                                       audit_entries.c.seq <= through))

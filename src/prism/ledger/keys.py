@@ -1,8 +1,12 @@
 """The ledger's keys, derived from the master secret (prism.kit.secret) and never stored in the database.
 
-- Each organization's MAC key: an entry's MAC is HMAC-SHA256(key, position ‖ content hash), position 0 when
-  the entry is written and its place in the log once sealed. A database writer who alters, moves or swaps
-  entries cannot make their MACs fit, and one organization's entries do not verify as another's.
+- Each organization's MAC key: a sealed entry's MAC is HMAC-SHA256(key, position ‖ content hash). An entry
+  waiting to be sealed has HMAC-SHA256(key, 0 ‖ content hash ‖ row id): the id is unique and gives the order in
+  which the sealer places waiting entries, so a waiting row copied, or two swapped, no longer fit their MACs. A
+  database writer who alters, moves, copies or swaps entries cannot make their MACs fit, and one organization's
+  entries do not verify as another's. The same key attests a prune (`prune_mac`): which entries were archived,
+  and the signed checkpoint verification starts from after them. The three inputs differ in length (40, 48 and
+  58 bytes), so no MAC of one kind fits as another.
 - One Ed25519 signing key for the deployment: it signs every tree head. Its public key is what receivers of
   `audit.checkpoint` events and `examples/ledger_verifier.py` check signatures with (`prism audit public-key`).
 """
@@ -20,6 +24,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from prism.config import Settings
 from prism.kit.secret import derived_key, same_secret
 
+_PRUNE_TAG = b"prism.audit.prune\x00"  # 18 bytes: a prune's MAC input is 58 bytes long, an entry's 40 or 48
+
 
 class LedgerKeys:
     def __init__(self, settings: Settings) -> None:
@@ -35,14 +41,38 @@ class LedgerKeys:
         self.signed_heads: dict[str, tuple[Any, ...]] = {}
 
     def mac(self, organization_id: str, seq: int, entry_hash: str) -> str:
-        """The MAC of the entry with content hash `entry_hash` at position `seq` (0: not yet sealed)."""
-        key = self._mac_keys.get(organization_id)
-        if key is None:
-            key = self._mac_keys[organization_id] = derived_key(self._settings, f"audit-entry-mac:{organization_id}")
-        return hmac.digest(key, seq.to_bytes(8, "big") + bytes.fromhex(entry_hash), "sha256").hex()
+        """The MAC of the sealed entry with content hash `entry_hash` at position `seq`."""
+        return self._hmac(organization_id, seq.to_bytes(8, "big") + bytes.fromhex(entry_hash))
 
     def mac_fits(self, organization_id: str, seq: int, entry_hash: str, mac: str | None) -> bool:
         return mac is not None and same_secret(mac, self.mac(organization_id, seq, entry_hash))
+
+    def waiting_mac(self, organization_id: str, entry_id: int, entry_hash: str) -> str:
+        """The MAC of an entry not yet sealed: its content hash and its row id (position 0)."""
+        return self._hmac(organization_id, bytes(8) + bytes.fromhex(entry_hash) + entry_id.to_bytes(8, "big"))
+
+    def waiting_mac_fits(self, organization_id: str, entry_id: int, entry_hash: str, mac: str | None) -> bool:
+        try:
+            return mac is not None and same_secret(mac, self.waiting_mac(organization_id, entry_id, entry_hash))
+        except (ValueError, OverflowError):  # a hash that is not hex, an id out of range: rewritten
+            return False
+
+    def prune_mac(self, organization_id: str, pruned_through: int, start_root: str) -> str:
+        """What attests a prune: entries 1..`pruned_through` were archived, and the log goes on from the signed
+        checkpoint of that size, whose root is `start_root`."""
+        return self._hmac(organization_id, _PRUNE_TAG + pruned_through.to_bytes(8, "big") + bytes.fromhex(start_root))
+
+    def prune_mac_fits(self, organization_id: str, pruned_through: int, start_root: str, mac: str | None) -> bool:
+        try:
+            return mac is not None and same_secret(mac, self.prune_mac(organization_id, pruned_through, start_root))
+        except (ValueError, OverflowError):
+            return False
+
+    def _hmac(self, organization_id: str, message: bytes) -> str:
+        key = self._mac_keys.get(organization_id)
+        if key is None:
+            key = self._mac_keys[organization_id] = derived_key(self._settings, f"audit-entry-mac:{organization_id}")
+        return hmac.digest(key, message, "sha256").hex()
 
     def sign(self, message: bytes) -> bytes:
         return self._signing_key.sign(message)

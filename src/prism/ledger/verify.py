@@ -116,7 +116,7 @@ async def _verify_once(session: AsyncSession, organization_id: str, keys: Ledger
         # A head that does not match its signature is reported only if no entry is to blame first: an attacker
         # who rewrote an entry rewrote the head too, and the entry is what the report must name.
         head_problem = _signature_problem(head, organization_id, keys)
-        pruned = await _pruned_start(session, organization_id, head)
+        pruned = await _pruned_start(session, organization_id, head, keys)
         # A checkpoint older than the archived range starts nowhere readable: the archive's own one is signed too.
         start = pruned if since is None or (pruned is not None and since.checkpoint.tree_size
                                             < pruned.checkpoint.tree_size) else since
@@ -132,6 +132,7 @@ async def _verify_once(session: AsyncSession, organization_id: str, keys: Ledger
             raise _Broken(f"verification starts from a checkpoint of {frontier.size} entries, but the log has "
                           f"{head.tree_size}: entries {head.tree_size + 1}..{frontier.size} were removed",
                           head.tree_size + 1)
+        await _entries_before_start_stored(session, organization_id, head.pruned_through, frontier.size)
         kept = await _kept_roots(session, organization_id, keys, after=frontier.size, through=head.tree_size)
         if trusted is not None:
             if trusted.tree_size == frontier.size and frontier.root().hex() != trusted.root:
@@ -216,7 +217,13 @@ def _signature_problem(head: Any, organization_id: str, keys: LedgerKeys) -> str
     return None
 
 
-async def _pruned_start(session: AsyncSession, organization_id: str, head: Any) -> StartingPoint | None:
+async def _pruned_start(session: AsyncSession, organization_id: str, head: Any,
+                        keys: LedgerKeys) -> StartingPoint | None:
+    """Where a pruned log starts: the kept checkpoint of the archived range, as the prune attested it. Neither
+    `pruned_through` nor a kept checkpoint's row says on its own that entries were archived: a database writer
+    can copy the head's signed checkpoint into `audit_checkpoints`, delete the entries and set `pruned_through`.
+    Only the prune's MAC (`pruned_mac`, the organization's key) binds the range to the checkpoint it starts
+    from."""
     if not head.pruned_through:
         return None
     kept = (await session.execute(select(audit_checkpoints.c.checkpoint, audit_checkpoints.c.frontier).where(
@@ -232,7 +239,27 @@ async def _pruned_start(session: AsyncSession, organization_id: str, head: Any) 
     if left is not None:
         raise _Broken(f"entry {left.seq} is stored, but entries 1..{head.pruned_through} were archived and pruned: "
                       "the archived range was changed", left.seq, left.id)
-    return _starting_point(kept, "the checkpoint of the archived entries")
+    start = _starting_point(kept, "the checkpoint of the archived entries")
+    if not (start.checkpoint.tree_size == head.pruned_through and keys.prune_mac_fits(
+            organization_id, head.pruned_through, start.checkpoint.root, head.pruned_mac)):
+        raise _Broken(f"entries 1..{head.pruned_through} are gone and the head says they were archived, but no "
+                      "prune by this deployment attests it: the entries were deleted", 1)
+    return start
+
+
+async def _entries_before_start_stored(session: AsyncSession, organization_id: str, pruned_through: int,
+                                       start: int) -> None:
+    """A verification that starts from a checkpoint does not read the entries before it, so a log deleted up to
+    it (or whole, from its head's checkpoint) would verify: the first and the last of those entries must be stored
+    (two lookups). Entries deleted from their middle are found by a verification from the first entry."""
+    if start <= pruned_through:
+        return
+    for seq in sorted({pruned_through + 1, start}):
+        stored = (await session.execute(select(audit_entries.c.id).where(
+            audit_entries.c.organization_id == organization_id, audit_entries.c.seq == seq))).first()
+        if stored is None:
+            raise _Broken(f"entry {seq} is missing: entries before the checkpoint verification starts from "
+                          f"({start} entries) were deleted", seq)
 
 
 async def _start_at_or_before(session: AsyncSession, organization_id: str, size: int,

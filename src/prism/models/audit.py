@@ -40,6 +40,9 @@ class AuditHead(OrgScoped, Base):
     # Entries 1..pruned_through were archived and deleted; the stored checkpoint of that size is where
     # verification starts.
     pruned_through: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # The MAC (the organization's ledger key) over pruned_through and that checkpoint's root, written by the
+    # prune: without it, deleting entries 1..N and setting pruned_through would pass as a prune.
+    pruned_mac: Mapped[str | None] = mapped_column(String(64))
 
 
 class AuditEntry(OrgScoped, Base):
