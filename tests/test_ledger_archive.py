@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import httpx
 import pytest
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.kit.ids import stored_organization_id
@@ -23,7 +23,7 @@ from prism.ledger.entries import EntryDraft, audit_checkpoints, audit_entries, a
 from prism.ledger.verify import verify_log
 from prism.storage import Database
 from tests.factories import Factory, Workspace, ledger_keys
-from tests.ledger_support import seal_waiting
+from tests.ledger_support import insert_waiting, seal_waiting
 from tests.processes import TRACEBACK, CliResult, run_cli, scratch_database
 from tests.test_ledger import N, record_calls
 from tests.test_ledger_proofs import accepted, refusal, rejected, write_entries
@@ -199,13 +199,11 @@ async def test_entries_still_waiting_before_the_range_keep_it_from_being_archive
         try:
             await write_entries(db, ws, 10)  # sealed
             # An entry written before entry 8 that has no position yet (its sealer stopped, say).
-            keys, at = ledger_keys(), utcnow() - timedelta(days=1)
+            at = utcnow() - timedelta(days=1)
             content = content_of(EntryDraft(org["id"], tenant["id"], at, None, None, "rest", "prism_entity_crud",
                                             "c/late", "0" * 64, "allowed", None, {}))
             async with db.write() as s:
-                await s.execute(insert(audit_entries).values(**content | {"created_at": at},
-                                                             entry_hash=content_hash(content),
-                                                             mac=keys.mac(org["id"], 0, content_hash(content))))
+                await insert_waiting(s, [content | {"created_at": at, "entry_hash": content_hash(content)}])
         finally:
             await db.dispose()
         assert refusal(url, "archive", "--tenant", "waiting", "--org", org["slug"], "--through", "8", "--out",

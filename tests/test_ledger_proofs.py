@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from sqlalchemy import insert, update
+from sqlalchemy import update
 
 from prism.kit.canonical import CANONICAL
 from prism.kit.timeutil import iso, utcnow
@@ -26,7 +26,7 @@ from prism.ledger.entries import EntryDraft, audit_entries, content_hash, conten
 from prism.ledger.merkle import verify_consistency, verify_inclusion
 from prism.storage import Database
 from tests.factories import Factory, Workspace, ledger_keys
-from tests.ledger_support import seal_waiting
+from tests.ledger_support import insert_waiting, seal_waiting
 from tests.processes import TRACEBACK, CliResult, run_cli
 from tests.test_ledger import N, record_calls
 
@@ -92,9 +92,9 @@ def saved(path: Path, value: Any) -> Path:
 
 async def write_entries(db: Database, ws: Workspace, count: int, *, detail: dict[str, Any] | None = None,
                         age: timedelta = timedelta(0)) -> None:
-    """`count` entries written as the ledger writer writes them (content hash, MAC at position 0), then sealed:
+    """`count` entries written as the ledger writer writes them (content hash, MAC of it and the id), then sealed:
     calls without the HTTP round trips, for logs longer than a few calls or with chosen details and ages."""
-    keys, at = ledger_keys(), utcnow() - age
+    at = utcnow() - age
     rows = []
     for number in range(count):
         draft = EntryDraft(ws.org.id, ws.tenant.id, at, None, None, "rest", "prism_entity_crud",
@@ -102,9 +102,9 @@ async def write_entries(db: Database, ws: Workspace, count: int, *, detail: dict
                            detail if detail is not None else {"status": 200, "cost": 0})
         row = content_of(draft)
         digest = content_hash(row)
-        rows.append({**row, "created_at": at, "entry_hash": digest, "mac": keys.mac(ws.org.id, 0, digest)})
+        rows.append({**row, "created_at": at, "entry_hash": digest})
     async with db.write() as session:
-        await session.execute(insert(audit_entries), rows)
+        await insert_waiting(session, rows)
     await seal_waiting(db, ws.org.id)
 
 

@@ -233,6 +233,8 @@ def _leaf_of(seq: int | None, entry_hash: str) -> str | None:
 
 def _mac_fits(keys: LedgerKeys, organization_id: str, row: Any) -> bool:
     try:
-        return keys.mac_fits(organization_id, row.seq or 0, row.entry_hash, row.mac)
+        if row.seq is None:  # waiting: the MAC binds the row's id (prism.ledger.keys)
+            return keys.waiting_mac_fits(organization_id, row.id, row.entry_hash, row.mac)
+        return keys.mac_fits(organization_id, row.seq, row.entry_hash, row.mac)
     except (ValueError, TypeError, OverflowError):  # a hash that is not hex, a position below 0: no MAC fits
         return False

@@ -128,11 +128,9 @@ async def seal(session: AsyncSession, organization_id: str, keys: LedgerKeys, *,
         for entry in waiting:
             seq = frontier.size + 1
             frontier.append(leaf_hash(seq, _digest_of(organization_id, entry)))
-            # The MAC moves to the entry's position only if it fits the entry as written: an entry altered while
-            # it waited keeps a MAC that does not fit, and verification names it.
-            fits = keys.mac_fits(organization_id, 0, entry.entry_hash, entry.mac)
+            _check_waiting_mac(organization_id, keys, entry)
             positions.append({"entry_id": entry.id, "new_seq": seq,
-                              "new_mac": keys.mac(organization_id, seq, entry.entry_hash) if fits else entry.mac})
+                              "new_mac": keys.mac(organization_id, seq, entry.entry_hash)})
     await _SET_POSITION.run(session, positions)
     await _store_head(session, organization_id, keys, head, frontier, checkpoint_every)
     await _announce(session, organization_id, [
@@ -157,6 +155,15 @@ async def seal_written(session: AsyncSession, organization_id: str, keys: Ledger
     await _announce(session, organization_id, [
         (e["seq"], e["entry_hash"], e["tenant_id"], e["coordinate"], e["outcome"], e["actor_user_id"], e["door"])
         for e in entries])
+
+
+def _check_waiting_mac(organization_id: str, keys: LedgerKeys, entry: Any) -> None:
+    """A waiting entry is given a position only if its MAC fits it as written, content hash and row id: a row
+    copied (another id), two swapped, or one altered while it waited is never sealed into the signed tree. Its log
+    cannot be extended (the calls go on, their entries wait) until the row is dealt with; verification names it."""
+    if not keys.waiting_mac_fits(organization_id, entry.id, entry.entry_hash, entry.mac):
+        raise BrokenLog(f"organization {organization_id}: waiting entry {entry.id} does not fit its MAC (its content "
+                        "hash and id): it was copied, moved or rewritten while it waited")
 
 
 def _digest_of(organization_id: str, entry: Any) -> bytes:

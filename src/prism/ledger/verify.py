@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.ledger.checkpoints import UNSIGNED_HEAD_HINT, Checkpoint, MalformedCheckpoint, parse_checkpoint
@@ -167,6 +167,7 @@ async def _verify_once(session: AsyncSession, organization_id: str, keys: Ledger
             if progress is not None and checked % PROGRESS_EVERY == 0:
                 progress(checked)
         waiting = await _check_waiting(session, organization_id, keys)
+        await _no_entry_twice(session, organization_id, start.checkpoint.tree_size if start else 0)
         if head_problem is not None:
             raise _Broken(head_problem)
         if frontier.size < head.tree_size:
@@ -409,10 +410,29 @@ def _check_entry(row: Any, organization_id: str, keys: LedgerKeys, seq: int) -> 
 
 
 async def _check_waiting(session: AsyncSession, organization_id: str, keys: LedgerKeys) -> int:
+    """Entries not yet sealed: content against hash, and hash and row id against MAC (a copied row has another
+    id, two swapped rows each the other's)."""
     rows = await session.stream(select(audit_entries).where(
-        audit_entries.c.organization_id == organization_id, audit_entries.c.seq.is_(None)))
+        audit_entries.c.organization_id == organization_id, audit_entries.c.seq.is_(None))
+        .order_by(audit_entries.c.id))
     count = 0
     async for row in rows:
-        _check_entry(row, organization_id, keys, 0)
+        if content_hash(content_of(row)) != row.entry_hash:
+            raise _Broken("contents do not match the entry's hash", None, row.id)
+        if not keys.waiting_mac_fits(organization_id, row.id, row.entry_hash, row.mac):
+            raise _Broken("the waiting entry's MAC does not match: it was copied, moved or rewritten, or belongs to "
+                          "another log", None, row.id)
         count += 1
     return count
+
+
+async def _no_entry_twice(session: AsyncSession, organization_id: str, after: int) -> None:
+    """Every entry of a log has a content hash of its own (the writer tells identical calls of a batch apart), so
+    two with one hash are a copy: among the entries verified and those waiting."""
+    twice = (await session.execute(
+        select(audit_entries.c.entry_hash, func.min(audit_entries.c.seq), func.max(audit_entries.c.id)).where(
+            audit_entries.c.organization_id == organization_id,
+            or_(audit_entries.c.seq > after, audit_entries.c.seq.is_(None)))
+        .group_by(audit_entries.c.entry_hash).having(func.count() > 1).limit(1))).first()
+    if twice is not None:
+        raise _Broken(f"two entries have the content hash {twice[0]}: one is a copy", twice[1], twice[2])

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select
+from sqlalchemy import bindparam, func, insert, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -232,6 +232,7 @@ class LedgerWriter:
             appended_at = utcnow()
             appended_iso = iso(appended_at)
             rows: list[dict[str, Any]] = []
+            batch_hashes: set[str] = set()
             for i, unit in enumerate(batch):
                 if unit.organization_id not in logs:  # the organization is gone: nothing may run unaudited
                     outcomes[i] = (None, PrismError("organization has no audit chain",
@@ -251,13 +252,17 @@ class LedgerWriter:
                 # The batch's ISO text is the draft's own only if the draft took the batch's time.
                 row = content_of(draft, appended_iso if draft.created_at is appended_at else None)
                 digest = content_hash(row)
+                if digest in batch_hashes:
+                    digest = _told_apart(row, batch_hashes)
+                batch_hashes.add(digest)
                 # The hashed content becomes the row: the column takes the datetime, not the hashed text.
                 row.update(created_at=draft.created_at, entry_hash=digest, seq=None, mac=None)
                 rows.append(row)
             if not self.db.is_sqlite:  # last, so that a head is held only for the batch's last round trips
                 heads = await free_heads(session, sorted({row["organization_id"] for row in rows}))
             sealed, left_waiting = await self._seal_or_leave_waiting(session, rows, heads)
-            await _INSERT_ENTRIES.run(session, rows)  # one executemany for the batch's entries
+            # One executemany for the batch's entries (with their ids when some were left waiting).
+            await (_INSERT_ENTRIES_WITH_IDS if rows and "id" in rows[0] else _INSERT_ENTRIES).run(session, rows)
         _SEALED_WITH_CALL.inc(sealed)
         if left_waiting:
             self.sealer.request(left_waiting)
@@ -267,19 +272,29 @@ class LedgerWriter:
                                      heads: dict[str, Any]) -> tuple[int, list[str]]:
         """Seal the entries of each organization whose head this transaction holds; the others' are written waiting.
         How many were sealed, and the organizations left to the sealer."""
-        sealed, left_waiting = 0, []
+        sealed, left_waiting, waiting = 0, [], []
         for organization_id in sorted({row["organization_id"] for row in rows}):
             entries = [row for row in rows if row["organization_id"] == organization_id]
-            if organization_id not in heads:  # sealed after the commit: the MAC of an entry not yet placed
-                self._mac_as_waiting(entries)
+            if organization_id not in heads:  # sealed after the commit
+                waiting += entries
                 left_waiting.append(organization_id)
             elif await self._seal_here(session, organization_id, heads[organization_id], entries):
                 sealed += len(entries)  # each entry has its position and its position's MAC
+            else:
+                waiting += entries
+        if waiting:
+            await self._mac_as_waiting(session, rows, waiting)
         return sealed, left_waiting
 
-    def _mac_as_waiting(self, entries: list[dict[str, Any]]) -> None:
-        for entry in entries:
-            entry["mac"] = self.keys.mac(entry["organization_id"], 0, entry["entry_hash"])
+    async def _mac_as_waiting(self, session: AsyncSession, rows: list[dict[str, Any]],
+                              waiting: list[dict[str, Any]]) -> None:
+        """The MAC of an entry not yet placed binds its row id: the order the sealer places it in, and unique, so a
+        copied or swapped waiting row fits no MAC. The batch's rows are inserted in one statement, so all get their
+        ids now (one round trip, only for a batch that leaves entries waiting)."""
+        for row, entry_id in zip(rows, await reserve_entry_ids(session, len(rows)), strict=True):
+            row["id"] = entry_id
+        for entry in waiting:
+            entry["mac"] = self.keys.waiting_mac(entry["organization_id"], entry["id"], entry["entry_hash"])
 
     async def _seal_here(self, session: AsyncSession, organization_id: str, head: Any,
                          entries: list[dict[str, Any]]) -> bool:
@@ -288,7 +303,6 @@ class LedgerWriter:
             await seal_written(session, organization_id, self.keys, entries, head=head,
                                checkpoint_every=self.checkpoint_every)
         except BrokenLog as found:
-            self._mac_as_waiting(entries)
             # A log whose stored entries do not continue its head cannot be extended; the calls are still recorded
             # (waiting, with their hashes and MACs), and `prism audit verify` names what is wrong. Said once per
             # head found broken, not once per batch of calls to it.
@@ -323,6 +337,33 @@ _HEADS_OF = select(audit_heads.c.organization_id).where(
 
 _SEALED_WITH_CALL = LEDGER_ENTRIES_SEALED.labels("with_call")
 _INSERT_ENTRIES = PreparedWrite(insert(audit_entries), column_keys=WRITTEN_COLUMNS)
+_INSERT_ENTRIES_WITH_IDS = PreparedWrite(insert(audit_entries), column_keys=("id", *WRITTEN_COLUMNS))
+_NEXT_IDS = text("SELECT nextval(pg_get_serial_sequence('audit_entries', 'id')) FROM generate_series(1, :count)")
+_LAST_ID = select(func.max(audit_entries.c.id))
+
+
+async def reserve_entry_ids(session: AsyncSession, count: int) -> list[int]:
+    """`count` new ids for entries this transaction inserts, in increasing order. PostgreSQL: from the column's
+    sequence (never handed out twice). SQLite: after the largest, which no other transaction can take meanwhile
+    (the batch holds the database's only write lock)."""
+    if session.get_bind().dialect.name == "sqlite":
+        last = (await session.execute(_LAST_ID)).scalar() or 0
+        return list(range(last + 1, last + 1 + count))
+    return sorted((await session.execute(_NEXT_IDS, {"count": count})).scalars())
+
+
+def _told_apart(row: dict[str, Any], taken: set[str]) -> str:
+    """Identical calls in one batch (one time, caller, tool, arguments, outcome, request id) would be entries with
+    one content hash, which verification takes for a copied entry: each repeat says so in its detail (`repeat`:
+    1, 2, …), so that every entry of a log has a hash of its own. Its new content hash."""
+    detail = row["detail"]
+    repeat = 0
+    while True:
+        repeat += 1
+        row["detail"] = {**detail, "repeat": repeat}
+        digest = content_hash(row)
+        if digest not in taken:
+            return digest
 
 
 def _all_running(tasks: list[asyncio.Task[None]]) -> bool:
