@@ -5,6 +5,7 @@
     ledger_verifier.py inclusion PROOF.json --public-key B64           # from `prism audit prove`
     ledger_verifier.py consistency OLD.json NEW.json PROOF.json --public-key B64   # `prism audit consistency`
     ledger_verifier.py archive ARCHIVE.jsonl --public-key B64          # from `prism audit archive`
+    ledger_verifier.py archive ARCHIVE.jsonl --checkpoint CP.json --public-key B64   # and a checkpoint within it
 
 The public key is the deployment's checkpoint signing key (`prism audit public-key`), obtained from Prism's
 operators by a channel you trust. Prints `OK: ...` and exits 0, or `FAILED: <reason>` and exits 1.
@@ -312,11 +313,18 @@ def cmd_archive(args: argparse.Namespace, key: Ed25519PublicKey) -> str:
     if last != checkpoint["tree_size"] or not 1 <= first <= last:
         raise Failed(f"the archive's range {first}..{last} does not end at its checkpoint's size")
     tree = starting_tree(header.get("start"), first, key, checkpoint["origin"])
+    trusted = trusted_within(args.checkpoint, key, checkpoint["origin"], first, last)
+    seen: dict[str, int] = {}
     for entry in lines:
         leaf = entry_leaf(entry, organization_id)  # its seq is an integer: `true` is not position 1
         if entry["seq"] != tree.size + 1:
             raise Failed(f"entry {tree.size + 1} is missing from the archive")
+        if entry["entry_hash"] in seen:  # every entry of a log has a content hash of its own
+            raise Failed(f"entries {seen[entry['entry_hash']]} and {entry['seq']} have one content hash: one is a copy")
+        seen[entry["entry_hash"]] = entry["seq"]
         tree.append(leaf)
+        if trusted is not None and tree.size == trusted["tree_size"] and tree.root().hex() != trusted["root"]:
+            raise Failed(f"the archived entries do not make the root of the given checkpoint of {tree.size} entries")
     if tree.size != last:
         raise Failed(f"the archive ends at entry {tree.size}, its header says {last}")
     if tree.root().hex() != checkpoint["root"]:
@@ -324,7 +332,21 @@ def cmd_archive(args: argparse.Namespace, key: Ed25519PublicKey) -> str:
     frontier = hex_list(header.get("frontier"), "the header's frontier")
     if Frontier(last, frontier).root() != tree.root():
         raise Failed("the header's frontier does not make the signed root")
-    return f"entries {first}..{last} of {checkpoint['origin']} make its signed tree of {last} entries"
+    also = f", and the given checkpoint of {trusted['tree_size']} entries" if trusted is not None else ""
+    return f"entries {first}..{last} of {checkpoint['origin']} make its signed tree of {last} entries{also}"
+
+
+def trusted_within(path: str | None, key: Ed25519PublicKey, origin: str, first: int, last: int) -> Any:
+    """The checkpoint given with --checkpoint, of this log and of a size the archive's entries reach."""
+    if path is None:
+        return None
+    trusted = check_checkpoint(read_json(path), key, "given checkpoint")
+    if trusted["origin"] != origin:
+        raise Failed(f"the given checkpoint is of {trusted['origin']}, the archive of {origin}")
+    if not first <= trusted["tree_size"] <= last:
+        raise Failed(f"the given checkpoint ({trusted['tree_size']} entries) is outside the archive's entries "
+                     f"{first}..{last}: check it against the archive that holds entry {trusted['tree_size']}")
+    return trusted
 
 
 def starting_tree(start: Any, first: int, key: Ed25519PublicKey, origin: str) -> Frontier:
@@ -406,6 +428,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for file in files:
             command.add_argument(file)
         command.add_argument("--public-key", required=True, help="base64 (`prism audit public-key`)")
+        if name == "archive":
+            command.add_argument("--checkpoint", help="a checkpoint of this log within the archive's range (one "
+                                                      "older than a pruned log's archived entries): the archived "
+                                                      "entries must make its root at its size")
     args = parser.parse_args(argv)
     try:
         print("OK: " + COMMANDS[args.command](args, public_key(args.public_key)))

@@ -29,7 +29,15 @@ from prism.ledger.keys import LedgerKeys
 from prism.ledger.proofs import checkpoint_argument, prove_consistency, prove_inclusion
 from prism.ledger.sealer import SEAL_LIMIT, BrokenLog, logs_to_seal, seal, seal_all
 from prism.ledger.upgrade import attest_logs_as_found
-from prism.ledger.verify import StartingPoint, UnusableStart, latest_kept, starting_frontier, verify_log
+from prism.ledger.verify import (
+    CheckpointBeforeArchive,
+    LogReport,
+    StartingPoint,
+    UnusableStart,
+    latest_kept,
+    starting_frontier,
+    verify_log,
+)
 from prism.models import Organization
 from prism.storage import Database
 from prism.tenancy.service import find_organization, list_organizations, require_tenant
@@ -116,19 +124,32 @@ def _trusted_checkpoint(path: Path, keys: LedgerKeys) -> Checkpoint:
     return trusted
 
 
-def _checked_against(orgs: list[Organization], start: StartingPoint | None, trusted: Checkpoint | None,
-                     scope: str) -> list[Organization]:
+async def _checked_against(session: AsyncSession, orgs: list[Organization], start: StartingPoint | None,
+                           trusted: Checkpoint | None, scope: str) -> tuple[list[Organization], list[dict[str, Any]]]:
     """The organizations to verify: the one a checkpoint file names, which must be one of `orgs` (a checkpoint of
-    another organization or tenant proves nothing about these logs), else all of them."""
+    another organization or tenant proves nothing about these logs), else all of them; and the report of a log
+    that is gone. A checkpoint this deployment signed (the file's signature was checked) of an organization that
+    no longer exists names a log that existed: Prism has no command that deletes an organization, and deleting
+    its row deletes its log with it, so that log is reported BROKEN, not the file refused."""
     named = start.checkpoint if start is not None else trusted
     if named is None:
-        return orgs
+        return orgs, []
     chosen = [o for o in orgs if o.id == named.organization_id]
     if not chosen:
+        if (await session.execute(select(Organization.__table__.c.id).where(
+                Organization.__table__.c.id == named.organization_id))).first() is None:
+            return ([] if start is not None else orgs), [_gone(named)]
         option = "--since" if start is not None else "--checkpoint"
         raise CheckpointFileRefused(f"the {option} file is a checkpoint of {named.origin}, {scope}",
                                     code="organization_not_found")
-    return chosen if start is not None else orgs
+    return (chosen if start is not None else orgs), []
+
+
+def _gone(named: Checkpoint) -> dict[str, Any]:
+    report = LogReport(named.organization_id, False, reason=(
+        f"this deployment signed a checkpoint of {named.tree_size} entries of this log, and neither the organization "
+        "nor its log exists any more: they were deleted"))
+    return {"organization": named.organization_id, **report.as_dict()}
 
 
 @audit_cli.command("verify")
@@ -157,11 +178,15 @@ def audit_verify(tenant: str = typer.Option(..., "--tenant"),
     async def work(session: AsyncSession) -> dict[str, Any]:
         scope = (f"not the log of --org {org} (tenant {tenant})" if org
                  else f"the log of no organization of tenant {tenant}")
-        reports = []
-        for o in _checked_against(await _organizations(session, tenant, org), since_file, trusted, scope):
+        chosen, reports = await _checked_against(session, await _organizations(session, tenant, org), since_file,
+                                                 trusted, scope)
+        for o in chosen:
             start = await latest_kept(session, o.id) if since == "latest" else since_file
             given = trusted if trusted is not None and trusted.organization_id == o.id else None
-            report = await verify_log(session, o.id, keys, since=start, trusted=given, progress=progress)
+            try:
+                report = await verify_log(session, o.id, keys, since=start, trusted=given, progress=progress)
+            except CheckpointBeforeArchive as exc:  # neither valid nor broken: the archive is checked against it
+                raise CheckpointFileRefused(f"--checkpoint {checkpoint}: {exc}") from exc
             reports.append({"organization": o.slug, **report.as_dict()})
         return {"tenant": tenant, "valid": all(r["valid"] for r in reports), "logs": reports}
 

@@ -268,8 +268,11 @@ async def _start_at_or_before(session: AsyncSession, organization_id: str, size:
     """The newest kept checkpoint no larger than `size` (or the start of the log): where a verification that must
     reach a trusted checkpoint of that size begins. Entries archived past it cannot be read again here."""
     if pruned is not None and pruned.checkpoint.tree_size > size:
-        raise _Broken(f"the trusted checkpoint ({size} entries) is older than the archived entries "
-                      f"(1..{pruned.checkpoint.tree_size}): verify it against the archive")
+        raise CheckpointBeforeArchive(
+            f"the checkpoint ({size} entries) is older than the archived entries (1..{pruned.checkpoint.tree_size}), "
+            "which the database no longer holds, so it cannot be checked here: check the archive file that holds "
+            f"entry {size} against it (`examples/ledger_verifier.py archive FILE --checkpoint CHECKPOINT`); the log "
+            "itself verifies from its archived range on without it")
     kept = await _newest_kept(session, organization_id, at_most=size)
     return _starting_point(kept, "a kept checkpoint") if kept is not None else pruned
 
@@ -294,6 +297,12 @@ def _starting_point(kept: Any, what: str) -> StartingPoint:
 
 class UnusableStart(Exception):
     """A checkpoint to start from that is not a checkpoint this deployment signed with its tree's frontier."""
+
+
+class CheckpointBeforeArchive(UnusableStart):
+    """A trusted checkpoint older than the log's archived range: the entries it covers are in an archive file, not
+    in the database, so it says nothing about the log the database holds (neither valid nor broken). The archive
+    is checked against it (examples/ledger_verifier.py)."""
 
 
 def starting_frontier(start: StartingPoint, keys: LedgerKeys, what: str) -> Frontier:
