@@ -69,7 +69,7 @@ class LedgerSteps:
 
     # Crossed `0013_ledger_tree`: logs written before signed heads get their first signature.
     sign_unsigned_heads: bool = False
-    # Crossed `0025_ledger_attested_prunes`: prunes made before are attested, and entries left waiting get the
+    # Crossed `0027_ledger_attested_prunes`: prunes made before are attested, and entries left waiting get the
     # MAC bound to their row id (prism.ledger.upgrade).
     attest_as_found: bool = False
 
@@ -98,7 +98,7 @@ def upgrade(database_url: str) -> LedgerSteps:
 
 
 LEDGER_TREE = "0013_ledger_tree"
-ATTESTED_PRUNES = "0025_ledger_attested_prunes"
+ATTESTED_PRUNES = "0027_ledger_attested_prunes"
 
 
 def migrate_with_alembic(database_url: str) -> None:

@@ -1,4 +1,4 @@
-"""What the upgrade across `0025_ledger_attested_prunes` does once, with the master secret, to logs as it finds
+"""What the upgrade across `0027_ledger_attested_prunes` does once, with the master secret, to logs as it finds
 them: nothing else writes these MACs for state it did not make itself.
 
 - A log pruned before prunes were attested has `pruned_through` set and no `pruned_mac`: the prune is attested

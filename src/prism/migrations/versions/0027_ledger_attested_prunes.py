@@ -6,8 +6,8 @@ can write to the database could set. The column starts empty: the `prism migrate
 applies this revision attests each log's prune as it finds it, and gives entries still waiting their MAC bound
 to their row id (prism.ledger.upgrade), since at the upgrade the operator trusts the database as it is.
 
-Revision ID: 0025_ledger_attested_prunes
-Revises: 0024_persona_require_mission
+Revision ID: 0027_ledger_attested_prunes
+Revises: 0026_integration_url_secrets
 """
 
 from collections.abc import Sequence
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0025_ledger_attested_prunes"
-down_revision: str | None = "0024_persona_require_mission"
+revision: str = "0027_ledger_attested_prunes"
+down_revision: str | None = "0026_integration_url_secrets"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
