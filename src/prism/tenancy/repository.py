@@ -185,7 +185,7 @@ class OrgRepository(Generic[M]):
                 default_ordering: str) -> Select[Any]:
         """The statement ordered by `ordering` ("name", "-created_at"; one of `orderable`, else a 400), ties
         broken by id in the same direction so that pages never overlap."""
-        descending, name = _parse_ordering(ordering or default_ordering, orderable)
+        descending, name = parse_ordering(ordering or default_ordering, orderable)
         column = getattr(self.model, name)
         tiebreak = self.model.id  # type: ignore[attr-defined]
         order = column.desc() if descending else column.asc()
@@ -222,7 +222,7 @@ def _nulls_go_last(model: type, name: str) -> bool:
     return not any(column.name in held_by.columns for held_by in held)
 
 
-def _parse_ordering(ordering: str, orderable: tuple[str, ...]) -> tuple[bool, str]:
+def parse_ordering(ordering: str, orderable: tuple[str, ...]) -> tuple[bool, str]:
     descending = ordering.startswith("-")
     name = ordering.removeprefix("-")  # one '-' only: "--id" is no ordering
     if name not in orderable:

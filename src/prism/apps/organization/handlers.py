@@ -16,7 +16,7 @@ from prism.apps.params import ListParams
 from prism.kit.timeutil import iso
 from prism.models import Membership, Role, User
 from prism.registry import HandlerApp, HandlerCall
-from prism.tenancy.repository import OrgRepository, _parse_ordering, text_search
+from prism.tenancy.repository import OrgRepository, parse_ordering, text_search
 
 app = HandlerApp("organization", description="Members of the organization and their roles.",
                  examples=shipped_examples())
@@ -29,7 +29,7 @@ ROLE_ORDERING: dict[str, Any] = {"name": Role.name}
 
 def _ordered(stmt: Any, ordering: str | None, columns: dict[str, Any], default: str, tiebreak: Any
              ) -> Any:  # a Select of the caller's columns
-    descending, name = _parse_ordering(ordering or default, tuple(columns))
+    descending, name = parse_ordering(ordering or default, tuple(columns))
     return stmt.order_by(*((c.desc() if descending else c.asc()) for c in (columns[name], tiebreak)))
 
 
