@@ -18,7 +18,8 @@ SOURCE = Path(__file__).resolve().parent.parent / "src" / "prism"
 OPTIONAL = {"registry/semantic.py": ("semantic",), "ratelimit/redis_backend.py": ("redis",),
             "mcp_server/relay_redis.py": ("redis",), "mcp_server/relay_redis_listener.py": ("redis",),
             "cli/preflight.py": ("redis", "otel"),
-            "observability/tracing.py": ("otel",), "integrations/mcp_upstream.py": ("federation",)}
+            "observability/tracing.py": ("otel",), "integrations/mcp_upstream.py": ("federation",),
+            "integrations/failures.py": ("federation",)}
 
 
 def _name(requirement: str) -> str:

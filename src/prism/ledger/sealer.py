@@ -345,12 +345,22 @@ async def _keep_head_checkpoint(session: AsyncSession, organization_id: str, key
     if (head is None or head.checkpoint is None or head.checkpointed_at is None or head.sealed_at is None
             or head.checkpointed_at > cutoff or not head.sealed_at > head.checkpointed_at):
         return 0
+    at = utcnow()
     with _extending(head):  # only a head as this deployment signed it
         await _trusted_frontier(session, keys, head, sign_unsigned=False)
-    at = utcnow()
-    await session.execute(insert(audit_checkpoints).values(
-        organization_id=organization_id, tree_size=head.tree_size, root=head.root, frontier=head.frontier,
-        checkpoint=head.checkpoint, created_at=at))
+        # A row of this size stored already (written outside Prism: a seal keeps its own as it marks the head)
+        # must not stop the sweep for every other log: the same checkpoint is kept (and sent) as it is, another
+        # one is named.
+        stored = (await session.execute(select(audit_checkpoints.c.checkpoint).where(
+            audit_checkpoints.c.organization_id == organization_id,
+            audit_checkpoints.c.tree_size == head.tree_size))).scalar_one_or_none()
+        if stored is not None and stored != head.checkpoint:
+            raise BrokenLog(f"organization {organization_id}: another checkpoint of size {head.tree_size} than its "
+                            "head's is stored: it was written outside Prism")
+    if stored is None:
+        await session.execute(insert(audit_checkpoints).values(
+            organization_id=organization_id, tree_size=head.tree_size, root=head.root, frontier=head.frontier,
+            checkpoint=head.checkpoint, created_at=at))
     await session.execute(update(audit_heads).where(audit_heads.c.organization_id == organization_id)
                           .values(checkpointed_at=at))
     await _send_checkpoint(session, organization_id, parse_checkpoint(head.checkpoint))
