@@ -6,11 +6,12 @@ the failed-authentication lockout but counts it in no tier (prism.edge.paths).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Mapping
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
+from starlette.types import Receive, Scope, Send
 
 from prism.auth.context import AuthContext
 from prism.edge.context import request_context
@@ -19,7 +20,7 @@ from prism.errors import PrismError, TenantNotFound
 from prism.kit.lru import LRU
 from prism.oauth.issuer import issuer_for
 from prism.openapi.developer import developer_document, serialized
-from prism.openapi.tenant import rendered, tenant_descriptor
+from prism.openapi.tenant import tenant_descriptor
 from prism.web.requests import host_of
 
 PATH = "/.well-known/openapi.json"
@@ -49,8 +50,24 @@ def accepts_gzip(request: Request) -> bool:
     return False
 
 
-async def _answer(request: Request, etags: tuple[str, ...], body: Callable[[], Awaitable[bytes]],
-                  cache_control: str, encoding: str | None = None) -> Response:
+class PiecesResponse(Response):
+    """A 200 whose body is sent as the given pieces, one message each: a kept document goes out as the bytes it
+    is kept as, never joined with what follows it into a copy of the whole."""
+
+    def __init__(self, pieces: tuple[bytes, ...], headers: Mapping[str, str], media_type: str) -> None:
+        self.pieces = pieces
+        super().__init__(None, headers={**headers, "Content-Length": str(sum(map(len, pieces)))},
+                         media_type=media_type)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        last = len(self.pieces) - 1
+        for index, piece in enumerate(self.pieces):
+            await send({"type": "http.response.body", "body": piece, "more_body": index < last})
+
+
+def _answer(request: Request, etags: tuple[str, ...], pieces: Callable[[], tuple[bytes, ...]],
+            cache_control: str, encoding: str | None = None) -> Response:
     """304 when the client holds this version in any representation (the body is then never produced),
     else the document; `etags[0]` names the representation sent."""
     headers = {"ETag": etags[0], "Cache-Control": cache_control, "Vary": "Authorization, Host, Accept-Encoding"}
@@ -58,7 +75,7 @@ async def _answer(request: Request, etags: tuple[str, ...], body: Callable[[], A
         return Response(status_code=304, headers=headers)
     if encoding:
         headers["Content-Encoding"] = encoding
-    return Response(await body(), media_type="application/json", headers=headers)
+    return PiecesResponse(pieces(), headers, "application/json")
 
 
 def _caller(request: Request) -> AuthContext | None:
@@ -83,11 +100,7 @@ async def openapi_json(request: Request) -> Response:
         if cached is None:
             cached = per_origin.put(origin, serialized(developer_document(request.app.routes, origin)))
         document, etag = cached
-
-        async def developer_body() -> bytes:
-            return document
-
-        return await _answer(request, (etag,), developer_body, "public, no-cache")
+        return _answer(request, (etag,), lambda: (document,), "public, no-cache")
     try:
         auth = _caller(request)
     except PrismError as exc:
@@ -97,8 +110,5 @@ async def openapi_json(request: Request) -> Response:
     gzipped = accepts_gzip(request)
     etags = (built.etag(origin, gzipped=gzipped), built.etag(origin, gzipped=not gzipped))
 
-    async def tenant_body() -> bytes:
-        return await rendered(built, origin, gzipped=gzipped)
-
-    return await _answer(request, etags, tenant_body, "private, no-cache" if auth is not None else "public, no-cache",
-                         "gzip" if gzipped else None)
+    return _answer(request, etags, lambda: built.pieces(origin, gzipped=gzipped),
+                   "private, no-cache" if auth is not None else "public, no-cache", "gzip" if gzipped else None)
