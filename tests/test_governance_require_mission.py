@@ -27,7 +27,7 @@ from tests.factories import Factory, Workspace
 from tests.governance_support import entries, events, governed_key, ok, post
 from tests.oauth_support import browser, field, sign_in
 from tests.processes import TEST_SECRET_KEY_FILE, cli_json, run_cli, scratch_database
-from tests.test_mcp_protocol import call, headers_for, initialize, rpc
+from tests.test_mcp_protocol import call, headers_for, initialize, rpc, tool_text
 
 PERSONA = "config_manage/governance/persona"
 MISSION = "mission_control/missions/mission"
@@ -267,3 +267,36 @@ async def test_the_upgrade_keeps_existing_personas_at_false(tmp_path: Path) -> N
         await asyncio.to_thread(command.downgrade, config, BEFORE)  # as a Prism before the setting stored them
         await asyncio.to_thread(command.upgrade, config, "head")
         assert await _stored_settings(url) == {"older": False, "strict": False}
+
+
+async def test_over_mcp_the_same_calls_are_exempt_or_refused_as_over_rest(
+        client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
+    """Every MCP method that reaches data goes through the dispatcher with the credential's persona: tools/call
+    (both tool surfaces) and resources/read (a document read). The self-descriptions run without a mission; a
+    costed read, through a tool or as a resource, is refused for naming none, and a persona's deny outranks it."""
+    ws = await factory.workspace(roles=("owner",))
+    uploaded = await ok(client, ws, "document_op/documents/document/upload", {"title": "Plan", "content": "Q3."})
+    await _agent(factory, client, ws, deny=["entity_crud/documents/document/read"])
+    headers = headers_for(ws, "agent")
+    session = await initialize(client, headers, "2025-11-25")
+    answers = {}
+    for request_id, (name, arguments) in enumerate((
+            ("prism_whoami", {}), ("prism_introspect", {"dimension": "apps"}), ("prism_search", {"query": "parts"}),
+            ("prism_entity_crud", {"app": "spare_parts", "entity": "spare_part", "operation": "list"}),
+            ("prism_entity_crud_read", {"app": "spare_parts", "entity": "spare_part", "operation": "list"}),
+            ("prism_entity_crud", {"app": "documents", "entity": "document", "operation": "read",
+                                   "arguments": {"id": uploaded["id"]}})), start=2):
+        is_error, body = tool_text(await call(client, headers, session, rpc(
+            "tools/call", {"name": name, "arguments": arguments}, request_id=request_id)))
+        answers[name + ("/document" if "document" in str(arguments) else "")] = (
+            (body["error"], body["details"]["rule"]) if is_error else "ran")
+    assert answers == {"prism_whoami": "ran", "prism_introspect": "ran", "prism_search": "ran",
+                       "prism_entity_crud": ("blocked", "require_mission"),
+                       "prism_entity_crud_read": ("blocked", "require_mission"),
+                       "prism_entity_crud/document": ("blocked", "deny")}
+    uri = f"prism://documents/document/{uploaded['id']}"
+    read = (await call(client, headers, session, rpc("resources/read", {"uri": uri}, request_id=9))).json()
+    assert (read["error"]["code"], read["error"]["data"]["error"]) == (-32602, "blocked"), read
+    rules = [(e.door, e.detail["persona"]["rule"]) for e in await entries(db, ws.org.id)
+             if e.coordinate == "entity_crud/documents/document/read"]
+    assert rules == [("mcp", "deny"), ("mcp", "deny")]  # the tool call and the resource read alike
