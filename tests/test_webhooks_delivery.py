@@ -244,6 +244,22 @@ async def test_deliveries_pending_when_a_webhook_is_switched_off_are_not_sent(
     assert delivery["status"] == "failed" and "inactive" in delivery["error_message"]
 
 
+async def test_an_inactive_webhook_refuses_a_test_event(
+        hook_client: httpx.AsyncClient, factory: Factory, receiver: Receiver) -> None:
+    """Inactive webhooks never deliver (SPEC.md): a test event to one is a state conflict, 409, and nothing is
+    queued; switched back on, the same request is accepted."""
+    ws = await factory.workspace(roles=("owner",))
+    hook = await create_hook(hook_client, ws, receiver.url(unique_path()))
+    await hook_client.patch(f"{BASE}{hook['id']}/", json={"is_active": False}, headers=ws.headers())
+    refused = await hook_client.post(f"{BASE}{hook['id']}/test/", headers=ws.headers())
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["error"] == "webhook_inactive" and "is_active" in refused.json()["message"], refused.text
+    assert await deliveries_of(hook_client, ws, hook["id"]) == []
+    await hook_client.patch(f"{BASE}{hook['id']}/", json={"is_active": True}, headers=ws.headers())
+    accepted = await hook_client.post(f"{BASE}{hook['id']}/test/", headers=ws.headers())
+    assert accepted.status_code == 202 and accepted.json()["is_test"] is True, accepted.text
+
+
 async def test_test_event_and_resend_run_the_real_pipeline(
         hook_client: httpx.AsyncClient, factory: Factory, receiver: Receiver,
         make_worker: Callable[..., DeliveryWorker]) -> None:

@@ -54,6 +54,10 @@ async def test_owner_manages_a_webhook_and_its_secret_is_shown_only_once(
     assert set(listed) == ENVELOPE and listed["total"] == 1 and listed["items"][0]["name"] == "SIEM 2"
     read = await ok(hook_client, ws, f"{HOOK}/read", {"id": created["id"]})
 
+    # Switched off, it never delivers, test events included: a state conflict in the canonical door's envelope.
+    refused = await post(hook_client, ws, f"{HOOK}/test", {"id": created["id"]})
+    assert refused.status_code == 409 and refused.json()["error"] == "webhook_inactive", refused.text
+    await ok(hook_client, ws, f"{HOOK}/update", {"id": created["id"], "is_active": True})
     test = await ok(hook_client, ws, f"{HOOK}/test", {"id": created["id"]})
     assert test["is_test"] is True and test["status"] == "pending"
     again = await ok(hook_client, ws, f"{DELIVERY}/resend", {"webhook_id": created["id"], "id": test["id"]})

@@ -95,19 +95,26 @@ async def test_every_delivery_still_to_be_sent_says_when_it_is_tried_next(
         assert (await hook_client.delete(f"{BASE}{hook['id']}/", headers=ws.headers())).status_code == 204
 
 
-async def test_a_test_event_of_an_inactive_webhook_still_says_when_it_is_sent(
-        hook_client: httpx.AsyncClient, factory: Factory, receiver: Receiver) -> None:
-    """Test events are sent even while the webhook is switched off, so their time is shown."""
+async def test_a_test_event_queued_before_its_webhook_is_switched_off_is_not_sent(
+        hook_client: httpx.AsyncClient, factory: Factory, receiver: Receiver,
+        make_worker: Callable[..., DeliveryWorker]) -> None:
+    """Inactive webhooks never deliver (SPEC.md), test events included: one queued while the webhook was on says
+    no time once it is switched off, and a worker reaching it makes it FAILED without sending it."""
     ws = await factory.workspace(roles=("owner",))
-    hook = await create_hook(hook_client, ws, receiver.url(unique_path()))
+    path = unique_path()
+    hook = await create_hook(hook_client, ws, receiver.url(path))
     try:
+        sent = await hook_client.post(f"{BASE}{hook['id']}/test/", headers=ws.headers())
+        assert sent.status_code == 202 and at(sent.json()["next_retry_at"]) <= utcnow(), sent.text
         switched = await hook_client.patch(f"{BASE}{hook['id']}/", json={"is_active": False}, headers=ws.headers())
         assert switched.status_code == 200, switched.text
-        sent = await hook_client.post(f"{BASE}{hook['id']}/test/", headers=ws.headers())
-        assert sent.status_code == 202 and sent.json()["status"] == "pending", sent.text
-        assert at(sent.json()["next_retry_at"]) <= utcnow()
         [listed] = await deliveries_of(hook_client, ws, hook["id"])
-        assert listed["next_retry_at"] == sent.json()["next_retry_at"]
+        assert listed["is_test"] is True and listed["next_retry_at"] is None, listed
+        await make_worker().run_once()
+        [done] = await deliveries_of(hook_client, ws, hook["id"])
+        assert receiver.at(path) == []
+        assert done["status"] == "failed" and done["error_message"] == "webhook is inactive: not sent", done
+        assert done["attempt_count"] == 0 and done["next_retry_at"] is None, done
     finally:
         assert (await hook_client.delete(f"{BASE}{hook['id']}/", headers=ws.headers())).status_code == 204
 

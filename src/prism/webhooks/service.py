@@ -91,10 +91,10 @@ def next_attempt_at(row: WebhookDelivery, *, webhook_active: bool) -> datetime |
     later time of one held back behind a hanging receiver, and, while a worker is trying it, the end of that
     worker's lease (its outcome replaces it; a worker lost mid-attempt is replaced then). A time in the past
     means due now, waiting for a worker. None once SUCCESS or FAILED, and for a delivery of an inactive webhook
-    (test events aside): it is not sent but made FAILED when a worker reaches it."""
+    (a test event's too): it is not sent but made FAILED when a worker reaches it."""
     if row.status not in ("pending", "retrying") or row.due_at is None:
         return None
-    if not webhook_active and not row.is_test:
+    if not webhook_active:
         return None
     if row.claimed_until is not None and row.claimed_until > row.due_at:
         return row.claimed_until
@@ -289,9 +289,16 @@ def _pending(organization_id: str, webhook_id: str, event_id: str, event_type: s
 
 
 async def send_test_event(session: AsyncSession, auth: AuthContext, webhook_id: str) -> dict[str, Any]:
-    """A real event through the real pipeline (outbox, worker, signature), addressed to this webhook only."""
+    """A real event through the real pipeline (outbox, worker, signature), addressed to this webhook only.
+
+    Not to a switched-off webhook: SPEC.md says inactive webhooks never deliver, and a test event is a delivery
+    like any other (a receiver taken out of service must not be reached by one). A state conflict, as a resend of
+    an event the webhook no longer subscribes to is: switching it on is the caller's to do first."""
     require(auth, "change")
     row = await _writable(session, auth, webhook_id)
+    if not row.is_active:
+        raise Conflict("this webhook is inactive, and an inactive webhook never delivers, test events included: "
+                       "switch it on (PATCH is_active true) to send one", code="webhook_inactive")
     event_type = row.events[0] if row.events else GOVERNANCE_EVENT_TYPES[1]
     event = await emit(session, organization_id=auth.organization_id, tenant_id=auth.tenant_id,
                        event_type=event_type, fan_out_to_webhooks=False,

@@ -306,7 +306,7 @@ class DeliveryWorker:
 
     async def _send(self, job: Job) -> tuple[Attempt, bool]:
         """The attempt's outcome, and whether it counts as an attempt (nothing sent does not)."""
-        if not job.is_active and not job.is_test:
+        if not job.is_active:  # test events included: an inactive webhook never delivers (SPEC.md)
             return Attempt(False, None, "", "webhook is inactive: not sent", None), False
         try:
             secret, custom = unseal(self.settings, job.webhook_id, job.sealed)
