@@ -51,7 +51,7 @@ from prism.models import OutboxEvent  # noqa: E402
 from prism.storage import Database  # noqa: E402
 from prism.webhooks.models import WebhookDelivery  # noqa: E402
 from prism.webhooks.schemas import WebhookCreate  # noqa: E402
-from prism.webhooks.service import create_webhook  # noqa: E402
+from prism.webhooks.service import check_receiver_url, create_webhook  # noqa: E402
 
 DATA = {"decision_id": "d", "decision": "ALLOW", "decision_type": "agent_action", "primary_reason": "none",
         "ai_system": {"id": "bench", "name": "bench"}, "policies_evaluated": 3, "policies_violated": 0,
@@ -160,7 +160,8 @@ async def scenario(args: argparse.Namespace, db: Database, work: Path, tls: Any,
                 OutboxEvent.organization_id == ws.org.id).limit(args.events))).scalars()]
         auth = await _owner_context(db, ws)
         async with db.write() as s:
-            hook = await create_webhook(s, auth, settings, WebhookCreate(name="bench", url=url))
+            hook = await create_webhook(s, auth, settings, WebhookCreate(name="bench", url=url),
+                                        await check_receiver_url(settings, url))
         await raw_loop(url, bodies[:200], str(tls.ca), args.concurrency)  # warm-up
         meter = CpuMeter(receiver.pid, [])
         results["raw_loop"] = await raw_loop(url, bodies, str(tls.ca), args.concurrency)
