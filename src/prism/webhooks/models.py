@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.models.base import Base, UTCDateTime, created_column
@@ -52,6 +52,10 @@ class WebhookDelivery(OrgScoped, Base):
     __table_args__ = (
         Index("ix_webhook_deliveries_webhook_created", "webhook_id", "created_at"),
         Index("ix_webhook_deliveries_due", "due_at"),
+        # A claim's reads (claim_order): an organization's oldest due deliveries, and the deliveries in flight.
+        Index("ix_webhook_deliveries_org_due", "organization_id", "due_at"),
+        Index("ix_webhook_deliveries_leased", "claimed_until", sqlite_where=text("claimed_until IS NOT NULL"),
+              postgresql_where=text("claimed_until IS NOT NULL")),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)

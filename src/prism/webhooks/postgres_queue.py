@@ -40,6 +40,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from prism.models import OutboxEvent
 from prism.models.base import UTCDateTime
+from prism.webhooks.claim_order import fair_pick
 from prism.webhooks.models import Webhook, WebhookDelivery
 
 _DELIVERIES: Table = WebhookDelivery.__table__  # type: ignore[assignment]
@@ -48,7 +49,8 @@ _EVENTS: Table = OutboxEvent.__table__  # type: ignore[assignment]
 
 
 def _claim_statement() -> Any:
-    """Lease up to `b_limit` due deliveries to `b_me` and return what sending them needs.
+    """Lease up to `b_limit` due deliveries to `b_me`, organizations taking turns (claim_order), and return what
+    sending them needs.
 
     The picking SELECT locks the rows it takes and skips rows another claim holds, so two workers never take
     the same delivery. It is a WITH query: PostgreSQL runs one holding FOR UPDATE exactly once, whatever plan
@@ -60,9 +62,8 @@ def _claim_statement() -> Any:
     seconds = func.greatest(bindparam("b_lease", type_=Float()),
                             _WEBHOOKS.c.timeout_seconds + bindparam("b_margin", type_=Float()))
     until = now + type_coerce(func.make_interval(0, 0, 0, 0, 0, 0, seconds), Interval())
-    picked = (select(d.id).where(d.due_at <= now, d.claimed_until.is_(None) | (d.claimed_until < now))
-              .order_by(d.due_at).limit(bindparam("b_limit", type_=Integer()))
-              .with_for_update(skip_locked=True).cte("picked"))
+    picked = (fair_pick(now, bindparam("b_limit", type_=Integer()))
+              .with_for_update(skip_locked=True, of=_DELIVERIES).cte("picked"))
     return (update(_DELIVERIES)
             .where(d.id == picked.c.id, _WEBHOOKS.c.id == d.webhook_id, _EVENTS.c.id == d.event_id)
             .values(claimed_by=bindparam("b_me", type_=String()),

@@ -21,8 +21,9 @@ max_retries + 1. A 429/503 Retry-After may push the next attempt later (never ea
 
 A receiver that hangs (HANGING_AFTER_TIMEOUTS sends in a row were slow: they ran to their timeout, or answered
 only after half of it, `Attempt.slow`) has its webhook's other due deliveries held back by one timeout (`_hold`):
-claims take the oldest due deliveries first, so otherwise its backlog would fill every slot of every worker, a
-timeout at a time, while other webhooks' deliveries waited. Answering just before the timeout does not escape it.
+within an organization claims take the oldest due deliveries first (organizations take turns, claim_order), so
+otherwise its backlog would fill every slot it is given, a timeout at a time, while the organization's other
+webhooks' deliveries waited. Answering just before the timeout does not escape it.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from prism.observability.metrics import WEBHOOK_DELIVERIES
 from prism.storage import Database, unavailable_error
 from prism.storage.errors import RETRY_AFTER_SECONDS
 from prism.webhooks import postgres_queue, signal
+from prism.webhooks.claim_order import fair_pick_ranking_all
 from prism.webhooks.models import Webhook, WebhookDelivery
 from prism.webhooks.sender import Attempt, attempt, delivery_headers
 from prism.webhooks.signing import SealBroken, unseal
@@ -256,15 +258,17 @@ class DeliveryWorker:
                     connection, me=self.worker_id, now=None if self._database_clock else now,
                     lease=self.settings.webhook_lease_seconds,
                     margin=LEASE_MARGIN_SECONDS, limit=limit)]
-        # SQLite: an idle poll must not take its one write lock (the ledger waits on it): look first.
+        # SQLite: an idle poll must not take its one write lock (the ledger waits on it): look first, and choose
+        # the deliveries (organizations taking turns, claim_order: a sort of the due ones) before taking it.
         async with self.db.read() as session:
             if (await session.execute(select(WebhookDelivery.id).where(*_due(now)).limit(1))).first() is None:
                 return []
+            chosen = list((await session.execute(fair_pick_ranking_all(now, limit))).scalars())
         async with self.db.write() as session:
             now = self.clock()  # the leases start once the write lock is ours, not before waiting for it
-            ids = list((await session.execute(
-                select(WebhookDelivery.id).where(*_due(now)).order_by(WebhookDelivery.due_at).limit(limit)
-            )).scalars())
+            # Those still due and free: another worker's claim may have taken some since they were chosen.
+            ids = list((await session.execute(select(WebhookDelivery.id).where(
+                WebhookDelivery.id.in_(chosen), *_due(now)))).scalars())
             if not ids:
                 return []
             rows = (await session.execute(
