@@ -31,9 +31,10 @@ class SlowDns:
         self.asked = asyncio.Event()
         self.answer = asyncio.Event()
 
-    async def resolve(self, host: str, port: int) -> list[IPAddress]:
+    async def resolve(self, host: str, port: int, *, lookups: outbound.SaveTimeLookups | None = None
+                      ) -> list[IPAddress]:
         if not host.endswith("slow-dns.test"):
-            return await REAL_RESOLVE(host, port)
+            return await REAL_RESOLVE(host, port, lookups=lookups)
         self.waiting += 1
         self.asked.set()
         try:

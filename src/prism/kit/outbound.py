@@ -3,7 +3,8 @@
 A URL a customer saves (a webhook receiver, an integration endpoint) must not let them reach loopback,
 private networks, link-local addresses or a cloud metadata service through Prism. Two checks:
 
-- ``check_url(url)`` at save time: the scheme, and every address the host resolves to now.
+- ``check_url(url)`` at save time: the scheme, and every address the host resolves to now (within
+  RESOLVE_WITHIN_SECONDS, on threads of its own: ``SaveTimeLookups``).
 - ``OutboundClient`` at connect time: its resolver resolves the host itself, refuses the connection if ANY
   resolved address is not public, and the connection goes to the vetted address (TLS still verifies the
   certificate for the host name). A name that resolved to a public address at save time and to 127.0.0.1
@@ -26,9 +27,11 @@ on-premise receivers; ``ca_bundle`` (PRISM_WEBHOOK_CA_BUNDLE) adds CA certificat
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import ipaddress
 import socket
 import ssl
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from types import TracebackType
@@ -47,12 +50,60 @@ if TYPE_CHECKING:
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 # How long `check_url` waits for the host's addresses before refusing the URL.
 RESOLVE_WITHIN_SECONDS = 5.0
+# How many save-time lookups run at once (`SaveTimeLookups`); one more is refused (503) until one ends.
+LOOKUPS_AT_ONCE = 8
 
 
 class OutboundUrlRefused(PrismError):
     """A URL Prism will not send to; raised at save time (400)."""
 
     code, status = "url_not_allowed", 400
+
+
+class ResolverBusy(PrismError):
+    """Every thread for save-time lookups is taken (hosts whose DNS servers answer slowly, or never): try again."""
+
+    code, status = "resolver_busy", 503
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.headers = {"Retry-After": str(int(RESOLVE_WITHIN_SECONDS))}
+
+
+class SaveTimeLookups:
+    """The system resolver, asked on threads of its own, at most `threads` lookups at a time.
+
+    A lookup cannot be stopped: one `check_url` stopped waiting for (RESOLVE_WITHIN_SECONDS) keeps its thread
+    until the system resolver gives up, tens of seconds later for a name whose DNS servers never answer. Asked
+    through the event loop, a few such saves took every thread of its shared pool, and everything else run there
+    waited: asyncio's default executor (min(32, cores + 4) threads: 6 on 2 cores; password checks, document
+    indexing, the tenant descriptor's build), or under uvloop (`prism serve`) libuv's 4 threads (every other
+    host-name lookup of the process: the delivery worker's, database connections by name). Here they take only
+    these threads, and a save that finds them all
+    taken is refused at once (ResolverBusy, 503) rather than queued behind lookups that may never answer."""
+
+    def __init__(self, threads: int) -> None:
+        self._free = threading.BoundedSemaphore(threads)  # a slot per thread: a lookup never waits for one
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="prism-dns")
+
+    async def getaddrinfo(self, host: str, port: int) -> list[tuple[Any, ...]]:
+        if not self._free.acquire(blocking=False):
+            raise ResolverBusy("too many host names are being resolved right now (their DNS servers answer "
+                               "slowly); try again shortly")
+
+        def lookup() -> list[tuple[Any, ...]]:
+            try:
+                return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            finally:
+                self._free.release()  # when the lookup ends, whether or not its caller still waits
+
+        started = self._pool.submit(lookup)
+        # Cancelled before a thread took it (its caller gave up at once), `lookup` never runs to free the slot.
+        started.add_done_callback(lambda future: self._free.release() if future.cancelled() else None)
+        return await asyncio.wrap_future(started)
+
+
+SAVE_TIME_LOOKUPS = SaveTimeLookups(LOOKUPS_AT_ONCE)
 
 
 class OutboundFailed(Exception):
@@ -98,13 +149,17 @@ def _literal_address(host: str) -> IPAddress | None:
         return None
 
 
-async def resolve(host: str, port: int) -> list[IPAddress]:
-    """Every address of `host` (itself, when it is one), as the system resolver answers. Looked up by name at each
+async def resolve(host: str, port: int, *, lookups: SaveTimeLookups | None = None) -> list[IPAddress]:
+    """Every address of `host` (itself, when it is one), as the system resolver answers, asked on `lookups`'
+    threads (save time) or else the event loop's default executor (connect time). Looked up by name at each
     call: the one place where Prism asks DNS, so the place to stand in for it."""
     literal = _literal_address(host)
     if literal is not None:
         return [literal]
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    if lookups is not None:
+        infos = await lookups.getaddrinfo(host, port)
+    else:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     seen: dict[str, IPAddress] = {}
     for *_, sockaddr in infos:
         address = address_of(sockaddr)
@@ -174,8 +229,10 @@ async def check_url(url: str, *, allow_private_networks: bool, require_https: bo
     try:
         # Bounded: a name whose DNS servers never answer would otherwise hold its caller for as long as the
         # system resolver keeps retrying (tens of seconds), whatever waits on that caller meanwhile.
+        # On threads of their own, so that lookups left running after this time limit cannot take every thread of
+        # the default executor (SaveTimeLookups); ResolverBusy (503) when those are all taken.
         async with asyncio.timeout(RESOLVE_WITHIN_SECONDS):
-            addresses = await resolve(parts.hostname, port)
+            addresses = await resolve(parts.hostname, port, lookups=SAVE_TIME_LOOKUPS)
     except TimeoutError:
         raise refuse(f"host {parts.hostname} did not resolve within {RESOLVE_WITHIN_SECONDS:g} s") from None
     except (OSError, UnicodeError):
