@@ -129,6 +129,9 @@ async def test_a_governed_key_manages_webhooks_of_business_events(hook_client: h
     assert moved.status_code == 200 and moved.json()["url"] == ELSEWHERE, moved.text
     rotated = await post(hook_client, ws, f"{HOOK}/rotate_secret", {"id": created.json()["id"]}, label="agent")
     assert rotated.status_code == 200, rotated.text
+    # Switched off, it sends no test event (409 webhook_inactive, whoever asks); switched on by the agent, it does.
+    assert (await hook_client.post(f"{item}test/", headers=agent)).status_code == 409
+    assert (await hook_client.patch(item, json={"is_active": True}, headers=agent)).status_code == 200
     assert (await hook_client.post(f"{item}test/", headers=agent)).status_code == 202
     is_error, body = await _mcp(hook_client, ws, "agent", "delete", {"id": created.json()["id"]})
     assert not is_error, body
