@@ -103,4 +103,5 @@ async def test_a_slow_receivers_backlog_does_not_delay_another_organizations_del
                                              timeout_seconds=10, within=30)
     assert sent_to_a <= 2 * HANGING_AFTER_TIMEOUTS, f"A's receiver had been sent {sent_to_a} deliveries before B's"
     assert waited < 2.5, f"B's delivery waited {waited:.1f} s behind A's backlog"
-    assert "success" in statuses and set(statuses) <= {"pending", "success"}
+    # Nothing of A's failed or waits for a retry (its outcomes may not all be written yet when B's arrived).
+    assert set(statuses) <= {"pending", "success"}, statuses
