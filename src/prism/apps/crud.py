@@ -22,6 +22,7 @@ from sqlalchemy import Select, func, select
 
 from prism.apps.params import DeleteParams, ListParams, Params, ReadParams
 from prism.apps.sums import exact_sum, total
+from prism.config import Settings
 from prism.errors import InvalidArguments
 from prism.models.base import Base
 from prism.registry import HandlerApp, HandlerCall
@@ -52,6 +53,9 @@ class Entity:
     keywords: tuple[str, ...] = ()
     # Checks references (same organization) and derives stored values, for create (row None) and update.
     prepare: Prepare | None = None
+    # The create and update handlers' `Handler.prepare`: database-free work on their parameters (resolving a URL's
+    # host) before the call's transaction; `prepare` finds its result in `HandlerCall.prepared`.
+    before_transaction: Callable[[Any, Settings], Awaitable[Any]] | None = None
     after_create: Hook | None = None
     # Runs after a create or an update is flushed (derived totals elsewhere).
     after_write: Hook | None = None
@@ -171,7 +175,8 @@ def crud(app: HandlerApp, e: Entity) -> None:
 
     if e.create is not None and "create" not in e.skip:
         @app.handler("entity_crud", n, "create", params=e.create, scope="write",
-                     description=f"Create {_a(one)} ({_fields(e.create)}).", keywords=kw)
+                     description=f"Create {_a(one)} ({_fields(e.create)}).", keywords=kw,
+                     prepare=e.before_transaction)
         async def create_record(call: HandlerCall, p: BaseModel) -> dict[str, Any]:
             values = p.model_dump()
             if e.prepare is not None:
@@ -186,7 +191,8 @@ def crud(app: HandlerApp, e: Entity) -> None:
 
     if e.update is not None and "update" not in e.skip:
         @app.handler("entity_crud", n, "update", params=e.update, scope="write",
-                     description=f"Change fields of {_a(one)}: {_fields(e.update)}.", keywords=kw)
+                     description=f"Change fields of {_a(one)}: {_fields(e.update)}.", keywords=kw,
+                     prepare=e.before_transaction)
         async def update_record(call: HandlerCall, p: BaseModel) -> dict[str, Any]:
             row = await repo(call, e.model, n).get(p.id)  # type: ignore[attr-defined]
             values = sent_changes(p, e.model)  # null clears, absent keeps

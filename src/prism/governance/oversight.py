@@ -19,8 +19,9 @@ from prism.auth.context import AuthContext
 from prism.errors import Conflict, NotFound, PermissionDenied, PrismError
 from prism.events.outbox import emit, timestamp
 from prism.governance.models import OversightRequest
-from prism.kit.secret import MASK
+from prism.kit.secret import MASK, URL_WITH_SECRETS_KEY
 from prism.kit.timeutil import utcnow
+from prism.kit.urls import without_secrets
 from prism.tenancy.repository import OrgRepository, to_record
 from prism.tenancy.scope import acting_for
 
@@ -53,15 +54,24 @@ def oversight_record(request: OversightRequest, now: datetime | None = None) -> 
 
 
 def as_reviewers_see(handler: Handler | None, arguments: Any) -> dict[str, Any] | None:
-    """The arguments a request keeps for its reviewers, each secret (a field the handler's schema marks
-    `writeOnly`: a connection's credential, a webhook's signing secret and custom headers) masked: the request is
-    read by other people and stored in plain JSON. Its digest, over the arguments as sent, still binds the approval
-    to them."""
+    """The arguments a request keeps for its reviewers, each secret masked: a field the handler's schema marks
+    `writeOnly` (a connection's credential, a webhook's signing secret and custom headers) whole, a URL it marks
+    `x-prism-url-secrets` (an integration's or endpoint's URL, whose query may carry a key) with its query values
+    and userinfo withheld. The request is read by other people and stored in plain JSON. Its digest, over the
+    arguments as sent, still binds the approval to them: the approved call is sent again with the real values."""
     if not isinstance(arguments, dict):
         return None
     properties = handler.schema.get("properties", {}) if handler is not None else {}
-    secret = {name for name, schema in properties.items() if isinstance(schema, dict) and schema.get("writeOnly")}
-    return {name: MASK if name in secret and value is not None else value for name, value in arguments.items()}
+    shown = dict(arguments)
+    for name, value in arguments.items():
+        schema = properties.get(name)
+        if value is None or not isinstance(schema, dict):
+            continue
+        if schema.get("writeOnly"):
+            shown[name] = MASK
+        elif schema.get(URL_WITH_SECRETS_KEY) and isinstance(value, str):
+            shown[name] = without_secrets(value)
+    return shown
 
 
 async def open_request(session: AsyncSession, auth: AuthContext, *, request_id: str, persona_id: str,

@@ -56,9 +56,15 @@ def without_credentials(text: str, *, urls: Iterable[str] = (), credential: Cred
     if credential is not None:
         text = credential.withheld(text.encode(), bearer).decode()
     text = URL_IN_TEXT.sub(lambda found: address_only(found.group()), text)
+    return without_url_secrets(text, urls)[:DETAIL_CHARS]
+
+
+def without_url_secrets(text: str, urls: Iterable[str]) -> str:
+    """`text` with what `urls` carry besides their address (userinfo, the query string and each of its values, the
+    fragment) withheld wherever it appears, the rest as it is: an upstream's answer that echoes a URL."""
     for secret in sorted({s for url in urls for s in _url_secrets(url)}, key=len, reverse=True):
         text = text.replace(secret, MASK)
-    return text[:DETAIL_CHARS]
+    return text
 
 
 def _url_secrets(url: str) -> set[str]:

@@ -2,41 +2,29 @@
 
 A URL's query string and fragment may carry a credential (`?token=...`, `?api_key=...`): real MCP servers and APIs
 are reached so. The column that holds a URL keeps it in the clear only as `scheme://host[:port]/path` with each
-query value and the fragment withheld (`?token=********`), enough to list, search and show it; the URL as given is
-sealed with AES-256-GCM in the row's `sealed_urls` (under a key derived from the master secret for this purpose
-alone, bound to the row's id, as a connection's credential is: prism.integrations.credentials). It is opened
-only where Prism sends a request to it. docs/integrations.md, "Credentials written into URLs".
+query value and the fragment withheld (`?token=********`: prism.kit.urls.without_secrets), enough to list, search
+and show it; the URL as given is sealed with AES-256-GCM in the row's `sealed_urls` (under a key derived from the
+master secret for this purpose alone, bound to the row's id, as a connection's credential is:
+prism.integrations.credentials). It is opened only where Prism sends a request to it. docs/integrations.md,
+"Credentials written into URLs".
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
 from prism.config import Settings
-from prism.kit.secret import MASK, decrypt, derived_key, encrypt
+from prism.kit.secret import decrypt, derived_key, encrypt
+from prism.kit.urls import without_secrets
 
 PURPOSE = "integration-url-secrets"
 
 
-def cleared(url: str) -> str:
-    """`url` as its column keeps it: without userinfo, each query value and the fragment withheld. A URL that
-    carries none of these (and a file's name) is kept as it is."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not (parts.query or parts.fragment or "@" in parts.netloc):
-        return url
-    # A piece without `=` is withheld whole: `?s3cret` is a value too.
-    query = "&".join(name + "=" + MASK if sep else MASK
-                     for name, sep, _ in (piece.partition("=") for piece in parts.query.split("&") if piece))
-    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, query,
-                       MASK if parts.fragment else ""))
-
-
 def seal_urls(settings: Settings, row_id: str, urls: Mapping[str, str | None]) -> str | None:
     """The URLs (by field) whose column cannot keep them whole, sealed for the row `row_id`; None when none."""
-    kept = {field: url for field, url in urls.items() if url and cleared(url) != url}
+    kept = {field: url for field, url in urls.items() if url and without_secrets(url) != url}
     if not kept:
         return None
     return encrypt(derived_key(settings, PURPOSE), orjson.dumps(kept), row_id)

@@ -13,19 +13,20 @@ from sqlalchemy import Select, delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.config import Settings
-from prism.errors import Conflict, InvalidArguments, NotFound
+from prism.errors import Conflict, InvalidArguments, NotFound, PrismError
 from prism.integrations.credentials import checked, seal_secret
 from prism.integrations.failures import without_credentials
 from prism.integrations.models import IntegrationApp, IntegrationConnection
 from prism.integrations.names import app_name_problem
 from prism.integrations.openapi import compile_document, parse
 from prism.integrations.runtime import bump_generation
-from prism.integrations.sealed_urls import cleared, seal_urls
+from prism.integrations.sealed_urls import seal_urls
 from prism.integrations.shown_urls import address_only, shown_url
 from prism.kit.ids import new_id
 from prism.kit.nul import without_nul
 from prism.kit.outbound import check_url
 from prism.kit.timeutil import iso
+from prism.kit.urls import without_secrets
 
 # Names the deployment's own apps use (and the registry's mega-tool namespaces): never an integration's.
 RESERVED_NAMES = frozenset({"core", "integrations", "prism"})
@@ -153,7 +154,7 @@ async def _store(session: AsyncSession, settings: Settings, name: str, kind: str
     changed = existing is None or bool(report["added"] or report["removed"] or report["changed"])
     app_id = new_id() if existing is None else existing.id
     # A token in a URL's query string is sealed as a connection's secret is (prism.integrations.sealed_urls).
-    kept_source, kept_server = cleared(source)[:2048], cleared(default_server or "")[:2048] or None
+    kept_source, kept_server = without_secrets(source)[:2048], without_secrets(default_server or "")[:2048] or None
     sealed = seal_urls(settings, app_id, {"source": source, "default_server": default_server})
     if existing is None:
         session.add(IntegrationApp(id=app_id, name=name, kind=kind, title=title[:255], description=description,
@@ -262,29 +263,65 @@ async def checked_credential(settings: Settings, auth_kind: str, auth_settings: 
     return kept, secret_text
 
 
-async def connect(session: AsyncSession, settings: Settings, organization_id: str, name: str, *, base_url: str,
-                  auth_kind: str = "none", auth_settings: dict[str, Any] | None = None, secret: str | None = None,
-                  timeout_seconds: int = 10, enabled: bool = True) -> dict[str, Any]:
-    """Create or replace the organization's connection to `name` (base URL checked like every outbound URL)."""
-    app = await usable_named(session, organization_id, name)
-    url = await check_url(base_url.rstrip("/"), field="base_url",
+@dataclass(frozen=True, slots=True)
+class CheckedConnection:
+    """A connection's settings as far as they are checked without the database: its URLs' hosts resolved under the
+    outbound rules, its credential's form. Made before a call's transaction (`checked_connection`), which every
+    call of the process may wait on, so a host whose DNS answers slowly holds only its own caller."""
+
+    base_url: str
+    auth_kind: str
+    auth_settings: dict[str, Any]
+    secret: str
+    timeout_seconds: int
+
+
+async def checked_connection(settings: Settings, *, base_url: str, auth_kind: str = "none",
+                             auth_settings: dict[str, Any] | None = None, secret: str | None = None,
+                             timeout_seconds: int = 10, field: str = "base_url") -> CheckedConnection:
+    """A connection's settings checked (base URL and token URL like every outbound URL); `field` names the base
+    URL's parameter in a refusal."""
+    url = await check_url(base_url.rstrip("/"), field=field,
                           allow_private_networks=settings.webhook_allow_private_networks)
     kept, secret_text = await checked_credential(settings, auth_kind, auth_settings or {}, secret)
     if not 1 <= timeout_seconds <= 60:
         raise InvalidArguments("timeout_seconds: between 1 and 60", details={"field": "timeout_seconds"})
+    return CheckedConnection(url, auth_kind, kept, secret_text, timeout_seconds)
+
+
+async def connect(session: AsyncSession, settings: Settings, organization_id: str, name: str, *, base_url: str,
+                  auth_kind: str = "none", auth_settings: dict[str, Any] | None = None, secret: str | None = None,
+                  timeout_seconds: int = 10, enabled: bool = True) -> dict[str, Any]:
+    """Create or replace the organization's connection to `name`, checked and stored at once (the operator's
+    command line: no ledger transaction waits on it)."""
+    await usable_named(session, organization_id, name)  # an unknown integration first, as a handler refuses it
+    checked = await checked_connection(settings, base_url=base_url, auth_kind=auth_kind, auth_settings=auth_settings,
+                                       secret=secret, timeout_seconds=timeout_seconds)
+    return await store_connection(session, settings, organization_id, name, checked, enabled=enabled)
+
+
+async def store_connection(session: AsyncSession, settings: Settings, organization_id: str, name: str,
+                           checked: CheckedConnection | PrismError, *, enabled: bool = True) -> dict[str, Any]:
+    """Create or replace the organization's connection to `name` with settings `checked_connection` made (or its
+    refusal, raised once the integration is found)."""
+    app = await usable_named(session, organization_id, name)
+    if isinstance(checked, PrismError):
+        raise checked
     connection = (await session.execute(select(IntegrationConnection).where(
         IntegrationConnection.organization_id == organization_id,
         IntegrationConnection.integration_id == app.id))).scalar_one_or_none()
     if connection is None:
         connection = IntegrationConnection(id=new_id(), organization_id=organization_id, integration_id=app.id)
         session.add(connection)
+    kept, url = checked.auth_settings, checked.base_url
     # A token in a URL's query string is sealed as the secret is (prism.integrations.sealed_urls).
     connection.sealed_urls = seal_urls(settings, connection.id, {"base_url": url, "token_url": kept.get("token_url")})
     if kept.get("token_url"):
-        kept = {**kept, "token_url": cleared(kept["token_url"])}
-    connection.base_url, connection.auth_kind, connection.auth_settings = cleared(url)[:2048], auth_kind, kept
-    connection.secret_encrypted = seal_secret(settings, connection.id, secret_text)
-    connection.timeout_seconds, connection.enabled = timeout_seconds, enabled
+        kept = {**kept, "token_url": without_secrets(kept["token_url"])}
+    connection.base_url, connection.auth_kind, connection.auth_settings = (without_secrets(url)[:2048],
+                                                                           checked.auth_kind, kept)
+    connection.secret_encrypted = seal_secret(settings, connection.id, checked.secret)
+    connection.timeout_seconds, connection.enabled = checked.timeout_seconds, enabled
     await bump_generation(session)
     await session.flush()
     return connection_record(connection, name)

@@ -29,6 +29,10 @@ from prism.config import Settings
 MASK = "********"
 # A secret field of a handler's parameters, in its JSON Schema: sent, never read back (oversight masks it).
 WRITE_ONLY: dict[str, Any] = {"writeOnly": True}
+# A URL field of a handler's parameters whose query values may carry a credential (`?api_key=...`): read back with
+# them withheld (prism.kit.urls.without_secrets), in what Prism keeps and shows (oversight does so too).
+URL_WITH_SECRETS_KEY = "x-prism-url-secrets"
+URL_WITH_SECRETS: dict[str, Any] = {URL_WITH_SECRETS_KEY: True}
 
 
 def same_secret(sent: str, expected: str) -> bool:

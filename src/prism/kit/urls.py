@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
+
+from prism.kit.secret import MASK
 
 
 def split_url(url: str) -> SplitResult | None:
@@ -14,3 +16,17 @@ def split_url(url: str) -> SplitResult | None:
         return urlsplit(url)
     except ValueError:
         return None
+
+
+def without_secrets(url: str) -> str:
+    """`url` as it may be kept in the clear and shown: without userinfo, each query value and the fragment withheld
+    (`?api_key=********`), where a credential is often written. A URL that carries none of these (and a file's
+    name) is as it is."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not (parts.query or parts.fragment or "@" in parts.netloc):
+        return url
+    # A piece without `=` is withheld whole: `?s3cret` is a value too.
+    query = "&".join(name + "=" + MASK if sep else MASK
+                     for name, sep, _ in (piece.partition("=") for piece in parts.query.split("&") if piece))
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, query,
+                       MASK if parts.fragment else ""))

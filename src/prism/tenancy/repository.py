@@ -29,7 +29,8 @@ from prism.tenancy.scope import acting_organization
 M = TypeVar("M", bound=Base)
 
 
-HIDDEN_COLUMNS = frozenset({"organization_id"})
+# A sealed column (prism.integrations.sealed_urls) is opened only where Prism sends a request: never shown.
+HIDDEN_COLUMNS = frozenset({"organization_id", "sealed_urls"})
 
 
 def _json_ready(value: Any) -> Any:

@@ -15,12 +15,18 @@ import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
-from urllib.parse import urlencode
 
 import orjson
 
 from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
+from prism.apps.integrations.endpoint_urls import (
+    base_url_columns,
+    call_url,
+    call_url_columns,
+    checked_base_url,
+    real_base_url,
+)
 from prism.apps.integrations.models import CallLog, Endpoint
 from prism.apps.integrations.params import (
     Call,
@@ -34,10 +40,12 @@ from prism.apps.integrations.params import (
 from prism.apps.states import move
 from prism.config import Settings
 from prism.errors import Conflict, InvalidArguments, NotFound
+from prism.integrations.failures import without_credentials, without_url_secrets
 from prism.integrations.upstream import unpassable_refusal
 from prism.kit.header_values import sendable
+from prism.kit.ids import new_id
 from prism.kit.nul import without_nul
-from prism.kit.outbound import OutboundClient, OutboundFailed, OutboundTimeout, check_url
+from prism.kit.outbound import OutboundClient, OutboundFailed, OutboundTimeout
 from prism.kit.timeutil import utcnow
 from prism.registry import AfterCommit, HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
@@ -54,10 +62,11 @@ ENDPOINT_TRANSITIONS = {"enabled": frozenset({"disabled"}), "disabled": frozense
 
 
 
-async def _prepare_endpoint(call: HandlerCall, values: dict[str, Any], row: Any) -> dict[str, Any]:
-    if values.get("base_url") is not None:
-        values["base_url"] = await check_url(values["base_url"].rstrip("/"), field="base_url",
-                                             allow_private_networks=call.settings.webhook_allow_private_networks)
+async def _prepare_endpoint(call: HandlerCall, values: dict[str, Any], row: Endpoint | None) -> dict[str, Any]:
+    if values.get("base_url") is not None:  # checked by `checked_base_url`, before the transaction
+        if row is None:
+            values["id"] = new_id()  # the sealed URL is bound to its row
+        values.update(base_url_columns(call.settings, row.id if row is not None else values["id"], call.prepared))
     for name, value in (values.get("headers") or {}).items():
         if not HEADER_NAME.match(name) or not sendable(value):
             raise InvalidArguments(f"headers: {name!r} is not a valid header", field="headers")
@@ -71,6 +80,7 @@ crud(app, Entity(Endpoint, "endpoint", "integration endpoints", EndpointList, se
                                                                                         "base_url"),
                  orderable=("name", "created_at", "last_called_at"), default_ordering="name", create=EndpointCreate,
                  update=EndpointUpdate, group_by=("status", "default_method"), prepare=_prepare_endpoint,
+                 before_transaction=checked_base_url,
                  keywords=("connector", "external system", "api endpoint", "third-party service", "partner api")))
 crud(app, Entity(CallLog, "call_log", "integration call logs", CallLogList, search=("url", "error"),
                  orderable=("created_at", "duration_ms", "status_code"), default_ordering="-created_at",
@@ -112,7 +122,7 @@ def _send(settings: Settings, endpoint: Endpoint, method: str, path: str, query:
     if endpoint.status != "enabled":
         raise Conflict(f"endpoint {endpoint.name} is disabled", code="invalid_transition")
     endpoint_id, timeout_seconds = endpoint.id, endpoint.timeout_seconds
-    url = endpoint.base_url + path + (("?" + urlencode(query)) if query else "")
+    url = call_url(real_base_url(settings, endpoint), path, query)
     if len(url) > MAX_URL:  # refused before anything is sent: the call's log could not hold it
         raise InvalidArguments(f"query: the call's URL would be {len(url):,} characters long, over {MAX_URL:,}",
                                details={"field": "query"})
@@ -149,7 +159,9 @@ def _send(settings: Settings, endpoint: Endpoint, method: str, path: str, query:
 
 async def _record(endpoint_id: str, call: HandlerCall, sent: _Sent) -> dict[str, Any]:
     ok = sent.status_code is not None and 200 <= sent.status_code < 300 and not sent.error
-    error = sent.error or ("" if ok or sent.status_code is None else f"HTTP {sent.status_code}")
+    # The URL's query values are withheld from what the log keeps: an error names the URL, an upstream may echo it.
+    error = without_credentials(sent.error, urls=(sent.url,)) or (
+        "" if ok or sent.status_code is None else f"HTTP {sent.status_code}")
     text = without_nul(sent.raw.decode("utf-8", errors="replace"))  # an upstream's text, kept in a text column
     log_id: str | None = None
     # Deleted while the request was out: the answer still reaches the caller, with nothing to log it under.
@@ -158,13 +170,15 @@ async def _record(endpoint_id: str, call: HandlerCall, sent: _Sent) -> dict[str,
     except NotFound:
         endpoint = None
     if endpoint is not None:
-        log = repo(call, CallLog, "call_log").add(
-            endpoint_id=endpoint_id, method=sent.method, url=sent.url, request_bytes=sent.request_bytes,
-            status_code=sent.status_code, ok=ok, duration_ms=sent.duration_ms, error=error,
-            response_excerpt=text[:EXCERPT], actor_email=call.auth.user_email)
+        log_id = new_id()
+        repo(call, CallLog, "call_log").add(
+            id=log_id, endpoint_id=endpoint_id, method=sent.method,
+            **call_url_columns(call.settings, log_id, sent.url),
+            request_bytes=sent.request_bytes, status_code=sent.status_code, ok=ok, duration_ms=sent.duration_ms,
+            error=error, response_excerpt=without_url_secrets(text, (sent.url,))[:EXCERPT],
+            actor_email=call.auth.user_email)
         endpoint.last_called_at, endpoint.last_status_code = utcnow(), sent.status_code
         await call.session.flush()
-        log_id = log.id
     return {"call_log_id": log_id, "ok": ok, "status_code": sent.status_code, "duration_ms": sent.duration_ms,
             "error": error or None, "content_type": sent.content_type or None,
             "body": _decode(sent.raw, sent.content_type) if sent.raw else None}

@@ -29,7 +29,7 @@ from prism.kit.paging import Paging, page_of
 from prism.registry import AfterCommit, HandlerCall, Params
 
 from prism.apps.integrations.handlers import app  # isort: skip  (the app these handlers belong to)
-from prism.kit.secret import WRITE_ONLY
+from prism.kit.secret import URL_WITH_SECRETS, WRITE_ONLY
 
 MAX_SPEC_BYTES = 20_000_000
 NAME = r"^[a-z][a-z0-9_]{0,39}$"
@@ -40,7 +40,8 @@ class ImportParams(Params):
                       "integration_call/<name>/<entity>/<operation>.")
     spec: str | dict[str, Any] | None = Field(None, description="The OpenAPI 3.0/3.1 description (JSON object, "
                                               "or JSON/YAML text). Give this or url.")
-    url: str | None = Field(None, max_length=2048, description="Where to fetch the description from (HTTPS).")
+    url: str | None = Field(None, max_length=2048, description="Where to fetch the description from (HTTPS).",
+                            json_schema_extra=URL_WITH_SECRETS)
     default_cost: int = Field(1, ge=0, le=MAX_COST, description="Budget units per call, unless an operation "
                               "declares x-prism-cost.")
 
@@ -64,14 +65,22 @@ class CredentialParams(NameParams):
                                "stored encrypted, never shown again.", json_schema_extra=WRITE_ONLY)
     header: str | None = Field(None, max_length=64, description="api_key: the header that carries it.")
     username: str | None = Field(None, max_length=255, description="basic: the user name.")
-    token_url: str | None = Field(None, max_length=2048, description="oauth2_client_credentials: token endpoint.")
+    token_url: str | None = Field(None, max_length=2048, description="oauth2_client_credentials: token endpoint.",
+                                  json_schema_extra=URL_WITH_SECRETS)
     client_id: str | None = Field(None, max_length=255, description="oauth2_client_credentials: client id.")
     scope: str | None = Field(None, max_length=1000, description="oauth2_client_credentials: scope to ask for.")
     timeout_seconds: int = Field(10, ge=1, le=60, description="Seconds to wait for each answer.")
 
 
+def _credential_settings(p: CredentialParams) -> dict[str, Any]:
+    """The credential's settings the caller gave (its secret apart)."""
+    return {k: v for k, v in (("header", p.header), ("username", p.username), ("token_url", p.token_url),
+                              ("client_id", p.client_id), ("scope", p.scope)) if v is not None}
+
+
 class ConnectParams(CredentialParams):
-    base_url: str = Field(..., min_length=8, max_length=2048, description="The service's base URL (HTTPS).")
+    base_url: str = Field(..., min_length=8, max_length=2048, description="The service's base URL (HTTPS).",
+                          json_schema_extra=URL_WITH_SECRETS)
     enabled: bool = Field(True, description="Disabled: the integration's handlers disappear for the organization.")
 
 
@@ -169,55 +178,57 @@ def _as_text(spec: dict[str, Any]) -> bytes:
         raise SpecError("spec: nested too deeply to read") from None
 
 
-async def _answer(done: HandlerCall, outcome: dict[str, Any] | PrismError) -> dict[str, Any] | PrismError:
-    return outcome
-
-
 class AddMcpParams(CredentialParams):
-    url: str = Field(..., min_length=8, max_length=2048, description="The MCP server's endpoint (HTTPS).")
+    url: str = Field(..., min_length=8, max_length=2048, description="The MCP server's endpoint (HTTPS).",
+                     json_schema_extra=URL_WITH_SECRETS)
     transport: Literal["streamable_http", "sse"] = Field("streamable_http", description="streamable_http, or sse "
                                                          "for the legacy HTTP+SSE transport.")
     default_cost: int = Field(1, ge=0, le=MAX_COST, description="Budget units per call.")
 
 
+@dataclass(frozen=True, slots=True)
+class UpstreamRead:
+    """An upstream MCP server's tools as stored operations, and the connection they were read with."""
+
+    operations: list[dict[str, Any]]
+    connection: service.CheckedConnection
+
+
+async def _read_upstream(p: AddMcpParams, settings: Settings) -> UpstreamRead | PrismError:
+    """The upstream's URL and credential checked and its tools read, before the call's ledger unit
+    (`Handler.prepare`): the call's one audit entry then says what its answer says (a server that cannot be read
+    refuses the call, and nothing is stored). The refusal is returned, not raised: the handler raises it after the
+    caller's own refusals (a name that is not the caller's to take)."""
+    from prism.integrations.credentials import Credential
+    from prism.integrations.mcp_upstream import operations_of, read_tools
+
+    try:
+        checked = await service.checked_connection(settings, base_url=p.url, auth_kind=p.auth_kind,
+                                                   auth_settings=_credential_settings(p), secret=p.secret,
+                                                   timeout_seconds=p.timeout_seconds, field="url")
+        credential = Credential(p.auth_kind, checked.auth_settings, checked.secret)
+        tools = await read_tools(settings, p.url, p.transport, credential, float(p.timeout_seconds))
+    except PrismError as exc:
+        return exc
+    return UpstreamRead(operations_of(tools, p.transport, p.default_cost), checked)
+
+
 @app.handler("config_manage", "integration", "addMcp", params=AddMcpParams, scope="write",
-             permission="integrations.manage_integration",
+             permission="integrations.manage_integration", prepare=_read_upstream,
              description="Add an upstream MCP server as this organization's integration and connect to it: each of "
                          "its tools becomes a governed handler integration_call/<name>/tool/<tool>. Adding it again "
                          "reads its tools again and reports what changed.",
              keywords=("mcp federation", "upstream mcp server", "add mcp tools", "connect mcp"))
-async def add_mcp(call: HandlerCall, p: AddMcpParams) -> AfterCommit[Any]:
-    from prism.integrations.credentials import Credential
-
-    given = {k: v for k, v in (("header", p.header), ("username", p.username), ("token_url", p.token_url),
-                               ("client_id", p.client_id), ("scope", p.scope)) if v is not None}
-    kept, secret = await service.checked_credential(call.settings, p.auth_kind, given, p.secret)
-    url = await check_url(p.url, field="url", allow_private_networks=call.settings.webhook_allow_private_networks)
+async def add_mcp(call: HandlerCall, p: AddMcpParams) -> AfterCommit[None]:
     installed = _installed(call)
     await service.check_available(call.session, p.name, call.organization_id, "mcp", installed)
-    credential = Credential(p.auth_kind, kept, secret)
-
-    async def read_and_store() -> dict[str, Any] | PrismError:
-        from prism.integrations.mcp_upstream import operations_of, read_tools
-
-        runtime = _runtime(call)
-        if runtime is None:
-            return PrismError("this process serves no registry", code="internal_error", status=500)
-        try:
-            tools = await read_tools(call.settings, url, p.transport, credential, float(p.timeout_seconds))
-            async with runtime.db.write() as session:
-                report = await service.add_mcp(session, call.settings, p.name, url, operations_of(tools, p.transport,
-                                                                                   p.default_cost),
-                                               owner_organization_id=call.organization_id, installed=installed)
-                await service.connect(session, call.settings, call.organization_id, p.name, base_url=url,
-                                      auth_kind=p.auth_kind, auth_settings=kept, secret=secret,
-                                      timeout_seconds=p.timeout_seconds)
-        except PrismError as exc:
-            return exc
-        await runtime.refresh()
-        return report
-
-    return AfterCommit(read_and_store, _answer)
+    read: UpstreamRead | PrismError = call.prepared
+    if isinstance(read, PrismError):
+        raise read
+    report = await service.add_mcp(call.session, call.settings, p.name, p.url, read.operations,
+                                   owner_organization_id=call.organization_id, installed=installed)
+    await service.store_connection(call.session, call.settings, call.organization_id, p.name, read.connection)
+    return _then_refresh(call, report)
 
 
 @app.handler("config_manage", "integration", "remove", params=NameParams, scope="write",
@@ -256,17 +267,25 @@ def _as_listed(call: HandlerCall, integration: Any, connected: dict[str, dict[st
             "enabled": bool(connected.get(integration.name, {}).get("enabled"))}
 
 
+async def _checked_connection(p: ConnectParams, settings: Settings) -> service.CheckedConnection | PrismError:
+    """The connection's URLs checked (their hosts resolved) before the call's ledger unit (`Handler.prepare`); the
+    refusal is returned, raised by the handler once the integration is found."""
+    try:
+        return await service.checked_connection(settings, base_url=p.base_url, auth_kind=p.auth_kind,
+                                                auth_settings=_credential_settings(p), secret=p.secret,
+                                                timeout_seconds=p.timeout_seconds)
+    except PrismError as exc:
+        return exc
+
+
 @app.handler("config_manage", "connection", "set", params=ConnectParams, scope="write",
-             permission="integrations.manage_connection",
+             permission="integrations.manage_connection", prepare=_checked_connection,
              description="Connect this organization to an integration: base URL and credential (stored "
                          "encrypted, never returned). Its handlers then appear for the organization.",
              keywords=("api credentials", "enable integration", "configure connection"))
 async def set_connection(call: HandlerCall, p: ConnectParams) -> AfterCommit[None]:
-    settings = {k: v for k, v in (("header", p.header), ("username", p.username), ("token_url", p.token_url),
-                                  ("client_id", p.client_id), ("scope", p.scope)) if v is not None}
-    record = await service.connect(call.session, call.settings, call.organization_id, p.name, base_url=p.base_url,
-                                   auth_kind=p.auth_kind, auth_settings=settings, secret=p.secret,
-                                   timeout_seconds=p.timeout_seconds, enabled=p.enabled)
+    record = await service.store_connection(call.session, call.settings, call.organization_id, p.name,
+                                            call.prepared, enabled=p.enabled)
     return _then_refresh(call, record)
 
 

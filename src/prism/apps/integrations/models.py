@@ -21,6 +21,7 @@ class Endpoint(OrgScoped, Base):
     organization_id: Mapped[str] = org_id()
     name: Mapped[str] = mapped_column(String(255))
     description: Mapped[str] = mapped_column(Text, default="")
+    # Without its query values (`?api_key=********`); the URL as given is in `sealed_urls`.
     base_url: Mapped[str] = mapped_column(String(2048))
     default_method: Mapped[str] = mapped_column(String(8), default="POST")
     headers: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
@@ -29,6 +30,8 @@ class Endpoint(OrgScoped, Base):
     last_called_at: Mapped[datetime | None] = moment()
     last_status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = created_column()
+    # The base URL as given, sealed (prism.apps.integrations.endpoint_urls); None when `base_url` is it whole.
+    sealed_urls: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class CallLog(OrgScoped, Base):
@@ -40,6 +43,7 @@ class CallLog(OrgScoped, Base):
     organization_id: Mapped[str] = org_id()
     endpoint_id: Mapped[str] = ref("integrations_endpoints.id", cascade=True)
     method: Mapped[str] = mapped_column(String(8))
+    # As the endpoint's `base_url` is kept: query values withheld, the URL as sent sealed in `sealed_urls`.
     url: Mapped[str] = mapped_column(String(4096))
     request_bytes: Mapped[int] = mapped_column(Integer, default=0)
     status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -49,3 +53,4 @@ class CallLog(OrgScoped, Base):
     response_excerpt: Mapped[str] = mapped_column(Text, default="")
     actor_email: Mapped[str] = mapped_column(String(320), default="")
     created_at: Mapped[datetime] = created_column()
+    sealed_urls: Mapped[str | None] = mapped_column(Text, nullable=True)

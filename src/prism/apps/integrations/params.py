@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from prism.apps.params import ListParams, Params
+from prism.kit.secret import URL_WITH_SECRETS
 from prism.kit.validation import Moment
 
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -19,7 +20,8 @@ class EndpointList(ListParams):
 class EndpointCreate(Params):
     name: str = Field(..., min_length=1, max_length=255, description="Endpoint name, unique per organization.")
     description: str = Field("", max_length=5000, description="What the external system does.")
-    base_url: str = Field(..., min_length=9, max_length=2048, description="HTTPS URL calls are sent to.")
+    base_url: str = Field(..., min_length=9, max_length=2048, description="HTTPS URL calls are sent to.",
+                          json_schema_extra=URL_WITH_SECRETS)
     default_method: Method = Field("POST", description="HTTP method used when a call names none.")
     headers: dict[str, str] = Field(default_factory=dict, max_length=20,
                                     description="Extra non-secret headers sent with every call.")
@@ -29,7 +31,8 @@ class EndpointCreate(Params):
 class EndpointUpdate(Params):
     id: str = Field(..., min_length=1, max_length=64, description="Endpoint id.")
     description: str | None = Field(None, max_length=5000, description="What the external system does.")
-    base_url: str | None = Field(None, min_length=9, max_length=2048, description="HTTPS URL calls are sent to.")
+    base_url: str | None = Field(None, min_length=9, max_length=2048, description="HTTPS URL calls are sent to.",
+                                 json_schema_extra=URL_WITH_SECRETS)
     default_method: Method | None = Field(None, description="HTTP method used when a call names none.")
     headers: dict[str, str] | None = Field(None, max_length=20, description="Extra non-secret headers.")
     timeout_seconds: int | None = Field(None, ge=1, le=30, description="Seconds to wait for the response.")

@@ -40,7 +40,8 @@ def _settings() -> Settings:
 
 def upgrade() -> None:
     from prism.integrations.failures import without_credentials
-    from prism.integrations.sealed_urls import cleared, seal_urls
+    from prism.integrations.sealed_urls import seal_urls
+    from prism.kit.urls import without_secrets
 
     for table in ("integration_apps", "integration_connections"):
         with op.batch_alter_table(table) as batch:
@@ -49,24 +50,24 @@ def upgrade() -> None:
     settings: Settings | None = None
     for row in connection.execute(sa.select(apps)).all():
         urls = {"source": row.source, "default_server": row.default_server}
-        if all(cleared(url or "") == (url or "") for url in urls.values()):
+        if all(without_secrets(url or "") == (url or "") for url in urls.values()):
             continue
         settings = settings or _settings()
         connection.execute(apps.update().where(apps.c.id == row.id).values(
-            source=cleared(row.source)[:2048],
-            default_server=cleared(row.default_server)[:2048] if row.default_server else None,
+            source=without_secrets(row.source)[:2048],
+            default_server=without_secrets(row.default_server)[:2048] if row.default_server else None,
             last_error=without_credentials(row.last_error or "", urls=[u for u in urls.values() if u])[:1000],
             sealed_urls=seal_urls(settings, row.id, urls)))
     for row in connection.execute(sa.select(connections)).all():
         kept: dict[str, Any] = dict(row.auth_settings or {})
         urls = {"base_url": row.base_url, "token_url": kept.get("token_url")}
-        if all(cleared(url or "") == (url or "") for url in urls.values()):
+        if all(without_secrets(url or "") == (url or "") for url in urls.values()):
             continue
         settings = settings or _settings()
         if kept.get("token_url"):
-            kept["token_url"] = cleared(kept["token_url"])
+            kept["token_url"] = without_secrets(kept["token_url"])
         connection.execute(connections.update().where(connections.c.id == row.id).values(
-            base_url=cleared(row.base_url)[:2048], auth_settings=kept, sealed_urls=seal_urls(settings, row.id, urls)))
+            base_url=without_secrets(row.base_url)[:2048], auth_settings=kept, sealed_urls=seal_urls(settings, row.id, urls)))
 
 
 def downgrade() -> None:
