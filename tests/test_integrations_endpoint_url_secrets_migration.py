@@ -1,4 +1,4 @@
-"""Migration 0028 seals the keys an older Prism stored in integration endpoints' URLs (`?api_key=...` in an
+"""Migration 0029 seals the keys an older Prism stored in integration endpoints' URLs (`?api_key=...` in an
 endpoint's base URL, in each call log's URL, its error and the excerpt of an answer that echoed it) with the
 master secret Prism runs with; stepping down writes the URLs back whole."""
 
@@ -19,7 +19,7 @@ from tests.processes import scratch_database
 from tests.test_integrations_url_secrets import texts_holding
 from tests.test_integrations_url_secrets_migration import _organization, _with_db, settings_for
 
-BEFORE = "0027_ledger_attested_prunes"
+BEFORE = "0028_webhook_fair_claims"
 KEY = "s3cret-" + "k" * 12
 BASE_URL = f"https://erp.example.com/v2?api_key={KEY}&region=eu"
 CALLED = f"https://erp.example.com/v2/orders?api_key={KEY}&region=eu&page=2"

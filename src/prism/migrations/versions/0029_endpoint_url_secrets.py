@@ -7,8 +7,8 @@ the settings Prism runs with. A call log's error and response excerpt have the U
 The secret is read only when a row holds such a URL. Stepping down writes the URLs back whole and drops the
 columns (a withheld value in an error or excerpt stays withheld).
 
-Revision ID: 0028_endpoint_url_secrets
-Revises: 0027_ledger_attested_prunes
+Revision ID: 0029_endpoint_url_secrets
+Revises: 0028_webhook_fair_claims
 """
 
 from collections.abc import Sequence
@@ -18,8 +18,8 @@ from alembic import context, op
 
 from prism.config import Settings, get_settings
 
-revision: str = "0028_endpoint_url_secrets"
-down_revision: str | None = "0027_ledger_attested_prunes"
+revision: str = "0029_endpoint_url_secrets"
+down_revision: str | None = "0028_webhook_fair_claims"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
