@@ -36,8 +36,9 @@ from prism.apps.claims.params import (
     PayerUpdate,
 )
 from prism.apps.crud import Entity, crud, repo
-from prism.apps.finance.aging import BUCKETS, bucket_of
+from prism.apps.finance.aging import BUCKETS, bucket_of, shown
 from prism.apps.states import move
+from prism.apps.sums import exact_sum, storable, sum_of, total
 from prism.errors import Conflict
 from prism.events.outbox import emit_for
 from prism.kit.timeutil import iso, utcnow
@@ -71,9 +72,8 @@ def _draft_only(claim: Claim, what: str) -> None:
 
 
 async def _recompute_billed(call: HandlerCall, claim: Claim) -> None:
-    total = (await call.session.execute(select(func.coalesce(func.sum(ClaimLine.amount_cents), 0)).where(
-        ClaimLine.claim_id == claim.id))).scalar_one()
-    claim.billed_cents = int(total)
+    claim.billed_cents = storable(await sum_of(call.session, ClaimLine.amount_cents, ClaimLine.claim_id == claim.id),
+                                  f"claim {claim.number}'s lines", "bill the rest on another claim")
 
 
 async def _prepare_patient(call: HandlerCall, values: dict[str, Any], row: Any) -> dict[str, Any]:
@@ -271,7 +271,7 @@ async def payer_summary(call: HandlerCall, p: PayerSummaryParams) -> dict[str, A
     denied = func.sum(case((Claim.status == "denied", 1), else_=0))
     decided = func.sum(case((Claim.status.in_(("adjudicated", "denied", "paid")), 1), else_=0))
     stmt = (select(Payer.id, Payer.name, Claim.currency, func.count(), denied, decided,
-                   func.sum(Claim.billed_cents), func.sum(Claim.approved_cents), func.sum(Claim.paid_cents))
+                   *exact_sum(Claim.billed_cents), *exact_sum(Claim.approved_cents), *exact_sum(Claim.paid_cents))
             .join(Payer, Payer.id == Claim.payer_id)
             .where(Claim.status != "void")
             .group_by(Payer.id, Payer.name, Claim.currency).order_by(Payer.name, Claim.currency))
@@ -282,7 +282,8 @@ async def payer_summary(call: HandlerCall, p: PayerSummaryParams) -> dict[str, A
     rows = (await call.session.execute(stmt)).all()
     payers = [{"payer_id": r[0], "payer_name": r[1], "currency": r[2], "claims": r[3], "denied": int(r[4]),
                "decided": int(r[5]), "denial_rate": round(int(r[4]) / int(r[5]), 4) if r[5] else None,
-               "billed_cents": int(r[6]), "approved_cents": int(r[7]), "paid_cents": int(r[8])} for r in rows]
+               "billed_cents": total(r[6], r[7]), "approved_cents": total(r[8], r[9]),
+               "paid_cents": total(r[10], r[11])} for r in rows]
     return {"payers": payers, "amounts_in": "cents"}
 
 
@@ -308,4 +309,4 @@ async def receivables_aging(call: HandlerCall, p: ClaimAgingParams) -> dict[str,
         row[bucket_of((as_of - claim.submitted_at.date()).days)] += open_cents
         row["total"] += open_cents
     return {"as_of": as_of.isoformat(), "amounts_in": "cents", "claim_count": count, "buckets": list(BUCKETS),
-            "by_currency": [{"currency": c, **t} for c, t in sorted(totals.items())]}
+            "by_currency": [{"currency": c, **shown(t)} for c, t in sorted(totals.items())]}

@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime
 from typing import Any
 
+from prism.apps.sums import fitted
+
 BUCKETS = ("current", "days_1_30", "days_31_60", "days_61_90", "days_over_90")
 
 
@@ -46,6 +48,11 @@ def aging_summary(rows: Iterable[Any], *, as_of: date | None) -> dict[str, Any]:
         "amounts_in": "cents",
         "invoice_count": count,
         "buckets": list(BUCKETS),
-        "by_currency": [{"currency": c, **t} for c, t in sorted(by_currency.items())],
-        "by_vendor": sorted(by_vendor.values(), key=lambda v: (-v["total"], v["vendor_name"])),
+        "by_currency": [{"currency": c, **shown(t)} for c, t in sorted(by_currency.items())],
+        "by_vendor": [shown(v) for v in sorted(by_vendor.values(), key=lambda v: (-v["total"], v["vendor_name"]))],
     }
+
+
+def shown(totals: dict[str, Any]) -> dict[str, Any]:
+    """`totals` with each bucket and the total as a report shows a sum (`prism.apps.sums.fitted`)."""
+    return {k: fitted(v) if k in BUCKETS or k == "total" else v for k, v in totals.items()}

@@ -6,7 +6,7 @@ from datetime import date
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
-from sqlalchemy import func, select, type_coerce
+from sqlalchemy import select
 
 from prism.apps import shipped_examples
 from prism.apps.crud import Entity, filtered
@@ -14,9 +14,9 @@ from prism.apps.finance.aging import aging_summary
 from prism.apps.finance.models import Invoice, Payment, Vendor
 from prism.apps.finance.params import InvoiceList
 from prism.apps.params import ListParams, Params, ReadParams
+from prism.apps.sums import exact_sum, joined, sum_of
 from prism.errors import Conflict, InvalidArguments
 from prism.events.outbox import emit_for
-from prism.models.base import Int64
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import OrgRepository, sent_changes, text_search, to_record
 
@@ -100,10 +100,8 @@ async def create_vendor(call: HandlerCall, p: VendorCreate) -> dict[str, Any]:
 
 
 async def paid_cents(call: HandlerCall, invoice_id: str) -> int:
-    total = (await call.session.execute(select(func.coalesce(func.sum(Payment.amount_cents), 0)).where(
-        Payment.invoice_id == invoice_id,
-        Payment.status == "recorded"))).scalar_one()
-    return int(total)
+    return await sum_of(call.session, Payment.amount_cents, Payment.invoice_id == invoice_id,
+                        Payment.status == "recorded")
 
 
 async def check_payments_allow(call: HandlerCall, invoice: Invoice, target: str) -> None:
@@ -203,16 +201,16 @@ async def update_invoice(call: HandlerCall, p: InvoiceUpdate) -> dict[str, Any]:
              keywords=("aging", "ap aging", "overdue", "outstanding", "payables report", "past due"))
 async def aging_ap_summary(call: HandlerCall, p: AgingParams) -> dict[str, Any]:
     # Outstanding = amount less recorded (partial) payments; a fully paid invoice is no longer open.
-    paid = (select(Payment.invoice_id, func.sum(Payment.amount_cents).label("cents"))
+    high, low = exact_sum(Payment.amount_cents)
+    paid = (select(Payment.invoice_id, high.label("high"), low.label("low"))
             .where(Payment.status == "recorded")
             .group_by(Payment.invoice_id).subquery())
-    # Read as Int64: PostgreSQL answers a BIGINT less a sum of BIGINTs as NUMERIC.
-    outstanding = type_coerce(Invoice.amount_cents - func.coalesce(paid.c.cents, 0), Int64)
-    stmt = (select(outstanding, Invoice.currency, Invoice.due_date, Vendor.id, Vendor.name)
+    stmt = (select(Invoice.amount_cents, paid.c.high, paid.c.low, Invoice.currency, Invoice.due_date, Vendor.id,
+                   Vendor.name)
             .join(Vendor, Vendor.id == Invoice.vendor_id)
             .outerjoin(paid, paid.c.invoice_id == Invoice.id)
             .where(Invoice.status.in_(("received", "approved", "disputed"))))
     if p.vendor_id:
         stmt = stmt.where(Invoice.vendor_id == p.vendor_id)
     rows = (await call.session.execute(stmt)).all()
-    return aging_summary(rows, as_of=p.as_of)
+    return aging_summary([(amount - joined(high, low), *rest) for amount, high, low, *rest in rows], as_of=p.as_of)

@@ -29,6 +29,7 @@ from prism.apps.finance.params import (
     VendorUpdate,
 )
 from prism.apps.states import move
+from prism.apps.sums import exact_sum, fitted, total
 from prism.errors import Conflict
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
@@ -172,7 +173,7 @@ async def vendor_statement(call: HandlerCall, p: StatementParams) -> dict[str, A
             balance[x["currency"]] = balance.get(x["currency"], 0) - x["amount_cents"]
     return {"vendor": to_record(vendor), "since": p.since.isoformat() if p.since else None,
             "invoices": invoice_rows, "payments": payment_rows,
-            "open_balance_cents": [{"currency": c, "amount_cents": a} for c, a in sorted(balance.items())]}
+            "open_balance_cents": [{"currency": c, "amount_cents": fitted(a)} for c, a in sorted(balance.items())]}
 
 
 @app.handler("report_query", "payment", "byVendor", params=PaymentsReport, scope="read",
@@ -181,7 +182,7 @@ async def vendor_statement(call: HandlerCall, p: StatementParams) -> dict[str, A
              keywords=("spend by supplier", "cash out", "payments report"))
 async def payments_by_vendor(call: HandlerCall, p: PaymentsReport) -> dict[str, Any]:
     stmt = (select(Vendor.id, Vendor.name, Payment.currency, Payment.method, func.count(),
-                   func.sum(Payment.amount_cents))
+                   *exact_sum(Payment.amount_cents))
             .join(Vendor, Vendor.id == Payment.vendor_id)
             .where(Payment.status == "recorded")
             .group_by(Vendor.id, Vendor.name, Payment.currency, Payment.method)
@@ -193,4 +194,4 @@ async def payments_by_vendor(call: HandlerCall, p: PaymentsReport) -> dict[str, 
     rows = (await call.session.execute(stmt)).all()
     return {"amounts_in": "cents", "rows": [
         {"vendor_id": r[0], "vendor_name": r[1], "currency": r[2], "method": r[3], "payments": r[4],
-         "amount_cents": int(r[5])} for r in rows]}
+         "amount_cents": total(r[5], r[6])} for r in rows]}

@@ -38,9 +38,8 @@ from prism.apps.maintenance.params import (
 from prism.apps.spare_parts.models import SparePart
 from prism.apps.spare_parts.movements import move_stock
 from prism.apps.states import move
-from prism.apps.sums import exact_sum, total
+from prism.apps.sums import exact_sum, storable, sum_of, total
 from prism.errors import Conflict
-from prism.kit.numbers import SQL_BIGINT_MAX
 from prism.kit.timeutil import iso, utcnow
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
@@ -86,10 +85,7 @@ async def _prepare_part(call: HandlerCall, values: dict[str, Any], row: Any) -> 
         raise Conflict(f"only {part.quantity} of {part.sku} in stock, {values['quantity']} requested",
                        code="insufficient_stock")
     amount = part.unit_cost_cents * values["quantity"]
-    if order.parts_cost_cents + amount > SQL_BIGINT_MAX:  # the 64-bit column holding the order's total
-        raise Conflict(f"the work order's parts would cost {order.parts_cost_cents + amount:,} cents, over the "
-                       f"{SQL_BIGINT_MAX:,} a work order can total; issue the parts to another work order",
-                       details={"parts_cost_cents": order.parts_cost_cents, "amount_cents": amount})
+    storable(order.parts_cost_cents + amount, "the work order's parts", "issue the parts to another work order")
     await move_stock(call, part, "issued", -values["quantity"], f"work order {order.id}")
     return {**values, "unit_cost_cents": part.unit_cost_cents, "amount_cents": amount}
 
@@ -97,9 +93,9 @@ async def _prepare_part(call: HandlerCall, values: dict[str, Any], row: Any) -> 
 async def _recompute_parts_cost(call: HandlerCall, line: WorkOrderPart) -> None:
     await call.session.flush()
     order = await _work_order(call, line.work_order_id)
-    total = (await call.session.execute(select(func.coalesce(func.sum(WorkOrderPart.amount_cents), 0)).where(
-        WorkOrderPart.work_order_id == order.id))).scalar_one()
-    order.parts_cost_cents = int(total)
+    order.parts_cost_cents = storable(await sum_of(call.session, WorkOrderPart.amount_cents,
+                                                   WorkOrderPart.work_order_id == order.id),
+                                      "the work order's parts", "issue the parts to another work order")
 
 
 async def _before_part_delete(call: HandlerCall, line: WorkOrderPart) -> None:
@@ -285,8 +281,7 @@ async def backlog(call: HandlerCall, p: BacklogParams) -> dict[str, Any]:
              keywords=("cost per machine", "repair spend", "asset cost", "maintenance spend"))
 async def asset_cost(call: HandlerCall, p: AssetCostParams) -> dict[str, Any]:
     stmt = (select(Asset.id, Asset.tag, Asset.name, func.count(WorkOrder.id),
-                   func.coalesce(func.sum(WorkOrder.labor_minutes), 0),
-                   *exact_sum(WorkOrder.parts_cost_cents))
+                   *exact_sum(WorkOrder.labor_minutes), *exact_sum(WorkOrder.parts_cost_cents))
             .join(WorkOrder, WorkOrder.asset_id == Asset.id)
             .where(WorkOrder.status == "done")
             .group_by(Asset.id, Asset.tag, Asset.name).order_by(Asset.tag))
@@ -296,7 +291,7 @@ async def asset_cost(call: HandlerCall, p: AssetCostParams) -> dict[str, Any]:
         stmt = stmt.where(WorkOrder.completed_at > p.completed_after)
     rows = (await call.session.execute(stmt)).all()
     return {"assets": [{"asset_id": r[0], "tag": r[1], "name": r[2], "work_orders": r[3],
-                        "labor_minutes": int(r[4]), "parts_cost_cents": total(r[5], r[6])} for r in rows]}
+                        "labor_minutes": total(r[4], r[5]), "parts_cost_cents": total(r[6], r[7])} for r in rows]}
 
 
 @app.handler("report_query", "meter_reading", "trend", params=TrendParams, scope="read",

@@ -17,6 +17,7 @@ from prism.apps.params import ListParams, Params
 from prism.apps.spare_parts.handlers import SPARE_PARTS
 from prism.apps.spare_parts.models import SparePart, StockMovement
 from prism.apps.spare_parts.movements import move_stock
+from prism.apps.sums import exact_sum, fitted, joined
 from prism.errors import Conflict
 from prism.kit.validation import Moment
 from prism.registry import HandlerApp, HandlerCall
@@ -118,7 +119,9 @@ async def reorder_report(call: HandlerCall, p: ReorderParams) -> dict[str, Any]:
         lines.append({"spare_part_id": part.id, "sku": part.sku, "name": part.name, "quantity": part.quantity,
                       "reorder_level": part.reorder_level, "suggested_order": order,
                       "estimated_cost_cents": order * part.unit_cost_cents})
-    return {"parts": lines, "estimated_total_cents": sum(x["estimated_cost_cents"] for x in lines)}
+    whole = sum(x["estimated_cost_cents"] for x in lines)
+    return {"parts": [{**x, "estimated_cost_cents": fitted(x["estimated_cost_cents"])} for x in lines],
+            "estimated_total_cents": fitted(whole)}
 
 
 @app.handler("report_query", "stock_movement", "usage", params=UsageParams, scope="read",
@@ -127,16 +130,17 @@ async def reorder_report(call: HandlerCall, p: ReorderParams) -> dict[str, Any]:
                          "number of issues and units received.",
              keywords=("consumption", "most used parts", "burn rate"))
 async def usage(call: HandlerCall, p: UsageParams) -> dict[str, Any]:
-    issued = func.sum(-StockMovement.quantity_change).filter(StockMovement.kind == "issued")
-    received = func.sum(StockMovement.quantity_change).filter(StockMovement.kind == "received")
-    stmt = (select(SparePart.id, SparePart.sku, SparePart.name, func.coalesce(issued, 0),
-                   func.count().filter(StockMovement.kind == "issued"), func.coalesce(received, 0))
+    issued = exact_sum(StockMovement.quantity_change, where=StockMovement.kind == "issued")  # negative changes
+    received = exact_sum(StockMovement.quantity_change, where=StockMovement.kind == "received")
+    stmt = (select(SparePart.id, SparePart.sku, SparePart.name, *issued,
+                   func.count().filter(StockMovement.kind == "issued"), *received)
             .join(SparePart, SparePart.id == StockMovement.spare_part_id)
             .group_by(SparePart.id, SparePart.sku, SparePart.name))
     if p.after:
         stmt = stmt.where(StockMovement.created_at > p.after)
     if p.before:
         stmt = stmt.where(StockMovement.created_at < p.before)
-    rows = sorted((await call.session.execute(stmt)).all(), key=lambda r: (-int(r[3]), r[1]))[: p.top]
-    return {"parts": [{"spare_part_id": r[0], "sku": r[1], "name": r[2], "units_issued": int(r[3]),
-                       "issues": int(r[4]), "units_received": int(r[5])} for r in rows]}
+    rows = [(*r[:3], -joined(r[3], r[4]), int(r[5]), joined(r[6], r[7])) for r in await call.session.execute(stmt)]
+    rows.sort(key=lambda r: (-r[3], r[1]))
+    return {"parts": [{"spare_part_id": r[0], "sku": r[1], "name": r[2], "units_issued": fitted(r[3]),
+                       "issues": r[4], "units_received": fitted(r[5])} for r in rows[: p.top]]}
