@@ -11,7 +11,7 @@ from prism.apps import shipped_examples
 from prism.apps.crud import Entity, filtered
 from prism.apps.params import DeleteParams, ListParams, Params, ReadParams
 from prism.apps.spare_parts.models import SparePart, StockMovement
-from prism.apps.spare_parts.movements import move_stock
+from prism.apps.spare_parts.movements import OPENING, move_stock
 from prism.errors import Conflict, InvalidArguments
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import OrgRepository, sent_changes, to_record
@@ -88,8 +88,10 @@ async def read_spare_part(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
              description="Add a spare part to the inventory (sku unique per organization).",
              keywords=("inventory", "add part", "new part"))
 async def create_spare_part(call: HandlerCall, p: SparePartCreate) -> dict[str, Any]:
-    row = _repo(call).add(**p.model_dump())
+    row = _repo(call).add(**{**p.model_dump(), "quantity": 0})
     await call.session.flush()
+    if p.quantity:  # the stock it starts with is its first movement, so its movements add up to its quantity
+        await move_stock(call, row, OPENING, p.quantity, "spare_part/create")
     return to_record(row)
 
 
@@ -112,13 +114,13 @@ async def update_spare_part(call: HandlerCall, p: SparePartUpdate) -> dict[str, 
 
 
 @app.handler("entity_crud", "spare_part", "delete", params=DeleteParams, scope="write", destructive=True,
-             description="Delete a spare part permanently (refused once it has stock movements).",
+             description="Delete a spare part permanently (refused once its stock has moved since its creation).",
              keywords=("inventory", "remove part"))
 async def delete_spare_part(call: HandlerCall, p: DeleteParams) -> dict[str, Any]:
     row = await _repo(call).get(p.id)
     moved = (await call.session.execute(select(func.count()).select_from(StockMovement).where(
-        StockMovement.spare_part_id == row.id))).scalar_one()
-    if moved:  # deleting it would delete its stock history with it
+        StockMovement.spare_part_id == row.id, StockMovement.kind != OPENING))).scalar_one()
+    if moved:  # deleting it would delete its stock history with it (its opening stock alone is no history)
         raise Conflict(f"spare part {row.sku} has {moved} stock movements; set its status to discontinued instead")
     await call.session.delete(row)
     await call.session.flush()

@@ -31,7 +31,8 @@ class SparePart(OrgScoped, Base):
 
 
 class StockMovement(OrgScoped, Base):
-    """One change of a part's stock: received (+), issued (-) or a count adjustment (±)."""
+    """One change of a part's stock: the stock it was created with (+), received (+), issued (-) or a count
+    adjustment (±)."""
 
     __tablename__ = "spare_parts_stock_movements"
 

@@ -1,7 +1,8 @@
 """The one way a spare part's stock changes: with a movement row that keeps the quantity after it.
 
-The stock actions, a spare part's update of its quantity and the parts issued to (and returned from) work
-orders all go through `move_stock`, so the movements of a part always add up to its history.
+A part's creation with stock (an `opening` movement), the stock actions, a spare part's update of its quantity
+and the parts issued to (and returned from) work orders all go through `move_stock`, so the movements of a part
+always add up to its history, and their changes to its quantity.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from prism.errors import Conflict
 from prism.registry import HandlerCall
 
 MAX_UNITS = 10_000_000  # of one part in stock, as a part is created with at most
+OPENING = "opening"  # the kind of the movement of the stock a part is created with
 
 
 async def move_stock(call: HandlerCall, part: SparePart, kind: str, change: int, reference: str) -> StockMovement:

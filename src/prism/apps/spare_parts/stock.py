@@ -26,12 +26,12 @@ from prism.tenancy.repository import to_record
 app = HandlerApp("spare_parts", description="Spare-parts inventory: stock levels, locations, costs.",
                  examples=shipped_examples())
 
-Kind = Literal["received", "issued", "adjusted"]
+Kind = Literal["opening", "received", "issued", "adjusted"]
 
 
 class MovementList(ListParams):
     spare_part_id: str | None = Field(None, max_length=64, description="Only movements of this part.")
-    kind: Kind | None = Field(None, description="Only receipts, issues or count adjustments.")
+    kind: Kind | None = Field(None, description="Only opening stock, receipts, issues or count adjustments.")
 
 
 class Receive(Params):
