@@ -1,4 +1,4 @@
-"""Migration 0028 gives each spare part stored before it the opening movement a creation records now (its
+"""Migration 0030 gives each spare part stored before it the opening movement a creation records now (its
 quantity less the changes of its movements), so its movements add up to its quantity; stepping down deletes them."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tests.processes import scratch_database
 from tests.test_documents_postings_migration import _with_app
 from tests.test_documents_word_counts_migration import _on
 
-BEFORE = "0027_ledger_attested_prunes"
+BEFORE = "0029_endpoint_url_secrets"
 
 
 def _histories(connection: Connection) -> dict[str, list[tuple[str, int, int]]]:

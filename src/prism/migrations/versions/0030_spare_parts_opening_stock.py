@@ -5,8 +5,8 @@ quantity. Parts stored before get theirs here: their quantity less the changes o
 not zero, dated at the part's creation (the quantity after it is that stock). Stepping down deletes the opening
 movements, which the code before knows nothing of.
 
-Revision ID: 0028_spare_parts_opening_stock
-Revises: 0027_ledger_attested_prunes
+Revision ID: 0030_spare_parts_opening_stock
+Revises: 0029_endpoint_url_secrets
 """
 
 from collections.abc import Sequence
@@ -17,8 +17,8 @@ from alembic import op
 from prism.kit.ids import new_id
 from prism.models.base import UTCDateTime
 
-revision: str = "0028_spare_parts_opening_stock"
-down_revision: str | None = "0027_ledger_attested_prunes"
+revision: str = "0030_spare_parts_opening_stock"
+down_revision: str | None = "0029_endpoint_url_secrets"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
