@@ -19,7 +19,7 @@ from prism.auth.context import AuthContext
 from prism.errors import Conflict, NotFound, PermissionDenied, PrismError
 from prism.events.outbox import emit, timestamp
 from prism.governance.models import OversightRequest
-from prism.kit.secret import MASK, URL_WITH_SECRETS_KEY
+from prism.kit.secret import MASK, QUERY_WITH_SECRETS_KEY, URL_WITH_SECRETS_KEY
 from prism.kit.timeutil import utcnow
 from prism.kit.urls import without_secrets
 from prism.tenancy.repository import OrgRepository, to_record
@@ -57,8 +57,10 @@ def as_reviewers_see(handler: Handler | None, arguments: Any) -> dict[str, Any] 
     """The arguments a request keeps for its reviewers, each secret masked: a field the handler's schema marks
     `writeOnly` (a connection's credential, a webhook's signing secret and custom headers) whole, a URL it marks
     `x-prism-url-secrets` (an integration's or endpoint's URL, whose query may carry a key) with its query values
-    and userinfo withheld. The request is read by other people and stored in plain JSON. Its digest, over the
-    arguments as sent, still binds the approval to them: the approved call is sent again with the real values."""
+    and userinfo withheld, and an object of query parameters it marks `x-prism-query-secrets` (an endpoint call's
+    `query`) with each parameter's value withheld, as a URL's query values are. The request is read by other people
+    and stored in plain JSON. Its digest, over the arguments as sent, still binds the approval to them: the approved
+    call is sent again with the real values."""
     if not isinstance(arguments, dict):
         return None
     properties = handler.schema.get("properties", {}) if handler is not None else {}
@@ -71,6 +73,8 @@ def as_reviewers_see(handler: Handler | None, arguments: Any) -> dict[str, Any] 
             shown[name] = MASK
         elif schema.get(URL_WITH_SECRETS_KEY) and isinstance(value, str):
             shown[name] = without_secrets(value)
+        elif schema.get(QUERY_WITH_SECRETS_KEY) and isinstance(value, dict):
+            shown[name] = dict.fromkeys(value, MASK)
     return shown
 
 

@@ -33,6 +33,10 @@ WRITE_ONLY: dict[str, Any] = {"writeOnly": True}
 # them withheld (prism.kit.urls.without_secrets), in what Prism keeps and shows (oversight does so too).
 URL_WITH_SECRETS_KEY = "x-prism-url-secrets"
 URL_WITH_SECRETS: dict[str, Any] = {URL_WITH_SECRETS_KEY: True}
+# An object of query-string parameters a handler sends (`{"api_key": "..."}`): each value is treated as a URL's query
+# value is, as a possible credential, so what Prism shows of it names each parameter with its value withheld.
+QUERY_WITH_SECRETS_KEY = "x-prism-query-secrets"
+QUERY_WITH_SECRETS: dict[str, Any] = {QUERY_WITH_SECRETS_KEY: True}
 
 
 def same_secret(sent: str, expected: str) -> bool:

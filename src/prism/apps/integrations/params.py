@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from prism.apps.params import ListParams, Params
-from prism.kit.secret import URL_WITH_SECRETS
+from prism.kit.secret import QUERY_WITH_SECRETS, URL_WITH_SECRETS
 from prism.kit.validation import Moment
 
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -52,7 +52,8 @@ class Call(EndpointAction):
     method: Method | None = Field(None, description="HTTP method (default: the endpoint's).")
     path: str = Field("", max_length=1024, pattern=r"^(/[A-Za-z0-9._~%!$&'()*+,;=:@/-]*)?$",
                       description="Path appended to the endpoint's base URL, starting with /.")
-    query: dict[str, str] = Field(default_factory=dict, max_length=50, description="Query-string parameters.")
+    query: dict[str, str] = Field(default_factory=dict, max_length=50, description="Query-string parameters.",
+                                  json_schema_extra=QUERY_WITH_SECRETS)
     body: Any = Field(None, description="JSON body to send (ignored for GET).")
 
 
