@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import shutil
 import tempfile
@@ -32,6 +33,7 @@ from prism.errors import PrismError
 from prism.kit.collector import collector_paused, start_serving
 from prism.ledger.keys import LedgerKeys
 from prism.migrate import upgrade
+from prism.observability.logs import configure_logging
 from prism.seed import DemoWorkspace, is_empty, seed_demo
 from prism.storage import Database, backend_of
 
@@ -52,6 +54,10 @@ PER_PROCESS_LIMITS_REFUSAL = ("--workers {workers} without PRISM_REDIS_URL would
                               "settings. Set PRISM_REDIS_URL to share the counters, run --workers 1, or set "
                               "PRISM_RATE_LIMIT_PER_PROCESS=true to accept per-process limits.")
 REFUSED_OPTIONS = frozenset({"sqlite_single_process", "per_process_limits"})
+# Accepted, the weaker limits are still said once at start-up, where an operator reading the log looks.
+PER_PROCESS_LIMITS_WARNING = ("rate limits and the lockout are counted per process (PRISM_RATE_LIMIT_PER_PROCESS="
+                              "true, no PRISM_REDIS_URL): with --workers {workers} a client may get up to {workers} "
+                              "times every ceiling and {workers} times the lockout's failed authentications")
 
 
 def should_seed(settings: Settings, requested: bool | None) -> bool:
@@ -100,6 +106,12 @@ def _banner(demo: DemoWorkspace | None, host: str, port: int) -> tuple[dict[str,
     return data, text
 
 
+def warn_per_process_limits(settings: Settings, workers: int) -> None:
+    """One WARNING line in the server's log (the workers configure their own logging once they start)."""
+    configure_logging(settings.log_level, settings.log_format)
+    logging.getLogger("prism.ratelimit").warning(PER_PROCESS_LIMITS_WARNING.format(workers=workers))
+
+
 def serve(*, host: str, port: int, workers: int, as_json: bool, seed: bool | None) -> None:
     """Check the settings, migrate, listen; once listening, seed an empty database (when asked) and print the
     banner. A start that fails before that leaves the database unseeded, so the next one shows a usable key."""
@@ -107,8 +119,10 @@ def serve(*, host: str, port: int, workers: int, as_json: bool, seed: bool | Non
         settings = load_settings()
         if workers > 1 and backend_of(settings.database_url) == "sqlite":
             raise PrismError(SQLITE_WORKERS_REFUSAL.format(workers=workers), code="sqlite_single_process")
-        if workers > 1 and not settings.redis_url and not settings.rate_limit_per_process:
-            raise PrismError(PER_PROCESS_LIMITS_REFUSAL.format(workers=workers), code="per_process_limits")
+        if workers > 1 and not settings.redis_url:
+            if not settings.rate_limit_per_process:
+                raise PrismError(PER_PROCESS_LIMITS_REFUSAL.format(workers=workers), code="per_process_limits")
+            warn_per_process_limits(settings, workers)
         check_database_url(settings, may_create=True)
         check_apps(settings)
         check_redis(settings)
