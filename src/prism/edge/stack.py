@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prism.edge.context import SCOPE_KEY, RequestContext
 from prism.edge.hosts import HostPolicy
-from prism.edge.lockout import locked_out
+from prism.edge.lockout import SecretAttempt, locked_out, reserve_attempt
 from prism.edge.paths import MCP_PATH, PathPolicy, host_exempt, policy_for
 from prism.errors import CredentialNoLongerValid, PrismError, RateLimited, Unauthenticated
 from prism.kit.nul import nul_refusal
@@ -129,46 +129,69 @@ class Edge:
         if not policy.takes_bearer or scope["method"] not in policy.credential_methods:
             await self._count_address(context, policy.address_tiers, lock, policy.anonymous_tier)
             return
-        authenticator: Authenticator = scope["app"].state.authenticator
-        authorization = context.headers.get("authorization")
+        if lock is None or not context.headers.get("authorization"):  # no credential, no guess: nothing reserved
+            await self._authenticate(scope, context, policy, lock, None)
+            return
+        # A credential is checked only once an attempt is reserved for it (prism.edge.lockout): a locked-out
+        # address is refused here, before its credential is looked at.
+        attempt = await reserve_attempt(self.limiter, lock)
         try:
-            context.auth = await authenticator.authenticate(authorization, context.host,
+            await self._authenticate(scope, context, policy, lock, attempt)
+        finally:
+            await attempt.abandon()  # settled by now unless something raised
+
+    async def _authenticate(self, scope: Scope, context: RequestContext, policy: PathPolicy, lock: str | None,
+                            attempt: SecretAttempt | None) -> None:
+        """Check the credential and count the request: the caller's tier when accepted, the address's otherwise.
+        A guess settles `attempt` as a failure; any other outcome frees it in the same step as the count."""
+        authenticator: Authenticator = scope["app"].state.authenticator
+        try:
+            context.auth = await authenticator.authenticate(context.headers.get("authorization"), context.host,
                                                             context.headers.get("x-organization-context"))
         except PrismError as exc:
             context.auth_error = exc
-            if authorization and isinstance(exc, Unauthenticated) and not isinstance(exc, CredentialNoLongerValid):
-                outcome = await self.limiter.auth_failed(context.address)  # a guess: counted, lockout checked
-                if isinstance(outcome, Locked):
-                    raise locked_out(context.address, outcome.seconds_left) from None
-                lock = None
-            await self._count_address(context, policy.address_tiers, lock, policy.anonymous_tier)
+            if context.headers.get("authorization") and isinstance(exc, Unauthenticated) \
+                    and not isinstance(exc, CredentialNoLongerValid):
+                # A guess: counted, lockout checked (LockedOut once the address is locked).
+                if attempt is not None:
+                    await attempt.failed()
+                else:  # a path exempt from the lockout: the guess still counts towards it
+                    outcome = await self.limiter.auth_failed(context.address)
+                    if isinstance(outcome, Locked):
+                        raise locked_out(context.address, outcome) from None
+                lock = attempt = None
+            await self._count_address(context, policy.address_tiers, lock, policy.anonymous_tier, attempt)
             return
         auth = context.auth
         if policy.caller_tier == "mcp":
-            self._count(context, await self.limiter.hit("mcp", auth.tenant_id, lock))
+            self._count(context, await self.limiter.hit("mcp", auth.tenant_id, lock, _name(attempt)), attempt)
         elif policy.caller_tier == "user":
             tier = "admin" if auth.permissions.allows(ADMIN_PERMISSION) else "authenticated"
-            self._count(context, await self.limiter.hit(tier, auth.user_id, lock))
+            self._count(context, await self.limiter.hit(tier, auth.user_id, lock, _name(attempt)), attempt)
         else:
-            await self._count_address(context, policy.address_tiers, lock, None)
+            await self._count_address(context, policy.address_tiers, lock, None, attempt)
 
     async def _count_address(self, context: RequestContext, tiers: tuple[str, ...], lock: str | None,
-                             anonymous_tier: str | None) -> None:
-        """Count the request in the address's tiers; the lockout is checked with the first of them."""
+                             anonymous_tier: str | None, attempt: SecretAttempt | None = None) -> None:
+        """Count the request in the address's tiers; the lockout is checked, and `attempt` freed, with the first."""
         if anonymous_tier is not None:
             tiers = (*tiers, anonymous_tier)
         for tier in tiers:
-            self._count(context, await self.limiter.hit(tier, context.address, lock))
-            lock = None
-        if lock is not None:  # no tier to count in: the lockout alone
+            self._count(context, await self.limiter.hit(tier, context.address, lock, _name(attempt)), attempt)
+            lock = attempt = None
+        if attempt is not None:  # no tier to count in: the lockout alone
+            await attempt.succeeded()
+        elif lock is not None:
             locked = await self.limiter.locked_out(lock)
             if locked is not None:
-                raise locked_out(lock, locked.seconds_left)
+                raise locked_out(lock, locked)
 
     @staticmethod
-    def _count(context: RequestContext, outcome: Verdict | Locked) -> None:
+    def _count(context: RequestContext, outcome: Verdict | Locked, attempt: SecretAttempt | None = None) -> None:
+        if attempt is not None:  # the hit freed it
+            attempt.settled = True
         if isinstance(outcome, Locked):
-            raise locked_out(context.address, outcome.seconds_left)
+            raise locked_out(context.address, outcome)
         context.verdict = outcome
         if not outcome.allowed:
             raise over_limit(outcome)
@@ -180,6 +203,10 @@ class Edge:
             await send(message)
 
         return closing_send
+
+
+def _name(attempt: SecretAttempt | None) -> str | None:
+    return None if attempt is None else attempt.name
 
 
 def _carries_secret(scope: Scope, context: RequestContext, policy: PathPolicy) -> bool:

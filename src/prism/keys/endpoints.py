@@ -9,7 +9,7 @@ from starlette.routing import BaseRoute
 from prism.console.caller import dispatch_as
 from prism.console.keys import KEYS
 from prism.edge.doors import PAGE, PASSWORD, door_routes
-from prism.edge.lockout import count_failure, refuse_if_locked_out
+from prism.edge.lockout import secret_attempt
 from prism.errors import PrismError
 from prism.keys import dashboard
 from prism.keys.registration import (
@@ -38,15 +38,16 @@ def _error(exc: PrismError, request: Request) -> Response:
 
 
 async def _registrant_user(request: Request, parsed: RegistrationRequest) -> User:
-    """The person the email and password name, obeying the lockout (prism.edge.lockout): a wrong password is
-    counted (429 once the address is locked out), and the right one is refused 429 if guesses locked the address
-    while it was checked."""
-    try:
-        user = await check_credentials(request.app.state.db, parsed.email, parsed.password)
-    except BadCredentials:
-        await count_failure(request.scope)
-        raise
-    await refuse_if_locked_out(request.scope)
+    """The person the email and password name, obeying the lockout (prism.edge.lockout): the attempt is counted
+    before the password is checked, a wrong password is counted as a failure (429 once the address is locked out),
+    and the right one is refused 429 if guesses locked the address while it was checked."""
+    async with secret_attempt(request.scope) as attempt:
+        try:
+            user = await check_credentials(request.app.state.db, parsed.email, parsed.password)
+        except BadCredentials:
+            await attempt.failed()
+            raise
+        await attempt.succeeded()
     return user
 
 

@@ -7,6 +7,8 @@ clients: they take no cookies, so `Access-Control-Allow-Origin: *` exposes nothi
 from __future__ import annotations
 
 import base64
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import unquote
 
@@ -14,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import Response
 
-from prism.edge.lockout import count_failure, refuse_if_locked_out
+from prism.edge.lockout import SecretAttempt, secret_attempt
 from prism.errors import CredentialNoLongerValid, PrismError, RateLimited, Unauthenticated
 from prism.kit.nul import refuse_nul_in_form
 from prism.kit.timeutil import utcnow
@@ -135,8 +137,8 @@ async def token(request: Request) -> Response:
         # named by URL is fetched before it too: no transaction waits on another server.
         await ctx.ring.signer()
         described = await _described(request, client_id)
-        async with state.db.write() as session:
-            client = await _authenticated_client(request, session, client_id, form.get("client_secret") or basic_secret,
+        async with _client_attempt(request, client_id, described) as attempt, state.db.write() as session:
+            client = await _authenticated_client(session, attempt, client_id, form.get("client_secret") or basic_secret,
                                                  described=described, by_header=basic_id is not None)
             if grant_type == "authorization_code":
                 answer = await exchange_code(session, ctx, client, code=form.get("code"),
@@ -156,20 +158,34 @@ async def token(request: Request) -> Response:
     return json_response(answer, 200, {**CORS_HEADERS, **NO_STORE})
 
 
-async def _authenticated_client(request: Request, session: AsyncSession, client_id: str | None,
+@asynccontextmanager
+async def _client_attempt(request: Request, client_id: str | None,
+                          described: OAuthClient | None) -> AsyncIterator[SecretAttempt | None]:
+    """The attempt a client's credential is checked in (prism.edge.lockout), reserved before the transaction (a
+    wait for a place must not hold the database's writer turn); None when there is nothing to check: no
+    client_id, or a client described by its URL document."""
+    if not client_id or (described is not None and described.client_id == client_id):
+        yield None
+        return
+    async with secret_attempt(request.scope) as attempt:
+        yield attempt
+
+
+async def _authenticated_client(session: AsyncSession, attempt: SecretAttempt | None, client_id: str | None,
                                 secret: str | None, *, described: OAuthClient | None,
                                 by_header: bool = True) -> OAuthClient:
-    """`authenticate_client`, obeying the lockout (prism.edge.lockout): a wrong credential is counted (429 once the
-    address is locked out), and a right secret is refused 429 if guesses locked the address meanwhile. A request
-    that presented no credential is refused without counting, and an unusable client document is no guess."""
+    """`authenticate_client`, obeying the lockout (prism.edge.lockout) in `attempt`: a wrong credential is counted
+    (429 once the address is locked out), and a right secret is refused 429 if guesses locked the address
+    meanwhile. A request that presented no credential is refused without counting, and an unusable client
+    document is no guess."""
     try:
         client = await authenticate_client(session, client_id, secret, described=described, by_header=by_header)
     except InvalidClient as exc:
-        if not isinstance(exc, ClientCredentialMissing):
-            await count_failure(request.scope)
+        if attempt is not None and not isinstance(exc, ClientCredentialMissing):
+            await attempt.failed()
         raise
-    if secret:
-        await refuse_if_locked_out(request.scope)
+    if secret and attempt is not None:
+        await attempt.succeeded()
     return client
 
 
@@ -198,10 +214,10 @@ async def revoke(request: Request) -> Response:
         client_id = form.get("client_id") or basic_id
         await state.authenticator.tokens.ring.signer()  # loads the keys outside the transaction (see token)
         described = await _described(request, client_id)
-        async with state.db.write() as session:
+        async with _client_attempt(request, client_id, described) as attempt, state.db.write() as session:
             # A confidential client authenticates (RFC 7009 2.1): a wrong secret revokes nothing.
             client = None if client_id is None else await _authenticated_client(
-                request, session, client_id, form.get("client_secret") or basic_secret, described=described)
+                session, attempt, client_id, form.get("client_secret") or basic_secret, described=described)
             grant_id = await revoke_token(session, state.authenticator.tokens.ring, state.settings, value,
                                           client=client, hostname=host_of(request).hostname,
                                           issuer=issuer_for(request))
@@ -233,14 +249,15 @@ async def userinfo(request: Request) -> Response:
 
 async def _userinfo_claims(request: Request, token: str) -> tuple[AccessClaims, Any]:
     """The access token's claims and its row, obeying the lockout as `_authenticated_client` does."""
-    try:
-        tokens: AccessTokens = request.app.state.authenticator.tokens
-        found = await tokens.claims(token, host_of(request))
-    except DatabaseUnavailable:
-        raise
-    except PrismError as exc:
-        if not isinstance(exc, CredentialNoLongerValid):  # an expired or revoked token is not a guess
-            await count_failure(request.scope)
-        raise Unauthenticated(exc.message, code=INVALID_TOKEN) from None
-    await refuse_if_locked_out(request.scope)
+    async with secret_attempt(request.scope) as attempt:  # counted before the token is checked
+        try:
+            tokens: AccessTokens = request.app.state.authenticator.tokens
+            found = await tokens.claims(token, host_of(request))
+        except DatabaseUnavailable:
+            raise
+        except PrismError as exc:
+            if not isinstance(exc, CredentialNoLongerValid):  # an expired or revoked token is not a guess
+                await attempt.failed()
+            raise Unauthenticated(exc.message, code=INVALID_TOKEN) from None
+        await attempt.succeeded()
     return found

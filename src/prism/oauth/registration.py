@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import Response
 
-from prism.edge.lockout import count_failure, refuse_if_locked_out
+from prism.edge.lockout import secret_attempt
 from prism.errors import PrismError, RateLimited
 from prism.kit.timeutil import utcnow
 from prism.oauth import repository as repo
@@ -84,12 +84,12 @@ async def manage(request: Request) -> Response:
     try:
         token = _presented(request)
         body = await read_json_object(request) if request.method == "PUT" else None
-        async with request.app.state.db.write() as session:
+        async with secret_attempt(request.scope) as attempt, request.app.state.db.write() as session:
             client = await repo.client_by_id(session, client_id)
             if client is None or not _matches(client, token):
-                await count_failure(request.scope)  # a guessed token: 429 once the address is locked out
+                await attempt.failed()  # a guessed token: 429 once the address is locked out
                 raise InvalidRegistrationToken("invalid registration access token for this client")
-            await refuse_if_locked_out(request.scope)  # the right token, after guesses locked the address
+            await attempt.succeeded()  # the right token, after guesses locked the address: 429 too
             if request.method == "DELETE":
                 revoked = await _delete(session, client)
             else:

@@ -1,11 +1,19 @@
 """The rate limiter: SPEC.md "Limits" tiers over one storage, and the failed-authentication lockout.
 
     verdict = await limiter.hit("authenticated", user_id, lock=address)   # Verdict, or Locked (nothing counted)
-    outcome = await limiter.auth_failed(address)                          # Locked, or whether it locked now
+    reserved = await limiter.reserve_attempt(address, attempt)           # before a secret is checked
+    outcome = await limiter.auth_failed(address, attempt)                 # Locked, or whether it locked now
+    locked = await limiter.release_attempt(address, attempt)              # a right secret: Locked or None
 
 Windows are fixed, opened by the first request of a key and `period` seconds long (60 s for every tier).
 A hit that names the address in `lock` checks the lockout and counts in the same step (one Redis round trip),
 so a locked-out address is refused the same way whatever its credential was.
+
+A secret is checked only once an attempt was reserved for it (`reserve_attempt`), and only while the failures
+counted plus the attempts in flight are under the lockout's threshold: guesses sent all at once cannot have more
+than that many secrets checked, the right one among them. Each attempt is settled by `auth_failed` (a wrong
+secret: counted), `release_attempt` (a right one, or no guess) or a `hit` naming it, which releases it in the
+same step as the count.
 
 An IPv6 client is counted by its /64 (`address_key`): one host holds a whole /64 (SLAAC hands its addresses out,
 privacy extensions rotate them), so per-address windows and a per-address lockout would let one machine make
@@ -70,10 +78,14 @@ class Backend(Protocol):
     """A storage of counters. Each method is atomic; each raises `LimiterUnavailable` when it cannot answer."""
 
     async def hit(self, key: str, limit: int, period: float, lock: str | None = None,
-                  weight: int = 1) -> Verdict | Locked: ...
+                  weight: int = 1, attempt: str | None = None) -> Verdict | Locked: ...
+
+    async def reserve(self, address: str, attempt: str, *, threshold: int) -> Locked | bool: ...
+
+    async def release(self, address: str, attempt: str) -> Locked | None: ...
 
     async def fail(self, address: str, *, threshold: int, window_seconds: float,
-                   block_seconds: float) -> Locked | bool: ...
+                   block_seconds: float, attempt: str | None = None) -> Locked | bool: ...
 
     async def blocked_for(self, address: str) -> Locked | None: ...
 
@@ -106,12 +118,16 @@ class RateLimiter:
     # These hand back the storage's own awaitable instead of awaiting it in a coroutine of their own: they run
     # on every request, and a coroutine per call is most of their cost.
 
-    def hit(self, tier: str, key: str, lock: str | None = None) -> Awaitable[Verdict | Locked]:
-        """Count one request of `key` in `tier`, unless the address `lock` is locked out (then count nothing)."""
+    def hit(self, tier: str, key: str, lock: str | None = None,
+            attempt: str | None = None) -> Awaitable[Verdict | Locked]:
+        """Count one request of `key` in `tier`, unless the address `lock` is locked out (then count nothing).
+        `attempt`: the address's attempt this request reserved, settled in the same step (it was no failure)."""
         if tier in ADDRESS_TIERS:
             key = address_key(key)
-        return self.backend.hit(self._prefixes[tier] + key, self.ceilings[tier], self.period,
-                                None if lock is None else address_key(lock))
+        if lock is None:
+            return self.backend.hit(self._prefixes[tier] + key, self.ceilings[tier], self.period)
+        return self.backend.hit(self._prefixes[tier] + key, self.ceilings[tier], self.period, address_key(lock),
+                                1, attempt)
 
     def hit_many(self, tier: str, key: str, count: int) -> Awaitable[Verdict | Locked]:
         """Count `count` more requests of `key` in `tier` at once: the requests of a JSON-RPC batch beyond the
@@ -124,14 +140,26 @@ class RateLimiter:
         """The address's lockout, or None."""
         return self.backend.blocked_for(address_key(address))
 
-    async def auth_failed(self, address: str) -> Locked | bool:
+    def reserve_attempt(self, address: str, attempt: str) -> Awaitable[Locked | bool]:
+        """Reserve the attempt `attempt` (a name unique to it) before checking a secret from `address`: True when
+        reserved, False when the failures counted plus the attempts in flight already reach the threshold
+        (nothing reserved: try again once some settle), Locked when the address is locked out."""
+        return self.backend.reserve(address_key(address), attempt, threshold=self.lockout.failures)
+
+    def release_attempt(self, address: str, attempt: str) -> Awaitable[Locked | None]:
+        """Settle a reserved attempt that was no failure; the address's lockout as it is now, or None."""
+        return self.backend.release(address_key(address), attempt)
+
+    async def auth_failed(self, address: str, attempt: str | None = None) -> Locked | bool:
         """Record a failed authentication from `address` unless it is already locked out (then Locked);
-        True when this failure locked it. With the storage unreachable: False when failing open, else
-        `LimiterUnavailable` (the caller's answer becomes a 503)."""
+        True when this failure locked it. `attempt`: the attempt reserved for it, settled in the same step.
+        With the storage unreachable: False when failing open, else `LimiterUnavailable` (the caller's answer
+        becomes a 503)."""
         lockout = self.lockout
         try:
             return await self.backend.fail(address_key(address), threshold=lockout.failures,
-                                           window_seconds=lockout.window_seconds, block_seconds=lockout.block_seconds)
+                                           window_seconds=lockout.window_seconds, block_seconds=lockout.block_seconds,
+                                           attempt=attempt)
         except LimiterUnavailable:
             if self.fails_closed:
                 raise

@@ -24,11 +24,15 @@ class MemoryBackend:
         self._windows: dict[str, list[float]] = {}  # key -> [window end, count]
         self._failures: dict[str, list[float]] = {}  # address -> [window end, failures]
         self._locks: dict[str, float] = {}  # address -> blocked until
+        # address -> the attempts reserved and not yet settled: each ends in `fail`, `release` or a `hit` naming it
+        self._pending: dict[str, set[str]] = {}
         self._opened = 0
 
     async def hit(self, key: str, limit: int, period: float, lock: str | None = None,
-                  weight: int = 1) -> Verdict | Locked:
+                  weight: int = 1, attempt: str | None = None) -> Verdict | Locked:
         now = self.clock()
+        if attempt is not None and lock is not None:
+            self._settle(lock, attempt)
         if lock is not None and self._locks:
             locked = self._lock_left(lock, now)
             if locked is not None:
@@ -39,9 +43,28 @@ class MemoryBackend:
         window[1] += weight
         return verdict_of(int(window[1]), limit, window[0] - now)
 
-    async def fail(self, address: str, *, threshold: int, window_seconds: float,
-                   block_seconds: float) -> Locked | bool:
+    async def reserve(self, address: str, attempt: str, *, threshold: int) -> Locked | bool:
         now = self.clock()
+        locked = self._lock_left(address, now)
+        if locked is not None:
+            return locked
+        window = self._failures.get(address)
+        failures = 0 if window is None or now >= window[0] else int(window[1])
+        pending = self._pending.get(address)
+        if failures + (len(pending) if pending else 0) >= threshold:
+            return False
+        self._pending.setdefault(address, set()).add(attempt)
+        return True
+
+    async def release(self, address: str, attempt: str) -> Locked | None:
+        self._settle(address, attempt)
+        return self._lock_left(address, self.clock())
+
+    async def fail(self, address: str, *, threshold: int, window_seconds: float,
+                   block_seconds: float, attempt: str | None = None) -> Locked | bool:
+        now = self.clock()
+        if attempt is not None:
+            self._settle(address, attempt)
         locked = self._lock_left(address, now)
         if locked is not None:
             return locked
@@ -63,6 +86,13 @@ class MemoryBackend:
 
     async def close(self) -> None:
         return None
+
+    def _settle(self, address: str, attempt: str) -> None:
+        pending = self._pending.get(address)
+        if pending is not None:
+            pending.discard(attempt)
+            if not pending:
+                del self._pending[address]
 
     def _lock_left(self, address: str, now: float) -> Locked | None:
         until = self._locks.get(address)

@@ -29,9 +29,11 @@ from redis.exceptions import NoScriptError, RedisError
 from prism.ratelimit.unavailable import LimiterUnavailable
 from prism.ratelimit.verdict import Locked, Verdict, verdict_of
 
-# KEYS[1]: the window counter; KEYS[2] (optional): the address's lockout key; ARGV: the window (ms), how many
-# requests to count. {-1, ms left} when locked.
+# KEYS[1]: the window counter; KEYS[2] (optional): the address's lockout key; KEYS[3] (optional): the address's
+# attempts in flight, ARGV[3] the attempt this request reserved (settled here: its credential was accepted or is
+# no guess); ARGV: the window (ms), how many requests to count. {-1, ms left} when locked.
 _HIT = """
+if KEYS[3] then redis.call('ZREM', KEYS[3], ARGV[3]) end
 if KEYS[2] then
   local left = redis.call('PTTL', KEYS[2])
   if left > 0 then return {-1, left} end
@@ -44,9 +46,11 @@ if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1])
 return {n, ttl}
 """
 
-# KEYS[1]: the failure counter, KEYS[2]: the lockout key. {-1, ms left} when already locked (nothing counted),
-# {1, 0} when this failure locked the address, {0, 0} otherwise.
+# KEYS[1]: the failure counter, KEYS[2]: the lockout key, KEYS[3]: the attempts in flight, ARGV[4]: the attempt
+# this failure settles ('' for none). {-1, ms left} when already locked (nothing counted), {1, 0} when this failure
+# locked the address, {0, 0} otherwise.
 _FAIL = """
+if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
 local left = redis.call('PTTL', KEYS[2])
 if left > 0 then return {-1, left} end
 local n = redis.call('INCR', KEYS[1])
@@ -59,7 +63,35 @@ end
 return {0, 0}
 """
 
+# KEYS as _FAIL's; ARGV[1]: the failure threshold, ARGV[2]: the attempt, ARGV[3]: its lease (ms). An attempt is
+# reserved before its secret is checked, while the failures counted plus the attempts in flight are under the
+# threshold: {1, 0}; {0, 0} when they are not (nothing reserved); {-1, ms left} when locked. Each attempt in flight
+# is a member scored by the end of its lease, Redis's own clock: one whose process died before settling it stops
+# holding a place when its lease ends.
+_RESERVE = """
+local left = redis.call('PTTL', KEYS[2])
+if left > 0 then return {-1, left} end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+local failures = tonumber(redis.call('GET', KEYS[1]) or '0')
+if failures + redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[1]) then return {0, 0} end
+redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[2])
+redis.call('PEXPIRE', KEYS[3], ARGV[3])
+return {1, 0}
+"""
+
+# KEYS[1]: the attempts in flight, KEYS[2]: the lockout key; ARGV[1]: the attempt. The lock's ms left (0: none).
+_RELEASE = """
+redis.call('ZREM', KEYS[1], ARGV[1])
+local left = redis.call('PTTL', KEYS[2])
+if left > 0 then return left end
+return 0
+"""
+
 PREFIX = "prism:rl:"
+# Longer than any check of a secret takes: an attempt not settled by then was lost with its process.
+ATTEMPT_LEASE_SECONDS = 60.0
 log = logging.getLogger("prism.ratelimit")
 # One log line per this many seconds while Redis is unreachable, not one per request.
 COMPLAINT_INTERVAL = 30.0
@@ -81,14 +113,21 @@ class RedisBackend:
                                            client_name=client_name)
         self._hit_sha: str = self.redis.register_script(_HIT).sha
         self._fail: Any = self.redis.register_script(_FAIL)
+        self._reserve: Any = self.redis.register_script(_RESERVE)
+        self._release: Any = self.redis.register_script(_RELEASE)
         self._complained = -COMPLAINT_INTERVAL
         self._waiting: list[_Check] = []  # hits for the next pipeline
         self._sender: asyncio.Task[None] | None = None
 
     async def hit(self, key: str, limit: int, period: float, lock: str | None = None,
-                  weight: int = 1) -> Verdict | Locked:
-        keys = (PREFIX + key,) if lock is None else (PREFIX + key, _auth_key(lock) + ":lock")
-        check = _Check(keys, _ms(period), weight, asyncio.get_running_loop().create_future())
+                  weight: int = 1, attempt: str | None = None) -> Verdict | Locked:
+        if lock is None:
+            keys: tuple[str, ...] = (PREFIX + key,)
+        elif attempt is None:
+            keys = (PREFIX + key, _auth_key(lock) + ":lock")
+        else:
+            keys = (PREFIX + key, _auth_key(lock) + ":lock", _auth_key(lock) + ":pending")
+        check = _Check(keys, _ms(period), weight, attempt, asyncio.get_running_loop().create_future())
         self._waiting.append(check)
         if self._sender is None or self._sender.done():
             self._sender = asyncio.create_task(self._send_waiting())
@@ -100,12 +139,32 @@ class RedisBackend:
             return Locked(int(ttl_ms) / 1000)
         return verdict_of(int(count), limit, int(ttl_ms) / 1000)
 
-    async def fail(self, address: str, *, threshold: int, window_seconds: float,
-                   block_seconds: float) -> Locked | bool:
+    async def reserve(self, address: str, attempt: str, *, threshold: int) -> Locked | bool:
         base = _auth_key(address)
         try:
-            state, ttl_ms = await self._fail(keys=[base + ":failures", base + ":lock"],
-                                             args=[_ms(window_seconds), threshold, _ms(block_seconds)])
+            state, ttl_ms = await self._reserve(keys=[base + ":failures", base + ":lock", base + ":pending"],
+                                                args=[threshold, attempt, _ms(ATTEMPT_LEASE_SECONDS)])
+        except RedisError as exc:
+            raise self._unavailable(exc) from None
+        if state < 0:
+            return Locked(int(ttl_ms) / 1000)
+        return bool(state)
+
+    async def release(self, address: str, attempt: str) -> Locked | None:
+        base = _auth_key(address)
+        try:
+            ttl_ms = int(await self._release(keys=[base + ":pending", base + ":lock"], args=[attempt]))
+        except RedisError as exc:
+            raise self._unavailable(exc) from None
+        return Locked(ttl_ms / 1000) if ttl_ms > 0 else None
+
+    async def fail(self, address: str, *, threshold: int, window_seconds: float,
+                   block_seconds: float, attempt: str | None = None) -> Locked | bool:
+        base = _auth_key(address)
+        try:
+            state, ttl_ms = await self._fail(keys=[base + ":failures", base + ":lock", base + ":pending"],
+                                             args=[_ms(window_seconds), threshold, _ms(block_seconds),
+                                                   attempt or ""])
         except RedisError as exc:
             raise self._unavailable(exc) from None
         if state < 0:
@@ -163,7 +222,11 @@ class RedisBackend:
     async def _pipeline(self, checks: list[_Check]) -> list[Any]:
         pipe = self.redis.pipeline(transaction=False)
         for check in checks:
-            pipe.evalsha(self._hit_sha, len(check.keys), *check.keys, check.period_ms, check.weight)
+            if check.attempt is None:
+                pipe.evalsha(self._hit_sha, len(check.keys), *check.keys, check.period_ms, check.weight)
+            else:
+                pipe.evalsha(self._hit_sha, len(check.keys), *check.keys, check.period_ms, check.weight,
+                             check.attempt)
         replies: list[Any] = await pipe.execute(raise_on_error=False)
         return replies
 
@@ -174,12 +237,14 @@ class RedisBackend:
 
 
 class _Check:
-    __slots__ = ("keys", "period_ms", "reply", "weight")
+    __slots__ = ("attempt", "keys", "period_ms", "reply", "weight")
 
-    def __init__(self, keys: tuple[str, ...], period_ms: int, weight: int, reply: asyncio.Future[Any]) -> None:
+    def __init__(self, keys: tuple[str, ...], period_ms: int, weight: int, attempt: str | None,
+                 reply: asyncio.Future[Any]) -> None:
         self.keys = keys
         self.period_ms = period_ms
         self.weight = weight
+        self.attempt = attempt
         self.reply = reply
 
 

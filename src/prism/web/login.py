@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from prism.edge.doors import PAGE
-from prism.edge.lockout import count_failure, refuse_if_locked_out
+from prism.edge.lockout import secret_attempt
 from prism.errors import PrismError
 from prism.identity.passwords import password_matches
 from prism.identity.service import get_user
@@ -39,15 +39,16 @@ async def login_submit(request: Request) -> Response:
     next_path = safe_next(form.get("next"))
     email = form.get("email", "").strip()
     context = {"next": next_path, "email": email}
-    async with request.app.state.db.read() as session:
-        user = await get_user(session, email) if email else None
-    password_ok = await password_matches(user.password_hash if user else None, form.get("password", ""))
     try:
-        if user is None or not password_ok or not user.is_active:
-            await count_failure(request.scope)
-            return render(request, "login.html", {**context, "error": BAD_CREDENTIALS}, status=401)
-        await refuse_if_locked_out(request.scope)
-    except PrismError as exc:  # locked out (429), or the lockout cannot be checked (503)
+        async with secret_attempt(request.scope) as attempt:  # counted before the password is checked
+            async with request.app.state.db.read() as session:
+                user = await get_user(session, email) if email else None
+            password_ok = await password_matches(user.password_hash if user else None, form.get("password", ""))
+            if user is None or not password_ok or not user.is_active:
+                await attempt.failed()
+                return render(request, "login.html", {**context, "error": BAD_CREDENTIALS}, status=401)
+            await attempt.succeeded()
+    except PrismError as exc:  # locked out (429), the lockout cannot be checked or the hashing is full (503)
         return PAGE.page(exc, request.scope)
     sign_in(request, user.id)
     return redirect(request, next_path)
