@@ -134,6 +134,11 @@ class Settings(BaseSettings):
     lockout_failures: int = 10
     lockout_window_seconds: float = 60.0
     lockout_seconds: float = 300.0
+    # Password hashes (argon2, hundreds of ms of CPU each) checked at once, on threads of their own (0: one per CPU
+    # core), and how many more may wait for one; beyond that a sign-in is answered 503 password_checks_busy at once
+    # rather than queueing until every client times out (docs/limits.md "Password checks").
+    password_check_threads: int = Field(default=0, ge=0)
+    password_check_queue: int = Field(default=16, ge=0)
     # Peers whose X-Forwarded-For is believed (comma-separated IPs or networks); anyone else's is ignored.
     trusted_proxies: str = ""
     # Anonymous requests that start an OAuth connection (the OAuth endpoints, the MCP door without an accepted

@@ -43,7 +43,8 @@ async def _registrant_user(request: Request, parsed: RegistrationRequest) -> Use
     and the right one is refused 429 if guesses locked the address while it was checked."""
     async with secret_attempt(request.scope) as attempt:
         try:
-            user = await check_credentials(request.app.state.db, parsed.email, parsed.password)
+            user = await check_credentials(request.app.state.db, request.app.state.settings, parsed.email,
+                                             parsed.password)
         except BadCredentials:
             await attempt.failed()
             raise

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.context import AuthContext
 from prism.auth.person import membership_in, person_context
+from prism.config import Settings
 from prism.errors import BadRequest, NotFound, PermissionDenied, Unauthenticated
 from prism.identity.passwords import password_matches
 from prism.identity.service import get_user
@@ -73,12 +74,12 @@ def parse_request(body: dict[str, Any]) -> RegistrationRequest:
                                tool_surface)
 
 
-async def check_credentials(db: Database, email: str, password: str) -> User:
+async def check_credentials(db: Database, settings: Settings, email: str, password: str) -> User:
     """The person whose email and password these are; the password is checked outside any transaction (the hash
     takes a worker thread tens to hundreds of milliseconds, which a held connection would wait through)."""
     async with db.read() as session:
         user = await get_user(session, email)
-    ok = await password_matches(user.password_hash if user else None, password)
+    ok = await password_matches(user.password_hash if user else None, password, settings)
     if user is None or not ok:
         raise BadCredentials("invalid email or password")
     if not user.is_active:

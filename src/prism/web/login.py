@@ -43,7 +43,8 @@ async def login_submit(request: Request) -> Response:
         async with secret_attempt(request.scope) as attempt:  # counted before the password is checked
             async with request.app.state.db.read() as session:
                 user = await get_user(session, email) if email else None
-            password_ok = await password_matches(user.password_hash if user else None, form.get("password", ""))
+            password_ok = await password_matches(user.password_hash if user else None, form.get("password", ""),
+                                                 request.app.state.settings)
             if user is None or not password_ok or not user.is_active:
                 await attempt.failed()
                 return render(request, "login.html", {**context, "error": BAD_CREDENTIALS}, status=401)
