@@ -1,7 +1,7 @@
 """The lockout on the pages that check a secret themselves (the login form, key registration, the OAuth token,
-revocation and registration-management endpoints): guesses sent all at once pass the edge before any is counted,
-yet exactly ten are answered as failures and every other one 429, and a right secret checked after the address
-locked is refused 429 too. In memory and on Redis."""
+revocation and registration-management endpoints): guesses sent all at once pass the edge together, yet each is
+counted before its secret is checked (prism.edge.lockout): exactly ten are answered as failures and every other
+one 429, and a right secret checked after the address locked is refused 429 too. In memory and on Redis."""
 
 from __future__ import annotations
 
@@ -82,7 +82,8 @@ async def _burst(client: httpx.AsyncClient, attempt: Callable[[bool], Attempt]) 
 
 def _exactly_ten_failures(wrong: list[httpx.Response], right: httpx.Response, failure: int) -> None:
     statuses = [answer.status_code for answer in wrong]
-    assert statuses.count(failure) == FAILURES and statuses.count(429) == GUESSES - FAILURES, statuses
+    assert statuses.count(failure) == FAILURES and statuses.count(429) == GUESSES - FAILURES, (
+        statuses, [a.text[:300] for a in wrong if a.status_code not in (failure, 429)])
     locked = [answer for answer in wrong if answer.status_code == 429]
     assert all("too_many_failed_attempts" in answer.text and answer.headers["Retry-After"] for answer in locked)
     # Checked after the guesses locked the address: refused like them, though it was right.

@@ -1,12 +1,12 @@
 """The edge: one pure-ASGI middleware in front of every route, doors and pages alike.
 
 For each HTTP request, in order: the client address, the host (one Prism serves, a tenant that exists) and on
-the MCP door the Origin (prism.edge.hosts), a malformed request line, the Bearer credential (on
-paths that take one: an attempt is reserved for it first, prism.edge.lockout, so a burst of guesses has at most
-the lockout's threshold of them checked), then the failed-authentication lockout and the rate limit together,
-in one step of the limiter that also frees the attempt: a locked-out address is refused the same way whatever
-its credential was, and a failed credential is counted and checked against the lockout atomically. What it learns goes into the
-request's `RequestContext`; it never answers by itself. A refusal is left in `context.refusal` for the door
+the MCP door the Origin (prism.edge.hosts), a malformed request line, the Bearer credential (on paths that take
+one: an attempt is reserved for it first, prism.edge.lockout, so a burst of guesses has at most the lockout's
+threshold of them checked), then the failed-authentication lockout and the rate limit together, in one step of
+the limiter that also frees the attempt: a locked-out address is refused the same way whatever its credential
+was, and a failed credential is counted and checked against the lockout atomically. What it learns goes into
+the request's `RequestContext`; it never answers by itself. A refusal is left in `context.refusal` for the door
 the router picks, which renders it in its own shape (prism.edge.doors), so the edge needs to know nothing of
 the doors' error shapes.
 """
