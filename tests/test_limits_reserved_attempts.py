@@ -8,6 +8,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+import redis
 
 from prism.config import Settings
 from prism.ratelimit import RateLimiter
@@ -68,3 +69,20 @@ async def test_a_failure_on_a_locked_address_is_not_counted_and_frees_its_attemp
     assert await limiter.auth_failed(address, "a9") is True
     assert isinstance(await limiter.auth_failed(address, "late"), Locked)
     assert isinstance(await limiter.release_attempt(address, "late"), Locked)  # a right one: refused too
+
+
+@pytest.mark.skipif(not redis_available(), reason="no Redis on 127.0.0.1:6379")
+async def test_reservations_survive_redis_losing_its_scripts() -> None:
+    """The lockout's scripts go through the same pipelines as the hits: loaded again when Redis lost them."""
+    limiter = RateLimiter(CEILINGS, RedisBackend(REDIS_URL), lockout=Lockout(10, 60, 300))
+    admin = redis.Redis.from_url(REDIS_URL)
+    address = _address()
+    try:
+        assert await limiter.reserve_attempt(address, "first") is True
+        admin.script_flush()
+        assert await limiter.auth_failed(address, "first") is False
+        assert await limiter.reserve_attempt(address, "second") is True
+        assert await limiter.release_attempt(address, "second") is None
+    finally:
+        admin.close()
+        await limiter.close()

@@ -7,7 +7,8 @@ the headers), and a separate lockout lookup would be a third. Scripts run atomic
 requests from many processes never overshoot a ceiling and never exceed the lockout's threshold.
 
 The checks of a process's requests in flight share round trips: while one pipeline of script calls is on its
-way, the checks that arrive wait for the next, which carries all of them. A lone request still costs one round
+way, the checks that arrive wait for the next, which carries all of them (every script: a window's hit, and an
+attempt's reservation, failure or release for the lockout). A lone request still costs one round
 trip; under load one round trip serves many. redis-py spends about 50-90 µs of CPU per command sent alone and
 about 12 µs per command in a pipeline of 32 (bench/README.md).
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -111,10 +112,9 @@ class RedisBackend:
         # Short timeouts: a check waits at most this long for a Redis that went away.
         self.redis: Redis = Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=1.0,
                                            client_name=client_name)
-        self._hit_sha: str = self.redis.register_script(_HIT).sha
-        self._fail: Any = self.redis.register_script(_FAIL)
-        self._reserve: Any = self.redis.register_script(_RESERVE)
-        self._release: Any = self.redis.register_script(_RELEASE)
+        self._scripts = {name: _Script(source, self.redis.register_script(source).sha)
+                         for name, source in (("hit", _HIT), ("fail", _FAIL), ("reserve", _RESERVE),
+                                              ("release", _RELEASE))}
         self._complained = -COMPLAINT_INTERVAL
         self._waiting: list[_Check] = []  # hits for the next pipeline
         self._sender: asyncio.Task[None] | None = None
@@ -127,46 +127,30 @@ class RedisBackend:
             keys = (PREFIX + key, _auth_key(lock) + ":lock")
         else:
             keys = (PREFIX + key, _auth_key(lock) + ":lock", _auth_key(lock) + ":pending")
-        check = _Check(keys, _ms(period), weight, attempt, asyncio.get_running_loop().create_future())
-        self._waiting.append(check)
-        if self._sender is None or self._sender.done():
-            self._sender = asyncio.create_task(self._send_waiting())
-        try:
-            count, ttl_ms = await check.reply
-        except RedisError as exc:
-            raise self._unavailable(exc) from None
+        args = (_ms(period), weight) if attempt is None else (_ms(period), weight, attempt)
+        count, ttl_ms = await self._run("hit", keys, args)
         if count < 0:
             return Locked(int(ttl_ms) / 1000)
         return verdict_of(int(count), limit, int(ttl_ms) / 1000)
 
     async def reserve(self, address: str, attempt: str, *, threshold: int) -> Locked | bool:
         base = _auth_key(address)
-        try:
-            state, ttl_ms = await self._reserve(keys=[base + ":failures", base + ":lock", base + ":pending"],
-                                                args=[threshold, attempt, _ms(ATTEMPT_LEASE_SECONDS)])
-        except RedisError as exc:
-            raise self._unavailable(exc) from None
+        state, ttl_ms = await self._run("reserve", (base + ":failures", base + ":lock", base + ":pending"),
+                                        (threshold, attempt, _ms(ATTEMPT_LEASE_SECONDS)))
         if state < 0:
             return Locked(int(ttl_ms) / 1000)
         return bool(state)
 
     async def release(self, address: str, attempt: str) -> Locked | None:
         base = _auth_key(address)
-        try:
-            ttl_ms = int(await self._release(keys=[base + ":pending", base + ":lock"], args=[attempt]))
-        except RedisError as exc:
-            raise self._unavailable(exc) from None
+        ttl_ms = int(await self._run("release", (base + ":pending", base + ":lock"), (attempt,)))
         return Locked(ttl_ms / 1000) if ttl_ms > 0 else None
 
     async def fail(self, address: str, *, threshold: int, window_seconds: float,
                    block_seconds: float, attempt: str | None = None) -> Locked | bool:
         base = _auth_key(address)
-        try:
-            state, ttl_ms = await self._fail(keys=[base + ":failures", base + ":lock", base + ":pending"],
-                                             args=[_ms(window_seconds), threshold, _ms(block_seconds),
-                                                   attempt or ""])
-        except RedisError as exc:
-            raise self._unavailable(exc) from None
+        state, ttl_ms = await self._run("fail", (base + ":failures", base + ":lock", base + ":pending"),
+                                        (_ms(window_seconds), threshold, _ms(block_seconds), attempt or ""))
         if state < 0:
             return Locked(int(ttl_ms) / 1000)
         return bool(state)
@@ -193,6 +177,17 @@ class RedisBackend:
                         type(exc).__name__, exc)
         return LimiterUnavailable()
 
+    async def _run(self, script: str, keys: tuple[str, ...], args: tuple[str | int, ...]) -> Any:
+        """The reply of one script call, sent with the next pipeline; `LimiterUnavailable` when Redis is not."""
+        check = _Check(self._scripts[script], keys, args, asyncio.get_running_loop().create_future())
+        self._waiting.append(check)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send_waiting())
+        try:
+            return await check.reply
+        except RedisError as exc:
+            raise self._unavailable(exc) from None
+
     async def _send_waiting(self) -> None:
         """One pipeline at a time, each with every hit waiting when it leaves, until none are left."""
         while self._waiting:
@@ -213,8 +208,9 @@ class RedisBackend:
     async def _evaluate(self, checks: list[_Check]) -> list[Any]:
         replies = await self._pipeline(checks)
         missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-        if missing:  # Redis restarted or flushed its scripts: load it, and run again only what did not run
-            await self.redis.script_load(_HIT)
+        if missing:  # Redis restarted or flushed its scripts: load them, and run again only what did not run
+            for source in {checks[i].script.source for i in missing}:
+                await self.redis.script_load(source)
             for i, reply in zip(missing, await self._pipeline([checks[i] for i in missing]), strict=True):
                 replies[i] = reply
         return replies
@@ -222,11 +218,7 @@ class RedisBackend:
     async def _pipeline(self, checks: list[_Check]) -> list[Any]:
         pipe = self.redis.pipeline(transaction=False)
         for check in checks:
-            if check.attempt is None:
-                pipe.evalsha(self._hit_sha, len(check.keys), *check.keys, check.period_ms, check.weight)
-            else:
-                pipe.evalsha(self._hit_sha, len(check.keys), *check.keys, check.period_ms, check.weight,
-                             check.attempt)
+            pipe.evalsha(check.script.sha, len(check.keys), *check.keys, *check.args)
         replies: list[Any] = await pipe.execute(raise_on_error=False)
         return replies
 
@@ -236,15 +228,19 @@ class RedisBackend:
         await self.redis.aclose()
 
 
-class _Check:
-    __slots__ = ("attempt", "keys", "period_ms", "reply", "weight")
+class _Script(NamedTuple):
+    source: str
+    sha: str
 
-    def __init__(self, keys: tuple[str, ...], period_ms: int, weight: int, attempt: str | None,
+
+class _Check:
+    __slots__ = ("args", "keys", "reply", "script")
+
+    def __init__(self, script: _Script, keys: tuple[str, ...], args: tuple[str | int, ...],
                  reply: asyncio.Future[Any]) -> None:
+        self.script = script
         self.keys = keys
-        self.period_ms = period_ms
-        self.weight = weight
-        self.attempt = attempt
+        self.args = args
         self.reply = reply
 
 
