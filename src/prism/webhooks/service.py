@@ -288,17 +288,23 @@ def _pending(organization_id: str, webhook_id: str, event_id: str, event_type: s
                            response_body="", is_test=is_test, due_at=now, created_at=now)
 
 
+def refuse_inactive(webhook: Webhook, to_do: str) -> None:
+    """A test event or a resend to a switched-off webhook is refused rather than queued: SPEC.md says inactive
+    webhooks never deliver, so the worker would only make it FAILED unsent. A state conflict, as a resend of an
+    event the webhook no longer subscribes to is: switching it on is the caller's to do first."""
+    if not webhook.is_active:
+        raise Conflict("this webhook is inactive, and an inactive webhook never delivers, test events and resends "
+                       f"included: switch it on (PATCH is_active true) to {to_do}", code="webhook_inactive")
+
+
 async def send_test_event(session: AsyncSession, auth: AuthContext, webhook_id: str) -> dict[str, Any]:
     """A real event through the real pipeline (outbox, worker, signature), addressed to this webhook only.
 
-    Not to a switched-off webhook: SPEC.md says inactive webhooks never deliver, and a test event is a delivery
-    like any other (a receiver taken out of service must not be reached by one). A state conflict, as a resend of
-    an event the webhook no longer subscribes to is: switching it on is the caller's to do first."""
+    Not to a switched-off webhook (`refuse_inactive`): a test event is a delivery like any other, and a receiver
+    taken out of service must not be reached by one."""
     require(auth, "change")
     row = await _writable(session, auth, webhook_id)
-    if not row.is_active:
-        raise Conflict("this webhook is inactive, and an inactive webhook never delivers, test events included: "
-                       "switch it on (PATCH is_active true) to send one", code="webhook_inactive")
+    refuse_inactive(row, "send one")
     event_type = row.events[0] if row.events else GOVERNANCE_EVENT_TYPES[1]
     event = await emit(session, organization_id=auth.organization_id, tenant_id=auth.tenant_id,
                        event_type=event_type, fan_out_to_webhooks=False,
@@ -318,7 +324,8 @@ async def resend_delivery(session: AsyncSession, auth: AuthContext, webhook_id: 
     The event resent is judged as well as the webhook: a governed credential may not resend an oversight event
     (re-pointing a webhook narrowed to business events is its to do, and would otherwise bring it the decisions
     delivered there before), and nobody resends an event the webhook no longer subscribes to (it would reach a
-    receiver its subscription now keeps it from)."""
+    receiver its subscription now keeps it from). Nor is anything resent to a switched-off webhook
+    (`refuse_inactive`): accepted, it would only fail when a worker reached it."""
     require(auth, "change")
     webhook = await _writable(session, auth, webhook_id)
     original = await Deliveries(session, auth.organization_id).of_webhook(webhook_id, delivery_id)
@@ -326,6 +333,7 @@ async def resend_delivery(session: AsyncSession, auth: AuthContext, webhook_id: 
         raise PermissionDenied("this credential is governed by a persona or an AI system, so it cannot resend a "
                                "governance, audit or mission event; a person does (the console, or a key without "
                                "either)", code="governed_credential")
+    refuse_inactive(webhook, "resend this delivery")
     if not subscribes(webhook.events, original.event_type):
         raise Conflict(f"this webhook no longer subscribes to {original.event_type}, so this delivery cannot be "
                        "resent: subscribe it to that event type again first", code="event_not_subscribed")
