@@ -1,4 +1,4 @@
-"""Save-time lookups of receiver hosts run on threads of their own (prism.kit.outbound.SaveTimeLookups): hosts
+"""Save-time lookups of receiver hosts run on threads of their own (prism.kit.outbound.LookupThreads): hosts
 whose DNS servers never answer cannot take the event loop's default executor from everything else run there,
 and once those threads are all taken a save is refused at once (503 resolver_busy).
 
@@ -58,13 +58,15 @@ def silent_dns_fixture() -> Iterator[str]:
         server.close()
 
 
-def start_app_with_resolver(tmp_path: Path, nameserver: str, database_url: str) -> tuple[subprocess.Popen[bytes], int]:
+def start_app_with_resolver(tmp_path: Path, nameserver: str, database_url: str,
+                            **settings: str) -> tuple[subprocess.Popen[bytes], int]:
     """Prism's app under Uvicorn on asyncio's own event loop, whose `getaddrinfo` runs on the default executor
-    (`prism serve` runs uvloop, whose lookups take libuv's threads instead: 4, starved the same way)."""
+    (`prism serve` runs uvloop, whose lookups take libuv's threads instead: 4, starved the same way). `settings`:
+    PRISM_* variables (by default no delivery worker in the process)."""
     resolv = tmp_path / "resolv.conf"
     resolv.write_text(f"nameserver {nameserver}\noptions timeout:{RESOLVER_TIMEOUT_SECONDS} attempts:1\n")
     port = free_port()
-    env = clean_env(PRISM_DATABASE_URL=database_url, PRISM_WEBHOOK_WORKER_IN_PROCESS="false")
+    env = clean_env(PRISM_DATABASE_URL=database_url, **{"PRISM_WEBHOOK_WORKER_IN_PROCESS": "false", **settings})
     # The bind mount is private to the new mount namespace (unshare's default propagation), gone with the process.
     command = ["unshare", "-m", "sh", "-c", 'mount --bind "$0" /etc/resolv.conf && exec "$@"', str(resolv),
                sys.executable, "-m", "uvicorn", "--factory", "prism.app:create_app", "--loop", "asyncio",

@@ -31,7 +31,7 @@ class SlowDns:
         self.asked = asyncio.Event()
         self.answer = asyncio.Event()
 
-    async def resolve(self, host: str, port: int, *, lookups: outbound.SaveTimeLookups | None = None
+    async def resolve(self, host: str, port: int, *, lookups: outbound.LookupThreads | None = None
                       ) -> list[IPAddress]:
         if not host.endswith("slow-dns.test"):
             return await REAL_RESOLVE(host, port, lookups=lookups)

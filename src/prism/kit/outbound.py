@@ -4,7 +4,7 @@ A URL a customer saves (a webhook receiver, an integration endpoint) must not le
 private networks, link-local addresses or a cloud metadata service through Prism. Two checks:
 
 - ``check_url(url)`` at save time: the scheme, and every address the host resolves to now (within
-  RESOLVE_WITHIN_SECONDS, on threads of its own: ``SaveTimeLookups``).
+  RESOLVE_WITHIN_SECONDS, on threads of its own: ``LookupThreads``).
 - ``OutboundClient`` at connect time: its resolver resolves the host itself, refuses the connection if ANY
   resolved address is not public, and the connection goes to the vetted address (TLS still verifies the
   certificate for the host name). A name that resolved to a public address at save time and to 127.0.0.1
@@ -50,8 +50,11 @@ if TYPE_CHECKING:
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 # How long `check_url` waits for the host's addresses before refusing the URL.
 RESOLVE_WITHIN_SECONDS = 5.0
-# How many save-time lookups run at once (`SaveTimeLookups`); one more is refused (503) until one ends.
+# How many save-time lookups run at once (`LookupThreads`); one more is refused (503) until one ends.
 LOOKUPS_AT_ONCE = 8
+# How many lookups of the webhook workers of a process run at once: a worker's default concurrency, so that each
+# of its slots may be resolving a host of its own; one more fails its attempt at once (retried later).
+DELIVERY_LOOKUPS_AT_ONCE = 16
 
 
 class OutboundUrlRefused(PrismError):
@@ -61,7 +64,7 @@ class OutboundUrlRefused(PrismError):
 
 
 class ResolverBusy(PrismError):
-    """Every thread for save-time lookups is taken (hosts whose DNS servers answer slowly, or never): try again."""
+    """Every thread of a `LookupThreads` is taken (hosts whose DNS servers answer slowly, or never): try again."""
 
     code, status = "resolver_busy", 503
 
@@ -70,21 +73,23 @@ class ResolverBusy(PrismError):
         self.headers = {"Retry-After": str(int(RESOLVE_WITHIN_SECONDS))}
 
 
-class SaveTimeLookups:
+class LookupThreads:
     """The system resolver, asked on threads of its own, at most `threads` lookups at a time.
 
-    A lookup cannot be stopped: one `check_url` stopped waiting for (RESOLVE_WITHIN_SECONDS) keeps its thread
-    until the system resolver gives up, tens of seconds later for a name whose DNS servers never answer. Asked
-    through the event loop, a few such saves took every thread of its shared pool, and everything else run there
-    waited: asyncio's default executor (min(32, cores + 4) threads: 6 on 2 cores; password checks, document
-    indexing, the tenant descriptor's build), or under uvloop (`prism serve`) libuv's 4 threads (every other
-    host-name lookup of the process: the delivery worker's, database connections by name). Here they take only
-    these threads, and a save that finds them all
-    taken is refused at once (ResolverBusy, 503) rather than queued behind lookups that may never answer."""
+    A lookup cannot be stopped: one stopped waiting for (RESOLVE_WITHIN_SECONDS) keeps its thread until the
+    system resolver gives up, tens of seconds later for a name whose DNS servers never answer. Asked through the
+    event loop, a few such lookups took every thread of its shared pool, and everything else run there waited:
+    asyncio's default executor (min(32, cores + 4) threads: 6 on 2 cores; password checks, document indexing, the
+    tenant descriptor's build), or under uvloop (`prism serve`) libuv's 4 threads (every other host-name lookup of
+    the process, database connections by name). Here they take only these threads, and a lookup that finds them
+    all taken fails at once (ResolverBusy) rather than queued behind lookups that may never answer: a save is
+    refused (503), a delivery attempt fails and is retried later. Two sets: save-time checks (`SAVE_TIME_LOOKUPS`)
+    and the webhook workers' connects (`DELIVERY_LOOKUPS`), so a delivery backlog to hosts whose DNS hangs never
+    refuses saves, nor saves delay deliveries."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, name: str) -> None:
         self._free = threading.BoundedSemaphore(threads)  # a slot per thread: a lookup never waits for one
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="prism-dns")
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
 
     async def getaddrinfo(self, host: str, port: int) -> list[tuple[Any, ...]]:
         if not self._free.acquire(blocking=False):
@@ -103,7 +108,8 @@ class SaveTimeLookups:
         return await asyncio.wrap_future(started)
 
 
-SAVE_TIME_LOOKUPS = SaveTimeLookups(LOOKUPS_AT_ONCE)
+SAVE_TIME_LOOKUPS = LookupThreads(LOOKUPS_AT_ONCE, "prism-dns")
+DELIVERY_LOOKUPS = LookupThreads(DELIVERY_LOOKUPS_AT_ONCE, "prism-dns-delivery")
 
 
 class OutboundFailed(Exception):
@@ -116,6 +122,11 @@ class OutboundTimeout(OutboundFailed):
 
 class ConnectRefused(OSError):
     """Raised by the resolver at connect time; aiohttp reports it as a connection error."""
+
+
+class LookupUnanswered(OSError):
+    """A connect-time lookup on `LookupThreads` that did not answer within RESOLVE_WITHIN_SECONDS, or found every
+    thread taken; aiohttp reports it as a connection error, so the attempt fails (and is retried later)."""
 
 
 def address_problem(address: IPAddress) -> str | None:
@@ -149,9 +160,9 @@ def _literal_address(host: str) -> IPAddress | None:
         return None
 
 
-async def resolve(host: str, port: int, *, lookups: SaveTimeLookups | None = None) -> list[IPAddress]:
+async def resolve(host: str, port: int, *, lookups: LookupThreads | None = None) -> list[IPAddress]:
     """Every address of `host` (itself, when it is one), as the system resolver answers, asked on `lookups`'
-    threads (save time) or else the event loop's default executor (connect time). Looked up by name at each
+    threads (save time, webhook deliveries) or else the event loop's (other connects). Looked up by name at each
     call: the one place where Prism asks DNS, so the place to stand in for it."""
     literal = _literal_address(host)
     if literal is not None:
@@ -190,10 +201,22 @@ def refusal(host: str, addresses: Iterable[IPAddress]) -> str | None:
     return None
 
 
-async def vetted_addresses(host: str, port: int, *, allow_private_networks: bool) -> list[IPAddress]:
+async def vetted_addresses(host: str, port: int, *, allow_private_networks: bool,
+                           lookups: LookupThreads | None = None) -> list[IPAddress]:
     """Every address `host` resolves to, when Prism may connect to all of them (what a guarded client connects to):
-    ConnectRefused names one it may not, OSError says the host has none or does not resolve."""
-    addresses = await resolve(host, port)
+    ConnectRefused names one it may not, OSError says the host has none or does not resolve. On `lookups`' threads
+    when given, within RESOLVE_WITHIN_SECONDS (LookupUnanswered): the lookup keeps its thread after that, and a
+    connect holding its caller for as long would only take the next lookup's thread too."""
+    if lookups is None:
+        addresses = await resolve(host, port)
+    else:
+        try:
+            async with asyncio.timeout(RESOLVE_WITHIN_SECONDS):
+                addresses = await resolve(host, port, lookups=lookups)
+        except TimeoutError:
+            raise LookupUnanswered(f"{host} did not resolve within {RESOLVE_WITHIN_SECONDS:g} s") from None
+        except ResolverBusy as exc:
+            raise LookupUnanswered(exc.message) from None
     if not allow_private_networks:
         problem = refusal(host, addresses)
         if problem is not None:
@@ -229,8 +252,8 @@ async def check_url(url: str, *, allow_private_networks: bool, require_https: bo
     try:
         # Bounded: a name whose DNS servers never answer would otherwise hold its caller for as long as the
         # system resolver keeps retrying (tens of seconds), whatever waits on that caller meanwhile.
-        # On threads of their own, so that lookups left running after this time limit cannot take every thread of
-        # the default executor (SaveTimeLookups); ResolverBusy (503) when those are all taken.
+        # On threads of their own (LookupThreads), so that lookups left running after this time limit cannot take
+        # every thread of the default executor; ResolverBusy (503) when those are all taken.
         async with asyncio.timeout(RESOLVE_WITHIN_SECONDS):
             addresses = await resolve(parts.hostname, port, lookups=SAVE_TIME_LOOKUPS)
     except TimeoutError:
@@ -266,10 +289,13 @@ class OutboundClient:
     """
 
     def __init__(self, *, allow_private_networks: bool, ca_bundle: str | None = None,
-                 max_connections: int = 100) -> None:
+                 max_connections: int = 100, lookups: LookupThreads | None = None) -> None:
+        """`lookups`: the threads its host names are resolved on (`vetted_addresses`); by default the event
+        loop's."""
         self._allow_private = allow_private_networks
         self._ssl = ssl_context(ca_bundle)
         self._max_connections = max_connections
+        self._lookups = lookups
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> OutboundClient:
@@ -289,7 +315,7 @@ class OutboundClient:
             from prism.kit.outbound_session import open_session
 
             self._session = open_session(ssl_context=self._ssl, limit=self._max_connections,
-                                         allow_private_networks=self._allow_private)
+                                         allow_private_networks=self._allow_private, lookups=self._lookups)
         return self._session
 
     async def send(self, method: str, url: str, *, headers: dict[str, str], body: bytes | None,
@@ -317,6 +343,6 @@ class OutboundClient:
 def _describe(exc: BaseException) -> str:
     """The innermost reason aiohttp wrapped (the guard's refusal, the TLS error), or the error itself."""
     inner = getattr(exc, "os_error", None)
-    if isinstance(inner, ConnectRefused):
+    if isinstance(inner, ConnectRefused | LookupUnanswered):
         return str(inner)
     return str(exc) or type(exc).__name__

@@ -14,7 +14,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.helpers import is_ip_address
 from yarl import URL
 
-from prism.kit.outbound import vetted_addresses
+from prism.kit.outbound import LookupThreads, vetted_addresses
 
 # What a failed request raises. ValueError: a URL or a header value aiohttp refuses to send.
 REQUEST_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientError, OSError, ssl.SSLError, ValueError)
@@ -23,12 +23,14 @@ REQUEST_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientError, OSError, ssl
 class GuardedResolver(AbstractResolver):
     """Resolves and vets every address; aiohttp then connects only to the addresses returned here."""
 
-    def __init__(self, *, allow_private_networks: bool) -> None:
+    def __init__(self, *, allow_private_networks: bool, lookups: LookupThreads | None) -> None:
         self._allow_private = allow_private_networks
+        self._lookups = lookups
 
     async def resolve(self, host: str, port: int = 0,
                       family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
-        addresses = await vetted_addresses(host, port, allow_private_networks=self._allow_private)
+        addresses = await vetted_addresses(host, port, allow_private_networks=self._allow_private,
+                                           lookups=self._lookups)
         return [ResolveResult(hostname=host, host=str(a), port=port,
                               family=socket.AF_INET6 if a.version == 6 else socket.AF_INET, proto=0,
                               flags=socket.AI_NUMERICHOST | socket.AI_NUMERICSERV) for a in addresses]
@@ -37,10 +39,11 @@ class GuardedResolver(AbstractResolver):
         return None
 
 
-def open_session(*, ssl_context: ssl.SSLContext, limit: int, allow_private_networks: bool) -> aiohttp.ClientSession:
+def open_session(*, ssl_context: ssl.SSLContext, limit: int, allow_private_networks: bool,
+                 lookups: LookupThreads | None) -> aiohttp.ClientSession:
     """Guarded connects, no proxies from the environment; made inside the running loop."""
-    connector = aiohttp.TCPConnector(ssl=ssl_context, limit=limit,
-                                     resolver=GuardedResolver(allow_private_networks=allow_private_networks))
+    resolver = GuardedResolver(allow_private_networks=allow_private_networks, lookups=lookups)
+    connector = aiohttp.TCPConnector(ssl=ssl_context, limit=limit, resolver=resolver)
     return aiohttp.ClientSession(connector=connector, trust_env=False)
 
 

@@ -43,7 +43,7 @@ from sqlalchemy import Integer, Interval, String, Table, Text, bindparam, func, 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from prism.config import Settings
-from prism.kit.outbound import OutboundClient
+from prism.kit.outbound import DELIVERY_LOOKUPS, OutboundClient
 from prism.kit.timeutil import utcnow
 from prism.models import OutboxEvent
 from prism.models.base import UTCDateTime
@@ -154,9 +154,12 @@ class DeliveryWorker:
         self._database_clock = clock is None and not db.is_sqlite
         self.worker_id = new_worker_id()
         self.concurrency = concurrency or settings.webhook_worker_concurrency
+        # Receivers' hosts are resolved on threads of their own (DELIVERY_LOOKUPS): a backlog to hosts whose DNS
+        # never answers would otherwise take every thread of the event loop's shared pool from the rest of the
+        # process (prism serve's password checks, other lookups) until the system resolver gave up.
         self.client = OutboundClient(
             allow_private_networks=settings.webhook_allow_private_networks, ca_bundle=settings.webhook_ca_bundle,
-            max_connections=self.concurrency * 2)
+            max_connections=self.concurrency * 2, lookups=DELIVERY_LOOKUPS)
         self._wake = asyncio.Event()
         self._stop_requested = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()  # deliveries being sent or waiting for their outcome's write
