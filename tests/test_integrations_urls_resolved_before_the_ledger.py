@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from prism.kit import outbound
-from prism.kit.outbound import IPAddress
+from prism.kit.outbound import IPAddress, LookupThreads
 from prism.ledger.writer import LANES
 from tests.factories import Factory, Workspace
 from tests.governance_support import ok, post
@@ -44,9 +44,9 @@ class SlowDns:
         self.asked = asyncio.Event()
         self.answer = asyncio.Event()
 
-    async def resolve(self, host: str, port: int) -> list[IPAddress]:
+    async def resolve(self, host: str, port: int, *, lookups: LookupThreads | None = None) -> list[IPAddress]:
         if not host.endswith(SLOW):
-            return await REAL_RESOLVE(host, port)
+            return await REAL_RESOLVE(host, port, lookups=lookups)
         self.waiting += 1
         self.asked.set()
         try:
