@@ -25,6 +25,22 @@ from prism.storage import Database, normalize_url
 from tests.factories import Factory
 from tests.processes import TEST_SECRET_KEY_FILE, ServerPool, scratch_database
 
+# The webhook tests' fixtures (a loopback HTTPS receiver, the CA it is signed by, an app that trusts that CA, delivery
+# workers), registered once here for every module under tests/. A fixture runs only for a test that asks for it by
+# name, so a module that never does starts no receiver and no app. The session-scoped ones (tls, receiver,
+# hook_settings, hook_app, hook_db) are one each for the whole run: every test keeps to webhooks and receiver paths
+# of its own (unique_path), and hook_client clears deliveries left to send before and after each test. A module that
+# needs another of them defines a fixture of the same name, which wins within that module.
+from tests.webhooks_fixtures import (  # noqa: F401 -- fixtures, used by name
+    hook_app_fixture,
+    hook_client_fixture,
+    hook_db_fixture,
+    hook_settings_fixture,
+    make_worker_fixture,
+    receiver_fixture,
+    tls_fixture,
+)
+
 # Argon2 at its default cost (64 MiB, three passes) takes 50-350 ms a hash on a shared 2-core machine, and every
 # workspace the factory builds hashes its users' passwords: it was most of the suite's time. The tests' own process
 # hashes with the same algorithm at a low cost; verifying reads the cost from each hash, so hashes made at full cost

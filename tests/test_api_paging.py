@@ -17,12 +17,6 @@ from prism.registry import Registry
 from prism.storage import Database
 from prism.tenancy.repository import OrgRepository
 from tests.factories import Factory, Workspace
-from tests.webhooks_fixtures import (  # noqa: F401 -- fixtures: an app that may send to loopback
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_settings_fixture,
-    tls_fixture,
-)
 
 WEBHOOKS = "/api/v1/risk-assessment/governance/webhooks/"
 ENVELOPE = {"items", "page", "page_size", "total"}

@@ -16,12 +16,6 @@ import pytest
 from prism.registry import Handler, Registry
 from prism.storage import Database
 from tests.factories import Factory, Workspace
-from tests.webhooks_fixtures import (  # noqa: F401 -- fixtures: an app that may call loopback endpoints
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_settings_fixture,
-    tls_fixture,
-)
 
 EMPTY: tuple[Any, ...] = (None, "", [], {})
 # Fields an update changes besides the ones sent: the time of the change and counters derived from it.

@@ -31,10 +31,9 @@ from tests.factories import PASSWORD
 from tests.oauth_support import OAUTH, bearer, get_code, pkce, register, sign_in
 from tests.processes import query
 from tests.test_mcp_protocol import JSON_AND_SSE, PATH, rpc
-from tests.webhooks_fixtures import receiver_fixture, tls_fixture
 from tests.webhooks_receiver import Receiver
 
-__all__ = ["receiver_fixture", "tls_fixture", "topology"]  # fixtures used by name
+__all__ = ["topology"]  # the fixture, used by name
 
 TOOL = "/api/mcp/tools/prism_entity_crud/"
 MISSIONS = "/api/mcp/tools/prism_mission_control/"

@@ -39,14 +39,7 @@ from prism.storage import Database
 from tests.factories import Factory, Workspace, ledger_keys
 from tests.ledger_support import insert_waiting, seal_waiting, verified
 from tests.processes import TRACEBACK, run_cli, scratch_database
-from tests.webhooks_fixtures import (  # noqa: F401
-    create_hook,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    tls_fixture,
-)
+from tests.webhooks_fixtures import create_hook
 
 TOOL = "/api/mcp/tools/prism_entity_crud/"
 LIST = {"app": "spare_parts", "entity": "spare_part", "operation": "list", "arguments": {}}

@@ -18,16 +18,7 @@ from prism.webhooks.models import Webhook, WebhookDelivery
 from tests.factories import Factory, Workspace
 from tests.governance_support import governed_key, post
 from tests.ledger_support import seal_waiting
-from tests.webhooks_fixtures import (  # noqa: F401
-    BASE,
-    create_hook,
-    deliveries_of,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    tls_fixture,
-)
+from tests.webhooks_fixtures import BASE, create_hook, deliveries_of
 
 URL = "https://127.0.0.1:9/ledger-webhooks"
 LEDGER_EVENTS = ["governance.decision.allow", "audit.entry_created"]

@@ -25,13 +25,6 @@ from tests.oauth_support import OAUTH, authorize_params, consent, pkce, query_of
 from tests.processes import Server, ServerPool, clean_env
 from tests.test_mcp_clients import MemoryTokens, every_tool, text_of
 from tests.test_mcp_protocol import PATH
-from tests.webhooks_fixtures import (  # noqa: F401 (fixtures, used by name)
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_settings_fixture,
-    receiver_fixture,
-    tls_fixture,
-)
 from tests.webhooks_receiver import Answer, Receiver, TlsFiles
 
 REDIRECT = "http://127.0.0.1:9/callback"

@@ -12,15 +12,7 @@ from starlette.routing import Route
 from prism.openapi.developer import WEBHOOKS, developer_document
 from prism.openapi.endpoints import ORIGINS_KEPT
 from tests.factories import Factory
-from tests.webhooks_fixtures import (  # noqa: F401
-    create_hook,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    receiver_fixture,
-    tls_fixture,
-)
+from tests.webhooks_fixtures import create_hook
 
 PATH = "/.well-known/openapi.json"
 PORTAL = {"Host": "portal.localhost"}

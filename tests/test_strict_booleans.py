@@ -10,16 +10,7 @@ import httpx
 import pytest
 
 from tests.factories import Factory, Workspace
-from tests.webhooks_fixtures import (  # noqa: F401
-    BASE,
-    create_hook,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    receiver_fixture,
-    tls_fixture,
-)
+from tests.webhooks_fixtures import BASE, create_hook
 
 URL = "https://127.0.0.1:9/hook"
 NOT_BOOLEANS = ["yes", "no", "true", "false", "1", 1, 0, [], {}]

@@ -20,17 +20,7 @@ from prism.models import User
 from prism.models.audit import AuditEntry
 from prism.storage import Database
 from tests.factories import PASSWORD, Factory
-from tests.webhooks_fixtures import (  # noqa: F401
-    BASE,
-    create_hook,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    receiver_fixture,
-    tls_fixture,
-    unique_path,
-)
+from tests.webhooks_fixtures import create_hook, unique_path
 from tests.webhooks_receiver import Receiver
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -11,16 +11,7 @@ from sqlalchemy import select
 from prism.storage import Database
 from prism.webhooks.models import Webhook
 from tests.factories import Factory
-from tests.webhooks_fixtures import (  # noqa: F401
-    BASE,
-    create_hook,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    receiver_fixture,
-    tls_fixture,
-)
+from tests.webhooks_fixtures import BASE, create_hook
 from tests.webhooks_receiver import Receiver
 
 URL = "https://127.0.0.1:9/hook"

@@ -15,7 +15,7 @@ from prism.ledger.entries import audit_checkpoints, audit_heads
 from prism.models import OutboxEvent
 from prism.storage import Database
 from tests.factories import Factory, Workspace, ledger_keys
-from tests.webhooks_fixtures import create_hook, hook_settings_fixture, tls_fixture  # noqa: F401
+from tests.webhooks_fixtures import create_hook
 
 TOOL = "/api/mcp/tools/prism_entity_crud/"
 LIST = {"app": "spare_parts", "entity": "spare_part", "operation": "list", "arguments": {}}

@@ -15,20 +15,7 @@ from prism.storage import Database
 from prism.webhooks.signing import USER_AGENT, signature_header
 from prism.webhooks.worker import DeliveryWorker
 from tests.factories import Factory, Workspace
-from tests.webhooks_fixtures import (  # noqa: F401
-    BASE,
-    FakeClock,
-    create_hook,
-    deliveries_of,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    make_worker_fixture,
-    receiver_fixture,
-    tls_fixture,
-    unique_path,
-)
+from tests.webhooks_fixtures import BASE, FakeClock, create_hook, deliveries_of, unique_path
 from tests.webhooks_receiver import Answer, Receiver
 
 DECISION = {"decision_id": "d1", "decision": "BLOCK", "decision_type": "agent_action", "primary_reason": "r",

@@ -14,18 +14,7 @@ from prism.webhooks.models import WebhookDelivery
 from prism.webhooks.worker import HANGING_AFTER_TIMEOUTS, DeliveryWorker
 from tests.factories import Factory
 from tests.test_webhooks_workers import burst
-from tests.webhooks_fixtures import (  # noqa: F401
-    BASE,
-    create_hook,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    make_worker_fixture,
-    receiver_fixture,
-    tls_fixture,
-    unique_path,
-)
+from tests.webhooks_fixtures import BASE, create_hook, unique_path
 from tests.webhooks_receiver import Answer, Receiver
 
 # A's deliveries due: 10 per slot of the worker.

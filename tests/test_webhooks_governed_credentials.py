@@ -18,16 +18,7 @@ from tests.factories import Factory, Workspace
 from tests.governance_support import entries, governed_key, ok, post
 from tests.oauth_support import bearer, browser, tokens_for
 from tests.test_mcp_protocol import call, headers_for, initialize, rpc, tool_text
-from tests.webhooks_fixtures import (  # noqa: F401
-    BASE,
-    create_hook,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    receiver_fixture,
-    tls_fixture,
-)
+from tests.webhooks_fixtures import BASE, create_hook
 
 HOOK = "config_manage/governance/webhook"
 URL, ELSEWHERE = "https://127.0.0.1:9/security", "https://127.0.0.1:9/agent"

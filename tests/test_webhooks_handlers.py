@@ -19,16 +19,7 @@ from prism.webhooks.models import Webhook
 from prism.webhooks.worker import DeliveryWorker
 from tests.factories import Factory
 from tests.governance_support import ok, post
-from tests.webhooks_fixtures import (  # noqa: F401
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    make_worker_fixture,
-    receiver_fixture,
-    tls_fixture,
-    unique_path,
-)
+from tests.webhooks_fixtures import unique_path
 from tests.webhooks_receiver import Receiver
 
 HOOK = "config_manage/governance/webhook"

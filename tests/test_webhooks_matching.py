@@ -15,16 +15,7 @@ from prism.webhooks.matching import ActiveWebhook, matches
 from prism.webhooks.models import WebhookDelivery
 from tests.factories import Factory, Workspace
 from tests.ledger_support import seal_waiting
-from tests.webhooks_fixtures import (  # noqa: F401
-    BASE,
-    create_hook,
-    deliveries_of,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    tls_fixture,
-)
+from tests.webhooks_fixtures import BASE, create_hook, deliveries_of
 
 URL = "https://127.0.0.1:9/hook"
 BLOCK = {"decision_type": "agent_action", "ai_system": {"id": "sys-1", "name": "bot"}, "risk_level": "high"}

@@ -16,20 +16,7 @@ from prism.webhooks.models import WebhookDelivery
 from prism.webhooks.worker import HANGING_AFTER_TIMEOUTS, DeliveryWorker, lease_seconds
 from tests.factories import Factory
 from tests.test_webhooks_workers import burst
-from tests.webhooks_fixtures import (  # noqa: F401
-    BASE,
-    FakeClock,
-    create_hook,
-    deliveries_of,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    make_worker_fixture,
-    receiver_fixture,
-    tls_fixture,
-    unique_path,
-)
+from tests.webhooks_fixtures import BASE, FakeClock, create_hook, deliveries_of, unique_path
 from tests.webhooks_receiver import Answer, Receiver
 
 

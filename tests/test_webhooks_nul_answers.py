@@ -20,20 +20,7 @@ from prism.webhooks.models import WebhookDelivery
 from prism.webhooks.sender import Attempt
 from prism.webhooks.worker import DeliveryWorker
 from tests.factories import Factory, Workspace
-from tests.webhooks_fixtures import (  # noqa: F401
-    DECISION_DATA,
-    FakeClock,
-    create_hook,
-    deliveries_of,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    make_worker_fixture,
-    receiver_fixture,
-    tls_fixture,
-    unique_path,
-)
+from tests.webhooks_fixtures import DECISION_DATA, FakeClock, create_hook, deliveries_of, unique_path
 from tests.webhooks_receiver import Answer, Receiver
 
 LEASE_SECONDS = 30  # hook_settings

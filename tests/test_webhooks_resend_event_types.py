@@ -15,20 +15,7 @@ from prism.storage import Database
 from prism.webhooks.worker import DeliveryWorker
 from tests.factories import Factory, Workspace
 from tests.governance_support import governed_key, ok
-from tests.webhooks_fixtures import (  # noqa: F401
-    BASE,
-    DECISION_DATA,
-    create_hook,
-    deliveries_of,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    make_worker_fixture,
-    receiver_fixture,
-    tls_fixture,
-    unique_path,
-)
+from tests.webhooks_fixtures import BASE, DECISION_DATA, create_hook, deliveries_of, unique_path
 from tests.webhooks_receiver import Receiver
 
 SECRET_REASON = "the security team's reason"

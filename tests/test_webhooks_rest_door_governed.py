@@ -11,15 +11,7 @@ from prism.models.audit import AuditEntry
 from prism.storage import Database
 from tests.factories import Factory
 from tests.governance_support import governed_key, post
-from tests.webhooks_fixtures import (  # noqa: F401
-    BASE,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    receiver_fixture,
-    tls_fixture,
-)
+from tests.webhooks_fixtures import BASE
 
 NO_WEBHOOKS = {"name": "no-webhooks", "default": "allow", "deny": ["config_manage/governance/webhook/*"]}
 

@@ -10,14 +10,7 @@ import httpx
 
 from tests.factories import Factory
 from tests.governance_support import post
-from tests.webhooks_fixtures import (  # noqa: F401
-    BASE,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    tls_fixture,
-)
+from tests.webhooks_fixtures import BASE
 
 URL = "https://127.0.0.1:9/receiver"
 

@@ -16,19 +16,7 @@ from prism.webhooks.models import Webhook
 from prism.webhooks.worker import DeliveryWorker
 from tests.factories import Factory
 from tests.governance_support import post
-from tests.webhooks_fixtures import (  # noqa: F401
-    BASE,
-    create_hook,
-    deliveries_of,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    make_worker_fixture,
-    receiver_fixture,
-    tls_fixture,
-    unique_path,
-)
+from tests.webhooks_fixtures import BASE, create_hook, deliveries_of, unique_path
 from tests.webhooks_receiver import Receiver
 
 URL = "https://127.0.0.1:9/hook"

@@ -25,21 +25,7 @@ from prism.webhooks.tasks import RunningWorker, stop_all
 from prism.webhooks.worker import OUTCOMES_WAITING_PER_SLOT, DeliveryWorker, lease_seconds
 from tests.factories import Factory, Workspace
 from tests.processes import clean_env, prism_command
-from tests.webhooks_fixtures import (  # noqa: F401
-    BASE,
-    DECISION_DATA,
-    FakeClock,
-    create_hook,
-    deliveries_of,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    make_worker_fixture,
-    receiver_fixture,
-    tls_fixture,
-    unique_path,
-)
+from tests.webhooks_fixtures import BASE, DECISION_DATA, FakeClock, create_hook, deliveries_of, unique_path
 from tests.webhooks_receiver import Answer, Receiver, TlsFiles
 
 

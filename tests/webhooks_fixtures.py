@@ -1,4 +1,4 @@
-"""Fixtures shared by the webhook tests (imported by name into each tests/test_webhooks_*.py module).
+"""Fixtures shared by the webhook tests (registered for every test module by tests/conftest.py).
 
 `hook_app` is Prism configured as for an on-premise receiver: private networks allowed and the test CA
 trusted. Its in-process worker is off, and so is the shared test app's, so that each test decides which
