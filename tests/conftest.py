@@ -23,15 +23,19 @@ from prism.ratelimit import TIERS
 from prism.registry import semantic
 from prism.storage import Database, normalize_url
 from tests.factories import Factory
-from tests.processes import TEST_SECRET_KEY_FILE, ServerPool, scratch_database
 
-# The webhook tests' fixtures (a loopback HTTPS receiver, the CA it is signed by, an app that trusts that CA, delivery
-# workers), registered once here for every module under tests/. A fixture runs only for a test that asks for it by
-# name, so a module that never does starts no receiver and no app. The session-scoped ones (tls, receiver,
-# hook_settings, hook_app, hook_db) are one each for the whole run: every test keeps to webhooks and receiver paths
-# of its own (unique_path), and hook_client clears deliveries left to send before and after each test. A module that
-# needs another of them defines a fixture of the same name, which wins within that module.
-from tests.webhooks_fixtures import (  # noqa: F401 -- fixtures, used by name
+# Fixtures of shared modules, registered here once for every module under tests/ instead of imported into each. A
+# fixture runs only for a test that asks for it by name, so a module that never does starts nothing; a module that
+# defines a fixture of the same name uses its own (the integrations modules' `tls`, a CA for each test).
+# - imports_removed_after_the_module: module-scoped, so it still runs once for each integrations module that asks
+#   for it (pytestmark) and removes that module's imports when the module ends.
+# - the webhook tests' (a loopback HTTPS receiver, the CA that signs it, an app that trusts that CA, delivery
+#   workers): the session-scoped ones (tls, receiver, hook_settings, hook_app, hook_db) are one each for the whole
+#   run. Every test keeps to webhooks and receiver paths of its own (unique_path), and hook_client clears the
+#   deliveries left to send before and after each test.
+from tests.integrations_upstream import imports_removed_after_the_module_fixture  # noqa: F401 -- fixture
+from tests.processes import TEST_SECRET_KEY_FILE, ServerPool, scratch_database
+from tests.webhooks_fixtures import (  # noqa: F401 -- fixtures
     hook_app_fixture,
     hook_client_fixture,
     hook_db_fixture,

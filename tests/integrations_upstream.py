@@ -276,7 +276,8 @@ async def remove_every_integration(app: Any) -> None:
 
 @pytest.fixture(scope="module", name="imports_removed_after_the_module")
 async def imports_removed_after_the_module_fixture(app: Any) -> AsyncIterator[None]:
-    """Used autouse by each integrations test module (see remove_every_integration)."""
+    """Registered by tests/conftest.py; each integrations test module asks for it in pytestmark (see
+    remove_every_integration)."""
     yield
     await remove_every_integration(app)
 

@@ -20,9 +20,6 @@ from prism.models import AuditEntry
 from prism.storage import Database
 from tests.factories import Factory
 from tests.governance_support import ok, post
-from tests.integrations_upstream import (  # noqa: F401 -- fixture: imports removed after the module
-    imports_removed_after_the_module_fixture,
-)
 
 WAREHOUSE = Path(__file__).parent / "fixtures" / "integrations" / "warehouse.yaml"
 IMPORT = "config_manage/integrations/integration/importOpenapi"

@@ -29,8 +29,7 @@ from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import ok, post
 from tests.integrations_mcp_upstream import UPSTREAM_KEY, OnLoopback, RunningMcp, ScriptedMcp
-from tests.integrations_upstream import (  # noqa: F401 -- fixtures: a loopback upstream's TLS, imports removed
-    imports_removed_after_the_module_fixture,
+from tests.integrations_upstream import (  # noqa: F401 -- fixture: a loopback upstream's TLS (this module's `tls`)
     upstream_tls_fixture,
 )
 from tests.webhooks_receiver import TlsFiles

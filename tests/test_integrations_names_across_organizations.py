@@ -17,7 +17,6 @@ from prism.integrations import service
 from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import ok, post
-from tests.integrations_upstream import imports_removed_after_the_module_fixture  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("imports_removed_after_the_module")
 

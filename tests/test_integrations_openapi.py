@@ -24,12 +24,7 @@ from prism.models import AuditEntry
 from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import governed_key, ok, post
-from tests.integrations_upstream import (  # noqa: F401 -- fixture: imports removed after the module
-    RunningService,
-    Scripted,
-    SpecService,
-    imports_removed_after_the_module_fixture,
-)
+from tests.integrations_upstream import RunningService, Scripted, SpecService
 from tests.processes import cli_json, run_cli
 from tests.test_mcp_protocol import call as mcp_call
 from tests.test_mcp_protocol import headers_for, initialize, rpc, tool_text

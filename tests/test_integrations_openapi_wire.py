@@ -21,9 +21,8 @@ from starlette.routing import Route
 
 from tests.factories import Factory, Workspace
 from tests.governance_support import ok, post
-from tests.integrations_upstream import (  # noqa: F401 -- fixtures: a loopback upstream's TLS, imports removed
+from tests.integrations_upstream import (  # noqa: F401 -- fixture: a loopback upstream's TLS (this module's `tls`)
     RunningService,
-    imports_removed_after_the_module_fixture,
     upstream_tls_fixture,
 )
 from tests.webhooks_receiver import TlsFiles

@@ -23,10 +23,9 @@ from starlette.staticfiles import StaticFiles
 from prism.config import Settings
 from tests.factories import Factory, Workspace
 from tests.governance_support import governed_key, ok, post
-from tests.integrations_upstream import (  # noqa: F401 -- fixtures: a loopback upstream's TLS, imports removed
+from tests.integrations_upstream import (  # noqa: F401 -- fixture: a loopback upstream's TLS (this module's `tls`)
     RunningService,
     SpecService,
-    imports_removed_after_the_module_fixture,
     upstream_tls_fixture,
 )
 from tests.processes import cli_json

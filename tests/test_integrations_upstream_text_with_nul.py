@@ -18,8 +18,7 @@ from prism.storage import Database
 from tests.factories import Factory
 from tests.governance_support import post
 from tests.integrations_mcp_upstream import ScriptedMcp
-from tests.integrations_upstream import (  # noqa: F401 -- fixtures: a loopback upstream's TLS, imports removed
-    imports_removed_after_the_module_fixture,
+from tests.integrations_upstream import (  # noqa: F401 -- fixture: a loopback upstream's TLS (this module's `tls`)
     upstream_tls_fixture,
 )
 from tests.webhooks_receiver import Answer, Receiver, RunningReceiver, TlsFiles

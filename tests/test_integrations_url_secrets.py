@@ -20,10 +20,9 @@ from prism.storage import Database
 from tests.factories import Factory
 from tests.governance_support import ok, post
 from tests.integrations_mcp_upstream import UPSTREAM_KEY, RunningMcp
-from tests.integrations_upstream import (  # noqa: F401 -- fixtures: a loopback upstream's TLS, imports removed
+from tests.integrations_upstream import (  # noqa: F401 -- fixture: a loopback upstream's TLS (this module's `tls`)
     RunningService,
     SpecService,
-    imports_removed_after_the_module_fixture,
     upstream_tls_fixture,
 )
 from tests.processes import cli_json

@@ -12,7 +12,6 @@ import pytest
 
 from tests.factories import Factory
 from tests.governance_support import ok
-from tests.integrations_upstream import imports_removed_after_the_module_fixture  # noqa: F401 -- fixture
 from tests.test_mcp_protocol import PATH, headers_for, initialize, rpc
 
 WAREHOUSE = Path(__file__).parent / "fixtures" / "integrations" / "warehouse.yaml"

@@ -20,9 +20,6 @@ from prism.kit.outbound import OutboundClient, OutboundFailed, ssl_context
 from prism.kit.outbound_httpx import guarded_transport
 from tests.factories import Factory
 from tests.governance_support import post
-from tests.integrations_upstream import (  # noqa: F401 -- fixture: imports removed after the module
-    imports_removed_after_the_module_fixture,
-)
 from tests.oauth_support import OAUTH, authorize_params, pkce
 
 pytestmark = pytest.mark.usefixtures("imports_removed_after_the_module")

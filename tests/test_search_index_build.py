@@ -18,9 +18,6 @@ from prism.registry.registry import build_registry
 from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import ok
-from tests.integrations_upstream import (  # noqa: F401 -- fixture: imports removed after the module
-    imports_removed_after_the_module_fixture,
-)
 
 WAREHOUSE = Path(__file__).parent / "fixtures" / "integrations" / "warehouse.yaml"
 URL = "/api/v1/dev/introspect/"

@@ -14,7 +14,6 @@ import pytest
 
 from tests.factories import Factory
 from tests.governance_support import ok
-from tests.integrations_upstream import imports_removed_after_the_module_fixture  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("imports_removed_after_the_module")
 

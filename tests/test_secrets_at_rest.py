@@ -27,12 +27,7 @@ from starlette.responses import Response
 
 from prism.storage import one_shot_engine
 from tests.factories import PASSWORD, Factory, Workspace
-from tests.integrations_upstream import (  # noqa: F401 -- fixture: imports removed after the module
-    RunningService,
-    SpecService,
-    _json,
-    imports_removed_after_the_module_fixture,
-)
+from tests.integrations_upstream import RunningService, SpecService, _json
 from tests.live_prism import GENEROUS_LIMITS
 from tests.oauth_support import CLIENT_BODIES, OAUTH, offered_organizations, pkce, query_of
 from tests.oauth_support import field as form_field
