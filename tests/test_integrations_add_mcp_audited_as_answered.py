@@ -16,10 +16,7 @@ from prism.storage import Database
 from tests.factories import Factory
 from tests.governance_support import entries, post
 from tests.integrations_mcp_upstream import UPSTREAM_KEY, RunningMcp
-from tests.integrations_upstream import (  # noqa: F401 -- fixtures: a loopback upstream's TLS, imports removed
-    imports_removed_after_the_module_fixture,
-    upstream_tls_fixture,
-)
+from tests.integrations_upstream import upstream_tls_fixture  # noqa: F401 -- fixture: a loopback upstream's TLS
 from tests.webhooks_receiver import TlsFiles
 
 ADD = "config_manage/integrations/integration/addMcp"

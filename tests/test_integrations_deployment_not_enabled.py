@@ -16,7 +16,6 @@ import pytest
 from prism.config import Settings
 from tests.factories import Factory, Workspace
 from tests.governance_support import ok, post
-from tests.integrations_upstream import imports_removed_after_the_module_fixture  # noqa: F401
 from tests.processes import cli_json
 from tests.test_mcp_protocol import PATH as MCP_PATH
 from tests.test_mcp_protocol import call, headers_for, initialize, rpc

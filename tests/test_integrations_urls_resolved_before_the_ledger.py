@@ -11,62 +11,20 @@ write could not commit."""
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 import pytest
 
-from prism.kit import outbound
-from prism.kit.outbound import IPAddress, LookupThreads
 from prism.ledger.writer import LANES
 from tests.factories import Factory, Workspace
 from tests.governance_support import ok, post
-from tests.integrations_upstream import (  # noqa: F401 -- fixture: imports removed after the module
-    imports_removed_after_the_module_fixture,
-)
+from tests.slow_dns import SLOW_DOMAIN, SlowDns
 from tests.test_integrations_url_secrets import ITEMS
 
-SLOW = "slow-dns.test"
-PUBLIC = ipaddress.ip_address("93.184.215.14")
-REAL_RESOLVE = outbound.resolve
-
-pytestmark = pytest.mark.usefixtures("imports_removed_after_the_module")
-
-
-class SlowDns:
-    """Answers names under `slow-dns.test` with a public address once `answer` is set; others as the system does."""
-
-    def __init__(self) -> None:
-        self.waiting = 0
-        self.asked = asyncio.Event()
-        self.answer = asyncio.Event()
-
-    async def resolve(self, host: str, port: int, *, lookups: LookupThreads | None = None) -> list[IPAddress]:
-        if not host.endswith(SLOW):
-            return await REAL_RESOLVE(host, port, lookups=lookups)
-        self.waiting += 1
-        self.asked.set()
-        try:
-            await self.answer.wait()
-        finally:
-            self.waiting -= 1
-        return [PUBLIC]
-
-    async def until_waiting(self, count: int) -> None:
-        while self.waiting < count:
-            self.asked.clear()
-            await self.asked.wait()
-
-
-@pytest.fixture(name="slow_dns")
-async def slow_dns_fixture(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SlowDns]:
-    dns = SlowDns()
-    monkeypatch.setattr(outbound, "resolve", dns.resolve)
-    yield dns
-    dns.answer.set()
+SLOW = SLOW_DOMAIN
 
 
 Save = Callable[[Workspace, str], Awaitable[httpx.Response]]

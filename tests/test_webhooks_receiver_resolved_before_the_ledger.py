@@ -8,56 +8,18 @@ resolver): a name under `slow-dns.test` answers once the test lets it, or never.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import time
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
-from prism.kit import outbound
-from prism.kit.outbound import RESOLVE_WITHIN_SECONDS, IPAddress
+from prism.kit.outbound import RESOLVE_WITHIN_SECONDS
 from prism.ledger.writer import LANES
 from tests.factories import Factory
+from tests.slow_dns import SlowDns
 from tests.webhooks_fixtures import BASE
 
 SLOW = "hooks.slow-dns.test"
-PUBLIC = ipaddress.ip_address("93.184.215.14")
-
-
-class SlowDns:
-    def __init__(self) -> None:
-        self.waiting = 0
-        self.asked = asyncio.Event()
-        self.answer = asyncio.Event()
-
-    async def resolve(self, host: str, port: int, *, lookups: outbound.LookupThreads | None = None
-                      ) -> list[IPAddress]:
-        if not host.endswith("slow-dns.test"):
-            return await REAL_RESOLVE(host, port, lookups=lookups)
-        self.waiting += 1
-        self.asked.set()
-        try:
-            await self.answer.wait()
-        finally:
-            self.waiting -= 1
-        return [PUBLIC]
-
-    async def until_waiting(self, count: int) -> None:
-        while self.waiting < count:
-            self.asked.clear()
-            await self.asked.wait()
-
-
-REAL_RESOLVE = outbound.resolve
-
-
-@pytest.fixture(name="slow_dns")
-async def slow_dns_fixture(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SlowDns]:
-    dns = SlowDns()
-    monkeypatch.setattr(outbound, "resolve", dns.resolve)
-    yield dns
-    dns.answer.set()
 
 
 @pytest.mark.parametrize("change", ["create", "update"])

@@ -18,20 +18,7 @@ from tests.factories import Factory, Workspace
 from tests.governance_support import post
 from tests.oauth_support import browser, field, sign_in
 from tests.test_mcp_protocol import call, headers_for, initialize, rpc, tool_text
-from tests.webhooks_fixtures import (  # noqa: F401
-    BASE,
-    DECISION_DATA,
-    create_hook,
-    deliveries_of,
-    hook_app_fixture,
-    hook_client_fixture,
-    hook_db_fixture,
-    hook_settings_fixture,
-    make_worker_fixture,
-    receiver_fixture,
-    tls_fixture,
-    unique_path,
-)
+from tests.webhooks_fixtures import BASE, DECISION_DATA, create_hook, deliveries_of, unique_path
 from tests.webhooks_receiver import Receiver
 
 DELIVERY = "config_manage/governance/webhook_delivery"
