@@ -10,6 +10,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import httpx
@@ -18,8 +19,13 @@ import redis
 import uvicorn
 
 import prism.auth.authenticator
+import prism.edge.lockout
 import prism.identity.passwords
+import prism.keys.service
+from prism.auth.authenticator import Authenticator
 from prism.config import Settings
+from prism.ratelimit import RateLimiter
+from prism.ratelimit.verdict import Busy, Locked, Verdict
 from tests.factories import PASSWORD, Factory
 from tests.limits_support import limited_app
 from tests.oauth_support import field
@@ -46,9 +52,17 @@ def backend(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def _served(settings: Settings, app: Any, backend: dict[str, Any]) -> AsyncIterator[str]:
+async def _served(settings: Settings, app: Any, backend: dict[str, Any], **more: Any) -> AsyncIterator[str]:
     """The app with fresh counters, served by uvicorn on a free port: its base URL."""
-    async with limited_app(settings, app, **UNLIMITED, **backend) as limited:
+    async with _served_app(settings, app, backend, **more) as (base_url, _limited):
+        yield base_url
+
+
+@asynccontextmanager
+async def _served_app(settings: Settings, app: Any, backend: dict[str, Any],
+                      **more: Any) -> AsyncIterator[tuple[str, Any]]:
+    """As `_served`, with the served app (its limiter) too."""
+    async with limited_app(settings, app, **UNLIMITED, **backend, **more) as limited:
         port = free_port()
         # The app's lifespan ran already (limited_app); X-Forwarded-For is the edge's to read (trusted_proxies).
         server = uvicorn.Server(uvicorn.Config(limited, host="127.0.0.1", port=port, lifespan="off",
@@ -57,7 +71,7 @@ async def _served(settings: Settings, app: Any, backend: dict[str, Any]) -> Asyn
         try:
             while not server.started:  # noqa: ASYNC110 -- uvicorn offers no event to wait on
                 await asyncio.sleep(0.01)
-            yield f"http://127.0.0.1:{port}"
+            yield f"http://127.0.0.1:{port}", limited
         finally:
             server.should_exit = True
             await task
@@ -68,6 +82,7 @@ class Checks:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, owner: object, name: str, right: Callable[..., bool]) -> None:
         self.right = self.wrong = 0
+        self.known: list[object] = []  # what the limiter answered a cached key (`hit_known_secret`)
         checked = getattr(owner, name)
 
         def counted(*args: Any) -> Any:
@@ -121,14 +136,27 @@ async def test_a_login_burst_checks_at_most_ten_passwords(settings: Settings, ap
     _at_most_ten_checked(checks, wrong, right, 303)
 
 
+@pytest.mark.parametrize("cached", [False, True], ids=["key-not-cached", "key-cached"])
 async def test_an_api_key_burst_checks_at_most_ten_keys(settings: Settings, app: Any, factory: Factory,
-                                                        backend: dict[str, Any],
+                                                        backend: dict[str, Any], cached: bool,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Guesses at a known key's secret (its prefix is no secret): each is checked against the key's hash."""
+    """Guesses at a known key's secret (its prefix is no secret): each is checked against the key's hash.
+
+    Cached: the right key is in the authenticator's cache before the burst (one request warmed it), so it is
+    counted without a reservation of its own (prism.edge.stack), yet only while the failures plus the attempts in
+    flight leave a place, as a reservation would: it is refused once ten guesses failed, and waits while they are
+    in flight. The cache's own look at a guess (`Authenticator.peek`) answers nothing, so it is no check here; a
+    right key it accepted is checked when the limiter counted it."""
     ws = await factory.workspace()
     key = ws.headers()["Authorization"].removeprefix("Bearer ")
     checks = Checks(monkeypatch, prism.auth.authenticator, "keys_match", lambda _hash, plaintext: plaintext == key)
-    async with _served(settings, app, backend) as base_url:
+    _count_known_keys_as_checked(monkeypatch, checks)
+    more = {"credential_cache_seconds": 60} if cached else {}
+    async with _served(settings, app, backend, **more) as base_url:
+        if cached:
+            async with httpx.AsyncClient(base_url=base_url, headers={"X-Forwarded-For": "198.51.100.78"}) as warm:
+                assert (await warm.get("/api/v1/dev/me/", headers=ws.headers())).status_code == 200
+            checks.right, checks.known = 0, []
 
         def send(client: httpx.AsyncClient, right: bool) -> Any:
             guess = key if right else key[:-8] + uuid.uuid4().hex[:8]
@@ -136,15 +164,121 @@ async def test_an_api_key_burst_checks_at_most_ten_keys(settings: Settings, app:
 
         wrong, right = await _burst(base_url, send)
     _at_most_ten_checked(checks, wrong, right, 200)
+    assert len(checks.known) == (1 if cached else 0), checks.known  # the right key took the cached way
 
 
+_peeking: ContextVar[bool] = ContextVar("peeking", default=False)
+
+
+def _count_known_keys_as_checked(monkeypatch: pytest.MonkeyPatch, checks: Checks) -> None:
+    """Hash comparisons made by `Authenticator.peek` are not counted as checks (a guess goes on to a reservation
+    and its check); a key it accepted counts as checked when the limiter counted it (`hit_known_secret` neither
+    Busy nor Locked), as a right key whose reservation was granted."""
+    peek, counted = Authenticator.peek, prism.auth.authenticator.keys_match
+
+    def peek_uncounted(self: Authenticator, *args: Any) -> Any:
+        token = _peeking.set(True)
+        try:
+            return peek(self, *args)
+        finally:
+            _peeking.reset(token)
+
+    def keys_match(*args: Any) -> bool:
+        return bool(prism.keys.service.keys_match(*args) if _peeking.get() else counted(*args))
+
+    known = RateLimiter.hit_known_secret
+
+    async def hit_known_secret(self: RateLimiter, *args: Any) -> Any:
+        outcome = await known(self, *args)
+        checks.known.append(outcome)
+        if isinstance(outcome, Verdict):
+            checks.right += 1
+        return outcome
+
+    monkeypatch.setattr(Authenticator, "peek", peek_uncounted)
+    monkeypatch.setattr(prism.auth.authenticator, "keys_match", keys_match)
+    monkeypatch.setattr(RateLimiter, "hit_known_secret", hit_known_secret)
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["key-not-cached", "key-cached"])
 async def test_right_keys_sent_all_at_once_are_all_served(settings: Settings, app: Any, factory: Factory,
-                                                          backend: dict[str, Any]) -> None:
+                                                          backend: dict[str, Any], cached: bool) -> None:
     """An attempt frees its place once its key is accepted: a client's many requests in flight from one address
-    wait for a place at most briefly, and none is refused."""
+    wait for a place at most briefly, and none is refused. A cached key reserves none."""
     ws = await factory.workspace()
-    async with _served(settings, app, backend) as base_url, httpx.AsyncClient(
+    more = {"credential_cache_seconds": 60} if cached else {}
+    async with _served(settings, app, backend, **more) as base_url, httpx.AsyncClient(
             base_url=base_url, headers={**ws.headers(), "X-Forwarded-For": "198.51.100.77"}, timeout=60,
             limits=httpx.Limits(max_connections=64)) as client:
         answers = await asyncio.gather(*(client.get("/api/v1/dev/me/") for _ in range(64)))
     assert [a.status_code for a in answers] == [200] * 64, [a.text for a in answers if a.status_code != 200]
+
+
+@asynccontextmanager
+async def _cached_key(settings: Settings, app: Any, factory: Factory,
+                      backend: dict[str, Any]) -> AsyncIterator[tuple[httpx.AsyncClient, RateLimiter, str, list[Any]]]:
+    """A served app whose authenticator caches the right key already: a client from a fresh address sending it,
+    the app's limiter, that address, and what the limiter answered the cached key (`hit_known_secret`)."""
+    ws = await factory.workspace()
+    address = f"2001:db8:{uuid.uuid4().hex[:4]}:{uuid.uuid4().hex[:4]}::1"
+    known: list[Any] = []
+    async with _served_app(settings, app, backend, credential_cache_seconds=60) as (base_url, limited):
+        limiter: RateLimiter = limited.state.rate_limiter
+        hit_known_secret = limiter.hit_known_secret
+
+        async def spied(*args: Any) -> Any:
+            outcome = await hit_known_secret(*args)
+            known.append(outcome)
+            return outcome
+
+        limiter.hit_known_secret = spied  # type: ignore[method-assign]
+        async with httpx.AsyncClient(base_url=base_url, headers={**ws.headers(), "X-Forwarded-For": address},
+                                     timeout=60) as client:
+            assert (await client.get("/api/v1/dev/me/")).status_code == 200  # loads the key into the cache
+            yield client, limiter, address, known
+
+
+async def test_a_cached_key_waits_for_a_place_while_ten_attempts_are_in_flight(
+        settings: Settings, app: Any, factory: Factory, backend: dict[str, Any]) -> None:
+    async with _cached_key(settings, app, factory, backend) as (client, limiter, address, known):
+        for i in range(FAILURES):
+            assert await limiter.reserve_attempt(address, f"guess {i}") is True
+        answer = asyncio.create_task(client.get("/api/v1/dev/me/"))
+        await asyncio.sleep(0.5)
+        assert not answer.done()  # no place: the key waits, it is not served
+        assert await limiter.release_attempt(address, "guess 0") is None  # one check ends: a place comes free
+        assert (await answer).status_code == 200
+    assert len(known) == 1 and isinstance(known[0], Busy), known  # the warm-up loaded the key: no cached way
+
+
+async def test_a_cached_key_is_refused_when_no_place_comes_free(settings: Settings, app: Any, factory: Factory,
+                                                                backend: dict[str, Any],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prism.edge.lockout, "SLOT_WAIT_SECONDS", 0.3)
+    async with _cached_key(settings, app, factory, backend) as (client, limiter, address, known):
+        for i in range(FAILURES):
+            assert await limiter.reserve_attempt(address, f"guess {i}") is True
+        refused = await client.get("/api/v1/dev/me/")
+    assert refused.status_code == 429 and refused.json()["error"] == "too_many_attempts_in_progress", refused.text
+    assert refused.headers["Retry-After"] == "1"
+    assert isinstance(known[-1], Busy), known
+
+
+async def test_a_cached_key_arriving_while_the_tenth_guess_is_checked_is_refused_once_it_failed(
+        settings: Settings, app: Any, factory: Factory, backend: dict[str, Any]) -> None:
+    """Nine guesses failed and the tenth is being checked when the right key arrives: it may not be served before
+    the tenth is settled, and once that one failed the address is locked, the right key refused like a guess."""
+    async with _cached_key(settings, app, factory, backend) as (client, limiter, address, known):
+        for _ in range(FAILURES - 1):
+            assert await limiter.auth_failed(address) is False
+        assert await limiter.reserve_attempt(address, "tenth") is True
+        answer = asyncio.create_task(client.get("/api/v1/dev/me/"))
+        await asyncio.sleep(0.3)
+        assert not answer.done()
+        assert await limiter.auth_failed(address, "tenth") is True  # locked now
+        refused = await answer
+        assert refused.status_code == 429 and refused.json()["error"] == "too_many_failed_attempts", refused.text
+        # And it is refused at once, in the same step, when it arrives after the tenth failure.
+        again = await client.get("/api/v1/dev/me/")
+        assert again.status_code == 429 and again.json()["error"] == "too_many_failed_attempts"
+    assert len(known) == 2 and isinstance(known[0], Busy) and isinstance(known[1], Locked), known

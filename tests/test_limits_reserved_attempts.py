@@ -15,7 +15,7 @@ from prism.ratelimit import RateLimiter
 from prism.ratelimit.limiter import Lockout, ceilings_from
 from prism.ratelimit.memory import MemoryBackend
 from prism.ratelimit.redis_backend import RedisBackend
-from prism.ratelimit.verdict import Locked
+from prism.ratelimit.verdict import BUSY, Locked, Verdict
 from tests.test_limits_limiter import REDIS_URL, redis_available
 
 CEILINGS = ceilings_from(Settings())
@@ -58,6 +58,30 @@ async def test_a_hit_naming_the_attempt_frees_it(limiter: RateLimiter) -> None:
     assert not isinstance(verdict, Locked) and verdict.allowed
     assert await limiter.reserve_attempt(address, "next") is True
     assert await limiter.reserve_attempt(address, "one more") is False
+
+
+async def test_a_known_secret_is_counted_only_while_a_reservation_would_be_given(limiter: RateLimiter) -> None:
+    """`hit_known_secret` (a cached key's request, prism.edge.stack) is a reservation freed at one instant: it holds
+    no place, is Busy with nothing counted while the failures plus attempts in flight fill the threshold, and is
+    refused Locked once they locked the address."""
+    address, user = _address(), f"user-{uuid.uuid4().hex}"
+    first = await limiter.hit_known_secret("authenticated", user, address)
+    assert isinstance(first, Verdict) and first.remaining == CEILINGS["authenticated"] - 1
+    for i in range(9):
+        assert await limiter.reserve_attempt(address, f"a{i}") is True
+    assert isinstance(await limiter.hit_known_secret("authenticated", user, address), Verdict)  # nine of ten
+    assert await limiter.reserve_attempt(address, "a9") is True  # the known secret held no place
+    assert await limiter.hit_known_secret("authenticated", user, address) is BUSY
+    for i in range(5):
+        assert await limiter.auth_failed(address, f"a{i}") is False
+    assert await limiter.hit_known_secret("authenticated", user, address) is BUSY  # five failed, five in flight
+    assert await limiter.release_attempt(address, "a9") is None
+    after = await limiter.hit_known_secret("authenticated", user, address)
+    assert isinstance(after, Verdict) and after.remaining == CEILINGS["authenticated"] - 3  # busy counted nothing
+    for i in range(5, 9):
+        await limiter.auth_failed(address, f"a{i}")
+    assert await limiter.auth_failed(address) is True  # the tenth failure
+    assert isinstance(await limiter.hit_known_secret("authenticated", user, address), Locked)
 
 
 async def test_a_failure_on_a_locked_address_is_not_counted_and_frees_its_attempt(limiter: RateLimiter) -> None:

@@ -5,7 +5,9 @@ verified by `prism.oauth.resource.AccessTokens` (RS256 JWT, issuer of the host, 
 
 The cache keeps a verified key for `credential_cache_seconds`; the hash is still compared on every
 request and expiry is checked against the clock, so a cached entry never outlives its key. A revocation
-(made by the CLI, another process) is seen within the TTL.
+(made by the CLI, another process) is seen within the TTL. `peek` answers from the cache alone, awaiting and
+changing nothing, by the same evaluation of the cached entry as `authenticate` (`_accepted`): the edge counts a
+caller it finds in one step of the limiter (prism.edge.stack).
 `last_used_at` is collected in memory, to the second, and written in batches by `flush_touches`.
 """
 
@@ -70,6 +72,30 @@ def _invalid(reason: str) -> Unauthenticated:
     return Unauthenticated(reason, code="invalid_token")
 
 
+def _bearer_token(authorization: str) -> str | None:
+    """The credential of an `Authorization: Bearer <credential>` header; None for another scheme or none."""
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def _accepted(cached: _Cached, token: str, host: HostInfo) -> AuthContext:
+    """The caller of the API key `token` by its cached entry, or why it is refused: `Unauthenticated` for a wrong
+    secret (a guess), `CredentialNoLongerValid` for a key Prism issued that no longer works. Awaits nothing."""
+    if not keys_match(cached.key_hash, token):
+        raise _invalid("invalid API key")
+    # From here the caller holds a key Prism issued: a key that no longer works is not a guess.
+    if cached.refusal is not None:
+        raise CredentialNoLongerValid(cached.refusal)
+    if cached.expires_at is not None and cached.expires_at <= time.time():
+        raise CredentialNoLongerValid("API key expired")
+    context = cached.context
+    assert context is not None
+    if host.kind == "tenant" and host.subdomain != context.tenant_subdomain:
+        raise _invalid("this credential belongs to another tenant")
+    return context
+
+
 class Authenticator:
     def __init__(self, db: Database, *, cache_seconds: float, settings: Settings | None = None) -> None:
         self.db = db
@@ -91,9 +117,8 @@ class Authenticator:
             await self.require_tenant_host(host)
         if not authorization:
             raise Unauthenticated("Authorization: Bearer <key> is required", code="authentication_required")
-        scheme, _, token = authorization.partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
+        token = _bearer_token(authorization)
+        if token is None:
             raise Unauthenticated("use the Bearer scheme: Authorization: Bearer <key>",
                                   code="authentication_required")
         if not token.startswith(KEY_TOKEN_PREFIXES):
@@ -105,21 +130,43 @@ class Authenticator:
         now = time.monotonic()
         if cached is None or now - cached.fetched > self.cache_seconds:
             cached = await self._load(lookup)
-        if not keys_match(cached.key_hash, token):
-            raise _invalid("invalid API key")
-        # From here the caller holds a key Prism issued: a key that no longer works is not a guess.
-        if cached.refusal is not None:
-            raise CredentialNoLongerValid(cached.refusal)
-        if cached.expires_at is not None and cached.expires_at <= time.time():
-            raise CredentialNoLongerValid("API key expired")
-        context = cached.context
-        assert context is not None
-        if host.kind == "tenant" and host.subdomain != context.tenant_subdomain:
-            raise _invalid("this credential belongs to another tenant")
+        context = _accepted(cached, token, host)
+        self._touch(cached, context, now)
+        return context
+
+    def peek(self, authorization: str | None, host: HostInfo) -> AuthContext | None:
+        """The caller `authenticate` would accept without awaiting anything, or None: an API key whose cached
+        entry is fresh and accepts it (on a tenant host whose existence is cached too). Changes nothing, and
+        checks no secret against the database: a miss, a token, a key the entry refuses are all None, for
+        `authenticate` to answer. The edge counts a caller found here in one step of the limiter
+        (prism.edge.stack); `record_use` then records the key's use, as `authenticate` does."""
+        if host.kind == "tenant":
+            assert host.subdomain is not None
+            known = self._tenants.get(host.subdomain)
+            if known is None or not known[0] or time.monotonic() - known[1] > self.cache_seconds:
+                return None
+        token = _bearer_token(authorization) if authorization else None
+        if token is None or not token.startswith(KEY_TOKEN_PREFIXES):
+            return None
+        lookup = lookup_of(token)
+        cached = self._cache.get(lookup) if lookup is not None else None
+        if cached is None or time.monotonic() - cached.fetched > self.cache_seconds:
+            return None
+        try:
+            return _accepted(cached, token, host)
+        except Unauthenticated:  # a wrong secret, or a key that no longer works: `authenticate` says which
+            return None
+
+    def record_use(self, context: AuthContext) -> None:
+        """Record the use of a key `peek` accepted in its `last_used_at`, as `authenticate` does."""
+        cached = self._cache.get(context.key_prefix)
+        if cached is not None and cached.context is context:
+            self._touch(cached, context, time.monotonic())
+
+    def _touch(self, cached: _Cached, context: AuthContext, now: float) -> None:
         if now - cached.touched >= TOUCH_RESOLUTION_SECONDS:
             cached.touched = now
             context.usage.last_used_at = self._touches[context.credential_id] = utcnow()
-        return context
 
     def forget_key(self, lookup: str) -> None:
         """Drop a cached key at once (it was just revoked here); other processes drop theirs within

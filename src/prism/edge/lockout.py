@@ -15,7 +15,9 @@ most ten secrets of an address are ever being checked or counted as failed; the 
 - a right secret (`SecretAttempt.succeeded`) frees its place, as it is no failure, and is honoured only if the
   address is not locked at that moment: no answer after the tenth failure tells a right guess from a wrong one.
 
-Only a secret that was presented counts: a request that sent none reserves nothing.
+Only a secret that was presented counts: a request that sent none reserves nothing. An API key the
+authenticator's cache accepts is counted by the edge without a reservation, in one step that checks what a
+reservation would (prism.edge.stack); when no place is free it is reserved here like any other secret.
 """
 
 from __future__ import annotations

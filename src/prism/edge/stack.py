@@ -5,10 +5,16 @@ the MCP door the Origin (prism.edge.hosts), a malformed request line, the Bearer
 one: an attempt is reserved for it first, prism.edge.lockout, so a burst of guesses has at most the lockout's
 threshold of them checked), then the failed-authentication lockout and the rate limit together, in one step of
 the limiter that also frees the attempt: a locked-out address is refused the same way whatever its credential
-was, and a failed credential is counted and checked against the lockout atomically. What it learns goes into
-the request's `RequestContext`; it never answers by itself. A refusal is left in `context.refusal` for the door
-the router picks, which renders it in its own shape (prism.edge.doors), so the edge needs to know nothing of
-the doors' error shapes.
+was, and a failed credential is counted and checked against the lockout atomically.
+
+An API key the authenticator's cache accepts without awaiting anything (`Authenticator.peek`) reserves no
+attempt: its count checks the lockout and the attempts in flight in the same step (`RateLimiter.hit_known_secret`,
+one Redis round trip), as a reservation freed at once would; while they fill the threshold the key takes the
+reserving way and waits for a place. Any other credential (a miss, a guess, a token) is always reserved first.
+
+What it learns goes into the request's `RequestContext`; it never answers by itself. A refusal is left in
+`context.refusal` for the door the router picks, which renders it in its own shape (prism.edge.doors), so the
+edge needs to know nothing of the doors' error shapes.
 """
 
 from __future__ import annotations
@@ -33,13 +39,14 @@ from prism.ratelimit.addresses import AddressResolver
 from prism.ratelimit.headers import ratelimit_429_headers
 from prism.ratelimit.limiter import RateLimiter
 from prism.ratelimit.unavailable import LimiterUnavailable
-from prism.ratelimit.verdict import Locked, Verdict
+from prism.ratelimit.verdict import Busy, Locked, Verdict
 from prism.storage import unavailable_error
 from prism.tenancy.hosts import classify_host
 from prism.web.browser import signed_in_user_id
 
 if TYPE_CHECKING:  # the authenticator is the app's, read per request: importing it here would be circular
     from prism.auth.authenticator import Authenticator
+    from prism.auth.context import AuthContext
 
 # Users whose role grants this permission (owner and admin: `*`; a custom role may name it) get the admin
 # ceiling instead of the authenticated one.
@@ -133,6 +140,8 @@ class Edge:
         if lock is None or not context.headers.get("authorization"):  # no credential, no guess: nothing reserved
             await self._authenticate(scope, context, policy, lock, None)
             return
+        if await self._count_known_caller(scope, context, policy, lock):
+            return
         # A credential is checked only once an attempt is reserved for it (prism.edge.lockout): a locked-out
         # address is refused here, before its credential is looked at.
         attempt = await reserve_attempt(self.limiter, lock)
@@ -140,6 +149,30 @@ class Edge:
             await self._authenticate(scope, context, policy, lock, attempt)
         finally:
             await attempt.abandon()  # settled by now unless something raised
+
+    async def _count_known_caller(self, scope: Scope, context: RequestContext, policy: PathPolicy,
+                                  lock: str) -> bool:
+        """Count a caller whose API key the authenticator's cache accepts (`Authenticator.peek`) in one step of
+        the limiter, with no attempt reserved: the lockout is checked, and so are the attempts in flight, as a
+        reservation freed at once would be (`RateLimiter.hit_known_secret`), so the right key is honoured under
+        the same condition as on the way below. False when the cache does not accept the credential (a miss, a
+        guess, a token) or the attempts in flight fill the threshold: the credential then waits for a place and
+        is checked like any other."""
+        authenticator: Authenticator = scope["app"].state.authenticator
+        auth = authenticator.peek(context.headers.get("authorization"), context.host)
+        if auth is None:
+            return False
+        window = _caller_window(policy, auth)
+        if window is None:  # no caller tier to count in: the lockout alone, checked on the way below
+            return False
+        context.auth = auth  # with the storage unreachable and failing open, the request goes on as this caller
+        authenticator.record_use(auth)
+        outcome = await self.limiter.hit_known_secret(*window, lock)
+        if isinstance(outcome, Busy):
+            context.auth = None
+            return False
+        self._count(context, outcome)
+        return True
 
     async def _authenticate(self, scope: Scope, context: RequestContext, policy: PathPolicy, lock: str | None,
                             attempt: SecretAttempt | None) -> None:
@@ -163,14 +196,11 @@ class Edge:
                 lock = attempt = None
             await self._count_address(context, policy.address_tiers, lock, policy.anonymous_tier, attempt)
             return
-        auth = context.auth
-        if policy.caller_tier == "mcp":
-            self._count(context, await self.limiter.hit("mcp", auth.tenant_id, lock, _name(attempt)), attempt)
-        elif policy.caller_tier == "user":
-            tier = "admin" if auth.permissions.allows(ADMIN_PERMISSION) else "authenticated"
-            self._count(context, await self.limiter.hit(tier, auth.user_id, lock, _name(attempt)), attempt)
-        else:
+        window = _caller_window(policy, context.auth)
+        if window is None:
             await self._count_address(context, policy.address_tiers, lock, None, attempt)
+        else:
+            self._count(context, await self.limiter.hit(*window, lock, _name(attempt)), attempt)
 
     async def _count_address(self, context: RequestContext, tiers: tuple[str, ...], lock: str | None,
                              anonymous_tier: str | None, attempt: SecretAttempt | None = None) -> None:
@@ -204,6 +234,16 @@ class Edge:
             await send(message)
 
         return closing_send
+
+
+def _caller_window(policy: PathPolicy, auth: AuthContext) -> tuple[str, str] | None:
+    """The tier and key an accepted caller counts in on the path: per tenant on the MCP door, per user (the admin
+    ceiling for an admin) on the API; None where the path counts per address only."""
+    if policy.caller_tier == "mcp":
+        return "mcp", auth.tenant_id
+    if policy.caller_tier == "user":
+        return "admin" if auth.permissions.allows(ADMIN_PERMISSION) else "authenticated", auth.user_id
+    return None
 
 
 def _name(attempt: SecretAttempt | None) -> str | None:

@@ -4,6 +4,7 @@
     reserved = await limiter.reserve_attempt(address, attempt)           # before a secret is checked
     outcome = await limiter.auth_failed(address, attempt)                 # Locked, or whether it locked now
     locked = await limiter.release_attempt(address, attempt)              # a right secret: Locked or None
+    verdict = await limiter.hit_known_secret("mcp", tenant_id, address)  # Verdict, Locked, or Busy
 
 Windows are fixed, opened by the first request of a key and `period` seconds long (60 s for every tier).
 A hit that names the address in `lock` checks the lockout and counts in the same step (one Redis round trip),
@@ -13,7 +14,9 @@ A secret is checked only once an attempt was reserved for it (`reserve_attempt`)
 counted plus the attempts in flight are under the lockout's threshold: guesses sent all at once cannot have more
 than that many secrets checked, the right one among them. Each attempt is settled by `auth_failed` (a wrong
 secret: counted), `release_attempt` (a right one, or no guess) or a `hit` naming it, which releases it in the
-same step as the count.
+same step as the count. A secret known right without a look at the storage (an API key in the authenticator's
+cache) is counted by `hit_known_secret`: a reservation and its release at one instant, in the one step of its
+count, Busy (nothing counted) when no place is free.
 
 An IPv6 client is counted by its /64 (`address_key`): one host holds a whole /64 (SLAAC hands its addresses out,
 privacy extensions rotate them), so per-address windows and a per-address lockout would let one machine make
@@ -31,7 +34,7 @@ from typing import Protocol
 from prism.config import Settings
 from prism.ratelimit.memory import MemoryBackend
 from prism.ratelimit.unavailable import LimiterUnavailable, OnFailure
-from prism.ratelimit.verdict import Locked, Verdict
+from prism.ratelimit.verdict import Busy, Locked, Verdict
 
 TIERS = ("anonymous", "anonymous_discovery", "authenticated", "admin", "auth_endpoints", "mcp",
          "key_registration")
@@ -79,6 +82,9 @@ class Backend(Protocol):
 
     async def hit(self, key: str, limit: int, period: float, lock: str | None = None,
                   weight: int = 1, attempt: str | None = None) -> Verdict | Locked: ...
+
+    async def hit_unless_busy(self, key: str, limit: int, period: float, lock: str,
+                              threshold: int) -> Verdict | Locked | Busy: ...
 
     async def reserve(self, address: str, attempt: str, *, threshold: int) -> Locked | bool: ...
 
@@ -128,6 +134,16 @@ class RateLimiter:
             return self.backend.hit(self._prefixes[tier] + key, self.ceilings[tier], self.period)
         return self.backend.hit(self._prefixes[tier] + key, self.ceilings[tier], self.period, address_key(lock),
                                 1, attempt)
+
+    def hit_known_secret(self, tier: str, key: str, lock: str) -> Awaitable[Verdict | Locked | Busy]:
+        """Count one request of `key` in `tier` whose secret is known to be right without reserving an attempt
+        for it (an API key the authenticator's cache accepts): as a reservation and its release at one instant,
+        in one step. Locked when `lock` is locked out; Busy (nothing counted) when the address's failures plus
+        attempts in flight fill the lockout's threshold, so the secret must wait for a place like any other."""
+        if tier in ADDRESS_TIERS:
+            key = address_key(key)
+        return self.backend.hit_unless_busy(self._prefixes[tier] + key, self.ceilings[tier], self.period,
+                                            address_key(lock), self.lockout.failures)
 
     def hit_many(self, tier: str, key: str, count: int) -> Awaitable[Verdict | Locked]:
         """Count `count` more requests of `key` in `tier` at once: the requests of a JSON-RPC batch beyond the

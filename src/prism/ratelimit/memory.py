@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from prism.ratelimit.verdict import Locked, Verdict, verdict_of
+from prism.ratelimit.verdict import BUSY, Busy, Locked, Verdict, verdict_of
 
 # Expired windows are swept whenever this many new windows have been opened, so idle keys cannot pile up.
 SWEEP_EVERY = 4096
@@ -37,6 +37,19 @@ class MemoryBackend:
             locked = self._lock_left(lock, now)
             if locked is not None:
                 return locked
+        return self._count(key, limit, period, weight, now)
+
+    async def hit_unless_busy(self, key: str, limit: int, period: float, lock: str,
+                              threshold: int) -> Verdict | Locked | Busy:
+        now = self.clock()
+        locked = self._lock_left(lock, now)
+        if locked is not None:
+            return locked
+        if self._places_taken(lock, now) >= threshold:
+            return BUSY
+        return self._count(key, limit, period, 1, now)
+
+    def _count(self, key: str, limit: int, period: float, weight: int, now: float) -> Verdict:
         window = self._windows.get(key)
         if window is None or now >= window[0]:
             window = self._open(self._windows, key, now + period)
@@ -48,10 +61,7 @@ class MemoryBackend:
         locked = self._lock_left(address, now)
         if locked is not None:
             return locked
-        window = self._failures.get(address)
-        failures = 0 if window is None or now >= window[0] else int(window[1])
-        pending = self._pending.get(address)
-        if failures + (len(pending) if pending else 0) >= threshold:
+        if self._places_taken(address, now) >= threshold:
             return False
         self._pending.setdefault(address, set()).add(attempt)
         return True
@@ -86,6 +96,13 @@ class MemoryBackend:
 
     async def close(self) -> None:
         return None
+
+    def _places_taken(self, address: str, now: float) -> int:
+        """The address's failures counted plus its attempts in flight: each holds one of the threshold's places."""
+        window = self._failures.get(address)
+        failures = 0 if window is None or now >= window[0] else int(window[1])
+        pending = self._pending.get(address)
+        return failures + (len(pending) if pending else 0)
 
     def _settle(self, address: str, attempt: str) -> None:
         pending = self._pending.get(address)

@@ -3,7 +3,9 @@
 Each check is ONE script call: a Lua script looks at the address's lockout key, and unless it is set
 increments the window counter, starts its expiry on the first hit and returns the count with the time
 left. The `limits` package needs two round trips for the count alone (hit, then window statistics for
-the headers), and a separate lockout lookup would be a third. Scripts run atomically, so concurrent
+the headers), and a separate lockout lookup would be a third. A request whose API key the authenticator's cache
+accepts checks the attempts in flight in that same call too (`hit_unless_busy`); other credentials reserve an
+attempt first, one script call more (prism.edge.lockout). Scripts run atomically, so concurrent
 requests from many processes never overshoot a ceiling and never exceed the lockout's threshold.
 
 The checks of a process's requests in flight share round trips: while one pipeline of script calls is on its
@@ -28,16 +30,26 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError
 
 from prism.ratelimit.unavailable import LimiterUnavailable
-from prism.ratelimit.verdict import Locked, Verdict, verdict_of
+from prism.ratelimit.verdict import BUSY, Busy, Locked, Verdict, verdict_of
 
 # KEYS[1]: the window counter; KEYS[2] (optional): the address's lockout key; KEYS[3] (optional): the address's
-# attempts in flight, ARGV[3] the attempt this request reserved (settled here: its credential was accepted or is
-# no guess); ARGV: the window (ms), how many requests to count. {-1, ms left} when locked.
+# attempts in flight, ARGV[3] the attempt this request reserved ('' for none; settled here: its credential was
+# accepted or is no guess); KEYS[4] (optional): the address's failure counter, ARGV[4] the lockout's threshold:
+# a request whose secret is known right without a reservation (prism.edge.stack) is counted only while the failures
+# plus the attempts in flight are under it, as _RESERVE reserves, {-2, 0} otherwise (nothing counted). ARGV: the
+# window (ms), how many requests to count. {-1, ms left} when locked.
 _HIT = """
-if KEYS[3] then redis.call('ZREM', KEYS[3], ARGV[3]) end
+if KEYS[3] and ARGV[3] ~= '' then redis.call('ZREM', KEYS[3], ARGV[3]) end
 if KEYS[2] then
   local left = redis.call('PTTL', KEYS[2])
   if left > 0 then return {-1, left} end
+end
+if KEYS[4] then
+  local clock = redis.call('TIME')
+  local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  local failures = tonumber(redis.call('GET', KEYS[4]) or '0')
+  if failures + redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[4]) then return {-2, 0} end
 end
 local weight = tonumber(ARGV[2])
 local n = redis.call('INCRBY', KEYS[1], weight)
@@ -129,6 +141,17 @@ class RedisBackend:
             keys = (PREFIX + key, _auth_key(lock) + ":lock", _auth_key(lock) + ":pending")
         args = (_ms(period), weight) if attempt is None else (_ms(period), weight, attempt)
         count, ttl_ms = await self._run("hit", keys, args)
+        if count < 0:
+            return Locked(int(ttl_ms) / 1000)
+        return verdict_of(int(count), limit, int(ttl_ms) / 1000)
+
+    async def hit_unless_busy(self, key: str, limit: int, period: float, lock: str,
+                              threshold: int) -> Verdict | Locked | Busy:
+        base = _auth_key(lock)
+        count, ttl_ms = await self._run("hit", (PREFIX + key, base + ":lock", base + ":pending", base + ":failures"),
+                                        (_ms(period), 1, "", threshold))
+        if count == -2:
+            return BUSY
         if count < 0:
             return Locked(int(ttl_ms) / 1000)
         return verdict_of(int(count), limit, int(ttl_ms) / 1000)

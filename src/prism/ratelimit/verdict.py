@@ -35,3 +35,11 @@ class Locked(NamedTuple):
     """The address is blocked by the failed-authentication lockout for `seconds_left`; nothing was counted."""
 
     seconds_left: float
+
+
+class Busy(NamedTuple):
+    """The address's failures counted plus its attempts in flight fill the lockout's threshold, so a secret would
+    have to wait for a place (prism.edge.lockout): nothing was counted."""
+
+
+BUSY = Busy()
