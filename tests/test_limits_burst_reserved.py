@@ -28,7 +28,7 @@ from prism.ratelimit import RateLimiter
 from prism.ratelimit.verdict import Busy, Locked, Verdict
 from tests.factories import PASSWORD, Factory
 from tests.limits_support import limited_app
-from tests.oauth_support import field
+from tests.oauth_support import bearer, browser, field, tokens_for
 from tests.processes import free_port
 from tests.test_limits_limiter import redis_available
 
@@ -282,3 +282,26 @@ async def test_a_cached_key_arriving_while_the_tenth_guess_is_checked_is_refused
         again = await client.get("/api/v1/dev/me/")
         assert again.status_code == 429 and again.json()["error"] == "too_many_failed_attempts"
     assert len(known) == 2 and isinstance(known[0], Busy) and isinstance(known[1], Locked), known
+
+
+async def test_access_tokens_take_no_place_among_the_attempts_in_flight(
+        settings: Settings, app: Any, factory: Factory, backend: dict[str, Any]) -> None:
+    """A hosted connector's users share its egress address. Their access tokens are signatures no guess produces,
+    so they are counted after their check and never wait for the ten places: with all ten taken by API-key guesses
+    being checked, twenty token requests are served at once. A locked address still refuses them."""
+    ws = await factory.workspace()
+    address = f"2001:db8:{uuid.uuid4().hex[:4]}:{uuid.uuid4().hex[:4]}::1"
+    async with _served_app(settings, app, backend) as (base_url, limited):
+        limiter: RateLimiter = limited.state.rate_limiter
+        async with browser(limited, ws.host) as page:
+            token = (await tokens_for(page, ws))["access_token"]
+        async with httpx.AsyncClient(base_url=base_url, headers={**bearer(token), "Host": ws.host,
+                                                                 "X-Forwarded-For": address}, timeout=60) as client:
+            for i in range(FAILURES):
+                assert await limiter.reserve_attempt(address, f"guess {i}") is True
+            served = await asyncio.wait_for(asyncio.gather(*(client.get("/api/v1/dev/me/") for _ in range(20))), 3)
+            assert [answer.status_code for answer in served] == [200] * 20, served[0].text
+            for i in range(FAILURES):  # the guesses being checked all fail: the tenth locks the address
+                await limiter.auth_failed(address, f"guess {i}")
+            refused = await client.get("/api/v1/dev/me/")
+    assert refused.status_code == 429 and refused.json()["error"] == "too_many_failed_attempts", refused.text

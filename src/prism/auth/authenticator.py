@@ -157,6 +157,13 @@ class Authenticator:
         except Unauthenticated:  # a wrong secret, or a key that no longer works: `authenticate` says which
             return None
 
+    @staticmethod
+    def presents_api_key(authorization: str) -> bool:
+        """Whether the header presents an API key: a random secret a guess is checked against. An OAuth access
+        token is a signature over its claims (no guess produces one), and another scheme is never accepted."""
+        token = _bearer_token(authorization)
+        return token is not None and token.startswith(KEY_TOKEN_PREFIXES)
+
     def record_use(self, context: AuthContext) -> None:
         """Record the use of a key `peek` accepted in its `last_used_at`, as `authenticate` does."""
         cached = self._cache.get(context.key_prefix)

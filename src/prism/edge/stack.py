@@ -2,9 +2,10 @@
 
 For each HTTP request, in order: the client address, the host (one Prism serves, a tenant that exists) and on
 the MCP door the Origin (prism.edge.hosts), a malformed request line, the Bearer credential (on paths that take
-one: an attempt is reserved for it first, prism.edge.lockout, so a burst of guesses has at most the lockout's
-threshold of them checked), then the failed-authentication lockout and the rate limit together, in one step of
-the limiter that also frees the attempt: a locked-out address is refused the same way whatever its credential
+one: an attempt is reserved for an API key first, prism.edge.lockout, so a burst of guesses has at most the
+lockout's threshold of them checked; an access token, which no guess can produce, is counted after its check),
+then the failed-authentication lockout and the rate limit together, in one step of the limiter that also frees
+the attempt: a locked-out address is refused the same way whatever its credential
 was, and a failed credential is counted and checked against the lockout atomically.
 
 An API key the authenticator's cache accepts without awaiting anything (`Authenticator.peek`) reserves no
@@ -137,7 +138,12 @@ class Edge:
         if not policy.takes_bearer or scope["method"] not in policy.credential_methods:
             await self._count_address(context, policy.address_tiers, lock, policy.anonymous_tier)
             return
-        if lock is None or not context.headers.get("authorization"):  # no credential, no guess: nothing reserved
+        authorization = context.headers.get("authorization")
+        authenticator: Authenticator = scope["app"].state.authenticator
+        if lock is None or not authorization or not authenticator.presents_api_key(authorization):
+            # Nothing reserved: no credential, no guess; and no guess can succeed as an access token (a signature)
+            # or under another scheme, however many are checked at once: counted after the check (a refused one
+            # as a failure), so a hosted connector's users behind one egress address never take turns for places.
             await self._authenticate(scope, context, policy, lock, None)
             return
         if await self._count_known_caller(scope, context, policy, lock):
@@ -189,7 +195,7 @@ class Edge:
                 # A guess: counted, lockout checked (LockedOut once the address is locked).
                 if attempt is not None:
                     await attempt.failed()
-                else:  # a path exempt from the lockout: the guess still counts towards it
+                else:  # nothing reserved (a path exempt from the lockout, a token): the guess still counts
                     outcome = await self.limiter.auth_failed(context.address)
                     if isinstance(outcome, Locked):
                         raise locked_out(context.address, outcome) from None
