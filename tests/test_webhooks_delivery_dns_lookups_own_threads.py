@@ -1,8 +1,8 @@
 """The delivery worker resolves receivers' hosts on threads of its own (prism.kit.outbound.DELIVERY_LOOKUPS), within
 RESOLVE_WITHIN_SECONDS: deliveries to hosts whose DNS servers never answer cannot take the event loop's default
-executor from the rest of `prism serve` (a password check stays prompt), and each such delivery's attempt fails
-after that time (or at once, when every lookup thread is taken) and is retried later, rather than holding its
-worker's slot for the webhook's whole timeout.
+executor from the rest of `prism serve` (a document upload, indexed there, stays prompt), and each such delivery's
+attempt fails after that time (or at once, when every lookup thread is taken) and is retried later, rather than
+holding its worker's slot for the webhook's whole timeout.
 
 The slow DNS is real, as in tests/test_webhooks_dns_lookups_own_threads.py: the app, with its in-process worker,
 runs in a mount namespace whose /etc/resolv.conf names a local DNS server that never answers. Its webhooks are saved
@@ -21,12 +21,11 @@ import httpx
 import pytest
 
 from prism.kit.outbound import DELIVERY_LOOKUPS_AT_ONCE, RESOLVE_WITHIN_SECONDS
-from prism.storage import Database
-from tests.factories import Factory
-from tests.processes import HOST, run_cli
+from tests.processes import HOST
 from tests.test_webhooks_dns_lookups_own_threads import (  # noqa: F401
-    REGISTER,
     RESOLVER_TIMEOUT_SECONDS,
+    default_executor_probe,
+    owner_workspace,
     silent_dns_fixture,
     start_app_with_resolver,
     wait_ready,
@@ -44,31 +43,13 @@ UNANSWERED = f"did not resolve within {RESOLVE_WITHIN_SECONDS:g} s"
 async def test_deliveries_to_hosts_whose_dns_never_answers_fail_their_attempt_and_leave_the_process_free(
         silent_dns: str, tmp_path: Path) -> None:
     database_url = f"sqlite:///{tmp_path / 'prism.db'}"
-    migrated = run_cli("migrate", database_url=database_url)
-    assert migrated.returncode == 0, migrated
-    db = Database(database_url)
-    try:
-        ws = await Factory(db).workspace(roles=("owner",))
-    finally:
-        await db.dispose()
-    wrong_password = {"email": ws.emails["owner"], "password": "not-the-password-123"}
+    ws = await owner_workspace(database_url)
     process, port = start_app_with_resolver(
         tmp_path, silent_dns, database_url, PRISM_WEBHOOK_WORKER_IN_PROCESS="true",
         PRISM_WEBHOOK_ALLOW_PRIVATE_NETWORKS="true", PRISM_WEBHOOK_WORKER_CONCURRENCY=str(HANGING_HOSTS + 4))
     try:
         await wait_ready(process, port, tmp_path)
         async with httpx.AsyncClient(base_url=f"http://{HOST}:{port}", timeout=60) as client:
-
-            async def password_check() -> float:
-                """A key registration with a wrong password: the password is checked on the default executor."""
-                began = time.monotonic()
-                try:
-                    checked = await client.post(REGISTER, json=wrong_password, headers={"Host": ws.host}, timeout=15)
-                except httpx.ReadTimeout:
-                    pytest.fail("a password check waited over 15 s behind delivery-time DNS lookups")
-                assert checked.status_code == 401, checked.text
-                return time.monotonic() - began
-
             hooks = []
             for index in range(HANGING_HOSTS):  # a webhook timeout well beyond the lookups' time limit
                 made = await client.post(BASE, headers=ws.headers(), json={
@@ -76,14 +57,14 @@ async def test_deliveries_to_hosts_whose_dns_never_answers_fail_their_attempt_an
                     "timeout_seconds": 30})
                 assert made.status_code == 201, made.text
                 hooks.append(made.json()["id"])
-            alone = await password_check()
+            alone = await default_executor_probe(client, ws, "delivery-time DNS lookups")
             began = time.monotonic()
             for hook_id in hooks:  # the in-process worker is woken at once and sends each
                 sent = await client.post(f"{BASE}{hook_id}/test/", headers=ws.headers())
                 assert sent.status_code == 202, sent.text
             await asyncio.sleep(1.0)  # every delivery has reached its lookup (or failed at once)
-            during = await password_check()
-            assert during < alone + 3, f"a password check took {during:.1f} s during the lookups ({alone:.1f} s alone)"
+            during = await default_executor_probe(client, ws, "delivery-time DNS lookups")
+            assert during < alone + 3, f"an upload took {during:.1f} s during the lookups ({alone:.1f} s alone)"
 
             # Each attempt ends within the lookups' time limit (not the webhook's 30 s, nor the resolver's 20 s):
             # a failed attempt, retried later.

@@ -5,8 +5,8 @@ and once those threads are all taken a save is refused at once (503 resolver_bus
 The slow DNS is real: Prism's app runs (Uvicorn, asyncio's event loop) in a mount namespace of its own
 (`unshare -m`) whose /etc/resolv.conf names a local DNS server that receives every query and answers none (a UDP
 socket nobody reads), so each lookup holds its thread in the system resolver until its timeout. The machine's own
-/etc/resolv.conf is untouched. What else waits on the default executor: a password check
-(`prism.identity.passwords`), here a key registration with a wrong password.
+/etc/resolv.conf is untouched. What else waits on the default executor: a document upload's indexing
+(`default_executor_probe`; password checks have a pool of their own, prism.identity.passwords).
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ import pytest
 
 from prism.kit.outbound import LOOKUPS_AT_ONCE, RESOLVE_WITHIN_SECONDS
 from prism.storage import Database
-from tests.factories import Factory
+from tests.factories import Factory, Workspace
 from tests.processes import HOST, clean_env, free_port, run_cli
 from tests.webhooks_fixtures import BASE
 
-REGISTER = "/api/mcp/api-keys/register/"
+DOCUMENT_OP = "/api/mcp/tools/prism_document_op/"
 
 # How long the system resolver in the server's namespace waits for an answer that never comes.
 RESOLVER_TIMEOUT_SECONDS = 20
@@ -95,32 +95,40 @@ async def wait_ready(process: subprocess.Popen[bytes], port: int, tmp_path: Path
     raise AssertionError("the app did not answer within 60 s")
 
 
-@pytest.mark.engine_independent
-async def test_saves_naming_hosts_whose_dns_never_answers_leave_the_default_executor_free(
-        silent_dns: str, tmp_path: Path) -> None:
-    database_url = f"sqlite:///{tmp_path / 'prism.db'}"
+
+async def owner_workspace(database_url: str) -> Workspace:
+    """A migrated SQLite database with a workspace whose owner holds a key."""
     migrated = run_cli("migrate", database_url=database_url)
     assert migrated.returncode == 0, migrated
     db = Database(database_url)
     try:
-        ws = await Factory(db).workspace(roles=("owner",))
+        return await Factory(db).workspace(roles=("owner",))
     finally:
         await db.dispose()
-    wrong_password = {"email": ws.emails["owner"], "password": "not-the-password-123"}
+
+
+async def default_executor_probe(client: httpx.AsyncClient, ws: Workspace, waiting_on: str) -> float:
+    """How long a document upload takes: its text is indexed on the event loop's default executor (Handler.prepare,
+    `asyncio.to_thread`), the pool lookups on the loop's own resolver would fill. `waiting_on` names them."""
+    began = time.monotonic()
+    try:
+        uploaded = await client.post(DOCUMENT_OP, headers=ws.headers(), timeout=15, json={
+            "app": "documents", "entity": "document", "operation": "upload",
+            "arguments": {"title": "probe", "content": "a few words to index"}})
+    except httpx.ReadTimeout:
+        pytest.fail(f"a document upload waited over 15 s behind {waiting_on}")
+    assert uploaded.status_code == 200, uploaded.text
+    return time.monotonic() - began
+
+@pytest.mark.engine_independent
+async def test_saves_naming_hosts_whose_dns_never_answers_leave_the_default_executor_free(
+        silent_dns: str, tmp_path: Path) -> None:
+    database_url = f"sqlite:///{tmp_path / 'prism.db'}"
+    ws = await owner_workspace(database_url)
     process, port = start_app_with_resolver(tmp_path, silent_dns, database_url)
     try:
         await wait_ready(process, port, tmp_path)
         async with httpx.AsyncClient(base_url=f"http://{HOST}:{port}", timeout=60) as client:
-
-            async def password_check() -> float:
-                """A key registration with a wrong password: the password is checked on the default executor."""
-                began = time.monotonic()
-                try:
-                    checked = await client.post(REGISTER, json=wrong_password, headers={"Host": ws.host}, timeout=15)
-                except httpx.ReadTimeout:
-                    pytest.fail("a password check waited over 15 s behind save-time DNS lookups")
-                assert checked.status_code == 401, checked.text
-                return time.monotonic() - began
 
             async def save(index: int) -> tuple[float, httpx.Response]:
                 began = time.monotonic()
@@ -128,11 +136,11 @@ async def test_saves_naming_hosts_whose_dns_never_answers_leave_the_default_exec
                     "name": "silent", "url": f"https://h{index}.silent-dns.test/hook"})
                 return time.monotonic() - began, answer
 
-            alone = await password_check()
+            alone = await default_executor_probe(client, ws, "save-time DNS lookups")
             saves = [asyncio.create_task(save(index)) for index in range(HANGING_SAVES)]
             await asyncio.sleep(1.0)  # every save has reached its lookup (or been refused)
-            during = await password_check()
-            assert during < alone + 3, f"a password check took {during:.1f} s during the lookups ({alone:.1f} s alone)"
+            during = await default_executor_probe(client, ws, "save-time DNS lookups")
+            assert during < alone + 3, f"an upload took {during:.1f} s during the lookups ({alone:.1f} s alone)"
             answers = await asyncio.gather(*saves)
         busy = [(took, a) for took, a in answers if a.status_code == 503]
         timed_out = [a for _, a in answers if a.status_code == 400]
