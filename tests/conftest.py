@@ -34,7 +34,9 @@ from tests.factories import Factory
 #   run. Every test keeps to webhooks and receiver paths of its own (unique_path), and hook_client clears the
 #   deliveries left to send before and after each test.
 # - slow_dns: DNS answering when a test lets it, at Prism's resolver seam (function-scoped).
+# - limiter_storage: the lockout tests' limiter in memory, then on Redis (function-scoped).
 from tests.integrations_upstream import imports_removed_after_the_module_fixture  # noqa: F401 -- fixture
+from tests.limits_support import limiter_storage_fixture  # noqa: F401 -- fixture
 from tests.processes import TEST_SECRET_KEY_FILE, ServerPool, scratch_database
 from tests.slow_dns import slow_dns_fixture  # noqa: F401 -- fixture
 from tests.webhooks_fixtures import (  # noqa: F401 -- fixtures

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import redis
 from starlette.applications import Starlette
 
@@ -98,3 +99,20 @@ class RoundTrips:
 
     def close(self) -> None:
         self.client.close()
+
+
+# One Redis database for the lockout tests' apps. Never flushed: bin/test runs its SQLite and PostgreSQL passes at
+# once against one Redis, so every test counts from addresses of its own instead.
+LOCKOUT_REDIS_URL = "redis://127.0.0.1:6379/11"
+
+
+@pytest.fixture(name="limiter_storage", params=["memory", "redis"])
+def limiter_storage_fixture(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The settings of the limiter's storage an app runs with: memory, then Redis (skipped when it is not there)."""
+    if request.param == "memory":
+        return {}
+    try:
+        redis.Redis.from_url(LOCKOUT_REDIS_URL, socket_connect_timeout=1).ping()
+    except redis.RedisError:
+        pytest.skip("no Redis on 127.0.0.1:6379")
+    return {"redis_url": LOCKOUT_REDIS_URL}

@@ -13,11 +13,10 @@ import sqlalchemy as sa
 from alembic import command
 
 from prism.integrations.sealed_urls import opened_urls
-from prism.migrate import alembic_config, migrate_with_alembic
 from prism.storage import one_shot_engine
 from tests.processes import scratch_database
 from tests.test_integrations_url_secrets import texts_holding
-from tests.test_integrations_url_secrets_migration import _organization, _with_db, settings_for
+from tests.test_integrations_url_secrets_migration import stepped_down_with_an_organization, with_app_db
 
 BEFORE = "0028_webhook_fair_claims"
 KEY = "s3cret-" + "k" * 12
@@ -67,11 +66,7 @@ async def _rows(url: str) -> dict[str, dict[str, Any]]:
 async def test_the_upgrade_seals_keys_stored_in_endpoint_urls_and_stepping_down_gives_them_back(
         tmp_path: Path) -> None:
     with scratch_database(tmp_path, "endpointurls") as url:
-        await asyncio.to_thread(migrate_with_alembic, url)
-        organization_id = await _with_db(url, lambda db: _organization(db))
-        config = alembic_config(url)
-        config.attributes["settings"] = settings = settings_for(url)
-        await asyncio.to_thread(command.downgrade, config, BEFORE)
+        config, settings, organization_id = await stepped_down_with_an_organization(url, BEFORE)
         await _stored_as_before(url, organization_id)
 
         await asyncio.to_thread(command.upgrade, config, "head")
@@ -84,7 +79,7 @@ async def test_the_upgrade_seals_keys_stored_in_endpoint_urls_and_stepping_down_
         assert log["response_excerpt"] == '{"echo": "********"}'
         assert opened_urls(settings, ENDPOINT_ID, endpoint["sealed_urls"]) == {"base_url": BASE_URL}
         assert opened_urls(settings, LOG_ID, log["sealed_urls"]) == {"url": CALLED}
-        assert await _with_db(url, lambda db: texts_holding(db, KEY)) == []
+        assert await with_app_db(url, lambda db: texts_holding(db, KEY)) == []
 
         await asyncio.to_thread(command.downgrade, config, BEFORE)
         rows = await _rows(url)

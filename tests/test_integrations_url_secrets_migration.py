@@ -12,6 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from alembic import command
+from alembic.config import Config
 
 from prism.app import create_app
 from prism.config import Settings
@@ -37,11 +38,23 @@ def settings_for(url: str) -> Settings:
                     audit_seal_sweep_seconds=3600, **UNTHROTTLED)
 
 
-async def _with_db(url: str, work: Any) -> Any:
+async def with_app_db(url: str, work: Any) -> Any:
     application = create_app(settings_for(url))
     async with application.router.lifespan_context(application):
         return await work(application.state.db)
 
+
+
+async def stepped_down_with_an_organization(url: str, before: str) -> tuple[Config, Settings, str]:
+    """The database migrated to the head, an organization made in it, then stepped down to `before`: the Alembic
+    config to step up with (carrying the settings whose master secret the migration seals with), those settings,
+    and the organization's id."""
+    await asyncio.to_thread(migrate_with_alembic, url)
+    organization_id = await with_app_db(url, lambda db: _organization(db))
+    config = alembic_config(url)
+    config.attributes["settings"] = settings = settings_for(url)
+    await asyncio.to_thread(command.downgrade, config, before)
+    return config, settings, organization_id
 
 async def _stored_as_before(url: str, organization_id: str) -> None:
     """The rows as an older Prism wrote them: every URL whole, in the clear."""
@@ -85,11 +98,7 @@ def _json(value: Any) -> dict[str, Any]:
 
 async def test_the_upgrade_seals_tokens_stored_in_urls_and_stepping_down_gives_them_back(tmp_path: Path) -> None:
     with scratch_database(tmp_path, "urlsecrets") as url:
-        await asyncio.to_thread(migrate_with_alembic, url)
-        organization_id = await _with_db(url, lambda db: _organization(db))
-        config = alembic_config(url)
-        config.attributes["settings"] = settings = settings_for(url)
-        await asyncio.to_thread(command.downgrade, config, BEFORE)
+        config, settings, organization_id = await stepped_down_with_an_organization(url, BEFORE)
         await _stored_as_before(url, organization_id)
 
         await asyncio.to_thread(command.upgrade, config, "head")
@@ -102,7 +111,7 @@ async def test_the_upgrade_seals_tokens_stored_in_urls_and_stepping_down_gives_t
         assert opened_urls(settings, APP_ID, app["sealed_urls"]) == {"source": MCP_URL, "default_server": MCP_URL}
         assert opened_urls(settings, CONNECTION_ID, connection["sealed_urls"]) == {"base_url": BASE_URL,
                                                                                   "token_url": TOKEN_URL}
-        assert await _with_db(url, lambda db: texts_holding(db, "s3cret")) == []
+        assert await with_app_db(url, lambda db: texts_holding(db, "s3cret")) == []
 
         await asyncio.to_thread(command.downgrade, config, BEFORE)
         app, connection = await _rows(url)

@@ -29,10 +29,7 @@ from tests.factories import PASSWORD, Factory
 from tests.limits_support import limited_app
 from tests.oauth_support import bearer, browser, field, tokens_for
 from tests.processes import free_port
-from tests.test_limits_limiter import redis_available
 
-REDIS_URL = "redis://127.0.0.1:6379/12"  # never flushed: the SQLite and PostgreSQL passes share it at once;
-# every test counts from addresses of its own
 WRONG = 30
 RIGHT_AT = 20  # the right secret is sent after twenty wrong ones
 FAILURES = 10
@@ -45,27 +42,19 @@ def _fresh_address() -> str:
     return f"2001:db8:{uuid.uuid4().hex[:4]}:{uuid.uuid4().hex[:4]}::1"
 
 
-@pytest.fixture(params=["memory", "redis"])
-def backend(request: pytest.FixtureRequest) -> dict[str, Any]:
-    if request.param == "memory":
-        return {}
-    if not redis_available():
-        pytest.skip("no Redis on 127.0.0.1:6379")
-    return {"redis_url": REDIS_URL}
-
 
 @asynccontextmanager
-async def _served(settings: Settings, app: Any, backend: dict[str, Any], **more: Any) -> AsyncIterator[str]:
+async def _served(settings: Settings, app: Any, limiter_storage: dict[str, Any], **more: Any) -> AsyncIterator[str]:
     """The app with fresh counters, served by uvicorn on a free port: its base URL."""
-    async with _served_app(settings, app, backend, **more) as (base_url, _limited):
+    async with _served_app(settings, app, limiter_storage, **more) as (base_url, _limited):
         yield base_url
 
 
 @asynccontextmanager
-async def _served_app(settings: Settings, app: Any, backend: dict[str, Any],
+async def _served_app(settings: Settings, app: Any, limiter_storage: dict[str, Any],
                       **more: Any) -> AsyncIterator[tuple[str, Any]]:
     """As `_served`, with the served app (its limiter) too."""
-    async with limited_app(settings, app, **UNLIMITED, **backend, **more) as limited:
+    async with limited_app(settings, app, **UNLIMITED, **limiter_storage, **more) as limited:
         port = free_port()
         # The app's lifespan ran already (limited_app); X-Forwarded-For is the edge's to read (trusted_proxies).
         server = uvicorn.Server(uvicorn.Config(limited, host="127.0.0.1", port=port, lifespan="off",
@@ -122,11 +111,11 @@ def _at_most_ten_checked(checks: Checks, wrong: list[int], right: int, success: 
 
 
 async def test_a_login_burst_checks_at_most_ten_passwords(settings: Settings, app: Any, factory: Factory,
-                                                          backend: dict[str, Any],
+                                                          limiter_storage: dict[str, Any],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     ws = await factory.workspace(roles=("member",))
     checks = Checks(monkeypatch, prism.identity.passwords, "_check", lambda _hash, password: password == PASSWORD)
-    async with _served(settings, app, backend) as base_url:
+    async with _served(settings, app, limiter_storage) as base_url:
         async with httpx.AsyncClient(base_url=base_url) as reader:
             page = await reader.get("/login/")
             csrf, cookies = field(page.text, "csrf_token"), dict(page.cookies)
@@ -141,7 +130,7 @@ async def test_a_login_burst_checks_at_most_ten_passwords(settings: Settings, ap
 
 @pytest.mark.parametrize("cached", [False, True], ids=["key-not-cached", "key-cached"])
 async def test_an_api_key_burst_checks_at_most_ten_keys(settings: Settings, app: Any, factory: Factory,
-                                                        backend: dict[str, Any], cached: bool,
+                                                        limiter_storage: dict[str, Any], cached: bool,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Guesses at a known key's secret (its prefix is no secret): each is checked against the key's hash.
 
@@ -155,7 +144,7 @@ async def test_an_api_key_burst_checks_at_most_ten_keys(settings: Settings, app:
     checks = Checks(monkeypatch, prism.auth.authenticator, "keys_match", lambda _hash, plaintext: plaintext == key)
     _count_known_keys_as_checked(monkeypatch, checks)
     more = {"credential_cache_seconds": 60} if cached else {}
-    async with _served(settings, app, backend, **more) as base_url:
+    async with _served(settings, app, limiter_storage, **more) as base_url:
         if cached:
             async with httpx.AsyncClient(base_url=base_url, headers={"X-Forwarded-For": _fresh_address()}) as warm:
                 assert (await warm.get("/api/v1/dev/me/", headers=ws.headers())).status_code == 200
@@ -205,12 +194,12 @@ def _count_known_keys_as_checked(monkeypatch: pytest.MonkeyPatch, checks: Checks
 
 @pytest.mark.parametrize("cached", [False, True], ids=["key-not-cached", "key-cached"])
 async def test_right_keys_sent_all_at_once_are_all_served(settings: Settings, app: Any, factory: Factory,
-                                                          backend: dict[str, Any], cached: bool) -> None:
+                                                          limiter_storage: dict[str, Any], cached: bool) -> None:
     """An attempt frees its place once its key is accepted: a client's many requests in flight from one address
     wait for a place at most briefly, and none is refused. A cached key reserves none."""
     ws = await factory.workspace()
     more = {"credential_cache_seconds": 60} if cached else {}
-    async with _served(settings, app, backend, **more) as base_url, httpx.AsyncClient(
+    async with _served(settings, app, limiter_storage, **more) as base_url, httpx.AsyncClient(
             base_url=base_url, headers={**ws.headers(), "X-Forwarded-For": _fresh_address()}, timeout=60,
             limits=httpx.Limits(max_connections=64)) as client:
         answers = await asyncio.gather(*(client.get("/api/v1/dev/me/") for _ in range(64)))
@@ -218,14 +207,14 @@ async def test_right_keys_sent_all_at_once_are_all_served(settings: Settings, ap
 
 
 @asynccontextmanager
-async def _cached_key(settings: Settings, app: Any, factory: Factory,
-                      backend: dict[str, Any]) -> AsyncIterator[tuple[httpx.AsyncClient, RateLimiter, str, list[Any]]]:
+async def _cached_key(settings: Settings, app: Any, factory: Factory, limiter_storage: dict[str, Any]
+                      ) -> AsyncIterator[tuple[httpx.AsyncClient, RateLimiter, str, list[Any]]]:
     """A served app whose authenticator caches the right key already: a client from a fresh address sending it,
     the app's limiter, that address, and what the limiter answered the cached key (`hit_known_secret`)."""
     ws = await factory.workspace()
     address = _fresh_address()
     known: list[Any] = []
-    async with _served_app(settings, app, backend, credential_cache_seconds=60) as (base_url, limited):
+    async with _served_app(settings, app, limiter_storage, credential_cache_seconds=60) as (base_url, limited):
         limiter: RateLimiter = limited.state.rate_limiter
         hit_known_secret = limiter.hit_known_secret
 
@@ -242,8 +231,8 @@ async def _cached_key(settings: Settings, app: Any, factory: Factory,
 
 
 async def test_a_cached_key_waits_for_a_place_while_ten_attempts_are_in_flight(
-        settings: Settings, app: Any, factory: Factory, backend: dict[str, Any]) -> None:
-    async with _cached_key(settings, app, factory, backend) as (client, limiter, address, known):
+        settings: Settings, app: Any, factory: Factory, limiter_storage: dict[str, Any]) -> None:
+    async with _cached_key(settings, app, factory, limiter_storage) as (client, limiter, address, known):
         for i in range(FAILURES):
             assert await limiter.reserve_attempt(address, f"guess {i}") is True
         answer = asyncio.create_task(client.get("/api/v1/dev/me/"))
@@ -255,10 +244,10 @@ async def test_a_cached_key_waits_for_a_place_while_ten_attempts_are_in_flight(
 
 
 async def test_a_cached_key_is_refused_when_no_place_comes_free(settings: Settings, app: Any, factory: Factory,
-                                                                backend: dict[str, Any],
+                                                                limiter_storage: dict[str, Any],
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(prism.edge.lockout, "SLOT_WAIT_SECONDS", 0.3)
-    async with _cached_key(settings, app, factory, backend) as (client, limiter, address, known):
+    async with _cached_key(settings, app, factory, limiter_storage) as (client, limiter, address, known):
         for i in range(FAILURES):
             assert await limiter.reserve_attempt(address, f"guess {i}") is True
         refused = await client.get("/api/v1/dev/me/")
@@ -268,10 +257,10 @@ async def test_a_cached_key_is_refused_when_no_place_comes_free(settings: Settin
 
 
 async def test_a_cached_key_arriving_while_the_tenth_guess_is_checked_is_refused_once_it_failed(
-        settings: Settings, app: Any, factory: Factory, backend: dict[str, Any]) -> None:
+        settings: Settings, app: Any, factory: Factory, limiter_storage: dict[str, Any]) -> None:
     """Nine guesses failed and the tenth is being checked when the right key arrives: it may not be served before
     the tenth is settled, and once that one failed the address is locked, the right key refused like a guess."""
-    async with _cached_key(settings, app, factory, backend) as (client, limiter, address, known):
+    async with _cached_key(settings, app, factory, limiter_storage) as (client, limiter, address, known):
         for _ in range(FAILURES - 1):
             assert await limiter.auth_failed(address) is False
         assert await limiter.reserve_attempt(address, "tenth") is True
@@ -288,13 +277,13 @@ async def test_a_cached_key_arriving_while_the_tenth_guess_is_checked_is_refused
 
 
 async def test_access_tokens_take_no_place_among_the_attempts_in_flight(
-        settings: Settings, app: Any, factory: Factory, backend: dict[str, Any]) -> None:
+        settings: Settings, app: Any, factory: Factory, limiter_storage: dict[str, Any]) -> None:
     """A hosted connector's users share its egress address. Their access tokens are signatures no guess produces,
     so they are counted after their check and never wait for the ten places: with all ten taken by API-key guesses
     being checked, twenty token requests are served at once. A locked address still refuses them."""
     ws = await factory.workspace()
     address = _fresh_address()
-    async with _served_app(settings, app, backend) as (base_url, limited):
+    async with _served_app(settings, app, limiter_storage) as (base_url, limited):
         limiter: RateLimiter = limited.state.rate_limiter
         async with browser(limited, ws.host) as page:
             token = (await tokens_for(page, ws))["access_token"]

@@ -22,10 +22,7 @@ from prism.config import Settings
 from tests.factories import PASSWORD, Factory, Workspace
 from tests.limits_support import client_for, limited_app
 from tests.oauth_support import CLIENT_BODIES, OAUTH, field
-from tests.test_limits_limiter import redis_available
 
-REDIS_URL = "redis://127.0.0.1:6379/11"  # never flushed: the SQLite and PostgreSQL passes share it at once;
-# every test counts from addresses of its own
 GUESSES = 40
 FAILURES = 10
 # Ceilings out of the way: only the lockout may refuse.
@@ -41,18 +38,10 @@ class Attempt:
     headers: dict[str, str]
 
 
-@pytest.fixture(params=["memory", "redis"])
-def backend(request: pytest.FixtureRequest) -> dict[str, Any]:
-    if request.param == "memory":
-        return {}
-    if not redis_available():
-        pytest.skip("no Redis on 127.0.0.1:6379")
-    return {"redis_url": REDIS_URL}
-
 
 @asynccontextmanager
-async def _limited(settings: Settings, app: Any, backend: dict[str, Any]) -> AsyncIterator[Starlette]:
-    async with limited_app(settings, app, **UNLIMITED, **backend) as limited:
+async def _limited(settings: Settings, app: Any, limiter_storage: dict[str, Any]) -> AsyncIterator[Starlette]:
+    async with limited_app(settings, app, **UNLIMITED, **limiter_storage) as limited:
         yield limited
 
 
@@ -88,9 +77,9 @@ def _exactly_ten_failures(wrong: list[httpx.Response], right: httpx.Response, fa
     assert right.status_code == 429 and "too_many_failed_attempts" in right.text, right.text
 
 
-async def test_login(settings: Settings, app: Any, factory: Factory, backend: dict[str, Any]) -> None:
+async def test_login(settings: Settings, app: Any, factory: Factory, limiter_storage: dict[str, Any]) -> None:
     ws = await factory.workspace(roles=("member",))
-    async with _limited(settings, app, backend) as limited, client_for(limited, _address()) as client:
+    async with _limited(settings, app, limiter_storage) as limited, client_for(limited, _address()) as client:
         csrf = field((await client.get("/login/")).text, "csrf_token")
 
         def attempt(right: bool) -> Attempt:
@@ -102,9 +91,10 @@ async def test_login(settings: Settings, app: Any, factory: Factory, backend: di
     assert right.headers["content-type"].startswith("text/html")  # a person reads it
 
 
-async def test_key_registration(settings: Settings, app: Any, factory: Factory, backend: dict[str, Any]) -> None:
+async def test_key_registration(settings: Settings, app: Any, factory: Factory,
+                                limiter_storage: dict[str, Any]) -> None:
     ws = await factory.workspace(roles=("member",))
-    async with _limited(settings, app, backend) as limited, client_for(limited, _address()) as client:
+    async with _limited(settings, app, limiter_storage) as limited, client_for(limited, _address()) as client:
         def attempt(right: bool) -> Attempt:
             return _json("POST", "/api/mcp/api-keys/register/", {
                 "email": ws.emails["member"], "password": PASSWORD if right else f"wrong {uuid.uuid4()}",
@@ -123,10 +113,10 @@ async def _confidential_client(client: httpx.AsyncClient, ws: Workspace) -> dict
 
 
 @pytest.mark.parametrize("endpoint", ["token", "revoke"])
-async def test_oauth_client_secrets(settings: Settings, app: Any, factory: Factory, backend: dict[str, Any],
+async def test_oauth_client_secrets(settings: Settings, app: Any, factory: Factory, limiter_storage: dict[str, Any],
                                     endpoint: str) -> None:
     ws = await factory.workspace(roles=("member",))
-    async with _limited(settings, app, backend) as limited, client_for(limited, _address()) as client:
+    async with _limited(settings, app, limiter_storage) as limited, client_for(limited, _address()) as client:
         registered = await _confidential_client(client, ws)
 
         def attempt(right: bool) -> Attempt:
@@ -145,9 +135,9 @@ async def test_oauth_client_secrets(settings: Settings, app: Any, factory: Facto
 
 
 async def test_registration_management(settings: Settings, app: Any, factory: Factory,
-                                       backend: dict[str, Any]) -> None:
+                                       limiter_storage: dict[str, Any]) -> None:
     ws = await factory.workspace(roles=("member",))
-    async with _limited(settings, app, backend) as limited, client_for(limited, _address()) as client:
+    async with _limited(settings, app, limiter_storage) as limited, client_for(limited, _address()) as client:
         registered = await _confidential_client(client, ws)
 
         def attempt(right: bool) -> Attempt:  # a PUT: the token is checked once the body is read
