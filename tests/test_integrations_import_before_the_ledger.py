@@ -1,11 +1,10 @@
-"""An organization's OpenAPI import is compiled before its ledger unit, on a worker thread: the ledger's batch
+"""An organization's OpenAPI import is compiled before its ledger unit, in a child process: the ledger's batch
 (which every call of the process waits on) only stores the result, so another organization's call commits
 while a large description is still being compiled. The import stays one audited, atomic change."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from prism.integrations import service
+from prism.apps.integrations import imports
 from prism.integrations.models import IntegrationApp
 from prism.models import AuditEntry
 from prism.storage import Database
@@ -34,20 +33,24 @@ async def test_another_organizations_call_commits_while_an_import_is_being_compi
         client: httpx.AsyncClient, factory: Factory, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     importer = await factory.workspace(roles=("owner",))
     other = await factory.workspace(roles=("owner",))
-    compiling, release = threading.Event(), threading.Event()
+    compiling, release = asyncio.Event(), asyncio.Event()
     order: list[str] = []
-    compile_document = service.compile_document
+    compile_apart = imports.compile_apart
 
-    def held_compilation(document: Any, **options: Any) -> Any:
+    async def held_compilation(text: Any, **options: Any) -> Any:
         """The real compilation, held until the test has seen the other organization's call answered."""
         compiling.set()
-        order.append("compiled" if release.wait(HOLD_SECONDS) else "compiled without waiting for the release")
-        return compile_document(document, **options)
+        try:
+            await asyncio.wait_for(release.wait(), HOLD_SECONDS)
+            order.append("compiled")
+        except TimeoutError:
+            order.append("compiled without waiting for the release")
+        return await compile_apart(text, **options)
 
-    monkeypatch.setattr(service, "compile_document", held_compilation)
+    monkeypatch.setattr(imports, "compile_apart", held_compilation)
     name = "wh_" + uuid.uuid4().hex[:10]
     importing = asyncio.create_task(post(client, importer, IMPORT, {"name": name, "spec": WAREHOUSE.read_text()}))
-    assert await asyncio.to_thread(compiling.wait, HOLD_SECONDS)
+    await asyncio.wait_for(compiling.wait(), HOLD_SECONDS)
     part = await ok(client, other, "entity_crud/spare_parts/spare_part/create", {"sku": "B7", "name": "bolt"})
     order.append("the other organization's call answered")
     release.set()

@@ -6,82 +6,33 @@ without fetching or compiling anything again (docs/idempotency.md)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-import socket
 import uuid
-from collections import Counter
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from sqlalchemy import select, update
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
+from prism.apps.integrations import imports
 from prism.idempotency import ticket
 from prism.idempotency.models import IdempotencyRecord
-from prism.integrations import service
 from prism.integrations.models import IntegrationApp
 from prism.kit.timeutil import utcnow
 from prism.models import AuditEntry
 from prism.storage import Database
-from tests.factories import Factory, Workspace
-from tests.governance_support import ok, post
-from tests.integrations_upstream import (  # noqa: F401 -- fixture: a loopback upstream's TLS (this module's `tls`)
+from tests.description_server import (  # noqa: F401 -- fixtures: descriptions served over HTTPS on loopback
+    VALID,
+    Descriptions,
+    descriptions_fixture,
     upstream_tls_fixture,
 )
-from tests.webhooks_receiver import TlsFiles
+from tests.factories import Factory, Workspace
+from tests.governance_support import ok, post
 
 pytestmark = pytest.mark.usefixtures("imports_removed_after_the_module")
 
 IMPORT = "config_manage/integrations/integration/importOpenapi"
-VALID = json.dumps({
-    "openapi": "3.0.3", "info": {"title": "Stock", "version": "1"}, "servers": [{"url": "https://stock.example.com"}],
-    "paths": {"/items": {"get": {"operationId": "listItems", "responses": {"200": {"description": "ok"}}}}}})
-NO_OPERATION = json.dumps({"openapi": "3.0.3", "info": {"title": "Empty", "version": "1"}, "paths": {}})
-
-
-class Descriptions:
-    """Descriptions served over HTTPS on loopback, by file name; what was fetched, counted."""
-
-    def __init__(self) -> None:
-        self.files = {"valid.json": VALID, "no-operation.json": NO_OPERATION}
-        self.fetched: Counter[str] = Counter()
-        self.base = ""
-
-    async def serve(self, request: Request) -> Response:
-        name = request.path_params["name"]
-        self.fetched[name] += 1
-        if name not in self.files:
-            return Response("no such description", status_code=404)
-        return Response(self.files[name], media_type="application/json")
-
-    def url(self, name: str) -> str:
-        return f"{self.base}/{name}"
-
-
-@pytest.fixture
-async def descriptions(tls: TlsFiles) -> AsyncIterator[Descriptions]:
-    served = Descriptions()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/{name}", served.serve)]),
-                                           ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key),
-                                           log_level="error", lifespan="off"))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:  # noqa: ASYNC110 -- uvicorn offers no event to wait on
-        await asyncio.sleep(0.01)
-    served.base = f"https://127.0.0.1:{sock.getsockname()[1]}"
-    yield served
-    server.should_exit = True
-    await task
-    sock.close()
 
 
 async def audited(db: Database, ws: Workspace) -> list[tuple[str, str | None]]:
@@ -119,18 +70,20 @@ async def test_an_import_by_url_that_fails_is_audited_as_refused(
         stored = (await session.execute(select(IntegrationApp.source, IntegrationApp.owner_organization_id)
                                         .where(IntegrationApp.name == name))).one()
     assert tuple(stored) == (descriptions.url("valid.json"), ws.org.id)
+
+
 async def test_a_repeated_import_with_an_idempotency_key_replays_without_fetching_or_compiling(
         client: httpx.AsyncClient, factory: Factory, db: Database, descriptions: Descriptions,
         monkeypatch: pytest.MonkeyPatch) -> None:
     ws = await factory.workspace(roles=("owner",))
     compiled: list[str] = []
-    compile_openapi = service.compile_openapi
+    compile_apart = imports.compile_apart
 
-    def counted(text: Any, **options: Any) -> Any:
+    async def counted(text: Any, **options: Any) -> Any:
         compiled.append("compiled")
-        return compile_openapi(text, **options)
+        return await compile_apart(text, **options)
 
-    monkeypatch.setattr(service, "compile_openapi", counted)
+    monkeypatch.setattr(imports, "compile_apart", counted)
     for arguments in ({"name": unique(), "url": descriptions.url("valid.json")},
                       {"name": unique(), "spec": VALID}):
         compiled.clear()

@@ -96,6 +96,11 @@ class Settings(BaseSettings):
     # removal or connection change within this many seconds (its own at once). Outbound calls follow the
     # webhook settings above: private networks and the CA bundle.
     integrations_refresh_seconds: float = Field(default=2.0, gt=0)
+    # An OpenAPI description imported through the API is compiled in a child process (prism.integrations.compiling):
+    # stopped after this many seconds, its address space capped at this many MB (GitHub's description as YAML
+    # takes about 10 s and 500 MB on a small VM).
+    integration_compile_seconds: float = Field(default=120.0, gt=0)
+    integration_compile_memory_mb: int = Field(default=2048, ge=256)
     # The audit ledger (docs/audit.md): a checkpoint of each organization's signed tree is kept and sent as
     # `audit.checkpoint` at most this often while its log grows; every process looks for entries left
     # unsealed (a process that stopped between commit and seal), and for logs that grew after their last

@@ -67,14 +67,32 @@ class Compiled:
     default_server: str | None = None
 
 
-class _YamlWithoutAliases(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
-    """YAML as JSON has it: an alias (`*name`, `<<: *name`) would let a few lines expand without limit."""
+# How deep a YAML document may nest before it is read. libyaml's composer recurses in C, one frame per level: a
+# document nested 100,000 deep (`[[[[…`, 200 KB) overflows the C stack and ends the process reading it, so depth is
+# counted first, on the parser's events, which are made without recursion. Real descriptions nest about 20 deep
+# (GitHub's: 21); a schema may nest at most MAX_SCHEMA_DEPTH once compiled.
+MAX_YAML_DEPTH = 1000
+# libyaml's reader (a C extension PyYAML's wheels carry) reads GitHub's description as YAML in about 6 s against
+# 28 s for PyYAML's pure-Python one; the two make the same document.
+_YAML_LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
+_OPENING = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+_CLOSING = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
+
+def _checked_yaml(text: str | bytes) -> None:
+    """YAML as JSON has it, before anything is built: no alias (`*name`, `<<: *name`), which would let a few lines
+    expand without limit, and no nesting past MAX_YAML_DEPTH."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_YAML_LOADER):
+        if isinstance(event, _OPENING):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise SpecError(f"spec: nested too deeply to read (more than {MAX_YAML_DEPTH} levels)")
+        elif isinstance(event, _CLOSING):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
             raise SpecError("spec: YAML aliases (*name, <<: *name) are not supported; put what is shared under "
                             "components and refer to it with $ref")
-        return super().compose_node(parent, index)
 
 
 def parse(text: str | bytes) -> dict[str, Any]:
@@ -83,7 +101,8 @@ def parse(text: str | bytes) -> dict[str, Any]:
         document = orjson.loads(text)
     except orjson.JSONDecodeError:
         try:
-            document = yaml.load(text, Loader=_YamlWithoutAliases)  # noqa: S506 -- a safe loader, aliases refused
+            _checked_yaml(text)
+            document = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 -- a safe loader, aliases refused
         except (yaml.YAMLError, ValueError) as exc:  # ValueError: a scalar YAML cannot convert (a 5,000-digit int)
             raise SpecError(f"spec: neither JSON nor YAML ({str(exc)[:200]})") from None
         except RecursionError:

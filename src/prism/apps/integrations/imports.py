@@ -3,14 +3,13 @@ connects to integrations (its own or the deployment's). docs/integrations.md.
 
 Changes are made in the call's transaction (with its audit entry); once committed, this process rebuilds its
 registry before answering, so the caller's next call already sees the new handlers. A description is fetched
-(given by URL) and compiled on a worker thread before that transaction (`Handler.prepare`): the ledger's batch,
-which every call of the process waits on, only stores it, and one that cannot be fetched or compiled is refused
-by the call itself, so its audit entry says so.
+(given by URL) and compiled in a child process (prism.integrations.compiling) before that transaction
+(`Handler.prepare`): the ledger's batch, which every call of the process waits on, only stores it, and one that
+cannot be fetched or compiled is refused by the call itself, so its audit entry says so.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -20,6 +19,7 @@ from pydantic import Field, model_validator
 from prism.config import Settings
 from prism.errors import PrismError
 from prism.integrations import service
+from prism.integrations.compiling import compile_apart
 from prism.integrations.credentials import AUTH_KINDS
 from prism.integrations.failures import failure_of
 from prism.integrations.openapi import MAX_COST, SpecError
@@ -127,16 +127,15 @@ async def _described(p: ImportParams, settings: Settings) -> Described:
     that cannot be fetched or compiled is a refusal of the call (the handler never runs). The fetch is a GET under
     the outbound rules, made once scopes, role and arguments are checked."""
     if p.spec is not None:
-        compiled = await asyncio.to_thread(_compiled_inline, p.spec, p.default_cost)
-        return Described(compiled, "(inline)")
-    assert p.url is not None
-    url = await check_url(p.url, field="url", allow_private_networks=settings.webhook_allow_private_networks)
-    text = await _fetched(url, settings)
-    return Described(await asyncio.to_thread(service.compile_openapi, text, default_cost=p.default_cost), url)
-
-
-def _compiled_inline(spec: str | dict[str, Any], default_cost: int) -> service.CompiledImport:
-    return service.compile_openapi(spec if isinstance(spec, str) else _as_text(spec), default_cost=default_cost)
+        text: str | bytes = p.spec if isinstance(p.spec, str) else _as_text(p.spec)
+        source = "(inline)"
+    else:
+        assert p.url is not None
+        source = await check_url(p.url, field="url", allow_private_networks=settings.webhook_allow_private_networks)
+        text = await _fetched(source, settings)
+    compiled = await compile_apart(text, default_cost=p.default_cost, seconds=settings.integration_compile_seconds,
+                                   memory_mb=settings.integration_compile_memory_mb)
+    return Described(compiled, source)
 
 
 async def _fetched(url: str, settings: Settings) -> bytes:
