@@ -280,7 +280,8 @@ async def test_access_tokens_take_no_place_among_the_attempts_in_flight(
         settings: Settings, app: Any, factory: Factory, limiter_storage: dict[str, Any]) -> None:
     """A hosted connector's users share its egress address. Their access tokens are signatures no guess produces,
     so they are counted after their check and never wait for the ten places: with all ten taken by API-key guesses
-    being checked, twenty token requests are served at once. A locked address still refuses them."""
+    being checked, twenty token requests are served at once, at the edge and at the userinfo endpoint (which
+    checks the token itself). A locked address still refuses them."""
     ws = await factory.workspace()
     address = _fresh_address()
     async with _served_app(settings, app, limiter_storage) as (base_url, limited):
@@ -291,9 +292,11 @@ async def test_access_tokens_take_no_place_among_the_attempts_in_flight(
                                                                  "X-Forwarded-For": address}, timeout=60) as client:
             for i in range(FAILURES):
                 assert await limiter.reserve_attempt(address, f"guess {i}") is True
-            served = await asyncio.wait_for(asyncio.gather(*(client.get("/api/v1/dev/me/") for _ in range(20))), 3)
-            assert [answer.status_code for answer in served] == [200] * 20, served[0].text
+            for path in ("/api/v1/dev/me/", "/api/mcp/oauth/userinfo/"):
+                served = await asyncio.wait_for(asyncio.gather(*(client.get(path) for _ in range(20))), 3)
+                assert [answer.status_code for answer in served] == [200] * 20, (path, served[0].text)
             for i in range(FAILURES):  # the guesses being checked all fail: the tenth locks the address
                 await limiter.auth_failed(address, f"guess {i}")
-            refused = await client.get("/api/v1/dev/me/")
-    assert refused.status_code == 429 and refused.json()["error"] == "too_many_failed_attempts", refused.text
+            refused = [await client.get(path) for path in ("/api/v1/dev/me/", "/api/mcp/oauth/userinfo/")]
+    assert [r.status_code for r in refused] == [429, 429], refused[1].text
+    assert [r.json()["error"] for r in refused] == ["too_many_failed_attempts"] * 2

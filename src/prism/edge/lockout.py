@@ -1,6 +1,6 @@
 """The failed-authentication lockout as every check of a secret obeys it: the edge's Bearer credential, and the
-pages that check one themselves (the login form, key registration, the OAuth token, revocation, userinfo and
-registration-management endpoints).
+pages that check one themselves (the login form, key registration, the OAuth token, revocation and
+registration-management endpoints; userinfo checks an access token, which reserves nothing: `settle_unreserved`).
 
 Each check is counted before it runs: `reserve_attempt` reserves an attempt for it in the limiter, atomically,
 and only while the failures counted plus the attempts in flight are under the threshold. Guesses sent together
@@ -15,7 +15,8 @@ most ten secrets of an address are ever being checked or counted as failed; the 
 - a right secret (`SecretAttempt.succeeded`) frees its place, as it is no failure, and is honoured only if the
   address is not locked at that moment: no answer after the tenth failure tells a right guess from a wrong one.
 
-Only a secret that was presented counts: a request that sent none reserves nothing. An API key the
+Only a secret that was presented counts: a request that sent none reserves nothing, and an OAuth access token
+(a signature: no guess produces one) is counted after its check without a place (`settle_unreserved`). An API key the
 authenticator's cache accepts is counted by the edge without a reservation, in one step that checks what a
 reservation would (prism.edge.stack); when no place is free it is reserved here like any other secret.
 """
@@ -140,6 +141,23 @@ async def reserve_attempt(limiter: RateLimiter, address: str) -> SecretAttempt:
             raise attempts_in_progress(address)
         await asyncio.sleep(pause)
         pause = min(pause * 2, LAST_RETRY_SECONDS)
+
+
+async def settle_unreserved(scope: Scope, *, failed: bool) -> None:
+    """Settle a page's check of a secret that reserved no place: an OAuth access token, a signature over its claims
+    that no guess produces however many are checked at once (as at the edge). A wrong one is counted as a
+    failure; a locked-out address is refused either way (`LockedOut`, left in the request's context too)."""
+    context = request_context(scope)
+    limiter: RateLimiter = scope["app"].state.rate_limiter
+    if failed:
+        context.authentication_failed = True
+        outcome = await limiter.auth_failed(context.address)
+        locked = outcome if isinstance(outcome, Locked) else None
+    else:
+        locked = await limiter.locked_out(context.address)
+    if locked is not None:
+        context.refusal = locked_out(context.address, locked)
+        raise context.refusal
 
 
 @asynccontextmanager

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import Response
 
-from prism.edge.lockout import SecretAttempt, secret_attempt
+from prism.edge.lockout import SecretAttempt, secret_attempt, settle_unreserved
 from prism.errors import CredentialNoLongerValid, PrismError, RateLimited, Unauthenticated
 from prism.kit.nul import refuse_nul_in_form
 from prism.kit.timeutil import utcnow
@@ -248,16 +248,18 @@ async def userinfo(request: Request) -> Response:
 
 
 async def _userinfo_claims(request: Request, token: str) -> tuple[AccessClaims, Any]:
-    """The access token's claims and its row, obeying the lockout as `_authenticated_client` does."""
-    async with secret_attempt(request.scope) as attempt:  # counted before the token is checked
-        try:
-            tokens: AccessTokens = request.app.state.authenticator.tokens
-            found = await tokens.claims(token, host_of(request))
-        except DatabaseUnavailable:
-            raise
-        except PrismError as exc:
-            if not isinstance(exc, CredentialNoLongerValid):  # an expired or revoked token is not a guess
-                await attempt.failed()
-            raise Unauthenticated(exc.message, code=INVALID_TOKEN) from None
-        await attempt.succeeded()
+    """The access token's claims and its row, obeying the lockout as the edge does for a token: it takes no place
+    among the attempts in flight (a hosted connector's users share its egress address), and is counted after its
+    check."""
+    try:
+        tokens: AccessTokens = request.app.state.authenticator.tokens
+        found = await tokens.claims(token, host_of(request))
+    except DatabaseUnavailable:
+        raise
+    except PrismError as exc:
+        # An expired or revoked token is not a guess: refused, not counted.
+        if not isinstance(exc, CredentialNoLongerValid):
+            await settle_unreserved(request.scope, failed=True)
+        raise Unauthenticated(exc.message, code=INVALID_TOKEN) from None
+    await settle_unreserved(request.scope, failed=False)
     return found
