@@ -134,3 +134,19 @@ async def test_compilations_beyond_the_limit_at_once_are_refused_busy() -> None:
             await task
     assert len((await compile_apart(_large_description(1), default_cost=1, seconds=60, memory_mb=2048))
                .operations) == 1
+
+
+async def test_a_cancelled_import_stops_its_child_and_frees_its_place() -> None:
+    """A request given up (its client went away) must not leave a compilation running, nor its place taken."""
+    compiling_task = asyncio.create_task(
+        compile_apart(_large_description(1500), default_cost=1, seconds=60, memory_mb=2048))
+    while not _running_compilers():  # noqa: ASYNC110 -- a child process sets no event here
+        await asyncio.sleep(0.01)
+    compiling_task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await compiling_task
+    assert _running_compilers() == []
+    small = _large_description(1)
+    answers = await asyncio.gather(*(compile_apart(small, default_cost=1, seconds=60, memory_mb=2048)
+                                     for _ in range(compiling.MAX_COMPILES_AT_ONCE)))  # not refused busy
+    assert [len(a.operations) for a in answers] == [1] * compiling.MAX_COMPILES_AT_ONCE
