@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from sqlalchemy import BigInteger, Float, Numeric, bindparam, cast, insert, literal, select
+from sqlalchemy import BigInteger, Float, Numeric, bindparam, cast, func, insert, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism.idempotency.models import IdempotencyRecord
 from prism.ledger.entries import WRITTEN_COLUMNS, audit_entries
 from prism.storage import Database, unavailable_error
-from prism.storage.prepared import PreparedRead, PreparedWrite
+from prism.storage.prepared import SLICE_ROWS, PreparedRead, PreparedWrite
 from tests.factories import Factory
 
 COLUMNS = WRITTEN_COLUMNS
@@ -176,3 +176,41 @@ async def test_a_prepared_write_with_returning_answers_what_it_wrote_and_nothing
         stored = (await session.execute(select(IdempotencyRecord.fingerprint)
                                         .where(IdempotencyRecord.id == record_id))).scalar_one()
     assert stored == "f" * 64
+
+
+async def test_a_prepared_write_of_many_rows_writes_them_all_in_slices_with_the_loop_served_between(
+        db: Database, factory: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    digest = f"sliced-{ws.org.id}"
+    count = 2 * SLICE_ROWS + 345
+    turns = 0  # the loop's turns for other tasks while the rows are written
+
+    async def other_task() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    sizes: list[int] = []
+    run_slice = PreparedWrite._run_slice
+
+    async def counted(self: PreparedWrite, session: AsyncSession, rows: Any) -> None:
+        sizes.append(len(rows))
+        await run_slice(self, session, rows)
+
+    monkeypatch.setattr(PreparedWrite, "_run_slice", counted)
+    async with db.write() as session:
+        await session.execute(select(1))
+        other = asyncio.create_task(other_task())
+        await asyncio.sleep(0)
+        before = turns
+        # rows made as they are taken
+        await INSERT.run(session, (_entry(ws.org.id, ws.tenant.id, digest, i % 60) for i in range(count)))
+        served = turns - before
+        other.cancel()
+    assert sizes == [SLICE_ROWS, SLICE_ROWS, 345]
+    assert served >= 2  # at least once after each full slice
+    async with db.read() as session:
+        written = (await session.execute(select(func.count()).select_from(audit_entries)
+                                         .where(audit_entries.c.arguments_digest == digest))).scalar_one()
+    assert written == count

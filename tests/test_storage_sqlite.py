@@ -8,7 +8,8 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -276,3 +277,128 @@ async def test_a_write_that_returns_rows_is_never_stopped_for_the_reads_budget(d
     async with database.read() as session:
         kept = (await session.execute(text("SELECT count(*) FROM t WHERE x = 'kept'"))).scalar_one()
     assert kept == 1
+
+
+async def _driver_of(session: Any) -> sqlite_driver.SQLiteConnection:
+    driver: sqlite_driver.SQLiteConnection = (await (await session.connection()).get_raw_connection()).driver_connection
+    return driver
+
+
+def _rows(count: int, size: int = 40) -> list[tuple[str]]:
+    return [(f"{i:0{size}d}",) for i in range(count)]
+
+
+def _hand_overs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions the driver runs on a thread from now on (a repr would print every row)."""
+    names: list[str] = []
+    real = sqlite_driver.on_waiting_thread
+
+    async def counted(fn: Any) -> Any:
+        inner = fn.args[0] if isinstance(fn, partial) and fn.args and callable(fn.args[0]) else fn
+        names.append(getattr(inner, "func", inner).__name__)
+        return await real(fn)
+
+    monkeypatch.setattr(sqlite_driver, "on_waiting_thread", counted)
+    return names
+
+
+async def test_a_large_write_and_its_commit_run_on_a_thread_and_leave_the_event_loop_free(
+        database: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    lags: list[float] = []
+    written = asyncio.Event()
+
+    async def tick() -> None:
+        while not written.is_set():
+            before = time.monotonic()
+            await asyncio.sleep(0.005)
+            lags.append(time.monotonic() - before - 0.005)
+
+    async with database.write() as session:  # the pool's connection is opened (on a thread) first
+        await session.execute(text("SELECT 1"))
+    rows = _rows(300_000)  # about a second of SQLite's time, which held the loop for all of it
+    threaded = _hand_overs(monkeypatch)
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0.02)
+    started = time.monotonic()
+    try:
+        async with database.write() as session:
+            await (await _driver_of(session)).execute_many("INSERT INTO t VALUES (?)", rows)
+        took = time.monotonic() - started
+    finally:
+        written.set()
+        await ticker
+    # the executemany, then the commit with the checkpoint it made due, in one hand-over each
+    assert threaded == ["_execute_many", "_commit"]
+    async with database.read() as session:
+        assert (await session.execute(text("SELECT count(*) FROM t"))).scalar_one() == 300_000
+    assert took > 0.1  # long enough that running it on the loop would have shown
+    assert max(lags) < 0.1, f"the loop stalled {max(lags) * 1000:.0f} ms during a {took * 1000:.0f} ms write"
+
+
+async def test_small_writes_and_a_ledger_batchs_worth_of_rows_stay_on_the_event_loop(
+        database: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with database.write() as session:
+        await session.execute(text("SELECT 1"))
+    threaded = _hand_overs(monkeypatch)
+    # 32 rows of 500 bytes: a ledger batch at 32 concurrent calls (bench/dispatch_breakdown.py), ~0.3 ms in SQLite
+    assert sqlite_driver.write_seconds(_rows(32, 500)) < sqlite_driver.INLINE_BUDGET_SECONDS
+    async with database.write() as session:
+        await (await _driver_of(session)).execute_many("INSERT INTO t VALUES (?)", _rows(32, 500))
+        await session.execute(text("INSERT INTO t VALUES (:x)"), [{"x": str(i)} for i in range(32)])
+        await session.execute(text("UPDATE t SET x = x || 'y' WHERE rowid = 1"))
+    assert threaded == []
+    # Past the budget, decided from what a write binds: rows, and the size of their values.
+    assert sqlite_driver.write_seconds(_rows(1_000)) > sqlite_driver.INLINE_BUDGET_SECONDS
+    assert sqlite_driver.write_seconds([("x" * 1_000_000,)]) > sqlite_driver.INLINE_BUDGET_SECONDS
+    assert sqlite_driver.write_seconds(iter(_rows(1))) == float("inf")  # rows that cannot be counted
+
+
+async def test_a_writer_cancelled_during_a_large_write_frees_its_connection_only_when_the_write_ends(
+        tmp_path: Path) -> None:
+    options = StorageOptions(pool_size=1, max_overflow=0, pool_timeout_seconds=5, busy_timeout_seconds=5)
+    database = Database(_prepare(tmp_path / "cancel-write.db"), options)
+    ended: list[float] = []
+
+    def slow_rows() -> Iterator[tuple[str]]:  # given slowly, on the write's thread: the write is under way
+        for row in _rows(50):
+            time.sleep(0.01)
+            yield row
+        ended.append(time.monotonic())
+
+    async def write() -> None:
+        async with database.write() as session:
+            await session.execute(text("INSERT INTO t VALUES ('earlier, in the same transaction')"))
+            await (await _driver_of(session)).execute_many("INSERT INTO t VALUES (?)", slow_rows())
+
+    try:
+        writing = asyncio.create_task(write())
+        await asyncio.sleep(0.2)
+        writing.cancel()
+        cancelled_at = time.monotonic()
+        await asyncio.sleep(0.05)
+        assert not writing.done()  # its executemany still runs on the connection's thread
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(writing, 5)
+        assert ended and ended[0] > cancelled_at  # given back only once the write had ended
+        async with database.write() as session:  # the one connection was rolled back and returned, usable again
+            await session.execute(text("INSERT INTO t VALUES ('after')"))
+        async with database.read() as session:
+            assert (await session.execute(text("SELECT x FROM t"))).scalars().all() == ["after"]
+    finally:
+        await database.dispose()
+
+
+async def test_writes_of_one_statement_run_on_threads_one_after_another_never_break_each_other(
+        database: Database) -> None:
+    """sqlite3 shares a statement between the cursors that run the same SQL, and freeing a cursor resets its statement:
+    a cursor of one write, freed on the event loop while the next write of the same INSERT ran on a thread, broke that
+    one (SQLITE_MISUSE, 'bad parameter or other API misuse') in about half of these transactions."""
+    rows = _rows(2_000)  # past the loop's budget: each write runs on a thread
+    assert sqlite_driver.write_seconds(rows) > sqlite_driver.INLINE_BUDGET_SECONDS
+    for _ in range(10):
+        async with database.write() as session:
+            driver = await _driver_of(session)
+            for _ in range(10):
+                await driver.execute_many("INSERT INTO t VALUES (?)", rows)
+    async with database.read() as session:
+        assert (await session.execute(text("SELECT count(*) FROM t"))).scalar_one() == 10 * 10 * 2_000

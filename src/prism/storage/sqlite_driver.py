@@ -1,5 +1,5 @@
 """Prism's SQLite driver for SQLAlchemy's asyncio extension: statements run where they are issued, and only a
-statement that SQLite makes wait for a lock is sent to a thread.
+statement that SQLite makes wait for a lock, or that would hold the event loop for long, is sent to a thread.
 
 Why not aiosqlite: aiosqlite runs every driver call on the connection's own thread, so each call is a hand-over
 to that thread and back (a queue put, a thread wake-up, a loop wake-up). SQLAlchemy makes about four such calls
@@ -15,11 +15,16 @@ What may wait, and where it waits:
 - A read that takes long (a count over a large ledger, a report) would hold the loop for as long: a SELECT gets
   `INLINE_BUDGET_SECONDS` there (SQLite's progress handler stops it past them, which changes nothing), then runs
   again on a thread.
+- A large write (an upload's thousands of postings rows) would hold the loop as long, but cannot get a read's
+  budget: SQLite rolls back the whole transaction of a write it stops half-way. So the place is chosen before the
+  write starts, from what it binds (`write_seconds`): one estimated past `INLINE_BUDGET_SECONDS` runs on a thread,
+  as does the commit of a transaction that changed many rows. Small writes stay on the loop: a ledger batch of
+  32 entries takes about 0.3 ms there, and a hand-over to a thread costs 150-220 µs of its own.
 - Once ``BEGIN IMMEDIATE`` has succeeded, the transaction holds SQLite's only write lock: none of its statements
   and not its COMMIT can wait for another connection (in WAL mode a commit needs no further lock). With
   ``synchronous=NORMAL`` a commit appends to the WAL without fsync.
-- The slow part of a commit would be SQLite's automatic checkpoint (copying the WAL into the database file, with
-  two fsyncs: 5-8 ms here), so it is off, and every `CHECKPOINT_EVERY_COMMITS` commits that wrote (or
+- Otherwise the slow part of a commit would be SQLite's automatic checkpoint (copying the WAL into the database
+  file, with two fsyncs: 5-8 ms here), so it is off, and every `CHECKPOINT_EVERY_COMMITS` commits that wrote (or
   `CHECKPOINT_EVERY_ROWS` rows changed) the driver runs a PASSIVE checkpoint on a thread, on the connection that
   committed, before handing it back.
 - Opening a connection (it may wait for a lock while setting WAL) also runs on a thread.
@@ -32,10 +37,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, Literal, TypeVar
 
@@ -66,6 +72,13 @@ PROGRESS_EVERY_INSTRUCTIONS = 1_000
 # Python how many pages its WAL holds; a batch of calls writes a few pages to a few dozen).
 CHECKPOINT_EVERY_COMMITS = 64
 CHECKPOINT_EVERY_ROWS = 1_000
+# What a write is estimated to take on the loop, from what it binds (measured here, bench/README.md "Large writes
+# off the loop"): a row costs 6-27 µs (indexed inserts; a ledger batch's rows 9 µs), and each byte of its values
+# 2-6 ns more. A commit appends the pages its transaction still holds to the WAL: about 5 µs a changed row (a
+# ledger batch's), though never more than a full page cache (20,000 postings rows committed in 8-11 ms).
+WRITE_ROW_SECONDS = 10e-6
+WRITE_BYTE_SECONDS = 5e-9
+COMMIT_ROW_SECONDS = 5e-6
 PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "wal_autocheckpoint=0")
 
 
@@ -86,6 +99,21 @@ def _primary_code(exc: sqlite3.Error) -> int | None:
 def only_reads(sql: str) -> bool:
     """A SELECT: stopping it half-way changes nothing (a write stopped inside a transaction would roll it back)."""
     return sql.lstrip()[:6].upper() == "SELECT"
+
+
+def write_seconds(rows: Iterable[Any]) -> float:
+    """How long a write with these rows of parameters is estimated to take on the loop: per row, a base cost and
+    the size of its values (the first row's, taken for every row's: reading every value would cost as much as the
+    write). Rows that cannot be counted (an iterator) are taken as long. What a statement does beyond the rows it
+    binds (an UPDATE or DELETE by a condition) cannot be known before it runs: it counts as one row."""
+    if not isinstance(rows, Sequence):
+        return math.inf
+    if not rows:
+        return 0.0
+    first = rows[0]
+    values = first.values() if isinstance(first, Mapping) else first if isinstance(first, Sequence) else ()
+    size = sum(len(value) if isinstance(value, str | bytes | bytearray | memoryview) else 8 for value in values)
+    return len(rows) * (WRITE_ROW_SECONDS + size * WRITE_BYTE_SECONDS)
 
 
 async def on_waiting_thread(fn: Callable[[], T]) -> T:
@@ -151,6 +179,14 @@ class SQLiteConnection:
         self.commits = commits
         self._changes_committed = raw.total_changes
 
+    async def write(self, fn: Callable[[], T], rows: Iterable[Any]) -> T:
+        """`fn`, a write with these rows of parameters: on the loop, unless it is estimated to take longer than a read
+        may run there (`write_seconds`); then on a waiting thread from its start, since a write stopped half-way
+        would take its whole transaction with it."""
+        if write_seconds(rows) > INLINE_BUDGET_SECONDS:
+            return await self.on_thread(fn)
+        return await self.run(fn)
+
     async def run(self, fn: Callable[[], T], *, reads: bool = False) -> T:
         """`fn` at once; if another connection's lock stops it, again on a waiting thread. A statement that only
         `reads` also gets `INLINE_BUDGET_SECONDS` on the loop: past them SQLite stops it, and it runs again on a
@@ -175,31 +211,38 @@ class SQLiteConnection:
         return await on_waiting_thread(partial(self._waiting, fn))
 
     def _waiting(self, fn: Callable[[], T]) -> T:
-        self.raw.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        _execute(self.raw, f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
         try:
             return fn()
         finally:
-            self.raw.execute("PRAGMA busy_timeout = 0")
+            _execute(self.raw, "PRAGMA busy_timeout = 0")
 
     async def begin(self, statement: str) -> None:
-        await self.run(partial(self.raw.execute, statement))
+        await self.run(partial(_execute, self.raw, statement))
 
     async def fetch_all(self, sql: str, parameters: Sequence[Any]) -> list[Any]:
         """Rows of one statement, in the connection's current transaction: a SELECT, or a write with RETURNING
         (which gets no budget: a write stopped half-way would roll back the whole transaction)."""
-        return await self.run(partial(_fetch_all, self.raw, sql, parameters), reads=only_reads(sql))
+        fetch = partial(_fetch_all, self.raw, sql, parameters)
+        return await (self.run(fetch, reads=True) if only_reads(sql) else self.write(fetch, (parameters,)))
 
     async def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """One statement per row of parameters, in the connection's current transaction."""
-        await self.run(partial(self.raw.executemany, sql, rows))
+        await self.write(partial(_execute_many, self.raw, sql, rows), rows)
 
     def cursor(self) -> SQLiteCursor:
         return SQLiteCursor(self, self.raw.cursor())
 
     async def commit(self) -> None:
-        await self.run(self.raw.commit)
+        """COMMIT, on the loop unless the transaction changed so many rows that appending its pages to the WAL would
+        hold it past a read's budget; then a checkpoint, if due, on a thread (with the commit's, if it has one)."""
         rows, self._changes_committed = self.raw.total_changes - self._changes_committed, self.raw.total_changes
-        if rows and self.commits.checkpoint_due(rows):
+        checkpoint_due = rows > 0 and self.commits.checkpoint_due(rows)
+        if rows * COMMIT_ROW_SECONDS > INLINE_BUDGET_SECONDS:
+            await self.on_thread(partial(_commit, self.raw, checkpoint_due))
+            return
+        await self.run(self.raw.commit)
+        if checkpoint_due:
             await self.on_thread(partial(checkpoint, self.raw))
 
     async def rollback(self) -> None:
@@ -218,13 +261,34 @@ class SQLiteConnection:
         self.raw.isolation_level = value
 
 
+def _commit(raw: sqlite3.Connection, then_checkpoint: bool) -> None:
+    raw.commit()
+    if then_checkpoint:
+        checkpoint(raw)
+
+
 def checkpoint(raw: sqlite3.Connection) -> None:
     # PASSIVE waits for no reader or writer: it copies what it can now, and the next one the rest.
-    raw.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    _fetch_all(raw, "PRAGMA wal_checkpoint(PASSIVE)", ())
+
+
+# The cursors of the connection's own statements are closed where they ran, never left for the event loop to free
+# later: freeing or closing a cursor resets its statement, which sqlite3 shares between cursors of the same SQL, and
+# a cursor freed on the loop while a thread ran the next slice of the same INSERT broke that one (SQLITE_MISUSE).
+def _execute(raw: sqlite3.Connection, sql: str, parameters: Sequence[Any] = ()) -> None:
+    raw.execute(sql, parameters).close()
+
+
+def _execute_many(raw: sqlite3.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    raw.executemany(sql, rows).close()
 
 
 def _fetch_all(raw: sqlite3.Connection, sql: str, parameters: Sequence[Any]) -> list[Any]:
-    return raw.execute(sql, parameters).fetchall()
+    cursor = raw.execute(sql, parameters)
+    try:
+        return cursor.fetchall()
+    finally:
+        cursor.close()
 
 
 class SQLiteCursor:
@@ -262,11 +326,15 @@ class SQLiteCursor:
 
     async def execute(self, sql: str, parameters: Any = ()) -> SQLiteCursor:
         # SQLite does a query's own work (a count, a sort) in its first step, here; rows are then read as fetched.
-        await self.connection.run(partial(self.cursor.execute, sql, parameters), reads=only_reads(sql))
+        execute = partial(self.cursor.execute, sql, parameters)
+        if only_reads(sql):
+            await self.connection.run(execute, reads=True)
+        else:
+            await self.connection.write(execute, (parameters,))
         return self
 
     async def executemany(self, sql: str, parameters: Any) -> SQLiteCursor:
-        await self.connection.run(partial(self.cursor.executemany, sql, parameters))
+        await self.connection.write(partial(self.cursor.executemany, sql, parameters), parameters)
         return self
 
     async def fetchone(self) -> Any:
