@@ -1,6 +1,6 @@
 """SQLite specifics: WAL with SQLite's own checkpoints, write transactions that take the write lock at once,
-statements on the event loop except those that wait for a lock (and commits that wrote), and a Database that can
-be disposed at any moment."""
+statements on the event loop except those that wait for a lock, reads past their budget, writes estimated (or said)
+to be long and the commits after them, and a Database that can be disposed at any moment."""
 
 from __future__ import annotations
 
@@ -17,7 +17,14 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from prism.storage import Database, DatabaseUnavailable, StorageOptions, sqlite_driver, unavailable_error
+from prism.storage import (
+    Database,
+    DatabaseUnavailable,
+    StorageOptions,
+    long_writes,
+    sqlite_driver,
+    unavailable_error,
+)
 
 pytestmark = pytest.mark.engine_independent
 
@@ -402,3 +409,40 @@ async def test_writes_of_one_statement_run_on_threads_one_after_another_never_br
                 await driver.execute_many("INSERT INTO t VALUES (?)", rows)
     async with database.read() as session:
         assert (await session.execute(text("SELECT count(*) FROM t"))).scalar_one() == 10 * 10 * 2_000
+
+
+async def test_writes_said_to_be_long_run_on_a_thread_though_they_bind_little(
+        database: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DELETE by a condition binds nothing that says how many rows it will change; a caller that knows it may be
+    many (a large document's postings) says so, and it runs on a thread (prism.storage.long_writes)."""
+    async with database.write() as session:
+        await (await _driver_of(session)).execute_many("INSERT INTO t VALUES (?)", _rows(300_000))
+    lags: list[float] = []
+    deleted = asyncio.Event()
+
+    async def tick() -> None:
+        while not deleted.is_set():
+            before = time.monotonic()
+            await asyncio.sleep(0.005)
+            lags.append(time.monotonic() - before - 0.005)
+
+    threaded = _hand_overs(monkeypatch)
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0.02)
+    started = time.monotonic()
+    try:
+        async with database.write() as session:
+            async with long_writes(session):
+                await session.execute(text("DELETE FROM t WHERE x > :none"), {"none": ""})
+            await session.execute(text("INSERT INTO t VALUES ('after the block: on the loop')"))
+            driver_after = (await _driver_of(session)).writes_on_thread
+        took = time.monotonic() - started
+    finally:
+        deleted.set()
+        await ticker
+    assert threaded[0] == "execute" and threaded.count("execute") == 1, threaded  # the DELETE alone
+    assert driver_after is False
+    async with database.read() as session:
+        assert (await session.execute(text("SELECT count(*) FROM t"))).scalar_one() == 1
+    assert took > 0.1  # long enough that running it on the loop would have shown
+    assert max(lags) < 0.1, f"the loop stalled {max(lags) * 1000:.0f} ms during a {took * 1000:.0f} ms delete"

@@ -16,10 +16,14 @@ Readers emit a plain BEGIN: in WAL mode they never wait for writers and writers 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
 from prism.storage.engines import JSON_OPTIONS, StorageOptions, pool_options
+from prism.storage.sqlite_driver import SQLiteConnection
 
 WRITE_BEGIN = "BEGIN IMMEDIATE"
 READ_BEGIN = "BEGIN"
@@ -34,3 +38,20 @@ def sqlite_engine(url: str, options: StorageOptions, *, begin: str) -> AsyncEngi
     # goes to Prism's SQLite dialect, which begins every transaction with it.
     return create_async_engine(url, begin=begin, connect_args={"timeout": options.busy_timeout_seconds},
                                **pool_options(options), **JSON_OPTIONS)
+
+
+@asynccontextmanager
+async def long_writes(session: AsyncSession) -> AsyncIterator[None]:
+    """Writes of the session's transaction in this block may change many rows by a condition (a large document's
+    postings deleted or moved: 20,000 of them take about 50 ms in SQLite). On SQLite they run on a thread, so that the
+    event loop serves other requests meanwhile: the driver cannot tell from what a statement binds how many rows it
+    will change. On PostgreSQL nothing changes (a statement waits on the network there)."""
+    driver = (await (await session.connection()).get_raw_connection()).driver_connection
+    if not isinstance(driver, SQLiteConnection):
+        yield
+        return
+    driver.writes_on_thread = True
+    try:
+        yield
+    finally:
+        driver.writes_on_thread = False

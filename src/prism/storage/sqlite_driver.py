@@ -18,8 +18,9 @@ What may wait, and where it waits:
 - A large write (an upload's thousands of postings rows) would hold the loop as long, but cannot get a read's
   budget: SQLite rolls back the whole transaction of a write it stops half-way. So the place is chosen before the
   write starts, from what it binds (`write_seconds`): one estimated past `INLINE_BUDGET_SECONDS` runs on a thread,
-  as does the commit of a transaction that changed many rows. Small writes stay on the loop: a ledger batch of
-  32 entries takes about 0.3 ms there, and a hand-over to a thread costs 150-220 µs of its own.
+  as does the commit of a transaction that changed many rows, and a write its caller said may change many rows
+  by a condition (prism.storage.sqlite.long_writes). Small writes stay on the loop: a ledger batch of 32 entries
+  takes about 0.3 ms there, and a hand-over to a thread costs 150-220 µs of its own.
 - Once ``BEGIN IMMEDIATE`` has succeeded, the transaction holds SQLite's only write lock: none of its statements
   and not its COMMIT can wait for another connection (in WAL mode a commit needs no further lock). With
   ``synchronous=NORMAL`` a commit appends to the WAL without fsync.
@@ -105,7 +106,8 @@ def write_seconds(rows: Iterable[Any]) -> float:
     """How long a write with these rows of parameters is estimated to take on the loop: per row, a base cost and
     the size of its values (the first row's, taken for every row's: reading every value would cost as much as the
     write). Rows that cannot be counted (an iterator) are taken as long. What a statement does beyond the rows it
-    binds (an UPDATE or DELETE by a condition) cannot be known before it runs: it counts as one row."""
+    binds (an UPDATE or DELETE by a condition) cannot be known before it runs: it counts as one row, unless its
+    caller says otherwise (prism.storage.long_writes)."""
     if not isinstance(rows, Sequence):
         return math.inf
     if not rows:
@@ -178,12 +180,15 @@ class SQLiteConnection:
         self.busy_timeout_ms = int(busy_timeout * 1000)
         self.commits = commits
         self._changes_committed = raw.total_changes
+        # Set while the caller runs writes that may change many rows by a condition (prism.storage.long_writes):
+        # what they bind says nothing of what they will take.
+        self.writes_on_thread = False
 
     async def write(self, fn: Callable[[], T], rows: Iterable[Any]) -> T:
         """`fn`, a write with these rows of parameters: on the loop, unless it is estimated to take longer than a read
-        may run there (`write_seconds`); then on a waiting thread from its start, since a write stopped half-way
-        would take its whole transaction with it."""
-        if write_seconds(rows) > INLINE_BUDGET_SECONDS:
+        may run there (`write_seconds`) or the caller said it may be long; then on a waiting thread from its start,
+        since a write stopped half-way would take its whole transaction with it."""
+        if self.writes_on_thread or write_seconds(rows) > INLINE_BUDGET_SECONDS:
             return await self.on_thread(fn)
         return await self.run(fn)
 

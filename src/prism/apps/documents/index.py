@@ -26,6 +26,7 @@ from prism.apps.documents.models import DocumentChunk, DocumentPosting
 from prism.apps.documents.text import ExtractionError, chunk_text, extract_text, words
 from prism.kit.ids import new_id
 from prism.kit.timeutil import utcnow
+from prism.storage import long_writes
 from prism.storage.prepared import PreparedWrite
 
 TERM_LENGTH = 64
@@ -115,14 +116,17 @@ async def store_chunks(session: AsyncSession, *, organization_id: str, document_
 
 
 async def drop_chunks(session: AsyncSession, document_id: str) -> None:
-    """Remove a document's chunks and their postings (archive, processing again)."""
-    await session.execute(delete(DocumentPosting).where(DocumentPosting.document_id == document_id))
-    await session.execute(delete(DocumentChunk).where(DocumentChunk.document_id == document_id))
+    """Remove a document's chunks and their postings (archive, processing again): up to 50,000 rows, off the event
+    loop (prism.storage.long_writes)."""
+    async with long_writes(session):
+        await session.execute(delete(DocumentPosting).where(DocumentPosting.document_id == document_id))
+        await session.execute(delete(DocumentChunk).where(DocumentChunk.document_id == document_id))
 
 
 async def move_chunks(session: AsyncSession, document_id: str, collection_id: str | None) -> None:
-    """The document moved to another collection (or out of any): its chunks and postings follow."""
-    await session.execute(update(DocumentChunk).where(DocumentChunk.document_id == document_id)
-                          .values(collection_id=collection_id))
-    await session.execute(update(DocumentPosting).where(DocumentPosting.document_id == document_id)
-                          .values(collection_id=collection_id))
+    """The document moved to another collection (or out of any): its chunks and postings follow, off the loop."""
+    async with long_writes(session):
+        await session.execute(update(DocumentChunk).where(DocumentChunk.document_id == document_id)
+                              .values(collection_id=collection_id))
+        await session.execute(update(DocumentPosting).where(DocumentPosting.document_id == document_id)
+                              .values(collection_id=collection_id))
