@@ -1,8 +1,9 @@
 """A large document does not hold the event loop while it is written or removed: its chunks and postings (one row
 per distinct word) are written in slices with the loop served between them, and on SQLite a write estimated past the
-loop's budget, the commit of a transaction that changed many rows, and the deletion of a document's postings run on
-a waiting thread (docs/architecture.md, "SQLite statements run on the event loop"). Meanwhile the process's other
-requests stay prompt: health and readiness checks (the latter reads the database), and the loop's own timers.
+loop's budget, the commit of a transaction that changed many rows, the deletion of a document's postings and a
+record's deletion with what the database deletes with it run on a waiting thread (docs/architecture.md, "SQLite
+statements run on the event loop"). Meanwhile the process's other requests stay prompt: health and readiness checks
+(the latter reads the database), and the loop's own timers.
 
 A governed call of another organization is answered with the batch after the large one's: every dispatch appends to
 the audit ledger, whose batch holds the database's one writer for as long as the document's rows take to write.
@@ -19,7 +20,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
+import pytest
 
+from prism.storage import sqlite_driver
 from tests.domain_support import Caller
 from tests.factories import Factory, Workspace
 
@@ -99,7 +102,7 @@ async def while_others_ask(client: httpx.AsyncClient, other: Workspace, call: Ca
     return answer
 
 
-async def test_a_twenty_thousand_word_document_uploaded_and_archived_leaves_the_event_loop_free(
+async def test_a_twenty_thousand_word_document_uploaded_archived_and_deleted_leaves_the_event_loop_free(
         client: httpx.AsyncClient, factory: Factory) -> None:
     owner = Caller(client, await factory.workspace(roles=("owner",)))
     other = await factory.workspace(roles=("owner",))  # another organization, reading meanwhile
@@ -116,3 +119,34 @@ async def test_a_twenty_thousand_word_document_uploaded_and_archived_leaves_the_
     assert archived["status"] == "archived", archived
     hits = await owner.ok("knowledge_query", "documents", "chunk", "search", {"query": words[-1]})
     assert not hits["results"], hits
+
+    # Deleted as a record, its chunks and postings go with it (ON DELETE CASCADE): 20,000 rows no parameter tells.
+    again = await owner.ok("document_op", "documents", "document", "upload",
+                           {"title": "Glossary, again", "content": " ".join(words)})
+    deleted = await while_others_ask(client, other, lambda: owner.ok(
+        "entity_crud", "documents", "document", "delete", {"id": again["id"]}))
+    assert deleted == {"id": again["id"], "deleted": True}
+    hits = await owner.ok("knowledge_query", "documents", "chunk", "search", {"query": words[-1]})
+    assert not hits["results"], hits
+
+
+async def test_a_record_and_what_the_database_deletes_with_it_are_deleted_off_the_event_loop_on_sqlite(
+        client: httpx.AsyncClient, factory: Factory, database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record's DELETE binds its id alone, and the database deletes what references it (a document's chunks and
+    postings, ON DELETE CASCADE): the driver cannot tell how many rows that is, so every record deletion runs on a
+    waiting thread on SQLite, whatever the handler that deletes it."""
+    if not database_url.startswith("sqlite"):
+        pytest.skip("SQLite's driver runs statements on the event loop; PostgreSQL's wait on the network")
+    owner = Caller(client, await factory.workspace(roles=("owner",)))
+    document = await owner.ok("document_op", "documents", "document", "upload",
+                              {"title": "Glossary", "content": " ".join(distinct_words(200))})
+    on_thread: list[str] = []
+    real = sqlite_driver.on_waiting_thread
+
+    async def noted(fn: Any) -> Any:
+        on_thread.append(repr(fn))
+        return await real(fn)
+
+    monkeypatch.setattr(sqlite_driver, "on_waiting_thread", noted)
+    await owner.ok("entity_crud", "documents", "document", "delete", {"id": document["id"]})
+    assert any("DELETE FROM documents_documents" in call for call in on_thread), on_thread

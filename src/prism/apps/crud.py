@@ -26,6 +26,7 @@ from prism.config import Settings
 from prism.errors import InvalidArguments
 from prism.models.base import Base
 from prism.registry import HandlerApp, HandlerCall
+from prism.storage import long_writes
 from prism.tenancy.repository import OrgRepository, sent_changes, text_search, to_record
 
 Prepare = Callable[[HandlerCall, dict[str, Any], Any], Awaitable[dict[str, Any]]]
@@ -216,8 +217,11 @@ def crud(app: HandlerApp, e: Entity) -> None:
             row = await repo(call, e.model, n).get(p.id)
             if e.before_delete is not None:
                 await e.before_delete(call, row)
-            await call.session.delete(row)
-            await call.session.flush()
+            # The database deletes what references the record (ON DELETE CASCADE): a document's tens of thousands of
+            # postings, as many rows as no statement's parameters tell. On SQLite that runs off the event loop.
+            async with long_writes(call.session):
+                await call.session.delete(row)
+                await call.session.flush()
             if e.after_delete is not None:
                 await e.after_delete(call, row)
             return {"id": p.id, "deleted": True}
