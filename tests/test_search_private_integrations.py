@@ -1,19 +1,24 @@
-"""Another organization's imported integration must not exist for a caller, capability search
-included (docs/integrations.md "Each organization enables what it uses": "For every other organization they do
-not exist"). A caller's search answer must therefore be the same whether or not some other tenant imported an
-integration that speaks of the words it searches for."""
+"""An integration an organization has not enabled must not exist for it, capability search included
+(docs/integrations.md "Each organization enables what it uses": "For every other organization they do not exist";
+docs/search.md "Whose statistics"). A caller's search answer (order, scores, confidences, no_match, on the first
+pass and with the semantic rerank) must therefore be the same whether or not another tenant imported an
+integration that speaks of the words it searches for, or connected to a deployment integration it did not."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.factories import Factory
+from prism.config import Settings
+from tests.factories import Factory, Workspace
 from tests.governance_support import ok
+from tests.processes import cli_json
 
 pytestmark = pytest.mark.usefixtures("imports_removed_after_the_module")
 
@@ -75,3 +80,71 @@ async def test_an_organization_finds_its_own_integration_in_words_only_it_uses(
     found = await search(client, importer, f"list the {WORDS}")
     assert found["no_match"] is False, found
     assert found["results"][0]["coordinate"] == f"integration_call/{name}/frobnicators/listFrobnicators", found
+
+
+# Words built-in handlers use (finance's invoices, vendors and payments), said by many imported operations: counted
+# in the statistics of an organization that cannot see them, they would move its scores.
+SHARED_WORDS_QUERY = "list the vendor invoices awaiting payment approval"
+
+
+def payables_spec(name: str) -> str:
+    paths = {f"/vendors/{{vendorId}}/invoices/{i}": {"get": {
+        "operationId": f"listVendorInvoices{i}",
+        "summary": f"List vendor invoices awaiting payment approval, batch {i}",
+        "description": "Vendor invoices and their payment approval status.",
+        "parameters": [{"name": "vendorId", "in": "path", "required": True, "schema": {"type": "integer"}}],
+        "responses": {"200": {"description": "ok"}}}} for i in range(40)}
+    return json.dumps({"openapi": "3.0.3", "info": {"title": f"{name} payables", "version": "1"},
+                       "servers": [{"url": "https://payables.example.com"}], "paths": paths})
+
+
+async def answers(client: httpx.AsyncClient, ws: Workspace) -> list[Any]:
+    """What a caller is told for the query: both capability_search rankers and prism_search."""
+    said = [await ok(client, ws, "report_query/core/registry/introspect",
+                     {"dimension": "capability_search", "query": SHARED_WORDS_QUERY, "rerank": rerank})
+            for rerank in (False, True)]
+    said.append(await ok(client, ws, "report_query/core/registry/search", {"query": SHARED_WORDS_QUERY}))
+    return said
+
+
+async def test_another_organizations_integration_in_a_built_in_handlers_words_moves_nothing(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    importer = await factory.workspace(roles=("owner",))
+    bystander = await factory.workspace(roles=("owner",))
+    before = await answers(client, bystander)
+    assert before[1]["ranker"] == "bm25+semantic-rerank"
+
+    name = "zp_" + uuid.uuid4().hex[:10]
+    await ok(client, importer, "config_manage/integrations/integration/importOpenapi",
+             {"name": name, "spec": payables_spec(name)})
+    assert await answers(client, bystander) == before
+    await ok(client, importer, "config_manage/integrations/connection/set",
+             {"name": name, "base_url": "https://93.184.215.14"})
+    assert await answers(client, bystander) == before
+    # The importer, who sees them, ranks with them: its own operations come first.
+    assert (await answers(client, importer))[1]["results"][0]["coordinate"].startswith(f"integration_call/{name}/")
+
+
+async def test_a_deployment_integration_an_organization_did_not_connect_moves_nothing(
+        client: httpx.AsyncClient, factory: Factory, settings: Settings, tmp_path: Path) -> None:
+    connected = await factory.workspace(roles=("owner",))
+    bystander = await factory.workspace(roles=("owner",))
+    before = await answers(client, bystander)
+
+    name = "zd_" + uuid.uuid4().hex[:10]
+    spec = tmp_path / "payables.json"
+    spec.write_text(payables_spec(name))
+    await asyncio.to_thread(cli_json, "integration", "import-openapi", str(spec), "--app", name,
+                            database_url=settings.database_url)
+    for _ in range(100):  # the server notices within PRISM_INTEGRATIONS_REFRESH_SECONDS (2 s)
+        offered = await ok(client, bystander, "config_manage/integrations/integration/list", {})
+        if name in [i["name"] for i in offered["items"]]:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("the import never reached the server")
+    assert await answers(client, bystander) == before
+    await ok(client, connected, "config_manage/integrations/connection/set",
+             {"name": name, "base_url": "https://93.184.215.14"})
+    assert await answers(client, bystander) == before
+    assert (await answers(client, connected))[1]["results"][0]["coordinate"].startswith(f"integration_call/{name}/")

@@ -161,7 +161,7 @@ async def test_the_first_semantic_rerank_embeds_on_a_worker_thread_after_the_cal
         return real_build(*args)
 
     monkeypatch.setattr(semantic, "build", recording_build)
-    monkeypatch.setattr(index, "_semantic", None)
+    monkeypatch.setattr(index, "_embedded", None)
     refused = await client.get(URL, params={"dimension": "capability_search", "rerank": "true"},
                                headers=ws.headers("owner"))
     assert refused.status_code == 400 and built_on == []  # no query: refused before anything is embedded

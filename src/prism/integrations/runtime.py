@@ -91,8 +91,7 @@ class IntegrationRuntime:
                 return False
             listed = (await session.execute(select(
                 IntegrationApp.id, IntegrationApp.name, IntegrationApp.revision, IntegrationApp.title,
-                IntegrationApp.description, IntegrationApp.owner_organization_id)
-                .order_by(IntegrationApp.name))).all()
+                IntegrationApp.description).order_by(IntegrationApp.name))).all()
             stale = [row.id for row in listed if self._built.get(row.id, (None,))[0] != row.revision]
             stored: dict[str, str] = {}  # as text: decoded with the registry, off the event loop
             if stale:
@@ -140,7 +139,7 @@ class IntegrationRuntime:
             registry, self._to_warm = self._to_warm, None
             await search.on_index_builder(_warm_search, registry)
 
-    def _assemble(self, listed: Sequence[Row[str, str, int, str, str, str | None]],
+    def _assemble(self, listed: Sequence[Row[str, str, int, str, str]],
                   built: dict[str, tuple[int, HandlerApp]], stored: dict[str, str]) -> Registry:
         """The built-in handlers and every integration's, frozen and indexed for search (off the loop).
         `built` holds the apps still current; those of `stored` (their operations as stored) join it: decoded
@@ -163,7 +162,6 @@ class IntegrationRuntime:
                 log.error("integration %s is not served: an installed app has that name", app.name)
                 continue
             registry.add_app(app)
-        registry.private_integrations = frozenset(row.name for row in listed if row.owner_organization_id is not None)
         registry.freeze()
         return registry
 

@@ -44,11 +44,13 @@ class SearchParams(Params):
         return value.strip()
 
 
-def capability_answer(registry: Registry, visible: tuple[Handler, ...], query: str, *, limit: int, rerank: bool,
-                      accept: Callable[[Handler], bool] | None, with_schemas: bool,
+def capability_answer(registry: Registry, visible: tuple[Handler, ...], enabled: frozenset[str], query: str, *,
+                      limit: int, rerank: bool, accept: Callable[[Handler], bool] | None, with_schemas: bool,
                       recipe: Callable[[Handler], dict[str, Any]]) -> dict[str, Any]:
-    """Ranked handlers with their confidence, `no_match`, the ranker that ran and the plan (if any)."""
-    found = find(index_for(registry), query, visible, limit=limit, rerank=rerank, accept=accept)
+    """Ranked handlers with their confidence, `no_match`, the ranker that ran and the plan (if any). `enabled`: the
+    integrations the caller's organization enabled, whose handlers (with the built-in ones) make the corpus whose
+    statistics it ranks with (prism.registry.corpus)."""
+    found = find(index_for(registry).view(enabled), query, visible, limit=limit, rerank=rerank, accept=accept)
     results = [_result(rank, hit, query, with_schemas, recipe) for rank, hit in enumerate(found.hits, start=1)]
     plan = [{"step": i, **_result(i, step, query, with_schemas, recipe)} for i, step in enumerate(found.plan, start=1)]
     for entry in plan:

@@ -1,7 +1,7 @@
 """Which handler does this? The answer an agent acts on: ranked handlers, each with a calibrated confidence,
 an honest "nothing fits", safe ordering and, for a request of several acts, an ordered plan.
 
-`SearchIndex.ranked` orders handlers; this module decides what to say about them:
+`SearchView.ranked` orders handlers; this module decides what to say about them:
 
 - **Confidence** (`confidence`): the probability that a result is a right answer, from features that mean
   the same for every request — how much of the request the handler's text accounts for (idf-weighted
@@ -44,7 +44,7 @@ from prism.registry.search import (
     STOPWORDS,
     SYNONYMS,
     Hit,
-    SearchIndex,
+    SearchView,
     clause_words,
     operation_words,
     split_words,
@@ -307,7 +307,7 @@ def switched_off(words: Sequence[str]) -> tuple[str, ...] | None:
     return None
 
 
-def _disables_what_is_named(index: SearchIndex, named: Sequence[str], query_terms: Sequence[str],
+def _disables_what_is_named(index: SearchView, named: Sequence[str], query_terms: Sequence[str],
                             handler: Handler) -> bool:
     """Whether the handler disables what is switched off: its entity is the one the switched-off words (`named`)
     name ("switch off the old pager channel" asks nothing of `agent/disable`, nor "turn off the webhook for agent
@@ -321,7 +321,7 @@ def _disables_what_is_named(index: SearchIndex, named: Sequence[str], query_term
     return _says_more_than_switching(query_terms) and not index.names_another_entity(doc, query_terms)
 
 
-def _may_disable(index: SearchIndex, named: Sequence[str], query_terms: Sequence[str], handler: Handler) -> bool:
+def _may_disable(index: SearchView, named: Sequence[str], query_terms: Sequence[str], handler: Handler) -> bool:
     """Whether a disabling handler the ranking put first may stay first for a switching off: the switched-off words
     name no other entity than its own ("switch off agt_7 so nobody can launch new runs of it": `agent/disable`), and
     the request says more than the switching ("switch it off" alone names nothing to disable)."""
@@ -433,7 +433,7 @@ def _lowers(after: Sequence[str]) -> bool:
                for k, w in enumerate(after))
 
 
-def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: float, mass: float, best: float,
+def features(index: SearchView, hit: Hit, query_terms: Sequence[str], known: float, mass: float, best: float,
              cosines: np.ndarray | None, first: bool, act: Act | None) -> tuple[float, ...]:
     """(coverage, known, cosine, relative score, first place, matched mass, cannot, named): see the module's
     docstring.
@@ -457,7 +457,7 @@ def features(index: SearchIndex, hit: Hit, query_terms: Sequence[str], known: fl
     return (coverage, known, cosine, relative, float(first), coverage * mass, float(cannot), float(named))
 
 
-def _does_foreign_act(index: SearchIndex, doc: int, act: Act) -> bool:
+def _does_foreign_act(index: SearchView, doc: int, act: Act) -> bool:
     """Whether the handler (its document) may do a FOREIGN act: its text says the verb, and for a reserving "book"
     what is booked names its entity ("book a purchase order for 12 harnesses"; not a thing its text merely says:
     `purchase_order/create`'s examples say "book" and "weeks", and "book me two weeks of vacation" is no order).
@@ -507,7 +507,7 @@ def _description_words(description: str) -> frozenset[str]:
     return frozenset(split_words(description))
 
 
-def asked_act(index: SearchIndex, query: str) -> Act | None:
+def asked_act(index: SearchView, query: str) -> Act | None:
     """A CHANGE, TAKE_BACK, UNDOABLE or FOREIGN act when the request's first act asks for one: the first clause that
     opens with a verb (after "please", "could you" ...) opens with one of CHANGING, TAKING_BACK, IRREVERSIBLE_VERBS
     or FOREIGN_ACTS ("on claim 6611, please change the CPT" asks for a change; "add a line, then change the
@@ -560,7 +560,7 @@ def _object_terms(after: Sequence[str]) -> tuple[str, ...]:
     return tuple(t for t in terms(" ".join(after[:end])) if t.isalpha() and len(t) > 2)
 
 
-def _names_a_record(index: SearchIndex, opening: Sequence[str]) -> bool:
+def _names_a_record(index: SearchView, opening: Sequence[str]) -> bool:
     """Whether a clause's opening words name a record ("ticket 4401 was escalated by mistake"): a word that is
     neither an operation's verb nor an everyday imperative, only a synonym of one ("ticket", of "issue"), then a
     number."""
@@ -575,7 +575,7 @@ def calibrated(values: Sequence[float], with_model: bool) -> float:
     return 1.0 / (1.0 + math.exp(-z))
 
 
-def find(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool = True,
+def find(index: SearchView, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool = True,
          accept: Callable[[Handler], bool] | None = None, plan: bool = True) -> Found:
     query = without_quoted_values(UUID.sub("1", query))
     words = split_words(query)
@@ -610,7 +610,7 @@ def without_negated_acts(query: str, words: Sequence[str]) -> str:
     return left if terms(left) else query
 
 
-def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool,
+def _ordered(index: SearchView, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool,
              accept: Callable[[Handler], bool] | None, asked: bool) -> tuple[list[Scored], str]:
     query_terms = list(dict.fromkeys(terms(query)))
     cosines = index.cosines(query) if rerank and query_terms else None
@@ -650,7 +650,7 @@ def _ordered(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, li
         if records is not None:
             hits = _first(hits, records, score=hits[0].score)
     with_model = ranker == SEMANTIC_RERANK and cosines is not None
-    known = index.known(query_terms, visible)
+    known = index.known(query_terms)
     mass = sum(index.idf.get(t, index.unknown_idf) for t in query_terms) / index.unknown_idf
     best = max(h.score for h in hits)
     scored = []
@@ -684,7 +684,7 @@ def _says_the_operation(clause: str, accept: Callable[[Handler], bool] | None) -
     return says
 
 
-def _asks_an_act(index: SearchIndex, clause: str) -> bool:
+def _asks_an_act(index: SearchView, clause: str) -> bool:
     opening = split_words(clause)[:1]
     if opening and opening[0] in CONDITIONALS and "," in clause:
         clause = clause.split(",", 1)[1]
@@ -735,7 +735,7 @@ def _is_level(word: str) -> bool:
 _PRIORITY = re.compile(r"p\d+")
 
 
-def _is_act(index: SearchIndex, verb: str) -> bool:
+def _is_act(index: SearchView, verb: str) -> bool:
     """Whether a (stemmed) word opening a clause asks for an act: an operation's verb, a synonym of one, or an
     everyday imperative."""
     return (verb in index.operation_verbs or verb in IMPERATIVES
@@ -767,7 +767,7 @@ def _points_back(clause: str) -> bool:
     return not _POINTERS.isdisjoint(split_words(clause))
 
 
-def _plan(index: SearchIndex, query: str, visible: tuple[Handler, ...], *, rerank: bool,
+def _plan(index: SearchView, query: str, visible: tuple[Handler, ...], *, rerank: bool,
           accept: Callable[[Handler], bool] | None) -> list[Scored]:
     parts = clauses(query)
     if len(parts) < 2:

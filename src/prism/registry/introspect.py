@@ -61,7 +61,7 @@ def introspect(registry: Registry, auth: AuthContext, params: IntrospectParams) 
     view = tree_view(registry, visible_handlers(registry, auth))
     dimension = params.dimension
     if dimension == "capability_search":
-        return _capability_search(registry, view, params)
+        return _capability_search(registry, view, enabled_integrations(registry, auth), params)
     if dimension == "capability_path":
         return capability_path(view, _required(params, "from_node"), _required(params, "to_node"))
     if dimension == "guide":
@@ -369,10 +369,11 @@ _TREE_DIMENSIONS: dict[str, Dim] = {
 
 # ---- capability search ----------------------------------------------------------------------
 
-def _capability_search(registry: Registry, view: TreeView, p: IntrospectParams) -> dict[str, Any]:
+def _capability_search(registry: Registry, view: TreeView, enabled: frozenset[str],
+                       p: IntrospectParams) -> dict[str, Any]:
     query = _checked_search(view, p)
-    answer = capability_answer(registry, view.handlers, query, limit=p.limit, rerank=p.rerank, accept=_accept(p),
-                               with_schemas=False, recipe=recipe)
+    answer = capability_answer(registry, view.handlers, enabled, query, limit=p.limit, rerank=p.rerank,
+                               accept=_accept(p), with_schemas=False, recipe=recipe)
     return {"dimension": "capability_search", "query": query, "filters": _filters(p), "rerank": p.rerank, **answer}
 
 
@@ -401,5 +402,5 @@ def search_answer(registry: Registry, auth: AuthContext, p: SearchParams) -> dic
     view = tree_view(registry, visible_handlers(registry, auth))
     narrowing = search_narrowing(p)
     _check_filters(view, narrowing)
-    return capability_answer(registry, view.handlers, p.query, limit=p.limit, rerank=True,
-                             accept=_accept(narrowing), with_schemas=True, recipe=recipe)
+    return capability_answer(registry, view.handlers, enabled_integrations(registry, auth), p.query, limit=p.limit,
+                             rerank=True, accept=_accept(narrowing), with_schemas=True, recipe=recipe)

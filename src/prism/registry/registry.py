@@ -30,9 +30,6 @@ class Registry:
         # organization id -> the imported integrations it has enabled (prism.integrations.runtime replaces it
         # whole when a connection changes; every cache keyed by a grant includes the organization's set).
         self.enablement: dict[str, frozenset[str]] = {}
-        # The imported integrations an organization owns (not the deployment's): what they say must not move
-        # anything another organization sees, so the search index's statistics leave them out (registry.search).
-        self.private_integrations: frozenset[str] = frozenset()
 
     def __len__(self) -> int:
         return len(self._by_path)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import math
 import re
 import threading
 from collections.abc import Callable, Container, Iterable, Sequence
@@ -42,6 +41,7 @@ from weakref import WeakKeyDictionary
 
 from prism.kit.lru import LRU
 from prism.registry import semantic
+from prism.registry.corpus import BUILT_IN, Corpus
 from prism.registry.model import Handler
 from prism.registry.postings import CACHED_POSTINGS, KeptDicts, Postings
 from prism.registry.registry import Registry
@@ -295,104 +295,45 @@ class Hit:
     score: float
 
 
-class SearchIndex:
-    """Postings `term → {doc: finished BM25 contribution}` (prism.registry.postings) over every handler of one
-    registry.
+class SearchView:
+    """Capability search over one corpus (prism.registry.corpus): the built-in handlers plus the integrations an
+    organization enabled, whose statistics it ranks with. Every query runs on a view (`SearchIndex.view`); the
+    index itself is the view of every integration.
 
-    Every handler is indexed, but the corpus statistics (document frequencies, lengths, the vocabularies of
-    entities and operation verbs) come from the shared handlers only: the built-in ones and the deployment's
-    integrations. An organization's own integrations are invisible to every other organization, and so must be
-    their words: counted in, they would move the scores and confidences others get, and tell them that some
-    organization imported a service that uses a word. Their documents are scored with the shared statistics
-    (a word only they use weighs as a word no handler uses), and their words count as known to whoever sees them.
-    """
+    The documents, their postings (term frequencies, prism.registry.postings) and the per-query caches are the
+    index's, shared by its views; what a view adds is its corpus, and the BM25 weights, concepts and embedding rows
+    worked out with it, kept per corpus."""
 
-    def __init__(self, registry: Registry) -> None:
-        self.handlers: tuple[Handler, ...] = tuple(registry)
-        self.size = len(self.handlers)
-        self._app_descriptions = {name: app.description for name, app in registry.apps.items()}
-        frequencies: list[dict[str, float]] = []
-        # Each document's fields, kept in order for the rerank pass (pairs and proximity need order).
-        self._fields: list[tuple[tuple[str, ...], ...]] = []
-        entity_words = entity_keywords(self.handlers)
-        self._keywords = [handler_keywords(h, entity_words) for h in self.handlers]
-        self._examples = [tuple(without_particulars(e) for e in h.examples) for h in self.handlers]
-        private = registry.private_integrations
-        shared = [h.integration is None or h.integration not in private for h in self.handlers]
-        self._private_docs = frozenset(doc for doc, is_shared in enumerate(shared) if not is_shared)
-        self._entity_terms = _entity_vocabularies(self.handlers, entity_words)
-        self._any_entity_terms = frozenset().union(*(t for t, s in zip(self._entity_terms, shared, strict=True) if s))
-        self._entity_operations = _entity_operations(self.handlers)
-        self._shaped = _shaped_documents(self.handlers, self._entity_terms)
-        for handler, keywords, examples in zip(self.handlers, self._keywords, self._examples, strict=True):
-            tf: dict[str, float] = {}
-            fields = _fields(handler, self._app_descriptions.get(handler.coordinate.app, ""), keywords, examples)
-            for weight, field_terms in fields:
-                for t in field_terms:
-                    if t != _BREAK:
-                        tf[t] = tf.get(t, 0.0) + weight
-            frequencies.append(tf)
-            self._fields.append(tuple(f for _, f in fields))
-        lengths = [sum(tf.values()) for tf in frequencies]
-        shared_lengths = [length for length, s in zip(lengths, shared, strict=True) if s]
-        average = (sum(shared_lengths) / len(shared_lengths)) if shared_lengths else 1.0
-        doc_freq: dict[str, int] = {}
-        for tf, is_shared in zip(frequencies, shared, strict=True):
-            if is_shared:
-                for t in tf:
-                    doc_freq[t] = doc_freq.get(t, 0) + 1
-        n = len(shared_lengths)
-        idf = {t: math.log(1.0 + (n - df + 0.5) / (df + 0.5)) for t, df in doc_freq.items()}
-        self.idf = idf
-        # What a word no handler uses weighs: as much as the rarest word could (document frequency 0).
-        self.unknown_idf = math.log(1.0 + (n + 0.5) / 0.5)
-        self.postings = Postings()
-        add = self.postings.add
-        for doc, (tf, length) in enumerate(zip(frequencies, lengths, strict=True)):
-            norm = K1 * (1.0 - B + B * length / average)
-            for t, f in tf.items():
-                add(t, doc, idf.get(t, self.unknown_idf) * f * (K1 + 1.0) / (f + norm))
-        # One visibility mask per distinct visible tuple (they are memoised per grant upstream);
-        # the tuple is kept alive next to its mask so its id cannot be reused while cached.
-        # Per visible tuple (kept alive beside its mask so its id cannot be reused while cached); bounded.
-        self._masks: LRU[int, tuple[tuple[Handler, ...], bytearray]] = LRU(256)
-        self._doc_of = {h.path: i for i, h in enumerate(self.handlers)}
-        # The verbs operations start with (`mark` of `markDown`, `generate`, `list`), stemmed: a clause that
-        # opens with one, or a synonym, asks for an act.
-        self.operation_verbs = frozenset(
-            words[0] for h, s in zip(self.handlers, shared, strict=True)
-            if s and (words := tuple(stem(w) for w in split_words(h.coordinate.operation))))
-        # Kept like the postings they are made of (at 10,000 handlers, every synonym's concept held 677,000 entries).
-        self._concepts = KeptDicts(CACHED_POSTINGS)
-        self._joints: dict[int, _Joint] = {}
-        # Handler embeddings: built on the first semantic rerank (or by warm), not with the lexical index.
-        self._semantic: semantic.SemanticIndex | None = None
-        self._semantic_lock = threading.Lock()
-
-    def embeddings_pending(self) -> bool:
-        """Whether the next semantic rerank would first have to embed every handler."""
-        return semantic.AVAILABLE and self._semantic is None
+    def __init__(self, index: SearchIndex, corpus: Corpus) -> None:
+        self.index = index
+        self.corpus = corpus
+        self.handlers = index.handlers
+        self.idf = corpus.idf
+        self.unknown_idf = corpus.unknown_idf
+        # The verbs the corpus's operations start with (`mark` of `markDown`, `generate`, `list`), stemmed: a clause
+        # that opens with one, or a synonym, asks for an act.
+        self.operation_verbs = corpus.operation_verbs
 
     def embeddings(self) -> semantic.SemanticIndex | None:
-        """The handler embeddings, built once; None when the semantic extra is missing or switched off."""
-        if not semantic.AVAILABLE:
+        """The corpus's handler embeddings (centred on its own mean), made once per corpus from the index's; None
+        when the semantic extra is missing or switched off."""
+        embedded = self.index.embedded()
+        if embedded is None:
             return None
-        if self._semantic is None:
-            with self._semantic_lock:
-                if self._semantic is None:
-                    self._semantic = semantic.build(self.handlers, self._keywords, self._examples, split_words)
-        return self._semantic
+        whole = self.corpus.size == self.index.size
+        return embedded.within(self.corpus.integrations, None if whole else self.corpus.runs)
 
     def mask(self, visible: tuple[Handler, ...]) -> bytearray:
-        hit = self._masks.get(id(visible))
+        masks = self.index.masks
+        hit = masks.get(id(visible))
         if hit is not None and hit[0] is visible:
             return hit[1]
-        mask = bytearray(self.size)
+        mask = bytearray(self.index.size)
         for h in visible:
-            doc = self._doc_of.get(h.path)
+            doc = self.index.doc_of.get(h.path)
             if doc is not None:
                 mask[doc] = 1
-        self._masks.put(id(visible), (visible, mask))
+        masks.put(id(visible), (visible, mask))
         return mask
 
     def search(self, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool = False,
@@ -419,7 +360,8 @@ class SearchIndex:
                 SEMANTIC_RERANK)
 
     def cosines(self, query: str) -> np.ndarray | None:
-        """The query's cosine with every handler (document order); None without the model or tokens."""
+        """The query's cosine with every handler of the corpus (document order); None without the model or
+        tokens."""
         embeddings = self.embeddings()
         return None if embeddings is None else embeddings.scores(query)
 
@@ -437,23 +379,16 @@ class SearchIndex:
                 said += SYNONYM_WEIGHT * weight
         return said / total if total else 0.0
 
-    def known(self, query_terms: Sequence[str], visible: tuple[Handler, ...] = ()) -> float:
-        """The idf-weighted share of the query's terms that some handler uses, itself or by a synonym: a
-        request in words no handler knows ("flight", "payroll") is about something else. A word only an
-        organization's own integrations use is known to those who see them (`visible`), to nobody else."""
+    def known(self, query_terms: Sequence[str]) -> float:
+        """The idf-weighted share of the query's terms that some handler of the corpus uses, itself or by a
+        synonym: a request in words no handler knows ("flight", "payroll") is about something else."""
         said = total = 0.0
         for t in query_terms:
             weight = self.idf.get(t, self.unknown_idf)
             total += weight
-            if any(w in self.idf or self._privately_known(w, visible) for w in (t, *SYNONYMS.get(t, ()))):
+            if any(w in self.idf for w in (t, *SYNONYMS.get(t, ()))):
                 said += weight
         return said / total if total else 0.0
-
-    def _privately_known(self, term: str, visible: tuple[Handler, ...]) -> bool:
-        if not self._private_docs or not visible or term not in self.postings:
-            return False
-        mask = self.mask(visible)
-        return any(mask[doc] for doc in self.postings.of(term) if doc in self._private_docs)
 
     def says(self, doc: int, term: str) -> bool:
         """Whether the document's text (description, keywords, example requests, names) says the index term."""
@@ -462,40 +397,62 @@ class SearchIndex:
     def names_entity(self, doc: int, query_terms: Sequence[str]) -> bool:
         """Whether the request names this document's entity (its name or a keyword it shares, itself or by a
         synonym)."""
-        own = self._entity_terms[doc]
+        own = self.index.entity_terms[doc]
         return any(_names(t, own) for t in query_terms)
 
     def names_another_entity(self, doc: int, query_terms: Sequence[str]) -> bool:
-        """Whether the request names an entity (its name or a keyword it shares, itself or by a synonym), but not
-        this document's: "reopen PO 3310" names a purchase order, not a ticket."""
-        own = self._entity_terms[doc]
+        """Whether the request names an entity of the corpus (its name or a keyword it shares, itself or by a
+        synonym), but not this document's: "reopen PO 3310" names a purchase order, not a ticket."""
+        own = self.index.entity_terms[doc]
         if any(_names(t, own) for t in query_terms):
             return False
-        return any(_names(t, self._any_entity_terms) for t in query_terms)
+        return any(_names(t, self.corpus.entity_terms) for t in query_terms)
 
     def _joint(self, doc: int) -> _Joint:
-        joint = self._joints.get(doc)
+        joints = self.index.joints
+        joint = joints.get(doc)
         if joint is None:
-            if len(self._joints) >= JOINT_CACHE:  # bounded: a few MB, not a copy of every document
-                self._joints.clear()
-            joint = self._joints[doc] = _Joint.of(self.handlers[doc], self._fields[doc])
+            if len(joints) >= JOINT_CACHE:  # bounded: a few MB, not a copy of every document
+                joints.clear()
+            joint = joints[doc] = _Joint.of(self.handlers[doc], self.index.fields[doc])
         return joint
 
     def document(self, handler: Handler) -> int | None:
-        return self._doc_of.get(handler.path)
+        return self.index.doc_of.get(handler.path)
+
+    def term_postings(self, term: str) -> dict[int, float]:
+        """`document → finished BM25 weight` for the corpus's documents that use `term`, in document order (empty if
+        none does). Worked out on first use in this corpus and kept. Not to be changed."""
+        key = (self.corpus.integrations, term)
+        kept = self.index.kept_postings
+        found = kept.get(key)
+        if found is not None:
+            return found
+        idf = self.idf.get(term, self.unknown_idf)
+        lengths, average = self.index.lengths, self.corpus.average
+        found = {}
+        for documents, frequencies in self.corpus.slices(term):
+            for doc, f in zip(documents, frequencies, strict=True):
+                norm = K1 * (1.0 - B + B * lengths[doc] / average)
+                found[doc] = idf * f * (K1 + 1.0) / (f + norm)
+        if found:
+            kept.keep(key, found)
+        return found
 
     def concept_postings(self, term: str, exclude: Sequence[str] = ()) -> dict[int, float]:
         """`term` and its synonyms (at SYNONYM_WEIGHT) as one concept: each document's best match.
 
         Summing them instead would let a handler that declares several words of one synonym group
         ("supplier", "seller", "vendor") outscore one that matches two different words of the query.
-        Built once per term (synonyms that are themselves words of the query, `exclude`, are left to
+        Built once per term and corpus (synonyms that are themselves words of the query, `exclude`, are left to
         their own concept; that rare case is not cached).
         """
-        own_postings = self.postings.of(term)
+        own_postings = self.term_postings(term)
         if term not in SYNONYMS:
             return own_postings
-        cached = None if exclude else self._concepts.get(term)
+        key = (self.corpus.integrations, term)
+        concepts = self.index.kept_concepts
+        cached = None if exclude else concepts.get(key)
         if cached is not None:
             return cached
         concept = dict(own_postings)
@@ -503,11 +460,11 @@ class SearchIndex:
         for synonym in SYNONYMS.get(term, ()):
             if synonym in exclude:
                 continue
-            for d, s in self.postings.of(synonym).items():
+            for d, s in self.term_postings(synonym).items():
                 if SYNONYM_WEIGHT * s > get(d, 0.0):
                     concept[d] = SYNONYM_WEIGHT * s
         if not exclude:
-            self._concepts.keep(term, concept)
+            concepts.keep(key, concept)
         return concept
 
     def _first_pass(self, own: Sequence[str], shape: QueryShape, visible: tuple[Handler, ...], pool: int,
@@ -516,14 +473,14 @@ class SearchIndex:
         (score, -doc), best first."""
         scores: dict[int, float] = {}
         # Rare concepts first: the accumulator grows from the most selective postings. Once there are plenty
-        # of candidates, a concept found in most documents only adds to those already there (the "continue"
-        # strategy of Moffat & Zobel): its idf is low, so a document matching nothing rarer would rank
+        # of candidates, a concept found in most of the corpus's documents only adds to those already there (the
+        # "continue" strategy of Moffat & Zobel): its idf is low, so a document matching nothing rarer would rank
         # below them in practice, and skipping it bounds the work on queries full of common words.
         concepts = self._concepts_of(own)
         for postings in sorted((c for c in concepts if c), key=len):
             if not scores:
                 scores = dict(postings)
-            elif 2 * len(postings) > self.size and len(scores) >= 4 * pool:
+            elif 2 * len(postings) > self.corpus.size and len(scores) >= 4 * pool:
                 get = postings.get
                 for d, current in scores.items():
                     extra = get(d)
@@ -571,8 +528,8 @@ class SearchIndex:
         for kind, words in shape.asked:
             for w in sorted(words):  # sorted: the same word wins a tie on every run
                 for t in (w, *SYNONYMS.get(w, ())):
-                    for doc in self._shaped.get((kind, t), ()):
-                        if shape.leaves_to(self._entity_operations[doc]):
+                    for doc in self.index.shaped.get((kind, t), ()):
+                        if shape.leaves_to(self.index.entity_operations[doc]):
                             docs.setdefault(doc, w)
         return docs
 
@@ -594,12 +551,12 @@ class SearchIndex:
         for s, neg in top:
             doc = -neg
             handler = self.handlers[doc]
-            joint = _pair_score(self._joint(doc), self._fields[doc], own, pairs, raw_query)
+            joint = _pair_score(self._joint(doc), self.index.fields[doc], own, pairs, raw_query)
             joint += INTENT_WEIGHT * _operation_intent(handler.coordinate.operation, spoken)
             if question and handler.read_only:
                 joint += QUESTION_WEIGHT
-            if shape.leaves_to(self._entity_operations[doc]):
-                joint += SHAPE_WEIGHT * shape.fit(handler.coordinate.operation, self._entity_terms[doc])
+            if shape.leaves_to(self.index.entity_operations[doc]):
+                joint += SHAPE_WEIGHT * shape.fit(handler.coordinate.operation, self.index.entity_terms[doc])
             rescored.append((s / best + PAIR_WEIGHT * joint, neg))
         rescored.sort(reverse=True)
         return rescored
@@ -636,6 +593,129 @@ class SearchIndex:
                  for doc in docs]
         fused.sort(reverse=True)
         return fused
+
+
+# Corpora kept per index (their views and statistics); a miss costs a few milliseconds at 10,000 handlers.
+VIEWS_KEPT = 64
+
+
+class SearchIndex(SearchView):
+    """Postings `term → {doc: field-weighted term frequency}` (prism.registry.postings) over every handler of one
+    registry, and the view of every integration (`view` makes the others).
+
+    The corpus statistics a search ranks with are those of its view (prism.registry.corpus): the built-in handlers
+    plus the integrations the caller's organization enabled. Another organization's integrations, its own or a
+    deployment's it did not connect, neither move an organization's scores and confidences nor are known to it.
+    """
+
+    def __init__(self, registry: Registry) -> None:
+        self.handlers: tuple[Handler, ...] = tuple(registry)
+        self.size = len(self.handlers)
+        self._app_descriptions = {name: app.description for name, app in registry.apps.items()}
+        # Each document's fields, kept in order for the rerank pass (pairs and proximity need order).
+        self.fields: list[tuple[tuple[str, ...], ...]] = []
+        entity_words = entity_keywords(self.handlers)
+        self._keywords = [handler_keywords(h, entity_words) for h in self.handlers]
+        self._examples = [tuple(without_particulars(e) for e in h.examples) for h in self.handlers]
+        self.entity_terms = _entity_vocabularies(self.handlers, entity_words)
+        self.entity_operations = _entity_operations(self.handlers)
+        self.shaped = _shaped_documents(self.handlers, self.entity_terms)
+        self.postings = Postings()
+        self.lengths: list[float] = []
+        for doc, (handler, keywords, examples) in enumerate(zip(self.handlers, self._keywords, self._examples,
+                                                                strict=True)):
+            tf: dict[str, float] = {}
+            fields = _fields(handler, self._app_descriptions.get(handler.coordinate.app, ""), keywords, examples)
+            for weight, field_terms in fields:
+                for t in field_terms:
+                    if t != _BREAK:
+                        tf[t] = tf.get(t, 0.0) + weight
+            self.fields.append(tuple(f for _, f in fields))
+            self.lengths.append(sum(tf.values()))
+            for t, f in tf.items():
+                self.postings.add(t, doc, f)
+        # Per visible tuple (kept alive beside its mask so its id cannot be reused while cached); bounded.
+        self.masks: LRU[int, tuple[tuple[Handler, ...], bytearray]] = LRU(256)
+        self.doc_of = {h.path: i for i, h in enumerate(self.handlers)}
+        self.joints: dict[int, _Joint] = {}
+        # BM25 weights and concepts per (corpus, term): kept like the postings they are made of (at 10,000
+        # handlers, every synonym's concept held 677,000 entries).
+        self.kept_postings = KeptDicts(CACHED_POSTINGS)
+        self.kept_concepts = KeptDicts(CACHED_POSTINGS)
+        self._groups = _Groups(self.handlers, self.entity_terms)
+        self.integrations = frozenset(self._groups.runs) - {BUILT_IN}
+        self._views: LRU[frozenset[str], SearchView] = LRU(VIEWS_KEPT)
+        # Handler embeddings: made on the first semantic rerank (or by warm), not with the lexical index.
+        self._embedded: semantic.Embeddings | None = None
+        self._embedded_lock = threading.Lock()
+        super().__init__(self, self._corpus(self.integrations))
+
+    def view(self, enabled: Iterable[str]) -> SearchView:
+        """The view of an organization that enabled these integrations (names the index does not hold are none
+        of its business): the index itself when that is every integration."""
+        integrations = self.integrations.intersection(enabled)
+        if integrations == self.integrations:
+            return self
+        found = self._views.get(integrations)
+        if found is None:
+            found = self._views.put(integrations, SearchView(self, self._corpus(integrations)))
+        return found
+
+    def _corpus(self, integrations: frozenset[str]) -> Corpus:
+        groups = (BUILT_IN, *sorted(integrations))
+        return Corpus(integrations, self._groups.runs_of(groups), self.postings, self.lengths,
+                      self._groups.union(self._groups.operation_verbs, groups),
+                      self._groups.union(self._groups.entity_terms, groups))
+
+    def embeddings_pending(self) -> bool:
+        """Whether the next semantic rerank would first have to embed every handler."""
+        return semantic.AVAILABLE and self._embedded is None
+
+    def embedded(self) -> semantic.Embeddings | None:
+        """Every handler's and example request's embedding, made once; None when the semantic extra is missing or
+        switched off."""
+        if not semantic.AVAILABLE:
+            return None
+        if self._embedded is None:
+            with self._embedded_lock:
+                if self._embedded is None:
+                    embedded = semantic.build(self.handlers, self._keywords, self._examples, split_words)
+                    if embedded is not None:
+                        embedded.within(self.integrations, None)  # the whole corpus's rows, off the event loop
+                    self._embedded = embedded
+        return self._embedded
+
+
+class _Groups:
+    """Where each integration's documents are in an index: runs of consecutive document numbers per group (the
+    built-in handlers are BUILT_IN), the words each group's operations open with and those naming its entities."""
+
+    def __init__(self, handlers: Sequence[Handler], entity_terms: Sequence[frozenset[str]]) -> None:
+        self.groups = [h.integration or BUILT_IN for h in handlers]
+        self.runs: dict[str, list[tuple[int, int]]] = {}
+        for doc, group in enumerate(self.groups):
+            runs = self.runs.setdefault(group, [])
+            if runs and runs[-1][1] == doc:
+                runs[-1] = (runs[-1][0], doc + 1)
+            else:
+                runs.append((doc, doc + 1))
+        verbs: dict[str, set[str]] = {}
+        for h, group in zip(handlers, self.groups, strict=True):
+            words = operation_words(h.coordinate.operation)
+            if words:
+                verbs.setdefault(group, set()).add(words[0])
+        self.operation_verbs = {group: frozenset(words) for group, words in verbs.items()}
+        named: dict[str, set[str]] = {}
+        for group, vocabulary in zip(self.groups, entity_terms, strict=True):
+            named.setdefault(group, set()).update(vocabulary)
+        self.entity_terms = {group: frozenset(words) for group, words in named.items()}
+
+    def runs_of(self, groups: Iterable[str]) -> list[tuple[int, int]]:
+        return [run for group in groups for run in self.runs.get(group, ())]
+
+    @staticmethod
+    def union(per_group: dict[str, frozenset[str]], groups: Iterable[str]) -> frozenset[str]:
+        return frozenset().union(*(per_group.get(group, frozenset()) for group in groups))
 
 
 @dataclass(frozen=True, slots=True)

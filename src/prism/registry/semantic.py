@@ -5,8 +5,9 @@ its wheel, so nothing is downloaded at run time. A text's vector is the mean of 
 what `WordLlama.embed` computes — read straight from the wheel's two files: that keeps the cost to the
 table (16 MB, half precision), the tokenizer and numpy, and `WordLlama.load()` with its defaults looks for
 the tokenizer in a folder the wheel does not have and tries to download it. Handler vectors are centred
-on the registry's mean vector before they are normalised (what all handler texts share says nothing
-about any one of them), so scoring a query is one tokenisation and one matrix-vector product.
+on the mean vector of the caller's corpus (prism.registry.corpus) before they are normalised (what all its handler
+texts share says nothing about any one of them), so scoring a query is one tokenisation and one matrix-vector
+product.
 
 WordLlama (MIT licence; 16 MB of weights and a 1.8 MB tokenizer in its wheel) is a runtime dependency, so
 the default install ranks with it. If its files cannot be loaded — or with `AVAILABLE` switched off —
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prism.kit.heap import release_freed_memory
+from prism.kit.lru import LRU
 from prism.registry.model import Handler
 
 if TYPE_CHECKING:
@@ -44,6 +46,8 @@ _TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
 # Tokens pooled at a time when embedding a registry: bounds the (tokens, 256) scratch arrays (6 MB), whatever
 # the texts' lengths. Counted in texts (64) it was 36 MB for a batch of long imported descriptions.
 _TOKENS_AT_A_TIME = 4096
+# Corpora (prism.registry.corpus) whose centred rows are kept per index, within a bound on their rows.
+CORPORA_KEPT = 16
 
 
 class Model:
@@ -152,20 +156,58 @@ def handler_text(handler: Handler, keywords: Sequence[str], split: Callable[[str
     return f"{name}. {handler.description} {', '.join(keywords)}"
 
 
-class SemanticIndex:
-    """Unit vectors of every handler of one registry (rows in the search index's document order), and of their
-    example requests."""
+class Embeddings:
+    """Every handler's vector and every example request's, as the model pools them (document order): made once per
+    search index, and the stuff each corpus's `SemanticIndex` is made of (prism.registry.corpus)."""
 
     def __init__(self, model: Model, texts: Sequence[str], examples: Sequence[Sequence[str]]) -> None:
         import numpy as np
 
         self.model = model
-        self.rows, self.center = _unit_rows(model, texts)
+        # Lower case on both sides: the tokenizer tells `Vendor` from `vendor`, a request's meaning does not.
+        self.vectors = model.embed([t.lower() for t in texts])
         # Each example request's vector, with the document it belongs to; documents without examples own none.
         flat = [example for own in examples for example in own]
-        self.example_rows, self.example_center = _unit_rows(model, flat)
+        self.example_vectors = model.embed([e.lower() for e in flat])
         self.example_owners = np.fromiter((doc for doc, own in enumerate(examples) for _ in own), dtype=np.int64,
                                           count=len(flat))
+        # At most twice the rows of the whole index, besides its own vectors: a corpus of a few integrations is
+        # small, and one of nearly all of them comes back in ~20 ms at 10,000 handlers.
+        self._corpora: LRU[frozenset[str], SemanticIndex] = LRU(
+            CORPORA_KEPT, max_weight=2 * (len(self.vectors) + len(self.example_vectors)),
+            weigh=lambda index: len(index.rows) + len(index.example_rows))
+
+    def within(self, key: frozenset[str], runs: Sequence[tuple[int, int]] | None) -> SemanticIndex:
+        """The `SemanticIndex` of the documents in `runs` (every document if None), kept under `key`."""
+        found = self._corpora.get(key)
+        if found is None:
+            found = self._corpora.put(key, SemanticIndex(self, runs))
+        return found
+
+
+class SemanticIndex:
+    """Unit vectors of the handlers of one corpus (every handler of the index, or those in some runs of document
+    numbers) and of their example requests, each centred on the corpus's own mean: what the corpus's texts share
+    says nothing about any one of them, and another corpus's texts must not move it."""
+
+    def __init__(self, embedded: Embeddings, runs: Sequence[tuple[int, int]] | None) -> None:
+        import numpy as np
+
+        self.model = embedded.model
+        self.size = len(embedded.vectors)
+        if runs is None:
+            self.documents = None
+            self.rows, self.center = _unit_rows(embedded.vectors.copy())
+            chosen = np.ones(len(embedded.example_owners), dtype=np.bool_)
+        else:
+            self.documents = np.concatenate([np.arange(start, end, dtype=np.int64) for start, end in runs]
+                                            or [np.zeros(0, dtype=np.int64)])
+            self.rows, self.center = _unit_rows(embedded.vectors[self.documents])
+            member = np.zeros(self.size, dtype=np.bool_)
+            member[self.documents] = True
+            chosen = member[embedded.example_owners]
+        self.example_rows, self.example_center = _unit_rows(embedded.example_vectors[chosen])
+        self.example_owners = embedded.example_owners[chosen]
 
     def scores(self, query: str) -> np.ndarray | None:
         """Cosine similarity of the query with every handler (with its description, or its nearest example request
@@ -183,6 +225,9 @@ class SemanticIndex:
         # numpy's own single-threaded loop, not `rows @ vector`: BLAS hands a product this size to worker
         # threads, and waking them between requests cost 1-10 ms here against ~0.4 ms for 10,000 rows.
         scores: np.ndarray = np.vecdot(self.rows, vector / norm)
+        if self.documents is not None:  # in the index's document order; documents outside the corpus never score
+            local, scores = scores, np.full(self.size, -np.inf, dtype=np.float32)
+            scores[self.documents] = local
         if len(self.example_rows):
             # A handler is as near as its description or its nearest example request, whichever is nearer: an
             # example says one way of asking, so the best one counts, not their mean (which blurs them together).
@@ -218,21 +263,19 @@ class SemanticIndex:
         return picked
 
 
-def _unit_rows(model: Model, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The texts' vectors centred on their mean (what they all share says nothing about any one) and normalised,
-    with that mean."""
+def _unit_rows(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The vectors (changed in place) centred on their mean (what they all share says nothing about any one) and
+    normalised, with that mean."""
     import numpy as np
 
-    # Lower case on both sides: the tokenizer tells `Vendor` from `vendor`, a request's meaning does not.
-    vectors = model.embed([t.lower() for t in texts])
-    center = vectors.mean(axis=0) if len(texts) else np.zeros(model.dim, dtype=np.float32)
+    center = vectors.mean(axis=0) if len(vectors) else np.zeros(vectors.shape[1], dtype=np.float32)
     vectors -= center  # in place: no second copy of the matrix, even for a moment
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     return vectors, center
 
 
 def build(handlers: Sequence[Handler], keywords: Sequence[Sequence[str]], examples: Sequence[Sequence[str]],
-          split: Callable[[str], list[str]]) -> SemanticIndex | None:
+          split: Callable[[str], list[str]]) -> Embeddings | None:
     """Embeddings of the handlers, each described with `keywords` (its own and those of its entity), and of each
     one's `examples` (its example requests, as the lexical index reads them)."""
     model = load_model()
@@ -241,7 +284,7 @@ def build(handlers: Sequence[Handler], keywords: Sequence[Sequence[str]], exampl
     # Before: this runs on a worker thread, whose heap cannot reuse what the others hold free, so the build's
     # peak would stack on top of it. After: the tokens and scratch arrays of every handler (prism.kit.heap).
     release_freed_memory()
-    index = SemanticIndex(model, [handler_text(h, k, split) for h, k in zip(handlers, keywords, strict=True)],
+    embedded = Embeddings(model, [handler_text(h, k, split) for h, k in zip(handlers, keywords, strict=True)],
                           examples)
     release_freed_memory()
-    return index
+    return embedded
