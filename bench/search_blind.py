@@ -33,12 +33,16 @@ answer with. Metrics:
 
 `--lexical` switches the embedding model off (the ranking without the embedding model); `--synthetic 10000`
 adds 10,000 synthetic handlers whose words overlap the real ones (bench/synthetic_app.py): whether the ranking
-holds at scale, and its latency there.
+holds at scale, and its latency there. With `--enabled K` the synthetic apps are imported integrations instead
+(each app one, as `integration/import-openapi` makes them) and the search runs as an organization that enabled the
+first K (in name order): it sees and ranks with the built-in handlers and those K apps' (docs/search.md, "Whose
+statistics"); `view_s` is what its first search costs on top of the index (its corpus and embedding rows).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import math
@@ -84,31 +88,48 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--show", type=int, default=0, help="print this many misses with what came first")
     p.add_argument("--synthetic", type=int, default=0, metavar="N",
                    help="add N synthetic handlers (bench/synthetic_app.py) as distractors: the ranking at scale")
+    p.add_argument("--enabled", type=int, default=None, metavar="K",
+                   help="with --synthetic: the synthetic apps are integrations, K of them enabled by the searcher")
     return p.parse_args()
 
 
-def answer(registry: Registry, query: str) -> Answer:
+def answer(registry: Registry, query: str, enabled: frozenset[str] | None = None) -> Answer:
+    """`enabled`: the integrations the searching organization enabled (None: all of them)."""
     index = index_for(registry)
-    visible = everything(registry)
+    view = index if enabled is None else index.view(enabled)
+    visible = everything(registry, enabled)
     started, cpu = time.perf_counter(), time.thread_time()
-    found = find(index, query, visible, limit=SHOWN)
+    found = find(view, query, visible, limit=SHOWN)
     seconds, cpu = time.perf_counter() - started, time.thread_time() - cpu
     hits = found.hits
     return Answer([h.handler.path for h in hits], [h.handler.destructive for h in hits],
                   hits[0].confidence if hits else 0.0, found.no_match or not hits, found.ranker, seconds, cpu)
 
 
-def everything(registry: Registry) -> tuple[Handler, ...]:
-    """Every handler, as one tuple per registry: a caller's visible handlers are memoised per grant
-    (registry/visibility.py), and the index keeps a visibility mask per tuple, so a fresh tuple per search would
-    time the mask's construction (2-3 ms at 10,000 handlers), which a served search does once per grant."""
-    held = _EVERYTHING.get(registry)
+def everything(registry: Registry, enabled: frozenset[str] | None = None) -> tuple[Handler, ...]:
+    """Every handler (of the built-in apps and the `enabled` integrations), as one tuple per registry: a caller's
+    visible handlers are memoised per grant (registry/visibility.py), and the index keeps a visibility mask per
+    tuple, so a fresh tuple per search would time the mask's construction (2-3 ms at 10,000 handlers), which a
+    served search does once per grant."""
+    kept = _EVERYTHING.setdefault(registry, {})
+    held = kept.get(enabled)
     if held is None:
-        held = _EVERYTHING[registry] = tuple(registry)
+        held = kept[enabled] = tuple(h for h in registry if enabled is None or h.integration is None
+                                     or h.integration in enabled)
     return held
 
 
-_EVERYTHING: WeakKeyDictionary[Registry, tuple[Handler, ...]] = WeakKeyDictionary()
+def as_integrations(registry: Registry, apps: Sequence[str]) -> Registry:
+    """The registry with these apps' handlers as imported integrations, one per app."""
+    made = Registry()
+    for handler in registry:
+        app = handler.coordinate.app
+        made.add(dataclasses.replace(handler, integration=app) if app in apps else handler)
+    made.apps.update(registry.apps)
+    return made.freeze()
+
+
+_EVERYTHING: WeakKeyDictionary[Registry, dict[frozenset[str] | None, tuple[Handler, ...]]] = WeakKeyDictionary()
 
 
 def first_right(task: dict[str, Any], paths: Sequence[str]) -> int | None:
@@ -157,10 +178,11 @@ def mean(values: Sequence[float]) -> float:
     return round(statistics.fmean(values), 3) if values else float("nan")
 
 
-def evaluate(registry: Registry, tasks: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def evaluate(registry: Registry, tasks: list[dict[str, Any]],
+             enabled: frozenset[str] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     matchable = [t for t in tasks if t["kind"] != "none"]
     unmatchable = [t for t in tasks if t["kind"] == "none"]
-    answers = {t["id"]: answer(registry, t["query"]) for t in tasks}
+    answers = {t["id"]: answer(registry, t["query"], enabled) for t in tasks}
     rows: dict[str, Any] = {}
     for name, chosen in (("all matchable", matchable), ("single", [t for t in matchable if t["kind"] == "single"]),
                          ("multi-step", [t for t in matchable if t["kind"] == "multi"])):
@@ -238,18 +260,30 @@ def main() -> None:
     missing = sorted({p for t in tasks for p in [*t["relevant"], *t.get("steps", ())] if registry.get_path(p) is None})
     if missing:
         sys.exit(f"tasks name coordinates that do not exist: {missing}")
+    enabled = None
+    if args.enabled is not None:
+        synthetic = sorted({h.coordinate.app for h in registry if h.func.__module__.startswith("bench.")})
+        registry = as_integrations(registry, synthetic)
+        enabled = frozenset(synthetic[:args.enabled])
     if args.lexical:
         semantic.AVAILABLE = False
     # The first search of a fresh process pays for the index, the model and the handler embeddings.
     started = time.perf_counter()
     answer(registry, tasks[0]["query"])
     first_call = time.perf_counter() - started
+    # ...and an organization's first search for its corpus (`--enabled`): its statistics and embedding rows.
+    started = time.perf_counter()
+    answer(registry, tasks[0]["query"], enabled)
+    view_call = time.perf_counter() - started
     # As `prism serve` does once its app is built (kit/collector.py): what exists now is never collected, so
     # a full collection does not walk 10,000 handlers in the middle of a search (a 360 ms pause here).
     gc.freeze()
-    summary, details = evaluate(registry, tasks)
+    summary, details = evaluate(registry, tasks, enabled)
     summary["handlers"] = len(registry)
+    summary["visible_handlers"] = len(everything(registry, enabled))
     summary["first_call_s"] = round(first_call, 2)
+    if enabled is not None:
+        summary["view_s"] = round(view_call, 3)
     summary["model"] = semantic.MODEL if semantic.AVAILABLE else None
     print(f"{args.tasks.name}: {len(tasks)} tasks ({summary['matchable']} matchable, {summary['none']} with no "
           f"matching handler), {len(registry)} handlers, ranker {'/'.join(summary['rankers'])}"
@@ -265,7 +299,9 @@ def main() -> None:
           f"answer: {summary['destructive_first_graded_exact']}); latency p50 "
           f"{summary['latency_ms']['p50']} ms, max {summary['latency_ms']['max']} ms (CPU p50 "
           f"{summary['latency_ms']['cpu_p50']} ms, max {summary['latency_ms']['cpu_max']} ms); first call "
-          f"(index, model and embeddings built) {summary['first_call_s']} s")
+          f"(index, model and embeddings built) {summary['first_call_s']} s"
+          + (f"; the organization's first ({summary['visible_handlers']} handlers visible) {summary['view_s']} s"
+             if "view_s" in summary else ""))
     misses = [d for d in details
               if (d["kind"] != "none" and d["rank"] != 1) or (d["kind"] == "none" and not d["no_match"])]
     for d in misses[:args.show]:

@@ -313,6 +313,11 @@ class SearchView:
         # The verbs the corpus's operations start with (`mark` of `markDown`, `generate`, `list`), stemmed: a clause
         # that opens with one, or a synonym, asks for an act.
         self.operation_verbs = corpus.operation_verbs
+        # BM25's length normalisation of each document of the corpus (0 for the others), by the corpus's average.
+        self._norms = [0.0] * index.size
+        for start, end in corpus.runs:
+            for doc in range(start, end):
+                self._norms[doc] = K1 * (1.0 - B + B * index.lengths[doc] / corpus.average)
 
     def embeddings(self) -> semantic.SemanticIndex | None:
         """The corpus's handler embeddings (centred on its own mean), made once per corpus from the index's; None
@@ -322,6 +327,14 @@ class SearchView:
             return None
         whole = self.corpus.size == self.index.size
         return embedded.within(self.corpus.integrations, None if whole else self.corpus.runs)
+
+    def embeddings_pending(self) -> bool:
+        """Whether the next semantic rerank would first have to embed every handler, or centre the corpus's rows
+        (~50 ms for a corpus of 10,000 handlers): work for the index builder's thread (`warm`)."""
+        if not semantic.AVAILABLE:
+            return False
+        embedded = self.index.embedded_if_made()
+        return embedded is None or self.corpus.integrations not in embedded
 
     def mask(self, visible: tuple[Handler, ...]) -> bytearray:
         masks = self.index.masks
@@ -428,13 +441,11 @@ class SearchView:
         found = kept.get(key)
         if found is not None:
             return found
-        idf = self.idf.get(term, self.unknown_idf)
-        lengths, average = self.index.lengths, self.corpus.average
+        idf, saturation, norms = self.idf.get(term, self.unknown_idf), K1 + 1.0, self._norms
         found = {}
         for documents, frequencies in self.corpus.slices(term):
-            for doc, f in zip(documents, frequencies, strict=True):
-                norm = K1 * (1.0 - B + B * lengths[doc] / average)
-                found[doc] = idf * f * (K1 + 1.0) / (f + norm)
+            found.update({doc: idf * f * saturation / (f + norms[doc])
+                          for doc, f in zip(documents, frequencies, strict=True)})
         if found:
             kept.keep(key, found)
         return found
@@ -667,9 +678,8 @@ class SearchIndex(SearchView):
                       self._groups.union(self._groups.operation_verbs, groups),
                       self._groups.union(self._groups.entity_terms, groups))
 
-    def embeddings_pending(self) -> bool:
-        """Whether the next semantic rerank would first have to embed every handler."""
-        return semantic.AVAILABLE and self._embedded is None
+    def embedded_if_made(self) -> semantic.Embeddings | None:
+        return self._embedded
 
     def embedded(self) -> semantic.Embeddings | None:
         """Every handler's and example request's embedding, made once; None when the semantic extra is missing or
@@ -999,21 +1009,25 @@ def index_for(registry: Registry) -> SearchIndex:
     return index
 
 
-def pending(registry: Registry, *, embeddings: bool) -> bool:
+def pending(registry: Registry, *, embeddings: bool, enabled: Iterable[str] | None = None) -> bool:
     """Whether searching `registry` would first build its index or, with `embeddings` (a semantic rerank), embed
-    every handler: work for a worker thread (`warm`), not for the event loop or a transaction."""
+    every handler or centre the rows of the corpus of an organization that enabled `enabled` (None: every
+    integration): work for a worker thread (`warm`), not for the event loop or a transaction."""
     index = built_index(registry)
-    return index is None or (embeddings and index.embeddings_pending())
+    if index is None:
+        return True
+    return embeddings and (index if enabled is None else index.view(enabled)).embeddings_pending()
 
 
-def warm(registries: Iterable[Registry], *, embeddings: bool = False) -> None:
+def warm(registries: Iterable[Registry], *, embeddings: bool = False, enabled: Iterable[str] | None = None) -> None:
     """Build indexes ahead of the first query (start-up or benchmarks). The handler embeddings are left
     to the first semantic rerank unless asked for: they cost start-up time and memory a server that never
-    reranks should not pay."""
+    reranks should not pay. With `embeddings`, those of the corpus of an organization that enabled `enabled`
+    (None: every integration) are made too."""
     for registry in registries:
         index = index_for(registry)
         if embeddings:
-            index.embeddings()
+            (index if enabled is None else index.view(enabled)).embeddings()
 
 
 # Index builds off the event loop run on a thread of their own, one after the other. A build that waits for another

@@ -177,6 +177,10 @@ class Embeddings:
             CORPORA_KEPT, max_weight=2 * (len(self.vectors) + len(self.example_vectors)),
             weigh=lambda index: len(index.rows) + len(index.example_rows))
 
+    def __contains__(self, key: frozenset[str]) -> bool:
+        """Whether the `SemanticIndex` kept under `key` is made."""
+        return key in self._corpora
+
     def within(self, key: frozenset[str], runs: Sequence[tuple[int, int]] | None) -> SemanticIndex:
         """The `SemanticIndex` of the documents in `runs` (every document if None), kept under `key`."""
         found = self._corpora.get(key)

@@ -18,6 +18,7 @@ from prism.registry import AfterCommit, HandlerApp, HandlerCall, search
 from prism.registry.answer import SearchParams
 from prism.registry.introspect import IntrospectParams, check_search, introspect, search_answer, search_narrowing
 from prism.registry.registry import Registry
+from prism.registry.visibility import enabled_integrations
 
 app = HandlerApp("core", description="The platform itself: identity, introspection, event registry.",
                  examples=shipped_examples())
@@ -89,18 +90,20 @@ async def whoami(call: HandlerCall, _: WhoamiParams) -> dict[str, Any]:
              "operations, schemas, stats, capability search and paths, and the guide.",
              keywords=("discover", "help", "what can I do", "schema", "search capabilities"))
 async def introspect_handler(call: HandlerCall, p: IntrospectParams) -> dict[str, Any] | AfterCommit[None]:
-    if p.dimension == "capability_search" and search.pending(call.registry, embeddings=p.rerank):
+    enabled = enabled_integrations(call.registry, call.auth)
+    if p.dimension == "capability_search" and search.pending(call.registry, embeddings=p.rerank, enabled=enabled):
         # The registry's first search builds its index (or, for a semantic rerank, embeds every handler): about
-        # a second at 10,000 handlers, on the index builder's thread (search.on_index_builder) after the call is
-        # committed, so neither the event loop nor the ledger's transaction waits for it. Its refusals (no query,
-        # unknown filters) are found now, inside the audited call.
+        # a second at 10,000 handlers; an organization's first semantic rerank centres its corpus's rows (~50 ms at
+        # 10,000: docs/search.md, "Whose statistics"). Both on the index builder's thread (search.on_index_builder)
+        # after the call is committed, so neither the event loop nor the ledger's transaction waits for it. Its
+        # refusals (no query, unknown filters) are found now, inside the audited call.
         check_search(call.registry, call.auth, p)
         registry, auth = call.registry, call.auth
 
         async def answer(_call: HandlerCall, _done: None) -> dict[str, Any]:
             return introspect(registry, auth, p)
 
-        return AfterCommit(_preparing(registry, embeddings=p.rerank), answer)
+        return AfterCommit(_preparing(registry, embeddings=p.rerank, enabled=enabled), answer)
     return introspect(call.registry, call.auth, p)
 
 
@@ -110,7 +113,8 @@ async def introspect_handler(call: HandlerCall, p: IntrospectParams) -> dict[str
              "no_match when nothing fits.",
              keywords=("find a tool", "which handler", "how do I", "capability search"))
 async def search_handler(call: HandlerCall, p: SearchParams) -> dict[str, Any] | AfterCommit[None]:
-    if search.pending(call.registry, embeddings=True):
+    enabled = enabled_integrations(call.registry, call.auth)
+    if search.pending(call.registry, embeddings=True, enabled=enabled):
         # As for introspect: the index and the embeddings are built on the index builder's thread after the call is
         # committed; the filters are checked now.
         check_search(call.registry, call.auth, search_narrowing(p))
@@ -119,13 +123,13 @@ async def search_handler(call: HandlerCall, p: SearchParams) -> dict[str, Any] |
         async def answer(_call: HandlerCall, _done: None) -> dict[str, Any]:
             return search_answer(registry, auth, p)
 
-        return AfterCommit(_preparing(registry, embeddings=True), answer)
+        return AfterCommit(_preparing(registry, embeddings=True, enabled=enabled), answer)
     return search_answer(call.registry, call.auth, p)
 
 
-def _preparing(registry: Registry, *, embeddings: bool) -> Callable[[], Awaitable[None]]:
+def _preparing(registry: Registry, *, embeddings: bool, enabled: frozenset[str]) -> Callable[[], Awaitable[None]]:
     async def prepare() -> None:
-        await search.on_index_builder(partial(search.warm, [registry], embeddings=embeddings))
+        await search.on_index_builder(partial(search.warm, [registry], embeddings=embeddings, enabled=enabled))
 
     return prepare
 
