@@ -444,8 +444,8 @@ class SearchView:
         idf, saturation, norms = self.idf.get(term, self.unknown_idf), K1 + 1.0, self._norms
         found = {}
         for documents, frequencies in self.corpus.slices(term):
-            found.update({doc: idf * f * saturation / (f + norms[doc])
-                          for doc, f in zip(documents, frequencies, strict=True)})
+            for doc, f in zip(documents, frequencies, strict=True):
+                found[doc] = idf * f * saturation / (f + norms[doc])
         if found:
             kept.keep(key, found)
         return found
