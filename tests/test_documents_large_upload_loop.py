@@ -30,11 +30,15 @@ from tests.factories import Factory, Workspace
 # rows' conversion before it and the commit after it, all on the loop); archiving it, about 50 ms more.
 DISTINCT_WORDS = 20_000
 TICK_SECONDS = 0.005
-# What the loop may be held at once: far above a slice's few milliseconds on the loop, far below the upload's stall.
+# What the loop's thread may spend between two ticks (its CPU time, which the machine's other jobs do not inflate, as
+# they do its wall time at a load of 7 on 2 cores): far above a slice's few milliseconds on the loop, far below the
+# upload's stall.
 PROMPT_SECONDS = 0.1
-# What a request may take: its own work (a readiness check reads the database twice: 10-20 ms in this test's app),
-# and waits for the loop's other work and the machine's other jobs (up to 60 ms more on a loaded 2-core machine).
-ANSWER_SECONDS = 0.2
+# What a request may take, in wall time: its own work (a readiness check reads the database twice: 10-20 ms in this
+# test's app), and waits for the loop's other work and for the CPU, which a loaded 2-core machine shares with other
+# jobs (over 100 ms at once there). Well below the upload's whole stall on the loop, which took a second or more
+# under such load.
+ANSWER_SECONDS = 0.5
 
 
 def distinct_words(count: int) -> list[str]:
@@ -54,9 +58,9 @@ async def while_others_ask(client: httpx.AsyncClient, other: Workspace, call: Ca
 
     async def tick() -> None:
         while not done.is_set():
-            before = time.monotonic()
+            before = time.thread_time()  # the loop's thread: what it ran between the ticks
             await asyncio.sleep(TICK_SECONDS)
-            lags.append(time.monotonic() - before - TICK_SECONDS)
+            lags.append(time.thread_time() - before)
 
     async def health_checks() -> None:
         while not done.is_set():
@@ -93,7 +97,8 @@ async def while_others_ask(client: httpx.AsyncClient, other: Workspace, call: Ca
     finally:
         gc.unfreeze()
     took = answered - started
-    assert max(lags) < PROMPT_SECONDS, f"the loop was held {max(lags) * 1000:.0f} ms at once in {took * 1000:.0f} ms"
+    assert max(lags) < PROMPT_SECONDS, (
+        f"the loop's thread ran {max(lags) * 1000:.0f} ms between two ticks in {took * 1000:.0f} ms")
     assert checks and max(checks) < ANSWER_SECONDS, (
         f"a health or readiness check took up to {max(checks) * 1000:.0f} ms during {took * 1000:.0f} ms")
     late = [(sent - started, end - started) for sent, end in reads
