@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+import prism.registry.paths as paths
 from prism.registry.paths import tree_view
 from prism.registry.registry import build_registry
 from prism.registry.search import index_for
@@ -21,6 +22,20 @@ def test_tree_views_keep_the_one_in_use_when_others_pass_through() -> None:
     for i in range(600):  # far more distinct views than the cache holds, the kept one asked for in between
         tree_view(registry, (*handlers[:6 + i % 300], handlers[i % len(handlers)]))
         assert tree_view(registry, kept) is first
+
+
+def test_tree_views_keep_at_most_their_handler_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many distinct large views (OAuth clients may choose scopes so that each grant sees a different surface)
+    keep at most TREE_VIEW_HANDLERS_KEPT handlers' worth of tree views, the most recent ones."""
+    registry = build_registry()
+    handlers = tuple(registry)
+    monkeypatch.setattr(paths, "TREE_VIEW_HANDLERS_KEPT", 3 * len(handlers), raising=False)
+    views = [handlers[:i] + handlers[i + 1:] for i in range(10)]  # ten distinct views, each nearly everything
+    built = [tree_view(registry, visible) for visible in views]
+    kept = paths._VIEWS[registry].values()
+    assert sum(len(visible) for visible, _ in kept) <= 3 * len(handlers)
+    assert len(kept) == 3
+    assert tree_view(registry, views[-1]) is built[-1]  # the newest stay
 
 
 def test_search_masks_keep_the_one_in_use_when_others_pass_through() -> None:

@@ -5,9 +5,10 @@ verified by `prism.oauth.resource.AccessTokens` (RS256 JWT, issuer of the host, 
 
 The cache keeps a verified key for `credential_cache_seconds`; the hash is still compared on every
 request and expiry is checked against the clock, so a cached entry never outlives its key. A revocation
-(made by the CLI, another process) is seen within the TTL. `peek` answers from the cache alone, awaiting and
-changing nothing, by the same evaluation of the cached entry as `authenticate` (`_accepted`): the edge counts a
-caller it finds in one step of the limiter (prism.edge.stack).
+(made by the CLI, another process) is seen within the TTL. Only keys used within that window are held
+(prism.kit.expiring, at most MAX_CACHED_KEYS): the cache does not grow with every key the process has seen.
+`peek` answers from the cache alone, awaiting and changing nothing, by the same evaluation of the cached entry as
+`authenticate` (`_accepted`): the edge counts a caller it finds in one step of the limiter (prism.edge.stack).
 `last_used_at` is collected in memory, to the second, and written in batches by `flush_touches`.
 """
 
@@ -20,10 +21,11 @@ from datetime import datetime
 from sqlalchemy import select
 
 from prism.auth.context import AuthContext, KeyUsage
-from prism.auth.permissions import PermissionSet
+from prism.auth.permissions import permission_set
 from prism.config import Settings, get_settings
 from prism.errors import CredentialNoLongerValid, TenantNotFound, Unauthenticated
 from prism.keys.service import KEY_PREFIXES, keys_match, lookup_of, touch_keys
+from prism.kit.expiring import ExpiringMap
 from prism.kit.timeutil import utcnow
 from prism.models import ApiKey, Membership, Organization, Role, Tenant, User
 from prism.oauth.resource import AccessTokens
@@ -46,6 +48,9 @@ class _Cached:
 
 # Subdomains whose existence is remembered (found or not) for `cache_seconds`.
 MAX_TENANT_HOSTS = 10_000
+# Keys remembered at once: those used within `cache_seconds` (an older entry is read again anyway, so it is dropped),
+# at most this many (a few KB each). More distinct keys than this within `cache_seconds` cost a read each.
+MAX_CACHED_KEYS = 10_000
 
 _KEY_QUERY = (
     select(ApiKey.id, ApiKey.key_hash, ApiKey.scopes, ApiKey.name, ApiKey.lookup, ApiKey.created_at,
@@ -101,10 +106,12 @@ class Authenticator:
         self.db = db
         self.tokens = AccessTokens(db, settings or get_settings())
         self.cache_seconds = cache_seconds
-        self._cache: dict[str, _Cached] = {}
-        self._tenants: dict[str, tuple[bool, float]] = {}
+        self._cache: ExpiringMap[str, _Cached] = ExpiringMap(MAX_CACHED_KEYS, cache_seconds,
+                                                             lambda cached: cached.fetched)
+        # Any request may name any subdomain (the edge checks every tenant host): bounded the same way.
+        self._tenants: ExpiringMap[str, tuple[bool, float]] = ExpiringMap(MAX_TENANT_HOSTS, cache_seconds,
+                                                                          lambda hit: hit[1])
         self._touches: dict[str, datetime] = {}  # uses not yet written to the database
-        self._permission_sets: dict[tuple[str, ...], PermissionSet] = {}
         # Counts `forget_key` calls: a load that a forget overtook read the key as it was before, and must not
         # put that back in the cache (it would work for another `cache_seconds` where it was just revoked).
         self._forgets = 0
@@ -179,7 +186,7 @@ class Authenticator:
         """Drop a cached key at once (it was just revoked here); other processes drop theirs within
         `cache_seconds`."""
         self._forgets += 1
-        self._cache.pop(lookup, None)
+        self._cache.pop(lookup)
 
     async def require_tenant_host(self, host: HostInfo) -> None:
         assert host.subdomain is not None
@@ -190,10 +197,7 @@ class Authenticator:
                 found = (await session.execute(
                     select(Tenant.id).where(Tenant.subdomain == host.subdomain))).first() is not None
             hit = (found, now)
-            if len(self._tenants) >= MAX_TENANT_HOSTS and host.subdomain not in self._tenants:
-                # Any request may name any subdomain (the edge checks every tenant host): the oldest goes.
-                self._tenants.pop(next(iter(self._tenants)))
-            self._tenants[host.subdomain] = hit
+            self._tenants.put(host.subdomain, hit)
         if not hit[0]:
             raise TenantNotFound(f"no tenant at {host.hostname}")
 
@@ -201,9 +205,9 @@ class Authenticator:
         forgets = self._forgets
         async with self.db.read() as session:
             row = (await session.execute(_KEY_QUERY.where(ApiKey.lookup == lookup))).first()
-        cache = self._cache if self._forgets == forgets else {}  # overtaken: answer this request, keep nothing
+        kept = self._forgets == forgets  # overtaken by a forget: answer this request, keep nothing
         if row is None:
-            self._cache.pop(lookup, None)
+            self._cache.pop(lookup)
             raise _invalid("invalid API key")
         # Why a key no longer works is told only to a caller whose key matches the hash (see authenticate):
         # anyone else guessing a prefix gets "invalid API key" and counts toward the lockout.
@@ -211,10 +215,11 @@ class Authenticator:
                    else "the key's user is no longer a member of its organization" if row.role is None else None)
         if refusal is not None:
             cached = _Cached(row.key_hash, None, None, time.monotonic(), refusal=refusal)
-            cache[lookup] = cached
+            if kept:
+                self._cache.put(lookup, cached)
             return cached
         patterns = tuple(row.permissions)
-        permissions = self._permission_sets.setdefault(patterns, PermissionSet(patterns))
+        permissions = permission_set(patterns)
         context = AuthContext(
             tenant_id=row.tenant_id, tenant_subdomain=row.subdomain, tenant_name=row.tenant_name,
             organization_id=row.organization_id, organization_name=row.org_name, user_id=row.user_id,
@@ -226,7 +231,8 @@ class Authenticator:
         )
         expires_at = row.expires_at.timestamp() if row.expires_at is not None else None
         cached = _Cached(row.key_hash, context, expires_at, time.monotonic())
-        cache[lookup] = cached
+        if kept:
+            self._cache.put(lookup, cached)
         return cached
 
     async def flush_touches(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
+from weakref import WeakValueDictionary
 
 BUILTIN_ROLES: dict[str, tuple[str, ...]] = {
     "owner": ("*",),
@@ -17,7 +18,7 @@ BUILTIN_ROLES: dict[str, tuple[str, ...]] = {
 class PermissionSet:
     """Immutable, hashable, with a memo: the same role answers the same question once per process."""
 
-    __slots__ = ("_memo", "patterns")
+    __slots__ = ("__weakref__", "_memo", "patterns")
 
     def __init__(self, patterns: tuple[str, ...]) -> None:
         self.patterns = patterns
@@ -34,3 +35,17 @@ class PermissionSet:
 
     def __repr__(self) -> str:
         return f"PermissionSet({self.patterns!r})"
+
+
+# The one PermissionSet of each role's patterns among the credentials in use: cached keys and tokens share it (and
+# its memo, up to one entry per permission of the registry). Weak, so a role's set goes with the last cached
+# credential holding it: a server that sees many custom roles (or a role's patterns edited many times) keeps only
+# those of credentials used lately (prism.kit.expiring), not every set it ever built.
+_SHARED: WeakValueDictionary[tuple[str, ...], PermissionSet] = WeakValueDictionary()
+
+
+def permission_set(patterns: tuple[str, ...]) -> PermissionSet:
+    found = _SHARED.get(patterns)
+    if found is None:
+        found = _SHARED[patterns] = PermissionSet(patterns)
+    return found

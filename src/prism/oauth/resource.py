@@ -6,7 +6,8 @@ membership and role in each of them today) is read by grant id, kept in process 
 `credential_cache_seconds` like API keys; a revocation made in this process is seen at once, one made in
 another process within that window, and so is a membership ended or a role changed. So is the persona and AI
 system the organization ties the token's client to (`ClientGovernance`): one more indexed read, cached the
-same way.
+same way. Both are dropped once that window has passed (prism.kit.expiring): the process holds the grants used
+lately, not every grant it ever saw.
 
 A token acts only in its grant's organizations: in the default one when the request names none, else in the
 one `X-Organization-Context` names, which must be one of them (403 organization_not_consented) and one the
@@ -23,10 +24,11 @@ from typing import Any
 from sqlalchemy import select
 
 from prism.auth.context import AuthContext, KeyUsage
-from prism.auth.permissions import PermissionSet
+from prism.auth.permissions import permission_set
 from prism.config import Settings
 from prism.errors import BadRequest, CredentialNoLongerValid, PermissionDenied, Unauthenticated
 from prism.governance.models import ClientGovernance
+from prism.kit.expiring import ExpiringMap
 from prism.kit.ids import stored_organization_id
 from prism.oauth.errors import SessionIncomplete
 from prism.oauth.keys import KeyRing
@@ -37,6 +39,10 @@ from prism.oauth.tokens import AccessClaims, verify_access_token
 from prism.registry.mega_tools import PLATFORM_SCOPES
 from prism.storage import Database
 from prism.tenancy.hosts import HostInfo
+
+# Grants, and (client, organization) governance rows, remembered at once: those read within
+# `credential_cache_seconds`, at most this many of each (a few KB a grant).
+MAX_CACHED_GRANTS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +68,11 @@ class AccessTokens:
         self.db = db
         self.settings = settings
         self.ring = KeyRing(db, settings)
-        self._grants: dict[str, _Grant] = {}
-        self._permission_sets: dict[tuple[str, ...], PermissionSet] = {}
-        self._governance: dict[tuple[str, str], _Cached] = {}  # (client_id, organization_id)
+        ttl = settings.credential_cache_seconds
+        self._grants: ExpiringMap[str, _Grant] = ExpiringMap(MAX_CACHED_GRANTS, ttl, lambda hit: hit.fetched)
+        # (client_id, organization_id) -> the organization's persona and AI system for the client's tokens
+        self._governance: ExpiringMap[tuple[str, str], _Cached] = ExpiringMap(MAX_CACHED_GRANTS, ttl,
+                                                                              lambda hit: hit.fetched)
         # Counts `forget` calls: a read that a forget overtook saw the grant before its revocation, and must not
         # put it back in the cache (it would work for another `credential_cache_seconds` here).
         self._forgets = 0
@@ -72,7 +80,7 @@ class AccessTokens:
     def forget(self, grant_id: str) -> None:
         """Drop a cached grant (after revoking it here) so the next request sees the revocation."""
         self._forgets += 1
-        self._grants.pop(grant_id, None)
+        self._grants.pop(grant_id)
 
     async def _grant(self, grant_id: str) -> _Grant:
         hit = self._grants.get(grant_id)
@@ -84,7 +92,7 @@ class AccessTokens:
                     OAuthGrantOrganization.grant_id == grant_id))).all()
             hit = _Grant(row, {org.organization_id: org for org in consented}, time.monotonic())
             if self._forgets == forgets:  # overtaken by a revocation: answer this request, keep nothing
-                self._grants[grant_id] = hit
+                self._grants.put(grant_id, hit)
         return hit
 
     async def _verified(self, token: str, host: HostInfo) -> tuple[AccessClaims, _Grant]:
@@ -129,7 +137,7 @@ class AccessTokens:
         if host.kind == "tenant" and host.subdomain != org.subdomain:
             raise _invalid("this credential belongs to another tenant")
         patterns = tuple(org.permissions)
-        permissions = self._permission_sets.setdefault(patterns, PermissionSet(patterns))
+        permissions = permission_set(patterns)
         created: datetime = row.created_at
         governance = await self._client_governance(claims.client_id, org.organization_id)
         return AuthContext(
@@ -155,7 +163,7 @@ class AccessTokens:
                         ClientGovernance.client_id == client_id,
                         ClientGovernance.organization_id == organization_id))).first()
             hit = _Cached(row, time.monotonic())
-            self._governance[key] = hit
+            self._governance.put(key, hit)
         return hit.row
 
 

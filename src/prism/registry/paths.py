@@ -60,6 +60,11 @@ class TreeView:
         self.tree = dict(sorted(self.tree.items(), key=lambda kv: order.get(kv[0], len(order))))
 
 
+# Tree views kept per registry, one per distinct visible tuple, and at most this many handlers in all of them: a view
+# costs about 100 bytes a handler (1 MB at 10,000), so a few dozen large views are kept (~40 MB), not 256 (a
+# quarter of a GB when OAuth clients choose their scopes so that each grant sees a different large surface).
+TREE_VIEWS_KEPT = 256
+TREE_VIEW_HANDLERS_KEPT = 400_000
 _VIEWS: WeakKeyDictionary[Registry, LRU[int, tuple[tuple[Handler, ...], TreeView]]] = WeakKeyDictionary()
 
 
@@ -68,7 +73,8 @@ def tree_view(registry: Registry, visible: tuple[Handler, ...]) -> TreeView:
     beside its view so that its id cannot be reused while cached."""
     views = _VIEWS.get(registry)
     if views is None:
-        views = _VIEWS.setdefault(registry, LRU(256))
+        views = _VIEWS.setdefault(registry, LRU(TREE_VIEWS_KEPT, max_weight=TREE_VIEW_HANDLERS_KEPT,
+                                                weigh=lambda kept: len(kept[0])))
     hit = views.get(id(visible))
     if hit is not None and hit[0] is visible:
         return hit[1]
