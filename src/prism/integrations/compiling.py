@@ -124,7 +124,9 @@ def _forkserver() -> ForkServerContext:
     with _context_lock:
         if _context is None:
             context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload([__name__])  # the compiler imported once, in the forkserver
+            # Imported once, in the forkserver: the compiler, and the main module, which multiprocessing imports in
+            # every child otherwise (the `prism` command's own imports: about a second each time).
+            context.set_forkserver_preload(["__main__", __name__])
             _context = context
         return _context
 
