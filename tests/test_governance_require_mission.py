@@ -14,19 +14,17 @@ import httpx
 from alembic import command
 from sqlalchemy import select
 
-from prism.app import create_app
-from prism.config import Settings
 from prism.governance.gate import needs_mission
 from prism.governance.models import Persona
 from prism.keys.service import lookup_of
 from prism.migrate import alembic_config, migrate_with_alembic
 from prism.registry.registry import build_registry
-from prism.storage import Database, normalize_url, one_shot_engine
-from tests.conftest import UNTHROTTLED
+from prism.storage import Database, one_shot_engine
 from tests.factories import Factory, Workspace
 from tests.governance_support import entries, events, governed_key, ok, post
+from tests.migration_support import with_app_db
 from tests.oauth_support import browser, field, sign_in
-from tests.processes import TEST_SECRET_KEY_FILE, cli_json, run_cli, scratch_database
+from tests.processes import cli_json, run_cli, scratch_database
 from tests.test_mcp_protocol import call, headers_for, initialize, rpc, tool_text
 
 PERSONA = "config_manage/governance/persona"
@@ -229,16 +227,6 @@ async def test_an_mcp_resource_read_names_no_mission_so_it_is_refused_and_the_to
 BEFORE = "0023_documents_unicode_words"
 
 
-async def _with_db(url: str, work: Any) -> Any:
-    """`work(db)` with Prism started on the database at `url`."""
-    settings = Settings(database_url=normalize_url(url), credential_cache_seconds=0, seed_demo=False,
-                        secret_key_file=str(TEST_SECRET_KEY_FILE), webhook_worker_in_process=False,
-                        audit_seal_sweep_seconds=3600, **UNTHROTTLED)
-    application = create_app(settings)
-    async with application.router.lifespan_context(application):
-        return await work(application.state.db)
-
-
 async def _stored_settings(url: str) -> dict[str, bool]:
     """Each persona's require_mission as stored, read without starting Prism (which would upgrade first)."""
     engine = one_shot_engine(url)
@@ -262,7 +250,7 @@ async def test_the_upgrade_keeps_existing_personas_at_false(tmp_path: Path) -> N
                                         description="", allow=[], deny=[], oversight=[], default_effect="allow",
                                         require_mission=value))
 
-        await _with_db(url, fill)
+        await with_app_db(url, fill)
         config = alembic_config(url)
         await asyncio.to_thread(command.downgrade, config, BEFORE)  # as a Prism before the setting stored them
         await asyncio.to_thread(command.upgrade, config, "head")

@@ -14,9 +14,10 @@ from alembic import command
 
 from prism.integrations.sealed_urls import opened_urls
 from prism.storage import one_shot_engine
+from tests.migration_support import with_app_db
 from tests.processes import scratch_database
 from tests.test_integrations_url_secrets import texts_holding
-from tests.test_integrations_url_secrets_migration import stepped_down_with_an_organization, with_app_db
+from tests.test_integrations_url_secrets_migration import stepped_down_with_an_organization
 
 BEFORE = "0028_webhook_fair_claims"
 KEY = "s3cret-" + "k" * 12

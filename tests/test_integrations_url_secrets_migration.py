@@ -14,14 +14,13 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 
-from prism.app import create_app
 from prism.config import Settings
 from prism.integrations.sealed_urls import opened_urls
 from prism.migrate import alembic_config, migrate_with_alembic
-from prism.storage import Database, normalize_url, one_shot_engine
-from tests.conftest import UNTHROTTLED
+from prism.storage import Database, one_shot_engine
 from tests.factories import Factory
-from tests.processes import TEST_SECRET_KEY_FILE, scratch_database
+from tests.migration_support import settings_for, with_app_db
+from tests.processes import scratch_database
 from tests.test_integrations_url_secrets import texts_holding
 
 BEFORE = "0025_documents_word_counts"
@@ -30,19 +29,6 @@ MCP_URL = f"https://tools.example.com/mcp?token={TOKEN}"
 BASE_URL = f"https://warehouse.example.com/v2?api_key={TOKEN}&region=eu"
 TOKEN_URL = f"https://auth.example.com/token?tenant={TOKEN}"
 APP_ID, CONNECTION_ID = "a0000000-0000-0000-0000-000000000001", "c0000000-0000-0000-0000-000000000001"
-
-
-def settings_for(url: str) -> Settings:
-    return Settings(database_url=normalize_url(url), credential_cache_seconds=0, seed_demo=False,
-                    secret_key_file=str(TEST_SECRET_KEY_FILE), webhook_worker_in_process=False,
-                    audit_seal_sweep_seconds=3600, **UNTHROTTLED)
-
-
-async def with_app_db(url: str, work: Any) -> Any:
-    application = create_app(settings_for(url))
-    async with application.router.lifespan_context(application):
-        return await work(application.state.db)
-
 
 
 async def stepped_down_with_an_organization(url: str, before: str) -> tuple[Config, Settings, str]:

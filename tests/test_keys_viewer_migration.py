@@ -6,32 +6,20 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 from alembic import command
 from sqlalchemy import select, update
 
-from prism.app import create_app
-from prism.config import Settings
 from prism.migrate import alembic_config, migrate_with_alembic
 from prism.models import Role
-from prism.storage import Database, normalize_url, one_shot_engine
-from tests.conftest import UNTHROTTLED
+from prism.storage import Database, one_shot_engine
 from tests.factories import Factory
-from tests.processes import TEST_SECRET_KEY_FILE, scratch_database
+from tests.migration_support import with_app_db
+from tests.processes import scratch_database
 
 BEFORE = "0021_documents_postings"
 OLD_VIEWER, NEW_VIEWER = ["*.view_*"], ["*.view_*", "keys.add_key", "keys.change_key"]
 CHANGED = ["*.view_*", "reports.run_report"]
-
-
-async def _with_db(url: str, work: Any) -> Any:
-    settings = Settings(database_url=normalize_url(url), credential_cache_seconds=0, seed_demo=False,
-                        secret_key_file=str(TEST_SECRET_KEY_FILE), webhook_worker_in_process=False,
-                        audit_seal_sweep_seconds=3600, **UNTHROTTLED)
-    application = create_app(settings)
-    async with application.router.lifespan_context(application):
-        return await work(application.state.db)
 
 
 async def _viewers(url: str, tenant_ids: list[str]) -> list[list[str]]:
@@ -59,7 +47,7 @@ async def test_the_upgrade_gives_built_in_viewers_their_own_keys_and_leaves_chan
                                           .values(permissions=patterns))
             return [older.tenant.id, changed.tenant.id]
 
-        tenants = await _with_db(url, fill)
+        tenants = await with_app_db(url, fill)
         config = alembic_config(url)
         await asyncio.to_thread(command.downgrade, config, BEFORE)
         assert await _viewers(url, tenants) == [OLD_VIEWER, CHANGED]  # nothing to step down from
