@@ -87,11 +87,11 @@ async def test_a_compilation_past_its_time_is_stopped_and_refused() -> None:
 
 
 async def test_a_compilation_past_its_memory_is_refused() -> None:
-    """The child starts at about 150 MB of address space (the compiler's imports); reading 1.3 MB of YAML into
-    objects needs more than the few MB left under this cap."""
+    """The cap is beyond the address space the child starts with; reading 1.3 MB of YAML into objects needs more
+    than 16 MB."""
     with pytest.raises(SpecError) as refused:
-        await compile_apart(_large_description(1500), default_cost=1, seconds=60, memory_mb=160)
-    assert refused.value.message == "spec: compiling the description needs more than 160 MB", refused.value.message
+        await compile_apart(_large_description(1500), default_cost=1, seconds=60, memory_mb=16)
+    assert refused.value.message == "spec: compiling the description needs more than 16 MB", refused.value.message
     assert _running_compilers() == []
 
 
@@ -145,8 +145,37 @@ async def test_a_cancelled_import_stops_its_child_and_frees_its_place() -> None:
     compiling_task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await compiling_task
+    deadline = time.monotonic() + 1  # the thread watching it looks every STOP_CHECK_SECONDS
+    while _running_compilers() and time.monotonic() < deadline:  # noqa: ASYNC110 -- a child process sets no event
+        await asyncio.sleep(0.02)
     assert _running_compilers() == []
+    await asyncio.sleep(0.2)  # its place is given back once it is reaped
     small = _large_description(1)
     answers = await asyncio.gather(*(compile_apart(small, default_cost=1, seconds=60, memory_mb=2048)
                                      for _ in range(compiling.MAX_COMPILES_AT_ONCE)))  # not refused busy
+    assert [len(a.operations) for a in answers] == [1] * compiling.MAX_COMPILES_AT_ONCE
+
+
+async def test_an_import_given_up_while_its_child_starts_still_has_its_child_stopped() -> None:
+    """Given up before its child even started (the start cannot be interrupted): the child is still killed as
+    soon as it has started, and the place is not given back before that, so giving imports up early cannot run
+    more compilations than the limit, nor any past its time."""
+    await compile_apart(_large_description(1), default_cost=1, seconds=60, memory_mb=2048)  # the forkserver is up
+    slow = _large_description(4000)
+    given_up = [asyncio.create_task(compile_apart(slow, default_cost=1, seconds=60, memory_mb=2048))
+                for _ in range(compiling.MAX_COMPILES_AT_ONCE)]
+    await asyncio.sleep(0)  # each has taken its place and is starting its child
+    for task in given_up:
+        task.cancel()
+    await asyncio.gather(*given_up, return_exceptions=True)  # their requests have given up
+    with pytest.raises(ImportBusy):  # their places are still taken until their children are gone
+        await compile_apart(_large_description(1), default_cost=1, seconds=60, memory_mb=2048)
+    deadline = time.monotonic() + 3  # a start, then at most a check's interval
+    while _running_compilers() and time.monotonic() < deadline:  # noqa: ASYNC110 -- a child process sets no event
+        await asyncio.sleep(0.02)
+    assert _running_compilers() == []
+    await asyncio.sleep(0.2)  # the threads watching them give their places back after reaping them
+    small = _large_description(1)
+    answers = await asyncio.gather(*(compile_apart(small, default_cost=1, seconds=60, memory_mb=2048)
+                                     for _ in range(compiling.MAX_COMPILES_AT_ONCE)))
     assert [len(a.operations) for a in answers] == [1] * compiling.MAX_COMPILES_AT_ONCE

@@ -97,8 +97,8 @@ class Settings(BaseSettings):
     # webhook settings above: private networks and the CA bundle.
     integrations_refresh_seconds: float = Field(default=2.0, gt=0)
     # An OpenAPI description imported through the API is compiled in a child process (prism.integrations.compiling):
-    # stopped after this many seconds, its address space capped at this many MB (GitHub's description as YAML
-    # takes about 10 s and 500 MB on a small VM).
+    # stopped after this many seconds, its address space allowed to grow by this many MB beyond what it starts with
+    # (GitHub's description as YAML takes about 7 s and 300 MB more on a small VM).
     integration_compile_seconds: float = Field(default=120.0, gt=0)
     integration_compile_memory_mb: int = Field(default=2048, ge=256)
     # The audit ledger (docs/audit.md): a checkpoint of each organization's signed tree is kept and sent as

@@ -4,25 +4,28 @@ Compiling a large description is seconds of work that holds the interpreter lock
 libyaml building Python objects, then the compilation). On a thread of the serving process, every request of every
 organization on that process waits its turn meanwhile: the event loop got the lock back about every 5 ms, and one
 garbage collection of the parsed document held it for 1.8 s. A child process shares no lock with the server; it is
-killed when it takes longer than `PRISM_INTEGRATION_COMPILE_SECONDS`, and its address space is capped at
+killed when it takes longer than `PRISM_INTEGRATION_COMPILE_SECONDS`, and its address space may grow by
 `PRISM_INTEGRATION_COMPILE_MEMORY_MB`, so a description made to exhaust time or memory costs its importer a
 refusal, not every other organization its latency.
 
 Children are forked from multiprocessing's forkserver, started at the first import, which imports the compiler
 once (about a second): each import then pays a fork, not an interpreter's start. The serving process itself is
 never forked: it runs threads (executors, database drivers) whose locks a fork would copy mid-hold.
-`MAX_COMPILES_AT_ONCE` children per process at most; an import beyond them is refused 503 `import_busy`.
+`MAX_COMPILES_AT_ONCE` children per process at most; an import beyond them is refused 503 `import_busy`. Each
+child's whole life is watched by one thread, which frees its place only once the child is gone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import multiprocessing
 import resource
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import ForkServerContext
-from multiprocessing.process import BaseProcess
 
 from prism.errors import PrismError
 from prism.integrations.openapi import SpecError
@@ -68,22 +71,16 @@ async def compile_apart(text: str | bytes, *, default_cost: int, seconds: float,
     if not _SLOTS.take():
         raise ImportBusy(f"{MAX_COMPILES_AT_ONCE} descriptions are being compiled by this process; retry in a "
                          "few seconds")
+    given_up = threading.Event()
+    running = asyncio.get_running_loop().run_in_executor(
+        _THREADS, _child_life, text, default_cost, seconds, memory_mb, given_up)
     try:
-        receiving, sending = _forkserver().Pipe(duplex=False)
-        child = _forkserver().Process(target=_compile_in_child, args=(sending, text, default_cost, memory_mb),
-                                      daemon=True, name="prism-openapi-compile")
-        try:
-            # Off the loop: the first start waits for the forkserver to import the compiler, and every start writes
-            # the description to the child.
-            await asyncio.to_thread(child.start)
-        finally:
-            sending.close()  # the child has its own copy; this one would keep the pipe open after it ended
-        try:
-            outcome = await asyncio.to_thread(_answer_of, receiving, child.sentinel, seconds)
-        finally:
-            exit_code = await asyncio.to_thread(_ended, child)  # killed if still running (a timeout, a cancel)
-    finally:
-        _SLOTS.give()
+        # Shielded: a request given up (its client went away) must not leave the child unwatched. The thread
+        # that owns it sees `given_up` within STOP_CHECK_SECONDS, kills it and gives its place back.
+        outcome, exit_code = await asyncio.shield(running)
+    except asyncio.CancelledError:
+        given_up.set()
+        raise
     if isinstance(outcome, CompiledImport):
         return outcome
     if isinstance(outcome, PrismError):
@@ -95,28 +92,58 @@ async def compile_apart(text: str | bytes, *, default_cost: int, seconds: float,
 
 
 _TIMED_OUT = "timed out"
+# How often the thread watching a child looks whether its request was given up.
+STOP_CHECK_SECONDS = 0.1
+# One thread per child at most (the slots bound them): waiting for a child never takes one of the event loop's
+# default executor's few threads (six on two cores), which password checks and descriptors need.
+_THREADS = ThreadPoolExecutor(max_workers=MAX_COMPILES_AT_ONCE, thread_name_prefix="prism-compile")
 
 
-def _answer_of(receiving: Connection, sentinel: int, seconds: float) -> object:
-    """What the child sent, `_TIMED_OUT`, or None when it ended without sending. Closes `receiving`."""
-    with receiving:
-        ready = wait([receiving, sentinel], timeout=seconds)
-        if receiving not in ready:
-            return _TIMED_OUT if not ready else None
+def _child_life(text: str | bytes, default_cost: int, seconds: float, memory_mb: int,
+                given_up: threading.Event) -> tuple[object, int | None]:
+    """A child's whole life on one thread, so nothing can skip a part of it: started, its answer awaited (until
+    `seconds` pass or `given_up` is set), killed if it is still running, reaped, its place given back. What it
+    sent (or `_TIMED_OUT`, or None when it ended without sending) and its exit code."""
+    try:
+        receiving, sending = _forkserver().Pipe(duplex=False)
+        child = _forkserver().Process(target=_compile_in_child, args=(sending, text, default_cost, seconds, memory_mb),
+                                      daemon=True, name="prism-openapi-compile")
         try:
-            return receiving.recv()
-        except (EOFError, OSError):  # it ended while sending
+            child.start()  # the first start waits for the forkserver to import the compiler (about a second)
+        except BaseException:
+            receiving.close()
+            raise
+        finally:
+            sending.close()  # the child has its own copy; this one would keep the pipe open after it ended
+        try:
+            with receiving:
+                outcome = _answer_of(receiving, child.sentinel, seconds, given_up)
+        finally:
+            if child.is_alive():
+                child.kill()
+            child.join()
+            exit_code = child.exitcode
+            child.close()
+        return outcome, exit_code
+    finally:
+        _SLOTS.give()
+
+
+def _answer_of(receiving: Connection, sentinel: int, seconds: float, given_up: threading.Event) -> object:
+    deadline = time.monotonic() + seconds
+    while not given_up.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return _TIMED_OUT
+        ready = wait([receiving, sentinel], timeout=min(left, STOP_CHECK_SECONDS))
+        if receiving in ready:
+            try:
+                return receiving.recv()
+            except (EOFError, OSError):  # it ended while sending
+                return None
+        if ready:  # ended without sending
             return None
-
-
-def _ended(child: BaseProcess) -> int | None:
-    """The child's exit code, once it has ended: killed if it was still running."""
-    if child.is_alive():
-        child.kill()
-    child.join()
-    exit_code = child.exitcode
-    child.close()
-    return exit_code
+    return None
 
 
 def _forkserver() -> ForkServerContext:
@@ -124,18 +151,25 @@ def _forkserver() -> ForkServerContext:
     with _context_lock:
         if _context is None:
             context = multiprocessing.get_context("forkserver")
-            # Imported once, in the forkserver: the compiler, and the main module, which multiprocessing imports in
-            # every child otherwise (the `prism` command's own imports: about a second each time).
-            context.set_forkserver_preload(["__main__", __name__])
+            # Imported once, in the forkserver: the compiler, and the `prism` command's module, which every child
+            # imports again otherwise (multiprocessing runs the main module, the command's script, in each child;
+            # preloading "__main__" itself does nothing on Python 3.11: the forkserver is never told its path).
+            context.set_forkserver_preload([__name__, "prism.cli.main"])
             _context = context
         return _context
 
 
-def _compile_in_child(sending: Connection, text: str | bytes, default_cost: int, memory_mb: int) -> None:
-    """The child's whole life: cap its memory, compile, send the result or the refusal."""
-    limit = memory_mb * 1024 * 1024
+def _compile_in_child(sending: Connection, text: str | bytes, default_cost: int, seconds: float,
+                      memory_mb: int) -> None:
+    """The child's whole life: cap its memory and its CPU time (so it ends by itself should its parent, which kills
+    it at `seconds`, be gone), compile, send the result or the refusal. The memory cap is `memory_mb` beyond the
+    address space the child starts with (what the forkserver imported: a few hundred MB, which it shares)."""
+    limit = _address_space() + memory_mb * 1024 * 1024
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+    cpu = math.ceil(seconds) + 1
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu if hard == resource.RLIM_INFINITY else min(cpu, hard), hard))
     outcome: CompiledImport | PrismError
     try:
         outcome = compile_openapi(text, default_cost=default_cost)
@@ -145,3 +179,12 @@ def _compile_in_child(sending: Connection, text: str | bytes, default_cost: int,
         outcome = SpecError(f"spec: compiling the description needs more than {memory_mb} MB")
     with sending:
         sending.send(outcome)
+
+
+def _address_space() -> int:
+    """This process's address space now, in bytes (0 where /proc does not tell)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[0]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return 0
