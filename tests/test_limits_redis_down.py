@@ -11,6 +11,7 @@ import pytest
 from prism.config import Settings
 from tests.factories import Factory
 from tests.limits_support import client_for, limited_app
+from tests.oauth_support import bearer, browser, tokens_for
 from tests.processes import free_port
 
 CANONICAL = "/api/mcp/tools/prism_entity_crud/"
@@ -67,6 +68,12 @@ async def test_failing_open_lets_every_request_through_uncounted(
         assert foreign.status_code == 403
         assert (await client.get("/api/v1/dev/me/", headers={"Host": "nosuchtenant-redis.localhost"})
                 ).status_code == 404
+        # The userinfo endpoint checks its access token itself: a right one is answered, a wrong one refused.
+        async with browser(limited, ws.host) as page:
+            token = (await tokens_for(page, ws))["access_token"]
+        userinfo = [(await client.get("/api/mcp/oauth/userinfo/", headers={**bearer(value), "Host": ws.host}))
+                    for value in (token, token[:-4] + "AAAA")]
+        assert [answer.status_code for answer in userinfo] == [200, 401], userinfo[0].text
 
 
 def test_the_setting_accepts_only_open_or_closed() -> None:

@@ -154,7 +154,12 @@ async def settle_unreserved(scope: Scope, *, failed: bool) -> None:
         outcome = await limiter.auth_failed(context.address)
         locked = outcome if isinstance(outcome, Locked) else None
     else:
-        locked = await limiter.locked_out(context.address)
+        try:
+            locked = await limiter.locked_out(context.address)
+        except LimiterUnavailable:
+            if limiter.fails_closed:  # as `SecretAttempt.succeeded`: no answer about a secret without the counters
+                raise
+            return
     if locked is not None:
         context.refusal = locked_out(context.address, locked)
         raise context.refusal
