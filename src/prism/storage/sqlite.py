@@ -50,8 +50,8 @@ async def long_writes(session: AsyncSession) -> AsyncIterator[None]:
     if not isinstance(driver, SQLiteConnection):
         yield
         return
-    driver.writes_on_thread = True
+    driver.long_write_blocks += 1
     try:
         yield
     finally:
-        driver.writes_on_thread = False
+        driver.long_write_blocks -= 1

@@ -180,15 +180,15 @@ class SQLiteConnection:
         self.busy_timeout_ms = int(busy_timeout * 1000)
         self.commits = commits
         self._changes_committed = raw.total_changes
-        # Set while the caller runs writes that may change many rows by a condition (prism.storage.long_writes):
-        # what they bind says nothing of what they will take.
-        self.writes_on_thread = False
+        # How many `prism.storage.long_writes` blocks the caller is in (they may nest): their writes may change many
+        # rows by a condition, and what they bind says nothing of what they will take.
+        self.long_write_blocks = 0
 
     async def write(self, fn: Callable[[], T], rows: Iterable[Any]) -> T:
         """`fn`, a write with these rows of parameters: on the loop, unless it is estimated to take longer than a read
         may run there (`write_seconds`) or the caller said it may be long; then on a waiting thread from its start,
         since a write stopped half-way would take its whole transaction with it."""
-        if self.writes_on_thread or write_seconds(rows) > INLINE_BUDGET_SECONDS:
+        if self.long_write_blocks or write_seconds(rows) > INLINE_BUDGET_SECONDS:
             return await self.on_thread(fn)
         return await self.run(fn)
 
@@ -252,6 +252,8 @@ class SQLiteConnection:
 
     async def rollback(self) -> None:
         self.raw.rollback()
+        # The rows it had changed count in SQLite's total still, but they are not the next commit's to append.
+        self._changes_committed = self.raw.total_changes
 
     def close_now(self) -> None:
         # Closing waits for nothing; only the last connection to the file checkpoints while closing.
