@@ -5,7 +5,6 @@ nobody declared. `integration/list` does show it, as the integrations the organi
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,9 +13,9 @@ import httpx
 import pytest
 
 from prism.config import Settings
+from tests.deployment_imports import imported_for_the_deployment
 from tests.factories import Factory, Workspace
 from tests.governance_support import ok, post
-from tests.processes import cli_json
 from tests.test_mcp_protocol import PATH as MCP_PATH
 from tests.test_mcp_protocol import call, headers_for, initialize, rpc
 
@@ -49,16 +48,8 @@ async def test_an_organization_that_has_not_connected_sees_none_of_a_deployment_
         client: httpx.AsyncClient, factory: Factory, settings: Settings, app: Any) -> None:
     connected, bystander = await factory.workspace(roles=("owner",)), await factory.workspace(roles=("owner",))
     name = "wh_" + uuid.uuid4().hex[:10]
-    await asyncio.to_thread(cli_json, "integration", "import-openapi", str(WAREHOUSE), "--app", name,
-                            database_url=settings.database_url)
-    for _ in range(100):  # the server notices within PRISM_INTEGRATIONS_REFRESH_SECONDS (2 s)
-        offered = await ok(client, bystander, "config_manage/integrations/integration/list", {})
-        if name in [i["name"] for i in offered["items"]]:
-            break
-        await asyncio.sleep(0.1)
-    else:
-        raise AssertionError("the import never reached the server")
-    assert [i["owner"] for i in offered["items"] if i["name"] == name] == ["deployment"]
+    offered = await imported_for_the_deployment(client, bystander, settings, WAREHOUSE, name)
+    assert [i["owner"] for i in offered if i["name"] == name] == ["deployment"]
     await ok(client, connected, "config_manage/integrations/connection/set",
              {"name": name, "base_url": "https://93.184.215.14"})
 

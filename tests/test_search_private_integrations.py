@@ -6,7 +6,6 @@ integration that speaks of the words it searches for, or connected to a deployme
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from pathlib import Path
@@ -16,9 +15,9 @@ import httpx
 import pytest
 
 from prism.config import Settings
+from tests.deployment_imports import imported_for_the_deployment
 from tests.factories import Factory, Workspace
 from tests.governance_support import ok
-from tests.processes import cli_json
 
 pytestmark = pytest.mark.usefixtures("imports_removed_after_the_module")
 
@@ -134,15 +133,7 @@ async def test_a_deployment_integration_an_organization_did_not_connect_moves_no
     name = "zd_" + uuid.uuid4().hex[:10]
     spec = tmp_path / "payables.json"
     spec.write_text(payables_spec(name))
-    await asyncio.to_thread(cli_json, "integration", "import-openapi", str(spec), "--app", name,
-                            database_url=settings.database_url)
-    for _ in range(100):  # the server notices within PRISM_INTEGRATIONS_REFRESH_SECONDS (2 s)
-        offered = await ok(client, bystander, "config_manage/integrations/integration/list", {})
-        if name in [i["name"] for i in offered["items"]]:
-            break
-        await asyncio.sleep(0.1)
-    else:
-        raise AssertionError("the import never reached the server")
+    await imported_for_the_deployment(client, bystander, settings, spec, name)
     assert await answers(client, bystander) == before
     await ok(client, connected, "config_manage/integrations/connection/set",
              {"name": name, "base_url": "https://93.184.215.14"})

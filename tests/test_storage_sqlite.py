@@ -25,6 +25,7 @@ from prism.storage import (
     sqlite_driver,
     unavailable_error,
 )
+from tests.loop_watch import loop_busy_between_ticks
 
 pytestmark = pytest.mark.engine_independent
 
@@ -311,29 +312,15 @@ def _hand_overs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 async def test_a_large_write_and_its_commit_run_on_a_thread_and_leave_the_event_loop_free(
         database: Database, monkeypatch: pytest.MonkeyPatch) -> None:
-    lags: list[float] = []
-    written = asyncio.Event()
-
-    async def tick() -> None:
-        while not written.is_set():
-            before = time.thread_time()  # what the loop's thread ran between two ticks (load does not inflate it)
-            await asyncio.sleep(0.005)
-            lags.append(time.thread_time() - before)
-
     async with database.write() as session:  # the pool's connection is opened (on a thread) first
         await session.execute(text("SELECT 1"))
     rows = _rows(300_000)  # about a second of SQLite's time, which held the loop for all of it
     threaded = _hand_overs(monkeypatch)
-    ticker = asyncio.create_task(tick())
-    await asyncio.sleep(0.02)
-    started = time.monotonic()
-    try:
+    async with loop_busy_between_ticks() as lags:
+        started = time.monotonic()
         async with database.write() as session:
             await (await _driver_of(session)).execute_many("INSERT INTO t VALUES (?)", rows)
         took = time.monotonic() - started
-    finally:
-        written.set()
-        await ticker
     # the executemany, then the commit with the checkpoint it made due, in one hand-over each
     assert threaded == ["_execute_many", "_commit"]
     async with database.read() as session:
@@ -446,29 +433,15 @@ async def test_writes_said_to_be_long_run_on_a_thread_though_they_bind_little(
     many (a large document's postings) says so, and it runs on a thread (prism.storage.long_writes)."""
     async with database.write() as session:
         await (await _driver_of(session)).execute_many("INSERT INTO t VALUES (?)", _rows(300_000))
-    lags: list[float] = []
-    deleted = asyncio.Event()
-
-    async def tick() -> None:
-        while not deleted.is_set():
-            before = time.thread_time()  # what the loop's thread ran between two ticks (load does not inflate it)
-            await asyncio.sleep(0.005)
-            lags.append(time.thread_time() - before)
-
     threaded = _hand_overs(monkeypatch)
-    ticker = asyncio.create_task(tick())
-    await asyncio.sleep(0.02)
-    started = time.monotonic()
-    try:
+    async with loop_busy_between_ticks() as lags:
+        started = time.monotonic()
         async with database.write() as session:
             async with long_writes(session):
                 await session.execute(text("DELETE FROM t WHERE x > :none"), {"none": ""})
             await session.execute(text("INSERT INTO t VALUES ('after the block: on the loop')"))
             driver_after = (await _driver_of(session)).long_write_blocks
         took = time.monotonic() - started
-    finally:
-        deleted.set()
-        await ticker
     assert threaded[0] == "execute" and threaded.count("execute") == 1, threaded  # the DELETE alone
     assert driver_after == 0
     async with database.read() as session:
