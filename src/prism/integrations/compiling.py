@@ -40,27 +40,8 @@ class ImportBusy(PrismError):
     code, status = "import_busy", 503
 
 
-class _Slots:
-    """How many children compile at once in this process (any event loop, any thread)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.taken = 0
-        self.lock = threading.Lock()
-
-    def take(self) -> bool:
-        with self.lock:
-            if self.taken >= self.size:
-                return False
-            self.taken += 1
-            return True
-
-    def give(self) -> None:
-        with self.lock:
-            self.taken -= 1
-
-
-_SLOTS = _Slots(MAX_COMPILES_AT_ONCE)
+# How many children compile at once in this process (any event loop, any thread), as LookupThreads bounds lookups.
+_SLOTS = threading.BoundedSemaphore(MAX_COMPILES_AT_ONCE)
 
 
 async def compile_apart(text: str | bytes, *, default_cost: int, seconds: float,
@@ -68,7 +49,7 @@ async def compile_apart(text: str | bytes, *, default_cost: int, seconds: float,
     """`service.compile_openapi(text)` run in a child process: its result, or what it raised (a `PrismError`, as
     it would have raised it here). `SpecError` when the child took longer than `seconds`, ran out of its
     `memory_mb` or ended without an answer; `ImportBusy` when MAX_COMPILES_AT_ONCE are running."""
-    if not _SLOTS.take():
+    if not _SLOTS.acquire(blocking=False):
         raise ImportBusy(f"{MAX_COMPILES_AT_ONCE} descriptions are being compiled by this process; retry in a "
                          "few seconds")
     given_up = threading.Event()
@@ -126,7 +107,7 @@ def _child_life(text: str | bytes, default_cost: int, seconds: float, memory_mb:
             child.close()
         return outcome, exit_code
     finally:
-        _SLOTS.give()
+        _SLOTS.release()
 
 
 def _answer_of(receiving: Connection, sentinel: int, seconds: float, given_up: threading.Event) -> object:
