@@ -19,6 +19,8 @@ from typing import IO, Any
 
 import httpx
 
+from prism.ratelimit.limiter import TIERS
+
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
 LOOPBACK = "127.0.0.1"
@@ -39,8 +41,7 @@ def pinned(command: Sequence[str], cpus: str | None) -> list[str]:
     return ["taskset", "-c", cpus, *command] if cpus else list(command)
 
 
-RAISED_CEILINGS = {f"PRISM_RATE_LIMIT_{tier}": "1000000000" for tier in
-                   ("ANONYMOUS", "AUTHENTICATED", "ADMIN", "AUTH_ENDPOINTS", "MCP", "KEY_REGISTRATION")}
+RAISED_CEILINGS = {f"PRISM_RATE_LIMIT_{tier.upper()}": "1000000000" for tier in TIERS}
 
 
 def bench_env(**overrides: str) -> dict[str, str]:

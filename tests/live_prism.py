@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from prism.ratelimit.limiter import TIERS
 from tests.processes import TRACEBACK, ServerPool, clean_env
 
 # Fuzzing sends thousands of requests: raise the per-user ceilings, keep the limiter running.
-GENEROUS_LIMITS = {f"PRISM_RATE_LIMIT_{tier}": "1000000" for tier in (
-    "ANONYMOUS", "AUTHENTICATED", "ADMIN", "AUTH_ENDPOINTS", "MCP", "KEY_REGISTRATION")}
+GENEROUS_LIMITS = {f"PRISM_RATE_LIMIT_{tier.upper()}": "1000000" for tier in TIERS}
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,8 @@ async def redis_limiter() -> AsyncIterator[RateLimiter]:
 def test_default_ceilings_are_the_spec_table() -> None:
     settings = Settings(database_url="sqlite:///unused.db")
     assert ceilings_from(settings) == {"anonymous": 30, "anonymous_discovery": 600, "authenticated": 300,
-                                       "admin": 1000, "auth_endpoints": 200, "mcp": 600, "key_registration": 5}
+                                       "admin": 1000, "auth_endpoints": 200, "mcp": 600, "key_registration": 5,
+                                       "integration_changes": 10}
     assert (settings.lockout_failures, settings.lockout_window_seconds, settings.lockout_seconds) == (10, 60, 300)
 
 
@@ -245,8 +246,9 @@ async def test_redis_lockout_after_ten_failures_is_shared_and_released(redis_lim
 
 
 def test_every_tier_of_the_contract_exists() -> None:
+    """SPEC.md's tiers, and Prism's own `integration_changes` (docs/limits.md)."""
     assert set(TIERS) == {"anonymous", "anonymous_discovery", "authenticated", "admin", "auth_endpoints", "mcp",
-                          "key_registration"}
+                          "key_registration", "integration_changes"}
 
 
 @pytest.mark.parametrize("on_failure", ["open", "closed"])

@@ -161,7 +161,7 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
         observe_pools(db)
         app.state.authenticator = Authenticator(db, cache_seconds=settings.credential_cache_seconds,
                                                 settings=settings)
-        app.state.dispatcher = Dispatcher(db, registry, settings)
+        app.state.dispatcher = Dispatcher(db, registry, settings, limiter)
         app.state.dispatcher.start()
         # Imported integrations (docs/integrations.md): their handlers join the registry now, and whenever
         # they change, in this process or another.

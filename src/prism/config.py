@@ -135,6 +135,9 @@ class Settings(BaseSettings):
     rate_limit_auth_endpoints: int = 200
     rate_limit_mcp: int = 600
     rate_limit_key_registration: int = 5
+    # Changes to an organization's imported integrations (import, add an MCP server, remove) per minute: each makes
+    # every process rebuild its registry and search index, work all organizations share (docs/limits.md).
+    rate_limit_integration_changes: int = Field(default=10, ge=1)
     # Failed authentications: this many within the window block the client address for lockout_seconds.
     lockout_failures: int = 10
     lockout_window_seconds: float = 60.0

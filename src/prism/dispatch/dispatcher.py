@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.context import AuthContext
 from prism.config import Settings
-from prism.errors import InvalidArguments, MissingScope, PermissionDenied, PrismError, ToolNotFound
+from prism.errors import InvalidArguments, MissingScope, PermissionDenied, PrismError, RateLimited, ToolNotFound
 from prism.governance.gate import Gate
 from prism.idempotency import IdempotencyKeyExpired, IdempotencyKeys, ReplayedRefusal, Ticket
 from prism.kit.canonical import stable_digest
@@ -27,6 +27,10 @@ from prism.ledger.entries import EntryDraft
 from prism.ledger.writer import LedgerWriter
 from prism.observability.dispatch import ObservedDispatch
 from prism.observability.tracing import stage
+from prism.ratelimit.headers import ratelimit_429_headers
+from prism.ratelimit.limiter import RateLimiter
+from prism.ratelimit.unavailable import LimiterUnavailable
+from prism.ratelimit.verdict import Locked
 from prism.registry import AfterCommit, Handler, HandlerCall, Registry
 from prism.registry.mega_tools import LEGACY_BINDINGS, SCOPE_OF_CLASS, mega_tool_of, scopes_allow, tool_name
 from prism.registry.model import OperationKind
@@ -86,10 +90,13 @@ def _where_to_look(door: str) -> str:
 
 
 class Dispatcher:
-    def __init__(self, db: Database, registry: Registry, settings: Settings) -> None:
+    def __init__(self, db: Database, registry: Registry, settings: Settings,
+                 limiter: RateLimiter | None = None) -> None:
         self.db = db
         self.registry = registry
         self.settings = settings
+        # Counts the handlers' own limits (`Handler.limit`); None (the CLI, an operator's own call) counts nothing.
+        self.limiter = limiter
         self.ledger = LedgerWriter(db, settings)
         self.idempotency = IdempotencyKeys(db, settings)
 
@@ -203,7 +210,7 @@ class Dispatcher:
                                          finish=finish)
             raise refusal
         assert handler is not None and params is not None
-        prepared = await _prepared(handler, params, self.settings)
+        prepared = await self._prepared(auth, handler, params)
         with stage("prism.ledger"):  # governance, the handler and the audit entry, in the batch's transaction
             if gate is not None:
                 gate.handler = handler
@@ -232,7 +239,7 @@ class Dispatcher:
         handler, params, refusal = checks.handler, checks.params, checks.refusal
         prepared = None
         if handler is not None and params is not None:  # checked: its database-free work comes before the unit
-            prepared = await self._prepared_unless_held(handler, params, ticket)
+            prepared = await self._prepared_unless_held(auth, handler, params, ticket)
         if gate is not None:
             gate.handler = handler
 
@@ -271,13 +278,23 @@ class Dispatcher:
             raise result  # the first call's refusal, again
         return handler, result
 
-    async def _prepared_unless_held(self, handler: Handler, params: BaseModel, ticket: Ticket) -> Any:
+    async def _prepared_unless_held(self, auth: AuthContext, handler: Handler, params: BaseModel,
+                                    ticket: Ticket) -> Any:
         """`_prepared`, unless the key's earlier call will answer this one (`Ticket.held`): a repeat of an import
         would otherwise fetch and compile its description again, for seconds, only to replay the stored answer.
         Looked up only for handlers that prepare something."""
         if handler.prepare is not None and await ticket.held():
             return _Unprepared(IdempotencyKeyExpired(
                 "this Idempotency-Key's earlier call expired while this request waited; send it again"))
+        return await self._prepared(auth, handler, params)
+
+    async def _prepared(self, auth: AuthContext, handler: Handler, params: BaseModel) -> Any:
+        """The call counted in its handler's own limit, then the handler's database-free work (`_prepared`): both
+        before its ledger unit is queued, so a call over the limit is refused (and audited) before it does any."""
+        if handler.limit is not None and self.limiter is not None:
+            refusal = await _over_own_limit(self.limiter, handler.limit, auth.organization_id)
+            if refusal is not None:
+                return _Unprepared(refusal)
         return await _prepared(handler, params, self.settings)
 
     async def _complete_after_commit(self, auth: AuthContext, handler: Handler, deferred: AfterCommit[Any],
@@ -351,6 +368,22 @@ async def _prepared(handler: Handler, params: BaseModel, settings: Settings) -> 
             return await handler.prepare(params, settings)
         except Exception as exc:
             return _Unprepared(exc)
+
+
+async def _over_own_limit(limiter: RateLimiter, tier: str, organization_id: str) -> PrismError | None:
+    """The refusal of a call over its handler's limit (`Handler.limit`, counted per organization), or None. With
+    the limiter's storage unreachable, as the edge does (docs/limits.md "Redis unreachable"): refused 503 when
+    failing closed, let through uncounted when failing open."""
+    try:
+        verdict = await limiter.hit(tier, organization_id)
+    except LimiterUnavailable as exc:
+        return exc if limiter.fails_closed else None
+    if isinstance(verdict, Locked) or verdict.allowed:  # Locked: only a hit naming an address gets it
+        return None
+    error = RateLimited(f"this organization made {verdict.limit} changes of this kind in the last minute, its "
+                        f"limit ({tier}); retry in {verdict.retry_after} s")
+    error.headers = ratelimit_429_headers(verdict)
+    return error
 
 
 def _admitted(call: Call, handler: Handler) -> None:

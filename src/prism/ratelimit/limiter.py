@@ -37,9 +37,10 @@ from prism.ratelimit.unavailable import LimiterUnavailable, OnFailure
 from prism.ratelimit.verdict import Busy, Locked, Verdict
 
 TIERS = ("anonymous", "anonymous_discovery", "authenticated", "admin", "auth_endpoints", "mcp",
-         "key_registration")
+         "key_registration", "integration_changes")
 WINDOW_SECONDS = 60.0
-# The tiers counted per client address (the others per user or per tenant).
+# The tiers counted per client address (the others per user, per tenant, or, for `integration_changes`, which the
+# dispatcher counts for the handlers that declare it, per organization).
 ADDRESS_TIERS = frozenset({"anonymous", "anonymous_discovery", "auth_endpoints", "key_registration"})
 # The tiers counted per user share one window per user: the tier only chooses the ceiling a request is held to.
 # A user who is an admin in one organization and a member in another makes at most the admin ceiling's requests

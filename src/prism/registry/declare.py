@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from prism.ratelimit.limiter import TIERS
 from prism.registry.mega_tools import MEGA_TOOLS, NAME_PATTERN, OPERATION_PATTERN
 
 if TYPE_CHECKING:
@@ -70,17 +71,21 @@ class HandlerApp:
         result: type[BaseModel] | None = None,
         prepare: Callable[[Any, Settings], Awaitable[Any]] | None = None,
         people_only: bool = False,
+        limit: str | None = None,
     ) -> Callable[[HandlerFunc], HandlerFunc]:
         """Declare a handler. `permission=""` derives `<app>.<verb>_<entity>`; `None` means none needed.
         `result`, when given, is the model of what the handler answers (its data must validate against it).
         `prepare(params, settings)`, when given, does the handler's database-free work before its transaction
-        (`Handler.prepare`)."""
+        (`Handler.prepare`). `limit` names a rate-limit tier each call counts in per organization
+        (`Handler.limit`)."""
         if mega_tool not in MEGA_TOOLS:
             raise ValueError(f"unknown mega-tool {mega_tool!r}")
         if not NAME_PATTERN.match(entity) or not OPERATION_PATTERN.match(operation):
             raise ValueError(f"bad coordinate {entity}/{operation}")
         if cost < 0:
             raise ValueError("cost must be >= 0")
+        if limit is not None and limit not in TIERS:
+            raise ValueError(f"unknown rate-limit tier {limit!r}")
 
         def register(func: HandlerFunc) -> HandlerFunc:
             coordinate = Coordinate(mega_tool, self.name, entity, operation)
@@ -101,6 +106,7 @@ class HandlerApp:
                 result=result,
                 prepare=prepare,
                 people_only=people_only,
+                limit=limit,
             ))
             return func
 

@@ -32,6 +32,9 @@ from prism.apps.integrations.handlers import app  # isort: skip  (the app these 
 from prism.kit.secret import URL_WITH_SECRETS, WRITE_ONLY
 
 MAX_SPEC_BYTES = 20_000_000
+# Every change of an organization's integrations makes each process rebuild its registry and search index, work
+# every organization shares: counted per organization (PRISM_RATE_LIMIT_INTEGRATION_CHANGES, docs/limits.md).
+CHANGES = "integration_changes"
 NAME = r"^[a-z][a-z0-9_]{0,39}$"
 
 
@@ -156,7 +159,7 @@ async def _fetched(url: str, settings: Settings) -> bytes:
 
 
 @app.handler("config_manage", "integration", "importOpenapi", params=ImportParams, scope="write",
-             permission="integrations.manage_integration", cost=1, prepare=_described,
+             permission="integrations.manage_integration", cost=1, prepare=_described, limit=CHANGES,
              description="Import an OpenAPI 3.0/3.1 service as this organization's integration: each operation "
                          "becomes a governed handler integration_call/<name>/<entity>/<operation>. Importing "
                          "again updates it in place and reports what changed.",
@@ -213,7 +216,7 @@ async def _read_upstream(p: AddMcpParams, settings: Settings) -> UpstreamRead | 
 
 
 @app.handler("config_manage", "integration", "addMcp", params=AddMcpParams, scope="write",
-             permission="integrations.manage_integration", prepare=_read_upstream,
+             permission="integrations.manage_integration", prepare=_read_upstream, limit=CHANGES,
              description="Add an upstream MCP server as this organization's integration and connect to it: each of "
                          "its tools becomes a governed handler integration_call/<name>/tool/<tool>. Adding it again "
                          "reads its tools again and reports what changed.",
@@ -231,7 +234,7 @@ async def add_mcp(call: HandlerCall, p: AddMcpParams) -> AfterCommit[None]:
 
 
 @app.handler("config_manage", "integration", "remove", params=NameParams, scope="write",
-             permission="integrations.manage_integration", destructive=True,
+             permission="integrations.manage_integration", destructive=True, limit=CHANGES,
              description="Remove one of this organization's integrations: its handlers and connections go.",
              keywords=("delete integration", "uninstall api"))
 async def remove_integration(call: HandlerCall, p: NameParams) -> AfterCommit[None]:
