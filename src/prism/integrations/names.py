@@ -17,6 +17,25 @@ def words(text: str) -> list[str]:
     return [w.lower() for w in _WORDS.findall(re.sub(r"[^A-Za-z0-9]+", " ", text))]
 
 
+# Path segments that say which version or which door of an API a path is under, not what it is about: `/v1/charges`,
+# `/rest/api/2/issue/{key}` and `/api/v3/users` are about charges, issues and users. Taken as the resource, they put
+# every operation of a description without tags under one entity (Stripe's 451 under `v1`, Jira's 320 under `api`):
+# the tree's entity level then says nothing, and capability search cannot tell one resource from another.
+_VERSION = re.compile(r"v?\d+([._]\d+)*((alpha|beta|rc)\d*)?", re.IGNORECASE)  # v1, v2beta1, 2, 1.0 (not 3ds)
+_API_PREFIXES = frozenset({"api", "apis", "rest"})
+
+
+def path_resource(path: str) -> str:
+    """The resource a path is about, for an operation without a tag: its first segment that is neither a parameter
+    nor a version or API prefix (`/v1/charges/{id}` → `charges`); the first one that is not a parameter when all are
+    such prefixes (`/api`)."""
+    segments = [s for s in path.strip("/").split("/") if s and not s.startswith("{")]
+    for segment in segments:
+        if not _VERSION.fullmatch(segment) and segment.lower() not in _API_PREFIXES:
+            return segment
+    return segments[0] if segments else "resource"
+
+
 def entity_name(text: str) -> str:
     name = "_".join(words(text))[:40].strip("_") or "resource"
     if not name[0].isalpha():

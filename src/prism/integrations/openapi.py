@@ -17,7 +17,7 @@ import orjson
 import yaml
 
 from prism.errors import InvalidArguments
-from prism.integrations.names import entity_name, operation_name, words
+from prism.integrations.names import entity_name, operation_name, path_resource, words
 from prism.integrations.patterns import runs
 from prism.kit.json_pointer import fragment_target
 from prism.registry.capability import names_irreversible_act
@@ -291,7 +291,7 @@ def _operation(resolver: _Resolver, path: str, method: str, spec: dict[str, Any]
                default_cost: int) -> dict[str, Any]:
     tags = spec.get("tags")
     tag = tags[0] if isinstance(tags, list) and tags and isinstance(tags[0], str) else None
-    resource = next((s for s in path.strip("/").split("/") if s and not s.startswith("{")), "resource")
+    resource = path_resource(path)
     entity = entity_name(tag or resource)
     operation_id = spec.get("operationId") if isinstance(spec.get("operationId"), str) else None
     name = operation_name(operation_id, method, path, words(tag or resource))
