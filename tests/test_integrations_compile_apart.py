@@ -17,7 +17,7 @@ import yaml
 
 from prism.errors import InvalidArguments
 from prism.integrations import compiling
-from prism.integrations.compiling import ImportBusy, compile_apart
+from prism.integrations.compiling import ImportBusy, ServerStopping, compile_apart
 from prism.integrations.openapi import SpecError
 from prism.integrations.service import compile_openapi
 from tests.description_server import (  # noqa: F401 -- fixtures: descriptions served over HTTPS on loopback
@@ -178,4 +178,24 @@ async def test_an_import_given_up_while_its_child_starts_still_has_its_child_sto
     small = _large_description(1)
     answers = await asyncio.gather(*(compile_apart(small, default_cost=1, seconds=60, memory_mb=2048)
                                      for _ in range(compiling.MAX_COMPILES_AT_ONCE)))
+    assert [len(a.operations) for a in answers] == [1] * compiling.MAX_COMPILES_AT_ONCE
+
+
+async def test_a_compilation_running_when_the_process_is_told_to_stop_is_killed_at_once() -> None:
+    """`stop_all` (`prism serve` told to stop): the child is killed within a check's interval, its import refused
+    503 `server_stopping`, its place freed; imports that start afterwards compile as usual."""
+    compiling_task = asyncio.create_task(
+        compile_apart(_large_description(4000), default_cost=1, seconds=60, memory_mb=2048))
+    while not _running_compilers():  # noqa: ASYNC110 -- a child process sets no event here
+        await asyncio.sleep(0.01)
+    started = time.monotonic()
+    compiling.stop_all()
+    with pytest.raises(ServerStopping) as stopped:
+        await compiling_task
+    assert time.monotonic() - started < 1
+    assert stopped.value.status == 503 and stopped.value.code == "server_stopping"
+    assert _running_compilers() == []  # reaped before the answer
+    small = _large_description(1)
+    answers = await asyncio.gather(*(compile_apart(small, default_cost=1, seconds=60, memory_mb=2048)
+                                     for _ in range(compiling.MAX_COMPILES_AT_ONCE)))  # not refused busy
     assert [len(a.operations) for a in answers] == [1] * compiling.MAX_COMPILES_AT_ONCE

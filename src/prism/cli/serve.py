@@ -6,9 +6,12 @@ import gc
 import logging
 import os
 import shutil
+import signal
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 import typer
@@ -188,4 +191,30 @@ def serving_app() -> Starlette:
         app = create_app()
     start_serving()
     gc.set_threshold(YOUNG_GENERATION_THRESHOLD, *gc.get_threshold()[1:])
+    stop_compiling_first()
     return app
+
+
+def stop_compiling_first() -> None:
+    """SIGTERM and SIGINT kill the children compiling imports (`compiling.stop_all`) before they reach Uvicorn's
+    handler, which stops serving and waits up to PRISM_SHUTDOWN_GRACE_SECONDS for the requests in flight: an import
+    whose compilation may take minutes (PRISM_INTEGRATION_COMPILE_SECONDS) is answered 503 `server_stopping` at once
+    rather than holding the stop. Uvicorn has put its handlers in place when it calls `serving_app`, and puts back
+    what it found once it has stopped."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may handle signals
+        return
+    from prism.integrations.compiling import stop_all  # the server stack loads only in a serving process
+
+    for number in (signal.SIGTERM, signal.SIGINT):
+        uvicorns = signal.getsignal(number)
+        if callable(uvicorns):
+            signal.signal(number, _first(stop_all, uvicorns))
+
+
+def _first(stop: Callable[[], None], handler: Callable[[int, FrameType | None], Any]) \
+        -> Callable[[int, FrameType | None], None]:
+    def stopping(number: int, frame: FrameType | None) -> None:
+        stop()
+        handler(number, frame)
+
+    return stopping

@@ -12,7 +12,8 @@ Children are forked from multiprocessing's forkserver, started at the first impo
 once (about a second): each import then pays a fork, not an interpreter's start. The serving process itself is
 never forked: it runs threads (executors, database drivers) whose locks a fork would copy mid-hold.
 `MAX_COMPILES_AT_ONCE` children per process at most; an import beyond them is refused 503 `import_busy`. Each
-child's whole life is watched by one thread, which frees its place only once the child is gone.
+child's whole life is watched by one thread, which frees its place only once the child is gone. A process told
+to stop kills its children at once (`stop_all`) rather than wait for them.
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ class ImportBusy(PrismError):
     code, status = "import_busy", 503
 
 
+class ServerStopping(PrismError):
+    """The process was told to stop (`stop_all`) while the import compiled."""
+
+    code, status = "server_stopping", 503
+
+
 # How many children compile at once in this process (any event loop, any thread), as LookupThreads bounds lookups.
 _SLOTS = threading.BoundedSemaphore(MAX_COMPILES_AT_ONCE)
 
@@ -48,13 +55,14 @@ async def compile_apart(text: str | bytes, *, default_cost: int, seconds: float,
                         memory_mb: int) -> CompiledImport:
     """`service.compile_openapi(text)` run in a child process: its result, or what it raised (a `PrismError`, as
     it would have raised it here). `SpecError` when the child took longer than `seconds`, ran out of its
-    `memory_mb` or ended without an answer; `ImportBusy` when MAX_COMPILES_AT_ONCE are running."""
+    `memory_mb` or ended without an answer; `ImportBusy` when MAX_COMPILES_AT_ONCE are running;
+    `ServerStopping` when `stop_all` stopped it."""
     if not _SLOTS.acquire(blocking=False):
         raise ImportBusy(f"{MAX_COMPILES_AT_ONCE} descriptions are being compiled by this process; retry in a "
                          "few seconds")
     given_up = threading.Event()
     running = asyncio.get_running_loop().run_in_executor(
-        _THREADS, _child_life, text, default_cost, seconds, memory_mb, given_up)
+        _THREADS, _child_life, text, default_cost, seconds, memory_mb, given_up, _stops)
     try:
         # Shielded: a request given up (its client went away) must not leave the child unwatched. The thread
         # that owns it sees `given_up` within STOP_CHECK_SECONDS, kills it and gives its place back.
@@ -68,12 +76,30 @@ async def compile_apart(text: str | bytes, *, default_cost: int, seconds: float,
         raise outcome
     if outcome is _TIMED_OUT:
         raise SpecError(f"spec: compiling the description took longer than {seconds:g} s")
+    if outcome is _STOPPED:
+        raise ServerStopping("this server is stopping, and stopped compiling the description: import it again in "
+                             "a moment (another server, or this one once it is back, compiles it)")
     raise SpecError(f"spec: the description could not be compiled (the process compiling it ended with exit code "
                     f"{exit_code})")
 
 
 _TIMED_OUT = "timed out"
-# How often the thread watching a child looks whether its request was given up.
+_STOPPED = "stopped"
+# How many times `stop_all` was called in this process: a child started before the last call is killed.
+_stops = 0
+
+
+def stop_all() -> None:
+    """Kill every child compiling now (each by the thread watching it, within STOP_CHECK_SECONDS, which then frees
+    its place); their imports are refused 503 `server_stopping`. Called as the process is told to stop
+    (prism.cli.serve, on SIGTERM and SIGINT), before Uvicorn waits for the requests in flight, so that no
+    compilation holds the stop for as long as it may take. Imports that start afterwards compile as usual. It only
+    counts, so a signal handler may call it."""
+    global _stops
+    _stops += 1
+
+
+# How often the thread watching a child looks whether its request was given up or the process told to stop.
 STOP_CHECK_SECONDS = 0.1
 # One thread per child at most (the slots bound them): waiting for a child never takes one of the event loop's
 # default executor's few threads (six on two cores), which password checks and descriptors need.
@@ -81,10 +107,11 @@ _THREADS = ThreadPoolExecutor(max_workers=MAX_COMPILES_AT_ONCE, thread_name_pref
 
 
 def _child_life(text: str | bytes, default_cost: int, seconds: float, memory_mb: int,
-                given_up: threading.Event) -> tuple[object, int | None]:
+                given_up: threading.Event, stops: int) -> tuple[object, int | None]:
     """A child's whole life on one thread, so nothing can skip a part of it: started, its answer awaited (until
-    `seconds` pass or `given_up` is set), killed if it is still running, reaped, its place given back. What it
-    sent (or `_TIMED_OUT`, or None when it ended without sending) and its exit code."""
+    `seconds` pass, `given_up` is set or `stop_all` is called after `stops` calls), killed if it is still running,
+    reaped, its place given back. What it sent (or `_TIMED_OUT`, `_STOPPED`, or None when it ended without sending
+    or was given up) and its exit code."""
     try:
         receiving, sending = _forkserver().Pipe(duplex=False)
         child = _forkserver().Process(target=_compile_in_child, args=(sending, text, default_cost, seconds, memory_mb),
@@ -98,7 +125,7 @@ def _child_life(text: str | bytes, default_cost: int, seconds: float, memory_mb:
             sending.close()  # the child has its own copy; this one would keep the pipe open after it ended
         try:
             with receiving:
-                outcome = _answer_of(receiving, child.sentinel, seconds, given_up)
+                outcome = _answer_of(receiving, child.sentinel, seconds, given_up, stops)
         finally:
             if child.is_alive():
                 child.kill()
@@ -110,9 +137,12 @@ def _child_life(text: str | bytes, default_cost: int, seconds: float, memory_mb:
         _SLOTS.release()
 
 
-def _answer_of(receiving: Connection, sentinel: int, seconds: float, given_up: threading.Event) -> object:
+def _answer_of(receiving: Connection, sentinel: int, seconds: float, given_up: threading.Event,
+               stops: int) -> object:
     deadline = time.monotonic() + seconds
     while not given_up.is_set():
+        if _stops != stops:
+            return _STOPPED
         left = deadline - time.monotonic()
         if left <= 0:
             return _TIMED_OUT
