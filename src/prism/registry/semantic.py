@@ -46,8 +46,13 @@ _TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
 # Tokens pooled at a time when embedding a registry: bounds the (tokens, 256) scratch arrays (6 MB), whatever
 # the texts' lengths. Counted in texts (64) it was 36 MB for a batch of long imported descriptions.
 _TOKENS_AT_A_TIME = 4096
-# Corpora (prism.registry.corpus) whose centred rows are kept per index, within a bound on their rows.
-CORPORA_KEPT = 16
+# Rows a corpus's lengths are worked out with at a time (in float64: 2 MB of scratch).
+_ROWS_AT_A_TIME = 1024
+# A row this close to its corpus's mean, relative to their lengths, is the mean (see `_centred_norms`).
+_SAME = 1e-12
+# Corpora (prism.registry.corpus) whose centres and row lengths are kept per index: as many as the lexical views
+# (prism.registry.search.VIEWS_KEPT), ~60 KB each at 10,000 handlers.
+CORPORA_KEPT = 64
 
 
 class Model:
@@ -158,24 +163,33 @@ def handler_text(handler: Handler, keywords: Sequence[str], split: Callable[[str
 
 class Embeddings:
     """Every handler's vector and every example request's, as the model pools them (document order): made once per
-    search index, and the stuff each corpus's `SemanticIndex` is made of (prism.registry.corpus)."""
+    search index, and shared by every corpus's `SemanticIndex` (prism.registry.corpus), which keeps only its centre
+    and one number per row besides them."""
 
     def __init__(self, model: Model, texts: Sequence[str], examples: Sequence[Sequence[str]]) -> None:
         import numpy as np
 
         self.model = model
         # Lower case on both sides: the tokenizer tells `Vendor` from `vendor`, a request's meaning does not.
-        self.vectors = model.embed([t.lower() for t in texts])
+        lowered = [t.lower() for t in texts]
         # Each example request's vector, with the document it belongs to; documents without examples own none.
-        flat = [example for own in examples for example in own]
-        self.example_vectors = model.embed([e.lower() for e in flat])
+        flat = [example.lower() for own in examples for example in own]
+        previous = _latest
+        self.vectors = _embed_reusing(model, lowered, previous, of_examples=False)
+        self.example_vectors = _embed_reusing(model, flat, previous, of_examples=True)
+        del previous  # kept by the module only until this build is remembered in its place
         self.example_owners = np.fromiter((doc for doc, own in enumerate(examples) for _ in own), dtype=np.int64,
                                           count=len(flat))
-        # At most twice the rows of the whole index, besides its own vectors: a corpus of a few integrations is
-        # small, and one of nearly all of them comes back in ~20 ms at 10,000 handlers.
-        self._corpora: LRU[frozenset[str], SemanticIndex] = LRU(
-            CORPORA_KEPT, max_weight=2 * (len(self.vectors) + len(self.example_vectors)),
-            weigh=lambda index: len(index.rows) + len(index.example_rows))
+        # Where each document's examples start among them (they follow document order): a run of documents owns
+        # one run of examples.
+        self.example_starts = np.concatenate(([0], np.cumsum([len(own) for own in examples], dtype=np.int64)))
+        # Each row's squared length, in float64: with a corpus's centre c, |v - c|² = |v|² - 2 v·c + |c|².
+        self.squares = _squares(self.vectors)
+        self.example_squares = _squares(self.example_vectors)
+        # A corpus costs one float32 per handler and per example (~60 KB at 10,000 handlers), so as many are kept as
+        # the lexical views (a miss costs 5-20 ms at 10,000 handlers).
+        self._corpora: LRU[frozenset[str], SemanticIndex] = LRU(CORPORA_KEPT)
+        _remember(model, lowered, self.vectors, flat, self.example_vectors)
 
     def __contains__(self, key: frozenset[str]) -> bool:
         """Whether the `SemanticIndex` kept under `key` is made."""
@@ -190,32 +204,32 @@ class Embeddings:
 
 
 class SemanticIndex:
-    """Unit vectors of the handlers of one corpus (every handler of the index, or those in some runs of document
-    numbers) and of their example requests, each centred on the corpus's own mean: what the corpus's texts share
-    says nothing about any one of them, and another corpus's texts must not move it."""
+    """Cosines of a query with the handlers of one corpus (every handler of the index, or those in some runs of
+    document numbers) and with their example requests, each vector centred on the corpus's own mean: what the
+    corpus's texts share says nothing about any one of them, and another corpus's texts must not move it.
+
+    No centred copy of the rows is made: with the corpus's centre c and a query's unit vector q (centred on c too),
+    cos(q, v - c) = (q·v - q·c) / |v - c|, where q·v is one pass over the index's shared rows and |v - c| is worked
+    out once per corpus from |v|² - 2 v·c + |c|² (in float64). So a corpus keeps c and one float32 per row, not its
+    own copy of the rows (1 KB a row)."""
 
     def __init__(self, embedded: Embeddings, runs: Sequence[tuple[int, int]] | None) -> None:
-        import numpy as np
-
         self.model = embedded.model
         self.size = len(embedded.vectors)
-        if runs is None:
-            self.documents = None
-            self.rows, self.center = _unit_rows(embedded.vectors.copy())
-            chosen = np.ones(len(embedded.example_owners), dtype=np.bool_)
-        else:
-            self.documents = np.concatenate([np.arange(start, end, dtype=np.int64) for start, end in runs]
-                                            or [np.zeros(0, dtype=np.int64)])
-            self.rows, self.center = _unit_rows(embedded.vectors[self.documents])
-            member = np.zeros(self.size, dtype=np.bool_)
-            member[self.documents] = True
-            chosen = member[embedded.example_owners]
-        self.example_rows, self.example_center = _unit_rows(embedded.example_vectors[chosen])
-        self.example_owners = embedded.example_owners[chosen]
+        self.vectors = embedded.vectors
+        self.example_vectors = embedded.example_vectors
+        self.example_owners = embedded.example_owners
+        self.runs = _joined(runs) if runs is not None else ((0, self.size),)
+        starts = embedded.example_starts
+        self.example_runs = tuple((int(starts[start]), int(starts[end])) for start, end in self.runs)
+        self.examples = sum(end - start for start, end in self.example_runs)
+        self.center, self.scale = _centred_norms(self.vectors, embedded.squares, self.runs)
+        self.example_center, self.example_scale = _centred_norms(self.example_vectors, embedded.example_squares,
+                                                                 self.example_runs)
 
     def scores(self, query: str) -> np.ndarray | None:
         """Cosine similarity of the query with every handler (with its description, or its nearest example request
-        if that is nearer); None when the query has no tokens."""
+        if that is nearer); None when the query has no tokens. Documents outside the corpus score -inf."""
         import numpy as np
 
         ids = self.model.ids(query.lower())
@@ -226,19 +240,18 @@ class SemanticIndex:
         norm = float(np.linalg.norm(vector))
         if norm == 0.0:
             return None
-        # numpy's own single-threaded loop, not `rows @ vector`: BLAS hands a product this size to worker
-        # threads, and waking them between requests cost 1-10 ms here against ~0.4 ms for 10,000 rows.
-        scores: np.ndarray = np.vecdot(self.rows, vector / norm)
-        if self.documents is not None:  # in the index's document order; documents outside the corpus never score
-            local, scores = scores, np.full(self.size, -np.inf, dtype=np.float32)
-            scores[self.documents] = local
-        if len(self.example_rows):
+        scores = _cosines(self.vectors, self.runs, self.center, self.scale, vector / norm,
+                          np.full(self.size, -np.inf, dtype=np.float32))
+        if self.examples:
             # A handler is as near as its description or its nearest example request, whichever is nearer: an
             # example says one way of asking, so the best one counts, not their mean (which blurs them together).
             asked = pooled - self.example_center
             asked /= max(float(np.linalg.norm(asked)), 1e-12)
-            nearest = np.full(len(scores), -np.inf, dtype=np.float32)
-            np.maximum.at(nearest, self.example_owners, np.vecdot(self.example_rows, asked))
+            cosines = _cosines(self.example_vectors, self.example_runs, self.example_center, self.example_scale,
+                               asked, np.empty(len(self.example_vectors), dtype=np.float32))
+            nearest = np.full(self.size, -np.inf, dtype=np.float32)
+            for start, end in self.example_runs:
+                np.maximum.at(nearest, self.example_owners[start:end], cosines[start:end])
             scores = np.maximum(scores, nearest)
         return scores
 
@@ -267,15 +280,124 @@ class SemanticIndex:
         return picked
 
 
-def _unit_rows(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The vectors (changed in place) centred on their mean (what they all share says nothing about any one) and
-    normalised, with that mean."""
+def _joined(runs: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Sorted runs of document numbers, those that touch made one: each integration is a run of its own, and a
+    corpus of 39 scored run by run took a third longer."""
+    joined: list[tuple[int, int]] = []
+    for start, end in sorted(runs):
+        if joined and joined[-1][1] == start:
+            joined[-1] = (joined[-1][0], end)
+        elif start < end:
+            joined.append((start, end))
+    return tuple(joined)
+
+
+def _centred_norms(vectors: np.ndarray, squares: np.ndarray,
+                   runs: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """The mean of the rows in `runs` (what they all share says nothing about any one) and, per row, 1 / |v - mean|
+    (0 outside the runs, and for a row that is the mean itself, whose cosine is 0).
+
+    The mean is taken over the rows gathered in order, exactly as over a matrix of just those rows: a corpus's
+    scores do not depend on rows outside it, down to the last bit. |v - c|² = |v|² - 2 v·c + |c|² in float64 (the
+    products of float32 numbers are exact there), a block of rows at a time: no centred copy of the rows."""
     import numpy as np
 
-    center = vectors.mean(axis=0) if len(vectors) else np.zeros(vectors.shape[1], dtype=np.float32)
-    vectors -= center  # in place: no second copy of the matrix, even for a moment
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    return vectors, center
+    if len(runs) == 1:
+        start, end = runs[0]
+        chosen = vectors[start:end]
+    else:
+        chosen = np.concatenate([vectors[start:end] for start, end in runs]) if runs else vectors[:0]
+    center = chosen.mean(axis=0) if len(chosen) else np.zeros(vectors.shape[1], dtype=np.float32)
+    del chosen  # a corpus's gathered rows live only this long
+    wide = center.astype(np.float64)
+    center_square = float(np.vecdot(wide, wide))
+    scale = np.zeros(len(vectors), dtype=np.float32)
+    for start, end in runs:
+        for low in range(start, end, _ROWS_AT_A_TIME):
+            high = min(end, low + _ROWS_AT_A_TIME)
+            squared = squares[low:high] - 2.0 * np.vecdot(vectors[low:high].astype(np.float64), wide) + center_square
+            # A row equal to the mean (a corpus of one text) has no direction: rounding must not give it one.
+            distinct = squared > _SAME * (squares[low:high] + center_square)
+            scale[low:high] = np.where(distinct, 1.0 / np.sqrt(np.where(distinct, squared, 1.0)), 0.0)
+    return center, scale
+
+
+def _cosines(vectors: np.ndarray, runs: Sequence[tuple[int, int]], center: np.ndarray, scale: np.ndarray,
+             unit: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """`out`, with the cosine of `unit` (a query centred on `center`, of length 1) and each row in `runs` centred on
+    `center`: (unit·v - unit·c) / |v - c|. Rows outside the runs are left as they are."""
+    import numpy as np
+
+    offset = float(np.vecdot(center.astype(np.float64), unit.astype(np.float64)))
+    for start, end in runs:
+        # numpy's own single-threaded loop, not `rows @ unit`: BLAS hands a product this size to worker
+        # threads, and waking them between requests cost 1-10 ms here against ~0.4 ms for 10,000 rows.
+        part = np.vecdot(vectors[start:end], unit, out=out[start:end])
+        part -= offset
+        part *= scale[start:end]
+    return out
+
+
+def _squares(vectors: np.ndarray) -> np.ndarray:
+    """Each row's squared length, in float64 (exact products of float32 numbers), a block of rows at a time."""
+    import numpy as np
+
+    squares = np.empty(len(vectors), dtype=np.float64)
+    for low in range(0, len(vectors), _ROWS_AT_A_TIME):
+        block = vectors[low:low + _ROWS_AT_A_TIME].astype(np.float64)
+        squares[low:low + len(block)] = np.vecdot(block, block)
+    return squares
+
+
+class _Embedded:
+    """The texts the latest `Embeddings` pooled (lower case) and their vectors: what the next one reuses."""
+
+    def __init__(self, model: Model, texts: list[str], vectors: np.ndarray, example_texts: list[str],
+                 example_vectors: np.ndarray) -> None:
+        self.model = model
+        self.texts = texts
+        self.vectors = vectors
+        self.example_texts = example_texts
+        self.example_vectors = example_vectors
+
+
+# The latest embeddings made in this process. An index is rebuilt whenever an organization imports an integration,
+# and a handler's vector depends only on its text and the model: the new index takes every vector whose text the
+# latest embedded, and embeds only the new texts. Replaced by each build, so an old index's vectors are kept alive
+# for reuse only until the next build (they are shared with the live index's, no copy).
+_latest: _Embedded | None = None
+_latest_lock = threading.Lock()
+
+
+def _remember(model: Model, texts: list[str], vectors: np.ndarray, example_texts: list[str],
+              example_vectors: np.ndarray) -> None:
+    global _latest
+    with _latest_lock:
+        _latest = _Embedded(model, texts, vectors, example_texts, example_vectors)
+
+
+def _embed_reusing(model: Model, texts: list[str], previous: _Embedded | None,
+                   of_examples: bool) -> np.ndarray:
+    """`model.embed(texts)`, taking the rows of the texts `previous` embedded from it: a text's vector is the same
+    whatever is embedded beside it (`Model.embed` pools each text alone)."""
+    import numpy as np
+
+    if previous is None or previous.model is not model:
+        return model.embed(texts)
+    known_texts, known = ((previous.example_texts, previous.example_vectors) if of_examples
+                          else (previous.texts, previous.vectors))
+    row_of = {text: row for row, text in enumerate(known_texts)}
+    # Numbers, not a list of pairs: tens of thousands of new tuples would set off the collector's full pass over
+    # every handler of the process (~0.2 s at 10,000 handlers).
+    olds = np.fromiter((row_of.get(text, -1) for text in texts), dtype=np.int64, count=len(texts))
+    del row_of
+    found = olds >= 0
+    out = np.empty((len(texts), model.dim), dtype=np.float32)
+    out[found] = known[olds[found]]
+    new = np.flatnonzero(~found)
+    if len(new):
+        out[new] = model.embed([texts[row] for row in new.tolist()])
+    return out
 
 
 def build(handlers: Sequence[Handler], keywords: Sequence[Sequence[str]], examples: Sequence[Sequence[str]],
