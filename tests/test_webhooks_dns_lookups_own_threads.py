@@ -15,6 +15,7 @@ import asyncio
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -28,7 +29,7 @@ import pytest
 from prism.kit.outbound import LOOKUPS_AT_ONCE, RESOLVE_WITHIN_SECONDS
 from prism.storage import Database
 from tests.factories import Factory, Workspace
-from tests.processes import HOST, clean_env, free_port, run_cli
+from tests.processes import HOST, clean_env, free_port, prism_command, run_cli
 from tests.webhooks_fixtures import BASE
 
 DOCUMENT_OP = "/api/mcp/tools/prism_document_op/"
@@ -63,18 +64,23 @@ def start_app_with_resolver(tmp_path: Path, nameserver: str, database_url: str,
     """Prism's app under Uvicorn on asyncio's own event loop, whose `getaddrinfo` runs on the default executor
     (`prism serve` runs uvloop, whose lookups take libuv's threads instead: 4, starved the same way). `settings`:
     PRISM_* variables (by default no delivery worker in the process)."""
+    port = free_port()
+    return start_with_resolver(tmp_path, nameserver, database_url, [
+        sys.executable, "-m", "uvicorn", "--factory", "prism.app:create_app", "--loop", "asyncio",
+        "--host", HOST, "--port", str(port), "--log-level", "warning"], **settings), port
+
+
+def start_with_resolver(tmp_path: Path, nameserver: str, database_url: str, command: list[str],
+                        **settings: str) -> subprocess.Popen[bytes]:
+    """`command` in a mount namespace whose /etc/resolv.conf names only `nameserver`."""
     resolv = tmp_path / "resolv.conf"
     resolv.write_text(f"nameserver {nameserver}\noptions timeout:{RESOLVER_TIMEOUT_SECONDS} attempts:1\n")
-    port = free_port()
     env = clean_env(PRISM_DATABASE_URL=database_url, **{"PRISM_WEBHOOK_WORKER_IN_PROCESS": "false", **settings})
     # The bind mount is private to the new mount namespace (unshare's default propagation), gone with the process.
-    command = ["unshare", "-m", "sh", "-c", 'mount --bind "$0" /etc/resolv.conf && exec "$@"', str(resolv),
-               sys.executable, "-m", "uvicorn", "--factory", "prism.app:create_app", "--loop", "asyncio",
-               "--host", HOST, "--port", str(port), "--log-level", "warning"]
+    wrapped = ["unshare", "-m", "sh", "-c", 'mount --bind "$0" /etc/resolv.conf && exec "$@"', str(resolv), *command]
     with (tmp_path / "app.err").open("wb") as stderr:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, stdin=subprocess.DEVNULL,
-                                   env=env, cwd=tmp_path)
-    return process, port
+        return subprocess.Popen(wrapped, stdout=subprocess.DEVNULL, stderr=stderr, stdin=subprocess.DEVNULL,
+                                env=env, cwd=tmp_path)
 
 
 async def wait_ready(process: subprocess.Popen[bytes], port: int, tmp_path: Path) -> None:
@@ -157,5 +163,33 @@ async def test_saves_naming_hosts_whose_dns_never_answers_leave_the_default_exec
         try:
             process.wait(timeout=RESOLVER_TIMEOUT_SECONDS + 10)  # exit joins the lookup threads still running
         except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.mark.engine_independent
+async def test_a_lookup_that_never_answers_does_not_hold_up_the_process_exit(silent_dns: str, tmp_path: Path) -> None:
+    """A save's lookup given up (at RESOLVE_WITHIN_SECONDS) keeps its thread in the system resolver; a process
+    stopped meanwhile exits at once rather than waiting for it. Here `prism serve` stopped with Ctrl-C (SIGINT),
+    which ends as a process does, waiting for the threads that are not daemons (as `prism worker` does on SIGTERM)."""
+    database_url = f"sqlite:///{tmp_path / 'prism.db'}"
+    ws = await owner_workspace(database_url)
+    port = free_port()
+    process = start_with_resolver(tmp_path, silent_dns, database_url,
+                                  [*prism_command(), "serve", "--host", HOST, "--port", str(port)])
+    try:
+        await wait_ready(process, port, tmp_path)
+        async with httpx.AsyncClient(base_url=f"http://{HOST}:{port}", timeout=60) as client:
+            refused = await client.post(BASE, headers=ws.headers(), json={
+                "name": "silent", "url": "https://never.silent-dns.test/hook"})
+        assert f"did not resolve within {RESOLVE_WITHIN_SECONDS:g} s" in refused.json()["message"], refused.text
+        started = time.monotonic()
+        process.send_signal(signal.SIGINT)  # the lookup has RESOLVER_TIMEOUT_SECONDS - RESOLVE_WITHIN_SECONDS left
+        await asyncio.to_thread(process.wait, RESOLVER_TIMEOUT_SECONDS + 10)
+        took = time.monotonic() - started
+        assert took < 4, f"the process took {took:.1f} s to exit"
+        assert process.returncode == 0, (tmp_path / "app.err").read_text(errors="replace")
+    finally:
+        if process.poll() is None:
             process.kill()
             process.wait(timeout=10)
