@@ -37,6 +37,8 @@ holds at scale, and its latency there. With `--enabled K` the synthetic apps are
 (each app one, as `integration/import-openapi` makes them) and the search runs as an organization that enabled the
 first K (in name order): it sees and ranks with the built-in handlers and those K apps' (docs/search.md, "Whose
 statistics"); `view_s` is what its first search costs on top of the index (its corpus and embedding rows).
+`--imported` adds eight real services as imported integrations, all enabled (bench/imported_services.py): for the
+sets written on their catalog, `search_imported_tune.json` and `search_imported_heldout.json`.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ if __package__ in (None, ""):  # run as a script: make `bench.*` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import write_result
+from bench.imported_services import SERVICES, with_services
 from prism.registry import Handler, Registry, semantic
 from prism.registry.capability import find
 from prism.registry.registry import build_registry
@@ -90,6 +93,9 @@ def parse_args() -> argparse.Namespace:
                    help="add N synthetic handlers (bench/synthetic_app.py) as distractors: the ranking at scale")
     p.add_argument("--enabled", type=int, default=None, metavar="K",
                    help="with --synthetic: the synthetic apps are integrations, K of them enabled by the searcher")
+    p.add_argument("--imported", action="store_true",
+                   help="add eight real services as integrations, all enabled (bench/imported_services.py); for "
+                        "bench/search_imported_*.json")
     return p.parse_args()
 
 
@@ -201,11 +207,17 @@ def evaluate(registry: Registry, tasks: list[dict[str, Any]],
     # takes back).
     asked_for = [t["id"] for t in destructive_first if t["relevant"].get(answers[t["id"]].paths[0]) == 3]
     violations = [t["id"] for t in destructive_first if t["id"] not in asked_for]
+    services = sorted({t["service"] for t in matchable if "service" in t})  # the imported sets name theirs
+    by_service = {service: {"tasks": len(ranks), "r_at_1": mean([1.0 if r == 1 else 0.0 for r in ranks]),
+                            "r_at_5": mean([1.0 if r is not None and r <= 5 else 0.0 for r in ranks])}
+                  for service in services
+                  for ranks in [[first_right(t, answers[t["id"]].paths) for t in matchable
+                                 if t.get("service") == service]]}
     seconds = sorted(a.seconds for a in answers.values())
     cpu = sorted(a.cpu for a in answers.values())
     summary = {
         "tasks": len(tasks), "matchable": len(matchable), "none": len(unmatchable),
-        "rankers": sorted({a.ranker for a in answers.values()}), "metrics": rows,
+        "rankers": sorted({a.ranker for a in answers.values()}), "metrics": rows, "by_service": by_service,
         # Four decimals: a figure at a target's bar (0.90) must say on which side of it it falls.
         "no_match_auc": round(auc([answers[t["id"]].confidence for t in matchable],
                                   [answers[t["id"]].confidence for t in unmatchable]), 4),
@@ -257,10 +269,12 @@ def main() -> None:
     if problems:
         sys.exit("the task file does not have the expected shape:\n  " + "\n  ".join(problems[:20]))
     registry = build_registry(extra)
+    if args.imported:
+        registry = with_services(registry)
     missing = sorted({p for t in tasks for p in [*t["relevant"], *t.get("steps", ())] if registry.get_path(p) is None})
     if missing:
         sys.exit(f"tasks name coordinates that do not exist: {missing}")
-    enabled = None
+    enabled = frozenset(SERVICES) if args.imported else None
     if args.enabled is not None:
         synthetic = sorted({h.coordinate.app for h in registry if h.func.__module__.startswith("bench.")})
         registry = as_integrations(registry, synthetic)
@@ -302,6 +316,10 @@ def main() -> None:
           f"(index, model and embeddings built) {summary['first_call_s']} s"
           + (f"; the organization's first ({summary['visible_handlers']} handlers visible) {summary['view_s']} s"
              if "view_s" in summary else ""))
+    if summary["by_service"]:
+        print("\n| service | n | R@1 | R@5 |\n|---|---:|---:|---:|")
+        for service, m in summary["by_service"].items():
+            print(f"| {service} | {m['tasks']} | {m['r_at_1']:.3f} | {m['r_at_5']:.3f} |")
     misses = [d for d in details
               if (d["kind"] != "none" and d["rank"] != 1) or (d["kind"] == "none" and not d["no_match"])]
     for d in misses[:args.show]:
