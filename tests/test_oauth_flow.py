@@ -18,6 +18,7 @@ from tests.oauth_support import (
     error_code,
     field,
     get_code,
+    offered_organizations,
     pkce,
     query_of,
     register,
@@ -505,3 +506,39 @@ async def test_a_client_not_registered_for_the_refresh_token_grant_gets_a_refres
             refreshed = await c.post(TOKEN, data={"grant_type": "refresh_token", "client_id": client["client_id"],
                                                   "refresh_token": issued["refresh_token"]})
             assert refreshed.status_code == 200 and refreshed.json()["refresh_token"], refreshed.text
+
+
+@pytest.mark.parametrize("change", ["redirect_uri_replaced", "registration_deleted"])
+async def test_a_consent_answered_after_the_registration_changed_sends_nothing_to_the_old_redirect(
+        app: object, factory: Factory, change: str) -> None:
+    """The consent page's request is sealed when the page is shown; the client may change its registration
+    (RFC 7592) before the user answers. Neither a code nor a denial goes to a redirect URI the client no longer
+    registers, or for a client that is gone."""
+    ws = await factory.workspace(roles=("owner",))
+    # A registration of its own: identical public registrations share one client, whose token its first holds.
+    own = {**CLIENT_BODIES["claude"], "client_name": f"Changing {change}",
+           "redirect_uris": [f"https://app.example.com/{change}/callback"]}
+    async with browser(app, ws.host) as c:
+        client = await register(c, own)
+        _, challenge = pkce()
+        page = await c.get(f"{OAUTH}/authorize/", params=authorize_params(
+            client["client_id"], challenge, redirect_uri=own["redirect_uris"][0]))
+        signed = await sign_in(c, ws.emails["owner"], next_path=query_of(page.headers["location"])["next"])
+        page = await c.get(signed.headers["location"])
+        assert page.status_code == 200, page.text
+        manage = bearer(client["registration_access_token"])
+        if change == "registration_deleted":
+            assert (await c.delete(client["registration_client_uri"], headers=manage)).status_code == 204
+        else:
+            body = {**own, "client_id": client["client_id"],
+                    "redirect_uris": [f"https://app.example.com/{change}/other_callback"]}
+            changed = await c.put(client["registration_client_uri"], headers=manage, json=body)
+            assert changed.status_code == 200, changed.text
+        answers = []
+        for decision in ("allow", "deny"):
+            form = {"csrf_token": field(page.text, "csrf_token"), "request": field(page.text, "request"),
+                    "decision": decision, **{f"organization:{o}": "yes" for o in offered_organizations(page.text)}}
+            answers.append(await c.post(f"{OAUTH}/authorize/", data=form))
+    for answer in answers:
+        assert answer.status_code == 400 and "location" not in answer.headers, answer.text
+        assert error_code(answer.text) == "invalid_request"

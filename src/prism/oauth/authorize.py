@@ -87,23 +87,26 @@ class NamedClient:
         return parts.netloc or f"{parts.scheme}:"
 
 
-async def validate(request: Request, params: dict[str, str]) -> AuthorizeRequest:
-    issuer = issuer_for(request)
-    client_id = params.get("client_id")
-    if not client_id:
-        raise AuthorizeError("invalid_request", "client_id is required")
-    client: OAuthClient | None
+async def _client(request: Request, client_id: str) -> OAuthClient | None:
+    """The client as registered now (its metadata document, for a client id that is one's URL), or None."""
     if is_document_url(client_id):
         documents = client_documents(request.app.state)
         if not documents.is_fresh(client_id):
             await _count_fetch(request)
         try:
-            client = await documents.client(client_id)
+            return await documents.client(client_id)
         except OAuthError as exc:
             raise AuthorizeError("invalid_client", exc.message) from None
-    else:
-        async with request.app.state.db.read() as session:
-            client = await repo.client_by_id(session, client_id)
+    async with request.app.state.db.read() as session:
+        return await repo.client_by_id(session, client_id)
+
+
+async def validate(request: Request, params: dict[str, str]) -> AuthorizeRequest:
+    issuer = issuer_for(request)
+    client_id = params.get("client_id")
+    if not client_id:
+        raise AuthorizeError("invalid_request", "client_id is required")
+    client = await _client(request, client_id)
     if client is None:
         raise AuthorizeError("invalid_client", "unknown client_id: register the client first")
     sent = params.get("redirect_uri")
@@ -283,6 +286,17 @@ async def authorize_decision(request: Request) -> Response:
     if target.issuer != issuer_for(request):
         return render(request, "message.html", {"heading": "Wrong host", "error": "invalid_request",
                                                 "message": "This request was started on another host."}, status=400)
+    # The client's registration as it is now: one deleted, or whose redirect URI was taken off it, since the page
+    # was shown (its management endpoint, RFC 7592) must get neither a code nor the user's answer at that URI.
+    try:
+        client = await _client(request, target.client_id)
+    except AuthorizeError:
+        client = None
+    if client is None or not any(redirect_matches(r, target.redirect_uri) for r in client.redirect_uris):
+        return render(request, "message.html", {
+            "heading": "This application's registration changed", "error": "invalid_request",
+            "message": "It was removed, or no longer lists where this page would send you. Start again from the "
+                       "application."}, status=400)
     if form.get("decision") != "allow":
         return _back_to_client(request, target, {"error": "access_denied",
                                                  "error_description": "the user denied the request"})
