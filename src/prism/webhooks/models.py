@@ -52,8 +52,12 @@ class WebhookDelivery(OrgScoped, Base):
     __table_args__ = (
         Index("ix_webhook_deliveries_webhook_created", "webhook_id", "created_at"),
         Index("ix_webhook_deliveries_due", "due_at"),
-        # A claim's reads (claim_order): an organization's oldest due deliveries, and the deliveries in flight.
+        # An organization's deliveries (its foreign key: deleting an organization).
         Index("ix_webhook_deliveries_org_due", "organization_id", "due_at"),
+        # A claim's reads (claim_order): the organizations with deliveries pending and each one's oldest due
+        # deliveries (not final deliveries, most of the table), and the deliveries in flight.
+        Index("ix_webhook_deliveries_pending", "organization_id", "due_at", sqlite_where=text("due_at IS NOT NULL"),
+              postgresql_where=text("due_at IS NOT NULL")),
         Index("ix_webhook_deliveries_leased", "claimed_until", sqlite_where=text("claimed_until IS NOT NULL"),
               postgresql_where=text("claimed_until IS NOT NULL")),
     )
