@@ -329,8 +329,8 @@ class SearchView:
         return embedded.within(self.corpus.integrations, None if whole else self.corpus.runs)
 
     def embeddings_pending(self) -> bool:
-        """Whether the next semantic rerank would first have to embed every handler, or centre the corpus's rows
-        (~50 ms for a corpus of 10,000 handlers): work for the index builder's thread (`warm`)."""
+        """Whether the next semantic rerank would first have to embed every handler, or work out the corpus's centres
+        and row norms (5-20 ms for a corpus of 10,000 handlers): work for the index builder's thread (`warm`)."""
         if not semantic.AVAILABLE:
             return False
         embedded = self.index.embedded_if_made()

@@ -93,10 +93,10 @@ async def introspect_handler(call: HandlerCall, p: IntrospectParams) -> dict[str
     enabled = enabled_integrations(call.registry, call.auth)
     if p.dimension == "capability_search" and search.pending(call.registry, embeddings=p.rerank, enabled=enabled):
         # The registry's first search builds its index (or, for a semantic rerank, embeds every handler): about
-        # a second at 10,000 handlers; an organization's first semantic rerank centres its corpus's rows (~50 ms at
-        # 10,000: docs/search.md, "Whose statistics"). Both on the index builder's thread (search.on_index_builder)
-        # after the call is committed, so neither the event loop nor the ledger's transaction waits for it. Its
-        # refusals (no query, unknown filters) are found now, inside the audited call.
+        # a second at 10,000 handlers; an organization's first semantic rerank works out its corpus's centres and
+        # row norms (5-20 ms at 10,000: docs/search.md, "Whose statistics"). Both on the index builder's thread
+        # (search.on_index_builder) after the call is committed, so neither the event loop nor the ledger's
+        # transaction waits for it. Its refusals (no query, unknown filters) are found now, inside the audited call.
         check_search(call.registry, call.auth, p)
         registry, auth = call.registry, call.auth
 
