@@ -81,3 +81,41 @@ async def test_an_organization_over_its_integration_changes_is_refused_before_co
     assert stored == {first, second}  # the refused import stored nothing, the refused removal removed nothing
     assert audited == [(IMPORT, "allowed", None), (IMPORT, "allowed", None),
                        (IMPORT, "refused", "rate_limited"), (REMOVE, "refused", "rate_limited")]
+
+
+async def test_a_keyed_change_refused_for_the_limit_is_not_its_keys_answer(
+        app: Any, settings: Settings, factory: Factory, limiter_storage: dict[str, Any]) -> None:
+    """A 429 tells the client to retry after Retry-After with the same key: that retry must run, not replay the
+    429 (docs/idempotency.md: rate limits are never a key's answer)."""
+    ws = await factory.workspace(roles=("owner",))
+    keyed = {"Idempotency-Key": uuid.uuid4().hex}
+    address = f"203.0.113.{uuid.uuid4().int % 200 + 20}"
+    name = _name()
+    async with limited_app(settings, app, rate_limit_integration_changes=1, **limiter_storage) as limited, \
+            client_for(limited, address=address) as client:
+        assert (await _import(client, ws, _name())).status_code == 200
+        refused = await post(client, ws, IMPORT, {"name": name, "spec": WAREHOUSE}, headers=keyed)
+    # A minute later, as far as the counts go: another process's fresh counters (memory), or the next window.
+    counts = {**limiter_storage, "redis_url": None} if limiter_storage else {}
+    async with limited_app(settings, app, rate_limit_integration_changes=1, **counts) as later, \
+            client_for(later, address=address) as client:
+        retried = await post(client, ws, IMPORT, {"name": name, "spec": WAREHOUSE}, headers=keyed)
+    assert refused.status_code == 429, refused.text
+    assert retried.status_code == 200, retried.text
+    assert "idempotent-replayed" not in retried.headers and retried.json()["data"]["created"] is True
+
+
+async def test_a_replayed_keyed_change_is_not_counted_again(
+        app: Any, settings: Settings, factory: Factory, limiter_storage: dict[str, Any]) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    first, second = _name(), _name()
+    keyed = {"Idempotency-Key": uuid.uuid4().hex}
+    async with limited_app(settings, app, rate_limit_integration_changes=3, **limiter_storage) as limited, \
+            client_for(limited, address=f"203.0.113.{uuid.uuid4().int % 200 + 20}") as client:
+        assert (await _import(client, ws, first)).status_code == 200  # 1
+        removed = await post(client, ws, REMOVE, {"name": first}, headers=keyed)  # 2
+        replayed = await post(client, ws, REMOVE, {"name": first}, headers=keyed)  # a replay: not counted
+        third = await _import(client, ws, second)  # 3
+    assert removed.status_code == 200, removed.text
+    assert replayed.status_code == 200 and replayed.headers.get("idempotent-replayed") == "true", replayed.text
+    assert third.status_code == 200, third.text

@@ -67,8 +67,12 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.parametrize("told", ["server", "process_group"])
 async def test_a_server_stopped_while_an_import_compiles_kills_the_child_and_exits_at_once(
-        tmp_path: Path, server_pool: ServerPool, descriptions: Descriptions, tls: TlsFiles) -> None:
+        tmp_path: Path, server_pool: ServerPool, descriptions: Descriptions, tls: TlsFiles, told: str) -> None:
+    """`process_group`: SIGTERM reaches every process of the server's group, as systemd's default stop sends it
+    (KillMode=control-group) — the compiling child and the forkserver first, the worst order: a child the signal
+    ended would have been answered as a description that failed to compile (400), not as the stop (503)."""
     descriptions.files["slow.yaml"] = SLOW
     with scratch_database(tmp_path, "compile_shutdown") as url:
         server = server_pool.start("--json", ready=False, env=clean_env(
@@ -91,6 +95,10 @@ async def test_a_server_stopped_while_an_import_compiles_kills_the_child_and_exi
             await asyncio.sleep(1)  # well into its compilation
             assert not importing.done(), importing.result().text
             started = time.monotonic()
+            if told == "process_group":
+                forkservers = [c for c in _children(server.proc.pid) if b"forkserver" in _command_line(c)]
+                for pid in [*compiling, *forkservers]:
+                    os.kill(pid, signal.SIGTERM)
             os.kill(server.proc.pid, signal.SIGTERM)
             while server.proc.poll() is None and time.monotonic() - started < 90:  # noqa: ASYNC110 -- a process
                 await asyncio.sleep(0.05)

@@ -25,7 +25,7 @@ def test_version_and_api_prefixes_are_not_the_entity() -> None:
     named = {"/v1/charges": "charges", "/v1/charges/{charge}/refunds": "charges",
              "/rest/api/2/issue/{issueIdOrKey}": "issue", "/api/v3/users": "users", "/2.0/files/{id}": "files",
              "/v2beta1/projects": "projects", "/v1/3ds": "r_3ds", "/pets/{petId}": "pets", "/api": "api",
-             "/{tenant}": "resource"}
+             "/{tenant}": "resource", "/2024-01/orders": "orders"}
     compiled = compile_openapi(_described(list(named)))
     assert {o["path"]: o["entity"] for o in compiled.operations} == named
 

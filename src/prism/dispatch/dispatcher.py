@@ -195,6 +195,8 @@ class Dispatcher:
         gate = _gate_for(auth, call)
         checks = self._checked(auth, call)
         handler, params, refusal = checks.handler, checks.params, checks.refusal
+        if refusal is None and handler is not None:
+            refusal = await self._over_limit(auth, handler)
         if refusal is not None:
             if checks.authorized and gate is not None:  # the persona speaks before the arguments do (Gate.refuse)
                 gate.handler = handler
@@ -210,7 +212,7 @@ class Dispatcher:
                                          finish=finish)
             raise refusal
         assert handler is not None and params is not None
-        prepared = await self._prepared(auth, handler, params)
+        prepared = await _prepared(handler, params, self.settings)
         with stage("prism.ledger"):  # governance, the handler and the audit entry, in the batch's transaction
             if gate is not None:
                 gate.handler = handler
@@ -239,7 +241,13 @@ class Dispatcher:
         handler, params, refusal = checks.handler, checks.params, checks.refusal
         prepared = None
         if handler is not None and params is not None:  # checked: its database-free work comes before the unit
-            prepared = await self._prepared_unless_held(auth, handler, params, ticket)
+            if (handler.prepare is not None or handler.limit is not None) and await ticket.held():
+                prepared = _Unprepared(IdempotencyKeyExpired(
+                    "this Idempotency-Key's earlier call expired while this request waited; send it again"))
+            else:
+                refusal = await self._over_limit(auth, handler)
+                if refusal is None:
+                    prepared = await _prepared(handler, params, self.settings)
         if gate is not None:
             gate.handler = handler
 
@@ -278,24 +286,14 @@ class Dispatcher:
             raise result  # the first call's refusal, again
         return handler, result
 
-    async def _prepared_unless_held(self, auth: AuthContext, handler: Handler, params: BaseModel,
-                                    ticket: Ticket) -> Any:
-        """`_prepared`, unless the key's earlier call will answer this one (`Ticket.held`): a repeat of an import
-        would otherwise fetch and compile its description again, for seconds, only to replay the stored answer.
-        Looked up only for handlers that prepare something."""
-        if handler.prepare is not None and await ticket.held():
-            return _Unprepared(IdempotencyKeyExpired(
-                "this Idempotency-Key's earlier call expired while this request waited; send it again"))
-        return await self._prepared(auth, handler, params)
-
-    async def _prepared(self, auth: AuthContext, handler: Handler, params: BaseModel) -> Any:
-        """The call counted in its handler's own limit, then the handler's database-free work (`_prepared`): both
-        before its ledger unit is queued, so a call over the limit is refused (and audited) before it does any."""
-        if handler.limit is not None and self.limiter is not None:
-            refusal = await _over_own_limit(self.limiter, handler.limit, auth.organization_id)
-            if refusal is not None:
-                return _Unprepared(refusal)
-        return await _prepared(handler, params, self.settings)
+    async def _over_limit(self, auth: AuthContext, handler: Handler) -> PrismError | None:
+        """The refusal of a call over its handler's own limit (`Handler.limit`), counted once the call passed its
+        checks and before its database-free work: refused as the checks refuse (audited, its persona asked first;
+        never an idempotency key's answer, so a retry after Retry-After runs). A keyed call whose key's earlier
+        call will answer it (`Ticket.held`) is not counted: `_dispatch_once` asks that first."""
+        if handler.limit is None or self.limiter is None:
+            return None
+        return await _over_own_limit(self.limiter, handler.limit, auth.organization_id)
 
     async def _complete_after_commit(self, auth: AuthContext, handler: Handler, deferred: AfterCommit[Any],
                                      ticket: Ticket) -> Any:

@@ -60,9 +60,9 @@ async def compile_apart(text: str | bytes, *, default_cost: int, seconds: float,
     if not _SLOTS.acquire(blocking=False):
         raise ImportBusy(f"{MAX_COMPILES_AT_ONCE} descriptions are being compiled by this process; retry in a "
                          "few seconds")
-    given_up = threading.Event()
+    given_up, stops = threading.Event(), _stops
     running = asyncio.get_running_loop().run_in_executor(
-        _THREADS, _child_life, text, default_cost, seconds, memory_mb, given_up, _stops)
+        _THREADS, _child_life, text, default_cost, seconds, memory_mb, given_up, stops)
     try:
         # Shielded: a request given up (its client went away) must not leave the child unwatched. The thread
         # that owns it sees `given_up` within STOP_CHECK_SECONDS, kills it and gives its place back.
@@ -76,7 +76,9 @@ async def compile_apart(text: str | bytes, *, default_cost: int, seconds: float,
         raise outcome
     if outcome is _TIMED_OUT:
         raise SpecError(f"spec: compiling the description took longer than {seconds:g} s")
-    if outcome is _STOPPED:
+    # A stop signalled to the whole process group (systemd's default, `kill -TERM -<pgid>`) may end the child
+    # itself before `stop_all` runs: ended without an answer while the server is stopping, it was the stop too.
+    if outcome is _STOPPED or (outcome is None and _stops != stops):
         raise ServerStopping("this server is stopping, and stopped compiling the description: import it again in "
                              "a moment (another server, or this one once it is back, compiles it)")
     raise SpecError(f"spec: the description could not be compiled (the process compiling it ended with exit code "

@@ -21,7 +21,8 @@ def words(text: str) -> list[str]:
 # `/rest/api/2/issue/{key}` and `/api/v3/users` are about charges, issues and users. Taken as the resource, they put
 # every operation of a description without tags under one entity (Stripe's 451 under `v1`, Jira's 320 under `api`):
 # the tree's entity level then says nothing, and capability search cannot tell one resource from another.
-_VERSION = re.compile(r"v?\d+([._]\d+)*((alpha|beta|rc)\d*)?", re.IGNORECASE)  # v1, v2beta1, 2, 1.0 (not 3ds)
+# v1, v2beta1, 2, 1.0 (not 3ds), and dated versions: 2024-01, 2023-10-16.
+_VERSION = re.compile(r"v?\d+([._]\d+)*((alpha|beta|rc)\d*)?|\d{4}-\d{2}(-\d{2})?", re.IGNORECASE)
 _API_PREFIXES = frozenset({"api", "apis", "rest"})
 
 

@@ -290,8 +290,8 @@ async def authorize_decision(request: Request) -> Response:
     # was shown (its management endpoint, RFC 7592) must get neither a code nor the user's answer at that URI.
     try:
         client = await _client(request, target.client_id)
-    except AuthorizeError:
-        client = None
+    except AuthorizeError as exc:  # its metadata document cannot be read again now: not a changed registration
+        return _error_page(request, exc)
     if client is None or not any(redirect_matches(r, target.redirect_uri) for r in client.redirect_uris):
         return render(request, "message.html", {
             "heading": "This application's registration changed", "error": "invalid_request",

@@ -39,8 +39,7 @@ from prism.ratelimit.verdict import Busy, Locked, Verdict
 TIERS = ("anonymous", "anonymous_discovery", "authenticated", "admin", "auth_endpoints", "mcp",
          "key_registration", "integration_changes")
 WINDOW_SECONDS = 60.0
-# The tiers counted per client address (the others per user, per tenant, or, for `integration_changes`, which the
-# dispatcher counts for the handlers that declare it, per organization).
+# The tiers counted per client address (the others per user, per tenant, or per organization: HANDLER_TIERS).
 ADDRESS_TIERS = frozenset({"anonymous", "anonymous_discovery", "auth_endpoints", "key_registration"})
 # The tiers counted per user share one window per user: the tier only chooses the ceiling a request is held to.
 # A user who is an admin in one organization and a member in another makes at most the admin ceiling's requests
@@ -48,6 +47,9 @@ ADDRESS_TIERS = frozenset({"anonymous", "anonymous_discovery", "auth_endpoints",
 # of the minute; a window per tier would give that user both ceilings, one after the other.
 USER_TIERS = frozenset({"authenticated", "admin"})
 USER_WINDOW = "user:"
+# The tiers a handler may declare (`Handler.limit`): counted by the dispatcher, per organization, for each of its
+# calls; the edge never counts them.
+HANDLER_TIERS = frozenset({"integration_changes"})
 
 
 def address_key(address: str) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from prism.ratelimit.limiter import TIERS
+from prism.ratelimit.limiter import HANDLER_TIERS
 from prism.registry.mega_tools import MEGA_TOOLS, NAME_PATTERN, OPERATION_PATTERN
 
 if TYPE_CHECKING:
@@ -84,8 +84,8 @@ class HandlerApp:
             raise ValueError(f"bad coordinate {entity}/{operation}")
         if cost < 0:
             raise ValueError("cost must be >= 0")
-        if limit is not None and limit not in TIERS:
-            raise ValueError(f"unknown rate-limit tier {limit!r}")
+        if limit is not None and limit not in HANDLER_TIERS:
+            raise ValueError(f"a handler's limit is one of {sorted(HANDLER_TIERS)}, not {limit!r}")
 
         def register(func: HandlerFunc) -> HandlerFunc:
             coordinate = Coordinate(mega_tool, self.name, entity, operation)

@@ -89,7 +89,7 @@ class Handler:
     # Only a person may call it (`AuthContext.is_person`): credentials an agent holds neither see it in any list
     # nor call it (managing one's own credentials: a leaked key must not mint another, or revoke its owner's).
     people_only: bool = False
-    # A rate-limit tier (prism.ratelimit.limiter.TIERS) each call of this handler counts in, per organization,
+    # A rate-limit tier (prism.ratelimit.limiter.HANDLER_TIERS) each call of this handler counts in, per organization,
     # besides the door's: for work every organization shares, such as the registry rebuild an import makes. The
     # dispatcher counts it before `prepare`; a call over the ceiling is refused 429 and audited.
     limit: str | None = None
