@@ -10,6 +10,8 @@ import pytest
 
 from prism.app import create_app
 from prism.config import Settings
+from prism.errors import PrismError
+from prism.mcp_server import resources
 from tests.factories import Factory, Workspace
 from tests.test_mcp_protocol import LIST_PARTS, PATH, call, headers_for, initialize, rpc
 
@@ -235,3 +237,31 @@ async def test_a_browser_page_of_an_allowed_origin_may_send_a_2026_07_28_request
                 {"name": "prism_entity_crud", "arguments": LIST_PARTS})))
             assert called.status_code == 200 and called.json()["result"]["isError"] is False
             assert called.headers["access-control-allow-origin"] == "*"
+
+
+async def test_a_resource_uri_that_is_not_a_string_is_invalid_params_and_its_batch_is_answered(
+        client: httpx.AsyncClient, factory: Factory) -> None:
+    """The uri is never echoed unless it is a string: one nested deeper than an answer can be written (300 levels)
+    was put in the error's data, and the whole POST, the batch's other answers with it, became a 500."""
+    ws = await factory.workspace()
+    headers = headers_for(ws)
+    session = await initialize(client, headers, "2025-03-26")
+    deep: Any = "x"
+    for _ in range(300):
+        deep = [deep]
+    answer = await call(client, headers, session, [rpc("ping", request_id=1),
+                                                   rpc("resources/read", {"uri": deep}, request_id=2)])
+    assert answer.status_code == 200, answer.text
+    by_id = {a["id"]: a for a in answer.json()}
+    assert by_id[1]["result"] == {}
+    assert by_id[2]["error"]["code"] == -32602 and "uri" not in by_id[2]["error"]["data"], by_id[2]
+
+
+@pytest.mark.parametrize(("status", "code"), [(404, -32002), (400, -32602), (403, -32602), (429, -32004),
+                                               (503, -32603)])
+def test_a_refused_reading_tells_the_callers_mistake_from_a_limit_or_prisms_failure(status: int, code: int) -> None:
+    refusal = PrismError("refused", status=status, code="some_refusal")
+    refusal.headers = {"Retry-After": "5"} if status in (429, 503) else None  # type: ignore[attr-defined]
+    error = resources.reading_refusal(refusal, "prism://documents/document/d1", "2025-06-18")
+    assert error.code == code
+    assert error.data.get("retry_after") == (5 if status in (429, 503) else None)

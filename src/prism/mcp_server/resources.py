@@ -12,9 +12,9 @@ from typing import Any
 from prism.auth.context import AuthContext
 from prism.dispatch.dispatcher import Dispatcher
 from prism.dispatch.envelope import call_from_envelope
-from prism.errors import PrismError
+from prism.errors import InvalidArguments, PrismError
 from prism.mcp_server import revisions
-from prism.mcp_server.jsonrpc import INVALID_PARAMS, RpcError
+from prism.mcp_server.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RATE_LIMITED, RpcError, invalid_params
 from prism.registry.model import Handler
 
 RESOURCE_NOT_FOUND = -32002  # revisions before 2026-07-28
@@ -35,6 +35,21 @@ def link_for(handler: Handler | None, data: Any) -> dict[str, Any] | None:
     return link
 
 
+def reading_refusal(exc: PrismError, uri: str, version: str) -> RpcError:
+    """The reading's refusal as a JSON-RPC error: the caller's mistake (4xx) as invalid params or not found; a
+    limit or Prism's own failure (429, 5xx: the database busy, say) as such, with when to retry, so that a client
+    retries rather than taking it for its own error."""
+    data: dict[str, Any] = {"error": exc.code, "uri": uri}
+    if exc.status == 404:
+        return RpcError(not_found_code(version), exc.message, data=data)
+    if exc.status == 429 or exc.status >= 500:
+        retry_after = (getattr(exc, "headers", None) or {}).get("Retry-After")
+        if retry_after is not None:
+            data["retry_after"] = int(retry_after)
+        return RpcError(RATE_LIMITED if exc.status == 429 else INTERNAL_ERROR, exc.message, data=data)
+    return RpcError(INVALID_PARAMS, exc.message, data=data)
+
+
 def not_found_code(version: str) -> int:
     """The error code of a resource that does not exist: 2026-07-28 makes it -32602 (invalid params, its "Error
     Handling"); the earlier revisions' servers answer -32002, which their clients expect."""
@@ -43,7 +58,9 @@ def not_found_code(version: str) -> int:
 
 async def read(dispatcher: Dispatcher, auth: AuthContext, params: dict[str, Any], version: str) -> dict[str, Any]:
     uri = params.get("uri")
-    if not isinstance(uri, str) or not uri.startswith(PREFIX) or not uri[len(PREFIX):]:
+    if not isinstance(uri, str):  # never echoed: a value nested deeper than an answer can be written (a 500)
+        raise invalid_params(InvalidArguments("params.uri: must be a string", field="params.uri"))
+    if not uri.startswith(PREFIX) or not uri[len(PREFIX):]:
         raise RpcError(not_found_code(version), f"Resource not found: {uri!r} (Prism's resources are {PREFIX}<id>, as "
                        "linked from documents tool results)", data={"error": "resource_not_found", "uri": uri})
     call = call_from_envelope("prism_entity_crud", {"app": "documents", "entity": "document", "operation": "read",
@@ -51,7 +68,6 @@ async def read(dispatcher: Dispatcher, auth: AuthContext, params: dict[str, Any]
     try:
         _, data = await dispatcher.dispatch(auth, call)
     except PrismError as exc:
-        code = not_found_code(version) if exc.status == 404 else INVALID_PARAMS
-        raise RpcError(code, exc.message, data={"error": exc.code, "uri": uri}) from None
+        raise reading_refusal(exc, uri, version) from None
     return {"contents": [{"uri": uri, "mimeType": data.get("content_type") or "text/plain",
                           "text": data.get("content") or ""}]}
