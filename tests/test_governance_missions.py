@@ -9,7 +9,7 @@ import httpx
 
 from prism.storage import Database
 from tests.factories import Factory, Workspace
-from tests.governance_support import entries, events, ok, post
+from tests.governance_support import entries, events, governed_key, ok, post
 
 LIST = "entity_crud/spare_parts/spare_part/list"  # declared cost 1
 
@@ -102,3 +102,33 @@ async def test_missions_of_one_tenant_are_invisible_and_unusable_from_another(
     spend = await post(client, b, LIST, {}, headers={"X-Prism-Mission": m["id"]})
     assert spend.status_code == 404 and spend.json()["error"] == "mission_not_found"
     assert (await ok(client, a, "mission_control/missions/mission/read", {"id": m["id"]}))["spent"] == 0
+
+
+async def test_an_agents_credential_cannot_plan_or_start_a_mission_to_escape_its_budget(
+        client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
+    """A persona that requires a mission holds the agent to that mission's budget; an agent that could plan and
+    start a mission of its own, with any ceiling, and name it would hold itself to nothing."""
+    ws = await factory.workspace(roles=("owner",))
+    await governed_key(factory, client, ws, "agent", role="member", risk_level="high",
+                       persona={"name": "Budgeted agent", "default": "allow", "require_mission": True})
+    held = await mission(client, ws, 5)
+    under_budget = {"X-Prism-Mission": held["id"]}
+    planned = await post(client, ws, "mission_control/missions/mission/create",
+                         {"name": "Unlimited", "budget_ceiling": 10**12}, label="agent", headers=under_budget)
+    someone_elses = await mission(client, ws, 100, start=False)
+    started = await post(client, ws, "mission_control/missions/mission/start", {"id": someone_elses["id"]},
+                         label="agent", headers=under_budget)
+    finished = await post(client, ws, "mission_control/missions/mission/complete", {"id": held["id"]},
+                          label="agent", headers=under_budget)
+    for refused in (planned, started):
+        assert refused.status_code == 403 and refused.json()["error"] == "governed_credential", refused.text
+    assert finished.status_code == 200, finished.text  # ending its own mission gives it nothing
+    listed = await ok(client, ws, "mission_control/missions/mission/list", {})
+    assert {m["name"] for m in listed["items"]} == {"Quarter close"}  # nothing planned by the agent
+    assert (await ok(client, ws, "mission_control/missions/mission/read", {"id": someone_elses["id"]}))["status"] \
+        == "planning"
+    blocks = await events(db, ws.org.id, "governance.decision.block")
+    assert sorted(b["data"]["coordinate"] for b in blocks) == [
+        "mission_control/missions/mission/create", "mission_control/missions/mission/start"], blocks
+    owner = await ok(client, ws, "mission_control/missions/mission/start", {"id": someone_elses["id"]})
+    assert owner["status"] == "active"  # a person still does

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from prism.apps import shipped_examples
 from prism.apps.params import ListParams, Params, ReadParams
+from prism.errors import PermissionDenied
 from prism.governance import missions
 from prism.governance.models import Mission
 from prism.registry import HandlerApp, HandlerCall
@@ -38,6 +39,7 @@ class MissionList(ListParams):
              description="Plan a mission with a budget ceiling (status planning).",
              keywords=("new mission", "budget", "plan work", "project", "initiative", "campaign", "objective"))
 async def create_mission(call: HandlerCall, p: MissionCreate) -> dict[str, Any]:
+    _by_a_person(call, "plan")
     row = missions.repository(call.session, call.organization_id).add(
         tenant_id=call.auth.tenant_id, name=p.name, description=p.description, budget_ceiling=p.budget_ceiling,
         spent=0, status="planning", created_by=call.auth.user_id)
@@ -67,6 +69,17 @@ async def read_mission(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
     return missions.mission_record(await missions.require_mission(call.session, call.organization_id, p.id))
 
 
+def _by_a_person(call: HandlerCall, act: str) -> None:
+    """Refuse a credential that is itself governed (a persona or an AI system applies to it: an agent's) the acts
+    that give a budget: a mission's ceiling is what holds an agent's spending, and one it could plan and start for
+    itself (and then name, as a persona's `require_mission` asks) would hold nothing. Ending a mission (complete,
+    fail, cancel) spends nothing and stays open to the roles that may."""
+    if call.auth.governed:
+        raise PermissionDenied(f"this credential is governed by a persona or an AI system, so it cannot {act} "
+                               "missions; a person does (the console, the CLI, or a key without either)",
+                               code="governed_credential")
+
+
 def _transition(status: str, description: str) -> None:
     @app.handler("mission_control", "mission", {"active": "start", "completed": "complete", "failed": "fail",
                                                 "cancelled": "cancel"}[status],
@@ -78,6 +91,8 @@ def _transition(status: str, description: str) -> None:
                              "failed": ("failed", "unsuccessful", "did not succeed"),
                              "cancelled": ("call off", "abandon")}[status]))
     async def move(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
+        if status == "active":
+            _by_a_person(call, "start")
         return await missions.transition(call.session, organization_id=call.organization_id,
                                          tenant_id=call.auth.tenant_id, mission_id=p.id, status=status)
 
