@@ -112,12 +112,19 @@ class CompiledPolicy:
                                "(default deny)", "default")
 
 
-_COMPILED: dict[tuple[str, int], CompiledPolicy] = {}
+_COMPILED: dict[tuple[Any, ...], CompiledPolicy] = {}
 
 
 def compiled(persona: Persona | Any) -> CompiledPolicy:
-    """The persona's matcher (from a row or an object), compiled on first use of each version."""
-    key = (persona.id, persona.version)
+    """The persona's matcher (from a row or an object), compiled on first use of each version of its rules.
+
+    Kept under the rules themselves, not only the persona's id and version: a call in the same transaction as a
+    change reads the changed row before it commits, and if that transaction is then rolled back, the next change
+    commits the same version number with other rules; by version alone, this process would go on with the rules
+    that never committed."""
+    key = (persona.id, persona.version, persona.name, tuple(persona.allow), tuple(persona.deny),
+           tuple(persona.oversight), persona.default_effect, persona.cost_cap, persona.oversight_priority,
+           persona.oversight_sla_seconds, bool(persona.require_mission))
     policy = _COMPILED.get(key)
     if policy is None:
         if len(_COMPILED) > 10_000:  # old versions are never asked for again; keep memory bounded
