@@ -145,3 +145,30 @@ async def test_oversight_requests_of_one_tenant_are_invisible_and_unusable_from_
     await ok(client, a, "governance_review/governance/oversight_request/approve", {"id": request_id})
     use = await _with(client, b, {"name": "A only"}, request_id)
     assert use.status_code == 404 and use.json()["error"] == "oversight_request_not_found"
+
+
+async def test_an_approval_is_for_the_mission_the_escalated_call_named(client: httpx.AsyncClient,
+                                                                      factory: Factory) -> None:
+    """The mission pays for the call: an approval given for the call under one mission does not run it under
+    another, or under none, and the person deciding sees which mission it is."""
+    ws = await _setup(client, factory)
+    paying, other = [(await ok(client, ws, "mission_control/missions/mission/start", {"id": made["id"]}))["id"]
+                     for made in [await ok(client, ws, "mission_control/missions/mission/create",
+                                           {"name": name, "budget_ceiling": 10}) for name in ("Paying", "Other")]]
+    args = {"name": "Mission-bound Inc"}
+    escalated = await post(client, ws, CREATE, args, label="agent", headers={"X-Prism-Mission": paying})
+    assert escalated.status_code == 202, escalated.text
+    request_id = escalated.json()["details"]["oversight_request_id"]
+    shown = await ok(client, ws, "governance_review/governance/oversight_request/read", {"id": request_id})
+    assert shown["mission_id"] == paying
+    await ok(client, ws, "governance_review/governance/oversight_request/approve", {"id": request_id})
+    approval = {"X-Prism-Oversight-Request": request_id}
+    elsewhere = await post(client, ws, CREATE, args, label="agent", headers={**approval, "X-Prism-Mission": other})
+    unpaid = await post(client, ws, CREATE, args, label="agent", headers=approval)
+    for refused in (elsewhere, unpaid):
+        assert refused.status_code == 409 and refused.json()["error"] == "oversight_arguments_mismatch", refused.text
+    ran = await post(client, ws, CREATE, args, label="agent", headers={**approval, "X-Prism-Mission": paying})
+    assert ran.status_code == 200, ran.text
+    missions = {m["id"]: m["spent"] for m in (await ok(client, ws, "mission_control/missions/mission/list",
+                                                       {}))["items"]}
+    assert missions[other] == 0 and missions[paying] > 0

@@ -73,7 +73,8 @@ class Gate:
                         "oversight_request_id) set to its id",
                         details={"oversight_request_id": request_id, "status": "pending"})
                 await oversight.consume(session, auth, request_id=call.oversight_request_id,
-                                        coordinate=handler.path, arguments_digest=self.arguments_digest())
+                                        coordinate=handler.path, arguments_digest=self.arguments_digest(),
+                                        mission_id=call.mission_id)
                 self.detail["oversight_request_id"] = call.oversight_request_id
         if call.mission_id is not None:
             self.policies_evaluated += 1
@@ -114,7 +115,7 @@ class Gate:
                 session, auth, request_id=request_id, persona_id=policy.persona_id, coordinate=coordinate,
                 arguments=oversight.as_reviewers_see(self.handler, self.call.arguments),
                 arguments_digest=self.arguments_digest(), priority=policy.oversight_priority, reason=reason,
-                sla_seconds=policy.oversight_sla_seconds)
+                sla_seconds=policy.oversight_sla_seconds, mission_id=self.call.mission_id)
         elif isinstance(error, BudgetExceeded) and self.call.mission_id is not None:
             await missions.note_exceeded(session, organization_id=auth.organization_id, tenant_id=auth.tenant_id,
                                          mission_id=self.call.mission_id, cost=self.handler.cost if self.handler

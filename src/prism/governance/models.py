@@ -103,6 +103,9 @@ class OversightRequest(OrgScoped, Base):
     # The escalated call's arguments, for the person who decides (None on requests made before they were kept;
     # last, where the migration that added it put it).
     arguments: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # The mission the escalated call named (None: none), which its approval is for: it pays for the call, and the
+    # person deciding sees which (last, where migration 0033 put it).
+    mission_id: Mapped[str | None] = mapped_column(String(36))
 
 
 class Mission(OrgScoped, Base):

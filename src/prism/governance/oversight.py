@@ -80,7 +80,7 @@ def as_reviewers_see(handler: Handler | None, arguments: Any) -> dict[str, Any] 
 
 async def open_request(session: AsyncSession, auth: AuthContext, *, request_id: str, persona_id: str,
                        coordinate: str, arguments: dict[str, Any] | None, arguments_digest: str, priority: str,
-                       reason: str, sla_seconds: int) -> None:
+                       reason: str, sla_seconds: int, mission_id: str | None) -> None:
     """Record a pending request and emit `governance.oversight.requested` (the event id is the request id)."""
     now = utcnow()
     deadline = now + timedelta(seconds=sla_seconds)
@@ -88,7 +88,7 @@ async def open_request(session: AsyncSession, auth: AuthContext, *, request_id: 
         id=request_id, organization_id=auth.organization_id, tenant_id=auth.tenant_id, persona_id=persona_id,
         credential_id=auth.credential_id, requested_by=auth.user_id, coordinate=coordinate,
         arguments=arguments, arguments_digest=arguments_digest, status="pending", priority=priority, reason=reason,
-        sla_deadline=deadline, decision_note="", created_at=now))
+        sla_deadline=deadline, decision_note="", created_at=now, mission_id=mission_id))
     await session.flush()
     await emit(session, organization_id=auth.organization_id, tenant_id=auth.tenant_id,
                event_type="governance.oversight.requested", event_id=request_id,
@@ -97,7 +97,7 @@ async def open_request(session: AsyncSession, auth: AuthContext, *, request_id: 
 
 
 async def consume(session: AsyncSession, auth: AuthContext, *, request_id: str, coordinate: str,
-                  arguments_digest: str) -> None:
+                  arguments_digest: str, mission_id: str | None) -> None:
     """Use an approved request for this exact call, or refuse with the reason it cannot be used: each is a policy
     refusal, since without a usable approval the persona's oversight rule holds the call."""
     try:
@@ -112,6 +112,11 @@ async def consume(session: AsyncSession, auth: AuthContext, *, request_id: str, 
         raise Conflict(f"oversight request {request_id} approves another call ({request.coordinate} with other "
                        "arguments); repeat the exact call that was escalated",
                        code="oversight_arguments_mismatch", policy_refusal=True)
+    if request.mission_id != mission_id:  # the approval is for the call paid by that mission (or by none)
+        raise Conflict(f"oversight request {request_id} approves the call under "
+                       + (f"mission {request.mission_id}" if request.mission_id else "no mission")
+                       + "; repeat it under the same mission", code="oversight_arguments_mismatch",
+                       policy_refusal=True)
     now = utcnow()
     if request.status == "pending":
         if now > request.sla_deadline:
