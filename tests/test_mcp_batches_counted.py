@@ -30,3 +30,25 @@ async def test_a_batch_counts_each_of_its_requests_and_is_refused_past_the_ceili
             assert refused.status_code == 429, refused.text
             assert refused.json()["error"]["data"]["error"] == "rate_limited"
             assert refused.headers["retry-after"] and refused.headers["x-ratelimit-remaining"] == "0"
+
+
+async def test_a_batch_refused_whole_spends_only_its_http_request(settings: Settings, factory: Factory) -> None:
+    """A batch refused for its session (none, or a revision without batches) runs nothing: its requests are not
+    counted beyond the HTTP request that carried them."""
+    limited = create_app(settings.model_copy(update={"rate_limit_mcp": 20}))
+    async with limited.router.lifespan_context(limited):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=limited), base_url="http://localhost") as c:
+            ws = await factory.workspace()
+            headers = headers_for(ws)
+            five = [rpc("tools/call", {"name": "prism_whoami", "arguments": {}}, request_id=i) for i in range(5)]
+            without_session = await c.post("/api/mcp/sse", headers=headers, json=five)  # 1 of 20
+            assert without_session.status_code == 400, without_session.text
+            assert without_session.json()["error"]["data"]["error"] == "session_required"
+            modern_session = await initialize(c, headers, "2025-06-18")  # 2
+            no_batches = await call(c, headers, modern_session, five)  # 3
+            assert no_batches.status_code == 400 and no_batches.json()["error"]["data"]["error"] == \
+                "batch_not_supported", no_batches.text
+            session = await initialize(c, headers, "2025-03-26")  # 4
+            answer = await call(c, headers, session, rpc("ping", request_id=9))  # 5
+            assert answer.status_code == 200, answer.text
+            assert answer.headers["x-ratelimit-remaining"] == "15"

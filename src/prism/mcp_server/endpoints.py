@@ -105,11 +105,6 @@ class McpDoor:
                 raise _status(406, RpcError(jsonrpc.INVALID_REQUEST, "Accept must allow application/json or "
                                             "text/event-stream", data={"error": "not_acceptable"}))
             messages, batch = jsonrpc.parse_body(await read_body(receive, headers.get("content-length")))
-            over_limit_refusal = await _charge_batch(scope, auth, messages)
-            if over_limit_refusal is not None:
-                await JSON_RPC.refuse(scope, receive, send, over_limit_refusal)
-                return
-            extra = _rate_updated(extra, scope)
             requested = headers.get("mcp-protocol-version")
             methods = [m.method for m in messages if isinstance(m, jsonrpc.Message)]
             # A request is of the per-request revision by its header, by `server/discover`, or by the envelope it
@@ -162,6 +157,13 @@ class McpDoor:
             await respond_json(send, 413 if exc.code == jsonrpc.PAYLOAD_TOO_LARGE else 400, exc.body(exc.request_id),
                                extra)
             return
+        # Counted once the batch is one its session may send (a batch refused whole, for its session or its revision,
+        # runs nothing and spends no more than the HTTP request the edge counted).
+        over_limit_refusal = await _charge_batch(scope, auth, messages)
+        if over_limit_refusal is not None:
+            await JSON_RPC.refuse(scope, receive, send, over_limit_refusal)
+            return
+        extra = _rate_updated(extra, scope)
         try:  # a batch shares one HTTP answer: only a request alone can be refused with its own 403
             answers = await _answer_all(replace(_context(scope, auth, version), step_up=not batch), messages)
         except tools.ScopeChallenge as challenge:
