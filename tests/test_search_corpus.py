@@ -6,16 +6,15 @@ what this organization gets, and an organization that enabled every integration 
 
 from __future__ import annotations
 
-from dataclasses import replace
-from functools import cache
 from typing import Any
 
 import pytest
 
 from prism.registry import HandlerApp, HandlerCall, Params
 from prism.registry.capability import find
-from prism.registry.registry import Registry, build_registry
+from prism.registry.registry import Registry
 from prism.registry.search import SearchView, index_for, terms
+from tests.search_registries import with_integrations
 
 QUERIES = (
     "list the vendor invoices awaiting payment approval",  # words the integrations below share with built-ins
@@ -54,24 +53,6 @@ SHIPPING = _integration("aa_shipping", "Shipments of spare parts between plants,
 })
 
 
-@cache
-def _built_in() -> Registry:
-    return build_registry()
-
-
-def _registry(*integrations: HandlerApp) -> Registry:
-    built_in = _built_in()
-    registry = Registry()
-    for handler in built_in:
-        registry.add(handler)
-    registry.apps.update(built_in.apps)
-    for app in integrations:
-        registry.apps[app.name] = app
-        for handler in app.handlers:
-            registry.add(replace(handler, integration=app.name))
-    return registry.freeze()
-
-
 def _answers(view: SearchView, registry: Registry, enabled: frozenset[str]) -> list[Any]:
     visible = tuple(h for h in registry if h.integration is None or h.integration in enabled)
     answers = []
@@ -86,21 +67,21 @@ def _answers(view: SearchView, registry: Registry, enabled: frozenset[str]) -> l
 @pytest.mark.parametrize("enabled", [(), (PAYABLES,), (SHIPPING,)], ids=["built-in only", "payables", "shipping"])
 def test_a_view_answers_as_an_index_of_its_corpus_alone(enabled: tuple[HandlerApp, ...]) -> None:
     names = frozenset(app.name for app in enabled)
-    alone = _registry(*enabled)
-    everything = _registry(SHIPPING, PAYABLES)
+    alone = with_integrations(*enabled)
+    everything = with_integrations(SHIPPING, PAYABLES)
     expected = _answers(index_for(alone), alone, names)
     got = _answers(index_for(everything).view(names), everything, names)
     assert got == expected
 
 
 def test_the_view_of_every_integration_is_the_index_itself() -> None:
-    index = index_for(_registry(SHIPPING, PAYABLES))
+    index = index_for(with_integrations(SHIPPING, PAYABLES))
     assert index.view({PAYABLES.name, SHIPPING.name, "not_imported"}) is index
     assert index.view({PAYABLES.name}) is index.view([PAYABLES.name])  # one view per corpus, kept
 
 
 def test_words_only_an_integration_uses_are_known_only_to_those_who_enabled_it() -> None:
-    index = index_for(_registry(SHIPPING, PAYABLES))
+    index = index_for(with_integrations(SHIPPING, PAYABLES))
     words = terms("zorblax frobnicator")
     assert index.view({SHIPPING.name}).known(words) == 1.0
     assert index.view({PAYABLES.name}).known(words) == 0.0

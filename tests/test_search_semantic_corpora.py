@@ -8,16 +8,14 @@ import gc
 import uuid
 import weakref
 from collections.abc import Sequence
-from dataclasses import replace
-from functools import cache
 from typing import Any
 
 import numpy as np
 import pytest
 
 from prism.registry import HandlerApp, HandlerCall, Params, semantic
-from prism.registry.registry import Registry, build_registry
 from prism.registry.search import index_for
+from tests.search_registries import with_integrations
 
 pytestmark = pytest.mark.skipif(not semantic.AVAILABLE, reason="the semantic extra is not installed")
 
@@ -31,31 +29,15 @@ async def _echo(call: HandlerCall, params: Any) -> dict[str, Any]:
 
 def _integration(name: str) -> HandlerApp:
     """A small integration with words of its own, each handler with an example request."""
-    app = HandlerApp(name, description=f"The {name} service: vendor invoices and shipments.")
-    for entity, operation, text in (("invoice", "approveInvoice", "Approve a vendor invoice for payment."),
-                                    ("shipment", "createShipment", "Ship a replacement part to a plant."),
-                                    ("ledger", "closePeriod", f"Close the {name} ledger period.")):
+    declared = (("invoice", "approveInvoice", "Approve a vendor invoice for payment."),
+                ("shipment", "createShipment", "Ship a replacement part to a plant."),
+                ("ledger", "closePeriod", f"Close the {name} ledger period."))
+    app = HandlerApp(name, description=f"The {name} service: vendor invoices and shipments.", examples={
+        f"integration_call/{name}/{entity}/{operation}": (f"{text} in {name}, please",)
+        for entity, operation, text in declared})
+    for entity, operation, text in declared:
         app.handler("integration_call", entity, operation, params=Params, scope="read", description=text)(_echo)
     return app
-
-
-@cache
-def _built_in() -> Registry:
-    return build_registry()
-
-
-def _registry(apps: Sequence[HandlerApp]) -> Registry:
-    built_in = _built_in()
-    registry = Registry()
-    for handler in built_in:
-        registry.add(handler)
-    registry.apps.update(built_in.apps)
-    for app in apps:
-        registry.apps[app.name] = app
-        for handler in app.handlers:
-            registry.add(replace(handler, integration=app.name,
-                                 examples=(f"{handler.description} in {app.name}, please",)))
-    return registry.freeze()
 
 
 def _centred_cosines(vectors: np.ndarray, unit_of: np.ndarray) -> np.ndarray:
@@ -69,7 +51,7 @@ def _centred_cosines(vectors: np.ndarray, unit_of: np.ndarray) -> np.ndarray:
 
 def test_many_corpora_stay_made_and_score_as_their_own_centred_rows() -> None:
     apps = [_integration(f"zq_{uuid.uuid4().hex[:8]}") for _ in range(6)]
-    registry = _registry(apps)
+    registry = with_integrations(*apps)
     index = index_for(registry)
     embedded = index.embedded()
     assert embedded is not None
@@ -107,7 +89,7 @@ def test_a_rebuilt_index_embeds_only_new_texts_and_gets_the_same_vectors(monkeyp
     model = semantic.load_model()
     assert model is not None
     first = _integration(f"zr_{uuid.uuid4().hex[:8]}")
-    old = _registry([first])
+    old = with_integrations(first)
     old_embedded = index_for(old).embedded()
     assert old_embedded is not None
 
@@ -121,7 +103,7 @@ def test_a_rebuilt_index_embeds_only_new_texts_and_gets_the_same_vectors(monkeyp
     monkeypatch.setattr(model, "embed", counting)
     tag = uuid.uuid4().hex[:8]
     added = _integration(f"zs_{tag}")
-    new = _registry([first, added])  # an import: a new registry, the same handler objects and one more integration
+    new = with_integrations(first, added)  # an import: a new registry, one more integration
     new_embedded = index_for(new).embedded()
     assert new_embedded is not None
     assert len(embedded_texts) == 2 * len(added.handlers)  # each new handler's text and its example request
@@ -129,7 +111,7 @@ def test_a_rebuilt_index_embeds_only_new_texts_and_gets_the_same_vectors(monkeyp
 
     # The same vectors as embedding every text afresh.
     monkeypatch.setattr(semantic, "_latest", None)
-    fresh = index_for(_registry([first, added])).embedded()
+    fresh = index_for(with_integrations(first, added)).embedded()
     assert fresh is not None
     assert np.array_equal(new_embedded.vectors, fresh.vectors)
     assert np.array_equal(new_embedded.example_vectors, fresh.example_vectors)

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.context import AuthContext
 from prism.config import Settings
-from prism.errors import InvalidArguments, MissingScope, PermissionDenied, PrismError, RateLimited, ToolNotFound
+from prism.errors import InvalidArguments, MissingScope, PermissionDenied, PrismError, ToolNotFound
 from prism.governance.gate import Gate
 from prism.idempotency import IdempotencyKeyExpired, IdempotencyKeys, ReplayedRefusal, Ticket
 from prism.kit.canonical import stable_digest
@@ -27,7 +27,7 @@ from prism.ledger.entries import EntryDraft
 from prism.ledger.writer import LedgerWriter
 from prism.observability.dispatch import ObservedDispatch
 from prism.observability.tracing import stage
-from prism.ratelimit.headers import ratelimit_429_headers
+from prism.ratelimit.headers import over_limit
 from prism.ratelimit.limiter import RateLimiter
 from prism.ratelimit.unavailable import LimiterUnavailable
 from prism.ratelimit.verdict import Locked
@@ -291,9 +291,17 @@ class Dispatcher:
         checks and before its database-free work: refused as the checks refuse (audited, its persona asked first;
         never an idempotency key's answer, so a retry after Retry-After runs). A keyed call whose key's earlier
         call will answer it (`Ticket.held`) is not counted: `_dispatch_once` asks that first."""
-        if handler.limit is None or self.limiter is None:
+        limiter = self.limiter
+        if handler.limit is None or limiter is None:
             return None
-        return await _over_own_limit(self.limiter, handler.limit, auth.organization_id)
+        try:
+            verdict = await limiter.hit(handler.limit, auth.organization_id)
+        except LimiterUnavailable as exc:  # as the edge: refused when failing closed, else let through uncounted
+            return exc if limiter.fails_closed else None
+        if isinstance(verdict, Locked) or verdict.allowed:  # Locked: only a hit naming an address gets it
+            return None
+        return over_limit(verdict, f"this organization made {verdict.limit} changes of this kind in the last "
+                                   f"minute, its limit ({handler.limit}); retry in {verdict.retry_after} s")
 
     async def _complete_after_commit(self, auth: AuthContext, handler: Handler, deferred: AfterCommit[Any],
                                      ticket: Ticket) -> Any:
@@ -366,22 +374,6 @@ async def _prepared(handler: Handler, params: BaseModel, settings: Settings) -> 
             return await handler.prepare(params, settings)
         except Exception as exc:
             return _Unprepared(exc)
-
-
-async def _over_own_limit(limiter: RateLimiter, tier: str, organization_id: str) -> PrismError | None:
-    """The refusal of a call over its handler's limit (`Handler.limit`, counted per organization), or None. With
-    the limiter's storage unreachable, as the edge does (docs/limits.md "Redis unreachable"): refused 503 when
-    failing closed, let through uncounted when failing open."""
-    try:
-        verdict = await limiter.hit(tier, organization_id)
-    except LimiterUnavailable as exc:
-        return exc if limiter.fails_closed else None
-    if isinstance(verdict, Locked) or verdict.allowed:  # Locked: only a hit naming an address gets it
-        return None
-    error = RateLimited(f"this organization made {verdict.limit} changes of this kind in the last minute, its "
-                        f"limit ({tier}); retry in {verdict.retry_after} s")
-    error.headers = ratelimit_429_headers(verdict)
-    return error
 
 
 def _admitted(call: Call, handler: Handler) -> None:

@@ -30,14 +30,14 @@ from prism.edge.context import SCOPE_KEY, RequestContext
 from prism.edge.hosts import HostPolicy
 from prism.edge.lockout import SecretAttempt, locked_out, reserve_attempt
 from prism.edge.paths import MCP_PATH, PathPolicy, host_exempt, policy_for
-from prism.errors import CredentialNoLongerValid, PrismError, RateLimited, Unauthenticated
+from prism.errors import CredentialNoLongerValid, PrismError, Unauthenticated
 from prism.kit.nul import nul_refusal
 from prism.observability.current import CURRENT_REQUEST
 from prism.observability.exchange import Exchange
 from prism.observability.request_id import request_id_of
 from prism.observability.tracing import request_span
 from prism.ratelimit.addresses import AddressResolver
-from prism.ratelimit.headers import ratelimit_429_headers
+from prism.ratelimit.headers import over_limit
 from prism.ratelimit.limiter import RateLimiter
 from prism.ratelimit.unavailable import LimiterUnavailable
 from prism.ratelimit.verdict import Busy, Locked, Verdict
@@ -271,8 +271,3 @@ def _route_path(scope: Scope) -> str:
     return path[len(root):] if root and path.startswith(root) else path
 
 
-def over_limit(verdict: Verdict) -> RateLimited:
-    error = RateLimited(f"rate limit of {verdict.limit} requests per minute reached; "
-                        f"retry in {verdict.retry_after} s")
-    error.headers = ratelimit_429_headers(verdict)
-    return error

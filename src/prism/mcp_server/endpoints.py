@@ -27,7 +27,6 @@ from starlette.routing import BaseRoute
 from prism.auth.context import AuthContext
 from prism.edge.context import request_context
 from prism.edge.doors import door_routes
-from prism.edge.stack import over_limit
 from prism.errors import PrismError, Unauthenticated
 from prism.kit.secret import derived_key
 from prism.mcp_server import jsonrpc, modern, protocol, revisions, tools
@@ -50,6 +49,7 @@ from prism.mcp_server.refusals import JSON_RPC, PATH, rate_headers
 from prism.mcp_server.sessions import SessionSigner
 from prism.mcp_server.surfaces import SURFACES
 from prism.oauth.challenge import insufficient_scope_challenge
+from prism.ratelimit.headers import over_limit
 from prism.ratelimit.unavailable import LimiterUnavailable
 from prism.ratelimit.verdict import Verdict
 

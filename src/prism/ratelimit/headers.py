@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from prism.errors import RateLimited
 from prism.ratelimit.verdict import Verdict
 
 
@@ -22,3 +23,11 @@ def ratelimit_429_headers(verdict: Verdict) -> dict[str, str]:
         "RateLimit-Reset": str(math.ceil(verdict.reset_after)),
         "Retry-After": str(max(1, verdict.retry_after)),
     }
+
+
+def over_limit(verdict: Verdict, message: str | None = None) -> RateLimited:
+    """The 429 of a request past `verdict`'s ceiling, with Retry-After and RateLimit-*."""
+    error = RateLimited(message or f"rate limit of {verdict.limit} requests per minute reached; retry in "
+                                   f"{verdict.retry_after} s")
+    error.headers = ratelimit_429_headers(verdict)
+    return error
