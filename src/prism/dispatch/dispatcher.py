@@ -195,7 +195,7 @@ class Dispatcher:
         gate = _gate_for(auth, call)
         checks = self._checked(auth, call)
         handler, params, refusal = checks.handler, checks.params, checks.refusal
-        if refusal is None and handler is not None:
+        if refusal is None and handler is not None and handler.limit is not None:  # no coroutine for the others
             refusal = await self._over_limit(auth, handler)
         if refusal is not None:
             if checks.authorized and gate is not None:  # the persona speaks before the arguments do (Gate.refuse)
