@@ -21,7 +21,7 @@ from prism.app import create_app
 from prism.config import Settings
 from prism.oauth import client_documents
 from tests.factories import Factory
-from tests.oauth_support import OAUTH, authorize_params, consent, pkce, query_of
+from tests.oauth_support import OAUTH, authorize_params, consent, field, pkce, query_of, sign_in
 from tests.processes import Server, ServerPool, clean_env
 from tests.test_mcp_clients import MemoryTokens, every_tool, text_of
 from tests.test_mcp_protocol import PATH
@@ -176,3 +176,28 @@ async def test_fetches_count_in_the_addresss_discovery_tier(app: Any, hook_setti
     assert [p.status_code for p in pages] == [303, 303, 400]  # the first two go on to the login page
     assert "temporarily_unavailable" in pages[2].text
     assert receiver.at("/cimd/counted-2.json") == [] and again.status_code == 303
+
+
+async def test_a_document_that_cannot_be_fetched_again_at_consent_shows_its_own_error(
+        hook_client: httpx.AsyncClient, receiver: Receiver, factory: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The consent POST reads the client's registration again: its document expired while the page was open, and
+    the server now answers 500. Neither a code nor the user's answer goes to the client; the page says why."""
+    monkeypatch.setattr(client_documents, "MIN_TTL", 0.0)  # max-age=0 is then kept for no time at all
+    ws = await factory.workspace(roles=("owner",))
+    path = "/cimd/expires-at-consent.json"
+    url = receiver.url(path)
+    expiring = Answer(body=document(url).body, headers={"Content-Type": "application/json",
+                                                        "Cache-Control": "max-age=0"})
+    receiver.script(path, [expiring, expiring, Answer(status=500)])
+    _, challenge = pkce()
+    page = await hook_client.get(f"{OAUTH}/authorize/", params=authorize_params(client_id=url, challenge=challenge,
+                                                                                 redirect_uri=REDIRECT))
+    assert page.status_code == 303 and page.headers["location"].startswith("/login/"), page.text
+    signed = await sign_in(hook_client, ws.emails["owner"], next_path=query_of(page.headers["location"])["next"])
+    page = await hook_client.get(signed.headers["location"])
+    assert page.status_code == 200 and "Metadata client" in page.text, page.text
+    answer = await hook_client.post(f"{OAUTH}/authorize/", data={
+        "csrf_token": field(page.text, "csrf_token"), "request": field(page.text, "request"), "decision": "allow"})
+    assert answer.status_code == 400 and "location" not in answer.headers, answer.text
+    assert "invalid_client" in answer.text and "client metadata document answered HTTP 500" in answer.text
+    assert len(receiver.at(path)) == 3
