@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -87,22 +88,52 @@ async def test_two_entries_with_one_content_hash_are_a_copy(db: Database, factor
     assert not report.valid and "one is a copy" in (report.reason or ""), report
 
 
+def _identical(ws: Workspace, at: datetime | None = None) -> Callable[[datetime, str, str | None, int], EntryDraft]:
+    """A call's draft that says nothing another's does not: one caller, tool, arguments and outcome (and one time,
+    the batch's or `at`)."""
+    def draft_for(batch_time: datetime, outcome: str, error_code: str | None, status: int) -> EntryDraft:
+        return EntryDraft(ws.org.id, ws.tenant.id, at or batch_time, None, None, "rest", "prism_whoami",
+                          "prism_whoami", "0" * 64, outcome, error_code, {"status": status, "request_id": "fixed"})
+    return draft_for
+
+
+async def _hashes_and_nonces(db: Database, org_id: str) -> list[tuple[str, str | None]]:
+    async with db.read() as s:
+        rows = (await s.execute(select(audit_entries.c.entry_hash, audit_entries.c.detail)
+                                .where(audit_entries.c.organization_id == org_id))).all()
+    return [(r.entry_hash, r.detail.get("nonce")) for r in rows]
+
+
 async def test_identical_calls_of_one_batch_are_entries_with_hashes_of_their_own(
         db: Database, factory: Factory, settings: Settings) -> None:
     ws = await factory.workspace(roles=("owner",))
     writer = LedgerWriter(db, settings)
-
-    def draft_for(at: datetime, outcome: str, error_code: str | None, status: int) -> EntryDraft:
-        return EntryDraft(ws.org.id, ws.tenant.id, at, None, None, "rest", "prism_whoami", "prism_whoami",
-                          "0" * 64, outcome, error_code, {"status": status})
-
     try:
-        await asyncio.gather(*(writer.record(ws.org.id, draft_for) for _ in range(3)))
+        await asyncio.gather(*(writer.record(ws.org.id, _identical(ws)) for _ in range(3)))
     finally:
         await writer.close()
     async with db.read() as s:
-        rows = (await s.execute(select(audit_entries.c.entry_hash, audit_entries.c.detail, audit_entries.c.created_at)
-                                .where(audit_entries.c.organization_id == ws.org.id))).all()
-    assert len({r.created_at for r in rows}) == 1, "one batch"
-    assert len({r.entry_hash for r in rows}) == 3 and sorted(r.detail.get("repeat", 0) for r in rows) == [0, 1, 2]
+        times = (await s.execute(select(audit_entries.c.created_at)
+                                 .where(audit_entries.c.organization_id == ws.org.id))).scalars().all()
+    assert len(times) == 3 and len(set(times)) == 1, "one batch"
+    entries = await _hashes_and_nonces(db, ws.org.id)
+    assert len({digest for digest, _ in entries}) == 3 and len({nonce for _, nonce in entries}) == 3
     assert (await verified(db, ws.org.id)).valid
+
+
+async def test_identical_calls_of_two_processes_in_one_microsecond_are_entries_with_hashes_of_their_own(
+        db: Database, factory: Factory, settings: Settings) -> None:
+    """Two processes each have their own ledger writer; one client-chosen request id, one microsecond."""
+    ws = await factory.workspace(roles=("owner",))
+    at = utcnow()
+    writers = [LedgerWriter(db, settings), LedgerWriter(db, settings)]
+    try:
+        for writer in writers:
+            await writer.record(ws.org.id, _identical(ws, at))
+    finally:
+        for writer in writers:
+            await writer.close()
+    entries = await _hashes_and_nonces(db, ws.org.id)
+    assert len(entries) == 2 and entries[0][0] != entries[1][0]
+    report = await verified(db, ws.org.id)
+    assert report.valid, report

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -231,8 +232,8 @@ class LedgerWriter:
             # then made once per batch rather than once per entry.
             appended_at = utcnow()
             appended_iso = iso(appended_at)
+            batch_nonce = secrets.token_hex(8)
             rows: list[dict[str, Any]] = []
-            batch_hashes: set[str] = set()
             for i, unit in enumerate(batch):
                 if unit.organization_id not in logs:  # the organization is gone: nothing may run unaudited
                     outcomes[i] = (None, PrismError("organization has no audit chain",
@@ -249,12 +250,13 @@ class LedgerWriter:
                 draft = (unit.draft_for(appended_at, "allowed", None, 200) if error is None else
                          unit.draft_for(appended_at, "refused", getattr(error, "code", "internal_error"),
                                         getattr(error, "status", 500)))
+                # Identical calls (one time, caller, tool, arguments, outcome and request id: a client may send its
+                # own X-Request-ID twice) would otherwise be entries with one content hash, in one batch or in two
+                # processes' batches of one microsecond, and verification takes two such entries for a copy.
+                draft.detail = {**draft.detail, "nonce": f"{batch_nonce}{i:x}"}
                 # The batch's ISO text is the draft's own only if the draft took the batch's time.
                 row = content_of(draft, appended_iso if draft.created_at is appended_at else None)
                 digest = content_hash(row)
-                if digest in batch_hashes:
-                    digest = _told_apart(row, batch_hashes)
-                batch_hashes.add(digest)
                 # The hashed content becomes the row: the column takes the datetime, not the hashed text.
                 row.update(created_at=draft.created_at, entry_hash=digest, seq=None, mac=None)
                 rows.append(row)
@@ -350,20 +352,6 @@ async def reserve_entry_ids(session: AsyncSession, count: int) -> list[int]:
         last = (await session.execute(_LAST_ID)).scalar() or 0
         return list(range(last + 1, last + 1 + count))
     return sorted((await session.execute(_NEXT_IDS, {"count": count})).scalars())
-
-
-def _told_apart(row: dict[str, Any], taken: set[str]) -> str:
-    """Identical calls in one batch (one time, caller, tool, arguments, outcome, request id) would be entries with
-    one content hash, which verification takes for a copied entry: each repeat says so in its detail (`repeat`:
-    1, 2, …), so that every entry of a log has a hash of its own. Its new content hash."""
-    detail = row["detail"]
-    repeat = 0
-    while True:
-        repeat += 1
-        row["detail"] = {**detail, "repeat": repeat}
-        digest = content_hash(row)
-        if digest not in taken:
-            return digest
 
 
 def _all_running(tasks: list[asyncio.Task[None]]) -> bool:
