@@ -46,7 +46,7 @@ def hook(events: tuple[str, ...] = (), **filters: list[str]) -> ActiveWebhook:
     (hook(ai_system_ids=["sys-1"]), "governance.oversight.requested", {"status": "pending"}, False),
 ])
 def test_matching_matrix(webhook: ActiveWebhook, event_type: str, data: dict[str, Any], expected: bool) -> None:
-    assert matches(webhook, event_type, data) is expected
+    assert matches(webhook.events, webhook.filters, event_type, data) is expected
 
 
 async def _emit(db: Database, ws: Workspace, event_type: str, data: dict[str, Any]) -> str:

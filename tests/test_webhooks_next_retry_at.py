@@ -71,11 +71,13 @@ async def test_every_delivery_still_to_be_sent_says_when_it_is_tried_next(
         one = await hook_client.get(f"{BASE}{hook['id']}/deliveries/{pending[0]['id']}/", headers=ws.headers())
         assert one.status_code == 200 and close_to(one.json()["next_retry_at"], lease_end), one.text
 
-        # Switched off: none of them will be sent (a worker reaching them makes them FAILED), so no time is given.
+        # Switched off: none of them will be sent, so no time is given. Those no worker holds are FAILED unsent at
+        # once; those the lost worker holds stay as they are until a worker reaches them (and makes them FAILED).
         switched = await hook_client.patch(f"{BASE}{hook['id']}/", json={"is_active": False}, headers=ws.headers())
         assert switched.status_code == 200, switched.text
         deliveries = await deliveries_of(hook_client, ws, hook["id"])
-        assert {d["status"] for d in deliveries} == {"pending", "retrying"}
+        assert {d["id"] for d in deliveries if d["status"] == "pending"} == {d["id"] for d in pending}
+        assert {d["status"] for d in deliveries if d["id"] in {r["id"] for r in retrying}} == {"failed"}
         assert all(d["next_retry_at"] is None for d in deliveries), deliveries
     finally:
         # Its deliveries would otherwise be due in the next tests, ahead of theirs.

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import Table, bindparam, insert, literal, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -63,18 +64,27 @@ def _event_value(key: str, data: dict[str, Any]) -> Any:
     return None
 
 
-def matches(webhook: ActiveWebhook, event_type: str, data: dict[str, Any]) -> bool:
+def matches(events: Collection[str], filters: dict[str, list[str]], event_type: str, data: dict[str, Any]) -> bool:
     """`events` (empty: every governance type) AND each given filter. An event that lacks the attribute a
     filter names does not match it: a narrowed subscription receives only what provably fits."""
-    if not webhook.wants(event_type):
+    if not subscribes(events, event_type):
         return False
-    for key, allowed in webhook.filters.items():
+    for key, allowed in filters.items():
         if not allowed:
             continue
         value = _event_value(key, data)
         if value is None or str(value) not in allowed:
             return False
     return True
+
+
+def still_wanted(events: Collection[str], filters: dict[str, list[str]] | None, event_type: str,
+                 payload: str | bytes) -> bool:
+    """Whether a webhook subscribed as it is now wants an event fanned out to it earlier (`payload`: the event's
+    envelope as stored). Asked again when the delivery is sent or resent: a subscription narrowed since must keep
+    the event from the receiver, whoever points the webhook elsewhere after (docs/webhooks.md)."""
+    data = orjson.loads(payload).get("data")
+    return matches(events, filters or {}, event_type, data if isinstance(data, dict) else {})
 
 
 async def active_webhooks(session: AsyncSession, organization_ids: Iterable[str]) -> dict[str, list[ActiveWebhook]]:
@@ -125,7 +135,7 @@ async def fan_out(session: AsyncSession, *, organization_id: str, event_id: str,
     """Write one PENDING delivery per matching webhook; returns the ids given to them (a webhook that stopped
     being active meanwhile gets none, and its id names no row)."""
     hooks = (await active_webhooks(session, [organization_id]))[organization_id]
-    targets = [h.id for h in hooks if matches(h, event_type, data)]
+    targets = [h.id for h in hooks if matches(h.events, h.filters, event_type, data)]
     if not targets:
         return []
     rows = [{"delivery_id": new_delivery_id(), "webhook_id": webhook_id, "organization": organization_id,

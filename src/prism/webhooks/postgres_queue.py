@@ -69,8 +69,9 @@ def _claim_statement() -> Any:
             .values(claimed_by=bindparam("b_me", type_=String()),
                     claimed_until=until)
             .returning(d.id, d.webhook_id, d.event_type, d.attempt_count, d.is_test, d.claimed_until, _EVENTS.c.payload,
-                       _WEBHOOKS.c.url, _WEBHOOKS.c.sealed, _WEBHOOKS.c.is_active, _WEBHOOKS.c.max_retries,
-                       _WEBHOOKS.c.retry_delay_seconds, _WEBHOOKS.c.timeout_seconds))
+                       _WEBHOOKS.c.url, _WEBHOOKS.c.sealed, _WEBHOOKS.c.is_active, _WEBHOOKS.c.events,
+                       _WEBHOOKS.c.filters, _WEBHOOKS.c.max_retries, _WEBHOOKS.c.retry_delay_seconds,
+                       _WEBHOOKS.c.timeout_seconds))
 
 
 def _record_successes_statement() -> Any:

@@ -4,12 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.errors import NotFound
 from prism.tenancy.repository import OrgRepository, text_search
 from prism.webhooks.models import Webhook, WebhookDelivery
+
+# Why a delivery of a switched-off webhook, or of an event its subscription no longer wants, ends unsent.
+NOT_SENT_INACTIVE = "webhook is inactive: not sent"
+NOT_SENT_UNSUBSCRIBED = "the webhook no longer subscribes to this event: not sent"
+
+
+async def fail_unsent(session: AsyncSession, webhook_id: str, now: Any) -> None:
+    """A webhook switched off: its deliveries still to send become FAILED unsent now, so that switching it back on
+    before a worker reaches them does not send them (docs/webhooks.md). One a worker is sending (leased until after
+    `now`: a datetime, or the database clock's expression) is left to its worker, which finds the webhook off when
+    it next claims it. The last attempt's status code and answer are kept."""
+    await session.execute(update(WebhookDelivery).where(
+        WebhookDelivery.webhook_id == webhook_id, WebhookDelivery.due_at.is_not(None),
+        WebhookDelivery.claimed_until.is_(None) | (WebhookDelivery.claimed_until < now),
+    ).values(status="failed", due_at=None, error_message=NOT_SENT_INACTIVE, claimed_by=None, claimed_until=None))
 
 
 class Webhooks(OrgRepository[Webhook]):

@@ -9,7 +9,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete
+from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.context import AuthContext
@@ -21,10 +21,11 @@ from prism.kit.outbound import OutboundUrlRefused, check_url
 from prism.kit.paging import envelope
 from prism.kit.secret import MASK
 from prism.kit.timeutil import iso, utcnow
+from prism.models import OutboxEvent
 from prism.registry.mega_tools import SCOPE_OF_CLASS, scopes_allow
-from prism.webhooks.matching import forget_active_webhooks, new_delivery_id, subscribes
+from prism.webhooks.matching import forget_active_webhooks, new_delivery_id, still_wanted, subscribes
 from prism.webhooks.models import Webhook, WebhookDelivery
-from prism.webhooks.repository import Deliveries, Webhooks, paged
+from prism.webhooks.repository import Deliveries, Webhooks, fail_unsent, paged
 from prism.webhooks.schemas import (
     MAX_RETRIES,
     DeliveryQuery,
@@ -216,6 +217,8 @@ async def update_webhook(session: AsyncSession, auth: AuthContext, settings: Set
         row.sealed = seal(settings, row.id, secret, headers)
         row.header_names = list(headers)
     if body.is_active is not None:
+        if row.is_active and not body.is_active:
+            await fail_unsent(session, row.id, utcnow())
         row.is_active = body.is_active
         if body.is_active:  # switched back on by a person: the automatic deactivation is forgiven
             row.deactivated_reason = None
@@ -288,6 +291,10 @@ def _pending(organization_id: str, webhook_id: str, event_id: str, event_type: s
                            response_body="", is_test=is_test, due_at=now, created_at=now)
 
 
+async def _payload_of(session: AsyncSession, event_id: str) -> str:
+    return str((await session.execute(select(OutboxEvent.payload).where(OutboxEvent.id == event_id))).scalar_one())
+
+
 def refuse_inactive(webhook: Webhook, to_do: str) -> None:
     """A test event or a resend to a switched-off webhook is refused rather than queued: SPEC.md says inactive
     webhooks never deliver, so the worker would only make it FAILED unsent. A state conflict, as a resend of an
@@ -337,6 +344,10 @@ async def resend_delivery(session: AsyncSession, auth: AuthContext, webhook_id: 
     if not subscribes(webhook.events, original.event_type):
         raise Conflict(f"this webhook no longer subscribes to {original.event_type}, so this delivery cannot be "
                        "resent: subscribe it to that event type again first", code="event_not_subscribed")
+    if not original.is_test and not still_wanted(webhook.events, webhook.filters, original.event_type,
+                                                 await _payload_of(session, original.event_id)):
+        raise Conflict("this webhook's filters no longer let this event through, so this delivery cannot be resent: "
+                       "widen them again first", code="event_not_subscribed")
     delivery = _pending(auth.organization_id, webhook_id, original.event_id, original.event_type,
                         is_test=original.is_test)
     session.add(delivery)

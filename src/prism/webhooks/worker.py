@@ -52,7 +52,9 @@ from prism.storage import Database, unavailable_error
 from prism.storage.errors import RETRY_AFTER_SECONDS
 from prism.webhooks import postgres_queue, signal
 from prism.webhooks.claim_order import fair_pick_ranking_all
+from prism.webhooks.matching import still_wanted
 from prism.webhooks.models import Webhook, WebhookDelivery
+from prism.webhooks.repository import NOT_SENT_INACTIVE, NOT_SENT_UNSUBSCRIBED, fail_unsent
 from prism.webhooks.sender import Attempt, attempt, delivery_headers
 from prism.webhooks.signing import SealBroken, unseal
 
@@ -105,6 +107,8 @@ class Job:
     url: str
     sealed: str
     is_active: bool
+    events: list[str]  # the webhook's subscription when the delivery was claimed
+    filters: dict[str, list[str]] | None
     max_retries: int
     retry_delay_seconds: int
     timeout_seconds: int
@@ -114,7 +118,8 @@ class Job:
 def _job(row: Any, leased_until: datetime) -> Job:
     return Job(delivery_id=row.id, webhook_id=row.webhook_id, event_type=row.event_type,
                attempt_count=row.attempt_count, is_test=row.is_test, payload=row.payload.encode(), url=row.url,
-               sealed=row.sealed, is_active=row.is_active, max_retries=row.max_retries,
+               sealed=row.sealed, is_active=row.is_active, events=row.events or [], filters=row.filters,
+               max_retries=row.max_retries,
                retry_delay_seconds=row.retry_delay_seconds, timeout_seconds=row.timeout_seconds,
                leased_until=leased_until)
 
@@ -277,8 +282,8 @@ class DeliveryWorker:
             rows = (await session.execute(
                 select(WebhookDelivery.id, WebhookDelivery.webhook_id, WebhookDelivery.event_type,
                        WebhookDelivery.attempt_count, WebhookDelivery.is_test, OutboxEvent.payload, Webhook.url,
-                       Webhook.sealed, Webhook.is_active, Webhook.max_retries, Webhook.retry_delay_seconds,
-                       Webhook.timeout_seconds)
+                       Webhook.sealed, Webhook.is_active, Webhook.events, Webhook.filters, Webhook.max_retries,
+                       Webhook.retry_delay_seconds, Webhook.timeout_seconds)
                 .join(Webhook, Webhook.id == WebhookDelivery.webhook_id)
                 .join(OutboxEvent, OutboxEvent.id == WebhookDelivery.event_id)
                 .where(WebhookDelivery.id.in_(ids)))).all()
@@ -314,7 +319,10 @@ class DeliveryWorker:
     async def _send(self, job: Job) -> tuple[Attempt, bool]:
         """The attempt's outcome, and whether it counts as an attempt (nothing sent does not)."""
         if not job.is_active:  # test events included: an inactive webhook never delivers (SPEC.md)
-            return Attempt(False, None, "", "webhook is inactive: not sent", None), False
+            return Attempt(False, None, "", NOT_SENT_INACTIVE, None), False
+        # A test event is addressed to its webhook whatever it subscribes to; any other must still be wanted.
+        if not job.is_test and not still_wanted(job.events, job.filters, job.event_type, job.payload):
+            return Attempt(False, None, "", NOT_SENT_UNSUBSCRIBED, None), False
         try:
             secret, custom = unseal(self.settings, job.webhook_id, job.sealed)
         except SealBroken as exc:
@@ -475,15 +483,19 @@ class DeliveryWorker:
         where = Webhook.id == job.webhook_id
         if status != "failed" or not job.is_active:
             return
+        now = func.now() if self._database_clock else self.clock()
         if gone:
             await session.execute(update(Webhook).where(where).values(
                 is_active=False, deactivated_reason="the receiver answered 410 Gone", updated_at=self.clock()))
+            await fail_unsent(session, job.webhook_id, now)
             return
         await session.execute(update(Webhook).where(where)
                               .values(consecutive_failures=Webhook.consecutive_failures + 1))
         limit = self.settings.webhook_deactivate_after_failures
         if limit > 0:
-            await session.execute(update(Webhook).where(where, Webhook.consecutive_failures >= limit,
-                                                        Webhook.is_active.is_(True)).values(
+            switched_off = await session.execute(update(Webhook).where(
+                where, Webhook.consecutive_failures >= limit, Webhook.is_active.is_(True)).values(
                 is_active=False, updated_at=self.clock(),
                 deactivated_reason=f"{limit} consecutive deliveries failed"))
+            if getattr(switched_off, "rowcount", 0) == 1:
+                await fail_unsent(session, job.webhook_id, now)

@@ -82,7 +82,8 @@ async def create_webhook(call: HandlerCall, p: WebhookCreateParams) -> dict[str,
 
 
 @app.handler("config_manage", "webhook", "update", params=WebhookUpdateParams, scope="write", permission=CHANGE,
-             keywords=KEYWORDS, description="Change a webhook: only the fields given (null puts a default back).",
+             keywords=KEYWORDS, description="Change a webhook: only the fields given (null clears the description, "
+             "events, filters or custom headers; other fields refuse null).",
              prepare=_check_receiver)
 async def update_webhook(call: HandlerCall, p: WebhookUpdateParams) -> dict[str, Any]:
     body = WebhookUpdate.model_validate(p.model_dump(exclude_unset=True, exclude={"id"}))
