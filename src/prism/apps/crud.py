@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, create_model
 from sqlalchemy import Select, func, select
 
-from prism.apps.params import DeleteParams, ListParams, Params, ReadParams
+from prism.apps.params import DeleteParams, ListParams, OrderedListParams, Params, ReadParams
 from prism.apps.sums import exact_sum, total
 from prism.config import Settings
 from prism.errors import InvalidArguments
@@ -42,7 +42,7 @@ class Entity:
     model: type[Base]
     name: str
     plural: str
-    list_params: type[ListParams]
+    list_params: type[OrderedListParams]  # with `search` (ListParams) exactly when `search` names columns
     search: tuple[str, ...]
     orderable: tuple[str, ...]
     default_ordering: str
@@ -92,7 +92,7 @@ def _condition(model: type[Base], name: str, value: Any) -> Any:
     return getattr(model, name) == value
 
 
-def count_params(list_params: type[ListParams]) -> type[Params]:
+def count_params(list_params: type[OrderedListParams]) -> type[Params]:
     """The list filters without paging and ordering (count, breakdown)."""
     fields: dict[str, Any] = {name: (f.annotation, f) for name, f in list_params.model_fields.items()
                               if name not in _PAGING}
@@ -111,6 +111,9 @@ def _fields(model: type[BaseModel]) -> str:
 
 def crud(app: HandlerApp, e: Entity) -> None:
     """Declare the standard handlers of one entity."""
+    if bool(e.search) != ("search" in e.list_params.model_fields):
+        # A search over no column would match every row: the term would be taken and silently ignored.
+        raise ValueError(f"{e.name}: its list parameters take `search` exactly when `search` names columns")
     n, many = e.name, e.plural
     one = n.replace("_", " ")
     kw = e.keywords

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from prism.apps.params import ListParams, Params
+from prism.apps.params import ListParams, OrderedListParams, Params
 from prism.kit.validation import Moment
 
 Priority = Literal["low", "medium", "high", "urgent"]
@@ -74,7 +74,7 @@ class WorkOrderUpdate(Params):
     due_date: date | None = Field(None, description="Date the work should be done by.")
 
 
-class WorkOrderPartList(ListParams):
+class WorkOrderPartList(OrderedListParams):  # a part issued has no text to search
     work_order_id: str | None = Field(None, max_length=64, description="Only parts issued to this work order.")
     spare_part_id: str | None = Field(None, max_length=64, description="Only issues of this spare part.")
 
