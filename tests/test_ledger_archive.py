@@ -303,8 +303,7 @@ async def test_a_prune_committing_during_a_verification_is_not_reported_as_a_cut
     keys = ledger_keys()
 
     async def prune() -> None:
-        async with db.write() as other:
-            await archive(other, ws.org.id, keys, through=10, out=tmp_path / "first.jsonl", prune=True)
+        await archive(db, ws.org.id, keys, through=10, out=tmp_path / "first.jsonl", prune=True)
 
     async with db.read() as session:
         report = await verify_log(cast(AsyncSession, _PruneBeforeTheEntries(session, prune)), ws.org.id, keys)

@@ -96,8 +96,7 @@ async def test_a_log_deleted_up_to_the_checkpoint_a_verification_starts_from_is_
 async def test_a_real_prune_verifies_and_one_made_before_attested_prunes_is_attested_by_the_upgrade(
         client: httpx.AsyncClient, factory: Factory, db: Database, tmp_path: Path) -> None:
     ws = await sealed_log(client, factory, db, calls=4)
-    async with db.write() as s:
-        await archive(s, ws.org.id, ledger_keys(), through=3, out=tmp_path / "a.jsonl", prune=True)
+    await archive(db, ws.org.id, ledger_keys(), through=3, out=tmp_path / "a.jsonl", prune=True)
     await _more_calls(client, db, ws, 2)
     assert (await _report(db, ws.org.id)).valid
     async with db.write() as s:  # as a Prism before attested prunes left it

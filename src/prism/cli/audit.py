@@ -19,7 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.cli.output import JSON_OPT, USAGE_EXIT, emit, fail
 from prism.cli.preflight import load_settings
-from prism.cli.transaction import in_transaction
+from prism.cli.transaction import in_transaction, on_database
+from prism.config import Settings
 from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.kit.numbers import whole_number
 from prism.ledger.archive import archive, archive_name, retention_cut
@@ -293,12 +294,13 @@ def audit_archive(tenant: str = typer.Option(..., "--tenant"),
     """Write the log's entries through --through, with the signed checkpoint of exactly them, to a file."""
     keys = _ledger_keys(as_json)
 
-    async def work(session: AsyncSession) -> dict[str, Any]:
-        organization = await _one_organization(session, tenant, org)
-        result = await archive(session, organization.id, keys, through=through, out=out, prune=prune)
+    async def work(db: Database, _: Settings) -> dict[str, Any]:
+        async with db.read() as session:
+            organization = await _one_organization(session, tenant, org)
+        result = await archive(db, organization.id, keys, through=through, out=out, prune=prune)
         return {"organization": organization.slug, **result.as_dict()}
 
-    out_ = _run(as_json, work, read_only=False)  # it holds the log's head: nothing is sealed while it reads
+    out_ = on_database(as_json, work)  # read, then written only to prune
     emit(as_json, out_, _archived_line(out_))
 
 
@@ -336,26 +338,27 @@ def audit_retain(tenant: str = typer.Option(..., "--tenant"),
     if not is_directory:
         fail(as_json, InvalidArguments(f"{archive_dir} is not a directory", code="archive_dir_not_found"))
 
-    async def work(session: AsyncSession) -> dict[str, Any]:
-        t = await require_tenant(session, tenant)
+    async def work(db: Database, _: Settings) -> dict[str, Any]:
+        async with db.read() as session:
+            organizations = [(o.id, o.slug, o.audit_retention_days)
+                             for o in await list_organizations(session, await require_tenant(session, tenant))]
         results = []
-        for organization in await list_organizations(session, t):
-            days = organization.audit_retention_days
+        # One organization at a time, each in transactions of its own: an organization's refusal leaves the others'
+        # archives in place, and no transaction holds the others' writers while a log is verified.
+        for organization_id, slug, days in organizations:
             if days is None:
                 continue
-            # Its own savepoint: one organization's refusal leaves the others' archives in place.
             try:
-                async with session.begin_nested():
-                    result = await _retain_one(session, organization.id, days, keys, archive_dir,
-                                               settings.audit_checkpoint_interval_seconds)
+                result = await _retain_one(db, organization_id, days, keys, archive_dir,
+                                           settings.audit_checkpoint_interval_seconds)
             except PrismError as exc:
                 result = {"error": exc.code, "message": exc.message}
             except (BrokenLog, MalformedCheckpoint) as exc:  # a log this process cannot seal or read: the others go on
                 result = {"error": "log_broken", "message": str(exc)}
-            results.append({"organization": organization.slug, "organization_id": organization.id, **result})
+            results.append({"organization": slug, "organization_id": organization_id, **result})
         return {"tenant": tenant, "logs": results}
 
-    out = _run(as_json, work, read_only=False)
+    out = on_database(as_json, work)
     emit(as_json, out, "\n".join(
         f"{r['organization']}: error: {r['message']} ({r['error']})" if "error" in r
         else _archived_line(r) if r["file"] else f"{r['organization']}: nothing older than its retention"
@@ -364,17 +367,20 @@ def audit_retain(tenant: str = typer.Option(..., "--tenant"),
         raise typer.Exit(1)
 
 
-async def _retain_one(session: AsyncSession, organization_id: str, days: int, keys: LedgerKeys, archive_dir: Path,
+async def _retain_one(db: Database, organization_id: str, days: int, keys: LedgerKeys, archive_dir: Path,
                       checkpoint_every: float) -> dict[str, Any]:
-    while await seal(session, organization_id, keys, checkpoint_every=checkpoint_every) == SEAL_LIMIT:
-        pass  # entries still waiting are sealed first: old ones must not be left behind the archive
-    through = await retention_cut(session, organization_id, days)
-    pruned = (await session.execute(select(audit_heads.c.pruned_through).where(
-        audit_heads.c.organization_id == organization_id))).scalar()
+    while True:  # entries still waiting are sealed first: old ones must not be left behind the archive
+        async with db.write() as session:
+            if await seal(session, organization_id, keys, checkpoint_every=checkpoint_every) < SEAL_LIMIT:
+                break
+    async with db.read() as session:
+        through = await retention_cut(session, organization_id, days)
+        pruned = (await session.execute(select(audit_heads.c.pruned_through).where(
+            audit_heads.c.organization_id == organization_id))).scalar()
     if pruned is None or through <= pruned:
         return {"file": None}
     out = archive_dir / archive_name(organization_id, pruned + 1, through)
-    result = await archive(session, organization_id, keys, through=through, out=out, prune=True)
+    result = await archive(db, organization_id, keys, through=through, out=out, prune=True)
     return result.as_dict()
 
 
