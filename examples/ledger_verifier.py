@@ -369,8 +369,14 @@ def starting_tree(start: Any, first: int, key: Ed25519PublicKey, origin: str) ->
 
 def strict_json(raw: bytes | str) -> Any:
     """JSON as RFC 8259 has it: no NaN or Infinity (Python's json takes them), no object with a key twice (Python
-    keeps the last, other readers the first: two readers of one document would check different values)."""
-    return json.loads(raw, parse_constant=_not_json, object_pairs_hook=_unique_keys)
+    keeps the last, other readers the first: two readers of one document would check different values), no lone
+    UTF-16 surrogate in a string (Python's json reads `"\\ud800"`; it is not Unicode text, and no Prism wrote it)."""
+    value = json.loads(raw, parse_constant=_not_json, object_pairs_hook=_unique_keys)
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise ValueError("a string holds a lone UTF-16 surrogate, which is not Unicode text") from None
+    return value
 
 
 def _not_json(constant: str) -> Any:

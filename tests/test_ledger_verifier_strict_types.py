@@ -127,3 +127,18 @@ async def test_an_archive_with_a_field_of_another_type_is_rejected(
     for number, (case, (lines, naming)) in enumerate(forged.items()):
         out = rejected("archive", saved_lines(tmp_path / f"forged{number}.jsonl", lines))
         assert naming in out, (case, out)
+
+
+async def test_a_lone_surrogate_in_a_checkpoint_or_an_archive_is_rejected_not_a_traceback(
+        database_url: str, ws: Workspace, tmp_path: Path) -> None:
+    """Python's json reads an escaped lone surrogate; encoding it again raised UnicodeEncodeError out of the
+    verifier."""
+    signed = document(database_url, "checkpoint", "--tenant", ws.tenant.subdomain)
+    raw = json.dumps(signed).replace('"timestamp": "', '"timestamp": "\\ud800', 1)
+    (tmp_path / "cp.json").write_text(raw)
+    assert "surrogate" in rejected("checkpoint", tmp_path / "cp.json")
+    archived(database_url, ws, 12, tmp_path / "a.jsonl")
+    lines = (tmp_path / "a.jsonl").read_text().splitlines()
+    lines[3] = lines[3].replace('"door":"', '"door":"\\udc00', 1)
+    (tmp_path / "forged.jsonl").write_text("\n".join(lines) + "\n")
+    assert "surrogate" in rejected("archive", tmp_path / "forged.jsonl")
