@@ -77,8 +77,8 @@ class Recorder:
             Route("/{path:path}", self.handle, methods=["GET", "PUT", "POST", "DELETE", "PATCH", "HEAD"])])
 
 
-@pytest.fixture
-async def recorder(tls: TlsFiles) -> AsyncIterator[Recorder]:
+@pytest.fixture(name="recorder")
+async def recorder_fixture(tls: TlsFiles) -> AsyncIterator[Recorder]:
     running = RunningService(Recorder(), tls)  # type: ignore[arg-type]  # duck-typed: app() and port
     yield await running.start()  # type: ignore[misc]
     await running.stop()

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from prism.integrations.openapi import DESCRIPTION_CHARS, MAX_SCHEMA_DEPTH
-from prism.integrations.upstream import UpstreamError
+from prism.integrations.upstream_error import UpstreamError
 
 # Far above real servers' lists (tens to a few hundred tools, a few KB each: GitHub's MCP server lists about 100
 # tools in about 100 KB).

@@ -37,10 +37,10 @@ from prism.integrations.upstream import (
     EXCERPT,
     MAX_RESPONSE,
     USER_AGENT,
-    UpstreamError,
     issued_token,
     unpassable_refusal,
 )
+from prism.integrations.upstream_error import UpstreamError
 from prism.kit.canonical import digest
 from prism.kit.outbound import OutboundClient, check_url, ssl_context
 from prism.kit.timeutil import utcnow

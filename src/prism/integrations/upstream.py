@@ -20,12 +20,15 @@ from weakref import WeakKeyDictionary
 import orjson
 
 from prism.config import Settings
-from prism.errors import InvalidArguments, PrismError
+from prism.errors import InvalidArguments
 from prism.integrations import serialize
 from prism.integrations.call_records import connection_for, keep_record
 from prism.integrations.credentials import Credential, open_secret
+from prism.integrations.failures import without_credentials
 from prism.integrations.openapi import offered_header
+from prism.integrations.upstream_error import UpstreamError
 from prism.kit.canonical import digest
+from prism.kit.header_values import sendable
 from prism.kit.outbound import OutboundAnswer, OutboundClient, OutboundFailed, OutboundTimeout
 from prism.registry import AfterCommit, HandlerCall
 
@@ -41,10 +44,6 @@ RETRY_DELAYS = (0.2, 0.5)
 USER_AGENT = "Prism-Integration/1.0"
 # Path parameter values a URL resolves away (`a/../b` is `b`), or that make `//`: never sent.
 DOT_SEGMENTS = frozenset({"", ".", ".."})
-
-
-class UpstreamError(PrismError):
-    """The upstream answered with an error, could not be reached, or took too long."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +83,11 @@ def build_request(operation: dict[str, Any], base_url: str, arguments: dict[str,
         elif parameter["in"] == "query":
             query += serialize.query_pairs(parameter, value)
         elif offered_header(parameter["name"]):  # as when it was imported, unless it was stored before the rule
-            headers[parameter["name"]] = serialize.header_value(parameter, value)
+            text = serialize.header_value(parameter, value)
+            if not sendable(text):  # the HTTP client would refuse it on every attempt, as if the upstream were down
+                raise InvalidArguments(f"{parameter['arg']}: a header value cannot hold a control character",
+                                       field=parameter["arg"])
+            headers[parameter["name"]] = text
     body = b""
     spec = operation.get("body")
     if spec is not None and spec["arg"] in arguments:
@@ -180,9 +183,11 @@ async def send(settings: Settings, connection_id: str, credential: Credential, r
     attempts, answer, error, timed_out = 0, None, "", False
     retries = RETRY_DELAYS if request.method in IDEMPOTENT else ()
     client = shared_client(settings)
+    # A failure's text may name the URL (aiohttp's do, with its query string): it reaches the caller and the record.
+    urls = (request.url, str(credential.settings.get("token_url") or ""))
     for delay in (*retries, None):
         attempts += 1
-        answer, error, timed_out = None, "", False
+        answer, error, timed_out, bearer = None, "", False, None
         try:
             bearer = (await _oauth_token(client, connection_id, credential, timeout_seconds)
                       if credential.kind == "oauth2_client_credentials" else None)
@@ -192,10 +197,10 @@ async def send(settings: Settings, connection_id: str, credential: Credential, r
                                        read_at_most=MAX_RESPONSE, encoded=True)
             answer = replace(answer, body=credential.withheld(answer.body, bearer))
         except OutboundTimeout as exc:
-            error, timed_out = str(exc), True
+            error, timed_out = without_credentials(str(exc), urls=urls, credential=credential, bearer=bearer), True
             break  # the upstream may still be working on it: a timeout is not retried
         except OutboundFailed as exc:
-            error = str(exc)
+            error = without_credentials(str(exc), urls=urls, credential=credential, bearer=bearer)
         if (answer is not None and answer.status not in RETRY_STATUSES) or delay is None:
             break
         await asyncio.sleep(delay)
@@ -218,7 +223,10 @@ def _decoded(answer: OutboundAnswer) -> Any:
             return orjson.loads(answer.body)
         except orjson.JSONDecodeError:
             pass
-    return answer.body.decode(_charset(answer.headers.get("content-type", "")), errors="replace")
+    try:
+        return answer.body.decode(_charset(answer.headers.get("content-type", "")), errors="replace")
+    except (LookupError, UnicodeError, ValueError):  # a codec that decodes no text (base64, rot13, undefined, idna)
+        return answer.body.decode("utf-8", errors="replace")
 
 
 def _charset(content_type: str) -> str:
@@ -228,7 +236,7 @@ def _charset(content_type: str) -> str:
         if key.lower() == "charset":
             try:
                 return codecs.lookup(value.strip().strip('"')).name
-            except LookupError:
+            except (LookupError, UnicodeError):  # unknown, or not even ASCII
                 break
     return "utf-8"
 

@@ -144,7 +144,10 @@ def _send(settings: Settings, endpoint: Endpoint, method: str, path: str, query:
                                       ca_bundle=settings.webhook_ca_bundle, max_connections=1) as client:
                 answer = await client.send(method, url, headers=headers, body=content,
                                            timeout_seconds=float(timeout_seconds), read_at_most=MAX_RESPONSE)
-            status_code, content_type, raw = answer.status, answer.headers.get("content-type", ""), answer.body
+            status_code, raw = answer.status, answer.body
+            # Header bytes that are not UTF-8 come as surrogate escapes, which no JSON answer can carry.
+            content_type = answer.headers.get("content-type", "").encode("utf-8", "surrogateescape").decode(
+                "utf-8", "replace")
             if answer.truncated:
                 error = f"response larger than {MAX_RESPONSE} bytes; truncated"
         except OutboundTimeout:
