@@ -140,3 +140,24 @@ async def test_deliveries_pending_when_prism_switches_a_webhook_off_are_not_sent
     clock.advance(120)
     await worker.run_once()
     assert len(receiver.at(path)) == 1
+
+
+async def test_deliveries_ended_unsent_do_not_count_toward_switching_the_webhook_off(
+        hook_client: httpx.AsyncClient, hook_db: Database, hook_settings: Settings, factory: Factory,
+        receiver: Receiver, make_worker: Callable[..., DeliveryWorker]) -> None:
+    ws = await factory.workspace(roles=("owner",))
+    path = unique_path()
+    receiver.script(path, [Answer(503)])
+    hook = await create_hook(hook_client, ws, receiver.url(path), retry_delay_seconds=60,
+                             events=["governance.decision.block"])
+    await emit_decision(hook_db, ws)
+    clock = FakeClock()
+    worker = make_worker(hook_settings.model_copy(update={"webhook_deactivate_after_failures": 1}), clock=clock)
+    delivery = await _retrying(hook_client, ws, hook, worker)
+    await _patched(hook_client, ws, hook, {"events": ["ticket.created"]})
+    clock.advance_to(at(delivery["next_retry_at"]))
+    await worker.run_once()
+    [done] = await deliveries_of(hook_client, ws, hook["id"])
+    assert done["status"] == "failed" and done["error_message"] == NOT_SENT_UNSUBSCRIBED, done
+    kept = (await hook_client.get(f"{BASE}{hook['id']}/", headers=ws.headers())).json()
+    assert kept["is_active"] is True and kept["deactivated_reason"] is None, kept

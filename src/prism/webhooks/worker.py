@@ -458,7 +458,9 @@ class DeliveryWorker:
                 continue
             if hanging:
                 await self._hold(session, job)
-            if not job.is_test:
+            # Only what reached (or tried to reach) the receiver counts toward its failure run: a delivery ended
+            # unsent (its webhook off, its event no longer subscribed, a seal that does not open) says nothing of it.
+            if not job.is_test and values["attempt_count"] > job.attempt_count:
                 await self._account(session, job, values["status"], gone=gone)
 
     async def _hold(self, session: AsyncSession, job: Job) -> None:
