@@ -4,13 +4,14 @@ isolation between users and tenants. The browser run is in test_limits_dashboard
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import httpx
 from sqlalchemy import select
 
 from prism.app import create_app
 from prism.config import Settings
-from prism.models import ApiKey
+from prism.models import ApiKey, AuditEntry, Membership, Role, User
 from prism.storage import Database
 from tests.factories import PASSWORD, Factory
 
@@ -138,3 +139,27 @@ async def test_a_key_revoked_on_the_dashboard_is_refused_at_once_despite_the_cre
             done = await client.post(f"/keys/{key.id}/revoke/", data={"csrf_token": csrf})
             assert done.status_code == 303
             assert (await client.get("/api/v1/dev/me/", headers=ws.headers("member"))).status_code == 401
+
+
+async def test_a_role_without_view_key_is_not_shown_its_keys_and_the_listing_is_audited(
+        app: Any, client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
+    """docs/governance.md: listing one's own keys needs `keys.view_key`, as on the console; the dashboard lists them
+    through the keys handler (audited), not from the database."""
+    ws = await factory.workspace(roles=("owner", "member"))
+    async with db.write() as s:
+        role = Role(tenant_id=ws.tenant.id, name="minter", permissions=["keys.add_key"])
+        s.add(role)
+        await s.flush()
+        user = (await s.execute(select(User).where(User.email == ws.emails["member"]))).scalar_one()
+        (await s.execute(select(Membership).where(Membership.user_id == user.id))).scalar_one().role_id = role.id
+    await sign_in(client, ws.emails["member"])
+    page = await client.get("/keys/")
+    assert page.status_code == 200 and ws.keys["member"][:15] not in page.text and "keys.view_key" in page.text
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=client.base_url) as owner:
+        await sign_in(owner, ws.emails["owner"])
+        page = await owner.get("/keys/")
+    assert ws.keys["owner"][:15] in page.text
+    async with db.read() as s:
+        listed = (await s.execute(select(AuditEntry.coordinate).where(
+            AuditEntry.organization_id == ws.org.id, AuditEntry.coordinate == "config_manage/keys/key/list"))).all()
+    assert listed, "the owner's listing went through the dispatcher"

@@ -29,7 +29,6 @@ from prism.errors import BadRequest, NotFound, PrismError
 from prism.keys.registration import organizations_on_host
 from prism.keys.service import check_tool_surface
 from prism.kit.numbers import whole_number
-from prism.kit.timeutil import iso, utcnow
 from prism.mcp_server.surfaces import SURFACES
 from prism.models import ApiKey, Organization, Tenant, User
 from prism.registry.mega_tools import PLATFORM_SCOPES
@@ -42,58 +41,36 @@ MAX_EXPIRY_DAYS = 3650
 
 
 @dataclass(frozen=True)
-class KeyView:
-    id: str
-    prefix: str
-    name: str
-    scopes: str
-    created_at: str | None
-    last_used_at: str | None
-    expires_at: str | None
-    status: str
-    tool_surface: str | None
-
-
-@dataclass(frozen=True)
 class OrganizationKeys:
     organization: Organization
     tenant: str
-    keys: list[KeyView]
-
-
-def _view(key: ApiKey) -> KeyView:
-    now = utcnow()
-    if key.revoked_at is not None:
-        status = "revoked"
-    elif key.expires_at is not None and key.expires_at <= now:
-        status = "expired"
-    else:
-        status = "active"
-    return KeyView(key.id, key.lookup, key.name, key.scopes, iso(key.created_at), iso(key.last_used_at),
-                   iso(key.expires_at), status, key.tool_surface)
+    keys: list[dict[str, Any]]  # the keys handler's records
+    may_list: bool  # the person's role there has `keys.view_key`
 
 
 def _own_keys(session: AsyncSession, organization: Organization, user: User) -> Any:
     return OrgRepository(session, ApiKey, organization.id, label="key").base().where(ApiKey.user_id == user.id)
 
 
-async def _groups(session: AsyncSession, user: User, request: Request) -> list[OrganizationKeys]:
-    organizations = await organizations_on_host(session, user, host_of(request))
-    tenant_ids = {o.tenant_id for o in organizations}
-    tenants = {t.id: t for t in (await session.execute(select(Tenant).where(Tenant.id.in_(tenant_ids)))).scalars()}
+async def _groups(request: Request, user: User) -> list[OrganizationKeys]:
+    async with request.app.state.db.read() as session:
+        organizations = await organizations_on_host(session, user, host_of(request))
+        tenant_ids = {o.tenant_id for o in organizations}
+        tenants = {t.id: t for t in (await session.execute(select(Tenant).where(Tenant.id.in_(tenant_ids)))).scalars()}
+        callers = [(o, await _caller_in(request, session, user, o)) for o in organizations]
     groups = []
-    for organization in organizations:
-        stmt = _own_keys(session, organization, user).order_by(ApiKey.created_at.desc(), ApiKey.id)
-        keys = [_view(k) for k in (await session.execute(stmt)).scalars()]
+    for organization, caller in callers:
+        # Listed by the keys handler, as on the console: the role's `keys.view_key`, and the listing audited.
+        may_list = caller.may(f"{KEYS}/list", request)
+        keys = (await caller.call(request, f"{KEYS}/list", {"page_size": 100}))["items"] if may_list else []
         tenant = tenants[organization.tenant_id]
-        groups.append(OrganizationKeys(organization, tenant.name or tenant.subdomain, keys))
+        groups.append(OrganizationKeys(organization, tenant.name or tenant.subdomain, keys, may_list))
     return groups
 
 
 async def _page(request: Request, user: User, *, status: int = 200, minted: dict[str, Any] | None = None,
                 error: str | None = None) -> Response:
-    async with request.app.state.db.read() as session:
-        groups = await _groups(session, user, request)
+    groups = await _groups(request, user)
     context = {"user": user, "groups": groups, "scopes": PLATFORM_SCOPES, "surfaces": SURFACES, "error": error,
                "new_key": minted["api_key"] if minted else None,
                "new_key_prefix": minted["prefix"] if minted else None}
