@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -49,15 +50,27 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+    """`time LEVEL logger message key=value…`, one line a record (a traceback follows on lines of its own). What a
+    client sent (a path, a header) may hold a line break once decoded: every control character of the message and
+    the values is written escaped, so that no value can write a line of its own that reads as another record."""
 
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
+        text = f"{self.formatTime(record)} {record.levelname} {record.name} {_escaped(record.getMessage())}"
         fields = getattr(record, "fields", None)
         if fields:
-            text += " " + " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
+            text += " " + " ".join(f"{k}={_escaped(str(v))}" for k, v in fields.items() if v is not None)
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        if record.stack_info:
+            text += "\n" + self.formatStack(record.stack_info)
         return text
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _escaped(text: str) -> str:
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
 
 
 class StdoutHandler(logging.Handler):

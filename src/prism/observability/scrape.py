@@ -27,6 +27,7 @@ from prism.edge.doors import PLAIN, door_routes
 from prism.edge.paths import METRICS_PATH
 from prism.errors import PermissionDenied
 from prism.kit.timeutil import utcnow
+from prism.ratelimit.addresses import ip_of
 from prism.storage import Database
 from prism.webhooks.models import WebhookDelivery
 
@@ -48,11 +49,8 @@ class MetricsAccess:
             # Compared in constant time: how much of a guessed token matched must not show in the timing.
             if hmac.compare_digest(authorization.encode(), self.expected):
                 return True
-        try:
-            ip = ipaddress.ip_address(address)
-        except ValueError:  # "unknown": no peer address
-            return False
-        return any(ip in network for network in self.networks)
+        ip = ip_of(address)  # None for "unknown": no peer address
+        return ip is not None and any(ip in network for network in self.networks)
 
 
 class _Measured:

@@ -39,11 +39,8 @@ class AddressResolver:
         self._trusted = lru_cache(maxsize=1024)(self._is_trusted)
 
     def _is_trusted(self, address: str) -> bool:
-        try:
-            ip = ipaddress.ip_address(address)
-        except ValueError:
-            return False
-        return any(ip in network for network in self.proxies)
+        ip = ip_of(address)
+        return ip is not None and any(ip in network for network in self.proxies)
 
     def resolve(self, peer: str | None, forwarded_for: list[str] | None = None) -> str:
         """`forwarded_for`: every X-Forwarded-For line of the request, in the order received."""
@@ -63,6 +60,17 @@ class AddressResolver:
                 return address
             seen_by = address
         return seen_by
+
+
+def ip_of(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """`address` as an IP address to compare with networks, None when it is none. An IPv4-mapped IPv6 address is
+    the IPv4 address it maps: a server listening on `::` (dual-stack) sees an IPv4 peer as `::ffff:10.0.0.1`,
+    which `10.0.0.0/8` would not contain."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return None
+    return (ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None) or ip
 
 
 def hop_address(hop: str) -> str | None:
