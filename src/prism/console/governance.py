@@ -26,9 +26,13 @@ RISK_LEVELS = ("minimal", "limited", "high", "unacceptable")
 
 async def _show(request: Request, caller: ConsoleCaller, *, status: int = 200, error: str | None = None,
                 notice: str | None = None, form: dict[str, str] | None = None) -> Response:
-    lists = {}
+    # A section the role may not list shows that it may not (None), not a refusal of the whole page: a role that
+    # may plan missions but not read personas still gets its form.
+    lists: dict[str, list[Any] | None] = {}
     for name, coordinate in (("personas", PERSONA), ("ai_systems", AI_SYSTEM), ("missions", MISSION)):
-        lists[name] = (await caller.call(request, f"{coordinate}/list", {"page_size": 100}))["items"]
+        may_list = caller.may(f"{coordinate}/list", request)
+        lists[name] = (await caller.call(request, f"{coordinate}/list", {"page_size": 100}))["items"] if may_list \
+            else None
     return page("console_governance.html", request, caller, PATH, status=status, error=error, notice=notice,
                 form=form or {}, risk_levels=RISK_LEVELS, **lists,
                 may_persona=caller.may(f"{PERSONA}/create", request),
