@@ -28,7 +28,6 @@ from prism.web.browser import read_form, redirect
 
 PATH = "/console/oversight/"
 BASE = "governance_review/governance/oversight_request"
-PRIORITY_ORDER = {"critical": 0, "high": 1, "normal": 2, "low": 3}
 
 
 async def _state(request: Request, caller: ConsoleCaller) -> str:
@@ -51,19 +50,19 @@ def _sla(record: dict[str, Any], now: datetime) -> dict[str, Any]:
 
 async def _inbox(request: Request, caller: ConsoleCaller, *, status: int = 200, error: str | None = None,
                  notice: str | None = None) -> Response:
-    pending = (await caller.call(request, f"{BASE}/list",
-                                 {"status": "pending", "page_size": 100, "ordering": "sla_deadline"}))["items"]
-    recent = (await caller.call(request, f"{BASE}/list", {"page_size": 30, "ordering": "-created_at"}))["items"]
-    decided = [r for r in recent if r["status"] != "pending"]
+    waiting = await caller.call(request, f"{BASE}/list", {"decided": False, "page_size": 100, "ordering": "urgency"})
+    pending = waiting["items"]
+    decided = (await caller.call(request, f"{BASE}/list", {"decided": True, "page_size": 30,
+                                                            "ordering": "-decided_at"}))["items"]
     async with request.app.state.db.read() as session:
         emails = await member_emails(session, caller.auth.organization_id,
                                      {r["requested_by"] for r in pending + decided}
                                      | {r["decided_by"] for r in decided})
     now = utcnow()
-    pending = sorted((_sla(r, now) for r in pending), key=lambda r: (PRIORITY_ORDER.get(r["priority"], 9),
-                                                                       r["sla_deadline"]))
+    pending = [_sla(r, now) for r in pending]
     return page("console_oversight.html", request, caller, PATH, status=status, error=error, notice=notice,
-                pending=pending, decided=decided, emails=emails, state=await _state(request, caller),
+                pending=pending, pending_total=waiting["total"], decided=decided, emails=emails,
+                state=await _state(request, caller),
                 comparisons=await compare(request, caller, pending),
                 may_decide=caller.may(f"{BASE}/approve", request))
 

@@ -194,10 +194,13 @@ class OrgRepository(Generic[M]):
             order = order.nulls_last()
         return stmt.order_by(order, tiebreak.desc() if descending else tiebreak.asc())
 
-    async def page(self, stmt: Select[M], *, page: int, page_size: int, ordering: str | None,
-                   orderable: tuple[str, ...], default_ordering: str) -> dict[str, Any]:
+    async def page(self, stmt: Select[M], *, page: int, page_size: int, ordering: str | None = None,
+                   orderable: tuple[str, ...] = (), default_ordering: str = "-created_at",
+                   order: tuple[Any, ...] = ()) -> dict[str, Any]:
+        """One page of `stmt`, ordered by `ordering` (one of `orderable`), or by `order`, expressions of the
+        caller's own that end in a unique column (an order no single column gives)."""
         total = await self.total(stmt)
-        stmt = self.ordered(stmt, ordering, orderable, default_ordering)
+        stmt = stmt.order_by(*order) if order else self.ordered(stmt, ordering, orderable, default_ordering)
         # The columns a record shows rather than ORM objects: a page is only read, and building, tracking and then
         # reading back an object per row cost about as much again as the row itself (bench/README.md).
         shown = _shown_columns(self.model)

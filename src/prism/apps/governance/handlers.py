@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
+from sqlalchemy import case
 
 from prism.apps import shipped_examples
 from prism.apps.params import ListParams, Params, ReadParams
@@ -235,6 +236,13 @@ async def attach_ai_system(call: HandlerCall, p: AiSystemAttach) -> dict[str, An
 
 class OversightList(ListParams):
     status: Literal["pending", "approved", "rejected", "consumed"] | None = None
+    decided: bool | None = Field(None, description="true: only requests decided (approved, rejected or consumed); "
+                                                    "false: only those still pending.")
+
+
+# `ordering: "urgency"`: the most urgent first, as a person works an inbox (priority, then the SLA deadline).
+_URGENCY = (case({"critical": 0, "high": 1, "normal": 2, "low": 3}, value=OversightRequest.priority, else_=4),
+            OversightRequest.sla_deadline, OversightRequest.id)
 
 
 class Decide(Params):
@@ -251,9 +259,14 @@ async def list_requests(call: HandlerCall, p: OversightList) -> dict[str, Any]:
     stmt = text_search(repo.base(), [OversightRequest.coordinate, OversightRequest.reason], p.search)
     if p.status:
         stmt = stmt.where(OversightRequest.status == p.status)
-    page = await repo.page(stmt, page=p.page, page_size=p.page_size, ordering=p.ordering,
-                           orderable=("created_at", "sla_deadline", "priority"), default_ordering="-created_at")
-    return page
+    if p.decided is not None:
+        stmt = stmt.where((OversightRequest.status != "pending") if p.decided else
+                          (OversightRequest.status == "pending"))
+    if p.ordering == "urgency":
+        return await repo.page(stmt, page=p.page, page_size=p.page_size, order=_URGENCY)
+    return await repo.page(stmt, page=p.page, page_size=p.page_size, ordering=p.ordering,
+                           orderable=("created_at", "sla_deadline", "priority", "decided_at"),
+                           default_ordering="-created_at")
 
 
 @app.handler("governance_review", "oversight_request", "read", params=ReadParams, scope="read",
