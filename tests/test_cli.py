@@ -341,6 +341,11 @@ async def test_a_member_removed_from_an_organization_loses_its_keys_there_and_th
     # The last owner cannot leave: nobody could manage the organization again.
     assert_clean_failure(run_cli("user", "remove-from-org", owner, "--tenant", sub, "--org", ws.org.slug, "--json",
                                  database_url=cli_db), "last_owner")
+    # Nor can they be made anything else first (then removed): the same rule.
+    assert_clean_failure(run_cli("user", "add-to-org", owner, "--tenant", sub, "--org", ws.org.slug, "--role",
+                                 "viewer", "--json", database_url=cli_db), "last_owner")
+    assert run_cli("user", "add-to-org", owner, "--tenant", sub, "--org", ws.org.slug, "--role", "owner", "--json",
+                   database_url=cli_db).returncode == 0  # staying owner changes nothing
     assert (await me(ws.keys["owner"])).status_code == 200
     # Another tenant cannot name this tenant's organization.
     other = await cli_factory.workspace(roles=("owner",))

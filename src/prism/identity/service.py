@@ -70,9 +70,24 @@ async def add_to_organization(session: AsyncSession, user: User, org: Organizati
         membership = Membership(user_id=user.id, organization_id=org.id, role_id=role_row.id)
         session.add(membership)
     else:
+        held = await session.get(Role, membership.role_id)
+        if held is not None and held.name == "owner" and role != "owner":
+            await _keep_an_owner(session, user, org)
         membership.role_id = role_row.id
     await session.flush()
     return membership
+
+
+async def _keep_an_owner(session: AsyncSession, user: User, org: Organization) -> None:
+    """Refuse to take `user`, an owner, out of the owners if they are the last: nobody could manage the
+    organization again. Changes of owners in one organization queue, so that two at once cannot both see the other
+    still there."""
+    await session.execute(select(Organization.id).where(Organization.id == org.id).with_for_update())
+    owners = select(func.count()).select_from(Membership).join(Role, Role.id == Membership.role_id).where(
+        Membership.organization_id == org.id, Role.name == "owner")
+    if (await session.execute(owners)).scalar_one() == 1:
+        raise Conflict(f"{user.email} is the last owner of {org.slug}: make someone else owner first",
+                       code="last_owner")
 
 
 async def remove_from_organization(session: AsyncSession, user: User, org: Organization) -> str:
@@ -84,13 +99,7 @@ async def remove_from_organization(session: AsyncSession, user: User, org: Organ
         raise NotFound(f"{user.email} is not a member of {org.slug}", code="not_a_member")
     membership, role = row
     if role == "owner":
-        # Two owners removed at once must not both see the other still there: removals in one organization queue.
-        await session.execute(select(Organization.id).where(Organization.id == org.id).with_for_update())
-        owners = select(func.count()).select_from(Membership).join(Role, Role.id == Membership.role_id).where(
-            Membership.organization_id == org.id, Role.name == "owner")
-        if (await session.execute(owners)).scalar_one() == 1:
-            raise Conflict(f"{user.email} is the last owner of {org.slug}: make someone else owner first",
-                           code="last_owner")
+        await _keep_an_owner(session, user, org)
     await session.delete(membership)
     await session.flush()
     return str(role)
