@@ -36,8 +36,8 @@ persona_cli = typer.Typer(help="Personas: allow/deny/oversight policies attached
 governance_cli = typer.Typer(help="Governance: the post-hoc audit.", no_args_is_help=True)
 
 
-def _run(as_json: bool, work: Any) -> dict[str, Any]:
-    out: dict[str, Any] = in_transaction(as_json, work)
+def _run(as_json: bool, work: Any, *, read_only: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = in_transaction(as_json, work, read_only=read_only)
     return out
 
 
@@ -102,7 +102,7 @@ def persona_list(tenant: str = TENANT_OPT, org: str | None = ORG_OPT, as_json: b
         _, o = await _organization(session, tenant, org)
         return {"personas": await personas.list_personas(session, o.id)}
 
-    out = _run(as_json, work)
+    out = _run(as_json, work, read_only=True)
     emit(as_json, out, "\n".join(f"{p['name']}\t{p['id']}\tdefault {p['default']}\tdeny {p['deny']}"
                                  + ("\tmission required" if p["require_mission"] else "")
                                  for p in out["personas"]) or "no personas")

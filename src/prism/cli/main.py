@@ -179,7 +179,7 @@ def org_list(tenant: str = typer.Option(..., "--tenant"), as_json: bool = JSON_O
         return {"organizations": [{"id": public_organization_id(o.id), "slug": o.slug, "name": o.name}
                                   for o in orgs]}
 
-    out = in_transaction(as_json, work)
+    out = in_transaction(as_json, work, read_only=True)
     emit(as_json, out, "\n".join(f"{o['slug']}\t{o['id']}\t{o['name']}" for o in out["organizations"]))
 
 

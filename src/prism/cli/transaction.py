@@ -16,6 +16,7 @@ from prism.errors import PrismError
 from prism.ledger.checkpoints import MalformedCheckpoint
 from prism.ledger.sealer import BrokenLog
 from prism.storage import Database
+from prism.storage.errors import is_busy_database
 
 T = TypeVar("T")
 
@@ -57,6 +58,9 @@ def on_database(as_json: bool, work: Callable[[Database, Settings], Awaitable[T]
     except PrismError as exc:
         fail(as_json, exc, exit_code=USAGE_EXIT if isinstance(exc, usage_errors) else 1)
     except DBAPIError as exc:
+        if is_busy_database(exc):  # another process held the write lock past the busy timeout: not the schema
+            fail(as_json, PrismError("the database is busy (another process holds its write lock); try again "
+                                     "shortly", code="database_unavailable"))
         error = database_error(url, exc.orig)
         if error.code == "database_error":  # most often a schema older than this Prism
             error.message += ". Is the database migrated? Run `prism migrate`."

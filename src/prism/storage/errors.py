@@ -44,6 +44,11 @@ def unavailable_error(exc: BaseException) -> DatabaseUnavailable | None:
     return error
 
 
+def is_busy_database(exc: DBAPIError) -> bool:
+    """Whether the driver's error says SQLite's write lock stayed held past the busy timeout."""
+    return isinstance(exc.orig, sqlite3.Error) and is_busy(exc.orig)
+
+
 def _is_unavailable(exc: BaseException) -> bool:
     if isinstance(exc, PoolTimeout):
         return True
@@ -55,8 +60,7 @@ def _is_unavailable(exc: BaseException) -> bool:
         return False
     if exc.connection_invalidated:
         return True
-    driver_error = exc.orig
-    if isinstance(driver_error, sqlite3.Error):
-        return is_busy(driver_error)
-    sqlstate = getattr(driver_error, "sqlstate", None)
+    if is_busy_database(exc):
+        return True
+    sqlstate = getattr(exc.orig, "sqlstate", None)
     return isinstance(sqlstate, str) and sqlstate.startswith(_POSTGRES_UNAVAILABLE_PREFIXES)
