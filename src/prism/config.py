@@ -31,11 +31,11 @@ class Settings(BaseSettings):
     database_max_overflow: int = Field(default=5, ge=0)
     database_pool_timeout_seconds: float = Field(default=5.0, gt=0)
     # SQLite: how long a writer waits for another process's write lock before answering 503.
-    database_busy_timeout_seconds: float = Field(default=10.0, gt=0)
+    database_busy_timeout_seconds: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     redis_url: str | None = None
     base_domain: str = "localhost"
-    public_scheme: str = "http"
-    public_port: int | None = None
+    public_scheme: Literal["http", "https"] = "http"
+    public_port: int | None = Field(default=None, ge=1, le=65535)
     # Hosts answered besides PRISM_BASE_DOMAIN, its subdomains and the loopback names (comma-separated names or
     # addresses, served as the platform host); any other Host is refused with 421 (docs/oauth.md "Hosts").
     extra_hosts: str = ""
@@ -55,7 +55,7 @@ class Settings(BaseSettings):
     # MCP door (docs/mcp.md): a session id is a token signed with a key derived from the master secret,
     # so any process of the deployment verifies it; it expires after this many seconds.
     mcp_session_ttl_seconds: int = 86400
-    mcp_tools_page_size: int = 50
+    mcp_tools_page_size: int = Field(default=50, ge=1)
     # The tools MCP clients see: `mega`, the 13 prism_<mega_tool> doors; `split`, each door cut into _read,
     # _write and _destructive variants whose annotations hold for every operation behind them. A connection
     # may choose with `?tools=` on the MCP URL.
@@ -129,12 +129,12 @@ class Settings(BaseSettings):
     # Rate limits, requests per minute (SPEC.md "Limits"): anonymous and authentication endpoints per client
     # address, authenticated and admin (a role granting `admin.access`) per user, MCP per tenant. A benchmark
     # raises them; the limiter keeps running. Counters are per process unless PRISM_REDIS_URL is set.
-    rate_limit_anonymous: int = 30
-    rate_limit_authenticated: int = 300
-    rate_limit_admin: int = 1000
-    rate_limit_auth_endpoints: int = 200
-    rate_limit_mcp: int = 600
-    rate_limit_key_registration: int = 5
+    rate_limit_anonymous: int = Field(default=30, ge=1)
+    rate_limit_authenticated: int = Field(default=300, ge=1)
+    rate_limit_admin: int = Field(default=1000, ge=1)
+    rate_limit_auth_endpoints: int = Field(default=200, ge=1)
+    rate_limit_mcp: int = Field(default=600, ge=1)
+    rate_limit_key_registration: int = Field(default=5, ge=1)
     # Changes to an organization's imported integrations (import, add an MCP server, remove) per minute: each makes
     # every process rebuild its registry and search index, work all organizations share (docs/limits.md).
     rate_limit_integration_changes: int = Field(default=10, ge=1)
@@ -152,7 +152,7 @@ class Settings(BaseSettings):
     # Anonymous requests that start an OAuth connection (the OAuth endpoints, the MCP door without an accepted
     # credential) count per address in a window of their own, so a hosted connector whose many users share
     # one egress address is not throttled by the general anonymous ceiling (docs/limits.md).
-    rate_limit_anonymous_discovery: int = 600
+    rate_limit_anonymous_discovery: int = Field(default=600, ge=1)
     # Redis unreachable (docs/limits.md "Redis unreachable"): `closed` refuses requests carrying a secret with
     # 503 rate_limit_unavailable, `open` lets every request pass uncounted.
     rate_limit_on_redis_failure: Literal["open", "closed"] = "closed"
@@ -185,6 +185,11 @@ class Settings(BaseSettings):
                 except ValueError:
                     raise ValueError(f"{item.strip()!r} is not an IP address or network") from None
         return spec
+
+    @field_validator("public_scheme", mode="before")
+    @classmethod
+    def _scheme(cls, scheme: object) -> object:
+        return scheme.strip().lower() if isinstance(scheme, str) else scheme  # `HTTPS` is https
 
     @field_validator("log_level")
     @classmethod

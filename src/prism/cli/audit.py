@@ -407,27 +407,34 @@ def audit_public_key(as_json: bool = JSON_OPT) -> None:
 
 
 def seal_waiting_logs(*, sign_unsigned_heads: bool = False, attest_as_found: bool = False) -> int:
-    """Seal every log with entries waiting or a head not yet signed; how many entries. An unsigned head is signed
-    only with `sign_unsigned_heads`: by the upgrade from the hash chain (docs/audit.md). `attest_as_found`: the
-    upgrade across attested prunes first attests the prunes and waiting entries written before it
-    (prism.ledger.upgrade)."""
+    """Seal every log with entries waiting or a head not yet signed; how many entries (`seal_waiting`), on the
+    database of the settings: after a migration, which checked them."""
     settings = load_settings()
 
     async def run() -> int:
         db = Database(settings.database_url)
-        keys = LedgerKeys(settings)
         try:
-            if attest_as_found:
-                async with db.write() as session:
-                    await attest_logs_as_found(session, keys)
-            organizations = await logs_to_seal(db, with_heads=True)
-            return await seal_all(db, organizations, keys,
-                                  checkpoint_every=settings.audit_checkpoint_interval_seconds,
-                                  sign_unsigned_heads=sign_unsigned_heads)
+            return await seal_waiting(db, settings, sign_unsigned_heads=sign_unsigned_heads,
+                                      attest_as_found=attest_as_found)
         finally:
             await db.dispose()
 
     return asyncio.run(run())
+
+
+async def seal_waiting(db: Database, settings: Settings, *, sign_unsigned_heads: bool = False,
+                       attest_as_found: bool = False) -> int:
+    """Seal every log with entries waiting or a head not yet signed; how many entries. An unsigned head is signed
+    only with `sign_unsigned_heads`: by the upgrade from the hash chain (docs/audit.md). `attest_as_found`: the
+    upgrade across attested prunes first attests the prunes and waiting entries written before it
+    (prism.ledger.upgrade)."""
+    keys = LedgerKeys(settings)
+    if attest_as_found:
+        async with db.write() as session:
+            await attest_logs_as_found(session, keys)
+    organizations = await logs_to_seal(db, with_heads=True)
+    return await seal_all(db, organizations, keys, checkpoint_every=settings.audit_checkpoint_interval_seconds,
+                          sign_unsigned_heads=sign_unsigned_heads)
 
 
 @audit_cli.command("seal")
@@ -443,5 +450,9 @@ def audit_seal(as_json: bool = JSON_OPT,
                         "Only after an upgrade across them that stopped before it did so: at any other time such a "
                         "prune or entry is a forged one, and attesting it would make it verify.")) -> None:
     """Seal entries that are waiting (normally a running server does this within a second)."""
-    sealed = seal_waiting_logs(sign_unsigned_heads=sign_unsigned_heads, attest_as_found=attest_upgraded_logs)
+    async def work(db: Database, settings: Settings) -> int:
+        return await seal_waiting(db, settings, sign_unsigned_heads=sign_unsigned_heads,
+                                  attest_as_found=attest_upgraded_logs)
+
+    sealed = on_database(as_json, work)  # the settings and the database checked first, as for every command
     emit(as_json, {"sealed": sealed}, f"{sealed} entries sealed")

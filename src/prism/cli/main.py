@@ -53,7 +53,8 @@ cli.add_typer(integration_cli, name="integration")
 
 
 @cli.command("serve")
-def serve_command(host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8000, "--port"),
+def serve_command(host: str = typer.Option("127.0.0.1", "--host"),
+                  port: int = typer.Option(8000, "--port", min=0, max=65535),
                   workers: int = typer.Option(1, "--workers", min=1),
                   seed_demo: bool | None = typer.Option(
                       None, "--seed-demo/--no-seed-demo",

@@ -17,6 +17,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from prism.config import Settings, get_settings
 from prism.errors import PrismError
+from prism.kit.secret import check_master_secret
 from prism.storage import backend_of, one_shot_engine
 
 # How long a check waits for a database or Redis server before calling it unreachable.
@@ -49,6 +50,7 @@ def database_settings(*, may_create: bool) -> Settings:
     """The settings of a command that works on the database, its URL checked (see check_database_url)."""
     settings = load_settings()
     check_database_url(settings, may_create=may_create)
+    check_master_secret(settings)
     return settings
 
 

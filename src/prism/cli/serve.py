@@ -34,6 +34,7 @@ from prism.cli.preflight import (
 from prism.config import Settings, get_settings
 from prism.errors import PrismError
 from prism.kit.collector import collector_paused, start_serving
+from prism.kit.secret import check_master_secret
 from prism.ledger.keys import LedgerKeys
 from prism.migrate import upgrade
 from prism.observability.logs import configure_logging
@@ -127,6 +128,7 @@ def serve(*, host: str, port: int, workers: int, as_json: bool, seed: bool | Non
                 raise PrismError(PER_PROCESS_LIMITS_REFUSAL.format(workers=workers), code="per_process_limits")
             warn_per_process_limits(settings, workers)
         check_database_url(settings, may_create=True)
+        check_master_secret(settings)
         check_apps(settings)
         check_redis(settings)
         check_tracing(settings)

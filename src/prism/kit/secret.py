@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from prism.config import Settings
+from prism.errors import PrismError
 
 # What a secret shows as wherever it is read back (a webhook's custom headers, a secret field of a call under review).
 MASK = "********"
@@ -46,15 +47,25 @@ def same_secret(sent: str, expected: str) -> bool:
     return hmac.compare_digest(sent.encode(), expected.encode())
 
 
+class UnusableSecret(PrismError):
+    """The master secret cannot be had: too short, or its file unreadable or not creatable."""
+
+    code, status = "invalid_setting", 500
+
+
 def _read_or_create(path: Path) -> bytes:
-    with contextlib.suppress(FileExistsError):
-        # O_EXCL: two processes starting together never write two different secrets.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(secrets.token_urlsafe(48))
-    value = path.read_text().strip()
+    try:
+        with contextlib.suppress(FileExistsError):
+            # O_EXCL: two processes starting together never write two different secrets.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_urlsafe(48))
+        value = path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UnusableSecret(f"PRISM_SECRET_KEY_FILE: cannot read or create {path} "
+                             f"({getattr(exc, 'strerror', None) or exc})") from None
     if len(value) < 32:
-        raise RuntimeError(f"{path} holds no usable secret (at least 32 characters)")
+        raise UnusableSecret(f"PRISM_SECRET_KEY_FILE: {path} holds no usable secret (at least 32 characters)")
     return value.encode()
 
 
@@ -62,9 +73,16 @@ def _read_or_create(path: Path) -> bytes:
 def _master(secret_key: str | None, secret_key_file: str) -> bytes:
     if secret_key:
         if len(secret_key) < 32:
-            raise RuntimeError("PRISM_SECRET_KEY must have at least 32 characters")
+            raise UnusableSecret("PRISM_SECRET_KEY must have at least 32 characters")
         return secret_key.encode()
     return _read_or_create(Path(secret_key_file))
+
+
+def check_master_secret(settings: Settings) -> None:
+    """UnusableSecret now, not from the first key derived mid-command: the secret set, or its file if it exists
+    (a missing file is made on first use, by the command that needs it)."""
+    if settings.secret_key or Path(settings.secret_key_file).exists():
+        _master(settings.secret_key, settings.secret_key_file)
 
 
 def derived_key(settings: Settings, purpose: str, length: int = 32) -> bytes:

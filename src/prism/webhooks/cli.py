@@ -40,7 +40,9 @@ def worker(concurrency: int = typer.Option(
     handler = logging.StreamHandler()
     handler.setFormatter(JsonLineFormatter() if as_json else
                          logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-    logging.basicConfig(level=settings.log_level.upper(), handlers=[handler])
+    # Uvicorn's `trace` (finer than debug) has no level of the logging module: debug is Prism's finest.
+    logging.basicConfig(level="DEBUG" if settings.log_level == "trace" else settings.log_level.upper(),
+                        handlers=[handler])
     in_flight = settings.webhook_worker_concurrency
 
     def started() -> None:
