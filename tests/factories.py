@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from prism.config import Settings
-from prism.identity.service import add_to_organization, create_user
+from prism.identity.service import add_to_organization, create_user, password_hash_of
 from prism.keys.service import create_key
 from prism.ledger.keys import LedgerKeys
 from prism.models import Organization, Tenant
@@ -25,6 +25,12 @@ def ledger_keys() -> LedgerKeys:
     return LedgerKeys(Settings(secret_key_file=str(TEST_SECRET_KEY_FILE)))
 
 PASSWORD = "correct horse battery staple"
+
+
+@cache
+def password_hash() -> str:
+    """PASSWORD as stored: hashed once for the whole suite (each hash takes about a third of a second)."""
+    return password_hash_of(PASSWORD)
 
 
 def unique(label: str) -> str:
@@ -58,7 +64,7 @@ class Factory:
             ws = Workspace(tenant, org)
             for role in roles:
                 email = f"{unique(role)}@example.com"
-                user = await create_user(s, email, PASSWORD)
+                user = await create_user(s, email, password_hash())
                 await add_to_organization(s, user, org, role=role)
                 ws.emails[role] = email
                 ws.keys[role] = (await create_key(s, tenant=tenant, user=user, organization=org)).plaintext
@@ -69,7 +75,7 @@ class Factory:
                       org: Organization | None = None, tool_surface: str | None = None) -> str:
         async with self.db.write() as s:
             email = f"{unique(label)}@example.com"
-            user = await create_user(s, email, PASSWORD)
+            user = await create_user(s, email, password_hash())
             organization = org or ws.org
             await add_to_organization(s, user, organization, role=role)
             minted = await create_key(s, tenant=ws.tenant, user=user, organization=organization, scopes=scopes,

@@ -16,7 +16,7 @@ from prism.config import Settings
 from prism.identity.service import create_user
 from prism.kit.ids import public_organization_id
 from prism.storage import Database
-from tests.factories import Factory, Workspace, unique
+from tests.factories import Factory, Workspace, password_hash, unique
 from tests.oauth_support import sign_in
 from tests.processes import TRACEBACK, CliResult, cli_json, free_port, query, run_cli, scratch_database
 
@@ -52,7 +52,7 @@ async def lone_user(factory: Factory) -> str:
     """A user who belongs to no organization."""
     email = f"{unique('loner')}@example.com"
     async with factory.db.write() as s:
-        await create_user(s, email, PASSWORD)
+        await create_user(s, email, password_hash())
     return email
 
 

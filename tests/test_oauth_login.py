@@ -18,7 +18,7 @@ from prism.identity import passwords
 from prism.identity.service import require_user, set_password
 from prism.models import User
 from prism.storage.database import Database
-from tests.factories import PASSWORD, Factory, Workspace
+from tests.factories import PASSWORD, Factory, Workspace, password_hash
 from tests.oauth_support import browser, field, sign_in
 
 
@@ -101,7 +101,7 @@ async def _deactivate(app: object, ws: Workspace, db: Database) -> None:
 
 async def _change_password(app: object, ws: Workspace, db: Database) -> None:
     async with db.write() as session:
-        await set_password(session, await require_user(session, ws.emails["owner"]), PASSWORD)
+        await set_password(session, await require_user(session, ws.emails["owner"]), password_hash())
 
 
 @pytest.mark.parametrize("end_session", [_sign_out_elsewhere, _deactivate, _change_password])

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from prism.apps.demo import seed_domain
 from prism.apps.finance.models import Invoice, Vendor
 from prism.apps.spare_parts.models import SparePart
-from prism.identity.service import add_to_organization, create_user, get_user
+from prism.identity.service import add_to_organization, create_user, get_user, password_hash_of
 from prism.keys.service import create_key
 from prism.kit.ids import random_token
 from prism.ledger.keys import LedgerKeys
@@ -57,7 +57,7 @@ async def seed_demo(session: AsyncSession, keys: LedgerKeys) -> DemoWorkspace:
     user = await get_user(session, DEMO_ADMIN_EMAIL)
     if user is None:
         password = random_token(20)
-        user = await create_user(session, DEMO_ADMIN_EMAIL, password)
+        user = await create_user(session, DEMO_ADMIN_EMAIL, password_hash_of(password))
     await add_to_organization(session, user, org, role="owner")
     for sku, name, qty, reorder, cost, location in SPARE_PARTS:
         session.add(SparePart(organization_id=org.id, sku=sku, name=name, quantity=qty, reorder_level=reorder,

@@ -17,7 +17,7 @@ from prism.cli.governance import governance_cli, persona_cli
 from prism.cli.output import JSON_OPT, emit, fail, report_error
 from prism.cli.preflight import check_database_reachable, database_error, database_settings, load_settings
 from prism.cli.transaction import in_transaction
-from prism.cli.users import AS_ARGUMENT_HELP, FROM_STDIN_HELP, new_password, user_cli
+from prism.cli.users import AS_ARGUMENT_HELP, FROM_STDIN_HELP, new_password_hash, user_cli
 from prism.errors import PrismError
 from prism.identity.service import (
     add_to_organization,
@@ -103,15 +103,14 @@ def tenant_create(subdomain: str, name: str = typer.Option(..., "--name"),
                   as_json: bool = JSON_OPT) -> None:
     """Create a tenant with a first organization and its owner (an existing user keeps their password; a new one's
     is asked on the terminal, read from stdin, or given)."""
-    password = admin_password
-    if password is None and (admin_password_stdin or not in_transaction(as_json, user_exists(admin_email),
-                                                                          read_only=True)):
-        password = new_password(as_json, None, from_stdin=admin_password_stdin)
+    password_hash = None  # an existing user keeps their password: none is asked for, read or hashed
+    if not in_transaction(as_json, user_exists(admin_email), read_only=True):
+        password_hash = new_password_hash(as_json, admin_password, from_stdin=admin_password_stdin)
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         tenant = await create_tenant(session, subdomain, name=name)
         org = await create_organization(session, tenant, name=org_name or name, keys=LedgerKeys(load_settings()))
-        user, created = await require_or_create_user(session, admin_email, password)
+        user, created = await require_or_create_user(session, admin_email, password_hash)
         await add_to_organization(session, user, org, role="owner")
         return {"tenant": {"id": tenant.id, "subdomain": tenant.subdomain, "name": tenant.name},
                 "organization": {"id": public_organization_id(org.id), "slug": org.slug, "name": org.name},
@@ -123,15 +122,16 @@ def tenant_create(subdomain: str, name: str = typer.Option(..., "--name"),
                        f"owner {out['admin']['email']}{note}")
 
 
-async def require_or_create_user(session: AsyncSession, email: str, password: str | None) -> tuple[Any, bool]:
+async def require_or_create_user(session: AsyncSession, email: str,
+                                 password_hash: str | None) -> tuple[Any, bool]:
     """(user, created). Users are global: an existing user keeps their password."""
     try:
         return await require_user(session, email), False
     except PrismError:
-        if password is None:  # created meanwhile, then removed: the password was not asked for
+        if password_hash is None:  # created meanwhile, then removed: the password was not asked for
             raise PrismError(f"{email} is not a user yet: give the new owner's password",
                              code="password_required") from None
-        return await create_user(session, email, password), True
+        return await create_user(session, email, password_hash), True
 
 
 def user_exists(email: str) -> Callable[[AsyncSession], Awaitable[bool]]:

@@ -16,6 +16,7 @@ from prism.identity.service import (
     create_user,
     members_of_tenant,
     memberships_in_tenant,
+    password_hash_of,
     remove_from_organization,
     require_user,
     set_active,
@@ -38,7 +39,7 @@ def user_create(email: str, password: str | None = typer.Option(None, "--passwor
                 as_json: bool = JSON_OPT) -> None:
     """Create a user (users are global; add them to organizations with add-to-org). The password is asked on the
     terminal, read from stdin, or given."""
-    chosen = new_password(as_json, password, from_stdin=password_stdin)
+    chosen = new_password_hash(as_json, password, from_stdin=password_stdin)
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         user = await create_user(session, email, chosen)
@@ -130,18 +131,26 @@ def user_set_password(tenant: str = typer.Option(..., "--tenant"), email: str = 
                       password_stdin: bool = typer.Option(False, "--password-stdin", help=FROM_STDIN_HELP),
                       as_json: bool = JSON_OPT) -> None:
     """Set a user's password (prompted twice, or read from stdin; never taken as an argument)."""
-    password = new_password(as_json, None, from_stdin=password_stdin)
+    password_hash = new_password_hash(as_json, None, from_stdin=password_stdin)
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         t = await require_tenant(session, tenant)
         user = await require_user(session, email)
         if not await memberships_in_tenant(session, user, t.id):  # another tenant's user is not this one's to change
             raise PrismError(f"{email} belongs to no organization of {tenant}", code="not_a_member", status=403)
-        await set_password(session, user, password)
+        await set_password(session, user, password_hash)
         return {"user": user.email, "tenant": t.subdomain, "password_set": True}
 
     out = in_transaction(as_json, work)
     emit(as_json, out, f"password of {out['user']} set")
+
+
+def new_password_hash(as_json: bool, given: str | None, *, from_stdin: bool) -> str:
+    """The new password, hashed before any transaction (`password_hash_of`); a weak one ends the command."""
+    try:
+        return password_hash_of(new_password(as_json, given, from_stdin=from_stdin))
+    except PrismError as exc:
+        fail(as_json, exc)
 
 
 def new_password(as_json: bool, given: str | None, *, from_stdin: bool) -> str:
