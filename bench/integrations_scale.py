@@ -112,10 +112,11 @@ async def import_all(database_url: str, target: int) -> dict[str, Any]:
         began = time.perf_counter()
         try:
             compiled = service.compile_openapi(text)
+            checked = await service.checked_connection(settings, base_url="https://93.184.215.14/api")
             async with db.write() as session:
                 report = await service.store_openapi(session, settings, name, compiled, source=str(path),
                                                      owner_organization_id=None, installed=frozenset({"core"}))
-                await service.connect(session, settings, organization_id, name, base_url="https://93.184.215.14/api")
+                await service.store_connection(session, settings, organization_id, name, checked)
         except PrismError as exc:
             failed.append({"name": name, "error": exc.message[:200]})
             continue

@@ -154,11 +154,21 @@ def connect(name: str,
     auth_settings = {k: v for k, v in (("header", header), ("username", username), ("token_url", token_url),
                                        ("client_id", client_id), ("scope", scope)) if v is not None}
 
+    async def check() -> service.CheckedConnection | PrismError:
+        try:
+            return await service.checked_connection(settings, base_url=base_url, auth_kind=auth_kind,
+                                                    auth_settings=auth_settings, secret=secret,
+                                                    timeout_seconds=timeout)
+        except PrismError as exc:  # refused once the integration is found, as a handler refuses it
+            return exc
+
+    # Checked before the transaction: resolving the URLs' hosts may take seconds, during which SQLite's write lock
+    # would hold up a running server's writers.
+    checked_connection = asyncio.run(check())
+
     async def work(session: AsyncSession) -> dict[str, Any]:
         _, organization = await _organization(session, tenant, org)
-        return await service.connect(session, settings, organization.id, name, base_url=base_url,
-                                     auth_kind=auth_kind, auth_settings=auth_settings, secret=secret,
-                                     timeout_seconds=timeout)
+        return await service.store_connection(session, settings, organization.id, name, checked_connection)
 
     out = _run(as_json, work)
     emit(as_json, out, f"{name} connected at {out['base_url']} ({out['auth_kind']})")

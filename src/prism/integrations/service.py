@@ -289,17 +289,6 @@ async def checked_connection(settings: Settings, *, base_url: str, auth_kind: st
     return CheckedConnection(url, auth_kind, kept, secret_text, timeout_seconds)
 
 
-async def connect(session: AsyncSession, settings: Settings, organization_id: str, name: str, *, base_url: str,
-                  auth_kind: str = "none", auth_settings: dict[str, Any] | None = None, secret: str | None = None,
-                  timeout_seconds: int = 10, enabled: bool = True) -> dict[str, Any]:
-    """Create or replace the organization's connection to `name`, checked and stored at once (the operator's
-    command line: no ledger transaction waits on it)."""
-    await usable_named(session, organization_id, name)  # an unknown integration first, as a handler refuses it
-    checked = await checked_connection(settings, base_url=base_url, auth_kind=auth_kind, auth_settings=auth_settings,
-                                       secret=secret, timeout_seconds=timeout_seconds)
-    return await store_connection(session, settings, organization_id, name, checked, enabled=enabled)
-
-
 async def store_connection(session: AsyncSession, settings: Settings, organization_id: str, name: str,
                            checked: CheckedConnection | PrismError, *, enabled: bool = True) -> dict[str, Any]:
     """Create or replace the organization's connection to `name` with settings `checked_connection` made (or its
