@@ -13,6 +13,7 @@ from prism.config import Settings
 from tests.processes import TRACEBACK, CliResult, run_cli, scratch_database
 from tests.test_cli import cli_json
 
+WAREHOUSE = Path(__file__).parent / "fixtures" / "integrations" / "warehouse.yaml"
 pytestmark = pytest.mark.engine_independent  # the settings are read before any database is
 
 
@@ -61,3 +62,14 @@ def test_a_port_that_is_no_port_is_a_usage_error() -> None:
 
 def test_the_public_scheme_is_read_in_any_case() -> None:
     assert Settings(database_url="sqlite://", public_scheme="HTTPS").public_scheme == "https"
+
+
+def test_a_refusal_logged_on_the_way_adds_no_line_to_the_json_error(migrated: str) -> None:
+    """A refused outbound target is logged as a security event; the command's stderr stays its one JSON line."""
+    cli_json("tenant", "create", "logged", "--name", "Logged", "--admin-email", "logged@example.com",
+             "--admin-password", "a long enough password", database_url=migrated)
+    cli_json("integration", "import-openapi", str(WAREHOUSE), "--app", "logged", database_url=migrated)
+    result = run_cli("integration", "connect", "logged", "--tenant", "logged", "--base-url", "https://localhost",
+                     "--json", database_url=migrated)
+    assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, str(result)
+    assert result.error["error"] == "url_not_allowed", str(result)

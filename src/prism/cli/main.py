@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -185,6 +186,10 @@ def org_list(tenant: str = typer.Option(..., "--tenant"), as_json: bool = JSON_O
 
 
 def main() -> None:
+    # A command's outcome, refusals included, is what it prints; a record logged on the way (a security event such as
+    # an outbound target refused) would otherwise reach stderr through Python's last-resort handler as a bare line,
+    # breaking --json's one-JSON-line error. `serve` and `worker` install handlers of their own.
+    logging.getLogger("prism").addHandler(logging.NullHandler())
     if "--json" not in sys.argv[1:]:
         cli()
         return
