@@ -75,6 +75,9 @@ def check_database_url(settings: Settings, *, may_create: bool) -> None:
         backend = backend_of(settings.database_url)
     except ArgumentError as exc:
         raise ConfigurationError(f"PRISM_DATABASE_URL is not a database URL: {exc}") from None
+    if backend not in ("sqlite", "postgresql"):
+        raise ConfigurationError(f"PRISM_DATABASE_URL names a {backend} database: Prism runs on SQLite or "
+                                 "PostgreSQL (sqlite:///path or postgresql://user@host/database)")
     if backend != "sqlite":
         return
     path = sqlite_path(settings.database_url)

@@ -66,7 +66,15 @@ def normalize_url(url: str) -> str:
     parsed = make_url(url)
     driver = {"postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg",
               "sqlite": SQLITE_URL_DRIVER, "sqlite+aiosqlite": SQLITE_URL_DRIVER}.get(parsed.drivername)
-    return parsed.set(drivername=driver).render_as_string(hide_password=False) if driver else url
+    if driver is None:
+        return url
+    parsed = parsed.set(drivername=driver)
+    if driver == "postgresql+asyncpg" and "sslmode" in parsed.query and "ssl" not in parsed.query:
+        # libpq's `sslmode` (what managed PostgreSQL services hand out) is asyncpg's `ssl`, with the same values.
+        query = {**parsed.query, "ssl": parsed.query["sslmode"]}
+        del query["sslmode"]
+        parsed = parsed.set(query=query)
+    return parsed.render_as_string(hide_password=False)
 
 
 def backend_of(url: str) -> str:
