@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import ssl
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -175,10 +176,20 @@ class Settings(BaseSettings):
     # Set by `prism serve --workers N` for its worker processes: prometheus-client's own variable (no PRISM_ prefix).
     prometheus_multiproc_dir: str | None = Field(default=None, validation_alias="PROMETHEUS_MULTIPROC_DIR")
 
-    @field_validator("metrics_allow")
+    @field_validator("webhook_ca_bundle")
+    @classmethod
+    def _ca_bundle(cls, path: str | None) -> str | None:
+        if path:
+            try:
+                ssl.create_default_context(cafile=path)
+            except (OSError, ssl.SSLError) as exc:
+                raise ValueError(f"cannot load CA certificates from {path}: {exc}") from None
+        return path
+
+    @field_validator("metrics_allow", "trusted_proxies")
     @classmethod
     def _networks(cls, spec: str) -> str:
-        for item in spec.split(","):
+        for item in spec.replace(";", ",").split(","):
             if item.strip():
                 try:
                     ipaddress.ip_network(item.strip(), strict=False)
