@@ -74,3 +74,8 @@ def test_a_refusal_logged_on_the_way_adds_no_line_to_the_json_error(migrated: st
                      "--json", database_url=migrated)
     assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, str(result)
     assert result.error["error"] == "url_not_allowed", str(result)
+
+
+def test_an_apps_entry_that_does_not_load_is_refused_by_the_integration_commands(migrated: str) -> None:
+    _refused(run_cli("integration", "import-openapi", str(WAREHOUSE), "--app", "apps_checked", "--json",
+                     database_url=migrated, PRISM_APPS="nope.mod"), "invalid_setting", "nope.mod")

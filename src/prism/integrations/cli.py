@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.cli.output import JSON_OPT, emit, fail
-from prism.cli.preflight import load_settings
+from prism.cli.preflight import check_apps, load_settings
 from prism.cli.transaction import in_transaction
 from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.integrations import service
@@ -43,10 +43,16 @@ def _run(as_json: bool, work: Any, *, read_only: bool = False) -> dict[str, Any]
     return out
 
 
-def _installed_apps() -> frozenset[str]:
+def _installed_apps(as_json: bool) -> frozenset[str]:
+    """The apps this deployment runs (an import may not take one's name); PRISM_APPS checked as `serve` checks it."""
     from prism.registry.registry import build_registry
 
-    return frozenset(build_registry(s for s in load_settings().apps.split(",") if s.strip()).apps)
+    settings = load_settings()
+    try:
+        check_apps(settings)
+    except PrismError as exc:
+        fail(as_json, exc)
+    return frozenset(build_registry(s for s in settings.apps.split(",") if s.strip()).apps)
 
 
 def _read_spec(as_json: bool, spec: str) -> tuple[bytes, str]:
@@ -88,7 +94,7 @@ def import_openapi(spec: str = typer.Argument(..., help="OpenAPI 3.0/3.1 file (J
                    as_json: bool = JSON_OPT) -> None:
     """Import (or re-import) an OpenAPI service for the deployment; reports what changed."""
     text, source = _read_spec(as_json, spec)
-    installed = _installed_apps()
+    installed = _installed_apps(as_json)
     try:  # before the transaction, which would hold SQLite's one writer while the description is compiled
         compiled = service.compile_openapi(text, default_cost=cost)
     except PrismError as exc:
@@ -251,7 +257,7 @@ def add_mcp(url: str = typer.Argument(..., help="The MCP server's endpoint (HTTP
 
     credential = _credential(as_json, auth_kind, header, username, token_url, client_id, scope, secret_stdin)
     tools = _tools(as_json, url, transport, credential)
-    installed = _installed_apps()
+    installed = _installed_apps(as_json)
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         return await service.add_mcp(session, load_settings(), app, url, operations_of(tools, transport, cost),
@@ -288,7 +294,7 @@ def refresh(name: str,
     credential = _credential(as_json, auth_kind, header, username, token_url, client_id, scope, secret_stdin)
     tools = _tools(as_json, found["url"], found["transport"], credential,
                    on_failure=lambda exc: _keep_refresh_failure(as_json, name, exc))
-    installed = _installed_apps()
+    installed = _installed_apps(as_json)
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         operations = operations_of(tools, found["transport"], found["cost"])
