@@ -12,8 +12,9 @@ import httpx
 import pytest
 
 from prism.config import Settings
+from prism.kit.networks import parse_networks
 from prism.observability.scrape import MetricsAccess
-from prism.ratelimit.addresses import AddressResolver, parse_proxies
+from prism.ratelimit.addresses import AddressResolver
 from tests.factories import Factory
 from tests.limits_support import client_for, limited_app
 
@@ -23,12 +24,17 @@ def _through(app: Any, peer: str) -> httpx.AsyncClient:
 
 
 def test_a_mapped_address_is_the_ipv4_address_it_maps() -> None:
-    resolver = AddressResolver(parse_proxies("10.0.0.0/8"))
+    resolver = AddressResolver(parse_networks("10.0.0.0/8"))
     assert resolver.resolve("::ffff:10.0.0.1", ["198.51.100.7"]) == "198.51.100.7"
     assert resolver.resolve("10.0.0.1", ["198.51.100.7, ::ffff:10.0.0.2"]) == "198.51.100.7"
     assert resolver.resolve("::ffff:192.0.2.1", ["198.51.100.7"]) == "::ffff:192.0.2.1"  # not a proxy of ours
     access = MetricsAccess(Settings(database_url="sqlite://"))  # the default allowlist, 127.0.0.1 and ::1
     assert access.allows(None, "::ffff:127.0.0.1") and not access.allows(None, "::ffff:192.0.2.1")
+    # A network written in its mapped form holds the same addresses; both settings take `;` as a separator.
+    assert AddressResolver(parse_networks("::ffff:10.0.0.0/104")).resolve("::ffff:10.0.0.1", ["203.0.113.9"]) \
+        == "203.0.113.9"
+    listed = MetricsAccess(Settings(database_url="sqlite://", metrics_allow="127.0.0.1;::ffff:10.0.0.0/104"))
+    assert listed.allows(None, "10.0.0.7") and listed.allows(None, "::ffff:10.0.0.7")
 
 
 async def test_one_client_behind_a_dual_stack_proxy_does_not_lock_out_the_others(

@@ -11,8 +11,9 @@ import pytest
 import redis
 
 from prism.config import Settings
+from prism.kit.networks import parse_networks
 from prism.ratelimit import TIERS, LimiterUnavailable, Locked, RateLimiter, Verdict
-from prism.ratelimit.addresses import AddressResolver, parse_proxies
+from prism.ratelimit.addresses import AddressResolver
 from prism.ratelimit.headers import ratelimit_429_headers, x_ratelimit_headers
 from prism.ratelimit.limiter import Backend, Lockout, build_limiter, ceilings_from
 from prism.ratelimit.memory import MemoryBackend
@@ -160,26 +161,26 @@ async def test_memory_check_costs_a_few_microseconds() -> None:
 
 
 def test_forwarded_for_is_believed_only_from_trusted_proxies() -> None:
-    resolver = AddressResolver(parse_proxies("10.0.0.1, 192.168.0.0/16"))
+    resolver = AddressResolver(parse_networks("10.0.0.1, 192.168.0.0/16"))
     assert resolver.resolve("203.0.113.5", ["1.2.3.4"]) == "203.0.113.5"
     assert resolver.resolve("10.0.0.1", ["1.2.3.4"]) == "1.2.3.4"
     # Hops appended by our own proxies are skipped; a spoofed leftmost entry is not believed.
     assert resolver.resolve("10.0.0.1", ["6.6.6.6, 1.2.3.4, 192.168.3.3"]) == "1.2.3.4"
     assert resolver.resolve(None, None) == "unknown"
     assert AddressResolver(()).resolve("10.0.0.1", ["1.2.3.4"]) == "10.0.0.1"
-    with pytest.raises(ValueError, match="PRISM_TRUSTED_PROXIES"):
-        parse_proxies("10.0.0.1, proxy.example.com")
+    with pytest.raises(ValueError, match=r"proxy\.example\.com"):
+        parse_networks("10.0.0.1, proxy.example.com")
 
 
 def test_every_forwarded_for_line_counts_in_order() -> None:
     """A client's own line comes first, its proxy's appended line after: the lines are one list (RFC 9110 §5.3)."""
-    resolver = AddressResolver(parse_proxies("10.0.0.1, 192.168.0.0/16"))
+    resolver = AddressResolver(parse_networks("10.0.0.1, 192.168.0.0/16"))
     assert resolver.resolve("10.0.0.1", ["6.6.6.6", "203.0.113.50"]) == "203.0.113.50"
     assert resolver.resolve("10.0.0.1", ["6.6.6.6, 7.7.7.7", "203.0.113.50, 192.168.3.3"]) == "203.0.113.50"
 
 
 def test_a_hop_with_a_port_or_brackets_names_its_address() -> None:
-    resolver = AddressResolver(parse_proxies("10.0.0.1, 192.168.0.0/16"))
+    resolver = AddressResolver(parse_networks("10.0.0.1, 192.168.0.0/16"))
     assert resolver.resolve("10.0.0.1", ["203.0.113.7:4711"]) == "203.0.113.7"
     assert resolver.resolve("10.0.0.1", ["[2001:db8::7]:4711"]) == "2001:db8::7"
     assert resolver.resolve("10.0.0.1", ["[2001:DB8::7]"]) == "2001:db8::7"
@@ -193,7 +194,7 @@ def test_a_hop_with_a_port_or_brackets_names_its_address() -> None:
 def test_an_unreadable_hop_is_the_trusted_proxy_that_wrote_it(hop: str) -> None:
     """Nothing is known past an entry that names no address; the proxy that wrote it is the client. No client
     can choose that address, and only the clients behind that one proxy share it."""
-    resolver = AddressResolver(parse_proxies("10.0.0.1, 192.168.0.0/16"))
+    resolver = AddressResolver(parse_networks("10.0.0.1, 192.168.0.0/16"))
     assert resolver.resolve("10.0.0.1", [hop]) == "10.0.0.1"
     assert resolver.resolve("10.0.0.1", [f"6.6.6.6, {hop}, 192.168.3.3"]) == "192.168.3.3"
 

@@ -33,6 +33,7 @@ from prism.integrations.runtime import IntegrationRuntime
 from prism.integrations.runtime import stop as stop_watching
 from prism.integrations.upstream import close_clients as close_outbound_clients
 from prism.keys.endpoints import routes as key_routes
+from prism.kit.networks import parse_networks
 from prism.mcp_server import endpoints as mcp_door
 from prism.oauth.routes import routes as oauth_routes
 from prism.observability.logs import configure_logging
@@ -41,7 +42,7 @@ from prism.observability.scrape import MetricsAccess
 from prism.observability.scrape import routes as metrics_routes
 from prism.observability.tracing import TRACER
 from prism.openapi.endpoints import routes as openapi_routes
-from prism.ratelimit.addresses import AddressResolver, parse_proxies
+from prism.ratelimit.addresses import AddressResolver
 from prism.ratelimit.limiter import build_limiter
 from prism.registry import Registry, search
 from prism.registry.registry import build_registry
@@ -192,7 +193,7 @@ def create_app(settings: Settings | None = None, *, registry: Registry | None = 
             await db.dispose()
 
     limiter = build_limiter(settings)
-    addresses = AddressResolver(parse_proxies(settings.trusted_proxies))
+    addresses = AddressResolver(parse_networks(settings.trusted_proxies))
     app = Starlette(routes=routes(), lifespan=lifespan, exception_handlers={
         404: not_found, 405: method_not_allowed, 500: server_error}, middleware=[
         Middleware(Edge, limiter=limiter, addresses=addresses, hosts=HostPolicy.from_settings(settings)),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import ssl
 from functools import lru_cache
 from pathlib import Path
@@ -10,6 +9,8 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from prism.kit.networks import parse_networks
 
 # Uvicorn's levels (PRISM_LOG_LEVEL sets Uvicorn's and Prism's loggers).
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
@@ -189,12 +190,7 @@ class Settings(BaseSettings):
     @field_validator("metrics_allow", "trusted_proxies")
     @classmethod
     def _networks(cls, spec: str) -> str:
-        for item in spec.replace(";", ",").split(","):
-            if item.strip():
-                try:
-                    ipaddress.ip_network(item.strip(), strict=False)
-                except ValueError:
-                    raise ValueError(f"{item.strip()!r} is not an IP address or network") from None
+        parse_networks(spec)  # as the edge and /metrics read them
         return spec
 
     @field_validator("public_scheme", mode="before")

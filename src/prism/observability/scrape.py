@@ -8,7 +8,6 @@ one query, so every worker reports the same queue.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
 from collections.abc import Iterable
 from datetime import datetime
@@ -26,8 +25,8 @@ from prism.edge.context import request_context
 from prism.edge.doors import PLAIN, door_routes
 from prism.edge.paths import METRICS_PATH
 from prism.errors import PermissionDenied
+from prism.kit.networks import ip_of, parse_networks
 from prism.kit.timeutil import utcnow
-from prism.ratelimit.addresses import ip_of
 from prism.storage import Database
 from prism.webhooks.models import WebhookDelivery
 
@@ -41,8 +40,7 @@ class MetricsAccess:
     def __init__(self, settings: Settings) -> None:
         token = settings.metrics_token.get_secret_value() if settings.metrics_token else ""
         self.expected = f"Bearer {token}".encode() if token else None
-        self.networks = tuple(ipaddress.ip_network(item.strip(), strict=False)
-                              for item in settings.metrics_allow.split(",") if item.strip())
+        self.networks = parse_networks(settings.metrics_allow)
 
     def allows(self, authorization: str | None, address: str) -> bool:
         if self.expected is not None and authorization is not None:

@@ -17,20 +17,9 @@ import ipaddress
 from collections.abc import Iterable
 from functools import lru_cache
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+from prism.kit.networks import Network, ip_of
+
 UNKNOWN = "unknown"
-
-
-def parse_proxies(spec: str) -> tuple[Network, ...]:
-    """"10.0.0.1, 10.1.0.0/16" -> networks; a bad entry is a configuration error raised at start."""
-    networks = []
-    for item in spec.replace(";", ",").split(","):
-        if item.strip():
-            try:
-                networks.append(ipaddress.ip_network(item.strip(), strict=False))
-            except ValueError:
-                raise ValueError(f"PRISM_TRUSTED_PROXIES: {item.strip()!r} is not an IP address or network") from None
-    return tuple(networks)
 
 
 class AddressResolver:
@@ -60,17 +49,6 @@ class AddressResolver:
                 return address
             seen_by = address
         return seen_by
-
-
-def ip_of(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """`address` as an IP address to compare with networks, None when it is none. An IPv4-mapped IPv6 address is
-    the IPv4 address it maps: a server listening on `::` (dual-stack) sees an IPv4 peer as `::ffff:10.0.0.1`,
-    which `10.0.0.0/8` would not contain."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return None
-    return (ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None) or ip
 
 
 def hop_address(hop: str) -> str | None:
