@@ -7,12 +7,15 @@ import re
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import select
 
 from prism.app import create_app
 from prism.config import Settings
+from prism.console.caller import ConsoleCaller
 from prism.models import ApiKey, AuditEntry, Membership, Role, User
 from prism.storage import Database
+from prism.storage.errors import DatabaseUnavailable
 from tests.factories import PASSWORD, Factory
 
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -163,3 +166,22 @@ async def test_a_role_without_view_key_is_not_shown_its_keys_and_the_listing_is_
         listed = (await s.execute(select(AuditEntry.coordinate).where(
             AuditEntry.organization_id == ws.org.id, AuditEntry.coordinate == "config_manage/keys/key/list"))).all()
     assert listed, "the owner's listing went through the dispatcher"
+
+
+async def test_a_minted_key_is_shown_once_even_when_the_listing_fails(
+        client: httpx.AsyncClient, factory: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = await factory.workspace(roles=("member",))
+    csrf = await sign_in(client, ws.emails["member"])
+    real = ConsoleCaller.call
+
+    async def busy_listing(self: ConsoleCaller, request: Any, coordinate: str, arguments: dict[str, Any]) -> Any:
+        if coordinate.endswith("/list"):
+            raise DatabaseUnavailable()
+        return await real(self, request, coordinate, arguments)
+
+    monkeypatch.setattr(ConsoleCaller, "call", busy_listing)
+    minted = await client.post("/keys/", data={"csrf_token": csrf, "organization": ws.org.id, "name": "laptop",
+                                               "mcp:read": "1"})
+    assert minted.status_code == 201, minted.text
+    assert re.search(r'id="new-key-value">ck_[A-Za-z0-9]{40}<', minted.text), minted.text
+    assert "cannot be listed right now" in minted.text

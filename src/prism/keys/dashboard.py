@@ -44,8 +44,10 @@ MAX_EXPIRY_DAYS = 3650
 class OrganizationKeys:
     organization: Organization
     tenant: str
-    keys: list[dict[str, Any]]  # the keys handler's records
+    keys: list[dict[str, Any]]  # the keys handler's records: the newest 100
+    total: int  # how many keys the person has there
     may_list: bool  # the person's role there has `keys.view_key`
+    unlisted: str | None = None  # why the listing failed (a busy database): the page is still shown
 
 
 def _own_keys(session: AsyncSession, organization: Organization, user: User) -> Any:
@@ -62,9 +64,16 @@ async def _groups(request: Request, user: User) -> list[OrganizationKeys]:
     for organization, caller in callers:
         # Listed by the keys handler, as on the console: the role's `keys.view_key`, and the listing audited.
         may_list = caller.may(f"{KEYS}/list", request)
-        keys = (await caller.call(request, f"{KEYS}/list", {"page_size": 100}))["items"] if may_list else []
+        listed: dict[str, Any] = {"items": [], "total": 0}
+        unlisted = None
+        if may_list:
+            try:
+                listed = await caller.call(request, f"{KEYS}/list", {"page_size": 100})
+            except PrismError as exc:  # the page must still show what was just minted, once
+                unlisted = exc.message
         tenant = tenants[organization.tenant_id]
-        groups.append(OrganizationKeys(organization, tenant.name or tenant.subdomain, keys, may_list))
+        groups.append(OrganizationKeys(organization, tenant.name or tenant.subdomain, listed["items"],
+                                       listed["total"], may_list, unlisted))
     return groups
 
 

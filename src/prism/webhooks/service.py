@@ -9,7 +9,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.auth.context import AuthContext
@@ -218,7 +218,9 @@ async def update_webhook(session: AsyncSession, auth: AuthContext, settings: Set
         row.header_names = list(headers)
     if body.is_active is not None:
         if row.is_active and not body.is_active:
-            await fail_unsent(session, row.id, utcnow())
+            # The clock the workers' leases are on: PostgreSQL's own (hosts' clocks may differ), SQLite's process.
+            now = utcnow() if session.get_bind().dialect.name == "sqlite" else func.now()
+            await fail_unsent(session, row.id, now)
         row.is_active = body.is_active
         if body.is_active:  # switched back on by a person: the automatic deactivation is forgiven
             row.deactivated_reason = None
