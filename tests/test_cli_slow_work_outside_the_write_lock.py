@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from prism.cli.main import cli
+from prism.config import get_settings
 from prism.identity import service as identity
 from prism.integrations import service as integrations
 from tests.processes import TEST_SECRET_KEY_FILE, scratch_database
@@ -58,11 +59,17 @@ def test_passwords_are_hashed_and_hosts_resolved_with_the_write_lock_free(
         resolving: list[str] = []
         monkeypatch.setattr(identity, "hash_password", _probing(path, hashing, identity.hash_password))
         monkeypatch.setattr(integrations, "check_url", _probing(path, resolving, integrations.check_url))
-        for command in (["user", "create", "hashing@example.com", "--password", "a long enough password"],
-                        ["tenant", "create", "slow", "--name", "Slow", "--admin-email", "owner@example.com",
-                         "--admin-password", "a long enough password"],
-                        ["integration", "import-openapi", str(WAREHOUSE), "--app", "warehouse"],
-                        ["integration", "connect", "warehouse", "--tenant", "slow", "--base-url",
-                         "https://93.184.215.14/api"]):
-            cli([*command, "--json"], standalone_mode=False)
+        commands = (["user", "create", "hashing@example.com", "--password", "a long enough password"],
+                    ["tenant", "create", "slow", "--name", "Slow", "--admin-email", "owner@example.com",
+                     "--admin-password", "a long enough password"],
+                    ["integration", "import-openapi", str(WAREHOUSE), "--app", "warehouse"],
+                    ["integration", "connect", "warehouse", "--tenant", "slow", "--base-url",
+                     "https://93.184.215.14/api"])
+        # The commands, run in this process, read the settings once (get_settings): these, not an earlier test's.
+        get_settings.cache_clear()
+        try:
+            for command in commands:
+                cli([*command, "--json"], standalone_mode=False)
+        finally:
+            get_settings.cache_clear()
         assert hashing == ["free", "free"] and resolving and set(resolving) == {"free"}
