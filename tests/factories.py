@@ -7,11 +7,13 @@ import os
 from dataclasses import dataclass, field
 from functools import cache
 
+from sqlalchemy import select
+
 from prism.config import Settings
 from prism.identity.service import add_to_organization, create_user, password_hash_of
 from prism.keys.service import create_key
 from prism.ledger.keys import LedgerKeys
-from prism.models import Organization, Tenant
+from prism.models import Membership, Organization, Role, Tenant, User
 from prism.storage import Database
 from prism.tenancy.service import create_organization, create_tenant
 from tests.processes import TEST_SECRET_KEY_FILE
@@ -83,6 +85,16 @@ class Factory:
         ws.keys[label] = minted.plaintext
         ws.emails[label] = email
         return minted.plaintext
+
+    async def give_role(self, ws: Workspace, label: str, role: str, permissions: list[str]) -> None:
+        """Make a tenant role of its own, `role` with `permissions`, and give it to the member `label`."""
+        async with self.db.write() as s:
+            made = Role(tenant_id=ws.tenant.id, name=role, permissions=permissions)
+            s.add(made)
+            await s.flush()
+            user = (await s.execute(select(User).where(User.email == ws.emails[label]))).scalar_one()
+            (await s.execute(select(Membership).where(
+                Membership.user_id == user.id, Membership.organization_id == ws.org.id))).scalar_one().role_id = made.id
 
     async def second_org(self, ws: Workspace, name: str = "Second org") -> Organization:
         async with self.db.write() as s:

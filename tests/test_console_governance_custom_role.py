@@ -7,25 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import select
 
-from prism.models import Membership, Role, User
-from prism.storage import Database
 from tests.factories import Factory
 from tests.oauth_support import browser, field, sign_in
 
 pytestmark = pytest.mark.engine_independent
 
 
-async def test_a_role_that_may_plan_missions_reaches_the_mission_form(app: Any, factory: Factory,
-                                                                      db: Database) -> None:
+async def test_a_role_that_may_plan_missions_reaches_the_mission_form(app: Any, factory: Factory) -> None:
     ws = await factory.workspace(roles=("owner", "member"))
-    async with db.write() as s:
-        role = Role(tenant_id=ws.tenant.id, name="planner", permissions=["missions.*"])
-        s.add(role)
-        await s.flush()
-        user = (await s.execute(select(User).where(User.email == ws.emails["member"]))).scalar_one()
-        (await s.execute(select(Membership).where(Membership.user_id == user.id))).scalar_one().role_id = role.id
+    await factory.give_role(ws, "member", "planner", ["missions.*"])
     org = {"org": ws.org.id}
     async with browser(app, ws.host) as c:
         assert (await sign_in(c, ws.emails["member"], next_path="/console/")).status_code == 303

@@ -12,7 +12,6 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import httpx
-import pytest
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -26,7 +25,7 @@ from tests.factories import Factory, Workspace, ledger_keys
 from tests.ledger_support import insert_waiting, seal_waiting
 from tests.processes import TRACEBACK, CliResult, run_cli, scratch_database
 from tests.test_ledger import N, record_calls
-from tests.test_ledger_proofs import accepted, refusal, rejected, write_entries
+from tests.test_ledger_proofs import accepted, refusal, rejected, write_entries, ws_fixture  # noqa: F401
 
 
 def prism(database_url: str, *args: str) -> CliResult:
@@ -74,16 +73,6 @@ def files_in(directory: Path) -> list[str]:
 def saved_lines(path: Path, lines: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
     return path
-
-
-@pytest.fixture
-async def ws(client: httpx.AsyncClient, factory: Factory) -> Workspace:
-    """N real calls and 14 more entries: 21."""
-    workspace = await factory.workspace(roles=("owner", "viewer"))
-    await record_calls(client, workspace.headers)
-    await seal_waiting(factory.db, workspace.org.id)
-    await write_entries(factory.db, workspace, 14)
-    return workspace
 
 
 async def test_archive_prune_verify_seal_and_archive_again(

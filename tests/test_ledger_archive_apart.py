@@ -9,28 +9,16 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import text
 
 from prism.ledger import archive as archive_module
 from prism.ledger.archive import ArchiveRefused, archive
 from prism.storage import Database
-from tests.factories import Factory, Workspace, ledger_keys
-from tests.ledger_support import seal_waiting
-from tests.test_ledger import N, record_calls
+from tests.factories import Workspace, ledger_keys
+from tests.test_ledger import N
 from tests.test_ledger_archive import files_in, lines_of, saved_lines, stored
-from tests.test_ledger_proofs import write_entries
-
-
-@pytest.fixture
-async def ws(client: httpx.AsyncClient, factory: Factory) -> Workspace:
-    """N real calls and 14 more entries."""
-    workspace = await factory.workspace(roles=("owner", "viewer"))
-    await record_calls(client, workspace.headers)
-    await seal_waiting(factory.db, workspace.org.id)
-    await write_entries(factory.db, workspace, 14)
-    return workspace
+from tests.test_ledger_proofs import ws_fixture  # noqa: F401  (the workspace with its 21-entry log)
 
 
 def _while_verifying(monkeypatch: pytest.MonkeyPatch, meanwhile: Any) -> None:

@@ -108,8 +108,8 @@ async def write_entries(db: Database, ws: Workspace, count: int, *, detail: dict
     await seal_waiting(db, ws.org.id)
 
 
-@pytest.fixture
-async def ws(client: httpx.AsyncClient, factory: Factory) -> Workspace:
+@pytest.fixture(name="ws")
+async def ws_fixture(client: httpx.AsyncClient, factory: Factory) -> Workspace:
     """A tenant whose log holds N real calls and 14 more entries: 21, so audit paths have several levels."""
     workspace = await factory.workspace(roles=("owner", "viewer"))
     await record_calls(client, workspace.headers)

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from prism.app import create_app
 from prism.config import Settings
 from prism.console.caller import ConsoleCaller
-from prism.models import ApiKey, AuditEntry, Membership, Role, User
+from prism.models import ApiKey, AuditEntry
 from prism.storage import Database
 from prism.storage.errors import DatabaseUnavailable
 from tests.factories import PASSWORD, Factory
@@ -149,12 +149,7 @@ async def test_a_role_without_view_key_is_not_shown_its_keys_and_the_listing_is_
     """docs/governance.md: listing one's own keys needs `keys.view_key`, as on the console; the dashboard lists them
     through the keys handler (audited), not from the database."""
     ws = await factory.workspace(roles=("owner", "member"))
-    async with db.write() as s:
-        role = Role(tenant_id=ws.tenant.id, name="minter", permissions=["keys.add_key"])
-        s.add(role)
-        await s.flush()
-        user = (await s.execute(select(User).where(User.email == ws.emails["member"]))).scalar_one()
-        (await s.execute(select(Membership).where(Membership.user_id == user.id))).scalar_one().role_id = role.id
+    await factory.give_role(ws, "member", "minter", ["keys.add_key"])
     await sign_in(client, ws.emails["member"])
     page = await client.get("/keys/")
     assert page.status_code == 200 and ws.keys["member"][:15] not in page.text and "keys.view_key" in page.text
