@@ -45,6 +45,9 @@ async def test_the_post_hoc_audit_finds_a_violation_after_a_persona_is_tightened
     assert cli_json("governance", "audit", "--tenant", sub, database_url=database_url)["violations"] == []
     listed = await ok(client, ws, "audit_query/governance/violation/list", {})
     assert [v["id"] for v in listed["items"]] == [violation["violation_id"]]
+    # The ledger entry it names is the one the ledger's API shows under that id.
+    entry = await ok(client, ws, "audit_query/ledger/entry/read", {"id": listed["items"][0]["audit_entry_id"]})
+    assert entry["seq"] == violation["audit_seq"] and entry["coordinate"] == violation["coordinate"]
 
 
 async def test_the_audit_handler_flags_calls_that_now_need_oversight(client: httpx.AsyncClient,

@@ -302,7 +302,7 @@ def test_tampering_is_detected_at_the_first_broken_entry(tampered: dict[str, Tam
     assert chain["first_broken_seq"] == broken_seq, chain
     assert chain["reason"], chain
     if names_row:
-        assert chain["first_broken_id"] == ids[broken_seq], chain
+        assert chain["first_broken_id"] == ledger_keys().entry_ref(org.id, ids[broken_seq]), chain
 
 
 async def test_only_the_tampered_organization_is_reported_broken(

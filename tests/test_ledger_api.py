@@ -9,11 +9,11 @@ import json
 from typing import Any
 
 import httpx
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from prism.ledger.entries import audit_entries
 from prism.storage import Database
-from tests.factories import Factory, Workspace
+from tests.factories import Factory, Workspace, ledger_keys
 from tests.governance_support import governed_key, ok, post
 from tests.ledger_support import seal_waiting
 
@@ -41,8 +41,8 @@ async def test_entries_are_listed_newest_first_and_filtered_by_each_field(
         client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
     ws, made = await _busy_workspace(client, factory, db)
     everything = await ok(client, ws, LIST, {"page_size": 100})
-    ids = [e["id"] for e in everything["items"]]
-    assert ids == sorted(ids, reverse=True) and everything["total"] == len(ids)
+    positions = [e["seq"] for e in everything["items"]]  # written, so sealed, in this order
+    assert positions == sorted(positions, reverse=True) and everything["total"] == len(positions)
     assert {"page", "page_size", "total", "items"} <= set(everything)
     newest = everything["items"][0]
     assert newest["coordinate"] == f"{PARTS}/list" and newest["sealed"] and len(newest["leaf_hash"]) == 64
@@ -87,20 +87,50 @@ async def test_bad_filters_are_refused_with_the_field_named(client: httpx.AsyncC
     assert no_id.status_code == 400 and "id" in no_id.text
 
 
-async def test_a_position_or_id_beyond_what_the_database_stores_is_refused_with_the_field_named(
+async def test_a_position_beyond_what_the_database_stores_or_an_id_not_an_entrys_is_refused_with_the_field_named(
         client: httpx.AsyncClient, factory: Factory) -> None:
     ws = await factory.workspace(roles=("owner",))
-    largest, largest_id = 2**63 - 1, 2**31 - 1  # positions are BIGINT, entry ids INTEGER (32 bits on PostgreSQL)
+    largest = 2**63 - 1  # positions are BIGINT
     for path, arguments, field in ((LIST, {"seq_from": largest + 1}, "seq_from"),
                                    (LIST, {"seq_to": largest + 1}, "seq_to"),
                                    (EXPORT, {"seq_from": largest + 1}, "seq_from"),
-                                   (READ, {"id": largest_id + 1}, "id")):
+                                   (READ, {"id": 7}, "id"),  # a row's number is not how an entry is named
+                                   (READ, {"id": "7"}, "id"),
+                                   (READ, {"id": "g" * 32}, "id"),
+                                   (READ, {"id": "a" * 33}, "id")):
         response = await post(client, ws, path, arguments)
         assert response.status_code == 400, (path, arguments, response.text)
         assert response.json()["error"] == "invalid_arguments" and field in response.json()["message"]
     assert (await ok(client, ws, LIST, {"seq_from": largest, "seq_to": largest}))["items"] == []
-    missing = await post(client, ws, READ, {"id": largest_id})
+    missing = await post(client, ws, READ, {"id": "a" * 32})
     assert missing.status_code == 404, missing.text
+
+
+async def test_an_organizations_entry_ids_tell_nothing_of_other_tenants_calls(
+        client: httpx.AsyncClient, factory: Factory, db: Database) -> None:
+    """Entries are numbered by one sequence for the deployment; shown as they are, the ids of two of an
+    organization's calls would count every other tenant's calls between them (docs/audit.md)."""
+    ours = await factory.workspace(roles=("owner",))
+    theirs = await factory.workspace(roles=("owner",))
+    await ok(client, ours, f"{PARTS}/list", {})
+    for _ in range(5):
+        await ok(client, theirs, f"{PARTS}/list", {})
+    await ok(client, ours, f"{PARTS}/list", {})
+    await seal_waiting(db, ours.org.id)
+    newer, older = (await ok(client, ours, LIST, {"ordering": "-id"}))["items"][:2]
+    async with db.read() as s:
+        rows = dict((await s.execute(select(audit_entries.c.seq, audit_entries.c.id).where(
+            audit_entries.c.organization_id == ours.org.id))).all())
+    assert rows[newer["seq"]] - rows[older["seq"]] == 6  # the other tenant's five calls lie between
+    for shown in (newer, older):
+        assert isinstance(shown["id"], str) and len(shown["id"]) == 32 and shown["id"] != str(rows[shown["seq"]])
+        assert int(shown["id"], 16) != rows[shown["seq"]]
+    again = await ok(client, ours, LIST, {"seq_from": newer["seq"], "seq_to": newer["seq"]})
+    assert again["items"][0]["id"] == newer["id"]  # the same each time it is shown
+    assert (await ok(client, ours, READ, {"id": newer["id"].upper()}))["seq"] == newer["seq"]
+    # Named under another organization's key, even our own row is nobody's entry here.
+    their_name_for_ours = ledger_keys().entry_ref(theirs.org.id, rows[newer["seq"]])
+    assert (await post(client, ours, READ, {"id": their_name_for_ours})).status_code == 404
 
 
 async def test_one_entry_shows_its_hash_links_and_checks(client: httpx.AsyncClient, factory: Factory,
@@ -116,7 +146,7 @@ async def test_one_entry_shows_its_hash_links_and_checks(client: httpx.AsyncClie
                                                  "seq_to": by_id["previous_seq"]}))["items"]
     older = await ok(client, ws, READ, {"id": at_previous["id"]})
     assert older["next_seq"] == newest["seq"]
-    missing = await post(client, ws, READ, {"id": 2_000_000_000})
+    missing = await post(client, ws, READ, {"id": "0" * 32})
     assert missing.status_code == 404 and missing.json()["error"] == "not_found"
 
 
@@ -130,7 +160,8 @@ async def test_verification_names_the_first_entry_someone_rewrote(client: httpx.
     assert report["checked"] >= 5 and report["head"]["tree_size"] == report["tree_size"]
     refused = (await ok(client, ws, LIST, {"outcome": "refused"}))["items"][0]
     async with db.write() as s:  # a refusal turned into a success, as someone with database access might
-        await s.execute(update(audit_entries).where(audit_entries.c.id == refused["id"])
+        await s.execute(update(audit_entries).where(
+            audit_entries.c.id == ledger_keys().entry_id_of(ws.org.id, refused["id"]))
                         .values(outcome="allowed", error_code=None))
     broken = await ok(client, ws, VERIFY, {"start": "first_entry"})
     assert broken["valid"] is False and broken["first_broken_id"] == refused["id"]

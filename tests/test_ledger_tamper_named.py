@@ -61,7 +61,7 @@ async def test_a_rewritten_entry_disguised_as_a_chained_one_is_named(
             root=tree.root().hex(), frontier=tree.to_hex()))
     report = await _report(db, ws.org.id)
     assert report.valid is False
-    assert report.first_broken_seq == 3 and report.first_broken_id == row.id, report
+    assert report.first_broken_seq == 3 and report.first_broken_id == ledger_keys().entry_ref(ws.org.id, row.id), report
 
 
 async def test_a_rewritten_entry_disguised_as_a_chained_one_is_named_with_the_heads_chained_size_raised(
@@ -81,7 +81,7 @@ async def test_a_rewritten_entry_disguised_as_a_chained_one_is_named_with_the_he
         await s.execute(update(audit_heads).where(audit_heads.c.organization_id == ws.org.id).values(seq=4))
     report = await _report(db, ws.org.id)
     assert report.valid is False
-    assert report.first_broken_seq == 4 and report.first_broken_id == row.id, report
+    assert report.first_broken_seq == 4 and report.first_broken_id == ledger_keys().entry_ref(ws.org.id, row.id), report
 
 
 async def test_the_read_handler_checks_a_chained_entrys_content_against_its_hash(
@@ -103,7 +103,7 @@ async def test_the_read_handler_checks_a_chained_entrys_content_against_its_hash
             coordinate=f"{PARTS}/delete"))
     report = await _report(db, ws.org.id)
     assert report.valid is False and report.first_broken_seq == 1  # verification sees it
-    shown = await ok(client, ws, READ, {"id": row.id})
+    shown = await ok(client, ws, READ, {"id": ledger_keys().entry_ref(ws.org.id, row.id)})
     assert shown["checks"]["content_matches_hash"] is False, shown["checks"]
 
 

@@ -97,7 +97,7 @@ async def test_a_waiting_entry_whose_hash_is_not_hex_does_not_stop_other_organiz
         report = await verify_log(s, first.org.id, ledger_keys())
     assert sealed[genuine] == 3, sealed  # the other organization's entry was sealed
     assert sealed[tampered] is None, sealed  # the rewritten one is left waiting, for verification to name
-    assert report.valid is False and report.first_broken_id == tampered, report
+    assert report.valid is False and report.first_broken_id == ledger_keys().entry_ref(first.org.id, tampered), report
 
 
 async def test_cli_prove_on_a_log_with_an_entry_hash_that_is_not_hex_is_refused_not_a_traceback(
@@ -125,7 +125,8 @@ async def test_cli_verify_text_names_a_broken_waiting_entry_and_never_entry_none
         await s.execute(update(audit_entries).where(audit_entries.c.id == altered).values(outcome="refused"))
     result = run_cli("audit", "verify", "--tenant", ws.tenant.subdomain, database_url=database_url)
     assert result.returncode == 1 and TRACEBACK not in result.stderr, str(result)
-    assert "None" not in result.stdout and f"id {altered}" in result.stdout, str(result)
+    named = f"id {ledger_keys().entry_ref(ws.org.id, altered)}"
+    assert "None" not in result.stdout and named in result.stdout, str(result)
 
     async with db.write() as s:
         await s.execute(update(audit_entries).where(audit_entries.c.id == altered).values(outcome="allowed"))

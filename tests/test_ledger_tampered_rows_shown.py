@@ -16,7 +16,7 @@ from sqlalchemy import select, text, update
 from prism.ledger.entries import audit_entries, audit_heads
 from prism.ledger.merkle import Frontier, leaf_hash
 from prism.storage import Database
-from tests.factories import Factory
+from tests.factories import Factory, ledger_keys
 from tests.governance_support import ok, post
 from tests.ledger_support import sealed_log
 
@@ -73,7 +73,7 @@ async def test_an_entry_moved_to_a_negative_position_is_shown_not_a_500(
     assert report["valid"] is False
     listed = await post(client, ws, LIST, {"page_size": 100})
     assert listed.status_code == 200, listed.text
-    shown = await post(client, ws, READ, {"id": moved})
+    shown = await post(client, ws, READ, {"id": ledger_keys().entry_ref(ws.org.id, moved)})
     assert shown.status_code == 200, shown.text
     assert shown.json()["data"]["checks"]["mac_fits_position"] is False
     exported = await post(client, ws, EXPORT, {})
@@ -91,7 +91,7 @@ async def test_an_entry_moved_to_the_largest_position_is_shown_not_a_500(
         await s.execute(update(audit_entries).where(audit_entries.c.id == moved).values(seq=2**63 - 1))
     report = await ok(client, ws, VERIFY, {"start": "first_entry"})
     assert report["valid"] is False
-    shown = await post(client, ws, READ, {"id": moved})
+    shown = await post(client, ws, READ, {"id": ledger_keys().entry_ref(ws.org.id, moved)})
     assert shown.status_code == 200, shown.text
     assert shown.json()["data"]["next_seq"] is None
 

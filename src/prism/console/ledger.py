@@ -115,15 +115,16 @@ async def _ledger_page(request: Request, caller: ConsoleCaller, verify_from: str
 @signed_in
 async def entry(request: Request, caller: ConsoleCaller) -> Response:
     key = request.path_params["key"]
-    kind, _, number = key.partition("-")
-    entry_id = whole_number(number)
-    if kind not in ("id", "seq") or entry_id is None:
+    kind, _, given = key.partition("-")
+    position = whole_number(given) if kind == "seq" else None
+    if not (kind == "id" and given) and position is None:
         return refusal(request, InvalidArguments("an entry is /console/ledger/id-<id>/ or /console/ledger/seq-<n>/"))
     try:
-        if kind == "seq":  # a position: the entry there, found through the list's own filter
-            found = await caller.call(request, f"{BASE}/entry/list", {"seq_from": entry_id, "seq_to": entry_id})
+        entry_id = given
+        if position is not None:  # a position: the entry there, found through the list's own filter
+            found = await caller.call(request, f"{BASE}/entry/list", {"seq_from": position, "seq_to": position})
             if not found["items"]:
-                raise NotFound(f"no ledger entry at position {entry_id}", code="not_found")
+                raise NotFound(f"no ledger entry at position {position}", code="not_found")
             entry_id = found["items"][0]["id"]
         shown = await caller.call(request, f"{BASE}/entry/read", {"id": entry_id})
     except PrismError as exc:

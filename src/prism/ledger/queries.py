@@ -11,6 +11,9 @@ organization is "not found", never shown. Filters are the same for the list, the
   API exists: earlier entries name none);
 - `coordinate`: exact, or a pattern with `*` (`entity_crud/finance/*`);
 - `seq_from` / `seq_to`: positions in the log (inclusive); entries still waiting to be sealed have none.
+
+An entry's `id` is shown as its reference (`LedgerKeys.entry_ref`: opaque, of this organization only); ordering
+by `id` is the order entries were written in.
 """
 
 from __future__ import annotations
@@ -109,24 +112,25 @@ async def _user_id(session: AsyncSession, actor: str) -> str | None:
         func.lower(User.email) == actor.lower()))).scalar_one_or_none()
 
 
-async def page(session: AsyncSession, organization_id: str, f: EntryFilter, *, page: int, page_size: int,
-               ordering: str | None) -> dict[str, Any]:
+async def page(session: AsyncSession, organization_id: str, keys: LedgerKeys, f: EntryFilter, *, page: int,
+               page_size: int, ordering: str | None) -> dict[str, Any]:
     repo = repository(session, organization_id)
     result = await repo.page(await filtered(session, organization_id, f), page=page, page_size=page_size,
                              ordering=ordering, orderable=("id", "seq", "created_at"), default_ordering="-id")
     emails = await _emails(session, {i["actor_user_id"] for i in result["items"]})
-    result["items"] = [_decorate(item, emails) for item in result["items"]]
+    result["items"] = [_decorate(item, emails, keys, organization_id) for item in result["items"]]
     return result
 
 
-async def read(session: AsyncSession, organization_id: str, keys: LedgerKeys, entry_id: int) -> dict[str, Any]:
-    """One entry with what binds it: its content hash and MAC checked, its leaf, its neighbours in the log, and
-    the signed head it is (or will be) part of."""
-    stmt = repository(session, organization_id).base().where(AuditEntry.id == entry_id)
-    row = (await session.execute(stmt)).scalar_one_or_none()
+async def read(session: AsyncSession, organization_id: str, keys: LedgerKeys, ref: str) -> dict[str, Any]:
+    """One entry, by its reference, with what binds it: its content hash and MAC checked, its leaf, its
+    neighbours in the log, and the signed head it is (or will be) part of."""
+    entry_id = keys.entry_id_of(organization_id, ref)
+    row = None if entry_id is None else (await session.execute(
+        repository(session, organization_id).base().where(AuditEntry.id == entry_id))).scalar_one_or_none()
     if row is None:
-        raise NotFound(f"ledger entry {entry_id} not found", code="not_found")
-    record = _decorate(to_record(row), await _emails(session, {row.actor_user_id}))
+        raise NotFound(f"ledger entry {ref} not found", code="not_found")
+    record = _decorate(to_record(row), await _emails(session, {row.actor_user_id}), keys, organization_id)
     if row.prev_hash is not None:  # chained before the tree: hashed with its position and predecessor, no MAC
         chained_hash = legacy_chain_hash(row.prev_hash, content_of(row), row.seq or 0)
         record["checks"] = {"content_matches_hash": row.entry_hash == row.hash == chained_hash,
@@ -165,7 +169,7 @@ async def head(session: AsyncSession, organization_id: str) -> dict[str, Any] | 
             "pruned_through": row.pruned_through, "checkpoint": signed}
 
 
-async def export(session: AsyncSession, organization_id: str, f: EntryFilter, *, fmt: str,
+async def export(session: AsyncSession, organization_id: str, keys: LedgerKeys, f: EntryFilter, *, fmt: str,
                  limit: int) -> dict[str, Any]:
     """Sealed entries in log order, at most `limit`, as JSON Lines or CSV text; `next_seq_from` continues."""
     stmt = (await filtered(session, organization_id, f)).where(AuditEntry.seq.is_not(None))
@@ -173,7 +177,7 @@ async def export(session: AsyncSession, organization_id: str, f: EntryFilter, *,
     more = len(rows) > limit
     rows = rows[:limit]
     emails = await _emails(session, {r.actor_user_id for r in rows})
-    records = [_decorate(to_record(r), emails) for r in rows]
+    records = [_decorate(to_record(r), emails, keys, organization_id) for r in rows]
     return {"format": fmt, "media_type": "application/jsonl" if fmt == "jsonl" else "text/csv",
             "count": len(records), "first_seq": records[0]["seq"] if records else None,
             "last_seq": records[-1]["seq"] if records else None,
@@ -212,8 +216,9 @@ async def _emails(session: AsyncSession, user_ids: set[str | None]) -> dict[str,
     return {user_id: email for user_id, email in rows}
 
 
-def _decorate(record: dict[str, Any], emails: dict[str, str]) -> dict[str, Any]:
+def _decorate(record: dict[str, Any], emails: dict[str, str], keys: LedgerKeys, organization_id: str) -> dict[str, Any]:
     record.pop("tenant_id", None)
+    record["id"] = keys.entry_ref(organization_id, record["id"])
     record["actor_email"] = emails.get(record["actor_user_id"] or "")
     record["sealed"] = record["seq"] is not None
     record["leaf_hash"] = _leaf_of(record["seq"], record["entry_hash"])

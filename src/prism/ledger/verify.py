@@ -59,7 +59,7 @@ class LogReport:
     waiting: int = 0
     since: int = 0
     first_broken_seq: int | None = None
-    first_broken_id: int | None = None
+    first_broken_id: str | None = None  # the entry's reference (LedgerKeys.entry_ref), as the API shows it
     reason: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -178,7 +178,9 @@ async def _verify_once(session: AsyncSession, organization_id: str, keys: Ledger
         await _nothing_beyond(session, organization_id, head.tree_size, trusted)
     except _Broken as broken:
         return LogReport(organization_id, False, checked=checked, since=since.checkpoint.tree_size if since else 0,
-                         first_broken_seq=broken.seq, first_broken_id=broken.entry_id,
+                         first_broken_seq=broken.seq,
+                         first_broken_id=None if broken.entry_id is None else keys.entry_ref(organization_id,
+                                                                                             broken.entry_id),
                          reason=broken.reason), pruned_through
     return LogReport(organization_id, True, head.tree_size, checked, waiting,
                      start.checkpoint.tree_size if start else 0), pruned_through

@@ -19,6 +19,7 @@ from prism.errors import Conflict, PermissionDenied
 from prism.governance import oversight, personas
 from prism.governance.models import AiSystem, GovernanceDecision, GovernanceViolation, OversightRequest
 from prism.governance.post_hoc_audit import MAX_HOURS, run_audit
+from prism.ledger.keys import LedgerKeys
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import OrgRepository, sent_changes, text_search, to_record
 
@@ -336,8 +337,12 @@ async def read_decision(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
 async def list_violations(call: HandlerCall, p: ListParams) -> dict[str, Any]:
     repo = OrgRepository(call.session, GovernanceViolation, call.organization_id, label="violation")
     stmt = text_search(repo.base(), [GovernanceViolation.coordinate, GovernanceViolation.policy_name], p.search)
-    return await repo.page(stmt, page=p.page, page_size=p.page_size, ordering=p.ordering,
-                           orderable=("detected_at", "severity"), default_ordering="-detected_at")
+    result = await repo.page(stmt, page=p.page, page_size=p.page_size, ordering=p.ordering,
+                             orderable=("detected_at", "severity"), default_ordering="-detected_at")
+    keys = LedgerKeys(call.settings)
+    for item in result["items"]:  # the ledger entry as the ledger's API names it (prism.ledger.keys)
+        item["audit_entry_id"] = keys.entry_ref(call.organization_id, item["audit_entry_id"])
+    return result
 
 
 # config_manage/governance/webhook/...: the webhook management API's operations (registered on `app`).

@@ -31,8 +31,8 @@ KEYWORDS = ("audit log", "audit trail", "hash chain", "merkle tree", "who called
              description="List audit ledger entries (every call, allowed or refused), newest first, filtered by "
                          "time, actor, credential, persona, AI system, coordinate, outcome, door or position.")
 async def list_entries(call: HandlerCall, p: EntryList) -> dict[str, Any]:
-    return await queries.page(call.session, call.organization_id, p.to_filter(), page=p.page,
-                              page_size=p.page_size, ordering=p.ordering)
+    return await queries.page(call.session, call.organization_id, LedgerKeys(call.settings), p.to_filter(),
+                              page=p.page, page_size=p.page_size, ordering=p.ordering)
 
 
 @app.handler("audit_query", "entry", "read", params=EntryRead, scope="read", keywords=KEYWORDS,
@@ -47,7 +47,8 @@ async def read_entry(call: HandlerCall, p: EntryRead) -> dict[str, Any]:
              description="Export sealed ledger entries in log order as JSON Lines or CSV (same filters as list; "
                          "at most 10,000 per call, next_seq_from continues).")
 async def export_entries(call: HandlerCall, p: EntryExport) -> dict[str, Any]:
-    return await queries.export(call.session, call.organization_id, p.to_filter(), fmt=p.format, limit=p.limit)
+    return await queries.export(call.session, call.organization_id, LedgerKeys(call.settings), p.to_filter(),
+                                fmt=p.format, limit=p.limit)
 
 
 @app.handler("audit_query", "log", "verify", params=LogVerify, scope="read", keywords=KEYWORDS,

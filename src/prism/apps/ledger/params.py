@@ -8,8 +8,9 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from prism.apps.params import ListParams, Params
-from prism.kit.numbers import SQL_BIGINT_MAX, SQL_INT_MAX
+from prism.kit.numbers import SQL_BIGINT_MAX
 from prism.kit.validation import Moment
+from prism.ledger.keys import ENTRY_REF_LENGTH
 from prism.ledger.queries import EntryFilter
 
 Outcome = Literal["allowed", "refused", "replayed"]
@@ -29,7 +30,7 @@ class EntryFilters(Params):
                                    description="Exact coordinate, or a pattern with * (entity_crud/finance/*).")
     outcome: Outcome | None = Field(None, description="allowed, refused or replayed.")
     door: str | None = Field(None, min_length=1, max_length=32, description="canonical, sandbox, mcp, ...")
-    # Positions and ids are bound for SQL: one past the largest integer the database stores is refused, not sent.
+    # Positions are bound for SQL: one past the largest integer the database stores is refused, not sent.
     seq_from: int | None = Field(None, ge=1, le=SQL_BIGINT_MAX, description="From this position in the log "
                                  "(inclusive).")
     seq_to: int | None = Field(None, ge=1, le=SQL_BIGINT_MAX, description="Up to this position in the log "
@@ -55,8 +56,8 @@ class EntryList(ListParams, EntryFilters):
 
 
 class EntryRead(Params):
-    id: int = Field(..., ge=1, le=SQL_INT_MAX,  # an INTEGER column
-                    description="The entry's id (as listed; list with seq_from = seq_to finds a position).")
+    id: str = Field(..., pattern=f"^[0-9a-fA-F]{{{ENTRY_REF_LENGTH}}}$",
+                    description="The entry's id, as listed (list with seq_from = seq_to finds a position).")
 
 
 class EntryExport(EntryFilters):
