@@ -60,3 +60,37 @@ async def test_a_batch_refused_whole_spends_only_its_http_request(settings: Sett
         answer = await call(c, headers, session, rpc("ping", request_id=9))  # 5
         assert answer.status_code == 200, answer.text
         assert answer.headers["x-ratelimit-remaining"] == "15"
+
+
+async def test_a_batch_of_more_than_a_hundred_messages_is_refused_whole_before_any_is_answered(
+        settings: Settings, factory: Factory) -> None:
+    """Each member of a batch gets an answer of its own: a megabyte of `0,` asked for half a million errors, some
+    78 MB built in memory, for one unit of the window (docs/mcp.md)."""
+    async with _client_of_app(settings, mcp_ceiling=1000) as c:
+        ws = await factory.workspace()
+        headers = headers_for(ws)
+        session = await initialize(c, headers, "2025-03-26")
+        body = b"[" + b",".join([b"0"] * 200_000) + b"]"
+        flood = await c.post("/api/mcp/sse", headers={**headers, "Mcp-Session-Id": session}, content=body)
+        assert flood.status_code == 400 and len(flood.content) < 1000, flood.content[:300]
+        assert flood.json()["error"]["code"] == -32600 and flood.json()["error"]["data"]["error"] == "batch_too_large"
+        hundred = await call(c, headers, session, [rpc("ping", request_id=i) for i in range(100)])
+        assert hundred.status_code == 200 and len(hundred.json()) == 100, hundred.text[:300]
+        one_more = await call(c, headers, session, [rpc("ping", request_id=i) for i in range(101)])
+        assert one_more.status_code == 400 and "at most 100" in one_more.json()["error"]["message"]
+
+
+async def test_malformed_members_of_a_batch_count_as_the_requests_they_are_answered_as(
+        settings: Settings, factory: Factory) -> None:
+    """A member that is not a message, or a request whose params is not an object, is answered with its error:
+    it counts in the window as a request does (a batch of them was answered for nothing)."""
+    async with _client_of_app(settings, mcp_ceiling=6) as c:
+        ws = await factory.workspace()
+        headers = headers_for(ws)
+        session = await initialize(c, headers, "2025-03-26")  # 1 of 6
+        malformed = [0, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": 1}, "x"]
+        answer = await call(c, headers, session, malformed)  # 2, 3, 4 of 6
+        assert answer.status_code == 200 and len(answer.json()) == 3, answer.text
+        assert answer.headers["x-ratelimit-remaining"] == "2"
+        refused = await call(c, headers, session, malformed)  # 5, 6, 7 of 6
+        assert refused.status_code == 429, refused.text

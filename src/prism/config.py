@@ -56,14 +56,14 @@ class Settings(BaseSettings):
     seed_demo: bool | None = None
     # MCP door (docs/mcp.md): a session id is a token signed with a key derived from the master secret,
     # so any process of the deployment verifies it; it expires after this many seconds.
-    mcp_session_ttl_seconds: int = 86400
+    mcp_session_ttl_seconds: int = Field(default=86400, ge=1)
     mcp_tools_page_size: int = Field(default=50, ge=1)
     # The tools MCP clients see: `mega`, the 13 prism_<mega_tool> doors; `split`, each door cut into _read,
     # _write and _destructive variants whose annotations hold for every operation behind them. A connection
     # may choose with `?tools=` on the MCP URL.
     mcp_tool_surface: Literal["mega", "split"] = "mega"
-    # How often an idle legacy SSE stream sends a keep-alive comment.
-    mcp_sse_keepalive_seconds: float = 15.0
+    # How often an idle legacy SSE stream sends a keep-alive comment (0 would send them without pause).
+    mcp_sse_keepalive_seconds: float = Field(default=15.0, ge=0.1, allow_inf_nan=False)
     # With several processes (docs/mcp.md "Streams across processes and hosts"), the one connection a process listens
     # on for its legacy SSE streams must answer a round trip (Redis PING, a PostgreSQL query) this often, within the
     # timeout; one that does not has died silently (a network cut, a frozen peer) and is dropped, its streams ended.

@@ -337,10 +337,11 @@ async def _refuse_for_scope(scope: Scope, send: Send, challenge: tools.ScopeChal
 
 
 async def _charge_batch(scope: Scope, auth: AuthContext, messages: list[Any]) -> PrismError | None:
-    """Each request of a JSON-RPC batch counts in the tenant's MCP window, as it would sent alone (one POST holds
-    thousands). The edge counted the HTTP request that carried them; the others are counted here, at once. The
-    refusal when they do not fit, or when the limits cannot be checked and the limiter fails closed."""
-    requests = sum(1 for m in messages if isinstance(m, jsonrpc.Message) and m.is_request)
+    """Each member of a JSON-RPC batch that is answered (a request, or a malformed member, answered with its
+    error) counts in the tenant's MCP window, as it would sent alone. The edge counted the HTTP request that
+    carried them; the others are counted here, at once. The refusal when they do not fit, or when the limits
+    cannot be checked and the limiter fails closed."""
+    requests = sum(1 for m in messages if (m.is_request if isinstance(m, jsonrpc.Message) else not m.of_notification))
     if requests < 2:
         return None
     limiter = scope["app"].state.rate_limiter

@@ -70,6 +70,12 @@ class Message:
         return self.method is not None and not self.is_request
 
 
+# Each member of a batch gets an answer of its own (an error, for a malformed one): without a bound, a POST of a
+# megabyte of `0,` asks for half a million answers, tens of megabytes built in memory and sent. Agents batch a
+# few requests at a time.
+MAX_BATCH = 100
+
+
 def parse_body(body: bytes) -> tuple[list[Message | RpcError], bool]:
     """The messages of a POST body and whether it was a batch. A body that is not JSON-RPC at all raises
     RpcError; in a batch each malformed member becomes its own RpcError (answered with its `request_id`)."""
@@ -85,6 +91,9 @@ def parse_body(body: bytes) -> tuple[list[Message | RpcError], bool]:
         if not value:
             raise RpcError(INVALID_REQUEST, "an empty batch is not a JSON-RPC message",
                            data={"error": "invalid_body"})
+        if len(value) > MAX_BATCH:
+            raise RpcError(INVALID_REQUEST, f"a batch holds at most {MAX_BATCH} messages; send more in several "
+                           "POSTs", data={"error": "batch_too_large"})
         return [_parse_or_error(item) for item in value], True
     return [parse_message(value)], False
 
