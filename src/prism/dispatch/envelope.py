@@ -44,12 +44,18 @@ def call_from_envelope(tool_name: str, payload: Any, *, door: str) -> Call:
                 oversight_request_id=_id_field(payload, "oversight_request_id"))
 
 
+# Missions and oversight requests have ids of 36 characters (a UUID, `ovr_` and 32 hex digits), and are stored
+# in columns of that width: a longer value is no id of theirs, and PostgreSQL would refuse to store it where an
+# escalated call keeps the mission it named.
+ID_LENGTH = 36
+
+
 def _id_field(payload: dict[str, Any], name: str) -> str | None:
     value = payload.get(name)
     if value is None:
         return None
-    if not isinstance(value, str) or not 0 < len(value) <= 64:
-        raise InvalidArguments(f"{name}: must be an id (a non-empty string of at most 64 characters)",
+    if not isinstance(value, str) or not 0 < len(value) <= ID_LENGTH:
+        raise InvalidArguments(f"{name}: must be an id (a non-empty string of at most {ID_LENGTH} characters)",
                                field=name)
     return value
 
