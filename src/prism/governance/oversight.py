@@ -144,7 +144,9 @@ async def consume(session: AsyncSession, auth: AuthContext, *, request_id: str, 
 
 async def decide(session: AsyncSession, auth: AuthContext, *, request_id: str, approve: bool,
                  note: str) -> dict[str, Any]:
-    request = await repository(session, auth.organization_id).get(request_id)
+    # Locked and read afresh: the session may hold this request as an earlier call of its ledger batch read it,
+    # and another process may have decided or used it since; approving that stale copy would run its call twice.
+    request = await repository(session, auth.organization_id).get(request_id, for_update=True)
     # Who may decide comes before the request's state: a caller that may decide nothing (its own request, or an
     # agent's credential) is refused as such whatever the request's state, and its refusal is a BLOCK decision.
     if request.requested_by == auth.user_id:
