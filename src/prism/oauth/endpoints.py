@@ -22,11 +22,18 @@ from prism.kit.nul import refuse_nul_in_form
 from prism.kit.timeutil import utcnow
 from prism.oauth.challenge import INVALID_TOKEN, bearer_challenge
 from prism.oauth.client_documents import client_documents, is_document_url
-from prism.oauth.errors import ClientCredentialMissing, GrantReplayed, InvalidClient, InvalidGrant, OAuthError
+from prism.oauth.errors import (
+    ClientCredentialMissing,
+    CodeRefused,
+    GrantReplayed,
+    InvalidClient,
+    InvalidGrant,
+    OAuthError,
+)
 from prism.oauth.issuer import issuer_for
 from prism.oauth.models import OAuthClient
 from prism.oauth.refresh import refresh_tokens
-from prism.oauth.repository import revoke_grant
+from prism.oauth.repository import claim_code, revoke_grant
 from prism.oauth.resource import AccessTokens
 from prism.oauth.schemas import parse_registration
 from prism.oauth.service import (
@@ -151,6 +158,13 @@ async def token(request: Request) -> Response:
         if exc.grant_id is not None:
             await _revoke(request, exc.grant_id)
         return oauth_error(request, InvalidGrant(exc.message))
+    except CodeRefused as exc:
+        try:
+            async with state.db.write() as session:
+                await claim_code(session, exc.code_id, utcnow())
+        except DatabaseUnavailable as unavailable:
+            return oauth_error(request, unavailable)
+        return oauth_error(request, exc.refusal)
     except (OAuthError, DatabaseUnavailable, RateLimited, LimiterUnavailable) as exc:
         return oauth_error(request, exc)
     except PrismError as exc:

@@ -35,6 +35,15 @@ class GrantReplayed(InvalidGrant):
         self.grant_id = grant_id
 
 
+class CodeRefused(OAuthError):
+    """An exchange refused after its code was claimed: the refusal to answer, and the code to mark used in a
+    transaction of its own (the exchange's, refused, is rolled back with the claim in it)."""
+
+    def __init__(self, refusal: OAuthError, *, code_id: str) -> None:
+        super().__init__(refusal.message, code=refusal.code, status=refusal.status)
+        self.refusal, self.code_id = refusal, code_id
+
+
 class AuthorizeError(PrismError):
     """An authorize request error: shown on Prism's error page, never redirected to the client."""
 

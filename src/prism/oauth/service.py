@@ -19,7 +19,14 @@ from prism.errors import Unauthenticated
 from prism.kit.secret import same_secret
 from prism.kit.timeutil import utcnow
 from prism.oauth import repository as repo
-from prism.oauth.errors import ClientCredentialMissing, GrantReplayed, InvalidClient, InvalidGrant, OAuthError
+from prism.oauth.errors import (
+    ClientCredentialMissing,
+    CodeRefused,
+    GrantReplayed,
+    InvalidClient,
+    InvalidGrant,
+    OAuthError,
+)
 from prism.oauth.issuer import require_granted_resource
 from prism.oauth.keys import KeyRing
 from prism.oauth.models import OAuthClient, OAuthCode, OAuthGrant, OAuthGrantOrganization, OAuthRefreshToken
@@ -222,22 +229,25 @@ async def exchange_code(session: AsyncSession, ctx: TokenContext, client: OAuthC
         # A concurrent exchange won the claim after `row` was read: its grant is only known now.
         raise GrantReplayed("authorization code already used; the tokens it issued are revoked",
                             grant_id=await repo.grant_of_code(session, row.id))
-    if row.expires_at <= now:
-        raise InvalidGrant("authorization code expired")
-    if row.issuer != ctx.issuer:
-        raise InvalidGrant("authorization code was issued on another host")
-    if redirect_uri is not None and redirect_uri != row.redirect_uri:
-        raise InvalidGrant("redirect_uri does not match the authorization request")
-    if redirect_uri is None and row.redirect_uri_sent:
-        raise InvalidGrant("redirect_uri is required: it was sent in the authorization request")
-    require_granted_resource(resource, row.audience, ctx.issuer)
-    if not verifier or not VERIFIER.match(verifier):
-        raise InvalidGrant("code_verifier is required: 43-128 characters of A-Z a-z 0-9 - . _ ~")
-    if not same_secret(s256(verifier), row.code_challenge):
-        raise InvalidGrant("code_verifier does not match the code_challenge")
-    if not await repo.user_is_active(session, row.user_id):
-        raise InvalidGrant("the user was deactivated")
-    require_registered_scope(row.scope, client.scope)  # the registration may have been narrowed since (RFC 7592)
+    try:  # a code is used once, exchanged or refused: every refusal from here on spends it
+        if row.expires_at <= now:
+            raise InvalidGrant("authorization code expired")
+        if row.issuer != ctx.issuer:
+            raise InvalidGrant("authorization code was issued on another host")
+        if redirect_uri is not None and redirect_uri != row.redirect_uri:
+            raise InvalidGrant("redirect_uri does not match the authorization request")
+        if redirect_uri is None and row.redirect_uri_sent:
+            raise InvalidGrant("redirect_uri is required: it was sent in the authorization request")
+        require_granted_resource(resource, row.audience, ctx.issuer)
+        if not verifier or not VERIFIER.match(verifier):
+            raise InvalidGrant("code_verifier is required: 43-128 characters of A-Z a-z 0-9 - . _ ~")
+        if not same_secret(s256(verifier), row.code_challenge):
+            raise InvalidGrant("code_verifier does not match the code_challenge")
+        if not await repo.user_is_active(session, row.user_id):
+            raise InvalidGrant("the user was deactivated")
+        require_registered_scope(row.scope, client.scope)  # the registration may have been narrowed (RFC 7592)
+    except OAuthError as refusal:
+        raise CodeRefused(refusal, code_id=row.id) from None
     grant = await _create_grant(session, row, now)
     row.grant_id = grant.id
     return await issue_tokens(session, ctx, client, grant, row.scope)
