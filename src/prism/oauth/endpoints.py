@@ -144,9 +144,10 @@ async def token(request: Request) -> Response:
         # named by URL is fetched before it too: no transaction waits on another server.
         await ctx.ring.signer()
         described = await _described(request, client_id)
-        async with _client_attempt(request, client_id, described) as attempt, state.db.write() as session:
-            client = await _authenticated_client(session, attempt, client_id, form.get("client_secret") or basic_secret,
-                                                 described=described, by_header=basic_id is not None)
+        secret = form.get("client_secret") or basic_secret
+        async with _client_attempt(request, client_id, secret, described) as attempt, state.db.write() as session:
+            client = await _authenticated_client(request, session, attempt, client_id, secret, described=described,
+                                                 by_header=basic_id is not None)
             if grant_type == "authorization_code":
                 answer = await exchange_code(session, ctx, client, code=form.get("code"),
                                              verifier=form.get("code_verifier"), redirect_uri=form.get("redirect_uri"),
@@ -173,33 +174,41 @@ async def token(request: Request) -> Response:
 
 
 @asynccontextmanager
-async def _client_attempt(request: Request, client_id: str | None,
+async def _client_attempt(request: Request, client_id: str | None, secret: str | None,
                           described: OAuthClient | None) -> AsyncIterator[SecretAttempt | None]:
-    """The attempt a client's credential is checked in (prism.edge.lockout), reserved before the transaction (a
-    wait for a place must not hold the database's writer turn); None when there is nothing to check: no
-    client_id, or a client described by its URL document."""
-    if not client_id or (described is not None and described.client_id == client_id):
+    """The attempt a client's secret is checked in (prism.edge.lockout), reserved before the transaction (a wait
+    for a place must not hold the database's writer turn); None when no secret is presented: a public client's
+    id is no secret, so its requests take none of the address's places (a hosted connector's users share a few
+    addresses, and its refreshes would queue behind others' guesses), and a client described by its URL
+    document has none."""
+    if not client_id or not secret or (described is not None and described.client_id == client_id):
         yield None
         return
     async with secret_attempt(request.scope) as attempt:
         yield attempt
 
 
-async def _authenticated_client(session: AsyncSession, attempt: SecretAttempt | None, client_id: str | None,
-                                secret: str | None, *, described: OAuthClient | None,
+async def _authenticated_client(request: Request, session: AsyncSession, attempt: SecretAttempt | None,
+                                client_id: str | None, secret: str | None, *, described: OAuthClient | None,
                                 by_header: bool = True) -> OAuthClient:
-    """`authenticate_client`, obeying the lockout (prism.edge.lockout) in `attempt`: a wrong credential is counted
-    (429 once the address is locked out), and a right secret is refused 429 if guesses locked the address
-    meanwhile. A request that presented no credential is refused without counting, and an unusable client
-    document is no guess."""
+    """`authenticate_client`, obeying the lockout (prism.edge.lockout): a wrong secret, or an unknown client_id,
+    is counted (429 once the address is locked out), and a right one refused 429 if guesses locked the address
+    meanwhile, a public client's requests too. A request that presented no credential is refused without
+    counting, and an unusable client document is no guess."""
+    unreserved = attempt is None and described is None  # a registered client named without a secret
     try:
         client = await authenticate_client(session, client_id, secret, described=described, by_header=by_header)
     except InvalidClient as exc:
-        if attempt is not None and not isinstance(exc, ClientCredentialMissing):
-            await attempt.failed()
+        if not isinstance(exc, ClientCredentialMissing):
+            if attempt is not None:
+                await attempt.failed()
+            elif unreserved:
+                await settle_unreserved(request.scope, failed=True)
         raise
-    if secret and attempt is not None:
+    if attempt is not None:
         await attempt.succeeded()
+    elif unreserved:
+        await settle_unreserved(request.scope, failed=False)
     return client
 
 
@@ -228,10 +237,11 @@ async def revoke(request: Request) -> Response:
         client_id = form.get("client_id") or basic_id
         await state.authenticator.tokens.ring.signer()  # loads the keys outside the transaction (see token)
         described = await _described(request, client_id)
-        async with _client_attempt(request, client_id, described) as attempt, state.db.write() as session:
+        secret = form.get("client_secret") or basic_secret
+        async with _client_attempt(request, client_id, secret, described) as attempt, state.db.write() as session:
             # A confidential client authenticates (RFC 7009 2.1): a wrong secret revokes nothing.
             client = None if client_id is None else await _authenticated_client(
-                session, attempt, client_id, form.get("client_secret") or basic_secret, described=described)
+                request, session, attempt, client_id, secret, described=described)
             grant_id = await revoke_token(session, state.authenticator.tokens.ring, state.settings, value,
                                           client=client, hostname=host_of(request).hostname,
                                           issuer=issuer_for(request))
