@@ -2,8 +2,8 @@
 
 Built on the browser foundation (`prism.web.browser`): signed session cookie, CSRF on every form,
 pages that cannot be framed and are never cached. A user sees and touches only keys they own, in
-organizations they belong to on this host (every tenant on the platform host, one on a tenant host);
-keys are read through each organization's repository, so another organization's key is not found.
+organizations they belong to on this host (every tenant on the platform host and the portal, one on a tenant
+host); keys are read through each organization's repository, so another organization's key is not found.
 The plaintext of a new key appears once, in the answer to the form that minted it.
 
 Minting and revoking are the keys handlers' (`config_manage/keys/key/create|revoke`), dispatched as the
