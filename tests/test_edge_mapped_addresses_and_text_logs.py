@@ -60,3 +60,22 @@ async def test_a_text_log_line_cannot_be_forged_through_the_path(
     lines = out.getvalue().splitlines()
     assert not any(line.startswith(forged[:23]) for line in lines), lines
     assert any("/x\\x0a2026-12-01" in line for line in lines), lines
+
+
+def test_a_traceback_in_a_text_log_cannot_forge_a_record_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception's text may carry what a client sent; its traceback follows the record, each line indented and
+    escaped, so no line of it reads as a record of its own."""
+    import logging
+
+    from prism.observability.logs import TextFormatter
+
+    forged = "2026-12-01 14:00:00,000 WARNING prism.security locked_out address=10.9.9.9"
+    try:
+        raise ValueError(f"bad value x\n{forged}\r\n{forged}\x1b[2K")
+    except ValueError:
+        record = logging.LogRecord("prism.test", logging.ERROR, __file__, 1, "it failed", None, sys.exc_info())
+    lines = TextFormatter().format(record).split("\n")
+    assert lines[0].endswith("ERROR prism.test it failed") and len(lines) > 3, lines
+    assert all(line.startswith("  ") for line in lines[1:]), lines
+    assert not any(line.startswith(forged[:23]) for line in lines), lines
+    assert any("\\x1b[2K" in line for line in lines), lines

@@ -50,7 +50,7 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """`time LEVEL logger message key=value…`, one line a record (a traceback follows on lines of its own). What a
+    """`time LEVEL logger message key=value…`, one line a record (a traceback follows, indented). What a
     client sent (a path, a header) may hold a line break once decoded: every control character of the message and
     the values is written escaped, so that no value can write a line of its own that reads as another record."""
 
@@ -60,9 +60,9 @@ class TextFormatter(logging.Formatter):
         if fields:
             text += " " + " ".join(f"{k}={_escaped(str(v))}" for k, v in fields.items() if v is not None)
         if record.exc_info:
-            text += "\n" + self.formatException(record.exc_info)
+            text += _indented(self.formatException(record.exc_info))
         if record.stack_info:
-            text += "\n" + self.formatStack(record.stack_info)
+            text += _indented(self.formatStack(record.stack_info))
         return text
 
 
@@ -71,6 +71,12 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 def _escaped(text: str) -> str:
     return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+
+
+def _indented(block: str) -> str:
+    """A traceback, each of its lines indented and escaped: an exception's text may carry what a client sent,
+    and none of its lines may start where a record's line starts."""
+    return "".join("\n  " + _escaped(line) for line in block.splitlines())
 
 
 class StdoutHandler(logging.Handler):
