@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from prism.integrations import upstream
 from tests.factories import Factory, Workspace
 from tests.governance_support import ok, post
 from tests.integrations_upstream import (  # noqa: F401 -- fixture: a loopback upstream's TLS (this module's `tls`)
@@ -220,6 +221,27 @@ async def test_a_changed_oauth_scope_or_token_url_is_used_at_the_next_call(
     assert (await call(client, ws, name, "items", "listItems", {})).status_code == 200
     assert [t.get("scope") for t in recorder.token_requests] == ["items:read", "items:read items:write"]
     assert recorder.received[-1].header_values("authorization") == ["Bearer tok-2-items:read items:write"]
+
+
+async def test_the_oauth_tokens_a_process_holds_are_bounded(
+        client: httpx.AsyncClient, factory: Factory, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each change of a connection's credential asks for a token of its own, and the old one is never asked for
+    again: the process keeps at most TOKENS_KEPT (the oldest go), never an ever-growing pile."""
+    monkeypatch.setattr(upstream, "_TOKENS", {})
+    monkeypatch.setattr(upstream, "TOKENS_KEPT", 2)
+    ws = await factory.workspace(roles=("owner",))
+    spec = document({"/items": {"get": {"tags": ["items"], "operationId": "listItems", "responses": ANSWER}}})
+    oauth = {"auth_kind": "oauth2_client_credentials", "client_id": "prism", "secret": "client-s3cret",
+             "token_url": f"https://127.0.0.1:{recorder.port}/oauth/token"}
+    name = await connected(client, ws, spec, recorder, **oauth, scope="s0")
+    for scope in ("s0", "s1", "s2", "s3"):
+        await ok(client, ws, "config_manage/integrations/connection/set",
+                 {"name": name, "base_url": recorder.url(), **oauth, "scope": scope})
+        assert (await call(client, ws, name, "items", "listItems", {})).status_code == 200
+    assert len(upstream._TOKENS) == 2
+    assert [t.get("scope") for t in recorder.token_requests] == ["s0", "s1", "s2", "s3"]
+    assert (await call(client, ws, name, "items", "listItems", {})).status_code == 200  # the newest is kept
+    assert len(recorder.token_requests) == 4
 
 
 async def test_accept_header_admits_the_media_type_the_operation_answers_with(

@@ -110,8 +110,22 @@ def build_request(operation: dict[str, Any], base_url: str, arguments: dict[str,
     return Request(operation["method"], full_path + ("?" + sent_query if sent_query else ""), full_path, headers, body)
 
 
-# OAuth 2 client-credentials tokens, per connection and secret: (access token, monotonic expiry).
+# OAuth 2 client-credentials tokens, per connection and secret: (access token, monotonic expiry). At most
+# TOKENS_KEPT: each change of a connection's credential asks for another token, and the old one is never asked
+# for again, so without a bound they would pile up for the life of the process.
 _TOKENS: dict[tuple[str, str], tuple[str, float]] = {}
+TOKENS_KEPT = 1024
+
+
+def _keep_token(key: tuple[str, str], access: str, expires: float) -> None:
+    _TOKENS.pop(key, None)  # re-inserted: the dict's order is the order tokens were obtained in
+    _TOKENS[key] = (access, expires)
+    if len(_TOKENS) > TOKENS_KEPT:
+        now = time.monotonic()
+        for expired in [k for k, (_, until) in _TOKENS.items() if until <= now]:
+            del _TOKENS[expired]
+        while len(_TOKENS) > TOKENS_KEPT:  # still too many alive: the oldest go (asked for again if needed)
+            del _TOKENS[next(iter(_TOKENS))]
 
 
 def _token_key(connection_id: str, credential: Credential) -> tuple[str, str]:
@@ -150,7 +164,7 @@ async def _oauth_token(client: OutboundClient, connection_id: str, credential: C
         raise OutboundFailed(f"the token endpoint refused the client credentials (HTTP {answer.status})")
     lifetime = token.get("expires_in")
     seconds = float(lifetime) if isinstance(lifetime, (int, float)) and lifetime > 0 else 300.0
-    _TOKENS[key] = (access, time.monotonic() + max(seconds - 30.0, 1.0))
+    _keep_token(key, access, time.monotonic() + max(seconds - 30.0, 1.0))
     return access
 
 
