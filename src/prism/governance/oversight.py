@@ -56,11 +56,11 @@ def oversight_record(request: OversightRequest, now: datetime | None = None) -> 
 def as_reviewers_see(handler: Handler | None, arguments: Any) -> dict[str, Any] | None:
     """The arguments a request keeps for its reviewers, each secret masked: a field the handler's schema marks
     `writeOnly` (a connection's credential, a webhook's signing secret and custom headers) whole, a URL it marks
-    `x-prism-url-secrets` (an integration's or endpoint's URL, whose query may carry a key) with its query values
-    and userinfo withheld, and an object of query parameters it marks `x-prism-query-secrets` (an endpoint call's
-    `query`) with each parameter's value withheld, as a URL's query values are. The request is read by other people
-    and stored in plain JSON. Its digest, over the arguments as sent, still binds the approval to them: the approved
-    call is sent again with the real values."""
+    `x-prism-url-secrets` (an integration's, endpoint's or webhook's URL, whose query may carry a key) with its
+    query values and userinfo withheld, and an object of query parameters it marks `x-prism-query-secrets` (an
+    endpoint call's `query`) with each parameter's value withheld, as a URL's query values are. The request is
+    read by other people and stored in plain JSON. Its digest, over the arguments as sent, still binds the approval
+    to them: the approved call is sent again with the real values."""
     if not isinstance(arguments, dict):
         return None
     properties = handler.schema.get("properties", {}) if handler is not None else {}

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 from prism.events.catalog import EVENT_TYPE_NAMES
 from prism.kit.header_values import sendable
 from prism.kit.paging import Paging
-from prism.kit.secret import WRITE_ONLY
+from prism.kit.secret import URL_WITH_SECRETS, WRITE_ONLY
 from prism.kit.validation import validated
 
 SECRET_PREFIX = "whk_secret_"  # noqa: S105 -- a prefix, not a secret
@@ -95,12 +95,13 @@ class _Fields(BaseModel):
 
 class WebhookCreate(_Fields):
     name: Name
-    url: str = Field(max_length=2048)
+    # Receivers often take a key in the URL's query: reviewers of a held call see it withheld (prism.governance).
+    url: str = Field(max_length=2048, json_schema_extra=URL_WITH_SECRETS)
 
 
 class WebhookUpdate(_Fields):
     name: Name | None = None
-    url: str | None = Field(default=None, max_length=2048)
+    url: str | None = Field(default=None, max_length=2048, json_schema_extra=URL_WITH_SECRETS)
     secret: str | None = Field(default=None, min_length=len(SECRET_PREFIX) + 24, max_length=255,
                                json_schema_extra=WRITE_ONLY)
     is_active: bool | None = None
