@@ -58,7 +58,7 @@ async def test_delivery_is_signed_verifiable_with_stripe_and_carries_every_heade
     with pytest.raises(stripe.SignatureVerificationError):  # one byte changed
         stripe.WebhookSignature.verify_header(body.replace("BLOCK", "BLOCk"), headers["x-governance-signature"],
                                               hook["secret"], tolerance=300)
-    stale = signature_header(hook["secret"], got.body, int(time.time()) - 301)
+    stale = signature_header([hook["secret"]], got.body, int(time.time()) - 301)
     with pytest.raises(stripe.SignatureVerificationError):  # a replay outside the tolerance
         stripe.WebhookSignature.verify_header(body, stale, hook["secret"], tolerance=300)
     assert delivery["status"] == "success" and delivery["attempt_count"] == 1

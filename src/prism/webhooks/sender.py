@@ -36,7 +36,7 @@ class Attempt:
 SLOW_SHARE_OF_TIMEOUT = 0.5
 
 
-def delivery_headers(*, secret: str, body: bytes, event_type: str, delivery_id: str,
+def delivery_headers(*, secrets: list[str], body: bytes, event_type: str, delivery_id: str,
                      custom: dict[str, str], timestamp: int | None = None) -> dict[str, str]:
     # Custom headers first: Prism's own headers are set last, so nothing can replace them (the API also
     # refuses such names at save time).
@@ -46,7 +46,7 @@ def delivery_headers(*, secret: str, body: bytes, event_type: str, delivery_id: 
         "User-Agent": USER_AGENT,
         "X-Governance-Event": event_type,
         "X-Governance-Delivery": delivery_id,
-        SIGNATURE_HEADER: signature_header(secret, body, int(time.time()) if timestamp is None else timestamp),
+        SIGNATURE_HEADER: signature_header(secrets, body, int(time.time()) if timestamp is None else timestamp),
     })
     return headers
 

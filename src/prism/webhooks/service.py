@@ -6,7 +6,8 @@ Plain async functions, session and caller first; they never commit (the endpoint
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, select
@@ -34,7 +35,7 @@ from prism.webhooks.schemas import (
     WebhookUpdate,
 )
 from prism.webhooks.signal import wake_workers_after_commit
-from prism.webhooks.signing import SealBroken, new_secret, seal, unseal
+from prism.webhooks.signing import Opened, SealBroken, new_secret, seal, unseal
 
 DEFAULT_RETRY_DELAY_SECONDS = 60
 DEFAULT_TIMEOUT_SECONDS = 30
@@ -152,7 +153,7 @@ async def create_webhook(session: AsyncSession, auth: AuthContext, settings: Set
     row = Webhooks(session, auth.organization_id).add(
         id=webhook_id, tenant_id=auth.tenant_id, name=body.name, description=body.description or "", url=url,
         events=body.events or [], filters=body.filters or {}, header_names=list(headers),
-        sealed=seal(settings, webhook_id, secret, headers),
+        sealed=seal(settings, webhook_id, Opened(secret, headers)),
         max_retries=MAX_RETRIES if body.max_retries is None else body.max_retries,
         retry_delay_seconds=body.retry_delay_seconds or DEFAULT_RETRY_DELAY_SECONDS,
         timeout_seconds=body.timeout_seconds or DEFAULT_TIMEOUT_SECONDS, is_active=True,
@@ -208,14 +209,15 @@ async def update_webhook(session: AsyncSession, auth: AuthContext, settings: Set
             setattr(row, field, getattr(body, field))
     if "secret" in given or "custom_headers" in given:
         if body.secret is not None and "custom_headers" in given:  # both replaced: the old seal is not needed
-            secret, headers = body.secret, body.custom_headers or {}
+            opened = Opened(body.secret, body.custom_headers or {})
         else:
-            secret, headers = _opened(settings, row)
-            secret = body.secret or secret
+            opened = _opened(settings, row)
+            if body.secret is not None:  # a secret the person chose replaces every one signing now
+                opened = Opened(body.secret, opened.headers)
             if "custom_headers" in given:
-                headers = body.custom_headers or {}
-        row.sealed = seal(settings, row.id, secret, headers)
-        row.header_names = list(headers)
+                opened = replace(opened, headers=body.custom_headers or {})
+        row.sealed = seal(settings, row.id, opened)
+        row.header_names = list(opened.headers)
     if body.is_active is not None:
         if row.is_active and not body.is_active:
             # The clock the workers' leases are on: PostgreSQL's own (hosts' clocks may differ), SQLite's process.
@@ -231,23 +233,27 @@ async def update_webhook(session: AsyncSession, auth: AuthContext, settings: Set
     return webhook_read(row)
 
 
-async def rotate_secret(session: AsyncSession, auth: AuthContext, settings: Settings,
-                        webhook_id: str) -> dict[str, Any]:
-    """A new signing secret made by Prism, sealed like the first; the answer is the only place it is shown."""
+async def rotate_secret(session: AsyncSession, auth: AuthContext, settings: Settings, webhook_id: str, *,
+                        keep_previous_seconds: int = 0) -> dict[str, Any]:
+    """A new signing secret made by Prism, sealed like the first; the answer is the only place it is shown. With
+    `keep_previous_seconds`, the secret it replaces goes on signing beside it until then (prism.webhooks.signing);
+    a secret kept from an earlier rotation stops now."""
     require(auth, "change")
     row = await _writable(session, auth, webhook_id)
-    _, headers = _opened(settings, row)
+    opened = _opened(settings, row)
+    now = utcnow()
+    until = now + timedelta(seconds=keep_previous_seconds) if keep_previous_seconds else None
     secret = new_secret()
-    row.sealed = seal(settings, row.id, secret, headers)
-    row.updated_at = utcnow()
+    row.sealed = seal(settings, row.id, Opened(secret, opened.headers, opened.secret if until else None, until))
+    row.updated_at = now
     await session.flush()
     forget_active_webhooks(session)
-    return {**webhook_read(row), "secret": secret}
+    return {**webhook_read(row), "secret": secret, "previous_secret_valid_until": iso(until)}
 
 
-def _opened(settings: Settings, row: Webhook) -> tuple[str, dict[str, str]]:
-    """The webhook's secret and custom headers, for a change that keeps one of them; a seal this deployment's
-    master secret no longer opens (it changed) is a conflict the caller resolves by replacing both."""
+def _opened(settings: Settings, row: Webhook) -> Opened:
+    """The webhook's sealed values, for a change that keeps some of them; a seal this deployment's master secret
+    no longer opens (it changed) is a conflict the caller resolves by replacing both secret and headers."""
     try:
         return unseal(settings, row.id, row.sealed)
     except SealBroken:

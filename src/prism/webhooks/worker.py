@@ -324,11 +324,11 @@ class DeliveryWorker:
         if not job.is_test and not still_wanted(job.events, job.filters, job.event_type, job.payload):
             return Attempt(False, None, "", NOT_SENT_UNSUBSCRIBED, None), False
         try:
-            secret, custom = unseal(self.settings, job.webhook_id, job.sealed)
+            opened = unseal(self.settings, job.webhook_id, job.sealed)
         except SealBroken as exc:
             return Attempt(False, None, "", str(exc), None), False
-        headers = delivery_headers(secret=secret, body=job.payload, event_type=job.event_type,
-                                   delivery_id=job.delivery_id, custom=custom)
+        headers = delivery_headers(secrets=opened.signing_secrets(self.clock()), body=job.payload,
+                                   event_type=job.event_type, delivery_id=job.delivery_id, custom=opened.headers)
         outcome = await attempt(self.client, url=job.url, body=job.payload, headers=headers,
                                 timeout_seconds=job.timeout_seconds)
         return outcome, True

@@ -24,6 +24,7 @@ from prism.apps.governance.handlers import app  # isort: skip  (the app these ha
 
 VIEW, ADD, CHANGE, DELETE = (f"governance.{verb}_webhook" for verb in ("view", "add", "change", "delete"))
 KEYWORDS = ("webhook", "callback", "event subscription", "notification endpoint", "signing secret")
+MAX_KEEP_PREVIOUS_SECONDS = 7 * 24 * 3600
 Id = Field(..., min_length=1, max_length=64, description="The webhook's id (whk_...).")
 
 
@@ -90,11 +91,19 @@ async def update_webhook(call: HandlerCall, p: WebhookUpdateParams) -> dict[str,
     return await service.update_webhook(call.session, call.auth, call.settings, p.id, body, call.prepared)
 
 
-@app.handler("config_manage", "webhook", "rotate_secret", params=ReadParams, scope="write", permission=CHANGE,
-             keywords=(*KEYWORDS, "rotate secret"),
-             description="Replace a webhook's signing secret with a new one made by Prism, in this answer once.")
-async def rotate_secret(call: HandlerCall, p: ReadParams) -> dict[str, Any]:
-    return await service.rotate_secret(call.session, call.auth, call.settings, p.id)
+class RotateParams(ReadParams):
+    keep_previous_seconds: int = Field(0, ge=0, le=MAX_KEEP_PREVIOUS_SECONDS, description=(
+        "How long the replaced secret goes on signing beside the new one (a second v1= in the signature header), "
+        "while receivers move to the new one; 0 (default): it stops now. At most 7 days."))
+
+
+@app.handler("config_manage", "webhook", "rotate_secret", params=RotateParams, scope="write", permission=CHANGE,
+             keywords=(*KEYWORDS, "rotate secret", "roll secret"),
+             description="Replace a webhook's signing secret with a new one made by Prism, in this answer once; the "
+                         "old one may go on signing beside it for a while (keep_previous_seconds).")
+async def rotate_secret(call: HandlerCall, p: RotateParams) -> dict[str, Any]:
+    return await service.rotate_secret(call.session, call.auth, call.settings, p.id,
+                                       keep_previous_seconds=p.keep_previous_seconds)
 
 
 @app.handler("config_manage", "webhook", "delete", params=ReadParams, scope="write", permission=DELETE,
