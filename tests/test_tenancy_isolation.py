@@ -21,7 +21,7 @@ from prism.models import ApiKey, AuditEntry
 from prism.registry import Handler, Registry
 from prism.storage import Database
 from prism.tenancy.repository import OrgRepository
-from tests.factories import Factory
+from tests.factories import Factory, ledger_keys
 
 DOORS = ("canonical", "prism_path", "sandbox")
 NEIGHBOURS = ("same_tenant", "other_tenant")
@@ -123,11 +123,13 @@ STORED_IDS: dict[str, Any] = {"ledger": AuditEntry, "keys": ApiKey}
 
 
 async def stored_ids(db: Database, org: Org, app: str) -> list[Any]:
-    """Ids of the organization's ledger entries (its calls in `populate`) or API keys."""
+    """Ids of the organization's ledger entries (its calls in `populate`, as its own API names them) or API keys."""
     model = STORED_IDS[app]
     async with db.read() as s:
         ids = list((await s.execute(select(model.id).where(model.organization_id == org.organization_id))).scalars())
     assert ids
+    if model is AuditEntry:
+        return [ledger_keys().entry_ref(org.organization_id, entry_id) for entry_id in ids]
     return ids
 
 
