@@ -27,7 +27,7 @@ from prism.errors import InvalidArguments
 from prism.models.base import Base
 from prism.registry import HandlerApp, HandlerCall
 from prism.storage import long_writes
-from prism.tenancy.repository import OrgRepository, sent_changes, text_search, to_record
+from prism.tenancy.repository import OrgRepository, Ranks, sent_changes, text_search, to_record
 
 Prepare = Callable[[HandlerCall, dict[str, Any], Any], Awaitable[dict[str, Any]]]
 Hook = Callable[[HandlerCall, Any], Awaitable[None]]
@@ -67,10 +67,26 @@ class Entity:
     before_delete: Hook | None = None
     # List filters that are not a column's condition by name: the filter's name → its condition for a value.
     filters: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+    # Orderable fields of ranked words (a priority, a criticality): field → its words, lowest first. The list orders
+    # them by rank, as a user means "by priority", not alphabetically (OrgRepository.ordered).
+    ranks: Ranks = field(default_factory=dict)
 
 
 def repo(call: HandlerCall, model: type[Any], label: str) -> OrgRepository[Any]:
     return OrgRepository(call.session, model, call.organization_id, label=label)
+
+
+async def dependants(call: HandlerCall, *kinds: tuple[str, type[Base], Any]) -> str:
+    """The records that still reference one a `before_delete` is asked to delete, as a message says them
+    ("2 work orders and 1 maintenance plan"), or "" when there are none. Each kind is (a noun for one record,
+    the model, the condition naming the record to delete): a refusal that names them, and says what to do,
+    tells the caller more than the database's foreign key would (a bare 409 conflict)."""
+    found = []
+    for noun, model, refers in kinds:
+        count = (await call.session.execute(select(func.count()).select_from(model).where(refers))).scalar_one()
+        if count:
+            found.append(f"{count} {noun}{'' if count == 1 else 's'}")
+    return " and ".join(found)
 
 
 def filtered(call: HandlerCall, e: Entity, p: BaseModel) -> Select[Any]:
@@ -114,6 +130,8 @@ def crud(app: HandlerApp, e: Entity) -> None:
     if bool(e.search) != ("search" in e.list_params.model_fields):
         # A search over no column would match every row: the term would be taken and silently ignored.
         raise ValueError(f"{e.name}: its list parameters take `search` exactly when `search` names columns")
+    if set(e.ranks) - set(e.orderable):
+        raise ValueError(f"{e.name}: ranked fields must be orderable")
     n, many = e.name, e.plural
     one = n.replace("_", " ")
     kw = e.keywords
@@ -134,7 +152,7 @@ def crud(app: HandlerApp, e: Entity) -> None:
         async def list_records(call: HandlerCall, p: ListParams) -> dict[str, Any]:
             return await repo(call, e.model, n).page(
                 filtered(call, e, p), page=p.page, page_size=p.page_size, ordering=p.ordering,
-                orderable=e.orderable, default_ordering=e.default_ordering)
+                orderable=e.orderable, default_ordering=e.default_ordering, ranks=e.ranks)
 
     if "read" not in e.skip:
         @app.handler("entity_crud", n, "read", params=ReadParams, scope="read",

@@ -11,7 +11,7 @@ from prism.apps.agents.models import Agent, AgentInstance, AgentStep
 from prism.apps.claims.models import Claim, ClaimLine, Patient, Payer
 from prism.apps.documents.index import index_text, store_chunks
 from prism.apps.documents.models import Collection, Document
-from prism.apps.itsm.models import Service, SlaPolicy, Ticket
+from prism.apps.itsm.models import Service, SlaPolicy, Ticket, TicketCounter
 from prism.apps.maintenance.models import Asset, MaintenancePlan, WorkOrder
 from prism.apps.notifications.models import Channel, Notification
 from prism.models import Organization, User
@@ -77,6 +77,7 @@ async def seed_domain(session: AsyncSession, org: Organization, user: User) -> N
                requester_email=user.email, sla_due_at=now + timedelta(hours=8)))
     add(Ticket(organization_id=org.id, number=2, title="New hire laptop", kind="request", priority="p4",
                status="resolved", requester_email=user.email, resolution="Laptop handed over", resolved_at=now))
+    add(TicketCounter(organization_id=org.id, last_number=2))  # the next ticket is #3, even once these are deleted
 
     manuals = Collection(organization_id=org.id, name="Plant manuals")
     add(manuals)

@@ -9,13 +9,13 @@ tests/test_tenancy_isolation.py and tests/test_tenancy_scope.py enforce this.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from datetime import date, datetime
 from functools import cache
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import Column, Index, Select, UniqueConstraint, bindparam, func, inspect, or_, select
+from sqlalchemy import Column, Index, Select, UniqueConstraint, bindparam, case, func, inspect, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
@@ -27,6 +27,8 @@ from prism.storage.prepared import PreparedRead
 from prism.tenancy.scope import acting_organization
 
 M = TypeVar("M", bound=Base)
+# Fields whose words are ordered by rank, not spelling: field name → its words, lowest first (OrgRepository.ordered).
+Ranks = Mapping[str, Sequence[str]]
 
 
 # A sealed column (prism.integrations.sealed_urls) is opened only where Prism sends a request: never shown.
@@ -183,11 +185,18 @@ class OrgRepository(Generic[M]):
             select(func.count()).select_from(stmt.order_by(None).subquery()))).scalar_one())
 
     def ordered(self, stmt: Select[Any], ordering: str | None, orderable: tuple[str, ...],
-                default_ordering: str) -> Select[Any]:
+                default_ordering: str, ranks: Ranks | None = None) -> Select[Any]:
         """The statement ordered by `ordering` ("name", "-created_at"; one of `orderable`, else a 400), ties
-        broken by id in the same direction so that pages never overlap."""
+        broken by id in the same direction so that pages never overlap.
+
+        A field named in `ranks` holds words with an order of their own (a priority: low, medium, high, urgent),
+        which spelling does not give: it is ordered by its word's place in that list, lowest first ("-priority"
+        puts the most urgent first). A word the list does not hold goes after the highest."""
         descending, name = parse_ordering(ordering or default_ordering, orderable)
         column = getattr(self.model, name)
+        if ranks and name in ranks:
+            words = ranks[name]
+            column = case({word: place for place, word in enumerate(words)}, value=column, else_=len(words))
         tiebreak = self.model.id  # type: ignore[attr-defined]
         order = column.desc() if descending else column.asc()
         if _nulls_go_last(self.model, name):
@@ -196,11 +205,12 @@ class OrgRepository(Generic[M]):
 
     async def page(self, stmt: Select[M], *, page: int, page_size: int, ordering: str | None = None,
                    orderable: tuple[str, ...] = (), default_ordering: str = "-created_at",
-                   order: tuple[Any, ...] = ()) -> dict[str, Any]:
-        """One page of `stmt`, ordered by `ordering` (one of `orderable`), or by `order`, expressions of the
-        caller's own that end in a unique column (an order no single column gives)."""
+                   order: tuple[Any, ...] = (), ranks: Ranks | None = None) -> dict[str, Any]:
+        """One page of `stmt`, ordered by `ordering` (one of `orderable`; by rank for a field in `ranks`, see
+        `ordered`), or by `order`, expressions of the caller's own that end in a unique column (an order no single
+        column gives)."""
         total = await self.total(stmt)
-        stmt = stmt.order_by(*order) if order else self.ordered(stmt, ordering, orderable, default_ordering)
+        stmt = stmt.order_by(*order) if order else self.ordered(stmt, ordering, orderable, default_ordering, ranks)
         # The columns a record shows rather than ORM objects: a page is only read, and building, tracking and then
         # reading back an object per row cost about as much again as the row itself (bench/README.md).
         shown = _shown_columns(self.model)

@@ -35,7 +35,7 @@ from prism.apps.claims.params import (
     PayerSummaryParams,
     PayerUpdate,
 )
-from prism.apps.crud import Entity, crud, repo
+from prism.apps.crud import Entity, crud, dependants, repo
 from prism.apps.finance.aging import BUCKETS, bucket_of, shown
 from prism.apps.states import move
 from prism.apps.sums import exact_sum, storable, sum_of, total
@@ -110,10 +110,10 @@ async def _before_line_delete(call: HandlerCall, line: ClaimLine) -> None:
 
 
 async def _before_payer_delete(call: HandlerCall, payer: Payer) -> None:
-    used = (await call.session.execute(select(func.count()).select_from(Claim).where(
-        Claim.payer_id == payer.id))).scalar_one()
-    if used:
-        raise Conflict(f"payer {payer.code} has {used} claims; set it inactive instead")
+    held = await dependants(call, ("claim", Claim, Claim.payer_id == payer.id),
+                            ("patient", Patient, Patient.payer_id == payer.id))
+    if held:
+        raise Conflict(f"payer {payer.code} has {held}; set it inactive instead")
 
 
 async def _before_patient_delete(call: HandlerCall, patient: Patient) -> None:
@@ -183,9 +183,10 @@ async def submit_claim(call: HandlerCall, p: ClaimAction) -> dict[str, Any]:
              keywords=("approve claim", "payer decision", "allowed amount"))
 async def adjudicate_claim(call: HandlerCall, p: ClaimAdjudicate) -> dict[str, Any]:
     claim = await _claim(call, p.id)
+    # The state first: a claim that cannot be adjudicated (a draft) is refused for its state, whatever the amount.
+    move(claim, "adjudicated", CLAIM_TRANSITIONS, "claim")
     if p.approved_cents > claim.billed_cents:
         raise Conflict(f"approved amount {p.approved_cents} exceeds the billed {claim.billed_cents}")
-    move(claim, "adjudicated", CLAIM_TRANSITIONS, "claim")
     claim.approved_cents, claim.decided_at = p.approved_cents, utcnow()
     await call.session.flush()
     return to_record(claim)

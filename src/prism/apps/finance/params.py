@@ -73,7 +73,8 @@ class PayInFull(InvoiceAction):
 
 class StatementParams(Params):
     vendor_id: str = Field(..., min_length=1, max_length=64, description="Vendor the statement is for.")
-    since: date | None = Field(None, description="Only invoices issued and payments made on or after this date.")
+    since: date | None = Field(None, description="List only invoices issued and payments made on or after this "
+                                                 "date; what was owed before it is the opening balance.")
 
 
 class PaymentsReport(Params):

@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import func, select
 
 from prism.apps import shipped_examples
-from prism.apps.crud import Entity, crud, repo
+from prism.apps.crud import Entity, crud, dependants, repo
 from prism.apps.finance.handlers import INVOICE_TRANSITIONS, INVOICES, check_payments_allow, paid_cents
-from prism.apps.finance.models import Invoice, Payment, Vendor
+from prism.apps.finance.models import Invoice, Payment, PurchaseOrder, Vendor
 from prism.apps.finance.params import (
     InvoiceAction,
     InvoiceReason,
@@ -29,7 +29,7 @@ from prism.apps.finance.params import (
     VendorUpdate,
 )
 from prism.apps.states import move
-from prism.apps.sums import exact_sum, fitted, total
+from prism.apps.sums import exact_sum, fitted, joined, total
 from prism.errors import Conflict
 from prism.registry import HandlerApp, HandlerCall
 from prism.tenancy.repository import to_record
@@ -65,10 +65,10 @@ async def _settle(call: HandlerCall, payment: Payment) -> None:
 
 
 async def _before_vendor_delete(call: HandlerCall, vendor: Vendor) -> None:
-    invoices = (await call.session.execute(select(func.count()).select_from(Invoice).where(
-        Invoice.vendor_id == vendor.id))).scalar_one()
-    if invoices:
-        raise Conflict(f"vendor {vendor.name} has {invoices} invoices; set it inactive instead")
+    held = await dependants(call, ("invoice", Invoice, Invoice.vendor_id == vendor.id),
+                            ("purchase order", PurchaseOrder, PurchaseOrder.vendor_id == vendor.id))
+    if held:
+        raise Conflict(f"vendor {vendor.name} has {held}; set it inactive instead")
 
 
 crud(app, Entity(Payment, "payment", "vendor payments", PaymentList, search=("reference", "void_reason"),
@@ -151,9 +151,33 @@ async def pay_in_full(call: HandlerCall, p: PayInFull) -> dict[str, Any]:
     return {"invoice": to_record(invoice), "payment": to_record(payment)}
 
 
+# The invoice statuses that bill the vendor's account (a void invoice does not).
+BILLED = ("received", "approved", "disputed", "paid")
+
+
+async def _opening_balance(call: HandlerCall, vendor_id: str, since: date) -> dict[str, int]:
+    """Per currency, where the vendor's account stood before `since`: invoices issued less payments made."""
+    balance: dict[str, int] = {}
+    for sign, stmt in (
+            (1, select(Invoice.currency, *exact_sum(Invoice.amount_cents)).where(
+                Invoice.vendor_id == vendor_id, Invoice.status.in_(BILLED), Invoice.issue_date < since)
+             .group_by(Invoice.currency)),
+            (-1, select(Payment.currency, *exact_sum(Payment.amount_cents)).where(
+                Payment.vendor_id == vendor_id, Payment.status == "recorded", Payment.paid_on < since)
+             .group_by(Payment.currency))):
+        for currency, high, low in await call.session.execute(stmt):
+            balance[currency] = balance.get(currency, 0) + sign * joined(high, low)
+    return balance
+
+
+def _per_currency(balance: dict[str, int]) -> list[dict[str, Any]]:
+    return [{"currency": c, "amount_cents": fitted(a)} for c, a in sorted(balance.items())]
+
+
 @app.handler("report_query", "vendor", "statement", params=StatementParams, scope="read",
              permission="finance.view_vendor",
-             description="A vendor's account statement: invoices, payments and the open balance per currency.",
+             description="A vendor's account statement: invoices, payments and the open balance per currency; with "
+                         "`since`, the rows from that date on and the opening balance before it.",
              keywords=("vendor balance", "what do we owe", "account statement"))
 async def vendor_statement(call: HandlerCall, p: StatementParams) -> dict[str, Any]:
     vendor: Vendor = await repo(call, Vendor, "vendor").get(p.vendor_id)
@@ -164,16 +188,19 @@ async def vendor_statement(call: HandlerCall, p: StatementParams) -> dict[str, A
         Payment.vendor_id == vendor.id, Payment.paid_on >= since).order_by(Payment.paid_on, Payment.id)))
     invoice_rows = [to_record(i) for i in invoices.scalars()]
     payment_rows = [to_record(x) for x in payments.scalars()]
-    balance: dict[str, int] = {}
+    # `since` only shortens the list: what was owed before it is carried in as the opening balance, so the open
+    # balance is the account's whole (an invoice paid after `since` is not shown as money the vendor owes us).
+    opening = await _opening_balance(call, vendor.id, p.since) if p.since else {}
+    balance = dict(opening)
     for i in invoice_rows:
-        if i["status"] in ("received", "approved", "disputed", "paid"):
+        if i["status"] in BILLED:
             balance[i["currency"]] = balance.get(i["currency"], 0) + i["amount_cents"]
     for x in payment_rows:
         if x["status"] == "recorded":
             balance[x["currency"]] = balance.get(x["currency"], 0) - x["amount_cents"]
     return {"vendor": to_record(vendor), "since": p.since.isoformat() if p.since else None,
-            "invoices": invoice_rows, "payments": payment_rows,
-            "open_balance_cents": [{"currency": c, "amount_cents": fitted(a)} for c, a in sorted(balance.items())]}
+            "opening_balance_cents": _per_currency(opening), "invoices": invoice_rows, "payments": payment_rows,
+            "open_balance_cents": _per_currency(balance)}
 
 
 @app.handler("report_query", "payment", "byVendor", params=PaymentsReport, scope="read",

@@ -267,7 +267,7 @@ async def list_requests(call: HandlerCall, p: OversightList) -> dict[str, Any]:
         return await repo.page(stmt, page=p.page, page_size=p.page_size, order=_URGENCY)
     return await repo.page(stmt, page=p.page, page_size=p.page_size, ordering=p.ordering,
                            orderable=("created_at", "sla_deadline", "priority", "decided_at"),
-                           default_ordering="-created_at")
+                           default_ordering="-created_at", ranks={"priority": oversight.PRIORITIES})
 
 
 @app.handler("governance_review", "oversight_request", "read", params=ReadParams, scope="read",

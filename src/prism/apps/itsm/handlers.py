@@ -10,12 +10,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from prism.apps import shipped_examples
 from prism.apps.crud import Entity, crud, repo
-from prism.apps.itsm.models import Service, SlaPolicy, Ticket, TicketComment
+from prism.apps.itsm.models import Service, SlaPolicy, Ticket, TicketComment, TicketCounter
 from prism.apps.itsm.params import (
+    TIER_RANK,
     AutoAssign,
     CommentCreate,
     CommentList,
@@ -68,13 +69,30 @@ async def _sla_hours(call: HandlerCall, priority: str) -> int | None:
     return hours
 
 
+async def _next_number(call: HandlerCall) -> int:
+    """The organization's next ticket number, never one given before (not even to a ticket since deleted).
+
+    The counter's row adds no waiting: write handlers of one organization already take turns, holding its row
+    (prism.ledger.writer), and only they create tickets."""
+    counted = (await call.session.execute(
+        update(TicketCounter).where(TicketCounter.organization_id == call.organization_id)
+        .values(last_number=TicketCounter.last_number + 1).returning(TicketCounter.last_number))).scalar_one_or_none()
+    if counted is not None:
+        return int(counted)
+    # The organization's first ticket since numbers are counted (migration 0034 counts on from the tickets stored
+    # before it; seeded tickets have no counter): on from its highest number.
+    last = (await call.session.execute(select(func.max(Ticket.number)))).scalar_one()
+    number = (last or 0) + 1
+    repo(call, TicketCounter, "ticket counter").add(last_number=number)
+    return number
+
+
 async def _prepare_ticket(call: HandlerCall, values: dict[str, Any], row: Ticket | None) -> dict[str, Any]:
     if values.get("service_id") is not None:
         await repo(call, Service, "service").get(values["service_id"])
     if row is None:
-        last = (await call.session.execute(select(func.max(Ticket.number)))).scalar_one()
         hours = await _sla_hours(call, values["priority"])
-        values = {**values, "number": (last or 0) + 1,
+        values = {**values, "number": await _next_number(call),
                   "requester_email": values["requester_email"] or call.auth.user_email,
                   "sla_due_at": utcnow() + timedelta(hours=hours) if hours else None}
     return values
@@ -110,6 +128,7 @@ async def _before_ticket_delete(call: HandlerCall, ticket: Ticket) -> None:
 crud(app, Entity(Service, "service", "IT services", ServiceList, search=("name", "description", "owner_email"),
                  orderable=("name", "tier", "created_at"), default_ordering="name", create=ServiceCreate,
                  update=ServiceUpdate, group_by=("status", "tier", "owner_email"), before_delete=_before_service_delete,
+                 ranks={"tier": TIER_RANK},
                  keywords=("service catalog", "application", "configuration item", "it service", "business service")))
 crud(app, Entity(SlaPolicy, "sla_policy", "SLA policies", SlaList, search=("description",),
                  orderable=("priority", "resolve_hours"), default_ordering="priority", create=SlaCreate,
@@ -207,8 +226,8 @@ async def escalate_ticket(call: HandlerCall, p: TicketEscalate) -> dict[str, Any
                                field="priority")
     ticket.priority = p.priority
     hours = await _sla_hours(call, p.priority)
-    if hours:
-        ticket.sla_due_at = ticket.created_at + timedelta(hours=hours)
+    # As for a new ticket: a priority without a policy has no deadline, rather than the old priority's.
+    ticket.sla_due_at = ticket.created_at + timedelta(hours=hours) if hours else None
     await call.session.flush()
     return to_record(ticket)
 

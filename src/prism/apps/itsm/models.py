@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, Integer, String, Text, UniqueConstraint
+from sqlalchemy import Boolean, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from prism.apps.columns import moment, org_id, ref, status, updated_column
@@ -61,6 +61,17 @@ class Ticket(OrgScoped, Base):
     closed_at: Mapped[datetime | None] = moment()
     created_at: Mapped[datetime] = created_column()
     updated_at: Mapped[datetime] = updated_column()
+
+
+class TicketCounter(OrgScoped, Base):
+    """The last ticket number an organization gave out. Numbers are counted here rather than read off the tickets
+    that remain, so that a deleted ticket's number is never given to another ticket."""
+
+    __tablename__ = "itsm_ticket_counters"
+
+    organization_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"),
+                                                 primary_key=True)
+    last_number: Mapped[int] = mapped_column(Integer)
 
 
 class TicketComment(OrgScoped, Base):

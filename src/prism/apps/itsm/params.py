@@ -13,6 +13,7 @@ Priority = Literal["p1", "p2", "p3", "p4"]
 TicketStatus = Literal["new", "assigned", "in_progress", "resolved", "closed", "cancelled"]
 Kind = Literal["incident", "request", "problem", "change"]
 Tier = Literal["critical", "standard", "low"]
+TIER_RANK = ("low", "standard", "critical")  # lowest first: lists ordered by tier follow it
 
 
 class ServiceList(ListParams):

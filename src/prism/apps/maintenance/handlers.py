@@ -4,12 +4,12 @@ to work orders from stock, preventive plans that generate work orders, and meter
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, get_args
 
 from sqlalchemy import func, select
 
 from prism.apps import shipped_examples
-from prism.apps.crud import Entity, crud, repo
+from prism.apps.crud import Entity, crud, dependants, repo
 from prism.apps.maintenance.models import Asset, MaintenancePlan, MeterReading, WorkOrder, WorkOrderPart
 from prism.apps.maintenance.params import (
     AssetAction,
@@ -18,10 +18,12 @@ from prism.apps.maintenance.params import (
     AssetList,
     AssetUpdate,
     BacklogParams,
+    Criticality,
     GenerateParams,
     PlanCreate,
     PlanList,
     PlanUpdate,
+    Priority,
     ReadingCreate,
     ReadingList,
     ReadingUpdate,
@@ -107,10 +109,16 @@ async def _before_part_delete(call: HandlerCall, line: WorkOrderPart) -> None:
 
 
 async def _before_asset_delete(call: HandlerCall, asset: Asset) -> None:
-    used = (await call.session.execute(select(func.count()).select_from(WorkOrder).where(
-        WorkOrder.asset_id == asset.id))).scalar_one()
-    if used:
-        raise Conflict(f"asset {asset.tag} has {used} work orders; retire it instead")
+    held = await dependants(call, ("work order", WorkOrder, WorkOrder.asset_id == asset.id),
+                            ("maintenance plan", MaintenancePlan, MaintenancePlan.asset_id == asset.id))
+    if held:  # a retired asset takes no new work and its plans generate none
+        raise Conflict(f"asset {asset.tag} has {held}; retire it instead")
+
+
+async def _before_plan_delete(call: HandlerCall, plan: MaintenancePlan) -> None:
+    held = await dependants(call, ("work order", WorkOrder, WorkOrder.plan_id == plan.id))
+    if held:
+        raise Conflict(f"plan {plan.title!r} generated {held}; pause it instead (active: false)")
 
 
 async def _before_work_order_delete(call: HandlerCall, order: WorkOrder) -> None:
@@ -121,13 +129,14 @@ async def _before_work_order_delete(call: HandlerCall, order: WorkOrder) -> None
 crud(app, Entity(Asset, "asset", "assets", AssetList, search=("tag", "name", "category", "location"),
                  orderable=("tag", "name", "criticality", "created_at"), default_ordering="tag", create=AssetCreate,
                  update=AssetUpdate, group_by=("status", "category", "location", "criticality"),
-                 before_delete=_before_asset_delete, keywords=("equipment", "machine", "plant", "device", "vehicle")))
+                 before_delete=_before_asset_delete, ranks={"criticality": get_args(Criticality)},
+                 keywords=("equipment", "machine", "plant", "device", "vehicle")))
 crud(app, Entity(WorkOrder, "work_order", "work orders", WorkOrderList, search=("title", "description"),
                  orderable=("created_at", "due_date", "priority", "updated_at"), default_ordering="-created_at",
                  create=WorkOrderCreate, update=WorkOrderUpdate,
                  group_by=("status", "priority", "kind", "asset_id", "assignee_email"),
                  sums=("labor_minutes", "parts_cost_cents"), prepare=_prepare_asset_ref,
-                 before_delete=_before_work_order_delete,
+                 before_delete=_before_work_order_delete, ranks={"priority": get_args(Priority)},
                  keywords=("repair", "job", "maintenance task", "breakdown", "maintenance job", "repair order")))
 crud(app, Entity(WorkOrderPart, "work_order_part", "parts issued to work orders", WorkOrderPartList, search=(),
                  orderable=("created_at", "amount_cents"), default_ordering="created_at", create=WorkOrderPartCreate,
@@ -137,6 +146,7 @@ crud(app, Entity(WorkOrderPart, "work_order_part", "parts issued to work orders"
 crud(app, Entity(MaintenancePlan, "plan", "preventive maintenance plans", PlanList, search=("title",),
                  orderable=("next_due", "title", "created_at"), default_ordering="next_due", create=PlanCreate,
                  update=PlanUpdate, group_by=("active", "asset_id", "priority"), prepare=_prepare_asset_ref,
+                 before_delete=_before_plan_delete,
                  keywords=("preventive maintenance", "schedule", "pm plan", "service schedule",
                            "recurring maintenance")))
 crud(app, Entity(MeterReading, "meter_reading", "meter readings", ReadingList, search=("meter",),
@@ -306,12 +316,23 @@ async def meter_trend(call: HandlerCall, p: TrendParams) -> dict[str, Any]:
         stmt = stmt.where(MeterReading.meter == p.meter)
     if p.read_at_after:
         stmt = stmt.where(MeterReading.read_at > p.read_at_after)
-    rows = (await call.session.execute(stmt.order_by(MeterReading.read_at, MeterReading.id).limit(50_000))).scalars()
-    series: dict[tuple[str, str], list[MeterReading]] = {}
-    for r in rows:
-        series.setdefault((r.asset_id, r.meter), []).append(r)
+    # The database summarises every reading, so no row is brought over and none is left out: the statistics of
+    # each series in one aggregate, joined to its newest reading (ties by id), in ONE statement, which sees one
+    # snapshot (two could disagree about a reading written in between).
+    readings = stmt.subquery()
+    stats = select(readings.c.asset_id, readings.c.meter, func.count().label("readings"),
+                   func.min(readings.c.value).label("low"), func.max(readings.c.value).label("high"),
+                   func.avg(readings.c.value).label("average")).group_by(readings.c.asset_id,
+                                                                         readings.c.meter).subquery()
+    newest_first = func.row_number().over(partition_by=(readings.c.asset_id, readings.c.meter),
+                                          order_by=(readings.c.read_at.desc(), readings.c.id.desc()))
+    ranked = select(readings.c.asset_id, readings.c.meter, readings.c.value, readings.c.unit, readings.c.read_at,
+                    newest_first.label("newest")).subquery()
+    rows = await call.session.execute(
+        select(stats, ranked.c.value, ranked.c.unit, ranked.c.read_at)
+        .join(ranked, (ranked.c.asset_id == stats.c.asset_id) & (ranked.c.meter == stats.c.meter))
+        .where(ranked.c.newest == 1))
     return {"series": [
-        {"asset_id": asset_id, "meter": meter, "unit": rs[-1].unit, "readings": len(rs),
-         "min": min(r.value for r in rs), "max": max(r.value for r in rs),
-         "average": round(sum(r.value for r in rs) / len(rs), 6), "latest": rs[-1].value,
-         "latest_at": iso(rs[-1].read_at)} for (asset_id, meter), rs in sorted(series.items())]}
+        {"asset_id": r.asset_id, "meter": r.meter, "unit": r.unit, "readings": r.readings, "min": r.low,
+         "max": r.high, "average": round(r.average, 6), "latest": r.value, "latest_at": iso(r.read_at)}
+        for r in sorted(rows, key=lambda r: (r.asset_id, r.meter))]}

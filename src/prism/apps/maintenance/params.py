@@ -10,6 +10,7 @@ from pydantic import Field
 from prism.apps.params import ListParams, OrderedListParams, Params
 from prism.kit.validation import Moment
 
+# Ranked words, lowest first: lists ordered by them follow this order (crud.Entity.ranks).
 Priority = Literal["low", "medium", "high", "urgent"]
 Criticality = Literal["low", "medium", "high"]
 AssetStatus = Literal["operational", "down", "retired"]

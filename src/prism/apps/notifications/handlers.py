@@ -7,12 +7,12 @@ found. Read state belongs to the notification: unread → read ⇄ unread, and e
 from __future__ import annotations
 
 from string import Template as TextTemplate
-from typing import Any
+from typing import Any, get_args
 
 from sqlalchemy import func, select, update
 
 from prism.apps import shipped_examples
-from prism.apps.crud import Entity, crud, repo
+from prism.apps.crud import Entity, crud, dependants, repo
 from prism.apps.notifications.models import Channel, Notification, Template
 from prism.apps.notifications.params import (
     ChannelCreate,
@@ -21,6 +21,7 @@ from prism.apps.notifications.params import (
     Inbox,
     NotificationAction,
     NotificationList,
+    Priority,
     Send,
     SendTemplate,
     SendToRole,
@@ -55,17 +56,31 @@ async def _validate_template(call: HandlerCall, values: dict[str, Any], row: Any
     return values
 
 
+async def _before_channel_delete(call: HandlerCall, channel: Channel) -> None:
+    held = await dependants(call, ("notification", Notification, Notification.channel_id == channel.id))
+    if held:
+        raise Conflict(f"channel {channel.name} has {held}; archive it instead")
+
+
+async def _before_template_delete(call: HandlerCall, template: Template) -> None:
+    held = await dependants(call, ("notification", Notification, Notification.template_id == template.id))
+    if held:
+        raise Conflict(f"template {template.name} was sent as {held}; archive it instead")
+
+
 crud(app, Entity(Channel, "channel", "notification channels", ChannelList, search=("name", "description"),
                  orderable=("name", "created_at"), default_ordering="name", create=ChannelCreate,
-                 update=ChannelUpdate, group_by=("kind", "status"),
+                 update=ChannelUpdate, group_by=("kind", "status"), before_delete=_before_channel_delete,
                  keywords=("chat channel", "alert channel", "chat room", "team channel")))
 crud(app, Entity(Template, "template", "notification templates", TemplateList, search=("name", "subject", "body"),
                  orderable=("name", "created_at"), default_ordering="name", create=TemplateCreate,
                  update=TemplateUpdate, group_by=("status",), prepare=_validate_template,
+                 before_delete=_before_template_delete,
                  keywords=("message template", "email template", "canned message", "form letter")))
 crud(app, Entity(Notification, "notification", "notifications", NotificationList, search=("subject", "body"),
                  orderable=("created_at", "priority"), default_ordering="-created_at",
                  group_by=("status", "priority", "channel_id", "recipient_user_id"),
+                 ranks={"priority": get_args(Priority)},
                  keywords=("message", "alert", "inbox", "notice", "reminder")))
 
 

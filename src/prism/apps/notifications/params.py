@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from prism.apps.params import ListParams, Params
 
-Priority = Literal["low", "normal", "high", "urgent"]
+Priority = Literal["low", "normal", "high", "urgent"]  # lowest first: lists ordered by priority follow it
 ChannelKind = Literal["in_app", "email", "chat", "sms", "pager"]
 NotificationStatus = Literal["unread", "read", "archived"]
 
