@@ -153,6 +153,12 @@ async def _stored_seq(session: AsyncSession, organization_id: str, seq: int | No
     return seq if (await session.execute(stmt.with_only_columns(AuditEntry.id))).first() else None
 
 
+async def last_position(session: AsyncSession, organization_id: str) -> int:
+    """The highest position stored in the organization's log (0: none)."""
+    stmt = repository(session, organization_id).base().with_only_columns(func.max(AuditEntry.seq))
+    return int((await session.execute(stmt)).scalar_one() or 0)
+
+
 async def head(session: AsyncSession, organization_id: str) -> dict[str, Any] | None:
     """The organization's signed tree head: size, root, when sealed, the checkpoint and its parsed fields."""
     row = (await session.execute(select(AuditHead).where(

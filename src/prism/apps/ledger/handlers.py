@@ -62,7 +62,9 @@ async def verify(call: HandlerCall, p: LogVerify) -> dict[str, Any]:
     except MalformedCheckpoint as exc:
         return {"valid": False, "reason": f"the newest kept checkpoint is not valid ({exc})", "head": head}
     start_size = start.checkpoint.tree_size if start else (head or {}).get("pruned_through", 0)
-    to_check = (head or {}).get("tree_size", 0) - start_size
+    # The entries a verification reads: up to the head's size, or to the last one stored if that is less (a head
+    # whose size was raised in the database is reported broken, entries missing from the end, not too long).
+    to_check = min((head or {}).get("tree_size", 0), await queries.last_position(session, org)) - start_size
     if to_check > MAX_VERIFIED_IN_A_CALL:
         raise PrismError(f"{to_check:,} entries to verify from {p.start.replace('_', ' ')}; a call verifies at "
                          f"most {MAX_VERIFIED_IN_A_CALL:,}: verify from the latest checkpoint, or run "
