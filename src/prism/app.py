@@ -21,7 +21,7 @@ from prism.canonical import endpoints as canonical
 from prism.config import Settings, get_settings
 from prism.console.endpoints import routes as console_routes
 from prism.dispatch.dispatcher import Dispatcher
-from prism.edge.context import request_context
+from prism.edge.context import SCOPE_KEY, request_context
 from prism.edge.doors import ENVELOPE, PLAIN, SANDBOX_CALL, Door, door_routes
 from prism.edge.hosts import HostPolicy
 from prism.edge.stack import Edge
@@ -38,6 +38,7 @@ from prism.mcp_server import endpoints as mcp_door
 from prism.oauth.routes import routes as oauth_routes
 from prism.observability.logs import configure_logging
 from prism.observability.pools import observe_pools
+from prism.observability.request_id import REQUEST_ID_HEADER
 from prism.observability.scrape import MetricsAccess
 from prism.observability.scrape import routes as metrics_routes
 from prism.observability.tracing import TRACER
@@ -128,8 +129,13 @@ def allowed_methods(routes: list[BaseRoute], scope: Scope) -> list[str]:
 
 
 async def server_error(request: Request, exc: Exception) -> Response:
-    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return json_response(INTERNAL_ERROR, 500)
+    """The last resort's 500, answered outside the edge: it names the request's id as every other answer does, so
+    the client's report and the log line meet."""
+    context = request.scope.get(SCOPE_KEY)  # none when the edge itself failed before making it
+    request_id = context.request_id if context is not None else None
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc,
+              extra={"fields": {"request_id": request_id}})
+    return json_response(INTERNAL_ERROR, 500, {REQUEST_ID_HEADER.decode(): request_id} if request_id else None)
 
 
 async def _flush_touches_forever(authenticator: Authenticator, interval: float) -> None:
