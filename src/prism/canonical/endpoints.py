@@ -17,10 +17,10 @@ from prism.dispatch.response import success_envelope
 from prism.edge.context import request_context
 from prism.edge.doors import ENVELOPE
 from prism.errors import PrismError
-from prism.idempotency import REPLAYED_HEADERS, Replay, key_from_headers
+from prism.idempotency import key_from_headers
 from prism.registry.mega_tools import tool_name as wire_name
 from prism.web.requests import Receive, Scope, declared_length, parse_json, parse_json_object, read_body
-from prism.web.responses import NO_STORE, Send, send_json, shows_a_secret
+from prism.web.responses import Send, dispatched_answer, send_json
 
 # What a door answers: (JSON body, status, extra headers).
 Answer = tuple[dict[str, Any], int, "dict[str, str] | None"]
@@ -37,11 +37,8 @@ async def _dispatch(scope: Scope, receive: Receive, tool_name: str, build: Calla
         _, data = await scope["app"].state.dispatcher.dispatch(auth, call)
     except PrismError as exc:  # a replayed refusal carries its Idempotent-Replayed header
         return ENVELOPE.body(exc, scope), exc.status, ENVELOPE.headers(exc, scope)
-    replayed = type(data) is Replay
-    if replayed:
-        data = data.data
-    headers = {**(REPLAYED_HEADERS if replayed else {}), **(NO_STORE if shows_a_secret(data) else {})}
-    return success_envelope(data, tool_name), 200, headers or None
+    data, headers = dispatched_answer(data)
+    return success_envelope(data, tool_name), 200, headers
 
 
 class _Door(ABC):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from prism.auth.context import AuthContext
 from prism.kit.lru import LRU
@@ -46,9 +46,8 @@ def _describe(mega_tool: str, handlers: list[Handler]) -> str:
 
 
 class CatalogQuery(Paging):
-    """The catalog's query: SPEC's `category` and `search`, and the paging every list takes."""
-
-    model_config = ConfigDict(extra="ignore", defer_build=True)
+    """The catalog's query: SPEC's `category` and `search`, and the paging every list takes. Another parameter is
+    refused, as Params refuses any (a misspelt filter must not answer the whole catalog)."""
 
     category: str | None = Field(None, description="Only tools of this category.")
     search: str | None = Field(None, description="Case-insensitive substring of tool names.")

@@ -4,6 +4,12 @@
 failure, `tool_name` being the `name` the body sent (a refusal for want of a credential too); the other
 endpoints answer `{error, message}` on failure.
 
+One rule for what a request may hold (docs/architecture.md "Parameters"): a query parameter or a top-level key
+of `call`'s body that the endpoint does not take is refused, 400 `invalid_arguments` naming it, blank or not,
+as a handler's unknown argument is (a typo such as `?serach=` must not answer the whole catalog as if it had
+been applied); a parameter it takes sent blank (`?page=`, a form's empty field) is the same as one not sent.
+`ping`, the liveness probe, reads nothing of the request.
+
 `me` and `introspect` describe the caller to itself, so any valid key gets them whatever its scopes (as `tools`
 does); they still run through the dispatcher (role, personas, audit), and introspection lists only what the key
 may call. The tools behind them, `prism_whoami` and `prism_introspect`, called as tools (`call`, the canonical
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -22,17 +29,32 @@ from prism.dispatch.dispatcher import Call
 from prism.dispatch.envelope import call_from_envelope, with_governance_headers
 from prism.edge.context import request_context
 from prism.edge.doors import PLAIN, SANDBOX_CALL
-from prism.errors import BadRequest, PrismError
-from prism.idempotency import REPLAYED_HEADERS, Replay, key_from_headers
+from prism.errors import BadRequest, InvalidArguments, PrismError, problem_details
+from prism.idempotency import key_from_headers
 from prism.kit.validation import from_query, validated
 from prism.registry.catalog import CatalogQuery, tool_catalog
 from prism.registry.introspect import IntrospectParams
+from prism.registry.params import Params
 from prism.web.requests import caller, read_json_object
-from prism.web.responses import json_response
+from prism.web.responses import dispatched_answer, json_response
+
+# The top-level keys of `call`'s body (SPEC: `{name, arguments}`).
+CALL_KEYS = frozenset({"name", "arguments"})
+
+
+class NoQuery(Params):
+    """`me`'s query: none (Params refuses every parameter it does not declare)."""
 
 
 def _error(exc: PrismError, request: Request) -> Response:
     return PLAIN.response(exc, request.scope)
+
+
+def _query(model: type[BaseModel], request: Request) -> dict[str, Any]:
+    """The query string as `model`'s arguments: a blank value of a parameter the model takes is left out, as if
+    not sent; any other parameter, blank or not, stays for the model to refuse if it does not take it."""
+    return from_query(model, {name: value for name, value in request.query_params.items()
+                              if value.strip() or name not in model.model_fields})
 
 
 async def ping(request: Request) -> Response:
@@ -42,6 +64,7 @@ async def ping(request: Request) -> Response:
 async def me(request: Request) -> Response:
     try:
         auth = caller(request)
+        validated(NoQuery, _query(NoQuery, request), whole="query")
         _, data = await request.app.state.dispatcher.dispatch(
             auth, Call(tool_name="prism_whoami", door="sandbox", arguments={}, self_description=True))
     except PrismError as exc:
@@ -52,10 +75,7 @@ async def me(request: Request) -> Response:
 async def tools(request: Request) -> Response:
     try:
         auth = caller(request)
-    except PrismError as exc:
-        return _error(exc, request)
-    try:
-        query = validated(CatalogQuery, {k: v for k, v in request.query_params.items() if v}, whole="query")
+        query = validated(CatalogQuery, _query(CatalogQuery, request), whole="query")
     except PrismError as exc:
         return _error(exc, request)
     return json_response(tool_catalog(request.app.state.registry, auth, query))
@@ -67,7 +87,7 @@ async def introspect(request: Request) -> Response:
         if request.method == "POST":
             arguments: dict[str, Any] = await read_json_object(request, required=False)
         else:
-            arguments = from_query(IntrospectParams, request.query_params)  # rerank=true|false
+            arguments = _query(IntrospectParams, request)
         _, data = await request.app.state.dispatcher.dispatch(
             auth, Call(tool_name="prism_introspect", door="sandbox", arguments=arguments, self_description=True))
     except PrismError as exc:
@@ -101,6 +121,7 @@ async def call(request: Request) -> Response:
             raise BadRequest("name: required, the tool to call (for example prism_entity_crud)",
                              code="missing_name", field="name")
         tool_name = name
+        _refuse_unknown_keys(body)
         headers = request_context(request.scope).headers
         key = key_from_headers(headers)
         dispatched = with_governance_headers(call_from_envelope(name, body.get("arguments", {}), door="sandbox"),
@@ -109,15 +130,28 @@ async def call(request: Request) -> Response:
         _, data = await request.app.state.dispatcher.dispatch(auth, dispatched)
     except PrismError as exc:
         return _call_refusal(exc, request, tool_name)
-    if type(data) is Replay:
-        return json_response(data.data, headers=REPLAYED_HEADERS)
-    return json_response(data)
+    data, answer_headers = dispatched_answer(data)
+    return json_response(data, headers=answer_headers)
+
+
+def _refuse_unknown_keys(body: dict[str, Any]) -> None:
+    unknown = sorted(set(body) - CALL_KEYS)
+    if unknown:
+        problems = [{"field": key, "message": "not a field of the call; send the tool's parameters inside "
+                                              "`arguments`"} for key in unknown]
+        raise InvalidArguments("; ".join(f"{p['field']}: {p['message']}" for p in problems),
+                               details={"errors": problems})
 
 
 def _call_refusal(error: PrismError, request: Request, tool_name: str | None) -> Response:
-    """The refusal in the call's shape and status; a replayed one keeps its Idempotent-Replayed header."""
-    return json_response(SANDBOX_CALL.body(error, request.scope, tool_name), _call_status(error),
-                         SANDBOX_CALL.headers(error, request.scope))
+    """The refusal in the call's shape and status; a replayed one keeps its Idempotent-Replayed header. A refusal
+    of another status answered as 400 (a conflict, an oversight hold) takes every 400's `details` (a list of
+    `errors`) beside its own (`oversight_request_id` ...), so a client reads every 400 the same way."""
+    body = SANDBOX_CALL.body(error, request.scope, tool_name)
+    status = _call_status(error)
+    if status != error.status:
+        body["details"] = problem_details(error.message, error.details, error.whole_input)
+    return json_response(body, status, SANDBOX_CALL.headers(error, request.scope))
 
 
 async def _tool_the_client_named(request: Request) -> str | None:

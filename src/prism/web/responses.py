@@ -9,6 +9,8 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
+from prism.idempotency import REPLAYED_HEADERS, Replay
+
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 _CONTENT_TYPE = (b"content-type", b"application/json")
 
@@ -20,6 +22,17 @@ NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 def shows_a_secret(data: Any) -> bool:
     """Whether a handler's answer carries a secret shown once (a webhook's `secret`, on create and rotation)."""
     return isinstance(data, dict) and "secret" in data
+
+
+def dispatched_answer(data: Any) -> tuple[Any, dict[str, str] | None]:
+    """The dispatcher's data as a door answers it, with the answer's headers: a replay under an Idempotency-Key
+    says so, and an answer that shows a secret is not to be stored, the first answer and its replay alike (every
+    door that answers a handler's data decides this here, so none can forget a branch)."""
+    replayed = type(data) is Replay
+    if replayed:
+        data = data.data
+    headers = {**(REPLAYED_HEADERS if replayed else {}), **(NO_STORE if shows_a_secret(data) else {})}
+    return data, headers or None
 
 
 def render_json(content: Any) -> bytes:
