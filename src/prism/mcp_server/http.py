@@ -69,7 +69,7 @@ async def preflight(send: Send, extra: list[tuple[bytes, bytes]]) -> None:
 async def respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]],
                   content_type: bytes = b"application/json") -> None:
     out = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()),
-           (b"cache-control", b"no-store"), *headers]
+           (b"cache-control", b"no-store"), (b"pragma", b"no-cache"), *headers]  # HTTP/1.0 caches too
     if not body:
         out = out[1:]
     await send_answer(send, status, body, out)
