@@ -1,12 +1,14 @@
 """The edge: one pure-ASGI middleware in front of every route, doors and pages alike.
 
-For each HTTP request, in order: the client address, the host (one Prism serves, a tenant that exists) and on
-the MCP door the Origin (prism.edge.hosts), a malformed request line, the Bearer credential (on paths that take
-one: an attempt is reserved for an API key first, prism.edge.lockout, so a burst of guesses has at most the
-lockout's threshold of them checked; an access token, which no guess can produce, is counted after its check),
-then the failed-authentication lockout and the rate limit together, in one step of the limiter that also frees
-the attempt: a locked-out address is refused the same way whatever its credential
-was, and a failed credential is counted and checked against the lockout atomically.
+For each HTTP request, in order: the client address, the host (one Prism serves) and a malformed request line,
+the Bearer credential (on paths that take one: an attempt is reserved for an API key first, prism.edge.lockout,
+so a burst of guesses has at most the lockout's threshold of them checked; an access token, which no guess can
+produce, is counted after its check), then the failed-authentication lockout and the rate limit together, in one
+step of the limiter that also frees the attempt: a locked-out address is refused the same way whatever its
+credential was, and a failed credential is counted and checked against the lockout atomically. Last, a tenant
+host that exists and on the MCP door the Origin (prism.edge.hosts). A request without a credential is counted
+before anything reads the database: the tenant host's lookup comes after its count (a credential's check looks
+the host up first, as a key of another tenant is 401 and a host with no tenant 404, not a failure).
 
 An API key the authenticator's cache accepts without awaiting anything (`Authenticator.peek`) reserves no
 attempt: its count checks the lockout and the attempts in flight in the same step (`RateLimiter.hit_known_secret`,
@@ -135,15 +137,21 @@ class Edge:
             if reader is not None:
                 self._count(context, await self.limiter.hit("authenticated", reader, lock))
                 return
-        if not policy.takes_bearer or scope["method"] not in policy.credential_methods:
+        authorization = context.headers.get("authorization")
+        if not policy.takes_bearer or scope["method"] not in policy.credential_methods or not authorization:
+            # No credential to check: the address is counted (the lockout with it) before anything reads the
+            # database, so a throttled or locked-out address naming a new tenant subdomain each time is refused
+            # without a lookup of it (the tenant host is checked after the count, `_check_tenant_and_origin`). The
+            # door answers a missing credential `authentication_required` (`RequestContext.caller`).
             await self._count_address(context, policy.address_tiers, lock, policy.anonymous_tier)
             return
-        authorization = context.headers.get("authorization")
         authenticator: Authenticator = scope["app"].state.authenticator
-        if lock is None or not authorization or not authenticator.presents_api_key(authorization):
-            # Nothing reserved: no credential, no guess; and no guess can succeed as an access token (a signature)
-            # or under another scheme, however many are checked at once: counted after the check (a refused one
-            # as a failure), so a hosted connector's users behind one egress address never take turns for places.
+        if lock is None or not authenticator.presents_api_key(authorization):
+            # Nothing reserved: no guess can succeed as an access token (a signature) or under another scheme,
+            # however many are checked at once: counted after the check (a refused one as a failure), so a hosted
+            # connector's users behind one egress address never take turns for places. Its tenant host is looked
+            # up before that count (the check needs it): refusing a locked-out address first would cost these
+            # requests a round trip more (docs/limits.md "Where the checks run").
             await self._authenticate(scope, context, policy, lock, None)
             return
         if await self._count_known_caller(scope, context, policy, lock):

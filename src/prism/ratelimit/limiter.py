@@ -6,7 +6,9 @@
     locked = await limiter.release_attempt(address, attempt)              # a right secret: Locked or None
     verdict = await limiter.hit_known_secret("mcp", tenant_id, address)  # Verdict, Locked, or Busy
 
-Windows are fixed, opened by the first request of a key and `period` seconds long (60 s for every tier).
+Windows are fixed, opened by the first request of a key and `period` seconds long (60 s for every tier). The
+lockout's failures are counted over a sliding window instead (the last `Lockout.window_seconds`, whenever they
+fell): a block is a security promise ("ten within 60 seconds"), which a fixed window breaks at its edge.
 A hit that names the address in `lock` checks the lockout and counts in the same step (one Redis round trip),
 so a locked-out address is refused the same way whatever its credential was.
 

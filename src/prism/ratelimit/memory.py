@@ -1,5 +1,9 @@
 """In-process counters: fixed windows in a dict, for one Prism process (the default storage).
 
+The lockout's failures are a sliding window instead: the times the address's recent failures stop counting, so
+"ten failures within 60 s" holds for any 60 s, not only within a window the first failure opened (where ten
+failures straddling its end, nine just before and nine just after, would never be seen together).
+
 A check is a dict lookup and an integer compare (~1 µs); the `limits` package's memory storage needs
 ~10 µs for a hit plus the window statistics the headers need, on the hot path of every dispatch.
 Every method runs to completion without awaiting anything, so each is atomic within the process, like
@@ -10,11 +14,12 @@ The clock is injectable so tests can move time instead of sleeping through a 300
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 
 from prism.ratelimit.verdict import BUSY, Busy, Locked, Verdict, verdict_of
 
-# Expired windows are swept whenever this many new windows have been opened, so idle keys cannot pile up.
+# Expired windows and failures are swept whenever this many new ones have been opened, so idle keys cannot pile up.
 SWEEP_EVERY = 4096
 
 
@@ -22,7 +27,9 @@ class MemoryBackend:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._windows: dict[str, list[float]] = {}  # key -> [window end, count]
-        self._failures: dict[str, list[float]] = {}  # address -> [window end, failures]
+        # address -> when each of its recent failures stops counting, oldest first: the count is the deque's length
+        # once the ended ones are dropped. At most the threshold's number are kept (the threshold-th locks).
+        self._failures: dict[str, deque[float]] = {}
         self._locks: dict[str, float] = {}  # address -> blocked until
         # address -> the attempts reserved and not yet settled: each ends in `fail`, `release` or a `hit` naming it
         self._pending: dict[str, set[str]] = {}
@@ -78,13 +85,15 @@ class MemoryBackend:
         locked = self._lock_left(address, now)
         if locked is not None:
             return locked
-        window = self._failures.get(address)
-        if window is None or now >= window[0]:
-            window = self._open(self._failures, address, now + window_seconds)
-        window[1] += 1
-        if window[1] < threshold:
+        failures = self._failures.get(address)
+        if failures is None:
+            self._opened_one()  # before the deque is made: a sweep drops empty ones
+            failures = self._failures[address] = deque(maxlen=threshold)
+        _drop_ended(failures, now)
+        failures.append(now + window_seconds)
+        if len(failures) < threshold:
             return False
-        del self._failures[address]
+        del self._failures[address]  # the count starts afresh after a block
         self._locks[address] = now + block_seconds
         return True
 
@@ -99,8 +108,8 @@ class MemoryBackend:
 
     def _places_taken(self, address: str, now: float) -> int:
         """The address's failures counted plus its attempts in flight: each holds one of the threshold's places."""
-        window = self._failures.get(address)
-        failures = 0 if window is None or now >= window[0] else int(window[1])
+        recent = self._failures.get(address)
+        failures = _drop_ended(recent, now) if recent else 0
         pending = self._pending.get(address)
         return failures + (len(pending) if pending else 0)
 
@@ -121,16 +130,27 @@ class MemoryBackend:
         return Locked(until - now)
 
     def _open(self, table: dict[str, list[float]], key: str, ends: float) -> list[float]:
-        self._opened += 1
-        if self._opened % SWEEP_EVERY == 0:
-            self._sweep()
+        self._opened_one()
         window = table[key] = [ends, 0]
         return window
 
+    def _opened_one(self) -> None:
+        self._opened += 1
+        if self._opened % SWEEP_EVERY == 0:
+            self._sweep()
+
     def _sweep(self) -> None:
         now = self.clock()
-        for table in (self._windows, self._failures):
-            for key in [k for k, w in table.items() if now >= w[0]]:
-                del table[key]
+        for key in [k for k, w in self._windows.items() if now >= w[0]]:
+            del self._windows[key]
+        for key in [k for k, ends in self._failures.items() if not ends or now >= ends[-1]]:
+            del self._failures[key]
         for key in [k for k, until in self._locks.items() if now >= until]:
             del self._locks[key]
+
+
+def _drop_ended(failures: deque[float], now: float) -> int:
+    """Drop the failures that stopped counting (they end in the order they were made); how many still count."""
+    while failures and now >= failures[0]:
+        failures.popleft()
+    return len(failures)

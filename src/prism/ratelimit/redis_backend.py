@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from typing import Any, NamedTuple
 
@@ -32,9 +33,15 @@ from redis.exceptions import NoScriptError, RedisError
 from prism.ratelimit.unavailable import LimiterUnavailable
 from prism.ratelimit.verdict import BUSY, Busy, Locked, Verdict, verdict_of
 
+# The address's recent failures are a sorted set: one member per failure, scored by when it stops counting (its
+# time plus the lockout's window, Redis's own clock), so the count is a sliding window over the last
+# `window_seconds`: ten failures within any 60 s lock, however they straddle a minute. A fixed window opened by
+# the first failure let nine just before its end and nine just after pass unseen together. Every script reading
+# the count drops the ended members first (ZREMRANGEBYSCORE) and counts the rest (ZCARD).
+
 # KEYS[1]: the window counter; KEYS[2] (optional): the address's lockout key; KEYS[3] (optional): the address's
 # attempts in flight, ARGV[3] the attempt this request reserved ('' for none; settled here: its credential was
-# accepted or is no guess); KEYS[4] (optional): the address's failure counter, ARGV[4] the lockout's threshold:
+# accepted or is no guess); KEYS[4] (optional): the address's recent failures, ARGV[4] the lockout's threshold:
 # a request whose secret is known right without a reservation (prism.edge.stack) is counted only while the failures
 # plus the attempts in flight are under it, as _RESERVE reserves, {-2, 0} otherwise (nothing counted). ARGV: the
 # window (ms), how many requests to count. {-1, ms left} when locked.
@@ -48,8 +55,8 @@ if KEYS[4] then
   local clock = redis.call('TIME')
   local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  local failures = tonumber(redis.call('GET', KEYS[4]) or '0')
-  if failures + redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[4]) then return {-2, 0} end
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+  if redis.call('ZCARD', KEYS[4]) + redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[4]) then return {-2, 0} end
 end
 local weight = tonumber(ARGV[2])
 local n = redis.call('INCRBY', KEYS[1], weight)
@@ -59,20 +66,25 @@ if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1])
 return {n, ttl}
 """
 
-# KEYS[1]: the failure counter, KEYS[2]: the lockout key, KEYS[3]: the attempts in flight, ARGV[4]: the attempt
-# this failure settles ('' for none). {-1, ms left} when already locked (nothing counted), {1, 0} when this failure
-# locked the address, {0, 0} otherwise.
+# KEYS[1]: the recent failures, KEYS[2]: the lockout key, KEYS[3]: the attempts in flight; ARGV: the lockout's
+# window (ms), threshold and block (ms), the attempt this failure settles ('' for none), and this failure's member
+# (unique). {-1, ms left} when already locked (nothing counted), {1, 0} when this failure locked the address (the
+# count starts afresh after the block), {0, 0} otherwise. The set holds fewer members than the threshold (the
+# threshold-th locks and empties it) and expires with its newest failure.
 _FAIL = """
 if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
 local left = redis.call('PTTL', KEYS[2])
 if left > 0 then return {-1, left} end
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-if n >= tonumber(ARGV[2]) then
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[1]), ARGV[5])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
   redis.call('DEL', KEYS[1])
   return {1, 0}
 end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return {0, 0}
 """
 
@@ -87,8 +99,8 @@ if left > 0 then return {-1, left} end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-local failures = tonumber(redis.call('GET', KEYS[1]) or '0')
-if failures + redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[1]) then return {0, 0} end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[1]) then return {0, 0} end
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[2])
 redis.call('PEXPIRE', KEYS[3], ARGV[3])
 return {1, 0}
@@ -115,8 +127,13 @@ def _ms(seconds: float) -> int:
 
 
 def _auth_key(address: str) -> str:
-    # One hash tag per address keeps its failure counter and lockout key in one slot on a Redis Cluster.
+    # One hash tag per address keeps its failures and lockout key in one slot on a Redis Cluster.
     return f"{PREFIX}auth:{{{address}}}"
+
+
+# The sorted set of recent failures. Not `:failures`, the fixed window's counter (a string) before: a process of
+# the previous version still running beside this one during an upgrade would answer WRONGTYPE on each other's key.
+FAILURES = ":recent-failures"
 
 
 class RedisBackend:
@@ -148,7 +165,7 @@ class RedisBackend:
     async def hit_unless_busy(self, key: str, limit: int, period: float, lock: str,
                               threshold: int) -> Verdict | Locked | Busy:
         base = _auth_key(lock)
-        count, ttl_ms = await self._run("hit", (PREFIX + key, base + ":lock", base + ":pending", base + ":failures"),
+        count, ttl_ms = await self._run("hit", (PREFIX + key, base + ":lock", base + ":pending", base + FAILURES),
                                         (_ms(period), 1, "", threshold))
         if count == -2:
             return BUSY
@@ -158,7 +175,7 @@ class RedisBackend:
 
     async def reserve(self, address: str, attempt: str, *, threshold: int) -> Locked | bool:
         base = _auth_key(address)
-        state, ttl_ms = await self._run("reserve", (base + ":failures", base + ":lock", base + ":pending"),
+        state, ttl_ms = await self._run("reserve", (base + FAILURES, base + ":lock", base + ":pending"),
                                         (threshold, attempt, _ms(ATTEMPT_LEASE_SECONDS)))
         if state < 0:
             return Locked(int(ttl_ms) / 1000)
@@ -172,8 +189,9 @@ class RedisBackend:
     async def fail(self, address: str, *, threshold: int, window_seconds: float,
                    block_seconds: float, attempt: str | None = None) -> Locked | bool:
         base = _auth_key(address)
-        state, ttl_ms = await self._run("fail", (base + ":failures", base + ":lock", base + ":pending"),
-                                        (_ms(window_seconds), threshold, _ms(block_seconds), attempt or ""))
+        state, ttl_ms = await self._run("fail", (base + FAILURES, base + ":lock", base + ":pending"),
+                                        (_ms(window_seconds), threshold, _ms(block_seconds), attempt or "",
+                                         secrets.token_hex(8)))
         if state < 0:
             return Locked(int(ttl_ms) / 1000)
         return bool(state)
