@@ -33,7 +33,8 @@ def _refused(result: CliResult, code: str, naming: str) -> None:
     ("PRISM_RATE_LIMIT_ANONYMOUS", "-1"), ("PRISM_MCP_TOOLS_PAGE_SIZE", "0"), ("PRISM_PUBLIC_PORT", "-5"),
     ("PRISM_PUBLIC_SCHEME", "ftp"), ("PRISM_DATABASE_BUSY_TIMEOUT_SECONDS", "inf"),
     ("PRISM_TRUSTED_PROXIES", "garbage"), ("PRISM_WEBHOOK_CA_BUNDLE", "/nonexistent/ca.pem"),
-    ("PRISM_MCP_SSE_KEEPALIVE_SECONDS", "0"), ("PRISM_MCP_SESSION_TTL_SECONDS", "0")])
+    ("PRISM_MCP_SSE_KEEPALIVE_SECONDS", "0"), ("PRISM_MCP_SESSION_TTL_SECONDS", "0"),
+    ("PRISM_LOCKOUT_FAILURES", "0"), ("PRISM_LOCKOUT_WINDOW_SECONDS", "0"), ("PRISM_LOCKOUT_SECONDS", "inf")])
 def test_a_setting_out_of_range_is_refused(migrated: str, setting: str, value: str) -> None:
     _refused(run_cli("org", "list", "--tenant", "acme", "--json", database_url=migrated, **{setting: value}),
              "invalid_setting", setting)

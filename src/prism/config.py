@@ -103,6 +103,9 @@ class Settings(BaseSettings):
     # (GitHub's description as YAML takes about 7 s and 300 MB more on a small VM).
     integration_compile_seconds: float = Field(default=120.0, gt=0)
     integration_compile_memory_mb: int = Field(default=2048, ge=256)
+    # Every process holds every organization's imported handlers, connected or not: one organization's imports and
+    # upstream MCP servers together offer at most this many (the deployment's own, imported with the CLI, apart).
+    integration_handlers_per_organization: int = Field(default=5000, ge=1)
     # The audit ledger (docs/audit.md): a checkpoint of each organization's signed tree is kept and sent as
     # `audit.checkpoint` at most this often while its log grows; every process looks for entries left
     # unsealed (a process that stopped between commit and seal), and for logs that grew after their last
@@ -141,9 +144,12 @@ class Settings(BaseSettings):
     # every process rebuild its registry and search index, work all organizations share (docs/limits.md).
     rate_limit_integration_changes: int = Field(default=10, ge=1)
     # Failed authentications: this many within the window block the client address for lockout_seconds.
-    lockout_failures: int = 10
-    lockout_window_seconds: float = 60.0
-    lockout_seconds: float = 300.0
+    # Checked like the ceilings: 0 would leave no place for any secret to be checked in (every uncached key, a
+    # valid one included, would wait and be refused 429), and a window or block of 0, negative or infinite counts
+    # nothing or never ends.
+    lockout_failures: int = Field(default=10, ge=1)
+    lockout_window_seconds: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    lockout_seconds: float = Field(default=300.0, gt=0, allow_inf_nan=False)
     # Password hashes (argon2, hundreds of ms of CPU each) checked at once, on threads of their own (0: one per CPU
     # core), and how many more may wait for one; beyond that a sign-in is answered 503 password_checks_busy at once
     # rather than queueing until every client times out (docs/limits.md "Password checks").

@@ -4,7 +4,8 @@ The secret part (API key, token, password, client secret) is encrypted with AES-
 from the master secret for this purpose alone, bound to the connection's row id: it is never stored in
 plaintext, never returned by any handler or command, and never written to a log. An upstream that echoes
 the request it got (a gateway's error page, a debugging endpoint) would hand it to whoever called: what
-Prism passes on from an upstream has the credential's forms withheld first (`Credential.withheld`).
+Prism passes on from an upstream has the credential's forms withheld first (`withheld`), and so have the keys
+written into the connection's URLs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote, quote_plus
@@ -20,6 +22,7 @@ import orjson
 
 from prism.config import Settings
 from prism.errors import InvalidArguments
+from prism.integrations.shown_urls import url_secrets
 from prism.kit.secret import MASK, decrypt, derived_key, encrypt
 
 AuthKind = Literal["none", "api_key", "bearer", "basic", "oauth2_client_credentials"]
@@ -50,28 +53,42 @@ class Credential:
             return {"Authorization": f"Bearer {bearer}"}
         return {}
 
-    def forms(self, bearer: str | None = None) -> tuple[bytes, ...]:
-        """Every form in which the credential may come back from an upstream: the secret and the OAuth access
-        token as sent, base64-encoded (a Basic pair is) and percent-encoded, each also as a JSON string holds it
-        (an upstream echoing the request as JSON escapes `"` and `\\`, and PHP's encoder `/`, Go's `<>&`),
-        longest first (a form inside another is withheld with it)."""
+    def secrets(self, bearer: str | None = None) -> tuple[str, ...]:
+        """What of it is secret, as sent: the secret, the OAuth access token, a Basic `user:password` pair, and
+        what the token URL carries besides its address (a key in its query string)."""
         plain = [self.secret, bearer or ""]
         if self.kind == "basic":
             plain.append(f"{self.settings['username']}:{self.secret}")
-        found: set[str] = set()
-        for value in filter(None, plain):
-            raw = value.encode()
-            encoded = (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode())
-            found |= {value, quote(value, safe=""), quote_plus(value), *encoded, *(e.rstrip("=") for e in encoded)}
-        found |= {escaped for form in found for escaped in _json_escaped(form)}
-        kept = (f.encode() for f in found if len(f) >= SHORTEST_WITHHELD)
-        return tuple(sorted(kept, key=len, reverse=True))
+        plain += url_secrets(str(self.settings.get("token_url") or ""))
+        return tuple(filter(None, plain))
 
-    def withheld(self, body: bytes, bearer: str | None = None) -> bytes:
-        """`body` (what an upstream answered) with every form of the credential replaced by the mask."""
-        for form in self.forms(bearer):
-            body = body.replace(form, MASK.encode())
-        return body
+
+def withheld(body: bytes, *, credential: Credential | None = None, bearer: str | None = None,
+             urls: Iterable[str] = ()) -> bytes:
+    """`body` (whatever Prism passes on from an upstream: an answer, its excerpt, an MCP tool's result, a failure's
+    text) with every form of the connection's credential, and of what `urls` carry besides their address (a key
+    written into a base URL's query string, kept as a connection's secret is), replaced by the mask. An upstream
+    that echoes the request it got (a gateway's error page, a debugging endpoint) would otherwise hand them to
+    whoever called, who may not even read the connection."""
+    values = [*(credential.secrets(bearer) if credential is not None else ()),
+              *(secret for url in urls for secret in url_secrets(url))]
+    for form in _forms(values):
+        body = body.replace(form, MASK.encode())
+    return body
+
+
+def _forms(values: Iterable[str]) -> tuple[bytes, ...]:
+    """Every form in which `values` may come back from an upstream: as sent, base64-encoded (a Basic pair is) and
+    percent-encoded, each also as a JSON string holds it (an upstream echoing the request as JSON escapes `"` and
+    `\\`, and PHP's encoder `/`, Go's `<>&`), longest first (a form inside another is withheld with it)."""
+    found: set[str] = set()
+    for value in values:
+        raw = value.encode()
+        encoded = (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode())
+        found |= {value, quote(value, safe=""), quote_plus(value), *encoded, *(e.rstrip("=") for e in encoded)}
+    found |= {escaped for form in found for escaped in _json_escaped(form)}
+    kept = (f.encode() for f in found if len(f) >= SHORTEST_WITHHELD)
+    return tuple(sorted(kept, key=len, reverse=True))
 
 
 def _json_escaped(form: str) -> set[str]:

@@ -16,12 +16,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlsplit
 
 from prism.errors import PrismError
-from prism.integrations.credentials import Credential
+from prism.integrations.credentials import Credential, withheld
 from prism.integrations.mcp_limits import PastLimits
-from prism.integrations.shown_urls import address_only
+from prism.integrations.shown_urls import address_only, url_secrets
 from prism.kit.outbound import OutboundFailed, OutboundTimeout
 from prism.kit.secret import MASK
 
@@ -53,8 +52,10 @@ def without_credentials(text: str, *, urls: Iterable[str] = (), credential: Cred
                         bearer: str | None = None) -> str:
     """`text` with each URL in it cut to its address (`address_only`), and the credentials of `urls` and of
     `credential` withheld wherever else they appear."""
-    if credential is not None:
-        text = credential.withheld(text.encode(), bearer).decode()
+    urls = tuple(urls)  # read twice
+    # Any text passes, lone surrogates included (an exception may carry what it read undecoded).
+    text = withheld(text.encode("utf-8", "surrogatepass"), credential=credential, bearer=bearer,
+                    urls=urls).decode("utf-8", "surrogatepass")
     text = URL_IN_TEXT.sub(lambda found: address_only(found.group()), text)
     return without_url_secrets(text, urls)[:DETAIL_CHARS]
 
@@ -62,17 +63,10 @@ def without_credentials(text: str, *, urls: Iterable[str] = (), credential: Cred
 def without_url_secrets(text: str, urls: Iterable[str]) -> str:
     """`text` with what `urls` carry besides their address (userinfo, the query string and each of its values, the
     fragment) withheld wherever it appears, the rest as it is: an upstream's answer that echoes a URL."""
-    for secret in sorted({s for url in urls for s in _url_secrets(url)}, key=len, reverse=True):
+    found = {s for url in urls for s in url_secrets(url) if len(s) >= SHORTEST_URL_SECRET}
+    for secret in sorted(found, key=len, reverse=True):
         text = text.replace(secret, MASK)
     return text
-
-
-def _url_secrets(url: str) -> set[str]:
-    parts = urlsplit(url)
-    userinfo = parts.netloc.rpartition("@")[0]
-    found = {userinfo, parts.password or "", parts.query, parts.fragment,
-             *(value for _, value in parse_qsl(parts.query, keep_blank_values=True))}
-    return {s for s in found if len(s) >= SHORTEST_URL_SECRET}
 
 
 def _text(exc: BaseException) -> str:

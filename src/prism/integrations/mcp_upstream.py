@@ -27,7 +27,7 @@ from prism.config import Settings
 from prism.errors import InvalidArguments, PrismError
 from prism.integrations import mcp_sessions
 from prism.integrations.call_records import Connection, connection_for, keep_record
-from prism.integrations.credentials import Credential, open_secret
+from prism.integrations.credentials import Credential, open_secret, withheld
 from prism.integrations.failures import Failure, failure_of, kept_text
 from prism.integrations.mcp_limits import MAX_TOOL_PAGES, TOOL_DESCRIPTION_CHARS, ToolListBudget, past_limits
 from prism.integrations.models import IntegrationApp
@@ -37,6 +37,7 @@ from prism.integrations.upstream import (
     EXCERPT,
     MAX_RESPONSE,
     USER_AGENT,
+    forget_token,
     issued_token,
     unpassable_refusal,
 )
@@ -56,8 +57,10 @@ MAX_EVENT_BYTES = 1024 * 1024
 
 @asynccontextmanager
 async def session(settings: Settings, url: str, transport: str, credential: Credential, timeout_seconds: float,
-                  connection_id: str = "", on_list_changed: Any = None) -> AsyncIterator[Any]:
-    """An initialised `mcp.Client` to the upstream; the URL is checked by the outbound rules first."""
+                  connection_id: str = "", on_list_changed: Any = None,
+                  on_session_lost: Callable[[], None] | None = None) -> AsyncIterator[Any]:
+    """An initialised `mcp.Client` to the upstream; the URL is checked by the outbound rules first.
+    `on_session_lost` is told when the upstream refuses a tool call at the session's level (`_refused_call`)."""
     try:
         import httpx2
         from mcp import Client
@@ -100,12 +103,34 @@ async def session(settings: Settings, url: str, transport: str, credential: Cred
                           mode="legacy", read_timeout_seconds=timeout_seconds, message_handler=handler) as client:
             yield client
         return
+    async def refused(response: Any) -> None:
+        if on_session_lost is not None and _refused_call(response):
+            on_session_lost()
+
     async with httpx2.AsyncClient(headers=headers, timeout=timeout_seconds, trust_env=False,
-                                  transport=guarded()) as http:
+                                  transport=guarded(), event_hooks={"response": [refused]}) as http:
         async with Client(streamable_http_client(url, http_client=http, max_sse_event_size=MAX_EVENT_BYTES),
                           mode="legacy",
                           read_timeout_seconds=timeout_seconds, message_handler=handler) as client:
             yield client
+
+
+def _refused_call(response: Any) -> bool:
+    """Whether the upstream refused a tool call at the session's level, before any tool ran: HTTP 404 to a request
+    naming a session (MCP: the server does not know it, as after a restart), 401 or 403 (the credential, or the
+    token it was exchanged for, is no longer accepted). The MCP client reports these as JSON-RPC errors, like a
+    tool's own, so they are told apart here, on the HTTP answer."""
+    request, status = response.request, response.status_code
+    unknown_session = status == 404 and "mcp-session-id" in request.headers
+    if request.method != "POST" or not (status in (401, 403) or unknown_session):
+        return False
+    import httpx2
+
+    try:
+        message = orjson.loads(request.content)
+    except (httpx2.RequestNotRead, orjson.JSONDecodeError):
+        return False
+    return isinstance(message, dict) and message.get("method") == "tools/call"
 
 
 async def list_tools(client: Any) -> list[dict[str, Any]]:
@@ -185,13 +210,25 @@ async def forward(settings: Settings, url: str, transport: str, credential: Cred
         return failure_of(exc, urls=(url,), credential=credential, bearer=issued_token(connection_id, credential))
 
     key = mcp_sessions.key_of(settings, url, transport, connection_id, credential)
-    held = mcp_sessions.pooled(key, partial(_open, settings, url, transport, credential, timeout_seconds,
-                                            connection_id))
+    opener = partial(_open, settings, url, transport, credential, timeout_seconds, connection_id)
+    held = mcp_sessions.pooled(key, opener)
     broken = True
     try:
         async with asyncio.timeout(timeout_seconds):
-            client = await held.ready()
-            result = await client.call_tool(tool_name, arguments)
+            for attempt in (1, 2):
+                client = await held.ready()
+                try:
+                    with held.calling() as mine:
+                        result = await client.call_tool(tool_name, arguments)
+                    break
+                except MCPError:
+                    if attempt == 2 or not (held.lost and mine.alone):
+                        raise
+                    # Sent again, once, on a new session. Safe: the upstream refused this very call (no other went
+                    # through the session meanwhile) at the session's level, 404 for a session it forgot or 401/403
+                    # for a credential it no longer takes, which a server answers before it runs any tool.
+                    await _discard(key, held, connection_id, credential)
+                    held = mcp_sessions.pooled(key, opener)
             outcome.result = result.model_dump(mode="json", by_alias=True, exclude_none=True)
             broken = False
             if held.changed:
@@ -205,8 +242,8 @@ async def forward(settings: Settings, url: str, transport: str, credential: Cred
             outcome.tools_failure = failure(late)
         else:
             outcome.timed_out, outcome.error = True, str(late)
-    except MCPError as exc:  # the upstream answered: the session is fine
-        outcome.upstream_error, broken = failure(exc).detail, False
+    except MCPError as exc:  # the upstream answered: the session is fine, unless it refused it (`_refused_call`)
+        outcome.upstream_error, broken = failure(exc).detail, held.lost
     except PrismError as exc:  # the outbound rules refused the URL, or the client is not installed
         outcome.error = failure(exc).detail
     except Exception as exc:  # transports raise many kinds (and groups of them): all mean "not reached"...
@@ -215,10 +252,19 @@ async def forward(settings: Settings, url: str, transport: str, credential: Cred
             outcome.upstream_error = failure(cause).detail
         else:
             outcome.error = failure(exc).detail
-    if broken:  # the next call opens a new session
-        await mcp_sessions.discard(key, held)
+    if broken:
+        await _discard(key, held, connection_id, credential)
     outcome.duration_ms = int((time.monotonic() - started) * 1000)
     return outcome
+
+
+async def _discard(key: mcp_sessions.Key, held: mcp_sessions.PooledSession, connection_id: str,
+                   credential: Credential) -> None:
+    """The next call opens a new session; after a refusal at the session's level (`_refused_call`), with a new
+    OAuth access token too: a 401 may mean the upstream no longer takes the one this process holds."""
+    if held.lost:
+        forget_token(connection_id, credential)
+    await mcp_sessions.discard(key, held)
 
 
 async def _listed_again(client: Any, failure: Callable[[BaseException], Failure]
@@ -236,9 +282,9 @@ async def _listed_again(client: Any, failure: Callable[[BaseException], Failure]
 
 
 def _open(settings: Settings, url: str, transport: str, credential: Credential, timeout_seconds: float,
-          connection_id: str, on_list_changed: Any) -> Any:
+          connection_id: str, on_list_changed: Callable[[], None], on_session_lost: Callable[[], None]) -> Any:
     return session(settings, url, transport, credential, timeout_seconds, connection_id,
-                   on_list_changed=on_list_changed)
+                   on_list_changed=on_list_changed, on_session_lost=on_session_lost)
 
 
 def _innermost(exc: BaseException) -> BaseException:
@@ -266,21 +312,22 @@ async def call_tool_operation(operation: dict[str, Any], call: HandlerCall, para
     async def record(done: HandlerCall, sent: Forwarded) -> Any:
         if sent.tools_changed:
             await follow_tool_list(done, app_id, sent, operation["transport"])
-        sent = withheld(sent, credential, issued_token(connection_id, credential))
+        sent = passed_on(sent, credential, issued_token(connection_id, credential), url)
         return await record_forwarded(done, operation["tool_name"], arguments_digest, sent)
 
     return AfterCommit(go, record)
 
 
-def withheld(sent: Forwarded, credential: Credential, bearer: str | None) -> Forwarded:
-    """What the upstream answered, with the connection's credential withheld wherever it echoed it."""
+def passed_on(sent: Forwarded, credential: Credential, bearer: str | None, url: str) -> Forwarded:
+    """What the upstream answered, with the connection's credential and the keys written into its `url` withheld
+    wherever it echoed them."""
     def clean(text: str) -> str:
-        return credential.withheld(text.encode(), bearer).decode()
+        return withheld(text.encode(), credential=credential, bearer=bearer, urls=(url,)).decode()
 
     result = sent.result
     if result is not None:
         try:
-            result = orjson.loads(credential.withheld(orjson.dumps(result), bearer))
+            result = orjson.loads(withheld(orjson.dumps(result), credential=credential, bearer=bearer, urls=(url,)))
         except orjson.JSONEncodeError:
             pass  # not JSON Prism can write: refused as unpassable without showing any of it
     return replace(sent, result=result, error=clean(sent.error), upstream_error=clean(sent.upstream_error))
@@ -299,19 +346,27 @@ async def follow_tool_list(call: HandlerCall, app_id: str, sent: Forwarded, tran
     """After the upstream announced a changed tool list: store the list read again, or keep serving the stored
     one and say why on the integration (status `stale`, `last_error`), and in the log."""
     from prism.integrations.runtime import bump_generation
-    from prism.integrations.service import locked_app
+    from prism.integrations.service import locked_app, over_handler_limit
 
     app = await locked_app(call.session, app_id)
     if app is None:
         return
+    refusal = None
     if sent.tools is not None:
-        app.status = "ok"
         operations = operations_of(sent.tools, transport, _cost_of(app))
-        if operations != app.operations:
-            app.operations, app.revision = operations, app.revision + 1
-            await bump_generation(call.session)
-        return
-    if sent.tools_failure is not None:
+        if app.owner_organization_id is not None:  # as adding it again would be
+            refusal = await over_handler_limit(call.session, call.settings, app.owner_organization_id, app,
+                                               len(operations))
+        if refusal is None:
+            app.status = "ok"
+            if operations != app.operations:
+                app.operations, app.revision = operations, app.revision + 1
+                await bump_generation(call.session)
+            return
+    if refusal is not None:
+        reason = (f"the tool list the upstream announced was not stored: {refusal.message}; revision {app.revision} "
+                  "still serves")
+    elif sent.tools_failure is not None:
         why = kept_text(sent.tools_failure, owner_organization_id=app.owner_organization_id)
         reason = f"the tool list the upstream announced was not stored: {why}; revision {app.revision} still serves"
     elif app.owner_organization_id is None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Select, delete, or_, select
+from sqlalchemy import Select, delete, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.config import Settings
@@ -142,6 +142,10 @@ async def _store(session: AsyncSession, settings: Settings, name: str, kind: str
     existing = await _named(session, name, for_update=True)
     if existing is not None and (existing.owner_organization_id != owner_organization_id or existing.kind != kind):
         raise _taken(name)
+    if owner_organization_id is not None:
+        refusal = await over_handler_limit(session, settings, owner_organization_id, existing, len(operations))
+        if refusal is not None:
+            raise refusal
     before = _fingerprints(existing.operations if existing is not None else [])
     report: dict[str, Any] = {
         "name": name, "kind": kind, "created": existing is None, "handlers": len(after),
@@ -172,6 +176,31 @@ async def _store(session: AsyncSession, settings: Settings, name: str, kind: str
         await bump_generation(session)
     report["revision"] = 1 if existing is None else existing.revision
     return report
+
+
+async def over_handler_limit(session: AsyncSession, settings: Settings, organization_id: str,
+                             existing: IntegrationApp | None, handlers: int) -> PrismError | None:
+    """The refusal of `handlers` operations for the organization's integration `existing` (None: a new one) when
+    its integrations would then offer more than PRISM_INTEGRATION_HANDLERS_PER_ORGANIZATION. Every process holds
+    every organization's imported handlers (registry, search index), connected or not, so one organization must
+    not fill every process's memory: the rate of changes alone bounds how fast, not how far. A change that does
+    not add handlers passes, so an organization over a lowered limit may still shrink."""
+    limit = settings.integration_handlers_per_organization
+    had = len(existing.operations) if existing is not None else 0
+    if handlers <= had:
+        return None
+    others = (await session.execute(
+        select(func.coalesce(func.sum(func.json_array_length(IntegrationApp.operations)), 0))
+        .where(IntegrationApp.owner_organization_id == organization_id,
+               IntegrationApp.id != (existing.id if existing is not None else None)))).scalar_one()
+    total = int(others) + handlers
+    if total <= limit:
+        return None
+    return PrismError(f"this organization's integrations would offer {total:,} handlers ({handlers:,} in this one, "
+                      f"{int(others):,} in its others), over its limit of {limit:,} "
+                      "(PRISM_INTEGRATION_HANDLERS_PER_ORGANIZATION); remove an integration, or import fewer "
+                      "operations", code="integration_handlers_exceeded", status=409,
+                      details={"limit": limit, "handlers": total})
 
 
 async def remove(session: AsyncSession, name: str, *, owner_organization_id: str | None) -> dict[str, Any]:

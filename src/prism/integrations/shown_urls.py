@@ -5,7 +5,7 @@ its own. docs/integrations.md, "What each organization sees of an integration"."
 from __future__ import annotations
 
 from pathlib import PurePath
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 
 def shown_url(url: str) -> str:
@@ -23,3 +23,13 @@ def address_only(source: str) -> str:
     if parts.scheme in ("http", "https"):
         return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
     return source if source == "(inline)" else PurePath(source).name
+
+
+def url_secrets(url: str) -> set[str]:
+    """What `url` carries besides its address, where a credential may be written: the userinfo and its password,
+    the query string and each of its values, the fragment (the empty ones left out)."""
+    parts = urlsplit(url)
+    found = {parts.netloc.rpartition("@")[0], parts.password or "", parts.query, parts.fragment,
+             *(value for _, value in parse_qsl(parts.query, keep_blank_values=True))}
+    found.discard("")
+    return found

@@ -23,7 +23,7 @@ from prism.config import Settings
 from prism.errors import InvalidArguments
 from prism.integrations import serialize
 from prism.integrations.call_records import connection_for, keep_record
-from prism.integrations.credentials import Credential, open_secret
+from prism.integrations.credentials import Credential, open_secret, withheld
 from prism.integrations.failures import without_credentials
 from prism.integrations.openapi import offered_header
 from prism.integrations.upstream_error import UpstreamError
@@ -141,6 +141,12 @@ def issued_token(connection_id: str, credential: Credential) -> str | None:
     return held[0] if held is not None else None
 
 
+def forget_token(connection_id: str, credential: Credential) -> None:
+    """The connection's access token, which the upstream stopped accepting before it said it expires (revoked, or
+    its server restarted with new keys): the next request asks for another."""
+    _TOKENS.pop(_token_key(connection_id, credential), None)
+
+
 async def _oauth_token(client: OutboundClient, connection_id: str, credential: Credential,
                        timeout_seconds: float) -> str:
     key = _token_key(connection_id, credential)
@@ -192,7 +198,9 @@ async def close_clients() -> None:
 
 
 async def send(settings: Settings, connection_id: str, credential: Credential, request: Request,
-               timeout_seconds: float) -> Sent:
+               timeout_seconds: float, *, base_url: str) -> Sent:
+    """`request` sent (retried when idempotent); its answer with the credential and the keys written into the
+    connection's `base_url` withheld, so neither its body nor its excerpt hands them on."""
     started = time.monotonic()
     attempts, answer, error, timed_out = 0, None, "", False
     retries = RETRY_DELAYS if request.method in IDEMPOTENT else ()
@@ -209,7 +217,8 @@ async def send(settings: Settings, connection_id: str, credential: Credential, r
                                        headers=with_credential(request.headers, credential.headers(bearer)),
                                        body=request.body, timeout_seconds=timeout_seconds,
                                        read_at_most=MAX_RESPONSE, encoded=True)
-            answer = replace(answer, body=credential.withheld(answer.body, bearer))
+            answer = replace(answer, body=withheld(answer.body, credential=credential, bearer=bearer,
+                                                   urls=(base_url,)))
         except OutboundTimeout as exc:
             error, timed_out = without_credentials(str(exc), urls=urls, credential=credential, bearer=bearer), True
             break  # the upstream may still be working on it: a timeout is not retried
@@ -264,10 +273,10 @@ async def call_operation(operation: dict[str, Any], call: HandlerCall, params: A
                             open_secret(call.settings, connection.id, connection.secret_encrypted))
     request = build_request(operation, connection.base_url, arguments)
     settings, connection_id, timeout = call.settings, connection.id, float(connection.timeout_seconds)
-    arguments_digest = digest(arguments)
+    base_url, arguments_digest = connection.base_url, digest(arguments)
 
     async def go() -> Sent:
-        return await send(settings, connection_id, credential, request, timeout)
+        return await send(settings, connection_id, credential, request, timeout, base_url=base_url)
 
     async def record(done: HandlerCall, sent: Sent) -> Any:
         return await record_call(done, request.method, request.path, arguments_digest, sent)

@@ -40,6 +40,7 @@ from prism.apps.integrations.params import (
 from prism.apps.states import move
 from prism.config import Settings
 from prism.errors import Conflict, InvalidArguments, NotFound
+from prism.integrations.credentials import withheld
 from prism.integrations.failures import without_credentials, without_url_secrets
 from prism.integrations.upstream import unpassable_refusal
 from prism.kit.header_values import sendable
@@ -122,7 +123,8 @@ def _send(settings: Settings, endpoint: Endpoint, method: str, path: str, query:
     if endpoint.status != "enabled":
         raise Conflict(f"endpoint {endpoint.name} is disabled", code="invalid_transition")
     endpoint_id, timeout_seconds = endpoint.id, endpoint.timeout_seconds
-    url = call_url(real_base_url(settings, endpoint), path, query)
+    base_url = real_base_url(settings, endpoint)
+    url = call_url(base_url, path, query)
     if len(url) > MAX_URL:  # refused before anything is sent: the call's log could not hold it
         raise InvalidArguments(f"query: the call's URL would be {len(url):,} characters long, over {MAX_URL:,}",
                                details={"field": "query"})
@@ -144,7 +146,9 @@ def _send(settings: Settings, endpoint: Endpoint, method: str, path: str, query:
                                       ca_bundle=settings.webhook_ca_bundle, max_connections=1) as client:
                 answer = await client.send(method, url, headers=headers, body=content,
                                            timeout_seconds=float(timeout_seconds), read_at_most=MAX_RESPONSE)
-            status_code, raw = answer.status, answer.body
+            # The endpoint's key (`?api_key=...` in its base URL) is the endpoint's, not the caller's: an upstream
+            # that echoes the URL must not hand it to whoever may call it.
+            status_code, raw = answer.status, withheld(answer.body, urls=(base_url,))
             # Header bytes that are not UTF-8 come as surrogate escapes, which no JSON answer can carry.
             content_type = answer.headers.get("content-type", "").encode("utf-8", "surrogateescape").decode(
                 "utf-8", "replace")
