@@ -320,8 +320,8 @@ class Dispatcher:
         outcome = await deferred.send()
         async with self.ledger.db.write() as session:
             with acting_for(session, auth.organization_id):
-                data = await deferred.record(HandlerCall(auth, session, self.registry, handler, self.settings),
-                                             outcome)
+                data = await deferred.record(HandlerCall(auth, session, self.registry, handler, self.settings,
+                                                         limiter=self.limiter), outcome)
             if ticket is not None:
                 await ticket.answer_with_record(session, data)
         if isinstance(data, PrismError):  # a refusal `record` wrote down: committed with its record, then raised
@@ -340,7 +340,7 @@ class Dispatcher:
         # The handler's session acts for the caller's organization: every statement it runs is limited to it.
         with acting_for(session, auth.organization_id):
             result = await handler.func(HandlerCall(auth, session, self.registry, handler, self.settings,
-                                                    prepared), params)
+                                                    prepared, self.limiter), params)
             if not handler.read_only:  # surface constraint violations inside the handler's savepoint
                 await session.flush()
         return result

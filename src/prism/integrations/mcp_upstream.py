@@ -45,6 +45,10 @@ from prism.integrations.upstream_error import UpstreamError
 from prism.kit.canonical import digest
 from prism.kit.outbound import OutboundClient, check_url, ssl_context
 from prism.kit.timeutil import utcnow
+from prism.ratelimit.headers import over_limit
+from prism.ratelimit.limiter import INTEGRATION_CHANGES
+from prism.ratelimit.unavailable import LimiterUnavailable
+from prism.ratelimit.verdict import Locked
 from prism.registry import AfterCommit, HandlerCall
 
 log = logging.getLogger("prism.integrations")
@@ -357,6 +361,8 @@ async def follow_tool_list(call: HandlerCall, app_id: str, sent: Forwarded, tran
         if app.owner_organization_id is not None:  # as adding it again would be
             refusal = await over_handler_limit(call.session, call.settings, app.owner_organization_id, app,
                                                len(operations))
+        if refusal is None and operations != app.operations:
+            refusal = await _over_change_limit(call, app)
         if refusal is None:
             app.status = "ok"
             if operations != app.operations:
@@ -378,6 +384,23 @@ async def follow_tool_list(call: HandlerCall, app_id: str, sent: Forwarded, tran
     app.status, app.last_error, app.last_error_at = "stale", reason[:1000], utcnow()
     log.warning("integration %s is stale (announced through organization %s): %s", app.name, call.organization_id,
                 reason)
+
+
+async def _over_change_limit(call: HandlerCall, app: IntegrationApp) -> PrismError | None:
+    """A list change followed is a change of the organization's integrations, counted in its window as an import
+    is (PRISM_RATE_LIMIT_INTEGRATION_CHANGES): each makes every process rebuild its registry, and an upstream that
+    announced a new list with every answer would otherwise have them rebuild at the rate its tools are called."""
+    limiter, owner = call.limiter, app.owner_organization_id
+    if limiter is None or owner is None:  # the deployment's own lists are read by its operator only
+        return None
+    try:
+        verdict = await limiter.hit(INTEGRATION_CHANGES, owner)
+    except LimiterUnavailable as exc:  # as the dispatcher counts a handler's limit
+        return exc if limiter.fails_closed else None
+    if isinstance(verdict, Locked) or verdict.allowed:
+        return None
+    return over_limit(verdict, f"the organization changed its integrations {verdict.limit} times in the last "
+                               f"minute, its limit; the next change announced after {verdict.retry_after} s is read")
 
 
 def _cost_of(app: IntegrationApp) -> int:

@@ -51,7 +51,8 @@ USER_TIERS = frozenset({"authenticated", "admin"})
 USER_WINDOW = "user:"
 # The tiers a handler may declare (`Handler.limit`): counted by the dispatcher, per organization, for each of its
 # calls; the edge never counts them.
-HANDLER_TIERS = frozenset({"integration_changes"})
+INTEGRATION_CHANGES = "integration_changes"
+HANDLER_TIERS = frozenset({INTEGRATION_CHANGES})
 
 
 def address_key(address: str) -> str:

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
 
     from prism.auth.context import AuthContext
     from prism.config import Settings
+    from prism.ratelimit.limiter import RateLimiter
     from prism.registry.registry import Registry
 
 ScopeClass = Literal["read", "write", "execute"]
@@ -41,6 +42,9 @@ class HandlerCall:
     settings: Settings
     # What the handler's `prepare` made of its parameters (see `Handler.prepare`); None when it has none.
     prepared: Any = None
+    # The app's rate limiter, for what a handler counts beyond its own `Handler.limit` (a change an upstream
+    # announced during the call: prism.integrations.mcp_upstream); None where nothing is counted (the CLI).
+    limiter: RateLimiter | None = None
 
     @property
     def organization_id(self) -> str:

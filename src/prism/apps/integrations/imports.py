@@ -30,11 +30,12 @@ from prism.registry import AfterCommit, HandlerCall, Params
 
 from prism.apps.integrations.handlers import app  # isort: skip  (the app these handlers belong to)
 from prism.kit.secret import URL_WITH_SECRETS, WRITE_ONLY
+from prism.ratelimit.limiter import INTEGRATION_CHANGES
 
 MAX_SPEC_BYTES = 20_000_000
 # Every change of an organization's integrations makes each process rebuild its registry and search index, work
 # every organization shares: counted per organization (PRISM_RATE_LIMIT_INTEGRATION_CHANGES, docs/limits.md).
-CHANGES = "integration_changes"
+CHANGES = INTEGRATION_CHANGES
 NAME = r"^[a-z][a-z0-9_]{0,39}$"
 
 
