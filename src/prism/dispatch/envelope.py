@@ -12,6 +12,7 @@ from typing import Any
 
 from prism.dispatch.dispatcher import Call
 from prism.errors import InvalidArguments
+from prism.kit.ids import GOVERNANCE_ID_LENGTH
 from prism.registry.mega_tools import LEGACY_BINDINGS
 
 GOVERNANCE_KEYS = ("mission_id", "oversight_request_id")
@@ -44,10 +45,9 @@ def call_from_envelope(tool_name: str, payload: Any, *, door: str) -> Call:
                 oversight_request_id=_id_field(payload, "oversight_request_id"))
 
 
-# Missions and oversight requests have ids of 36 characters (a UUID, `ovr_` and 32 hex digits), and are stored
-# in columns of that width: a longer value is no id of theirs, and PostgreSQL would refuse to store it where an
+# A longer value is no mission's or oversight request's id, and PostgreSQL would refuse to store it where an
 # escalated call keeps the mission it named.
-ID_LENGTH = 36
+ID_LENGTH = GOVERNANCE_ID_LENGTH
 
 
 def _id_field(payload: dict[str, Any], name: str) -> str | None:

@@ -5,6 +5,9 @@ import string
 import uuid
 
 _ALPHABET = string.ascii_letters + string.digits
+# A mission's id (a UUID) and an oversight request's (`ovr_` and 32 hex digits) are this long, and so are the
+# columns that keep them: a longer value names neither.
+GOVERNANCE_ID_LENGTH = 36
 
 
 def new_id() -> str:

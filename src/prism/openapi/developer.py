@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 from starlette.routing import BaseRoute, Match
 
+from prism.kit.ids import GOVERNANCE_ID_LENGTH
 from prism.openapi.developer_shapes import SCHEMAS, introspect_request_schema, ref, webhook_request_schemas
 
 OPENAPI_VERSION = "3.1.0"
@@ -85,7 +86,7 @@ _INTROSPECT_PARAMS = [_query(name, _query_schema(schema))
 _PAGE = [_query("page", {"type": "integer", "minimum": 1, "default": 1}),
          _query("page_size", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20})]
 _ANY_JSON = {"description": "A JSON value."}
-_ID = {"type": "string", "minLength": 1, "maxLength": 64}
+_ID = {"type": "string", "minLength": 1, "maxLength": GOVERNANCE_ID_LENGTH}
 _GOVERNANCE_HEADERS = [
     {"name": "X-Prism-Mission", "in": "header", "required": False, "schema": _ID,
      "description": "Account the call's cost to this active mission."},
@@ -102,7 +103,7 @@ def operations() -> list[tuple[str, str, dict[str, Any]]]:
         ("get", "/api/v1/dev/ping/", _op("ping", sandbox, "Service liveness and API version.", {
             "200": _json(ref("Ping"), "The service answers."), **_errors("Error")}, security=PUBLIC)),
         ("get", "/api/v1/dev/me/", _op("me", sandbox, "Who is calling (any valid key, whatever its scopes).", {
-            "200": _json(ref("Identity"), "The caller's identity."), **_self_description_errors(401)})),
+            "200": _json(ref("Identity"), "The caller's identity."), **_self_description_errors(400, 401)})),
         ("get", "/api/v1/dev/tools/", _op("list_tools", sandbox, "The tools this key may call.", {
             "200": _json(ref("ToolCatalog"), "The catalog."), **_errors("Error", 400, 401)},
             parameters=[_query("category", {"type": "string"}), _query("search", {"type": "string"},

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from prism.kit.ids import GOVERNANCE_ID_LENGTH
 from prism.openapi.shapes import ENVELOPE_ERROR_30, ENVELOPE_SUCCESS_30, ERROR_DETAILS_30
 
 STR: dict[str, Any] = {"type": "string"}
@@ -68,10 +69,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "ToolCatalog": paged(ref("ToolDescriptor"), tools={"type": "array", "items": ref("ToolDescriptor")},
                          count={"type": "integer"}),
     "CallRequest": obj({"name": {"type": "string", "minLength": 1},
-                        "arguments": {"type": "object", "default": {}}}, ("name",)),
+                        "arguments": {"type": "object", "default": {}}}, ("name",), extra=False),
     "ToolEnvelope": obj({"app": STR, "entity": STR, "operation": STR, "arguments": {"type": "object"},
-                         "mission_id": {"type": "string", "minLength": 1, "maxLength": 64},
-                         "oversight_request_id": {"type": "string", "minLength": 1, "maxLength": 64}},
+                         "mission_id": {"type": "string", "minLength": 1, "maxLength": GOVERNANCE_ID_LENGTH},
+                         "oversight_request_id": {"type": "string", "minLength": 1,
+                                                  "maxLength": GOVERNANCE_ID_LENGTH}},
                         ("app", "entity", "operation"), extra=False),
     "ClientRegistrationRequest": obj({
         "client_id": {"type": "string", "description": "Requested id, for known clients."},

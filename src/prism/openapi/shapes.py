@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from prism.kit.ids import GOVERNANCE_ID_LENGTH
+
 ENVELOPE_SUCCESS_30: dict[str, Any] = {
     "type": "object",
     "description": "PrismResponse on success.",
@@ -68,7 +70,7 @@ def envelope_request_30(envelope: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-_ID = {"type": "string", "minLength": 1, "maxLength": 64}
+_ID = {"type": "string", "minLength": 1, "maxLength": GOVERNANCE_ID_LENGTH}
 _GOVERNANCE = {
     "mission_id": {**_ID, "description": "Optional: account the call's cost to this active mission."},
     "oversight_request_id": {**_ID, "description": "Optional: run a call a reviewer approved (from the 202)."},

@@ -28,6 +28,7 @@ import orjson
 
 from prism import __version__
 from prism.auth.context import AuthContext
+from prism.kit.ids import GOVERNANCE_ID_LENGTH
 from prism.kit.lru import LRU
 from prism.openapi.convert import Components, to_openapi30
 from prism.openapi.shapes import ENVELOPE_ERROR_30, ENVELOPE_SUCCESS_30, ERROR_DETAILS_30, envelope_request_30
@@ -51,7 +52,7 @@ ERROR_STATUSES: dict[str, str] = {
     "429": "Rate limit reached; Retry-After says when to retry.",
     "503": "Transient: the audit entry could not be written and nothing was changed. Retry.",
 }
-_ID = {"type": "string", "minLength": 1, "maxLength": 64}
+_ID = {"type": "string", "minLength": 1, "maxLength": GOVERNANCE_ID_LENGTH}
 # Optional headers every dispatch door reads (docs/governance.md).
 HEADER_PARAMETERS: dict[str, Any] = {
     "Mission": {"name": "X-Prism-Mission", "in": "header", "required": False, "schema": _ID,
