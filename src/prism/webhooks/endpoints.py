@@ -23,11 +23,11 @@ from prism.dispatch.envelope import with_governance_headers
 from prism.edge.context import request_context
 from prism.edge.doors import PLAIN, door_routes
 from prism.errors import InvalidArguments, PrismError
-from prism.idempotency import REPLAYED_HEADERS, Replay, key_from_headers
+from prism.idempotency import key_from_headers
 from prism.kit.validation import from_query
 from prism.registry.mega_tools import tool_name
 from prism.web.requests import read_json
-from prism.web.responses import NO_STORE, json_response, shows_a_secret
+from prism.web.responses import dispatched_answer, json_response
 from prism.webhooks.schemas import DeliveryQuery, WebhookQuery, parse
 
 BASE = "/api/v1/risk-assessment/governance/webhooks"
@@ -49,11 +49,7 @@ async def _dispatch(request: Request, entity: str, operation: str, arguments: An
         _, data = await request.app.state.dispatcher.dispatch(auth, call)
     except PrismError as exc:
         return PLAIN.response(exc, request.scope)
-    headers: dict[str, str] | None = None
-    if type(data) is Replay:
-        data, headers = data.data, dict(REPLAYED_HEADERS)
-    if shows_a_secret(data):
-        headers = {**(headers or {}), **NO_STORE}
+    data, headers = dispatched_answer(data)
     if status == 204:
         return Response(status_code=204, headers=headers)
     if listed:  # SPEC's names for the same list beside the envelope's
