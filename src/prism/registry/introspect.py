@@ -286,8 +286,10 @@ def _stats(view: TreeView, p: IntrospectParams, *, existing: int) -> dict[str, A
         cached = view.memo.get("stats")
         if cached is None:
             cached = view.memo["stats"] = _count(view.handlers, p, existing)
+        # A view is shared by every caller who sees the same handlers, in any organization: what exists beside
+        # them (`handlers_total`, the organization's enabled integrations included) is this caller's own.
         return {**cached, "filters": {}, "by_scope": dict(cached["by_scope"]),
-                "by_mega_tool": dict(cached["by_mega_tool"])}
+                "by_mega_tool": dict(cached["by_mega_tool"]), "handlers_total": existing}
     return _count(_narrowed(view, p), p, existing)
 
 
