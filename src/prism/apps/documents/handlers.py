@@ -45,6 +45,7 @@ from prism.tenancy.repository import to_record
 
 # How many of a document's terms `similar` looks up at once (an IN list of bound parameters).
 TERM_BATCH = 500
+MAX_TERM_BATCHES = 10  # the most frequent 5,000 words of a document are enough to say what it is about
 
 app = HandlerApp("documents", description="Documents and knowledge: upload, extract, chunk, search.",
                  examples=shipped_examples())
@@ -283,8 +284,10 @@ async def _characteristic_terms(call: HandlerCall, document_id: str, own: Counte
     other document (idf), so that words all documents share do not drive the match while the subject's own do.
 
     Other documents are those with chunks; a term's spread is how many of them hold it (their postings rows).
-    Terms are looked up most frequent first, in batches, and the lookups stop once no term left can reach the
-    twelfth weight: a term's weight is at most its weight in no other document.
+    Terms are looked up most frequent first, in batches, and the lookups stop once no term left can beat the
+    twelfth weight (a term's weight is at most its weight in no other document; one that could only tie it is
+    not looked up), and after MAX_TERM_BATCHES in any case: a document of a hundred thousand words each said once
+    would otherwise be looked up whole, in the transaction the calls of its ledger batch share.
     """
     others = int((await call.session.execute(select(func.count(func.distinct(DocumentChunk.document_id))).where(
         DocumentChunk.document_id != document_id))).scalar_one())
@@ -293,10 +296,10 @@ async def _characteristic_terms(call: HandlerCall, document_id: str, own: Counte
 
     weights: dict[str, float] = {}
     candidates = sorted(own, key=lambda w: (-own[w], w))
-    for start in range(0, len(candidates), TERM_BATCH):
+    for start in range(0, min(len(candidates), MAX_TERM_BATCHES * TERM_BATCH), TERM_BATCH):
         if len(weights) >= 12:
             twelfth = sorted(weights.values(), reverse=True)[11]
-            if weight(candidates[start], 0) < twelfth:
+            if weight(candidates[start], 0) <= twelfth:
                 break
         batch = candidates[start:start + TERM_BATCH]
         keys = {term_key(w): w for w in batch}
