@@ -47,6 +47,7 @@ from prism.registry.search import (
     SearchView,
     clause_words,
     operation_words,
+    plain_letters,
     split_words,
     stem,
     terms,
@@ -577,7 +578,8 @@ def calibrated(values: Sequence[float], with_model: bool) -> float:
 
 def find(index: SearchView, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool = True,
          accept: Callable[[Handler], bool] | None = None, plan: bool = True) -> Found:
-    query = without_quoted_values(UUID.sub("1", query))
+    # Read as plain letters by both the word index and the sentence model (a full-width request is the same one).
+    query = without_quoted_values(UUID.sub("1", plain_letters(query)))
     words = split_words(query)
     asked = _asks_irreversible_in(query)
     query = without_negated_acts(query, words)

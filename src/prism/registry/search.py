@@ -31,6 +31,7 @@ import asyncio
 import heapq
 import re
 import threading
+import unicodedata
 from collections.abc import Callable, Container, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -112,11 +113,23 @@ from prism.registry.thesaurus import SYNONYM_GROUPS  # noqa: E402
 
 
 def split_words(text: str) -> list[str]:
-    """`agingApSummary` → aging ap summary; `spare_parts` → spare parts; lower case."""
+    """`agingApSummary` → aging ap summary; `spare_parts` → spare parts; lower case. Text that is not ASCII is read
+    as its plain letters first (`plain_letters`), so a request reads alike however its letters are encoded."""
+    text = plain_letters(text)
     lowered = text.lower()
     if lowered != text:  # only mixed case can hide word boundaries
         lowered = _CAMEL_BOUNDARY.sub(" ", text).lower()
     return _WORD.findall(lowered)
+
+
+def plain_letters(text: str) -> str:
+    """Full-width letters (as CJK input methods type them) and ligatures as plain ones (NFKC), invisible format
+    characters (a soft hyphen inside a word) dropped, and accents and other combining marks taken off their
+    letters (`İ` is `I`, `café` is `cafe`), case kept for the camel-case split. ASCII text is returned as it is."""
+    if text.isascii():
+        return text
+    composed = "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf")
+    return "".join(c for c in unicodedata.normalize("NFKD", composed) if not unicodedata.combining(c))
 
 
 _UNDOUBLE_EXEMPT = frozenset("lsz")
