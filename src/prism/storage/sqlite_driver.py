@@ -256,7 +256,13 @@ class SQLiteConnection:
         self._changes_committed = self.raw.total_changes
 
     def close_now(self) -> None:
-        # Closing waits for nothing; only the last connection to the file checkpoints while closing.
+        # Closing waits for nothing; only the last connection to the file checkpoints while closing. A connection
+        # SQLAlchemy closes after a cancellation (it invalidates it, without rolling back) may be in a transaction
+        # with a statement of a cursor it never closed: closed so, SQLite keeps it open, and its write lock held,
+        # for as long as that statement lives. Rolled back first, it holds nothing.
+        if self.raw.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self.raw.rollback()
         self.raw.close()
 
     @property
