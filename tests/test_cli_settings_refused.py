@@ -81,3 +81,12 @@ def test_a_refusal_logged_on_the_way_adds_no_line_to_the_json_error(migrated: st
 def test_an_apps_entry_that_does_not_load_is_refused_by_the_integration_commands(migrated: str) -> None:
     _refused(run_cli("integration", "import-openapi", str(WAREHOUSE), "--app", "apps_checked", "--json",
                      database_url=migrated, PRISM_APPS="nope.mod"), "invalid_setting", "nope.mod")
+
+
+@pytest.mark.parametrize("parameter", ["application_name=prism", "connect_timeout=10", "sslrootcert=/ca.pem"])
+def test_a_postgresql_url_with_a_parameter_its_driver_does_not_take_is_refused_by_name(parameter: str) -> None:
+    """asyncpg takes none of libpq's other parameters: passed on, every connection failed with a TypeError and every
+    command ended in a traceback. Refused before anything connects."""
+    url = f"postgresql://postgres@127.0.0.1:5432/prism_never?sslmode=disable&{parameter}"
+    _refused(run_cli("org", "list", "--tenant", "acme", "--json", database_url=url), "invalid_setting",
+             parameter.split("=")[0])

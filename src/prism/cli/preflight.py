@@ -22,6 +22,10 @@ from prism.storage import backend_of, one_shot_engine
 
 # How long a check waits for a database or Redis server before calling it unreachable.
 CONNECT_TIMEOUT_SECONDS = 5.0
+# The query parameters of a PostgreSQL URL that reach asyncpg as what they mean (libpq's `sslmode` is turned into
+# `ssl`, prism.storage.engines). libpq's others (application_name, connect_timeout, sslrootcert, …) would reach it
+# as keyword arguments it does not take, and every connection would fail with a TypeError.
+POSTGRES_URL_PARAMETERS = frozenset({"ssl", "sslmode", "prepared_statement_cache_size", "target_session_attrs"})
 
 
 # PostgreSQL's SQLSTATE for a database that does not exist.
@@ -79,6 +83,11 @@ def check_database_url(settings: Settings, *, may_create: bool) -> None:
         raise ConfigurationError(f"PRISM_DATABASE_URL names a {backend} database: Prism runs on SQLite or "
                                  "PostgreSQL (sqlite:///path or postgresql://user@host/database)")
     if backend != "sqlite":
+        unknown = sorted(set(make_url(settings.database_url).query) - POSTGRES_URL_PARAMETERS)
+        if unknown:
+            raise ConfigurationError(
+                f"PRISM_DATABASE_URL: {', '.join(unknown)} cannot be passed to PostgreSQL by Prism's driver "
+                f"(asyncpg); it takes {', '.join(sorted(POSTGRES_URL_PARAMETERS))} (docs/deploy.md)")
         return
     path = sqlite_path(settings.database_url)
     if path is None:
