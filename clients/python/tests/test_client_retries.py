@@ -205,7 +205,7 @@ BODY = json.dumps({"event_id": "dec_1", "event_type": "governance.decision.allow
 
 def test_verifier_accepts_what_prism_signs_and_agrees_with_stripe() -> None:
     now = int(time.time())
-    header = signature_header(SECRET, BODY, now)  # Prism's own signer
+    header = signature_header([SECRET], BODY, now)  # Prism's own signer
     verify_signature(BODY, header, SECRET)
     assert construct_event(BODY, header, SECRET)["event_id"] == "dec_1"
     assert sign(BODY, SECRET, now) == header

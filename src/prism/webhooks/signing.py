@@ -36,6 +36,8 @@ def new_secret() -> str:
 
 def signature_header(secrets: list[str], body: bytes, timestamp: int) -> str:
     """`t=<unix>,v1=<hex>`, one `v1` per secret (the current one first)."""
+    if isinstance(secrets, str):  # a string is a sequence too: of one-letter secrets
+        raise TypeError("signature_header takes a list of secrets")
     signed = str(timestamp).encode() + b"." + body
     return f"t={timestamp}," + ",".join(
         "v1=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest() for secret in secrets)
