@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import multiprocessing
 import os
 import signal
@@ -63,10 +64,18 @@ async def test_an_import_costs_the_serving_process_no_cpu_for_compiling(
 
     ws = await factory.workspace(roles=("owner",))
     await post(client, ws, IMPORT, {"name": "warm_" + uuid.uuid4().hex[:8], "spec": _large_description(1)})
-    started = time.process_time()
-    imported = await post(client, ws, IMPORT, {"name": "large_" + uuid.uuid4().hex[:8],
-                                               "url": descriptions.url("large.yaml")})
-    serving_cpu = time.process_time() - started
+    # What the suite's process already holds (a thousand tests' registries, caches, clients) is frozen out of the
+    # collector's reach meanwhile: a full collection of it falling inside the window would count as the import's
+    # CPU (in one CI run 0.81 s against 1.73 s of compiling, where alone it is a small part).
+    gc.collect()
+    gc.freeze()
+    try:
+        started = time.process_time()
+        imported = await post(client, ws, IMPORT, {"name": "large_" + uuid.uuid4().hex[:8],
+                                                   "url": descriptions.url("large.yaml")})
+        serving_cpu = time.process_time() - started
+    finally:
+        gc.unfreeze()
     assert imported.status_code == 200, imported.text
     assert imported.json()["data"]["handlers"] == 1
     assert serving_cpu < 0.4 * compiling_here, (serving_cpu, compiling_here)
