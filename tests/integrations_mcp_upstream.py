@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+from collections.abc import AsyncIterator
 from typing import Any, Self
 from urllib.parse import parse_qs
 
+import pytest
 import uvicorn
 from fastmcp import Context, FastMCP
 from mcp_types import ToolListChangedNotification
@@ -245,3 +247,11 @@ class ScriptedMcp(OnLoopback):
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", b"application/json"), (b"mcp-session-id", b"scripted")]})
         await send({"type": "http.response.body", "body": json.dumps(answer).encode()})
+
+
+@pytest.fixture(name="scripted")
+async def scripted_fixture(tls: TlsFiles) -> AsyncIterator[ScriptedMcp]:
+    """A scripted upstream MCP server on loopback for the test (import with the `tls` fixture beside it)."""
+    running = await ScriptedMcp(tls).start()
+    yield running
+    await running.stop()

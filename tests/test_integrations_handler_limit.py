@@ -7,7 +7,6 @@ loopback; the suite's engine."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -20,9 +19,11 @@ from prism.integrations.models import IntegrationApp
 from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import ok, post
-from tests.integrations_mcp_upstream import ScriptedMcp
+from tests.integrations_mcp_upstream import (
+    ScriptedMcp,
+    scripted_fixture,  # noqa: F401 -- fixture: `scripted`
+)
 from tests.integrations_upstream import upstream_tls_fixture  # noqa: F401 -- fixture: a loopback upstream's TLS
-from tests.webhooks_receiver import TlsFiles
 
 pytestmark = pytest.mark.usefixtures("imports_removed_after_the_module")
 
@@ -69,13 +70,6 @@ async def test_imports_and_re_imports_past_the_organizations_limit_are_refused(
 async def test_the_limit_is_a_positive_number() -> None:
     with pytest.raises(ValidationError):
         Settings(integration_handlers_per_organization=0)
-
-
-@pytest.fixture
-async def scripted(tls: TlsFiles) -> AsyncIterator[ScriptedMcp]:
-    running = await ScriptedMcp(tls).start()
-    yield running
-    await running.stop()
 
 
 def tools(count: int) -> list[dict[str, Any]]:

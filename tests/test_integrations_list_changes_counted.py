@@ -7,7 +7,6 @@ integration is `stale`, saying why."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -21,18 +20,13 @@ from prism.ratelimit.limiter import build_limiter
 from prism.storage import Database
 from tests.factories import Factory
 from tests.governance_support import post
-from tests.integrations_mcp_upstream import ScriptedMcp
+from tests.integrations_mcp_upstream import (
+    ScriptedMcp,
+    scripted_fixture,  # noqa: F401 -- fixture: `scripted`
+)
 from tests.integrations_upstream import upstream_tls_fixture  # noqa: F401
-from tests.webhooks_receiver import TlsFiles
 
 pytestmark = pytest.mark.usefixtures("imports_removed_after_the_module")
-
-
-@pytest.fixture
-async def scripted(tls: TlsFiles) -> AsyncIterator[ScriptedMcp]:
-    running = await ScriptedMcp(tls).start()
-    yield running
-    await running.stop()
 
 
 async def test_tool_list_changes_an_upstream_announces_are_counted_as_changes(

@@ -15,7 +15,10 @@ import pytest
 
 from tests.factories import Factory
 from tests.governance_support import ok, post
-from tests.integrations_mcp_upstream import ScriptedMcp
+from tests.integrations_mcp_upstream import (
+    ScriptedMcp,
+    scripted_fixture,  # noqa: F401 -- fixture: `scripted`
+)
 from tests.integrations_upstream import (  # noqa: F401 -- fixture: a loopback upstream's TLS
     RunningService,
     Scripted,
@@ -63,13 +66,6 @@ async def test_an_openapi_answer_echoing_the_base_urls_key_withholds_it(
     else:
         assert called.status_code == 502 and called.json()["error"] == "upstream_error", called.text
         assert "/v2/items/7?********" in called.json()["details"]["upstream_body"]
-
-
-@pytest.fixture
-async def scripted(tls: TlsFiles) -> AsyncIterator[ScriptedMcp]:
-    running = await ScriptedMcp(tls).start()
-    yield running
-    await running.stop()
 
 
 async def test_an_mcp_tools_result_echoing_the_urls_key_withholds_it(
