@@ -83,10 +83,13 @@ def test_an_apps_entry_that_does_not_load_is_refused_by_the_integration_commands
                      database_url=migrated, PRISM_APPS="nope.mod"), "invalid_setting", "nope.mod")
 
 
-@pytest.mark.parametrize("parameter", ["application_name=prism", "connect_timeout=10", "sslrootcert=/ca.pem"])
-def test_a_postgresql_url_with_a_parameter_its_driver_does_not_take_is_refused_by_name(parameter: str) -> None:
-    """asyncpg takes none of libpq's other parameters: passed on, every connection failed with a TypeError and every
-    command ended in a traceback. Refused before anything connects."""
+@pytest.mark.parametrize(("parameter", "named"), [("options=-c%20search_path%3Dx", "options"),
+                                                  ("service=prod", "service"), ("connect_timeout=0", "connect_timeout"),
+                                                  ("connect_timeout=soon", "connect_timeout")])
+def test_a_postgresql_url_with_a_parameter_its_driver_cannot_take_is_refused_by_name(parameter: str,
+                                                                                     named: str) -> None:
+    """A parameter neither libpq's that asyncpg reads nor asyncpg's own would reach asyncpg as a keyword argument it
+    does not take (every connection a TypeError), and libpq's `connect_timeout=0` (wait forever) has no asyncpg
+    equivalent: refused before anything connects."""
     url = f"postgresql://postgres@127.0.0.1:5432/prism_never?sslmode=disable&{parameter}"
-    _refused(run_cli("org", "list", "--tenant", "acme", "--json", database_url=url), "invalid_setting",
-             parameter.split("=")[0])
+    _refused(run_cli("org", "list", "--tenant", "acme", "--json", database_url=url), "invalid_setting", named)

@@ -7,6 +7,7 @@ instead of a traceback from deep inside a driver.
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -19,14 +20,10 @@ from prism.config import Settings, get_settings
 from prism.errors import PrismError
 from prism.kit.secret import check_master_secret
 from prism.storage import backend_of, one_shot_engine
+from prism.storage.engines import postgres_connection
 
 # How long a check waits for a database or Redis server before calling it unreachable.
 CONNECT_TIMEOUT_SECONDS = 5.0
-# The query parameters of a PostgreSQL URL that reach asyncpg as what they mean (libpq's `sslmode` is turned into
-# `ssl`, prism.storage.engines). libpq's others (application_name, connect_timeout, sslrootcert, …) would reach it
-# as keyword arguments it does not take, and every connection would fail with a TypeError.
-POSTGRES_URL_PARAMETERS = frozenset({"ssl", "sslmode", "prepared_statement_cache_size", "target_session_attrs"})
-
 
 # PostgreSQL's SQLSTATE for a database that does not exist.
 INVALID_CATALOG_NAME = "3D000"
@@ -83,11 +80,11 @@ def check_database_url(settings: Settings, *, may_create: bool) -> None:
         raise ConfigurationError(f"PRISM_DATABASE_URL names a {backend} database: Prism runs on SQLite or "
                                  "PostgreSQL (sqlite:///path or postgresql://user@host/database)")
     if backend != "sqlite":
-        unknown = sorted(set(make_url(settings.database_url).query) - POSTGRES_URL_PARAMETERS)
-        if unknown:
-            raise ConfigurationError(
-                f"PRISM_DATABASE_URL: {', '.join(unknown)} cannot be passed to PostgreSQL by Prism's driver "
-                f"(asyncpg); it takes {', '.join(sorted(POSTGRES_URL_PARAMETERS))} (docs/deploy.md)")
+        try:
+            postgres_connection(settings.database_url)
+        except ValueError as exc:
+            raise ConfigurationError(f"PRISM_DATABASE_URL: {exc} (docs/deploy.md)") from None
+        _check_postgres_files(settings.database_url)
         return
     path = sqlite_path(settings.database_url)
     if path is None:
@@ -104,6 +101,19 @@ def check_database_url(settings: Settings, *, may_create: bool) -> None:
             code="database_not_found")
     raise ConfigurationError(f"no Prism database at {path} (PRISM_DATABASE_URL): create it with `prism migrate`",
                              code="database_not_found")
+
+
+# libpq's parameters naming a file, which asyncpg opens without saying which one it could not read.
+POSTGRES_FILE_PARAMETERS = ("sslrootcert", "sslcert", "sslkey", "sslcrl", "passfile")
+
+
+def _check_postgres_files(url: str) -> None:
+    query = make_url(url).query
+    for name in POSTGRES_FILE_PARAMETERS:
+        value = query.get(name)
+        path = Path(value[-1] if isinstance(value, tuple) else value) if value else None
+        if path is not None and not (path.is_file() and os.access(path, os.R_OK)):
+            raise ConfigurationError(f"PRISM_DATABASE_URL: {name}={path} is not a file this process can read")
 
 
 def check_database_reachable(url: str) -> None:

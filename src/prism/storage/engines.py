@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import orjson
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
@@ -60,6 +61,20 @@ def json_value(text: str | bytes) -> Any:
 JSON_OPTIONS: dict[str, Any] = {"json_serializer": json_text, "json_deserializer": json_value}
 
 
+# libpq's connection parameters, as managed PostgreSQL services hand them out in URLs. asyncpg reads each with
+# libpq's meaning from a libpq connection string (its `dsn`), but a URL's query reaches it through SQLAlchemy as
+# keyword arguments, which it does not take (every connection failed with a TypeError): they travel in a `dsn` of
+# their own, beside the host, user and database SQLAlchemy passes, which take precedence over it.
+LIBPQ_PARAMETERS = frozenset({
+    "sslmode", "sslcert", "sslkey", "sslrootcert", "sslcrl", "sslpassword", "sslnegotiation",
+    "ssl_min_protocol_version", "ssl_max_protocol_version", "application_name", "passfile", "krbsrvname", "gsslib"})
+# asyncpg's own keyword arguments, taken from the URL as they are (an explicit `ssl` wins over `sslmode`).
+ASYNCPG_PARAMETERS = frozenset({"ssl", "prepared_statement_cache_size", "target_session_attrs"})
+# libpq's `connect_timeout` (whole seconds to wait for a connection) is asyncpg's `timeout`.
+CONNECT_TIMEOUT = "connect_timeout"
+POSTGRES_URL_PARAMETERS = LIBPQ_PARAMETERS | ASYNCPG_PARAMETERS | {CONNECT_TIMEOUT}
+
+
 def normalize_url(url: str) -> str:
     """Accept plain `postgresql://` and `sqlite:///` URLs and pick the async drivers: asyncpg, and Prism's own
     SQLite driver (prism.storage.sqlite_driver; `sqlite+aiosqlite://`, which earlier releases used, means it too)."""
@@ -68,13 +83,38 @@ def normalize_url(url: str) -> str:
               "sqlite": SQLITE_URL_DRIVER, "sqlite+aiosqlite": SQLITE_URL_DRIVER}.get(parsed.drivername)
     if driver is None:
         return url
-    parsed = parsed.set(drivername=driver)
-    if driver == "postgresql+asyncpg" and "sslmode" in parsed.query and "ssl" not in parsed.query:
-        # libpq's `sslmode` (what managed PostgreSQL services hand out) is asyncpg's `ssl`, with the same values.
-        query = {**parsed.query, "ssl": parsed.query["sslmode"]}
-        del query["sslmode"]
-        parsed = parsed.set(query=query)
-    return parsed.render_as_string(hide_password=False)
+    return parsed.set(drivername=driver).render_as_string(hide_password=False)
+
+
+def postgres_connection(url: str) -> tuple[URL, dict[str, Any]]:
+    """The URL SQLAlchemy connects with and the `connect_args` carrying its libpq parameters (LIBPQ_PARAMETERS).
+    ValueError names a parameter asyncpg cannot be given or a `connect_timeout` that is not a positive number."""
+    parsed = make_url(normalize_url(url))
+    unknown = sorted(set(parsed.query) - POSTGRES_URL_PARAMETERS)
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)} cannot be passed to PostgreSQL by Prism's driver (asyncpg); a URL "
+                         f"may carry {', '.join(sorted(POSTGRES_URL_PARAMETERS))}")
+    connect_args: dict[str, Any] = {}
+    libpq = {name: value for name, value in parsed.query.items() if name in LIBPQ_PARAMETERS}
+    if libpq:
+        connect_args["dsn"] = "postgresql://?" + urlencode(libpq, doseq=True)
+    if CONNECT_TIMEOUT in parsed.query:
+        connect_args["timeout"] = _connect_timeout(parsed.query[CONNECT_TIMEOUT])
+    kept = {name: value for name, value in parsed.query.items() if name in ASYNCPG_PARAMETERS}
+    return parsed.set(query=kept), connect_args
+
+
+def _connect_timeout(value: str | tuple[str, ...]) -> float:
+    text = value[-1] if isinstance(value, tuple) else value
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    # libpq waits forever for 0; asyncpg has no such setting, and a connection attempt that never ends would hold
+    # a request (and a pool's place) forever, so it is refused rather than read another way.
+    if not (0 < seconds < float("inf")):
+        raise ValueError(f"connect_timeout={text!r} is not a positive number of seconds")
+    return seconds
 
 
 def backend_of(url: str) -> str:
@@ -88,9 +128,14 @@ def pool_options(options: StorageOptions) -> dict[str, Any]:
 
 
 def postgres_engine(url: str, options: StorageOptions) -> AsyncEngine:
-    return create_async_engine(url, **pool_options(options), **JSON_OPTIONS)
+    target, connect_args = postgres_connection(url)
+    return create_async_engine(target, connect_args=connect_args, **pool_options(options), **JSON_OPTIONS)
 
 
 def one_shot_engine(url: str) -> AsyncEngine:
     """An engine without a pool, for migrations and CLI commands."""
-    return create_async_engine(normalize_url(url), poolclass=NullPool, **JSON_OPTIONS)
+    url = normalize_url(url)
+    if backend_of(url) != "postgresql":
+        return create_async_engine(url, poolclass=NullPool, **JSON_OPTIONS)
+    target, connect_args = postgres_connection(url)
+    return create_async_engine(target, connect_args=connect_args, poolclass=NullPool, **JSON_OPTIONS)
