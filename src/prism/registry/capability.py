@@ -48,9 +48,9 @@ from prism.registry.search import (
     clause_words,
     operation_words,
     plain_letters,
+    request_terms,
     split_words,
     stem,
-    terms,
     without_quoted_values,
 )
 
@@ -558,7 +558,7 @@ def _object_terms(after: Sequence[str]) -> tuple[str, ...]:
     preposition ("a purchase order" of "book a purchase order for 12 harnesses", "me a flight" of "book me a flight
     to Chicago for the vendor visit"), less numbers and fragments ("conf room 14B": conf, room)."""
     end = next((k for k, w in enumerate(after) if w in OBJECT_ENDS), len(after))
-    return tuple(t for t in terms(" ".join(after[:end])) if t.isalpha() and len(t) > 2)
+    return tuple(t for t in request_terms(" ".join(after[:end])) if t.isalpha() and len(t) > 2)
 
 
 def _names_a_record(index: SearchView, opening: Sequence[str]) -> bool:
@@ -609,12 +609,12 @@ def without_negated_acts(query: str, words: Sequence[str]) -> str:
     lowering = {w for i, w in enumerate(words) if w in not_asked and _lowering(words, i)}
     left = re.sub(r"\b(?:" + "|".join(map(re.escape, sorted(not_asked))) + r")\b",
                   lambda m: "lower" if m.group(0).lower() in lowering else " ", query, flags=re.IGNORECASE)
-    return left if terms(left) else query
+    return left if request_terms(left) else query
 
 
 def _ordered(index: SearchView, query: str, visible: tuple[Handler, ...], *, limit: int, rerank: bool,
              accept: Callable[[Handler], bool] | None, asked: bool) -> tuple[list[Scored], str]:
-    query_terms = list(dict.fromkeys(terms(query)))
+    query_terms = list(dict.fromkeys(request_terms(query)))
     cosines = index.cosines(query) if rerank and query_terms else None
     hits, ranker = index.ranked(query, visible, limit=max(limit, POOL), rerank=rerank, accept=accept,
                                 cosines=cosines)
@@ -747,7 +747,7 @@ def _is_act(index: SearchView, verb: str) -> bool:
 def clauses(query: str) -> list[str]:
     """The request's clauses, in order, when it reads as several acts; one element otherwise."""
     parts = [p.strip(" ,.") for part in _CLAUSES.split(query) for p in _comma_clauses(part)]
-    parts = [p for p in parts if len(terms(p)) >= CLAUSE_MIN_TERMS or (terms(p) and _points_back(p))]
+    parts = [p for p in parts if len(request_terms(p)) >= CLAUSE_MIN_TERMS or (request_terms(p) and _points_back(p))]
     return parts if len(parts) > 1 else [query]
 
 

@@ -159,12 +159,25 @@ ABBREVIATIONS = {"doc": "document", "docs": "document", "po": "purchase", "pos":
                  "wos": "work", "inv": "invoice", "qty": "quantity", "tix": "ticket"}
 
 
-@lru_cache(maxsize=65536)
+# Words longer than this are stemmed without being cached: no word of a catalog is, and a request's made-up ones
+# (up to 500 characters each) would fill the cache with client text.
+LONGEST_CACHED_WORD = 32
+
+
 def stem(word: str) -> str:
     """A light suffix stripper in the spirit of Porter's step 1: plurals, -ing, -ed, final -e.
 
     It only has to map a word and its inflections to one form, the same on both sides of the index.
     """
+    return _cached_stem(word) if len(word) <= LONGEST_CACHED_WORD else _stem(word)
+
+
+@lru_cache(maxsize=65536)
+def _cached_stem(word: str) -> str:
+    return _stem(word)
+
+
+def _stem(word: str) -> str:
     if word in ABBREVIATIONS:
         return stem(ABBREVIATIONS[word])
     w = _american(word)
@@ -189,7 +202,13 @@ def stem(word: str) -> str:
 
 @lru_cache(maxsize=65536)
 def terms(text: str) -> tuple[str, ...]:
-    """Cached: coordinate parts, app descriptions and keywords repeat across thousands of handlers."""
+    """The index terms of a catalog's text, cached: coordinate parts, app descriptions and keywords repeat across
+    thousands of handlers. A request's text goes to `request_terms`: cached, every distinct request would stay."""
+    return request_terms(text)
+
+
+def request_terms(text: str) -> tuple[str, ...]:
+    """The index terms of a text: its words, stop words left out, stemmed."""
     return tuple(stem(w) for w in split_words(text) if w not in STOPWORDS)
 
 
@@ -254,7 +273,7 @@ def without_quoted_values(query: str) -> str:
         return match.group(0) if len(text.split()) <= QUOTED_STATE_WORDS and text == text.lower() else " "
 
     left = QUOTED.sub(value_or_state, query)
-    return left if terms(left) else query
+    return left if request_terms(left) else query
 
 
 # What `without_particulars` leaves out of an example request: a name (a capitalised word inside a sentence) and an
@@ -372,7 +391,7 @@ class SearchView:
         """The hits and the name of the ranker that produced them (FIRST_PASS or one of the reranks).
 
         `cosines`: the query's embedding scores, when the caller has them already (see `cosines`)."""
-        own = list(dict.fromkeys(terms(query)))
+        own = list(dict.fromkeys(request_terms(query)))
         shape = QueryShape.of(split_words(query), self.operation_verbs, self.idf, clause_openers(query))
         top = self._first_pass(own, shape, visible, max(limit, RERANK_POOL) if rerank else limit, accept)
         if not rerank:
