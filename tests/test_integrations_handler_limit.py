@@ -6,6 +6,7 @@ loopback; the suite's engine."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -15,7 +16,10 @@ from pydantic import ValidationError
 from sqlalchemy import select
 
 from prism.config import Settings
+from prism.errors import PrismError
+from prism.integrations.mcp_upstream import operations_of
 from prism.integrations.models import IntegrationApp
+from prism.integrations.service import add_mcp
 from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import ok, post
@@ -96,3 +100,37 @@ async def test_an_upstream_mcp_server_past_the_limit_is_refused_added_or_announc
         app = (await session.execute(select(IntegrationApp).where(IntegrationApp.name == name))).scalar_one()
     assert (app.revision, len(app.operations), app.status) == (1, 2, "stale")
     assert f"{LIMIT + 1} handlers" in app.last_error and "revision 1 still serves" in app.last_error
+
+
+async def test_two_imports_at_once_cannot_both_pass_the_limit(settings: Settings, factory: Factory,
+                                                               db: Database) -> None:
+    """Each import counts the organization's other integrations' handlers; two committing at once on PostgreSQL each
+    counted without the other and both passed (6 of a limit of 5). The count now waits for the other's commit."""
+    ws = await factory.workspace(roles=("owner",))
+    names = ["many_" + uuid.uuid4().hex[:8] for _ in range(2)]
+    operations = operations_of(tools(3), "streamable_http")
+    first_stored, first_may_commit = asyncio.Event(), asyncio.Event()
+
+    async def add(name: str, *, hold: bool) -> dict[str, Any] | PrismError:
+        try:
+            async with db.write() as session:
+                report = await add_mcp(session, settings, name, "https://mcp.example.com/mcp", operations,
+                                       owner_organization_id=ws.org.id, installed=frozenset())
+                if hold:
+                    first_stored.set()
+                    await first_may_commit.wait()
+                return report
+        except PrismError as refusal:
+            return refusal
+
+    first = asyncio.create_task(add(names[0], hold=True))
+    await first_stored.wait()
+    second = asyncio.create_task(add(names[1], hold=False))
+    await asyncio.sleep(0.3)  # the second's count runs now, or waits for the first's commit
+    first_may_commit.set()
+    outcomes = [await first, await second]
+    assert isinstance(outcomes[0], dict) and isinstance(outcomes[1], PrismError), outcomes
+    assert outcomes[1].code == "integration_handlers_exceeded"
+    async with db.read() as session:
+        kept = (await session.execute(select(IntegrationApp.name).where(IntegrationApp.name.in_(names)))).scalars()
+        assert list(kept) == [names[0]]

@@ -27,6 +27,7 @@ from prism.kit.nul import without_nul
 from prism.kit.outbound import check_url
 from prism.kit.timeutil import iso
 from prism.kit.urls import without_secrets
+from prism.models import Organization
 
 # Names the deployment's own apps use (and the registry's mega-tool namespaces): never an integration's.
 RESERVED_NAMES = frozenset({"core", "integrations", "prism"})
@@ -189,6 +190,11 @@ async def over_handler_limit(session: AsyncSession, settings: Settings, organiza
     had = len(existing.operations) if existing is not None else 0
     if handlers <= had:
         return None
+    # Imports of one organization take turns from here to their commit, so that two at once cannot each count
+    # without the other (PostgreSQL; SQLite's writers already take turns). NO KEY UPDATE: a governed call's
+    # ledger batch holds the row FOR KEY SHARE, which this lock leaves free.
+    await session.execute(select(Organization.id).where(Organization.id == organization_id)
+                          .with_for_update(key_share=True))
     others = (await session.execute(
         select(func.coalesce(func.sum(func.json_array_length(IntegrationApp.operations)), 0))
         .where(IntegrationApp.owner_organization_id == organization_id,
