@@ -10,7 +10,6 @@ import asyncio
 import json
 import socket
 import uuid
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -22,7 +21,12 @@ from prism.integrations.models import IntegrationApp, IntegrationCall
 from prism.storage import Database
 from tests.factories import Factory
 from tests.governance_support import ok, post
-from tests.integrations_mcp_upstream import UPSTREAM_KEY, RunningMcp, ScriptedMcp
+from tests.integrations_mcp_upstream import (
+    UPSTREAM_KEY,
+    RunningMcp,
+    ScriptedMcp,
+    scripted_fixture,  # noqa: F401 -- fixture: `scripted`
+)
 from tests.integrations_upstream import (  # noqa: F401 -- fixture: a loopback upstream's TLS (this module's `tls`)
     upstream_tls_fixture,
 )
@@ -35,13 +39,6 @@ READ = "config_manage/integrations/integration/read"
 LIST = "config_manage/integrations/integration/list"
 TOKEN = "qs-t0ken-" + "z" * 8  # written into the upstream's URL by whoever added it
 KEY = "conn-k3y-" + "q" * 12  # the connection's credential
-
-
-@pytest.fixture
-async def scripted(tls: TlsFiles) -> AsyncIterator[ScriptedMcp]:
-    running = await ScriptedMcp(tls).start()
-    yield running
-    await running.stop()
 
 
 async def test_an_organizations_own_integration_keeps_why_its_list_was_not_read_without_its_credentials(

@@ -23,7 +23,12 @@ from prism.integrations.models import IntegrationCall
 from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import governed_key, ok, post
-from tests.integrations_mcp_upstream import UPSTREAM_KEY, RunningMcp, ScriptedMcp
+from tests.integrations_mcp_upstream import (
+    UPSTREAM_KEY,
+    RunningMcp,
+    ScriptedMcp,
+    scripted_fixture,  # noqa: F401 -- fixture: `scripted`
+)
 from tests.integrations_upstream import (  # noqa: F401 -- fixture: a loopback upstream's TLS (this module's `tls`)
     upstream_tls_fixture,
 )
@@ -244,13 +249,6 @@ async def test_an_answer_too_large_to_hold_is_refused_without_waiting_for_the_ti
     assert TOO_LARGE[any_upstream.kind] in refused.json()["message"]  # type: ignore[attr-defined]
     after = await tool(client, ws, name, "getForecast", {"city": "Oslo"})
     assert after.status_code == 200, after.text
-
-
-@pytest.fixture
-async def scripted(tls: TlsFiles) -> AsyncIterator[ScriptedMcp]:
-    running = await ScriptedMcp(tls).start()
-    yield running
-    await running.stop()
 
 
 async def added_scripted(client: httpx.AsyncClient, ws: Workspace, upstream: ScriptedMcp, name: str) -> httpx.Response:

@@ -28,7 +28,13 @@ from prism.integrations.openapi import DESCRIPTION_CHARS, MAX_SCHEMA_DEPTH
 from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.governance_support import ok, post
-from tests.integrations_mcp_upstream import UPSTREAM_KEY, OnLoopback, RunningMcp, ScriptedMcp
+from tests.integrations_mcp_upstream import (
+    UPSTREAM_KEY,
+    OnLoopback,
+    RunningMcp,
+    ScriptedMcp,
+    scripted_fixture,  # noqa: F401 -- fixture: `scripted`
+)
 from tests.integrations_upstream import (  # noqa: F401 -- fixture: a loopback upstream's TLS (this module's `tls`)
     upstream_tls_fixture,
 )
@@ -63,13 +69,6 @@ def fill_form(text: str = "") -> str:
 @pytest.fixture(params=["http", "sse"])
 async def fastmcp(request: pytest.FixtureRequest, tls: TlsFiles) -> AsyncIterator[RunningMcp]:
     running = await RunningMcp(tls, transport=request.param).start()
-    yield running
-    await running.stop()
-
-
-@pytest.fixture
-async def scripted(tls: TlsFiles) -> AsyncIterator[ScriptedMcp]:
-    running = await ScriptedMcp(tls).start()
     yield running
     await running.stop()
 

@@ -6,7 +6,6 @@ recurses until RecursionError: every capability search that ranks the tool, and 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -14,11 +13,13 @@ import pytest
 
 from tests.factories import Factory
 from tests.governance_support import post
-from tests.integrations_mcp_upstream import ScriptedMcp
+from tests.integrations_mcp_upstream import (
+    ScriptedMcp,
+    scripted_fixture,  # noqa: F401 -- fixture: `scripted`
+)
 from tests.integrations_upstream import (  # noqa: F401 -- fixture: a loopback upstream's TLS (this module's `tls`)
     upstream_tls_fixture,
 )
-from tests.webhooks_receiver import TlsFiles
 
 pytestmark = pytest.mark.usefixtures("imports_removed_after_the_module")
 
@@ -29,13 +30,6 @@ SELF_REFERRING = {
     # A filter is another filter or a plain text: valid JSON Schema (the recursion ends at the string variant).
     "$defs": {"Filter": {"anyOf": [{"$ref": "#/$defs/Filter"}, {"type": "string"}]}},
 }
-
-
-@pytest.fixture
-async def scripted(tls: TlsFiles) -> AsyncIterator[ScriptedMcp]:
-    running = await ScriptedMcp(tls).start()
-    yield running
-    await running.stop()
 
 
 async def test_a_self_referring_upstream_schema_breaks_neither_search_nor_introspection(
