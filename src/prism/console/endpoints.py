@@ -11,11 +11,12 @@ from starlette.routing import BaseRoute, Route, request_response
 
 from prism.console import front, governance, keys, ledger, members, oversight, webhooks
 from prism.console.caller import ConsoleCaller
-from prism.console.pages import signed_in
+from prism.console.pages import page, sections_for, signed_in
 from prism.edge.doors import PAGE, Entrance, door_routes
 from prism.errors import NotFound
 from prism.web.browser import redirect, security_headers
 
+HOME = "/console/"
 CSS, JS, TEXT = "text/css; charset=utf-8", "text/javascript; charset=utf-8", "text/plain; charset=utf-8"
 # The console's own two files, the portal's API reference script, and the vendored Swagger UI with its licences.
 STATIC = {"console.css": CSS, "console.js": JS, "api-reference.js": JS, "api-reference.css": CSS,
@@ -40,14 +41,20 @@ async def static(request: Request) -> Response:
 
 @signed_in
 async def home(request: Request, caller: ConsoleCaller) -> Response:
-    return redirect(request, caller.link(oversight.PATH))
+    """The first section the person's role in the organization may use (the oversight inbox for the seeded
+    roles): a tenant's own role without the inbox's permission must not land on a refusal. A role that may
+    use none gets a page saying so, with the organization switch and sign-out."""
+    usable = sections_for(caller, request)
+    if not usable:
+        return page("console_no_section.html", request, caller, HOME)
+    return redirect(request, caller.link(usable[0].path))
 
 
 def routes() -> list[BaseRoute]:
     return [
         Route("/", Entrance(request_response(front.front), PAGE), methods=["GET"]),
         *door_routes("/api-reference/", front.api_reference, ["GET"], PAGE),
-        *door_routes("/console/", home, ["GET"], PAGE),
+        *door_routes(HOME, home, ["GET"], PAGE),
         *door_routes("/console/static/{name}", static, ["GET"], PAGE),
         *door_routes(oversight.PATH, oversight.inbox, ["GET"], PAGE),
         *door_routes(oversight.PATH + "state/", oversight.state, ["GET"], PAGE),

@@ -2,7 +2,8 @@
 
 A revoked key is also dropped from this process's credential cache at once (`revoke_own_key`, which the key
 dashboard uses too; other processes drop it within `PRISM_CREDENTIAL_CACHE_SECONDS`). A new key's plaintext is
-shown once, on the page that answers the form.
+shown once, on the page that answers the form, even when the keys cannot be listed then (a busy database: the
+page says so instead of the list).
 """
 
 from __future__ import annotations
@@ -27,9 +28,15 @@ async def _show(request: Request, caller: ConsoleCaller, *, status: int = 200, e
                 notice: str | None = None, minted: dict[str, Any] | None = None) -> Response:
     # A role may mint without `keys.view_key`: the page still shows what was minted, once.
     may_list = caller.may(f"{KEYS}/list", request)
-    listed = await caller.call(request, f"{KEYS}/list", {"page_size": 100}) if may_list else {"items": []}
+    listed: list[dict[str, Any]] = []
+    unlisted = None
+    if may_list:
+        try:
+            listed = (await caller.call(request, f"{KEYS}/list", {"page_size": 100}))["items"]
+        except PrismError as exc:  # a key just minted is committed: its plaintext must still be shown, once
+            unlisted = f"{exc.message} ({exc.code})"
     return page("console_keys.html", request, caller, PATH, status=status, error=error, notice=notice,
-                keys=listed["items"], scopes=PLATFORM_SCOPES, surfaces=SURFACES, minted=minted,
+                keys=listed, unlisted=unlisted, scopes=PLATFORM_SCOPES, surfaces=SURFACES, minted=minted,
                 may_create=caller.may(f"{KEYS}/create", request), may_revoke=caller.may(f"{KEYS}/revoke", request))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,16 +18,43 @@ from prism.kit.numbers import whole_number
 from prism.models import Membership, User
 from prism.web.browser import login_url, redirect, render, signed_in_user
 
-SECTIONS = (("/console/oversight/", "Oversight inbox"), ("/console/ledger/", "Ledger"),
-            ("/console/governance/", "Personas, AI systems, missions"), ("/console/keys/", "API keys"),
-            ("/console/webhooks/", "Webhooks"), ("/console/members/", "Members"))
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    path: str
+    label: str
+    # The handlers the section's page is built on: a role that may call none of them would only be refused
+    # there. Keys, webhooks and governance count their create forms too (a role may mint or create without
+    # listing, and the page still serves it).
+    handlers: tuple[str, ...]
+
+
+SECTIONS = (
+    Section("/console/oversight/", "Oversight inbox", ("governance_review/governance/oversight_request/list",)),
+    Section("/console/ledger/", "Ledger", ("audit_query/ledger/entry/list",)),
+    Section("/console/governance/", "Personas, AI systems, missions",
+            tuple(f"{entity}/{operation}" for entity in ("config_manage/governance/persona",
+                                                        "config_manage/governance/ai_system",
+                                                        "mission_control/missions/mission")
+                  for operation in ("list", "create"))),
+    Section("/console/keys/", "API keys", ("config_manage/keys/key/list", "config_manage/keys/key/create")),
+    Section("/console/webhooks/", "Webhooks", ("config_manage/governance/webhook/list",
+                                               "config_manage/governance/webhook/create")),
+    Section("/console/members/", "Members", ("config_manage/organization/member/list",
+                                             "config_manage/organization/role/list")),
+)
 Page = Callable[[Request, ConsoleCaller], Awaitable[Response]]
+
+
+def sections_for(caller: ConsoleCaller, request: Request) -> list[Section]:
+    """The sections this person's role in the organization may use, in the navigation's order."""
+    return [s for s in SECTIONS if any(caller.may(coordinate, request) for coordinate in s.handlers)]
 
 
 def page(template: str, request: Request, caller: ConsoleCaller, current: str, *, status: int = 200,
          **context: Any) -> Response:
-    return render(request, template, {"caller": caller, "sections": SECTIONS, "current": current, **context},
-                  status=status)
+    return render(request, template, {"caller": caller, "sections": sections_for(caller, request),
+                                      "current": current, **context}, status=status)
 
 
 def number_field(name: str, raw: str, *, meaning: str = "a whole number", least: int = 0) -> int:

@@ -2,7 +2,8 @@
 resend one, each a dispatched call (config_manage/governance/webhook|webhook_delivery/...).
 
 A button appears only for the roles whose permission its handler needs. The signing secret made by create or
-rotate is shown once, on the page answering the form; it is never put in a link, a notice or the session.
+rotate is shown once, on the page answering the form, even when the webhooks cannot be listed or read then (a
+busy database: the page says so); it is never put in a link, a notice or the session.
 Custom headers and filters are set through the API (the console shows their names).
 """
 
@@ -37,10 +38,14 @@ def _levers(caller: ConsoleCaller, request: Request) -> dict[str, bool]:
 async def _show_list(request: Request, caller: ConsoleCaller, *, status: int = 200, error: str | None = None,
                      secret_of: dict[str, Any] | None = None, form: dict[str, str] | None = None) -> Response:
     # A role may create (or rotate) without `governance.view_webhook`: the page still shows the secret, once.
-    may_list = caller.may(f"{HOOK}/list", request)
-    listed = await caller.call(request, f"{HOOK}/list", {"page": 1, "page_size": 100}) if may_list else None
+    listed, unlisted = None, None
+    if caller.may(f"{HOOK}/list", request):
+        try:
+            listed = await caller.call(request, f"{HOOK}/list", {"page": 1, "page_size": 100})
+        except PrismError as exc:  # a secret just made is committed: it must still be shown, once
+            unlisted = f"{exc.message} ({exc.code})"
     return page("console_webhooks.html", request, caller, PATH, status=status, error=error,
-                notice=caller.notice(request), hooks=listed, events=EVENTS, secret_of=secret_of,
+                notice=caller.notice(request), hooks=listed, unlisted=unlisted, events=EVENTS, secret_of=secret_of,
                 form=form or {}, chosen=[e for e in EVENTS if (form or {}).get(f"event:{e}")],
                 **_levers(caller, request))
 
@@ -54,6 +59,9 @@ async def _show_hook(request: Request, caller: ConsoleCaller, *, status: int = 2
         deliveries = await caller.call(request, f"{DELIVERY}/list", {"webhook_id": webhook_id, "page": number,
                                                                       "page_size": PAGE_SIZE})
     except PrismError as exc:
+        if secret_of is not None:  # the secret just rotated is committed: shown once, whatever cannot be read
+            return await _show_list(request, caller, status=status, secret_of=secret_of,
+                                    error=f"The webhook cannot be read right now: {exc.message} ({exc.code})")
         return page("console_webhooks.html", request, caller, PATH, status=exc.status,
                     error=f"{exc.message} ({exc.code})", hooks=None, events=EVENTS, form={}, chosen=[])
     return page("console_webhook.html", request, caller, PATH, status=status, error=error,
