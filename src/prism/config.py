@@ -94,6 +94,9 @@ class Settings(BaseSettings):
     webhook_retry_after_max_seconds: int = Field(default=3600, ge=0)
     # This many consecutive FAILED deliveries deactivate a webhook (0 = never).
     webhook_deactivate_after_failures: int = Field(default=10, ge=0)
+    # Webhooks one organization may have, switched off or not (409 webhook_limit_reached past it): each event is
+    # written once per subscribed webhook in the transaction of the call that caused it, reads included.
+    webhooks_per_organization: int = Field(default=50, ge=1)
     # Imported integrations (docs/integrations.md): a process notices another process's import, re-import,
     # removal or connection change within this many seconds (its own at once). Outbound calls follow the
     # webhook settings above: private networks and the CA bundle.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -91,10 +92,16 @@ def _refusal(request: Request, exc: PrismError) -> Response:
                                             "message": exc.message}, status=exc.status)
 
 
+def _login(request: Request) -> str:
+    """The login page, coming back here afterwards. A form posted after the session ended comes back to the
+    dashboard itself: a redirect cannot post the form again, and its action answers only POST (a GET is 405)."""
+    return login_url(request) if request.method == "GET" else "/login/?" + urlencode({"next": DASHBOARD_PATH})
+
+
 async def show(request: Request) -> Response:
     user = await signed_in_user(request)
     if user is None:
-        return redirect(request, login_url(request))
+        return redirect(request, _login(request))
     try:
         return await _page(request, user)
     except PrismError as exc:
@@ -119,7 +126,7 @@ async def _caller_in(request: Request, session: AsyncSession, user: User, organi
 async def mint(request: Request) -> Response:
     user = await signed_in_user(request)
     if user is None:
-        return redirect(request, login_url(request))
+        return redirect(request, _login(request))
     try:
         form = await read_form(request)
         scopes = [s for s in PLATFORM_SCOPES if form.get(s)]
@@ -157,7 +164,7 @@ async def _owner_organization(session: AsyncSession, user: User, request: Reques
 async def revoke(request: Request) -> Response:
     user = await signed_in_user(request)
     if user is None:
-        return redirect(request, login_url(request))
+        return redirect(request, _login(request))
     try:
         await read_form(request)
         key_id = request.path_params["key_id"]

@@ -157,7 +157,7 @@ def operations() -> list[tuple[str, str, dict[str, Any]]]:
             **_errors("Error", 400, 401, 403, 404, 413)}, security=PUBLIC,
             requestBody=_body(ref("KeyRegistrationRequest")))),
         ("post", WEBHOOKS, _op("create_webhook", hooks, "Create a webhook.", {
-            "201": _json(ref("Webhook"), "Created; the secret is shown."), **_errors("Error", 400, 401, 403, 413)},
+            "201": _json(ref("Webhook"), "Created; the secret is shown."), **_errors("Error", 400, 401, 403, 409, 413)},
             requestBody=_body(ref("WebhookCreate")))),
         ("get", WEBHOOKS, _op("list_webhooks", hooks, "List webhooks.", {
             "200": _json(ref("WebhookList"), "A page of webhooks."), **_errors("Error", 400, 401, 403)},
@@ -166,7 +166,7 @@ def operations() -> list[tuple[str, str, dict[str, Any]]]:
             "200": _json(ref("Webhook"), "The webhook."), **_errors("Error", 401, 403, 404)},
             parameters=[webhook_id])),
         ("patch", WEBHOOKS + "{webhook_id}/", _op("update_webhook", hooks, "Change a webhook.", {
-            "200": _json(ref("Webhook"), "The updated webhook."), **_errors("Error", 400, 401, 403, 404, 413)},
+            "200": _json(ref("Webhook"), "The updated webhook."), **_errors("Error", 400, 401, 403, 404, 409, 413)},
             parameters=[webhook_id], requestBody=_body(ref("WebhookUpdate")))),
         ("delete", WEBHOOKS + "{webhook_id}/", _op("delete_webhook", hooks, "Delete a webhook.", {
             "204": {"description": "Deleted."}, **_errors("Error", 401, 403, 404)}, parameters=[webhook_id])),

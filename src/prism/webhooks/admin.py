@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
+from sqlalchemy import func, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
@@ -39,6 +42,8 @@ from prism.webhooks.repository import Deliveries, Webhooks
 
 PAGE = "/admin/integrations/webhooks/"
 RECENT_DELIVERIES = 10
+# Webhooks listed per organization, the newest; the API pages through them all.
+LISTED_WEBHOOKS = 100
 NOTICES = {"test": "Test event queued: it appears below once sent (reload the page).",
            "resend": "Delivery queued again."}
 
@@ -53,7 +58,17 @@ class HookView:
 class OrganizationView:
     auth: AuthContext
     can_change: bool
-    hooks: list[HookView]
+    hooks: list[HookView]  # the newest LISTED_WEBHOOKS
+    total: int  # how many webhooks the organization has
+
+    @property
+    def listed_note(self) -> str | None:
+        return newest_of(len(self.hooks), self.total)
+
+
+def newest_of(listed: int, total: int) -> str | None:
+    """What the page says under an organization's webhooks when it lists only the newest of them."""
+    return None if total <= listed else f"The {listed} newest of {total:,}; the API lists them all."
 
 
 async def _contexts(session: AsyncSession, user: User, request: Request) -> list[AuthContext]:
@@ -70,17 +85,34 @@ async def _contexts(session: AsyncSession, user: User, request: Request) -> list
 
 
 async def _organization_view(session: AsyncSession, auth: AuthContext) -> OrganizationView:
-    hooks = []
-    rows = (await session.execute(Webhooks(session, auth.organization_id).base()
-                                  .order_by(Webhook.created_at.desc(), Webhook.id))).scalars()
-    for row in rows:
-        recent = (await session.execute(
-            Deliveries(session, auth.organization_id).filtered(row.id, status=None, event_type=None)
-            .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc())
-            .limit(RECENT_DELIVERIES))).scalars()
-        deliveries = [service.delivery_read(d, webhook_active=row.is_active) for d in recent]
-        hooks.append(HookView(service.webhook_read(row), deliveries))
-    return OrganizationView(auth, auth.permissions.allows("governance.change_webhook"), hooks)
+    webhooks = Webhooks(session, auth.organization_id).base()
+    total = (await session.execute(select(func.count()).select_from(webhooks.subquery()))).scalar_one()
+    rows = list((await session.execute(webhooks.order_by(Webhook.created_at.desc(), Webhook.id)
+                                       .limit(LISTED_WEBHOOKS))).scalars())
+    recent = await _recent_deliveries(session, auth.organization_id, [row.id for row in rows])
+    hooks = [HookView(service.webhook_read(row),
+                      [service.delivery_read(d, webhook_active=row.is_active) for d in recent.get(row.id, [])])
+             for row in rows]
+    return OrganizationView(auth, auth.permissions.allows("governance.change_webhook"), hooks, int(total))
+
+
+async def _recent_deliveries(session: AsyncSession, organization_id: str,
+                             webhook_ids: list[str]) -> dict[str, list[WebhookDelivery]]:
+    """The RECENT_DELIVERIES newest deliveries of each webhook, newest first, in one query: one branch per webhook,
+    each read off the (webhook_id, created_at) index with its own LIMIT, so a webhook with millions of deliveries
+    costs no more than one with ten (a window over all their deliveries would sort them all)."""
+    if not webhook_ids:
+        return {}
+    newest_first = (WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc())
+    deliveries = Deliveries(session, organization_id)
+    # Each branch is wrapped as a subquery: SQLite allows no LIMIT on a bare member of a UNION.
+    branches = [deliveries.filtered(webhook_id, status=None, event_type=None).order_by(*newest_first)
+                .limit(RECENT_DELIVERIES).subquery().select() for webhook_id in webhook_ids]
+    recent = aliased(WebhookDelivery, union_all(*branches).subquery())
+    found: dict[str, list[WebhookDelivery]] = {}
+    for row in (await session.execute(select(recent).order_by(recent.created_at.desc(), recent.id.desc()))).scalars():
+        found.setdefault(row.webhook_id, []).append(row)
+    return found
 
 
 async def _page(request: Request, user: User, *, notice: str | None = None, error: str | None = None,
@@ -102,7 +134,8 @@ async def page(request: Request) -> Response:
 async def _act(request: Request, action: str) -> Response:
     user = await signed_in_user(request)
     if user is None:
-        return redirect(request, login_url(request))
+        # The form's action answers only POST: after signing in, the person comes back to the page instead.
+        return redirect(request, "/login/?" + urlencode({"next": PAGE}))
     webhook_id = request.path_params["webhook_id"]
     try:
         form = await read_form(request)

@@ -33,6 +33,7 @@ from prism.webhooks.schemas import DeliveryQuery, WebhookQuery, parse
 BASE = "/api/v1/risk-assessment/governance/webhooks"
 TOOL = tool_name("config_manage")
 WEBHOOK, DELIVERY = "webhook", "webhook_delivery"
+SAFE_METHODS = ("GET", "HEAD")  # Starlette routes HEAD wherever GET goes
 
 
 async def _dispatch(request: Request, entity: str, operation: str, arguments: Any, *, status: int = 200,
@@ -45,7 +46,10 @@ async def _dispatch(request: Request, entity: str, operation: str, arguments: An
         # own shapes, so a key first used here is never replayed by the canonical door, nor the other way round.
         call = with_governance_headers(Call(tool_name=TOOL, door="webhooks", arguments=arguments, app="governance",
                                             entity=entity, operation=operation), context.headers)
-        call.idempotency_key = key_from_headers(context.headers)
+        # Only a request that changes something is keyed (docs/idempotency.md, as Stripe's): a GET or HEAD ignores
+        # the header, so a read answers what is there now, never a stored answer, and a key it carries is not read.
+        if request.method not in SAFE_METHODS:
+            call.idempotency_key = key_from_headers(context.headers)
         _, data = await request.app.state.dispatcher.dispatch(auth, call)
     except PrismError as exc:
         return PLAIN.response(exc, request.scope)
@@ -88,7 +92,7 @@ async def collection(request: Request) -> Response:
 
 async def item(request: Request) -> Response:
     webhook_id = request.path_params["webhook_id"]
-    if request.method in ("GET", "HEAD"):  # Starlette routes HEAD wherever GET goes
+    if request.method in SAFE_METHODS:
         return await _dispatch(request, WEBHOOK, "read", {"id": webhook_id})
     if request.method == "DELETE":
         return await _dispatch(request, WEBHOOK, "delete", {"id": webhook_id}, status=204)

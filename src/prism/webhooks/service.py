@@ -22,7 +22,7 @@ from prism.kit.outbound import OutboundUrlRefused, check_url
 from prism.kit.paging import envelope
 from prism.kit.secret import MASK
 from prism.kit.timeutil import iso, utcnow
-from prism.models import OutboxEvent
+from prism.models import Organization, OutboxEvent
 from prism.registry.mega_tools import SCOPE_OF_CLASS, scopes_allow
 from prism.webhooks.matching import forget_active_webhooks, new_delivery_id, still_wanted, subscribes
 from prism.webhooks.models import Webhook, WebhookDelivery
@@ -140,12 +140,41 @@ def _receiver_url(checked: CheckedUrl) -> str:
     return checked
 
 
+async def refuse_past_webhook_limit(session: AsyncSession, settings: Settings, organization_id: str, *,
+                                    reactivating: str | None = None) -> None:
+    """409 `webhook_limit_reached` when the organization already has PRISM_WEBHOOKS_PER_ORGANIZATION webhooks (all
+    of them, switched off or not, for a new one), or that many active ones besides `reactivating`, the webhook being
+    switched back on (only possible once the limit was lowered). Every event is written once per subscribed webhook
+    in the transaction of the call that caused it, so without a limit one organization's webhooks would multiply
+    the cost of every call it makes, reads included.
+
+    The organization's row is locked first (FOR NO KEY UPDATE), so that on PostgreSQL two concurrent creates take
+    turns instead of both counting one below the limit; rows that reference the organization (FOR KEY SHARE, as
+    foreign keys and the ledger take) do not wait on it. SQLite has one writer at a time anyway."""
+    limit = settings.webhooks_per_organization
+    await session.execute(select(Organization.id).where(Organization.id == organization_id)
+                          .with_for_update(key_share=True))
+    counted = select(func.count()).select_from(Webhook).where(Webhook.organization_id == organization_id)
+    if reactivating is not None:
+        counted = counted.where(Webhook.is_active.is_(True), Webhook.id != reactivating)
+    if (await session.execute(counted)).scalar_one() < limit:
+        return
+    if reactivating is None:
+        message = (f"this organization has {limit:,} webhooks, its limit: delete one it no longer needs to add "
+                   "another (webhooks switched off count too)")
+    else:
+        message = (f"this organization has {limit:,} active webhooks, its limit: switch one off or delete it to "
+                   "switch this one on")
+    raise Conflict(message, code="webhook_limit_reached", details={"limit": limit})
+
+
 async def create_webhook(session: AsyncSession, auth: AuthContext, settings: Settings, body: WebhookCreate,
                          checked_url: CheckedUrl) -> dict[str, Any]:
     """`checked_url`: `check_receiver_url(settings, body.url)`, awaited before the transaction."""
     require(auth, "add")
     refuse_governed_on_oversight_webhook(auth, body.events or [])
     url = _receiver_url(checked_url)
+    await refuse_past_webhook_limit(session, settings, auth.organization_id)
     webhook_id = "whk_" + uuid.uuid4().hex
     secret = new_secret()
     headers = body.custom_headers or {}
@@ -218,6 +247,8 @@ async def update_webhook(session: AsyncSession, auth: AuthContext, settings: Set
                 opened = replace(opened, headers=body.custom_headers or {})
         row.sealed = seal(settings, row.id, opened)
         row.header_names = list(opened.headers)
+    if body.is_active and not row.is_active:
+        await refuse_past_webhook_limit(session, settings, auth.organization_id, reactivating=row.id)
     if body.is_active is not None:
         if row.is_active and not body.is_active:
             # The clock the workers' leases are on: PostgreSQL's own (hosts' clocks may differ), SQLite's process.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import time
 from typing import Any
 
@@ -16,6 +17,9 @@ from prism_client.errors import WebhookSignatureError
 
 SIGNATURE_HEADER = "X-Governance-Signature"
 DEFAULT_TOLERANCE_SECONDS = 300
+# ASCII digits only (str.isdigit also takes "²" and other Unicode digits, which int() refuses), and few enough
+# that int() and the float arithmetic of the tolerance check cannot overflow: any header is refused, never raised on.
+_TIMESTAMP = re.compile(r"[0-9]{1,15}")
 
 
 def sign(payload: bytes | str, secret: str, timestamp: int | None = None) -> str:
@@ -35,9 +39,9 @@ def verify_signature(payload: bytes | str, header: str | None, secret: str, *,
     signatures: list[str] = []
     for part in header.split(","):
         key, _, value = part.strip().partition("=")
-        if key == "t" and value.isdigit():
+        if key == "t" and _TIMESTAMP.fullmatch(value):
             timestamp = int(value)
-        elif key == "v1" and value:
+        elif key == "v1" and value and value.isascii():  # hex is ASCII; compare_digest raises on other text
             signatures.append(value)
     if timestamp is None or not signatures:
         raise WebhookSignatureError("malformed signature header: expected t=<unix seconds>,v1=<hex>")
