@@ -307,6 +307,13 @@ async def test_key_list_shows_each_key_with_its_holder_and_status_never_a_secret
     assert run_cli("key", "list", "--tenant", sub, "--email", other.emails["owner"],
                    database_url=cli_db).stdout == "no keys\n"
 
+    # A deactivated holder's key authenticates nobody: listed suspended, and not among the active ones.
+    cli_json("user", "deactivate", ws.emails["main"], database_url=cli_db)
+    listed = {k["prefix"]: k for k in cli_json("key", "list", "--tenant", sub, database_url=cli_db)["keys"]}
+    assert listed[prefixes["main"]]["status"] == "suspended"
+    active = cli_json("key", "list", "--tenant", sub, "--active", database_url=cli_db)["keys"]
+    assert prefixes["main"] not in {k["prefix"] for k in active} and len(active) == 2
+
 
 def lookup_in(ws: Workspace, listed: dict[str, Any]) -> list[str]:
     return [prefix for prefix in listed if ws.keys["owner"].startswith(prefix)]

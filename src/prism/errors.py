@@ -83,6 +83,12 @@ class CredentialNoLongerValid(Unauthenticated):
     code = "invalid_token"
 
 
+class CredentialOfAnotherTenant(CredentialNoLongerValid):
+    """A credential Prism issued, whole and intact, presented on another tenant's host. Refused there as any
+    credential of another tenant is (401 invalid_token), but its holder guessed nothing: it does not count toward
+    the address lockout, which would otherwise shut the address out of its own tenant too."""
+
+
 class PermissionDenied(PrismError):
     """The caller may not do this: every 403 of this class is a policy refusal (a role, a scope, a person-only
     handler, a governed credential, a self-approval)."""

@@ -23,7 +23,7 @@ from sqlalchemy import select
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import permission_set
 from prism.config import Settings, get_settings
-from prism.errors import CredentialNoLongerValid, TenantNotFound, Unauthenticated
+from prism.errors import CredentialNoLongerValid, CredentialOfAnotherTenant, TenantNotFound, Unauthenticated
 from prism.keys.service import KEY_PREFIXES, keys_match, lookup_of, touch_keys
 from prism.kit.expiring import ExpiringMap
 from prism.kit.timeutil import utcnow
@@ -86,7 +86,8 @@ def _bearer_token(authorization: str) -> str | None:
 
 def _accepted(cached: _Cached, token: str, host: HostInfo) -> AuthContext:
     """The caller of the API key `token` by its cached entry, or why it is refused: `Unauthenticated` for a wrong
-    secret (a guess), `CredentialNoLongerValid` for a key Prism issued that no longer works. Awaits nothing."""
+    secret (a guess), `CredentialNoLongerValid` for a key Prism issued that no longer works or works on another
+    tenant's host only. Awaits nothing."""
     if not keys_match(cached.key_hash, token):
         raise _invalid("invalid API key")
     # From here the caller holds a key Prism issued: a key that no longer works is not a guess.
@@ -97,7 +98,7 @@ def _accepted(cached: _Cached, token: str, host: HostInfo) -> AuthContext:
     context = cached.context
     assert context is not None
     if host.kind == "tenant" and host.subdomain != context.tenant_subdomain:
-        raise _invalid("this credential belongs to another tenant")
+        raise CredentialOfAnotherTenant("this credential belongs to another tenant")
     return context
 
 

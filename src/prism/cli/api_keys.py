@@ -25,7 +25,6 @@ from prism.keys.service import (
     check_key_options,
     check_tool_surface,
     find_tenant_key,
-    key_status,
     normalize_scopes,
     tenant_keys,
 )
@@ -126,7 +125,7 @@ def key_list(tenant: str = typer.Option(..., "--tenant"),
         organization = await find_organization(session, t, org) if org else None
         user = await require_user(session, email) if email else None
         now = utcnow()
-        listed = [_listed(found, key_status(found.key, now))
+        listed = [_listed(found, found.status(now))
                   for found in await tenant_keys(session, tenant=t, organization=organization, user=user)]
         return {"keys": [k for k in listed if k["status"] == "active" or not active]}
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.errors import BadRequest, Conflict, NotFound
 from prism.identity.passwords import hash_password
 from prism.kit.timeutil import utcnow
-from prism.models import Membership, Organization, Role, Tenant, User
+from prism.models import ApiKey, Membership, Organization, Role, Tenant, User
+from prism.oauth.models import OAuthGrant, OAuthGrantOrganization
 
 EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+\Z|^[^@\s]+@localhost\Z")
 MIN_PASSWORD_LENGTH = 8
@@ -99,7 +100,8 @@ async def _keep_an_owner(session: AsyncSession, user: User, org: Organization) -
 
 async def remove_from_organization(session: AsyncSession, user: User, org: Organization) -> str:
     """End the user's membership; the role they held. An organization keeps at least one owner, or nobody could
-    manage it again. Their keys for it stop working (the authenticator finds no membership)."""
+    manage it again. Their keys and OAuth consent for it end with it (`_end_credentials`): on every process within
+    PRISM_CREDENTIAL_CACHE_SECONDS, and for good, should the user be added back later."""
     row = (await session.execute(select(Membership, Role.name).join(Role, Role.id == Membership.role_id).where(
         Membership.user_id == user.id, Membership.organization_id == org.id))).first()
     if row is None:
@@ -108,8 +110,34 @@ async def remove_from_organization(session: AsyncSession, user: User, org: Organ
     if role == "owner":
         await _keep_an_owner(session, user, org)
     await session.delete(membership)
+    await _end_credentials(session, user, org)
     await session.flush()
     return str(role)
+
+
+async def _end_credentials(session: AsyncSession, user: User, org: Organization) -> None:
+    """Revoke the user's API keys for `org` and withdraw `org` from their OAuth grants. Without a membership they
+    do nothing; left alone they would work again the day the user is added back (any role), keys minted and
+    consent given under the old membership, perhaps leaked since. A grant consented for `org` alone is revoked;
+    one consented for other organizations too keeps those, and when `org` was its default it has none any more
+    (its tokens name an organization with X-Organization-Context, or get 403 session_incomplete) rather than
+    silently acting somewhere else."""
+    now = utcnow()
+    await session.execute(update(ApiKey).where(
+        ApiKey.user_id == user.id, ApiKey.organization_id == org.id, ApiKey.revoked_at.is_(None))
+        .values(revoked_at=now))
+    consented = list((await session.execute(
+        select(OAuthGrantOrganization.grant_id).join(OAuthGrant, OAuthGrant.id == OAuthGrantOrganization.grant_id)
+        .where(OAuthGrant.user_id == user.id, OAuthGrantOrganization.organization_id == org.id))).scalars())
+    if not consented:
+        return
+    await session.execute(delete(OAuthGrantOrganization).where(
+        OAuthGrantOrganization.grant_id.in_(consented), OAuthGrantOrganization.organization_id == org.id))
+    await session.execute(update(OAuthGrant).where(OAuthGrant.id.in_(consented), OAuthGrant.organization_id == org.id)
+                          .values(organization_id=None))
+    still_consented = exists().where(OAuthGrantOrganization.grant_id == OAuthGrant.id)
+    await session.execute(update(OAuthGrant).where(
+        OAuthGrant.id.in_(consented), OAuthGrant.revoked_at.is_(None), ~still_consented).values(revoked_at=now))
 
 
 async def set_active(session: AsyncSession, user: User, active: bool) -> None:

@@ -7,7 +7,7 @@ import hmac
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import exists, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from prism.errors import BadRequest, NotFound, PermissionDenied
@@ -117,11 +117,15 @@ async def revoke_key(session: AsyncSession, *, tenant: Tenant, key_ref: str) -> 
     return key
 
 
-def key_status(key: ApiKey, now: datetime) -> str:
-    """active, revoked or expired: whether the key still authenticates, and if not, why."""
+def key_status(key: ApiKey, now: datetime, *, holder_may_use: bool = True) -> str:
+    """active, revoked, expired or suspended: whether the key still authenticates, and if not, why. `holder_may_use`:
+    whether its user is active and a member of its organization; a live key of a holder who is neither is
+    `suspended` (the authenticator refuses it; activating the user restores it)."""
     if key.revoked_at is not None:
         return "revoked"
-    return "expired" if key.expires_at is not None and key.expires_at <= now else "active"
+    if key.expires_at is not None and key.expires_at <= now:
+        return "expired"
+    return "active" if holder_may_use else "suspended"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,19 +133,27 @@ class ListedKey:
     key: ApiKey
     email: str
     organization: Organization
+    # The key's user is active and a member of the key's organization (else the key authenticates nobody).
+    holder_may_use: bool
+
+    def status(self, now: datetime) -> str:
+        return key_status(self.key, now, holder_may_use=self.holder_may_use)
 
 
 async def tenant_keys(session: AsyncSession, *, tenant: Tenant, organization: Organization | None = None,
                       user: User | None = None) -> list[ListedKey]:
     """Every key of the tenant, or of one of its organizations or users, newest first, with its holder."""
-    stmt = (select(ApiKey, User.email, Organization)
+    is_member = exists().where(Membership.user_id == ApiKey.user_id,
+                               Membership.organization_id == ApiKey.organization_id)
+    stmt = (select(ApiKey, User.email, Organization, User.is_active, is_member.label("is_member"))
             .join(User, User.id == ApiKey.user_id).join(Organization, Organization.id == ApiKey.organization_id)
             .where(ApiKey.tenant_id == tenant.id).order_by(ApiKey.created_at.desc(), ApiKey.id))
     if organization is not None:
         stmt = stmt.where(ApiKey.organization_id == organization.id)
     if user is not None:
         stmt = stmt.where(ApiKey.user_id == user.id)
-    return [ListedKey(key, email, org) for key, email, org in (await session.execute(stmt)).all()]
+    return [ListedKey(key, email, org, bool(active and member))
+            for key, email, org, active, member in (await session.execute(stmt)).all()]
 
 
 async def touch_keys(session: AsyncSession, used: dict[str, datetime]) -> None:

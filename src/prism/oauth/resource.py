@@ -26,7 +26,13 @@ from sqlalchemy import select
 from prism.auth.context import AuthContext, KeyUsage
 from prism.auth.permissions import permission_set
 from prism.config import Settings
-from prism.errors import BadRequest, CredentialNoLongerValid, PermissionDenied, Unauthenticated
+from prism.errors import (
+    BadRequest,
+    CredentialNoLongerValid,
+    CredentialOfAnotherTenant,
+    PermissionDenied,
+    Unauthenticated,
+)
 from prism.governance.models import ClientGovernance
 from prism.kit.expiring import ExpiringMap
 from prism.kit.ids import stored_organization_id
@@ -135,7 +141,7 @@ class AccessTokens:
             raise PermissionDenied("the token's user is no longer a member of this organization",
                                    code="organization_forbidden")
         if host.kind == "tenant" and host.subdomain != org.subdomain:
-            raise _invalid("this credential belongs to another tenant")
+            raise CredentialOfAnotherTenant("this credential belongs to another tenant")
         patterns = tuple(org.permissions)
         permissions = permission_set(patterns)
         created: datetime = row.created_at

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import jwt
 
-from prism.errors import CredentialNoLongerValid, Unauthenticated
+from prism.errors import CredentialNoLongerValid, CredentialOfAnotherTenant, Unauthenticated
 from prism.oauth.issuer import audiences_for
 from prism.oauth.keys import KeyRing
 
@@ -88,7 +88,8 @@ async def verify_access_token(ring: KeyRing, token: str, *, hostname: str, schem
     issuer = claims["iss"]
     parts = urlsplit(issuer) if isinstance(issuer, str) else None
     if parts is None or parts.scheme != scheme or (parts.hostname or "") != hostname.strip("[]"):
-        raise _invalid("access token issued for another host")
+        # Signed by us, so its holder guessed nothing: refused here without counting toward the lockout.
+        raise CredentialOfAnotherTenant("access token issued for another host", code="invalid_token")
     audience = claims["aud"]
     if not isinstance(audience, str) or audience not in audiences_for(issuer):
         raise _invalid("access token is for another audience")
