@@ -1,11 +1,10 @@
 """/healthz and /readyz: on every host, never limited or locked out, and /readyz turns 503 with the failing
-check named when the database, its schema, Redis or the webhook queue is not ready."""
+check named when the database, its schema or Redis is not ready (a webhook backlog only degrades it:
+tests/test_health_webhook_backlog.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,6 @@ import pytest
 import redis
 
 from prism.config import Settings
-from prism.kit.timeutil import utcnow
 from prism.migrate import upgrade
 from tests.factories import Factory
 from tests.limits_support import client_for, limited_app, private_redis
@@ -90,26 +88,6 @@ async def test_readyz_follows_the_redis_failure_mode_when_redis_stops(
     assert down.json()["checks"]["database"] == {"status": "ok"}
 
 
-@pytest.fixture
-def migrated_sqlite(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 'ready.db'}"
-    upgrade(url)
-    return url
-
-
-async def test_readyz_is_503_when_the_webhook_queue_stalls(settings: Settings, app: Any, migrated_sqlite: str) -> None:
-    async with limited_app(settings, app, database_url=migrated_sqlite, webhook_worker_in_process=False,
-                           health_webhook_stall_seconds=300) as limited, client_for(limited) as client:
-        assert (await client.get("/readyz")).status_code == 200
-        _waiting_delivery(migrated_sqlite, overdue_seconds=60)
-        assert (await client.get("/readyz")).status_code == 200  # due a minute ago: a worker is on its way
-        _waiting_delivery(migrated_sqlite, overdue_seconds=600)
-        ready = await client.get("/readyz")
-        assert ready.status_code == 503
-        webhooks = ready.json()["checks"]["webhooks"]
-        assert webhooks["status"] == "unavailable" and "overdue by 6" in webhooks["detail"]
-
-
 async def test_readyz_is_503_until_the_schema_is_migrated(settings: Settings, app: Any, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'empty.db'}"
     async with limited_app(settings, app, database_url=url, webhook_worker_in_process=False) as limited, \
@@ -119,15 +97,3 @@ async def test_readyz_is_503_until_the_schema_is_migrated(settings: Settings, ap
         assert ready.json()["checks"]["migrations"]["status"] == "unavailable"
         await asyncio.to_thread(upgrade, url)
         assert (await client.get("/readyz")).status_code == 200
-
-
-def _waiting_delivery(url: str, *, overdue_seconds: float) -> None:
-    """A pending delivery due `overdue_seconds` ago, written with the standard sqlite3 module, whose
-    connections do not enforce foreign keys: the readiness check reads only its status and due time."""
-    due = (utcnow() - timedelta(seconds=overdue_seconds)).replace(tzinfo=None).isoformat(sep=" ")
-    with sqlite3.connect(url.split("///", 1)[1]) as connection:
-        connection.execute(
-            "INSERT INTO webhook_deliveries (id, organization_id, webhook_id, event_id, event_type, status, "
-            "attempt_count, response_body, is_test, due_at, created_at) "
-            "VALUES (?, 'org', 'hook', 'event', 'governance.decision.allow', 'pending', 0, '', 0, ?, ?)",
-            (f"whd_{overdue_seconds}", due, due))

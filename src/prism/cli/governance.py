@@ -53,8 +53,11 @@ async def _organization(session: AsyncSession, tenant: str, org: str | None) -> 
 
 
 async def _persona(session: AsyncSession, organization_id: str, ref: str) -> Persona:
-    found = (await session.execute(personas.repository(session, organization_id).base().where(
-        or_(Persona.id == ref, Persona.name == ref)))).scalar_one_or_none()
+    """By id, else by name: a persona may be named like another one's id, and the id is what names one for sure."""
+    personas_here = personas.repository(session, organization_id).base()
+    found = (await session.execute(personas_here.where(Persona.id == ref))).scalar_one_or_none()
+    if found is None:
+        found = (await session.execute(personas_here.where(Persona.name == ref))).scalar_one_or_none()
     if found is None:
         raise NotFound(f"persona {ref!r} not found", code="not_found")
     return found
@@ -162,7 +165,8 @@ def persona_attach(persona: str = typer.Argument(..., help="Persona id or name; 
             if found is None:
                 raise NotFound(f"key {key!r} not found in tenant {tenant}", code="not_found")
             organization_id = found
-        persona_id = None if persona == "none" else (await _persona(session, organization_id, persona)).id
+        # "none" is never a persona's name (prism.governance.personas.DETACH_WORD), so it always means detach.
+        persona_id = None if persona == personas.DETACH_WORD else (await _persona(session, organization_id, persona)).id
         return await personas.attach(session, organization_id=organization_id, column="persona_id",
                                      value=persona_id, key_ref=key, client_id=client, tenant_id=t.id)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -15,8 +16,14 @@ from typer.exceptions import TyperException
 from prism.cli.api_keys import key_cli
 from prism.cli.audit import audit_cli, seal_waiting_logs
 from prism.cli.governance import governance_cli, persona_cli
-from prism.cli.output import JSON_OPT, emit, fail, report_error
-from prism.cli.preflight import check_database_reachable, database_error, database_settings, load_settings
+from prism.cli.output import JSON_OPT, USAGE_EXIT, emit, fail, report_error
+from prism.cli.preflight import (
+    check_apps,
+    check_database_reachable,
+    database_error,
+    database_settings,
+    load_settings,
+)
 from prism.cli.transaction import in_transaction
 from prism.cli.users import AS_ARGUMENT_HELP, FROM_STDIN_HELP, new_password_hash, user_cli
 from prism.errors import PrismError
@@ -80,7 +87,9 @@ def migrate(as_json: bool = JSON_OPT) -> None:
     from prism.migrate import upgrade
 
     try:
-        url = database_settings(may_create=True).database_url
+        settings = database_settings(may_create=True)
+        check_apps(settings)  # a migration may load the apps (0031 does): a typo is named, as `prism serve` does
+        url = settings.database_url
         if backend_of(url) != "sqlite":
             check_database_reachable(url)
         try:
@@ -190,6 +199,7 @@ def main() -> None:
     # an outbound target refused) would otherwise reach stderr through Python's last-resort handler as a bare line,
     # breaking --json's one-JSON-line error. `serve` and `worker` install handlers of their own.
     logging.getLogger("prism").addHandler(logging.NullHandler())
+    refuse_undecodable_arguments(sys.argv[1:])
     if "--json" not in sys.argv[1:]:
         cli()
         return
@@ -204,3 +214,16 @@ def main() -> None:
         report_error(True, PrismError("aborted", code="aborted", status=400))
         sys.exit(1)
     sys.exit(outcome if isinstance(outcome, int) else 0)
+
+
+def refuse_undecodable_arguments(arguments: list[str]) -> None:
+    """Exit with a usage error when an argument is not UTF-8 text. Python keeps such bytes as lone surrogates
+    (surrogateescape), which no database driver can encode: the command would end in a traceback instead."""
+    for argument in arguments:
+        try:
+            argument.encode()
+        except UnicodeEncodeError:
+            shown = os.fsencode(argument).decode(errors="backslashreplace")  # the bytes as given: Caf\xe9
+            report_error("--json" in arguments, PrismError(
+                f"argument '{shown}' is not valid UTF-8 text; give it in UTF-8", code="usage_error", status=400))
+            sys.exit(USAGE_EXIT)

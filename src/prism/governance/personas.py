@@ -26,6 +26,9 @@ from prism.tenancy.repository import OrgRepository, sent_changes, to_record
 from prism.tenancy.scope import across_organizations
 
 Priority = Literal["low", "normal", "high", "critical"]
+# What `prism persona attach none` means: detach. No persona may be named so (in any case), or attaching it
+# by name would lift the key's persona instead.
+DETACH_WORD = "none"
 
 
 class PersonaChanges(BaseModel):
@@ -65,6 +68,13 @@ class PersonaChanges(BaseModel):
     @classmethod
     def _unpadded(cls, value: Any) -> Any:
         return unpadded_name(value)
+
+    @field_validator("name", check_fields=False)
+    @classmethod
+    def _not_the_detach_word(cls, value: str | None) -> str | None:
+        if value is not None and value.lower() == DETACH_WORD:
+            raise ValueError(f"{value!r} is reserved: `prism persona attach {DETACH_WORD}` detaches a persona")
+        return value
 
 
 def unpadded_name(value: Any) -> Any:

@@ -1,12 +1,16 @@
 """What /readyz checks: the database answers, its schema is at the newest migration, Redis answers (when
-configured), and the webhook queue moves.
+configured), and the webhook queue moves (that one only ever degraded).
 
 Redis down is "degraded", not "unavailable", when PRISM_RATE_LIMIT_ON_REDIS_FAILURE=open: the operator chose to
 serve uncounted through the outage, and every node shares the one Redis, so a 503 would have an orchestrator take
 every node out of service, the outage that failing open is there to avoid.
 
+A webhook backlog is "degraded", never "unavailable": the queue is the deployment's, not this node's (one slow
+receiver, drained steadily, makes its oldest delivery late on every node alike), and a node with a backlog still
+serves every request. Whether the node can serve is what the database and migrations checks say.
+
 Each check has a short time limit of its own, so a probe answers within seconds even when a dependency hangs,
-and reports only "ok" or "unavailable" with a short detail: the probe needs no authentication, so it names no
+and reports "ok", "degraded" or "unavailable" with a short detail: the probe needs no authentication, so it names no
 host, URL or error text.
 """
 
@@ -65,6 +69,9 @@ class Readiness:
         redis = checks.get("redis")
         if redis is not None and not redis.ok and self.limiter is not None and not self.limiter.fails_closed:
             checks["redis"] = Check(True, f"{redis.detail}; limits not counted (on failure: open)", degraded=True)
+        webhooks = checks["webhooks"]
+        if not webhooks.ok:  # its query failing alone (slow on a long queue) does not stop this node either
+            checks["webhooks"] = Check(True, webhooks.detail, degraded=True)
         database = checks["database"]
         # The migration check rides on the database's: with no database there is no revision to read.
         checks["migrations"] = Check(True) if self.schema_at_head else (
@@ -91,7 +98,7 @@ class Readiness:
                 select(func.min(WebhookDelivery.due_at)).where(WebhookDelivery.status.in_(_WAITING)))).scalar()
         overdue = (utcnow() - oldest).total_seconds() if oldest is not None else 0.0
         if overdue > self.stall_seconds:
-            return Check(False, f"oldest waiting delivery overdue by {int(overdue)} s")
+            return Check(True, f"oldest waiting delivery overdue by {int(overdue)} s", degraded=True)
         return Check(True)
 
     @staticmethod

@@ -17,6 +17,9 @@ from prism.models import AuditHead, Organization, Role, Tenant
 
 SUBDOMAIN_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\Z")
 RESERVED_SUBDOMAINS = frozenset({"portal", "www", "api", "admin", "auth", "mcp", "static"})
+# The width of the name columns: refused here so both engines answer alike (PostgreSQL would refuse the row,
+# SQLite would keep it whole).
+MAX_NAME_LENGTH = 255
 
 
 def slugify(name: str) -> str:
@@ -29,6 +32,8 @@ async def create_tenant(session: AsyncSession, subdomain: str, *, name: str | No
     if not SUBDOMAIN_PATTERN.match(subdomain) or subdomain in RESERVED_SUBDOMAINS:
         raise BadRequest(f"invalid subdomain {subdomain!r}: lowercase letters, digits and '-', "
                          f"not one of {sorted(RESERVED_SUBDOMAINS)}", code="invalid_subdomain")
+    if name is not None:
+        check_name_length("tenant", name)
     if await get_tenant(session, subdomain) is not None:
         raise Conflict(f"tenant {subdomain!r} already exists", code="tenant_exists")
     tenant = Tenant(subdomain=subdomain, name=name)
@@ -38,6 +43,12 @@ async def create_tenant(session: AsyncSession, subdomain: str, *, name: str | No
         session.add(Role(tenant_id=tenant.id, name=role_name, permissions=list(patterns), is_builtin=True))
     await session.flush()
     return tenant
+
+
+def check_name_length(kind: str, name: str) -> None:
+    if len(name) > MAX_NAME_LENGTH:
+        raise BadRequest(f"{kind} name is {len(name)} characters long; at most {MAX_NAME_LENGTH}",
+                         code="invalid_name")
 
 
 async def get_tenant(session: AsyncSession, subdomain: str) -> Tenant | None:
@@ -59,6 +70,7 @@ async def create_organization(session: AsyncSession, tenant: Tenant, *, name: st
                               slug: str | None = None) -> Organization:
     if not name.strip():
         raise BadRequest("organization name is required", code="invalid_name")
+    check_name_length("organization", name.strip())
     slug = slugify(slug or name)
     exists = await session.execute(select(Organization.id).where(
         Organization.tenant_id == tenant.id, Organization.slug == slug))
