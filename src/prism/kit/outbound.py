@@ -32,7 +32,9 @@ import ipaddress
 import socket
 import ssl
 import threading
+from collections import Counter
 from collections.abc import Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -53,8 +55,15 @@ RESOLVE_WITHIN_SECONDS = 5.0
 # How many save-time lookups run at once (`LookupThreads`); one more is refused (503) until one ends.
 LOOKUPS_AT_ONCE = 8
 # How many lookups of the webhook workers of a process run at once: a worker's default concurrency, so that each
-# of its slots may be resolving a host of its own; one more fails its attempt at once (retried later).
+# of its slots may be resolving a host of its own; one more is refused at once (LookupBusy: the delivery is put off,
+# no attempt counted).
 DELIVERY_LOOKUPS_AT_ONCE = 16
+# How many of those one organization's deliveries may take: receivers whose DNS stalls, all of one organization,
+# leave the other organizations' deliveries the rest (a lookup that never answers keeps its thread tens of seconds).
+DELIVERY_LOOKUPS_PER_ORGANIZATION = 4
+# Whose share of a `LookupThreads`' threads (`per_owner`) the lookups made in this context take: set around a
+# request by `OutboundClient.send(lookup_owner=…)`, read by the resolver aiohttp calls from inside that request.
+LOOKUP_OWNER: ContextVar[str | None] = ContextVar("prism_lookup_owner", default=None)
 
 
 class OutboundUrlRefused(PrismError):
@@ -83,21 +92,32 @@ class LookupThreads:
     tenant descriptor's build), or under uvloop (`prism serve`) libuv's 4 threads (every other host-name lookup of
     the process, database connections by name). Here they take only these threads, and a lookup that finds them
     all taken fails at once (ResolverBusy) rather than queued behind lookups that may never answer: a save is
-    refused (503), a delivery attempt fails and is retried later. Two sets: save-time checks (`SAVE_TIME_LOOKUPS`)
-    and the webhook workers' connects (`DELIVERY_LOOKUPS`), so a delivery backlog to hosts whose DNS hangs never
-    refuses saves, nor saves delay deliveries.
+    refused (503), a delivery is put off a few seconds (no attempt counted: it says nothing of its receiver). Two
+    sets: save-time checks (`SAVE_TIME_LOOKUPS`) and the webhook workers' connects (`DELIVERY_LOOKUPS`), so a
+    delivery backlog to hosts whose DNS hangs never refuses saves, nor saves delay deliveries.
+
+    `per_owner`: at most that many of the threads for the lookups of one owner (`LOOKUP_OWNER`, a delivery's
+    organization), so that one organization's receivers whose DNS stalls cannot take every thread from the others.
 
     Each lookup runs on a daemon thread started for it (a few hundred microseconds beside the lookup's own
     network round trip): a process that ends does not wait for lookups nobody will read, as it waits for an
     executor's threads, for as long as the system resolver takes to give up (`prism worker` stopped by SIGTERM,
     `prism serve` by Ctrl-C, any CLI command)."""
 
-    def __init__(self, threads: int, name: str) -> None:
+    def __init__(self, threads: int, name: str, *, per_owner: int | None = None) -> None:
         self._free = threading.BoundedSemaphore(threads)  # a slot per thread: a lookup never waits for one
         self._name = name
+        self._per_owner = per_owner
+        self._owners: Counter[str] = Counter()  # lookups running per owner; released on the lookup's own thread
+        self._owners_lock = threading.Lock()
 
     async def getaddrinfo(self, host: str, port: int) -> list[tuple[Any, ...]]:
+        owner = LOOKUP_OWNER.get() if self._per_owner is not None else None
+        if not self._take_owners_share(owner):
+            raise ResolverBusy("too many of this organization's host names are being resolved right now (their "
+                               "DNS servers answer slowly); try again shortly")
         if not self._free.acquire(blocking=False):
+            self._release_owners_share(owner)
             raise ResolverBusy("too many host names are being resolved right now (their DNS servers answer "
                                "slowly); try again shortly")
         answer: concurrent.futures.Future[list[tuple[Any, ...]]] = concurrent.futures.Future()
@@ -110,18 +130,40 @@ class LookupThreads:
                     except BaseException as exc:
                         answer.set_exception(exc)
             finally:
-                self._free.release()  # when the lookup ends, whether or not its caller still waits
+                self._release(owner)  # when the lookup ends, whether or not its caller still waits
 
         try:
             threading.Thread(target=lookup, name=self._name, daemon=True).start()
         except BaseException:  # no thread (the system's limit): nothing will free the slot
-            self._free.release()
+            self._release(owner)
             raise
         return await asyncio.wrap_future(answer)
 
+    def _take_owners_share(self, owner: str | None) -> bool:
+        if owner is None or self._per_owner is None:
+            return True
+        with self._owners_lock:
+            if self._owners[owner] >= self._per_owner:
+                return False
+            self._owners[owner] += 1
+            return True
+
+    def _release_owners_share(self, owner: str | None) -> None:
+        if owner is None or self._per_owner is None:
+            return
+        with self._owners_lock:
+            self._owners[owner] -= 1
+            if self._owners[owner] <= 0:
+                del self._owners[owner]
+
+    def _release(self, owner: str | None) -> None:
+        self._free.release()
+        self._release_owners_share(owner)
+
 
 SAVE_TIME_LOOKUPS = LookupThreads(LOOKUPS_AT_ONCE, "prism-dns")
-DELIVERY_LOOKUPS = LookupThreads(DELIVERY_LOOKUPS_AT_ONCE, "prism-dns-delivery")
+DELIVERY_LOOKUPS = LookupThreads(DELIVERY_LOOKUPS_AT_ONCE, "prism-dns-delivery",
+                                 per_owner=DELIVERY_LOOKUPS_PER_ORGANIZATION)
 
 
 class OutboundFailed(Exception):
@@ -132,13 +174,23 @@ class OutboundTimeout(OutboundFailed):
     """No complete answer within the request's time limit."""
 
 
+class LookupBusy(OutboundFailed):
+    """Nothing was sent: no thread of the client's `LookupThreads` was free to resolve the host (every one taken, or
+    its owner's share). It says nothing of the receiver; try again shortly."""
+
+
 class ConnectRefused(OSError):
     """Raised by the resolver at connect time; aiohttp reports it as a connection error."""
 
 
 class LookupUnanswered(OSError):
-    """A connect-time lookup on `LookupThreads` that did not answer within RESOLVE_WITHIN_SECONDS, or found every
-    thread taken; aiohttp reports it as a connection error, so the attempt fails (and is retried later)."""
+    """A connect-time lookup on `LookupThreads` that did not answer within RESOLVE_WITHIN_SECONDS; aiohttp reports it
+    as a connection error, so the attempt fails (and is retried later)."""
+
+
+class NoLookupThread(OSError):
+    """A connect-time lookup that found no thread of its `LookupThreads` free (ResolverBusy); raised through aiohttp
+    as a connection error, which `OutboundClient.send` reports as LookupBusy."""
 
 
 def address_problem(address: IPAddress) -> str | None:
@@ -228,7 +280,7 @@ async def vetted_addresses(host: str, port: int, *, allow_private_networks: bool
         except TimeoutError:
             raise LookupUnanswered(f"{host} did not resolve within {RESOLVE_WITHIN_SECONDS:g} s") from None
         except ResolverBusy as exc:
-            raise LookupUnanswered(exc.message) from None
+            raise NoLookupThread(exc.message) from None
     if not allow_private_networks:
         problem = refusal(host, addresses)
         if problem is not None:
@@ -331,12 +383,15 @@ class OutboundClient:
         return self._session
 
     async def send(self, method: str, url: str, *, headers: dict[str, str], body: bytes | None,
-                   timeout_seconds: float, read_at_most: int, encoded: bool = False) -> OutboundAnswer:
+                   timeout_seconds: float, read_at_most: int, encoded: bool = False,
+                   lookup_owner: str | None = None) -> OutboundAnswer:
         """One request; the time limit covers connect, send and the whole answer. `encoded`: the URL is
         percent-encoded already and goes out as it is (else the HTTP client normalises it, and would decode
-        `%3B` in a path back to `;`)."""
+        `%3B` in a path back to `;`). `lookup_owner`: whose share of the client's lookup threads resolving the host
+        takes (a delivery's organization); LookupBusy when none is free."""
         from prism.kit.outbound_session import REQUEST_ERRORS, request, target_of, vet_direct_address
 
+        owner = LOOKUP_OWNER.set(lookup_owner)  # aiohttp resolves in a task started here: it inherits the value
         try:
             async with asyncio.timeout(timeout_seconds):
                 target = target_of(url, encoded=encoded)
@@ -349,7 +404,12 @@ class OutboundClient:
         except TimeoutError:
             raise OutboundTimeout(f"timed out after {timeout_seconds:g} s") from None
         except REQUEST_ERRORS as exc:
+            inner = getattr(exc, "os_error", exc)
+            if isinstance(inner, NoLookupThread):
+                raise LookupBusy(str(inner)) from None
             raise OutboundFailed(f"connection failed: {_describe(exc)}"[:1000]) from exc
+        finally:
+            LOOKUP_OWNER.reset(owner)
 
 
 def _describe(exc: BaseException) -> str:

@@ -68,7 +68,8 @@ def _claim_statement() -> Any:
             .where(d.id == picked.c.id, _WEBHOOKS.c.id == d.webhook_id, _EVENTS.c.id == d.event_id)
             .values(claimed_by=bindparam("b_me", type_=String()),
                     claimed_until=until)
-            .returning(d.id, d.webhook_id, d.event_type, d.attempt_count, d.is_test, d.claimed_until, _EVENTS.c.payload,
+            .returning(d.id, d.organization_id, d.webhook_id, d.event_type, d.status, d.attempt_count, d.is_test,
+                       d.claimed_until, _EVENTS.c.payload,
                        _WEBHOOKS.c.url, _WEBHOOKS.c.sealed, _WEBHOOKS.c.is_active, _WEBHOOKS.c.events,
                        _WEBHOOKS.c.filters, _WEBHOOKS.c.max_retries, _WEBHOOKS.c.retry_delay_seconds,
                        _WEBHOOKS.c.timeout_seconds))

@@ -12,7 +12,7 @@ from http import HTTPStatus
 
 from prism.kit.nul import without_nul
 from prism.kit.numbers import whole_number
-from prism.kit.outbound import OutboundAnswer, OutboundClient, OutboundFailed, OutboundTimeout
+from prism.kit.outbound import LookupBusy, OutboundAnswer, OutboundClient, OutboundFailed, OutboundTimeout
 from prism.webhooks.signing import SIGNATURE_HEADER, USER_AGENT, signature_header
 
 STORED_BODY_CHARS = 1000  # SPEC.md "Limits": stored response body
@@ -30,6 +30,9 @@ class Attempt:
     # It held its slot for SLOW_SHARE_OF_TIMEOUT of the timeout or more (a timeout included): a receiver that answers
     # just before its timeout holds the workers' slots nearly as long as one that never answers.
     slow: bool = False
+    # Nothing was sent: no lookup thread was free to resolve the receiver's host (LookupBusy). It says nothing of the
+    # receiver, so it is no attempt: the worker puts the delivery off instead.
+    lookup_busy: bool = False
 
 
 # The share of its timeout after which an answer counts as slow (Attempt.slow).
@@ -72,12 +75,15 @@ def _reason(status: int) -> str:
 
 
 async def attempt(client: OutboundClient, *, url: str, body: bytes, headers: dict[str, str],
-                  timeout_seconds: float) -> Attempt:
-    """2xx within `timeout_seconds` (connect, send and answer together) is success; redirects are failures."""
+                  timeout_seconds: float, organization_id: str | None = None) -> Attempt:
+    """2xx within `timeout_seconds` (connect, send and answer together) is success; redirects are failures.
+    `organization_id`: whose share of the client's lookup threads resolving the receiver's host takes."""
     started = time.monotonic()
     try:
         answer = await client.send("POST", url, headers=headers, body=body, timeout_seconds=timeout_seconds,
-                                   read_at_most=_READ_AT_MOST)
+                                   read_at_most=_READ_AT_MOST, lookup_owner=organization_id)
+    except LookupBusy as exc:
+        return Attempt(False, None, "", str(exc), None, lookup_busy=True)
     except OutboundTimeout as exc:
         return Attempt(False, None, "", str(exc), None, timed_out=True, slow=True)
     except OutboundFailed as exc:  # the message may quote what the receiver sent

@@ -23,7 +23,12 @@ A receiver that hangs (HANGING_AFTER_TIMEOUTS sends in a row were slow: they ran
 only after half of it, `Attempt.slow`) has its webhook's other due deliveries held back by one timeout (`_hold`):
 within an organization claims take the oldest due deliveries first (organizations take turns, claim_order), so
 otherwise its backlog would fill every slot it is given, a timeout at a time, while the organization's other
-webhooks' deliveries waited. Answering just before the timeout does not escape it.
+webhooks' deliveries waited. Answering just before the timeout does not escape it, nor does answering 2xx.
+
+A delivery whose receiver's host found no lookup thread free (`Attempt.lookup_busy`: every one of the process's
+taken, or its organization's share, prism.kit.outbound.DELIVERY_LOOKUPS) was not sent: it is put off by
+RESOLVE_WITHIN_SECONDS with its status and attempt count unchanged, and counts toward no failure run. Another
+organization's receivers whose DNS stalls must not cost a webhook its attempts, nor switch it off.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from sqlalchemy import Integer, Interval, String, Table, Text, bindparam, func, 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from prism.config import Settings
-from prism.kit.outbound import DELIVERY_LOOKUPS, OutboundClient
+from prism.kit.outbound import DELIVERY_LOOKUPS, RESOLVE_WITHIN_SECONDS, OutboundClient
 from prism.kit.timeutil import utcnow
 from prism.models import OutboxEvent
 from prism.models.base import UTCDateTime
@@ -99,8 +104,10 @@ def _due(now: datetime) -> tuple[Any, ...]:
 @dataclass(frozen=True, slots=True)
 class Job:
     delivery_id: str
+    organization_id: str
     webhook_id: str
     event_type: str
+    status: str  # when claimed: pending or retrying
     attempt_count: int
     is_test: bool
     payload: bytes
@@ -116,8 +123,9 @@ class Job:
 
 
 def _job(row: Any, leased_until: datetime) -> Job:
-    return Job(delivery_id=row.id, webhook_id=row.webhook_id, event_type=row.event_type,
-               attempt_count=row.attempt_count, is_test=row.is_test, payload=row.payload.encode(), url=row.url,
+    return Job(delivery_id=row.id, organization_id=row.organization_id, webhook_id=row.webhook_id,
+               event_type=row.event_type, status=row.status, attempt_count=row.attempt_count, is_test=row.is_test,
+               payload=row.payload.encode(), url=row.url,
                sealed=row.sealed, is_active=row.is_active, events=row.events or [], filters=row.filters,
                max_retries=row.max_retries,
                retry_delay_seconds=row.retry_delay_seconds, timeout_seconds=row.timeout_seconds,
@@ -280,8 +288,9 @@ class DeliveryWorker:
             if not ids:
                 return []
             rows = (await session.execute(
-                select(WebhookDelivery.id, WebhookDelivery.webhook_id, WebhookDelivery.event_type,
-                       WebhookDelivery.attempt_count, WebhookDelivery.is_test, OutboxEvent.payload, Webhook.url,
+                select(WebhookDelivery.id, WebhookDelivery.organization_id, WebhookDelivery.webhook_id,
+                       WebhookDelivery.event_type, WebhookDelivery.status, WebhookDelivery.attempt_count,
+                       WebhookDelivery.is_test, OutboxEvent.payload, Webhook.url,
                        Webhook.sealed, Webhook.is_active, Webhook.events, Webhook.filters, Webhook.max_retries,
                        Webhook.retry_delay_seconds, Webhook.timeout_seconds)
                 .join(Webhook, Webhook.id == WebhookDelivery.webhook_id)
@@ -317,7 +326,8 @@ class DeliveryWorker:
             log.exception("delivery %s could not be completed", job.delivery_id)
 
     async def _send(self, job: Job) -> tuple[Attempt, bool]:
-        """The attempt's outcome, and whether it counts as an attempt (nothing sent does not)."""
+        """The attempt's outcome, and whether it counts as an attempt (nothing sent does not, `lookup_busy`
+        included)."""
         if not job.is_active:  # test events included: an inactive webhook never delivers (SPEC.md)
             return Attempt(False, None, "", NOT_SENT_INACTIVE, None), False
         # A test event is addressed to its webhook whatever it subscribes to; any other must still be wanted.
@@ -330,8 +340,8 @@ class DeliveryWorker:
         headers = delivery_headers(secrets=opened.signing_secrets(self.clock()), body=job.payload,
                                    event_type=job.event_type, delivery_id=job.delivery_id, custom=opened.headers)
         outcome = await attempt(self.client, url=job.url, body=job.payload, headers=headers,
-                                timeout_seconds=job.timeout_seconds)
-        return outcome, True
+                                timeout_seconds=job.timeout_seconds, organization_id=job.organization_id)
+        return outcome, not outcome.lookup_busy
 
     async def record(self, job: Job, outcome: Attempt, *, count_attempt: bool = True) -> None:
         """Queue the outcome of a claimed job for the next results write and wait until it is written.
@@ -341,7 +351,8 @@ class DeliveryWorker:
         (its lease runs out and the delivery is sent again); never because another outcome could not."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         values = self._outcome_values(job, outcome, count_attempt)
-        WEBHOOK_DELIVERIES.labels(values["status"]).inc()  # success, retrying or failed
+        if not outcome.lookup_busy:  # put off unsent: no attempt to count
+            WEBHOOK_DELIVERIES.labels(values["status"]).inc()  # success, retrying or failed
         self._results.append((job, values, outcome.status_code == 410, self._hanging(job, outcome), future))
         self._results_ready.set()
         if self._writer is None or self._writer.done():
@@ -350,7 +361,10 @@ class DeliveryWorker:
 
     def _hanging(self, job: Job, outcome: Attempt) -> bool:
         """Whether this outcome makes HANGING_AFTER_TIMEOUTS slow sends in a row for its webhook; a prompt answer
-        (or an outcome without a send) ends the run."""
+        (or an outcome without a send) ends the run; a delivery put off for want of a lookup thread leaves it as it
+        is (it says nothing of the receiver)."""
+        if outcome.lookup_busy:
+            return False
         if not outcome.slow:
             self._timeouts.pop(job.webhook_id, None)
             return False
@@ -358,6 +372,11 @@ class DeliveryWorker:
         return run >= HANGING_AFTER_TIMEOUTS
 
     def _outcome_values(self, job: Job, outcome: Attempt, count_attempt: bool) -> dict[str, Any]:
+        if outcome.lookup_busy:
+            # Nothing was sent: the delivery keeps its status, attempt count and last attempt's answer, and is due
+            # again once a lookup thread may be free (a lookup stops being waited for within that time).
+            return {"status": job.status, "attempt_count": job.attempt_count, "claimed_by": None,
+                    "claimed_until": None, "due_at": self._later(RESOLVE_WITHIN_SECONDS)}
         now = self.clock()
         attempts = job.attempt_count + (1 if count_attempt else 0)
         values: dict[str, Any] = {
@@ -419,19 +438,26 @@ class DeliveryWorker:
         successes = [(job, values) for job, values, *_ in batch if values["status"] == "success"]
         others = [(job, values, gone, hanging) for job, values, gone, hanging, _ in batch
                   if values["status"] != "success"]
+        # A receiver answering 2xx only after half its timeout holds the slots as long as one failing as slowly: its
+        # webhook is held back all the same (the others' holds follow their own writes, `_write_others`).
+        slow_successes = [job for job, values, _, hanging, _ in batch if hanging and values["status"] == "success"]
         if self._autocommit is not None:
             if successes:
                 async with self._autocommit.connect() as connection:
                     await postgres_queue.record_successes(connection, me=self.worker_id, outcomes=[
                         {"id": job.delivery_id, "leased_until": job.leased_until, **values}
                         for job, values in successes])
-            if others:
+            if others or slow_successes:
                 async with self.db.write() as session:
+                    for job in slow_successes:
+                        await self._hold(session, job)
                     await self._write_others(session, others)
             return
         async with self.db.write() as session:  # SQLite: the whole batch in one transaction
             if successes:
                 await self._write_successes(session, successes)
+            for job in slow_successes:
+                await self._hold(session, job)
             await self._write_others(session, others)
 
     async def _write_successes(self, session: AsyncSession, successes: list[tuple[Job, dict[str, Any]]]) -> None:
