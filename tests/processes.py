@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import re
+import secrets
 import socket
 import subprocess
 import sys
@@ -47,6 +48,9 @@ def prism_command() -> list[str]:
 # One master secret for every process a test run starts (processes must agree on it: sessions, cookies),
 # kept out of the working directory.
 TEST_SECRET_KEY_FILE = Path(tempfile.mkdtemp(prefix="prism-test-secret-")) / "prism-secret.key"
+# Written now: only `serve` and `migrate` create a missing secret file, and a test may start with another command.
+TEST_SECRET_KEY_FILE.write_text(secrets.token_urlsafe(48))
+TEST_SECRET_KEY_FILE.chmod(0o600)
 
 
 def clean_env(**settings: str) -> dict[str, str]:

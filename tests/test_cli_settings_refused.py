@@ -47,9 +47,12 @@ def test_a_master_secret_too_short_is_refused_before_the_command_works(migrated:
 
 
 def test_a_secret_file_that_cannot_be_created_is_named(migrated: str, tmp_path: Path) -> None:
-    _refused(run_cli("audit", "seal", "--json", database_url=migrated,
-                     PRISM_SECRET_KEY_FILE=str(tmp_path / "missing" / "secret.key")),
+    missing = tmp_path / "missing" / "secret.key"
+    _refused(run_cli("migrate", "--json", database_url=migrated, PRISM_SECRET_KEY_FILE=str(missing)),
              "invalid_setting", "PRISM_SECRET_KEY_FILE")
+    # A command that does not create it names the file it looked for.
+    _refused(run_cli("audit", "seal", "--json", database_url=migrated, PRISM_SECRET_KEY_FILE=str(missing)),
+             "invalid_setting", str(missing))
 
 
 def test_audit_seal_pointed_nowhere_creates_no_database(tmp_path: Path) -> None:

@@ -51,7 +51,8 @@ def database_settings(*, may_create: bool) -> Settings:
     """The settings of a command that works on the database, its URL checked (see check_database_url)."""
     settings = load_settings()
     check_database_url(settings, may_create=may_create)
-    check_master_secret(settings)
+    # Like the default database: only `serve` and `migrate` make a missing secret file (prism.kit.secret).
+    check_master_secret(settings, may_create=may_create)
     return settings
 
 
@@ -74,16 +75,14 @@ def check_database_url(settings: Settings, *, may_create: bool) -> None:
     """
     try:
         backend = backend_of(settings.database_url)
-    except ArgumentError as exc:
-        raise ConfigurationError(f"PRISM_DATABASE_URL is not a database URL: {exc}") from None
+    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number (or libpq's h1:p1,h2:p2)
+        raise ConfigurationError(f"PRISM_DATABASE_URL is not a database URL ({exc}): a port is a number from 1 to "
+                                 f"65535, and {SEVERAL_HOSTS} (docs/deploy.md)") from None
     if backend not in ("sqlite", "postgresql"):
         raise ConfigurationError(f"PRISM_DATABASE_URL names a {backend} database: Prism runs on SQLite or "
                                  "PostgreSQL (sqlite:///path or postgresql://user@host/database)")
     if backend != "sqlite":
-        try:
-            postgres_connection(settings.database_url)
-        except ValueError as exc:
-            raise ConfigurationError(f"PRISM_DATABASE_URL: {exc} (docs/deploy.md)") from None
+        _check_postgres_url(settings.database_url)
         _check_postgres_files(settings.database_url)
         return
     path = sqlite_path(settings.database_url)
@@ -101,6 +100,27 @@ def check_database_url(settings: Settings, *, may_create: bool) -> None:
             code="database_not_found")
     raise ConfigurationError(f"no Prism database at {path} (PRISM_DATABASE_URL): create it with `prism migrate`",
                              code="database_not_found")
+
+
+SEVERAL_HOSTS = "several PostgreSQL hosts are written ?host=h1:5432&host=h2:5432"
+
+
+def _check_postgres_url(url: str) -> None:
+    """Its parameters are ones asyncpg can be given, and its hosts and ports are what the driver reads from it,
+    each port in range: the driver would otherwise fail on the first connection, in its own words."""
+    try:
+        target, _ = postgres_connection(url)
+    except ValueError as exc:
+        raise ConfigurationError(f"PRISM_DATABASE_URL: {exc} (docs/deploy.md)") from None
+    try:
+        _, options = target.get_dialect()().create_connect_args(target)
+    except ArgumentError as exc:  # hosts and ports the driver cannot pair up
+        raise ConfigurationError(f"PRISM_DATABASE_URL: {exc} ({SEVERAL_HOSTS}; docs/deploy.md)") from None
+    ports = options.get("port")
+    # The URL's own port too: the driver reads `:0` as no port at all (the default one).
+    for port in [make_url(url).port, *(ports if isinstance(ports, list) else [ports])]:
+        if port is not None and not 1 <= port <= 65535:
+            raise ConfigurationError(f"PRISM_DATABASE_URL: port {port} is not a port (1 to 65535)")
 
 
 # libpq's parameters naming a file, which asyncpg opens without saying which one it could not read.
@@ -159,6 +179,9 @@ def _where(url: str) -> str:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         return str(sqlite_path(url) or ":memory:")
+    hosts = parsed.query.get("host")
+    if hosts and not parsed.host:  # several hosts (each with its port), or a Unix socket's directory
+        return f"{','.join(hosts) if isinstance(hosts, tuple) else hosts}/{parsed.database or ''}"
     return f"{parsed.host or 'localhost'}:{parsed.port or 5432}/{parsed.database or ''}"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import os
@@ -16,12 +17,14 @@ from typing import Any
 
 import typer
 import uvicorn
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from starlette.applications import Starlette
 
 from prism.cli.listening import bind_listener, run_listening
 from prism.cli.output import USAGE_EXIT, emit, fail
 from prism.cli.preflight import (
+    ConfigurationError,
     check_apps,
     check_database_reachable,
     check_database_url,
@@ -35,11 +38,13 @@ from prism.config import Settings, get_settings
 from prism.errors import PrismError
 from prism.kit.collector import collector_paused, start_serving
 from prism.kit.secret import check_master_secret
+from prism.ledger.checkpoints import MalformedCheckpoint, parse_checkpoint
+from prism.ledger.entries import audit_heads
 from prism.ledger.keys import LedgerKeys
 from prism.migrate import upgrade
 from prism.observability.logs import configure_logging
 from prism.seed import DemoWorkspace, is_empty, seed_demo
-from prism.storage import Database, backend_of
+from prism.storage import Database, backend_of, one_shot_engine
 
 # Allocations between collections of the youngest generation in a served process (Python's default: 700); the
 # measurements behind the number are in bench/README.md.
@@ -89,7 +94,10 @@ async def _seed_if_empty(settings: Settings) -> DemoWorkspace | None:
 
 
 def _banner(demo: DemoWorkspace | None, host: str, port: int) -> tuple[dict[str, Any], str]:
+    """What `prism serve` prints once listening on `host` and `port` (the socket's own address)."""
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # noqa: S104
+    if ":" in shown:  # an IPv6 literal is bracketed in a URL, and a zone's `%` is escaped (RFC 6874)
+        shown = f"[{shown.replace('%', '%25')}]"
     base = f"http://{shown}:{port}"
     if demo is None:
         return {"url": base, "seeded": False}, (
@@ -110,6 +118,40 @@ def _banner(demo: DemoWorkspace | None, host: str, port: int) -> tuple[dict[str,
     return data, text
 
 
+def check_ledger_key(settings: Settings) -> None:
+    """`invalid_setting` when the deployment's audit heads are signed with another key than this process's master
+    secret gives: such a process would write entries under MACs the deployment's own processes cannot seal, and
+    they would hold up every later entry of the organization. One query: the heads whose checkpoint names another
+    key (the checkpoint's JSON as Prism writes it; one written otherwise is parsed to be sure)."""
+    keys = LedgerKeys(settings)
+
+    async def foreign_key_id() -> str | None:
+        engine = one_shot_engine(settings.database_url)
+        try:
+            async with engine.connect() as connection:
+                rows = await connection.execute(select(audit_heads.c.checkpoint).where(
+                    audit_heads.c.checkpoint.is_not(None),
+                    audit_heads.c.checkpoint.not_like(f'%"key_id":"{keys.key_id}"%')))
+                for (checkpoint,) in rows:
+                    try:
+                        key_id = parse_checkpoint(checkpoint).key_id
+                    except MalformedCheckpoint:  # not a signed head at all: `prism audit verify` names it
+                        continue
+                    if key_id != keys.key_id:
+                        return key_id
+                return None
+        finally:
+            await engine.dispose()
+
+    other = asyncio.run(foreign_key_id())
+    if other is not None:
+        source = "PRISM_SECRET_KEY" if settings.secret_key else f"PRISM_SECRET_KEY_FILE ({settings.secret_key_file})"
+        raise ConfigurationError(
+            f"the audit log in this database is signed with key {other}, and this process's master secret "
+            f"({source}) gives key {keys.key_id}: every process of a deployment must use the same master secret, "
+            "or the entries it writes can never be sealed (docs/deploy.md \"Secrets\")")
+
+
 def warn_per_process_limits(settings: Settings, workers: int) -> None:
     """One WARNING line in the server's log (the workers configure their own logging once they start)."""
     configure_logging(settings.log_level, settings.log_format)
@@ -121,14 +163,14 @@ def serve(*, host: str, port: int, workers: int, as_json: bool, seed: bool | Non
     banner. A start that fails before that leaves the database unseeded, so the next one shows a usable key."""
     try:
         settings = load_settings()
+        check_database_url(settings, may_create=True)  # before anything reads the URL
         if workers > 1 and backend_of(settings.database_url) == "sqlite":
             raise PrismError(SQLITE_WORKERS_REFUSAL.format(workers=workers), code="sqlite_single_process")
         if workers > 1 and not settings.redis_url:
             if not settings.rate_limit_per_process:
                 raise PrismError(PER_PROCESS_LIMITS_REFUSAL.format(workers=workers), code="per_process_limits")
             warn_per_process_limits(settings, workers)
-        check_database_url(settings, may_create=True)
-        check_master_secret(settings)
+        check_master_secret(settings, may_create=True)
         check_apps(settings)
         check_redis(settings)
         check_tracing(settings)
@@ -137,6 +179,7 @@ def serve(*, host: str, port: int, workers: int, as_json: bool, seed: bool | Non
                 check_database_reachable(settings.database_url)
             try:
                 steps = upgrade(settings.database_url)
+                check_ledger_key(settings)  # before this process seals or writes anything
                 if steps:  # what only the upgrade does to the ledger (docs/audit.md "Upgrading")
                     from prism.cli.audit import seal_waiting_logs
 
@@ -145,13 +188,14 @@ def serve(*, host: str, port: int, workers: int, as_json: bool, seed: bool | Non
             except (SQLAlchemyError, OSError) as exc:
                 raise database_error(settings.database_url, getattr(exc, "orig", None) or exc) from None
         listener = bind_listener(host, port, workers=workers)
+        listening_on: tuple[str, int] = listener.getsockname()[:2]  # the port chosen for --port 0
     except PrismError as exc:
         fail(as_json, exc, exit_code=USAGE_EXIT if exc.code in REFUSED_OPTIONS else 1)
     seeding = should_seed(settings, seed)
 
     async def announce() -> None:
         demo = await _seed_if_empty(settings) if seeding else None
-        data, text = _banner(demo, host, port)
+        data, text = _banner(demo, *listening_on)
         emit(as_json, data, text)
 
     # proxy_headers off: X-Forwarded-For counts only from PRISM_TRUSTED_PROXIES (prism.ratelimit.addresses), and

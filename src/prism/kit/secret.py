@@ -78,11 +78,21 @@ def _master(secret_key: str | None, secret_key_file: str) -> bytes:
     return _read_or_create(Path(secret_key_file))
 
 
-def check_master_secret(settings: Settings) -> None:
-    """UnusableSecret now, not from the first key derived mid-command: the secret set, or its file if it exists
-    (a missing file is made on first use, by the command that needs it)."""
-    if settings.secret_key or Path(settings.secret_key_file).exists():
-        _master(settings.secret_key, settings.secret_key_file)
+def check_master_secret(settings: Settings, *, may_create: bool) -> None:
+    """UnusableSecret now, not from the first key derived mid-command: the secret set, or its file.
+
+    Only a command that starts a deployment (`serve`, `migrate`: `may_create`) makes a missing file. Any other
+    command run away from the server's directory, against the deployment's database, would otherwise make a
+    secret of its own there and sign the audit log and seal secrets with it, which the deployment cannot verify
+    or open afterwards: it is refused instead, naming the file it looked for.
+    """
+    path = Path(settings.secret_key_file)
+    if not settings.secret_key and not may_create and not path.exists():
+        raise UnusableSecret(
+            f"no master secret at {path.resolve()}: PRISM_SECRET_KEY is not set and PRISM_SECRET_KEY_FILE names no "
+            "file. Run the command where `prism serve` runs (it made the file there), or set PRISM_SECRET_KEY (or "
+            "PRISM_SECRET_KEY_FILE) to the deployment's secret.")
+    _master(settings.secret_key, settings.secret_key_file)
 
 
 def derived_key(settings: Settings, purpose: str, length: int = 32) -> bytes:

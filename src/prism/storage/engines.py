@@ -68,8 +68,11 @@ JSON_OPTIONS: dict[str, Any] = {"json_serializer": json_text, "json_deserializer
 LIBPQ_PARAMETERS = frozenset({
     "sslmode", "sslcert", "sslkey", "sslrootcert", "sslcrl", "sslpassword", "sslnegotiation",
     "ssl_min_protocol_version", "ssl_max_protocol_version", "application_name", "passfile", "krbsrvname", "gsslib"})
-# asyncpg's own keyword arguments, taken from the URL as they are (an explicit `ssl` wins over `sslmode`).
-ASYNCPG_PARAMETERS = frozenset({"ssl", "prepared_statement_cache_size", "target_session_attrs"})
+# asyncpg's own keyword arguments, taken from the URL as they are (an explicit `ssl` wins over `sslmode`). `host`
+# and `port` are SQLAlchemy's way to give asyncpg several hosts (`?host=h1:5432&host=h2:5432`, or
+# `?host=h1,h2&port=5432,5433`: libpq's `h1:5432,h2:5432` in the authority is not a URL SQLAlchemy reads) or a Unix
+# socket's directory (`?host=/var/run/postgresql`).
+ASYNCPG_PARAMETERS = frozenset({"ssl", "prepared_statement_cache_size", "target_session_attrs", "host", "port"})
 # libpq's `connect_timeout` (whole seconds to wait for a connection) is asyncpg's `timeout`.
 CONNECT_TIMEOUT = "connect_timeout"
 POSTGRES_URL_PARAMETERS = LIBPQ_PARAMETERS | ASYNCPG_PARAMETERS | {CONNECT_TIMEOUT}
