@@ -156,8 +156,8 @@ class GovernanceViolation(OrgScoped, Base):
     id: Mapped[str] = mapped_column(String(40), primary_key=True)  # vio_<hex>, also the event id
     organization_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
     tenant_id: Mapped[str] = mapped_column(String(36))
-    audit_entry_id: Mapped[int] = mapped_column(Integer)
-    audit_seq: Mapped[int] = mapped_column(Integer)
+    audit_entry_id: Mapped[int] = mapped_column(Int64)  # audit_entries.id and .seq: 64-bit
+    audit_seq: Mapped[int] = mapped_column(Int64)
     persona_id: Mapped[str] = mapped_column(String(36))
     persona_version: Mapped[int] = mapped_column(Integer)
     policy_name: Mapped[str] = mapped_column(String(100))

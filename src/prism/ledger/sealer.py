@@ -485,10 +485,16 @@ class Sealer:
 
     async def _run(self) -> None:
         first = True
+        clock = asyncio.get_running_loop().time
+        next_sweep = clock()  # the first round sweeps at once
         while True:
             try:
-                sweep = first or not await self._woken()
+                await self._woken(until=next_sweep)
+                # Due by the clock, woken or not: a process whose batches keep requesting seals is woken before
+                # every timeout, and would never seal what other processes left nor keep quiet logs' checkpoints.
+                sweep = clock() >= next_sweep
                 if sweep:
+                    next_sweep = clock() + self.sweep_every
                     self._pending |= await logs_to_seal(self.db, with_heads=first)
                     first = False
                 self._wakeup.clear()
@@ -505,9 +511,9 @@ class Sealer:
                 log.exception("sealing the audit ledger failed; retrying in %.1f s", self.sweep_every)
                 await asyncio.sleep(self.sweep_every)
 
-    async def _woken(self) -> bool:
-        """Wait for a request, or until the next sweep is due (False)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wakeup.wait(), timeout=self.sweep_every)
-            return True
-        return False
+    async def _woken(self, *, until: float) -> None:
+        """Wait for a request, or until the loop's clock reaches `until` (when the next sweep is due)."""
+        timeout = until - asyncio.get_running_loop().time()
+        if timeout > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), timeout=timeout)

@@ -116,6 +116,7 @@ async def _verify_once(session: AsyncSession, organization_id: str, keys: Ledger
         # A head that does not match its signature is reported only if no entry is to blame first: an attacker
         # who rewrote an entry rewrote the head too, and the entry is what the report must name.
         head_problem = _signature_problem(head, organization_id, keys)
+        await _nothing_before_the_log(session, organization_id)
         pruned = await _pruned_start(session, organization_id, head, keys)
         # A checkpoint older than the archived range starts nowhere readable: the archive's own one is signed too.
         start = pruned if since is None or (pruned is not None and since.checkpoint.tree_size
@@ -248,6 +249,18 @@ async def _pruned_start(session: AsyncSession, organization_id: str, head: Any,
         raise _Broken(f"entries 1..{head.pruned_through} are gone and the head says they were archived, but no "
                       "prune by this deployment attests it: the entries were deleted", 1)
     return start
+
+
+async def _nothing_before_the_log(session: AsyncSession, organization_id: str) -> None:
+    """A log's positions start at 1, and verification reads from there on; the entry list and export show every
+    stored entry, so one stored at 0 or below (a copy, or a forged entry placed where no check reads) is named.
+    Entries at archived positions (1..pruned_through) are `_pruned_start`'s to name."""
+    outside = (await session.execute(select(audit_entries.c.seq, audit_entries.c.id).where(
+        audit_entries.c.organization_id == organization_id, audit_entries.c.seq < 1)
+        .order_by(audit_entries.c.seq).limit(1))).first()
+    if outside is not None:
+        raise _Broken(f"an entry is stored at position {outside.seq}, outside the log (its positions start at 1): "
+                      "it was put there", outside.seq, outside.id)
 
 
 async def _entries_before_start_stored(session: AsyncSession, organization_id: str, pruned_through: int,

@@ -10,10 +10,21 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
-from prism.models.base import Base, UTCDateTime
+from prism.models.base import Base, Int64, UTCDateTime
 from prism.tenancy.scope import OrgScoped
 
 
@@ -54,9 +65,14 @@ class AuditEntry(OrgScoped, Base):
         # What the sealer looks for: an organization's entries that have no position yet.
         Index("ix_audit_entries_unsealed", "organization_id", "id",
               sqlite_where=text("seq IS NULL"), postgresql_where=text("seq IS NULL")),
+        # A log's positions start at 1 (a waiting entry has none: NULL passes a CHECK). Only on PostgreSQL: on
+        # SQLite adding it to an existing database rebuilds the whole table (verification names such an entry
+        # on both engines).
+        CheckConstraint("seq >= 1", name="seq_from_1").ddl_if(dialect="postgresql"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    # One sequence numbers the entries of every organization of the deployment: 32 bits would run out.
+    id: Mapped[int] = mapped_column(Int64, primary_key=True, autoincrement=True)
     organization_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
     seq: Mapped[int | None] = mapped_column(BigInteger)
     tenant_id: Mapped[str] = mapped_column(String(36))
