@@ -54,7 +54,8 @@ def test_a_command_away_from_the_server_makes_no_secret_and_leaves_the_log_valid
     for command in (("org", "create", "Ops Two", "--tenant", "acme"),
                     ("key", "create", "--tenant", "acme", "--email", "owner@acme.example"),
                     ("tenant", "create", "initech", "--name", "Initech", *OWNER),
-                    ("audit", "seal")):
+                    ("audit", "seal"), ("audit", "public-key"),
+                    ("audit", "retain", "--tenant", "acme", "--archive-dir", str(home))):
         refused = prism(home, url, *command)
         assert refused.returncode == 1 and TRACEBACK not in refused.stderr, str(refused)
         error = refused.error
@@ -80,6 +81,21 @@ def test_migrate_makes_the_secret_where_the_deployment_starts(tmp_path: Path) ->
     with scratch_database(tmp_path, "first") as url:
         succeeds(prism(tmp_path, url, "migrate"))
         assert (tmp_path / SECRET_FILE).stat().st_mode & 0o777 == 0o600
+
+
+def test_migrate_with_another_master_secret_than_the_logs_is_refused(
+        deployment: tuple[Path, str], tmp_path: Path) -> None:
+    """`migrate` may make a secret where it runs, but never seals a deployment's logs with one that is not the
+    deployment's: run away from the server's directory, it is refused once it sees the logs' key."""
+    server_dir, url = deployment
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    refused = prism(elsewhere, url, "migrate")
+    assert refused.returncode == 1 and TRACEBACK not in refused.stderr, str(refused)
+    assert refused.error["error"] == "invalid_setting" and "master secret" in refused.error["message"], str(refused)
+    assert succeeds(prism(server_dir, url, "migrate"))["migrated"] is True
+    for tenant in ("acme", "globex"):
+        assert succeeds(prism(server_dir, url, "audit", "verify", "--tenant", tenant))["valid"] is True
 
 
 def test_serve_with_another_master_secret_than_the_logs_refuses_to_start(

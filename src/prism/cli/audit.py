@@ -23,6 +23,7 @@ from prism.cli.transaction import in_transaction, on_database
 from prism.config import Settings
 from prism.errors import InvalidArguments, NotFound, PrismError
 from prism.kit.numbers import whole_number
+from prism.kit.secret import check_master_secret
 from prism.ledger.archive import archive, archive_name, retention_cut
 from prism.ledger.checkpoints import Checkpoint, MalformedCheckpoint, parse_checkpoint
 from prism.ledger.entries import audit_heads
@@ -275,7 +276,9 @@ def _checkpoint_file(as_json: bool, path: Path) -> Checkpoint:
 def _ledger_keys(as_json: bool) -> LedgerKeys:
     """The deployment's ledger keys; settings that do not load exit with one clear line."""
     try:
-        return LedgerKeys(load_settings())
+        settings = load_settings()
+        check_master_secret(settings, may_create=False)  # a new secret here would sign what nobody can verify
+        return LedgerKeys(settings)
     except PrismError as exc:
         fail(as_json, exc)
 
@@ -326,11 +329,7 @@ def audit_retain(tenant: str = typer.Option(..., "--tenant"),
                  archive_dir: Path = typer.Option(..., "--archive-dir", help="Where the archive files go."),
                  as_json: bool = JSON_OPT) -> None:
     """Archive and prune, for each organization of the tenant with a retention, the entries older than it."""
-    try:
-        settings = load_settings()
-    except PrismError as exc:
-        fail(as_json, exc)
-    keys = LedgerKeys(settings)
+    keys = _ledger_keys(as_json)
     try:
         is_directory = archive_dir.is_dir()
     except OSError:  # a name the file system refuses (too long) names no directory either
@@ -338,7 +337,7 @@ def audit_retain(tenant: str = typer.Option(..., "--tenant"),
     if not is_directory:
         fail(as_json, InvalidArguments(f"{archive_dir} is not a directory", code="archive_dir_not_found"))
 
-    async def work(db: Database, _: Settings) -> dict[str, Any]:
+    async def work(db: Database, settings: Settings) -> dict[str, Any]:
         async with db.read() as session:
             organizations = [(o.id, o.slug, o.audit_retention_days)
                              for o in await list_organizations(session, await require_tenant(session, tenant))]

@@ -24,6 +24,7 @@ from prism.cli.preflight import (
     database_settings,
     load_settings,
 )
+from prism.cli.serve import check_ledger_key
 from prism.cli.transaction import in_transaction
 from prism.cli.users import AS_ARGUMENT_HELP, FROM_STDIN_HELP, new_password_hash, user_cli
 from prism.errors import PrismError
@@ -96,6 +97,7 @@ def migrate(as_json: bool = JSON_OPT) -> None:
             steps = upgrade(url)
         except (SQLAlchemyError, OSError) as exc:
             raise database_error(url, getattr(exc, "orig", None) or exc) from None
+        check_ledger_key(settings)  # before sealing anything, as `prism serve` checks before serving
     except PrismError as exc:
         fail(as_json, exc)
     # What only the upgrade that brings the logs across does (signing heads written before the tree, attesting
