@@ -20,6 +20,9 @@ from tests.factories import Factory, ledger_keys
 from tests.governance_support import ok, post
 from tests.ledger_support import sealed_log
 
+# PostgreSQL's CHECK that an entry's position is at least 1 (migration 0035).
+POSITIONS_FROM_1 = "ck_audit_entries_seq_from_1"
+
 LIST, READ = "audit_query/ledger/entry/list", "audit_query/ledger/entry/read"
 EXPORT, VERIFY = "audit_query/ledger/entry/export", "audit_query/ledger/log/verify"
 PARTS = "/prism/entity_crud/spare_parts/spare_part/list"
@@ -68,16 +71,24 @@ async def test_an_entry_moved_to_a_negative_position_is_shown_not_a_500(
     async with db.write() as s:
         moved = (await s.execute(select(audit_entries.c.id).where(
             audit_entries.c.organization_id == ws.org.id, audit_entries.c.seq == 2))).scalar_one()
+        if not db.is_sqlite:  # PostgreSQL refuses the move by a CHECK: dropped meanwhile, as a database owner could
+            await s.execute(text(f"ALTER TABLE audit_entries DROP CONSTRAINT {POSITIONS_FROM_1}"))
         await s.execute(update(audit_entries).where(audit_entries.c.id == moved).values(seq=-1))
-    report = await ok(client, ws, VERIFY, {"start": "first_entry"})
-    assert report["valid"] is False
-    listed = await post(client, ws, LIST, {"page_size": 100})
-    assert listed.status_code == 200, listed.text
-    shown = await post(client, ws, READ, {"id": ledger_keys().entry_ref(ws.org.id, moved)})
-    assert shown.status_code == 200, shown.text
-    assert shown.json()["data"]["checks"]["mac_fits_position"] is False
-    exported = await post(client, ws, EXPORT, {})
-    assert exported.status_code == 200, exported.text
+    try:
+        report = await ok(client, ws, VERIFY, {"start": "first_entry"})
+        assert report["valid"] is False
+        listed = await post(client, ws, LIST, {"page_size": 100})
+        assert listed.status_code == 200, listed.text
+        shown = await post(client, ws, READ, {"id": ledger_keys().entry_ref(ws.org.id, moved)})
+        assert shown.status_code == 200, shown.text
+        assert shown.json()["data"]["checks"]["mac_fits_position"] is False
+        exported = await post(client, ws, EXPORT, {})
+        assert exported.status_code == 200, exported.text
+    finally:
+        async with db.write() as s:
+            await s.execute(update(audit_entries).where(audit_entries.c.id == moved).values(seq=2))
+            if not db.is_sqlite:
+                await s.execute(text(f"ALTER TABLE audit_entries ADD CONSTRAINT {POSITIONS_FROM_1} CHECK (seq >= 1)"))
 
 
 async def test_an_entry_moved_to_the_largest_position_is_shown_not_a_500(

@@ -340,7 +340,7 @@ class Dispatcher:
         # The handler's session acts for the caller's organization: every statement it runs is limited to it.
         with acting_for(session, auth.organization_id):
             result = await handler.func(HandlerCall(auth, session, self.registry, handler, self.settings,
-                                                    prepared, self.limiter), params)
+                                                    prepared, self.limiter, self.ledger.db), params)
             if not handler.read_only:  # surface constraint violations inside the handler's savepoint
                 await session.flush()
         return result

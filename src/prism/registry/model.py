@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from prism.config import Settings
     from prism.ratelimit.limiter import RateLimiter
     from prism.registry.registry import Registry
+    from prism.storage import Database
 
 ScopeClass = Literal["read", "write", "execute"]
 
@@ -45,6 +46,9 @@ class HandlerCall:
     # The app's rate limiter, for what a handler counts beyond its own `Handler.limit` (a change an upstream
     # announced during the call: prism.integrations.mcp_upstream); None where nothing is counted (the CLI).
     limiter: RateLimiter | None = None
+    # The database, for the slow read of an `AfterCommit` answer, which runs in a read transaction of its own
+    # once the call's batch committed (prism.apps.ledger's verification); None where there is none (the CLI).
+    database: Database | None = None
 
     @property
     def organization_id(self) -> str:
