@@ -120,26 +120,33 @@ def _banner(demo: DemoWorkspace | None, host: str, port: int) -> tuple[dict[str,
 
 def check_ledger_key(settings: Settings) -> None:
     """`invalid_setting` when the deployment's audit heads are signed with another key than this process's master
-    secret gives: such a process would write entries under MACs the deployment's own processes cannot seal, and
-    they would hold up every later entry of the organization. One query: the heads whose checkpoint names another
-    key (the checkpoint's JSON as Prism writes it; one written otherwise is parsed to be sure)."""
+    secret gives, and none with its own: such a process would write entries under MACs the deployment's own
+    processes cannot seal, and they would hold up every later entry of the organization. A database where some
+    head carries this process's key is the deployment's (a head signed otherwise there is a broken log, which
+    `prism audit verify` names, not a reason to refuse every process). One query when a head carries the key (the
+    checkpoint's JSON as Prism writes it); otherwise the heads are parsed to be sure."""
     keys = LedgerKeys(settings)
+    ours = f'%"key_id":"{keys.key_id}"%'
 
     async def foreign_key_id() -> str | None:
         engine = one_shot_engine(settings.database_url)
         try:
             async with engine.connect() as connection:
+                if (await connection.execute(select(audit_heads.c.organization_id).where(
+                        audit_heads.c.checkpoint.like(ours)).limit(1))).first() is not None:
+                    return None
                 rows = await connection.execute(select(audit_heads.c.checkpoint).where(
-                    audit_heads.c.checkpoint.is_not(None),
-                    audit_heads.c.checkpoint.not_like(f'%"key_id":"{keys.key_id}"%')))
+                    audit_heads.c.checkpoint.is_not(None)))
+                other = None
                 for (checkpoint,) in rows:
                     try:
                         key_id = parse_checkpoint(checkpoint).key_id
                     except MalformedCheckpoint:  # not a signed head at all: `prism audit verify` names it
                         continue
-                    if key_id != keys.key_id:
-                        return key_id
-                return None
+                    if key_id == keys.key_id:
+                        return None
+                    other = other or key_id
+                return other
         finally:
             await engine.dispose()
 
