@@ -27,7 +27,7 @@ async def scrape(client: httpx.AsyncClient) -> str:
 
 async def test_series_move_with_real_calls(client: httpx.AsyncClient, factory: Factory) -> None:
     ws = await factory.workspace(roles=("owner",))
-    await governed_key(factory, client, ws, "denied", persona={"name": "none", "default": "deny"})
+    await governed_key(factory, client, ws, "denied", persona={"name": "deny all", "default": "deny"})
     await governed_key(factory, client, ws, "watched", persona={"name": "watched", "oversight": ["*/*/*/*"]})
     before = await scrape(client)
     assert (await post(client, ws, PARTS, {})).status_code == 200
