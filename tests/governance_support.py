@@ -8,8 +8,10 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
+from prism.auth.context import AuthContext
+from prism.auth.person import memberships, person_context
 from prism.keys.service import lookup_of
-from prism.models import AuditEntry, OutboxEvent
+from prism.models import AuditEntry, OutboxEvent, User
 from prism.storage import Database
 from tests.factories import Factory, Workspace
 from tests.ledger_support import seal_waiting
@@ -66,3 +68,13 @@ async def entries(db: Database, organization_id: str) -> list[AuditEntry]:
     async with db.read() as session:
         return list((await session.execute(select(AuditEntry).where(
             AuditEntry.organization_id == organization_id).order_by(AuditEntry.seq))).scalars())
+
+
+async def owner_context(db: Database, ws: Workspace) -> AuthContext:
+    """The workspace owner's caller context as a signed-in person, for calling a service directly."""
+    async with db.read() as s:
+        user = (await s.execute(select(User).where(User.email == ws.emails["owner"]))).scalar_one()
+        membership = (await s.execute(memberships(user))).first()
+    assert membership is not None
+    return person_context(user, membership, credential_kind="console", credential_id="console:test", key_name="c",
+                          signed_in_at=user.created_at)

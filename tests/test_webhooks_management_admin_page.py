@@ -5,43 +5,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import event, select
+from sqlalchemy import event
 
-from prism.auth.context import AuthContext
-from prism.auth.person import memberships, person_context
 from prism.config import Settings
-from prism.models import User
 from prism.storage import Database
 from prism.webhooks import service
 from prism.webhooks.admin import LISTED_WEBHOOKS, RECENT_DELIVERIES, newest_of
 from prism.webhooks.schemas import WebhookCreate
 from tests.factories import Factory, Workspace
+from tests.governance_support import owner_context
 from tests.oauth_support import browser, sign_in
 
 PAGE = "/admin/integrations/webhooks/"
 URL = "https://receiver.example/hook"
 
 
-async def _owner(db: Database, ws: Workspace) -> AuthContext:
-    async with db.read() as s:
-        user = (await s.execute(select(User).where(User.email == ws.emails["owner"]))).scalar_one()
-        membership = (await s.execute(memberships(user))).first()
-    assert membership is not None
-    return person_context(user, membership, credential_kind="console", credential_id="console:test", key_name="c",
-                          signed_in_at=user.created_at)
-
-
 async def _webhooks(db: Database, settings: Settings, ws: Workspace, count: int) -> list[str]:
     """`count` webhooks, oldest first, made as the API makes them (the limit raised to hold them)."""
     roomy = settings.model_copy(update={"webhooks_per_organization": count})
-    auth = await _owner(db, ws)
+    auth = await owner_context(db, ws)
     async with db.write() as s:
         return [(await service.create_webhook(s, auth, roomy, WebhookCreate(name=f"hook {i}", url=URL), URL))["id"]
                 for i in range(count)]
 
 
 async def _test_events(db: Database, ws: Workspace, webhook_id: str, count: int) -> None:
-    auth = await _owner(db, ws)
+    auth = await owner_context(db, ws)
     async with db.write() as s:
         for _ in range(count):
             await service.send_test_event(s, auth, webhook_id)

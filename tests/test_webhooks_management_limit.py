@@ -8,17 +8,15 @@ import asyncio
 
 import httpx
 import pytest
-from sqlalchemy import select
 
 from prism.auth.context import AuthContext
-from prism.auth.person import memberships, person_context
 from prism.config import Settings
 from prism.errors import Conflict
-from prism.models import User
 from prism.storage import Database
 from prism.webhooks import service
 from prism.webhooks.schemas import WebhookCreate
 from tests.factories import Factory, Workspace
+from tests.governance_support import owner_context
 
 WEBHOOKS = "/api/v1/risk-assessment/governance/webhooks/"
 URL = "https://127.0.0.1:9/hook"
@@ -89,22 +87,13 @@ async def test_switching_a_webhook_back_on_past_a_lowered_limit_is_refused(
     assert on.status_code == 200 and on.json()["is_active"] is True, on.text
 
 
-async def _owner(db: Database, ws: Workspace) -> AuthContext:
-    async with db.read() as s:
-        user = (await s.execute(select(User).where(User.email == ws.emails["owner"]))).scalar_one()
-        membership = (await s.execute(memberships(user))).first()
-    assert membership is not None
-    return person_context(user, membership, credential_kind="console", credential_id="console:test", key_name="c",
-                          signed_in_at=user.created_at)
-
-
 async def test_a_create_waits_for_a_concurrent_one_and_then_counts_it(
         db: Database, factory: Factory, limited: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     """On PostgreSQL two transactions run at once: each would count the webhooks the other has not committed yet,
     and both pass at one below the limit. The second waits on the organization's row until the first commits."""
     monkeypatch.setattr(limited, "webhooks_per_organization", 1)
     ws = await factory.workspace(roles=("owner",))
-    auth = await _owner(db, ws)
+    auth = await owner_context(db, ws)
     async with db.write() as session:
         await service.create_webhook(session, auth, limited, WebhookCreate(name="first", url=URL), URL)
         second = asyncio.create_task(_create_in_own_transaction(db, auth, limited, "second"))
